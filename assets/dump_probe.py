@@ -1,0 +1,836 @@
+"""dump_probe: bounded, sync-free tensor dumps for numerical debugging.
+
+Copy this single file into the package under test (or write it out with
+``dumpview probe install DIR``).  It needs Python >= 3.9 and torch >= 2.1 and
+nothing else; it works on any torch device (cpu, cuda, npu through torch_npu).
+
+Usage inside the code under test::
+
+    from . import dump_probe as dp
+    dp.arm(request_id, token_ids=ids, temperature=0.0)    # at a scheduling boundary
+    dp.capture("layers.3.attn_out", attn_out)              # at candidate stages
+    dp.capture_inputs("layers.3.rope", q=q, k=k, pos=pos)  # a full operator input set
+    dp.finish()                                            # once the logits exist
+
+Environment (read once, at import):
+
+    DUMP_PROBE             1/true/yes/on arms the probe; anything else (or unset) leaves it off
+    DUMP_PROBE_DIR         output directory (default ./dump_probe_out)
+    DUMP_PROBE_RANKS       ranks that write: "0" (default), "0,2", or "all"
+    DUMP_PROBE_TENSOR      regex of stages whose full tensors are saved (default: none)
+    DUMP_PROBE_ROWS        rows (dim 0) kept per saved tensor; 0 or "all" keeps every row (default 256)
+    DUMP_PROBE_MATCH       which distinct label is captured, 1-based (default 1)
+    DUMP_PROBE_OCCURRENCE  which call within that label is captured, 1-based (default 1)
+    DUMP_PROBE_TENSOR_FORMAT  "safetensors" (default) or "pt"
+
+An invalid value prints one warning and leaves the probe disarmed.  No
+function here raises into the model it observes: an internal failure prints
+one warning and disarms the probe.
+
+Statistics are computed on the tensor's own device and stacked there; the host
+reads them back in ``finish()``, in one transfer per device.  The capture path
+never calls ``.cpu()``, ``.item()``, ``.tolist()`` or prints device values: a
+dump that synchronises can complete the very asynchronous copy a bug depends
+on.  The manifest format is described in docs/manifest.md of the dumpview
+repository.
+"""
+
+import json
+import os
+import re
+import socket
+import sys
+import time
+
+import torch
+
+PROBE_VERSION = "dump_probe.py 1"
+SCHEMA_VERSION = 1
+
+# Order of the values in each record's stacked statistics vector.
+STAT_NAMES = ("nan_count", "inf_count", "max_abs", "min", "max", "mean", "l2", "pos_checksum")
+
+# Multiplier of the position weights: Knuth's multiplicative hash constant
+# (floor(2**32 / golden ratio)).  Weight of flat logical index i is
+# ((i * _HASH_MUL) mod 2**32) / 2**32, a fixed pseudo-random value in [0, 1).
+_HASH_MUL = 2654435761
+_TWO_32 = 4294967296
+
+_TRUE = ("1", "true", "yes", "on")
+
+# The one boolean that every public call checks first.  True only while a
+# selected window is open on a selected rank.
+_active = False
+
+
+class _Config:
+    """Parsed environment; ``error`` names the first invalid variable."""
+
+    def __init__(self, env):
+        self.error = None
+        self.enabled = env.get("DUMP_PROBE", "").strip().lower() in _TRUE
+        self.directory = env.get("DUMP_PROBE_DIR", "") or "dump_probe_out"
+        self.ranks = self._ranks(env.get("DUMP_PROBE_RANKS", "0"))
+        pattern = env.get("DUMP_PROBE_TENSOR", "")
+        self.tensor_pattern = pattern
+        self.tensor_regex = None
+        if pattern:
+            try:
+                self.tensor_regex = re.compile(pattern)
+            except re.error as exc:
+                self._fail("DUMP_PROBE_TENSOR=%r is not a valid regex (%s)" % (pattern, exc))
+        rows = env.get("DUMP_PROBE_ROWS", "256").strip().lower()
+        self.rows = 0 if rows == "all" else self._positive_int("DUMP_PROBE_ROWS", rows, allow_zero=True)
+        self.match = self._positive_int("DUMP_PROBE_MATCH", env.get("DUMP_PROBE_MATCH", "1"))
+        self.occurrence = self._positive_int("DUMP_PROBE_OCCURRENCE", env.get("DUMP_PROBE_OCCURRENCE", "1"))
+        fmt = env.get("DUMP_PROBE_TENSOR_FORMAT", "safetensors").strip().lower()
+        if fmt not in ("safetensors", "pt"):
+            self._fail("DUMP_PROBE_TENSOR_FORMAT=%r must be 'safetensors' or 'pt'" % fmt)
+        self.tensor_format = fmt
+
+    def _fail(self, message):
+        if self.error is None:
+            self.error = message
+
+    def _positive_int(self, name, text, allow_zero=False):
+        try:
+            value = int(text.strip())
+        except ValueError:
+            value = -1
+        if value < 0 or (value == 0 and not allow_zero):
+            self._fail("%s=%r must be a %s integer" % (name, text, "non-negative" if allow_zero else "positive"))
+            return 1
+        return value
+
+    def _ranks(self, text):
+        text = text.strip().lower()
+        if text == "all":
+            return None
+        try:
+            ranks = {int(part) for part in text.split(",") if part.strip()}
+        except ValueError:
+            ranks = set()
+        if not ranks or min(ranks) < 0:
+            self._fail("DUMP_PROBE_RANKS=%r must be 'all' or a comma-separated list of ranks" % text)
+        return ranks
+
+
+class _Record:
+    """One captured tensor: host-side layout now, device-side statistics until finish()."""
+
+    __slots__ = ("meta", "stats", "saved")
+
+    def __init__(self, meta, stats, saved):
+        self.meta = meta  # dict of JSON-ready layout fields
+        self.stats = stats  # 1-D device tensor in STAT_NAMES order, or None
+        self.saved = saved  # device tensor (rows-bounded clone) to write in finish(), or None
+
+
+class _Slot:
+    """A preallocated graph-mode buffer set for one stage (see graph_slot)."""
+
+    __slots__ = ("stage", "stats", "tensor", "meta", "index")
+
+    def __init__(self, stage, stats, tensor, index):
+        self.stage = stage
+        self.stats = stats
+        self.tensor = tensor
+        self.meta = None  # layout of the tensor seen by capture_graph, host-side
+        self.index = index
+
+
+class _State:
+    def __init__(self, config):
+        self.config = config
+        self.labels = {}  # label -> (1-based match index, calls so far)
+        self.window = None  # dict describing the open window
+        self.records = []
+        self.input_sets = []
+        self.occurrences = {}  # stage -> captures so far in this window
+        self.input_occurrences = {}
+        self.slots = {}  # stage -> _Slot
+        self.warned = set()
+
+
+_config = _Config(os.environ)
+_state = _State(_config)
+
+
+def _warn(message, key=None):
+    """Print one line to stderr, once per key; never raises."""
+    key = key or message
+    if key in _state.warned:
+        return
+    _state.warned.add(key)
+    try:
+        sys.stderr.write("dump_probe: warning: %s\n" % message)
+    except Exception:
+        pass
+
+
+def _disarm(where, exc):
+    global _active
+    _active = False
+    _state.window = None
+    _warn("%s failed (%s: %s); the probe is disarmed" % (where, type(exc).__name__, exc), key="disarm")
+
+
+if _config.enabled and _config.error:
+    _warn(_config.error + "; the probe stays disarmed", key="config")
+
+
+def _usable():
+    return _config.enabled and _config.error is None
+
+
+def current_rank():
+    """Rank of this process: torch.distributed's when initialised, else $RANK, else 0."""
+    try:
+        import torch.distributed as dist
+
+        if dist.is_available() and dist.is_initialized():
+            return int(dist.get_rank())
+    except Exception:
+        pass
+    try:
+        return int(os.environ.get("RANK", "0"))
+    except ValueError:
+        return 0
+
+
+def _world_size():
+    try:
+        import torch.distributed as dist
+
+        if dist.is_available() and dist.is_initialized():
+            return int(dist.get_world_size())
+    except Exception:
+        pass
+    try:
+        return int(os.environ.get("WORLD_SIZE", "1"))
+    except ValueError:
+        return 1
+
+
+def armed():
+    """True while a selected window is open: captures are being recorded."""
+    return _active
+
+
+def arm(label, **metadata):
+    """Open a capture window for ``label`` when it is the selected one.
+
+    ``label`` identifies one request (use the request id): selection counts
+    distinct labels (DUMP_PROBE_MATCH), then calls with that label
+    (DUMP_PROBE_OCCURRENCE), so the chunks of one chunked prefill are calls
+    2, 3, ... of one label, not new requests.  ``metadata`` should carry what
+    identifies the input: token ids themselves, sampling parameters, weights
+    path, world size, topology; it is stored in the manifest (tensors are
+    read back in finish(), not here).  A window still open from an earlier
+    arm() is finished first.  Returns True when this call opened a window.
+    """
+    global _active
+    if not _config.enabled:
+        return False
+    try:
+        if _active:
+            finish()
+        if _config.error is not None:
+            return False
+        label = str(label)
+        match, calls = _state.labels.get(label, (len(_state.labels) + 1, 0))
+        calls += 1
+        _state.labels[label] = (match, calls)
+        rank = current_rank()
+        if _config.ranks is not None and rank not in _config.ranks:
+            return False
+        if match != _config.match or calls != _config.occurrence:
+            return False
+        _state.window = {
+            "label": label,
+            "match": match,
+            "occurrence": calls,
+            "rank": rank,
+            "world_size": _world_size(),
+            "metadata": {key: _metadata_value(value) for key, value in metadata.items()},
+            "armed_unix_s": time.time(),
+        }
+        _state.records = []
+        _state.input_sets = []
+        _state.occurrences = {}
+        _state.input_occurrences = {}
+        _active = True
+        return True
+    except Exception as exc:  # the probe never raises into the model
+        _disarm("arm", exc)
+        return False
+
+
+def _metadata_value(value):
+    """Keep metadata JSON-ready; tensors stay on device (cloned) until finish()."""
+    if isinstance(value, torch.Tensor):
+        return value.detach().clone()
+    if isinstance(value, (list, tuple)):
+        return [_metadata_value(v) for v in value]
+    if isinstance(value, dict):
+        return {str(k): _metadata_value(v) for k, v in value.items()}
+    if value is None or isinstance(value, (bool, int, str)):
+        return value
+    if isinstance(value, float):
+        return _json_float(value)
+    if isinstance(value, torch.dtype):
+        return str(value).replace("torch.", "")
+    return repr(value)
+
+
+def capture(stage, tensor):
+    """Record statistics and layout of ``tensor`` as the next occurrence of ``stage``.
+
+    Costs one boolean check when no window is open.  Only device-side work
+    happens here; nothing is read back until finish().  A tensor whose stage
+    matches DUMP_PROBE_TENSOR is also kept (first DUMP_PROBE_ROWS rows).
+    """
+    if not _active:
+        return
+    try:
+        if not isinstance(tensor, torch.Tensor):
+            _warn("capture(%r) got %s, not a tensor; skipped" % (stage, type(tensor).__name__))
+            return
+        stage = str(stage)
+        occurrence = _state.occurrences.get(stage, 0) + 1
+        _state.occurrences[stage] = occurrence
+        tensor = tensor.detach()
+        meta = _layout(tensor)
+        meta.update(stage=stage, occurrence=occurrence, seq=len(_state.records), mode="eager")
+        saved = None
+        if _config.tensor_regex is not None and _config.tensor_regex.search(stage):
+            saved = _bounded_rows(tensor).clone()
+            meta["rows_total"] = int(tensor.shape[0]) if tensor.dim() > 0 else 1
+            meta["rows_kept"] = int(saved.shape[0]) if saved.dim() > 0 else 1
+        _state.records.append(_Record(meta, _statistics(tensor), saved))
+    except Exception as exc:
+        _disarm("capture(%r)" % (stage,), exc)
+
+
+def capture_inputs(stage, **named):
+    """Save the complete input set of one operator call for replay.
+
+    Every value is kept: tensors (exact dtype, shape, stride, storage_offset
+    and device; the bytes of the storage span the view reads), ints, floats,
+    bools, None, strings, dtypes and (nested) lists/tuples/dicts of these.
+    Call it before any branch that picks an implementation, so the set is
+    captured whichever branch runs.  Written in finish() as
+    ``inputs/<stage>#<N>.pt``.
+    """
+    if not _active:
+        return
+    try:
+        stage = str(stage)
+        occurrence = _state.input_occurrences.get(stage, 0) + 1
+        _state.input_occurrences[stage] = occurrence
+        described = {}
+        payload = {}
+        for name, value in named.items():
+            described[name], payload[name] = _input_value(value)
+        _state.input_sets.append({"stage": stage, "occurrence": occurrence, "args": described, "payload": payload})
+    except Exception as exc:
+        _disarm("capture_inputs(%r)" % (stage,), exc)
+
+
+def _input_value(value):
+    """(JSON description, picklable payload) of one operator argument."""
+    if isinstance(value, torch.Tensor):
+        value = value.detach()
+        desc = {"kind": "tensor"}
+        desc.update(_layout(value))
+        span = _storage_span(value)
+        payload = {
+            "__dump_probe_tensor__": 1,
+            "span": span.clone(),
+            "dtype": _dtype_name(value.dtype),
+            "shape": list(value.shape),
+            "stride": list(value.stride()),
+            "offset_in_span": 0,
+            "storage_offset": int(value.storage_offset()),
+            "device": str(value.device),
+            "requires_grad": bool(value.requires_grad),
+        }
+        return desc, payload
+    if isinstance(value, torch.dtype):
+        name = _dtype_name(value)
+        return {"kind": "dtype", "value": name}, {"__dump_probe_dtype__": name}
+    if isinstance(value, torch.device):
+        return {"kind": "device", "value": str(value)}, {"__dump_probe_device__": str(value)}
+    if value is None:
+        return {"kind": "none"}, None
+    if isinstance(value, bool):
+        return {"kind": "bool", "value": value}, value
+    if isinstance(value, int):
+        return {"kind": "int", "value": value}, value
+    if isinstance(value, float):
+        return {"kind": "float", "value": _json_float(value)}, value
+    if isinstance(value, str):
+        return {"kind": "str", "value": value}, value
+    if isinstance(value, (list, tuple)):
+        pairs = [_input_value(v) for v in value]
+        kind = "list" if isinstance(value, list) else "tuple"
+        return {"kind": kind, "items": [p[0] for p in pairs]}, {"__dump_probe_seq__": kind, "items": [p[1] for p in pairs]}
+    if isinstance(value, dict):
+        pairs = {str(k): _input_value(v) for k, v in value.items()}
+        return {"kind": "dict", "items": {k: p[0] for k, p in pairs.items()}}, {
+            "__dump_probe_dict__": 1,
+            "items": {k: p[1] for k, p in pairs.items()},
+        }
+    _warn("capture_inputs: %s values are stored as their repr" % type(value).__name__)
+    return {"kind": "repr", "value": repr(value)}, {"__dump_probe_repr__": repr(value)}
+
+
+def _storage_span(tensor):
+    """1-D view of the storage elements a strided view can touch, [lo, hi).
+
+    Cloning this span (not the whole storage) keeps a slice of a large cache
+    small while the stride and relative offset still rebuild the exact view.
+    Views with negative strides do not exist in torch, so lo is the offset.
+    """
+    if tensor.numel() == 0:
+        return tensor.new_empty((0,))
+    extent = 1 + sum((size - 1) * stride for size, stride in zip(tensor.shape, tensor.stride()))
+    return tensor.as_strided((extent,), (1,), tensor.storage_offset())
+
+
+def graph_slot(stage, like):
+    """Preallocate device buffers for ``stage`` before a graph is captured.
+
+    Allocates a statistics vector on ``like``'s device and, when ``stage``
+    matches DUMP_PROBE_TENSOR, a rows-bounded tensor buffer shaped like
+    ``like``.  capture_graph() later writes into them with device-side work
+    only, so the copies are part of the captured graph and run at every
+    replay; finish() after a replay reads them back as records of mode
+    "graph".  Needs DUMP_PROBE set, not an open window (a graph is usually
+    captured before the request arrives).  Returns True when allocated.
+    """
+    if not _usable():
+        return False
+    try:
+        stage = str(stage)
+        if stage in _state.slots:
+            return True
+        stats = torch.zeros(len(STAT_NAMES), dtype=_stats_dtype(like.device), device=like.device)
+        buffer = None
+        if _config.tensor_regex is not None and _config.tensor_regex.search(stage):
+            buffer = torch.empty_like(_bounded_rows(like), memory_format=torch.contiguous_format)
+        _state.slots[stage] = _Slot(stage, stats, buffer, len(_state.slots))
+        return True
+    except Exception as exc:
+        _disarm("graph_slot(%r)" % (stage,), exc)
+        return False
+
+
+def capture_graph(stage, tensor):
+    """Write statistics (and the bounded tensor) of ``tensor`` into ``stage``'s slot.
+
+    Only device-side reductions and ``copy_`` happen, so inside a graph
+    capture the work becomes graph nodes and repeats at every replay.  It is
+    deliberately not gated on armed(): a runtime condition would be frozen at
+    capture time anyway.  Without a slot for ``stage`` it does nothing.
+    """
+    slot = _state.slots.get(stage) if _config.enabled else None
+    if slot is None:
+        return
+    try:
+        tensor = tensor.detach()
+        slot.stats.copy_(_statistics(tensor, slot.stats.dtype))
+        if slot.tensor is not None:
+            slot.tensor.copy_(_bounded_rows(tensor))
+        meta = _layout(tensor)
+        if slot.tensor is not None:
+            meta["rows_total"] = int(tensor.shape[0]) if tensor.dim() > 0 else 1
+            meta["rows_kept"] = int(slot.tensor.shape[0]) if slot.tensor.dim() > 0 else 1
+        slot.meta = meta
+    except Exception as exc:
+        _disarm("capture_graph(%r)" % (stage,), exc)
+
+
+def _stats_dtype(device):
+    # float64 where the device has it; Ascend (npu) and mps reduce in float32.
+    return torch.float64 if device.type in ("cpu", "cuda", "meta", "xpu") else torch.float32
+
+
+def _statistics(tensor, acc=None):
+    """The STAT_NAMES vector of ``tensor``, computed on its device, no host read.
+
+    Definitions (x: the tensor's values, F: its finite elements):
+      nan_count, inf_count  number of NaN and of +-inf elements
+      min, max, mean        over F; max_abs = max(|min|, |max|) over F
+      l2                    sqrt(sum over F of x**2)
+      pos_checksum          sum over F of x[i] * w(i), i the flat index in
+                            logical (row-major) order, w(i) = ((i * 2654435761)
+                            mod 2**32) / 2**32: moving values to other
+                            positions changes it while min/max/mean/l2 stay.
+    When F is empty min, max, mean, max_abs are reported as null by finish().
+    Integers and bools are summarised as their float values.
+    """
+    acc = acc or _stats_dtype(tensor.device)
+    n = tensor.numel()
+    if n == 0 or tensor.is_complex():
+        return None
+    x = tensor.reshape(-1).to(acc)
+    if tensor.is_floating_point():
+        finite = torch.isfinite(x)
+        nan_count = torch.isnan(x).sum(dtype=acc)
+        finite_count = finite.sum(dtype=acc)
+        inf_count = (n - finite_count) - nan_count
+        values = torch.where(finite, x, torch.zeros((), dtype=acc, device=x.device))
+        low = torch.where(finite, x, torch.full((), float("inf"), dtype=acc, device=x.device)).amin()
+        high = torch.where(finite, x, torch.full((), float("-inf"), dtype=acc, device=x.device)).amax()
+    else:
+        nan_count = inf_count = torch.zeros((), dtype=acc, device=x.device)
+        finite_count = torch.full((), float(n), dtype=acc, device=x.device)
+        values = x
+        low, high = torch.aminmax(x)
+    mean = values.sum() / finite_count.clamp(min=1)
+    max_abs = torch.maximum(low.abs(), high.abs())
+    l2 = torch.linalg.vector_norm(values)
+    index = torch.arange(n, dtype=torch.int64, device=x.device)
+    weights = torch.bitwise_and(index * _HASH_MUL, _TWO_32 - 1).to(acc) / _TWO_32
+    checksum = torch.dot(values, weights)
+    return torch.stack([nan_count, inf_count, max_abs, low, high, mean, l2, checksum])
+
+
+def _bounded_rows(tensor):
+    if _config.rows and tensor.dim() > 0 and tensor.shape[0] > _config.rows:
+        return tensor[: _config.rows]
+    return tensor
+
+
+def _dtype_name(dtype):
+    return str(dtype).replace("torch.", "")
+
+
+def _layout(tensor):
+    """Logical and physical layout of ``tensor``: host metadata only, no sync."""
+    try:
+        storage = tensor.untyped_storage()
+        storage_ptr = int(storage.data_ptr())
+        storage_nbytes = int(storage.nbytes())
+    except Exception:  # e.g. tensors without storage (some wrapper subclasses)
+        storage_ptr, storage_nbytes = None, None
+    try:
+        data_ptr = int(tensor.data_ptr())
+    except Exception:
+        data_ptr = None
+    return {
+        "dtype": _dtype_name(tensor.dtype),
+        "shape": list(tensor.shape),
+        "stride": list(tensor.stride()),
+        "storage_offset": int(tensor.storage_offset()),
+        "element_size": int(tensor.element_size()),
+        "numel": int(tensor.numel()),
+        "storage_ptr": storage_ptr,
+        "storage_nbytes": storage_nbytes,
+        "data_ptr": data_ptr,
+        "device": str(tensor.device),
+        "device_format": _device_format(tensor),
+        "is_contiguous": bool(tensor.is_contiguous()),
+    }
+
+
+def _device_format(tensor):
+    """torch_npu's internal format id (e.g. 2 ND, 29 FRACTAL_NZ) on npu; else None."""
+    if tensor.device.type != "npu":
+        return None
+    try:
+        import torch_npu  # noqa: F401  (only present on Ascend machines)
+
+        return int(torch_npu.get_npu_format(tensor))
+    except Exception:
+        return None
+
+
+def _json_float(value):
+    """A float as strict JSON: a number when finite, else "nan", "inf" or "-inf"."""
+    if value != value:
+        return "nan"
+    if value in (float("inf"), float("-inf")):
+        return "inf" if value > 0 else "-inf"
+    return value
+
+
+def _host_stats(values):
+    """Turn one read-back STAT_NAMES row (Python floats) into the manifest's stats object."""
+    stats = dict(zip(STAT_NAMES, values))
+    stats["nan_count"] = int(stats["nan_count"])
+    stats["inf_count"] = int(stats["inf_count"])
+    return stats
+
+
+def _finalize_stats(stats, numel):
+    if stats is None:
+        return None
+    finite = numel - stats["nan_count"] - stats["inf_count"]
+    out = {}
+    for name in STAT_NAMES:
+        value = stats[name]
+        if name in ("max_abs", "min", "max", "mean") and finite <= 0:
+            value = None
+        elif isinstance(value, float):
+            value = _json_float(value)
+        out[name] = value
+    out["finite_count"] = finite
+    return out
+
+
+def finish():
+    """Read everything back (once per device), write the window, close it.
+
+    Returns the manifest path, or None when no window was open or the write
+    failed (a warning says why).  Graph slots that were written by
+    capture_graph() are read here too, so call finish() after the replay.
+    """
+    global _active
+    if not _active:
+        return None
+    _active = False
+    window = _state.window
+    _state.window = None
+    try:
+        return _write_window(window)
+    except Exception as exc:
+        _warn("finish failed (%s: %s); nothing written for this window" % (type(exc).__name__, exc), key="finish")
+        return None
+
+
+def _read_back(rows):
+    """Host copies of a list of 1-D device stat vectors (None stays None); one transfer per device."""
+    by_device = {}
+    for index, row in enumerate(rows):
+        if row is not None:
+            by_device.setdefault((row.device, row.dtype), []).append(index)
+    result = [None] * len(rows)
+    for (device, _dtype), indices in by_device.items():
+        if device.type == "meta":
+            _warn("statistics of meta tensors have no values; recorded as null", key="meta")
+            continue
+        host = torch.stack([rows[i] for i in indices]).to("cpu", torch.float64).tolist()
+        for i, values in zip(indices, host):
+            result[i] = _host_stats(values)
+    return result
+
+
+def _write_window(window):
+    config = _config
+    directory = _new_window_dir(config.directory, window)
+    slots = [slot for slot in sorted(_state.slots.values(), key=lambda s: s.index) if slot.meta is not None]
+    stat_rows = [r.stats for r in _state.records] + [s.stats for s in slots]
+    host_stats = _read_back(stat_rows)
+
+    records = []
+    for record, stats in zip(_state.records, host_stats):
+        meta = dict(record.meta)
+        meta["stats"] = _finalize_stats(stats, meta["numel"])
+        meta["tensor_file"] = None
+        if record.saved is not None:
+            meta["tensor_file"] = _save_tensor(directory, "%s#%d" % (meta["stage"], meta["occurrence"]), record.saved)
+        records.append(_ordered_record(meta))
+    for slot, stats in zip(slots, host_stats[len(_state.records):]):
+        meta = dict(slot.meta)
+        meta.update(stage=slot.stage, occurrence=1, seq=len(records), mode="graph")
+        meta["stats"] = _finalize_stats(stats, meta["numel"])
+        meta["tensor_file"] = None
+        if slot.tensor is not None:
+            meta["tensor_file"] = _save_tensor(directory, "%s#1" % slot.stage, slot.tensor)
+        records.append(_ordered_record(meta))
+
+    input_sets = []
+    for entry in _state.input_sets:
+        name = "%s#%d" % (entry["stage"], entry["occurrence"])
+        path = os.path.join("inputs", _safe_name(name) + ".pt")
+        os.makedirs(os.path.join(directory, "inputs"), exist_ok=True)
+        _atomic_torch_save(_payload_to_cpu(entry["payload"]), os.path.join(directory, path))
+        input_sets.append({"stage": entry["stage"], "occurrence": entry["occurrence"], "file": path, "args": entry["args"]})
+
+    device_types = sorted({r["device"].split(":")[0] for r in records})
+    manifest = {
+        "format": "dumpview.manifest",
+        "schema_version": SCHEMA_VERSION,
+        "probe": PROBE_VERSION,
+        "label": window["label"],
+        "match": window["match"],
+        "occurrence": window["occurrence"],
+        "rank": window["rank"],
+        "world_size": window["world_size"],
+        "metadata": _metadata_to_host(window["metadata"]),
+        "stat_names": list(STAT_NAMES) + ["finite_count"],
+        "stats_dtype": _dtype_name(_stats_dtype(torch.device(device_types[0]))) if device_types else "float64",
+        "tensor_rows": config.rows,
+        "tensor_pattern": config.tensor_pattern,
+        "host": socket.gethostname(),
+        "pid": os.getpid(),
+        "torch_version": torch.__version__,
+        "armed_unix_s": window["armed_unix_s"],
+        "finished_unix_s": time.time(),
+        "records": records,
+        "input_sets": input_sets,
+    }
+    path = os.path.join(directory, "manifest.json")
+    _atomic_write_text(path, _manifest_text(manifest))
+    return path
+
+
+def _manifest_text(manifest):
+    """Strict JSON, one top-level field per line and one record per line (greppable, diffable)."""
+
+    def dump(value):
+        return json.dumps(value, allow_nan=False, separators=(", ", ": "))
+
+    lines = []
+    for key, value in manifest.items():
+        if key in ("records", "input_sets") and value:
+            body = ",\n".join("  " + dump(item) for item in value)
+            lines.append("%s: [\n%s\n ]" % (dump(key), body))
+        else:
+            lines.append("%s: %s" % (dump(key), dump(value)))
+    return "{\n " + ",\n ".join(lines) + "\n}\n"
+
+
+_RECORD_ORDER = (
+    "seq", "stage", "occurrence", "mode", "dtype", "shape", "stride", "storage_offset", "element_size",
+    "numel", "storage_ptr", "storage_nbytes", "data_ptr", "device", "device_format", "is_contiguous", "stats",
+    "tensor_file", "rows_kept", "rows_total",
+)
+
+
+def _ordered_record(meta):
+    out = {key: meta[key] for key in _RECORD_ORDER if key in meta}
+    if out.get("tensor_file") is None:
+        out.pop("rows_kept", None)
+        out.pop("rows_total", None)
+    else:
+        out["truncated"] = out["rows_kept"] < out["rows_total"]
+    return out
+
+
+def _metadata_to_host(value):
+    if isinstance(value, torch.Tensor):
+        if value.device.type == "meta":
+            return {"dtype": _dtype_name(value.dtype), "shape": list(value.shape)}
+        return value.cpu().tolist()
+    if isinstance(value, list):
+        return [_metadata_to_host(v) for v in value]
+    if isinstance(value, dict):
+        return {k: _metadata_to_host(v) for k, v in value.items()}
+    return value
+
+
+def _payload_to_cpu(value):
+    if isinstance(value, torch.Tensor):
+        return value.cpu()
+    if isinstance(value, dict):
+        return {k: _payload_to_cpu(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_payload_to_cpu(v) for v in value]
+    return value
+
+
+def _safe_name(name):
+    """A file name for a stage#N key: path separators and odd characters become '_'."""
+    return re.sub(r"[^A-Za-z0-9_.#-]", "_", name)[:200]
+
+
+def _new_window_dir(root, window):
+    """Create a fresh directory for this window; never reuse an existing one.
+
+    Layout: <root>/rank<R>/match<M>-occ<O>/ ; if that exists (an earlier run
+    into the same root) a suffix .2, .3, ... is added and a warning printed.
+    os.mkdir is atomic, so two processes can never share a directory.
+    """
+    base = os.path.join(root, "rank%d" % window["rank"], "match%d-occ%d" % (window["match"], window["occurrence"]))
+    os.makedirs(os.path.dirname(base), exist_ok=True)
+    candidate, n = base, 1
+    while True:
+        try:
+            os.mkdir(candidate)
+            break
+        except FileExistsError:
+            n += 1
+            candidate = "%s.%d" % (base, n)
+    if candidate != base:
+        _warn("%s already holds a dump; writing %s instead" % (base, candidate), key="exists:" + base)
+    return candidate
+
+
+def _atomic_write_bytes(path, chunks):
+    """Write to a temporary sibling, fsync, then rename over ``path`` (POSIX-atomic).
+
+    A writer killed midway leaves only ``<path>.tmp.<pid>``, never a partial
+    ``path``.  Refuses to replace a file that already exists.
+    """
+    if os.path.exists(path):
+        raise FileExistsError("%s exists; dumps are never overwritten" % path)
+    tmp = "%s.tmp.%d" % (path, os.getpid())
+    with open(tmp, "xb") as handle:
+        for chunk in chunks:
+            handle.write(chunk)
+        handle.flush()
+        os.fsync(handle.fileno())
+    os.rename(tmp, path)
+
+
+def _atomic_write_text(path, text):
+    _atomic_write_bytes(path, [text.encode("utf-8")])
+
+
+def _atomic_torch_save(obj, path):
+    import io
+
+    buffer = io.BytesIO()
+    torch.save(obj, buffer)
+    _atomic_write_bytes(path, [buffer.getvalue()])
+
+
+# safetensors dtype codes (https://github.com/huggingface/safetensors, format.md).
+_SAFETENSORS_DTYPES = {
+    torch.float64: "F64", torch.float32: "F32", torch.float16: "F16", torch.bfloat16: "BF16",
+    torch.int64: "I64", torch.int32: "I32", torch.int16: "I16", torch.int8: "I8", torch.uint8: "U8",
+    torch.bool: "BOOL",
+}
+for _name, _code in (("float8_e4m3fn", "F8_E4M3"), ("float8_e5m2", "F8_E5M2")):
+    if hasattr(torch, _name):
+        _SAFETENSORS_DTYPES[getattr(torch, _name)] = _code
+
+
+def _save_tensor(directory, key, tensor):
+    """Write one tensor's logical values; returns its path relative to the window directory."""
+    os.makedirs(os.path.join(directory, "tensors"), exist_ok=True)
+    host = tensor.detach().to("cpu").contiguous()
+    if _config.tensor_format == "pt" or host.dtype not in _SAFETENSORS_DTYPES:
+        rel = os.path.join("tensors", _safe_name(key) + ".pt")
+        _atomic_torch_save({key: host}, os.path.join(directory, rel))
+        return rel
+    rel = os.path.join("tensors", _safe_name(key) + ".safetensors")
+    _atomic_write_bytes(os.path.join(directory, rel), _safetensors_chunks(key, host))
+    return rel
+
+
+def _safetensors_chunks(key, host):
+    """One-tensor safetensors file: u64 LE header size, JSON header, raw little-endian bytes."""
+    import ctypes
+
+    nbytes = host.numel() * host.element_size()
+    header = {key: {"dtype": _SAFETENSORS_DTYPES[host.dtype], "shape": list(host.shape), "data_offsets": [0, nbytes]}}
+    text = json.dumps(header, separators=(",", ":")).encode("utf-8")
+    text += b" " * ((8 - len(text) % 8) % 8)  # the format pads the header to 8 bytes
+    data = ctypes.string_at(host.data_ptr(), nbytes) if nbytes else b""
+    if sys.byteorder != "little" and host.element_size() > 1:
+        raise RuntimeError("safetensors output needs a little-endian host; set DUMP_PROBE_TENSOR_FORMAT=pt")
+    return [len(text).to_bytes(8, "little"), text, data]
+
+
+def _reset_for_tests(env=None):
+    """Re-read the environment and drop all state (used by the test-suite)."""
+    global _config, _state, _active
+    _active = False
+    _config = _Config(os.environ if env is None else env)
+    _state = _State(_config)
+    if _config.enabled and _config.error:
+        _warn(_config.error + "; the probe stays disarmed", key="config")

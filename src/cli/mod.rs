@@ -1,0 +1,27 @@
+//! Subcommands: each parses its inputs with `model`, prints text or `--json`,
+//! and returns an [`Outcome`] that becomes the exit status.
+
+pub mod probe_install;
+pub mod summary;
+
+/// What a command found; `main` maps it to the exit status.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Outcome {
+    /// Exit 0: nothing suspicious.
+    Clean,
+    /// Exit 1: something was found (a non-finite record, a divergence, an identity mismatch).
+    Found,
+}
+
+impl Outcome {
+    /// The process exit status: 0 clean, 1 found. Usage and input errors exit 2 in `main`.
+    pub fn exit_code(self) -> u8 {
+        match self {
+            Outcome::Clean => 0,
+            Outcome::Found => 1,
+        }
+    }
+}
+
+/// An error a command reports to the user before exiting with status 2.
+pub type CliError = Box<dyn std::error::Error + Send + Sync>;

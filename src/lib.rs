@@ -1,0 +1,9 @@
+//! dumpview: find where the numbers of a model run first go wrong.
+//!
+//! `model` holds the pure logic over probe manifests (docs/manifest.md);
+//! `cli` prints its answers; `embedded` carries the probe and the example
+//! dumps inside the binary.
+
+pub mod cli;
+pub mod embedded;
+pub mod model;
