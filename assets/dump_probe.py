@@ -47,13 +47,11 @@ import torch
 PROBE_VERSION = "dump_probe.py 1"
 SCHEMA_VERSION = 1
 
-# Order of the values in each record's stacked statistics vector.
-STAT_NAMES = ("nan_count", "inf_count", "max_abs", "min", "max", "mean", "l2", "pos_checksum")
+# The statistics of each record, in the manifest's order (docs/manifest.md).
+STAT_NAMES = ("nan_count", "inf_count", "finite_count", "max_abs", "min", "max", "mean", "l2", "pos_checksum")
+# What the device computes per record; finish() derives the rest on the host.
+_DEVICE_STATS = ("nan_count", "inf_count", "min", "max", "sum", "l2", "pos_checksum")
 
-# Multiplier of the position weights: Knuth's multiplicative hash constant
-# (floor(2**32 / golden ratio)).  Weight of flat logical index i is
-# ((i * _HASH_MUL) mod 2**32) / 2**32, a fixed pseudo-random value in [0, 1).
-_HASH_MUL = 2654435761
 _TWO_32 = 4294967296
 
 _TRUE = ("1", "true", "yes", "on")
@@ -122,7 +120,7 @@ class _Record:
 
     def __init__(self, meta, stats, saved):
         self.meta = meta  # dict of JSON-ready layout fields
-        self.stats = stats  # 1-D device tensor in STAT_NAMES order, or None
+        self.stats = stats  # 1-D device tensor in _DEVICE_STATS order, or None
         self.saved = saved  # device tensor (rows-bounded clone) to write in finish(), or None
 
 
@@ -195,6 +193,7 @@ def current_rank():
     try:
         return int(os.environ.get("RANK", "0"))
     except ValueError:
+        _warn("RANK=%r is not an integer; using rank 0" % os.environ.get("RANK"), key="rank")
         return 0
 
 
@@ -340,6 +339,7 @@ def capture_inputs(stage, **named):
 def _input_value(value):
     """(JSON description, picklable payload) of one operator argument."""
     if isinstance(value, torch.Tensor):
+        requires_grad = bool(value.requires_grad)  # before detach(), which always clears it
         value = value.detach()
         desc = {"kind": "tensor"}
         desc.update(_layout(value))
@@ -353,7 +353,7 @@ def _input_value(value):
             "offset_in_span": 0,
             "storage_offset": int(value.storage_offset()),
             "device": str(value.device),
-            "requires_grad": bool(value.requires_grad),
+            "requires_grad": requires_grad,
         }
         return desc, payload
     if isinstance(value, torch.dtype):
@@ -415,7 +415,7 @@ def graph_slot(stage, like):
         stage = str(stage)
         if stage in _state.slots:
             return True
-        stats = torch.zeros(len(STAT_NAMES), dtype=_stats_dtype(like.device), device=like.device)
+        stats = torch.zeros(len(_DEVICE_STATS), dtype=_stats_dtype(like.device), device=like.device)
         buffer = None
         if _config.tensor_regex is not None and _config.tensor_regex.search(stage):
             buffer = torch.empty_like(_bounded_rows(like), memory_format=torch.contiguous_format)
@@ -434,12 +434,14 @@ def capture_graph(stage, tensor):
     deliberately not gated on armed(): a runtime condition would be frozen at
     capture time anyway.  Without a slot for ``stage`` it does nothing.
     """
-    slot = _state.slots.get(stage) if _config.enabled else None
+    slot = _state.slots.get(str(stage)) if _config.enabled else None
     if slot is None:
         return
     try:
         tensor = tensor.detach()
-        slot.stats.copy_(_statistics(tensor, slot.stats.dtype))
+        stats = _statistics(tensor, slot.stats.dtype)
+        if stats is not None:  # empty or complex tensors get null stats in the record
+            slot.stats.copy_(stats)
         if slot.tensor is not None:
             slot.tensor.copy_(_bounded_rows(tensor))
         meta = _layout(tensor)
@@ -457,44 +459,85 @@ def _stats_dtype(device):
 
 
 def _statistics(tensor, acc=None):
-    """The STAT_NAMES vector of ``tensor``, computed on its device, no host read.
+    """The _DEVICE_STATS vector of ``tensor``, computed on its device, no host read.
 
     Definitions (x: the tensor's values, F: its finite elements):
       nan_count, inf_count  number of NaN and of +-inf elements
-      min, max, mean        over F; max_abs = max(|min|, |max|) over F
+      min, max, sum         over F (finish() derives mean = sum / |F| and
+                            max_abs = max(|min|, |max|))
       l2                    sqrt(sum over F of x**2)
-      pos_checksum          sum over F of x[i] * w(i), i the flat index in
-                            logical (row-major) order, w(i) = ((i * 2654435761)
-                            mod 2**32) / 2**32: moving values to other
-                            positions changes it while min/max/mean/l2 stay.
-    When F is empty min, max, mean, max_abs are reported as null by finish().
-    Integers and bools are summarised as their float values.
+      pos_checksum          sum over F of x[r, c] * u(r) * v(c), with the
+                            tensor viewed as a matrix [rows, cols] (cols =
+                            size of the last dimension, rows = all leading
+                            dimensions flattened, row-major logical order)
+                            and the fixed pseudo-random position weights
+                            u(r) = (((r + 1) * 2654435761) mod 2**32) / 2**32,
+                            v(c) = (((c + 1) * 2246822519) mod 2**32) / 2**32.
+                            Moving rows (tokens, cache blocks) or elements
+                            within a row changes it; min/max/mean/l2 stay.
+    Cost matters (every capture point pays it): non-finite elements are
+    excluded by nan_to_num replacement instead of boolean masks (bool-output
+    kernels are several times slower on CPU), counts come from 0/1 indicators
+    built by arithmetic into one reused buffer, the checksum is one
+    matrix-vector product, and scalar arithmetic is left to the host.
+    Floating tensors are reduced in float32 (float64 tensors, and tensors of
+    2**24 or more elements where the device has float64, in float64), so
+    counts are exact; integers and bools are summarised as float values.
     """
     acc = acc or _stats_dtype(tensor.device)
     n = tensor.numel()
     if n == 0 or tensor.is_complex():
         return None
-    x = tensor.reshape(-1).to(acc)
+    cols = tensor.shape[-1] if tensor.dim() > 0 else 1
+    x = tensor.reshape(n // cols, cols)
+    wide = tensor.dtype == torch.float64 or n >= 2**24 or not tensor.is_floating_point()
+    red = acc if wide else torch.float32
     if tensor.is_floating_point():
-        finite = torch.isfinite(x)
-        nan_count = torch.isnan(x).sum(dtype=acc)
-        finite_count = finite.sum(dtype=acc)
-        inf_count = (n - finite_count) - nan_count
-        values = torch.where(finite, x, torch.zeros((), dtype=acc, device=x.device))
-        low = torch.where(finite, x, torch.full((), float("inf"), dtype=acc, device=x.device)).amin()
-        high = torch.where(finite, x, torch.full((), float("-inf"), dtype=acc, device=x.device)).amax()
+        values = torch.nan_to_num(x, nan=0.0, posinf=0.0, neginf=0.0)
+        scratch = torch.nan_to_num(x, nan=1.0, posinf=0.0, neginf=0.0)
+        nan_count = scratch.sub_(values).sum(dtype=red)  # v - v == 0 exactly; 1 at NaN
+        torch.nan_to_num(x, nan=0.0, posinf=1.0, neginf=1.0, out=scratch)
+        inf_count = scratch.sub_(values).sum(dtype=red)
+        low = torch.nan_to_num(x, nan=_INF, neginf=_INF, out=scratch).amin().to(red)
+        high = torch.nan_to_num(x, nan=-_INF, posinf=-_INF, out=scratch).amax().to(red)
+        values = values.to(red)
     else:
-        nan_count = inf_count = torch.zeros((), dtype=acc, device=x.device)
-        finite_count = torch.full((), float(n), dtype=acc, device=x.device)
-        values = x
-        low, high = torch.aminmax(x)
-    mean = values.sum() / finite_count.clamp(min=1)
-    max_abs = torch.maximum(low.abs(), high.abs())
+        values = x.to(red)
+        nan_count = inf_count = torch.zeros((), dtype=red, device=x.device)
+        low, high = torch.aminmax(values)
+    total = values.sum()
     l2 = torch.linalg.vector_norm(values)
-    index = torch.arange(n, dtype=torch.int64, device=x.device)
-    weights = torch.bitwise_and(index * _HASH_MUL, _TWO_32 - 1).to(acc) / _TWO_32
-    checksum = torch.dot(values, weights)
-    return torch.stack([nan_count, inf_count, max_abs, low, high, mean, l2, checksum])
+    if not wide:
+        # float32 squares overflow above ~1.8e19 (exploding activations): there, use the norm of
+        # the values scaled by an exact power of two, widened to acc before scaling back.
+        rescued = torch.linalg.vector_norm(values * _L2_SCALE).to(acc) / _L2_SCALE
+        l2 = torch.where(torch.isinf(l2), rescued, l2.to(acc))
+    row_sums = values @ _position_weights(cols, _COL_MUL, red, x.device)
+    checksum = torch.dot(row_sums, _position_weights(x.shape[0], _ROW_MUL, red, x.device))
+    return torch.stack([nan_count, inf_count, low, high, total, l2, checksum]).to(acc)
+
+
+_INF = float("inf")
+_L2_SCALE = 2.0 ** -64
+_ROW_MUL = 2654435761  # Knuth's multiplicative hash constant, floor(2**32 / golden ratio)
+_COL_MUL = 2246822519  # the second prime of xxHash32
+_weights_cache = {}
+_WEIGHTS_CACHE_MAX = 512
+
+
+def _position_weights(length, multiplier, dtype, device):
+    """[length] weights (((k + 1) * multiplier) mod 2**32) / 2**32, cached per (length, dtype, device).
+
+    Cached tensors are never freed, so graph slots may keep using them.
+    """
+    key = (length, multiplier, dtype, device)
+    weights = _weights_cache.get(key)
+    if weights is None:
+        index = torch.arange(1, length + 1, dtype=torch.int64, device=device)
+        weights = torch.bitwise_and(index * multiplier, _TWO_32 - 1).to(dtype) / _TWO_32
+        if len(_weights_cache) < _WEIGHTS_CACHE_MAX:
+            _weights_cache[key] = weights
+    return weights
 
 
 def _bounded_rows(tensor):
@@ -556,28 +599,20 @@ def _json_float(value):
     return value
 
 
-def _host_stats(values):
-    """Turn one read-back STAT_NAMES row (Python floats) into the manifest's stats object."""
-    stats = dict(zip(STAT_NAMES, values))
-    stats["nan_count"] = int(stats["nan_count"])
-    stats["inf_count"] = int(stats["inf_count"])
-    return stats
-
-
-def _finalize_stats(stats, numel):
-    if stats is None:
-        return None
-    finite = numel - stats["nan_count"] - stats["inf_count"]
-    out = {}
-    for name in STAT_NAMES:
-        value = stats[name]
-        if name in ("max_abs", "min", "max", "mean") and finite <= 0:
-            value = None
-        elif isinstance(value, float):
-            value = _json_float(value)
-        out[name] = value
-    out["finite_count"] = finite
-    return out
+def _host_stats(values, numel):
+    """The manifest's stats object from one read-back _DEVICE_STATS row (Python floats)."""
+    raw = dict(zip(_DEVICE_STATS, values))
+    nan_count, inf_count = int(raw["nan_count"]), int(raw["inf_count"])
+    finite = numel - nan_count - inf_count
+    stats = {"nan_count": nan_count, "inf_count": inf_count, "finite_count": finite}
+    if finite > 0:
+        stats["max_abs"] = max(abs(raw["min"]), abs(raw["max"]))
+        stats["min"], stats["max"] = raw["min"], raw["max"]
+        stats["mean"] = raw["sum"] / finite
+    else:
+        stats["max_abs"] = stats["min"] = stats["max"] = stats["mean"] = None
+    stats["l2"], stats["pos_checksum"] = raw["l2"], raw["pos_checksum"]
+    return {name: _json_float(stats[name]) if isinstance(stats[name], float) else stats[name] for name in STAT_NAMES}
 
 
 def finish():
@@ -601,7 +636,7 @@ def finish():
 
 
 def _read_back(rows):
-    """Host copies of a list of 1-D device stat vectors (None stays None); one transfer per device."""
+    """Host lists of floats from 1-D device stat vectors (None stays None); one transfer per device."""
     by_device = {}
     for index, row in enumerate(rows):
         if row is not None:
@@ -613,7 +648,7 @@ def _read_back(rows):
             continue
         host = torch.stack([rows[i] for i in indices]).to("cpu", torch.float64).tolist()
         for i, values in zip(indices, host):
-            result[i] = _host_stats(values)
+            result[i] = values
     return result
 
 
@@ -621,32 +656,37 @@ def _write_window(window):
     config = _config
     directory = _new_window_dir(config.directory, window)
     slots = [slot for slot in sorted(_state.slots.values(), key=lambda s: s.index) if slot.meta is not None]
-    stat_rows = [r.stats for r in _state.records] + [s.stats for s in slots]
+    stat_rows = [r.stats for r in _state.records]
+    stat_rows += [s.stats if s.meta["numel"] and not s.meta["dtype"].startswith("complex") else None for s in slots]
     host_stats = _read_back(stat_rows)
 
     records = []
     for record, stats in zip(_state.records, host_stats):
         meta = dict(record.meta)
-        meta["stats"] = _finalize_stats(stats, meta["numel"])
+        meta["stats"] = None if stats is None else _host_stats(stats, meta["numel"])
         meta["tensor_file"] = None
         if record.saved is not None:
-            meta["tensor_file"] = _save_tensor(directory, "%s#%d" % (meta["stage"], meta["occurrence"]), record.saved)
+            meta["tensor_file"] = _save_tensor_or_warn(directory, "%s#%d" % (meta["stage"], meta["occurrence"]), record.saved)
         records.append(_ordered_record(meta))
     for slot, stats in zip(slots, host_stats[len(_state.records):]):
         meta = dict(slot.meta)
         meta.update(stage=slot.stage, occurrence=1, seq=len(records), mode="graph")
-        meta["stats"] = _finalize_stats(stats, meta["numel"])
+        meta["stats"] = None if stats is None else _host_stats(stats, meta["numel"])
         meta["tensor_file"] = None
         if slot.tensor is not None:
-            meta["tensor_file"] = _save_tensor(directory, "%s#1" % slot.stage, slot.tensor)
+            meta["tensor_file"] = _save_tensor_or_warn(directory, "%s#1" % slot.stage, slot.tensor)
         records.append(_ordered_record(meta))
 
     input_sets = []
     for entry in _state.input_sets:
         name = "%s#%d" % (entry["stage"], entry["occurrence"])
-        path = os.path.join("inputs", _safe_name(name) + ".pt")
-        os.makedirs(os.path.join(directory, "inputs"), exist_ok=True)
-        _atomic_torch_save(_payload_to_cpu(entry["payload"]), os.path.join(directory, path))
+        try:
+            path = _unique_rel(directory, "inputs", name, ".pt")
+            os.makedirs(os.path.join(directory, "inputs"), exist_ok=True)
+            _atomic_torch_save(_payload_to_cpu(entry["payload"]), os.path.join(directory, path))
+        except Exception as exc:  # keep the manifest: one lost file must not lose the window
+            _warn("input set %s not saved (%s: %s)" % (name, type(exc).__name__, exc))
+            continue
         input_sets.append({"stage": entry["stage"], "occurrence": entry["occurrence"], "file": path, "args": entry["args"]})
 
     device_types = sorted({r["device"].split(":")[0] for r in records})
@@ -660,7 +700,7 @@ def _write_window(window):
         "rank": window["rank"],
         "world_size": window["world_size"],
         "metadata": _metadata_to_host(window["metadata"]),
-        "stat_names": list(STAT_NAMES) + ["finite_count"],
+        "stat_names": list(STAT_NAMES),
         "stats_dtype": _dtype_name(_stats_dtype(torch.device(device_types[0]))) if device_types else "float64",
         "tensor_rows": config.rows,
         "tensor_pattern": config.tensor_pattern,
@@ -714,16 +754,20 @@ def _metadata_to_host(value):
     if isinstance(value, torch.Tensor):
         if value.device.type == "meta":
             return {"dtype": _dtype_name(value.dtype), "shape": list(value.shape)}
-        return value.cpu().tolist()
+        return _metadata_to_host(value.cpu().tolist())  # NaN/inf elements become strings (strict JSON)
     if isinstance(value, list):
         return [_metadata_to_host(v) for v in value]
     if isinstance(value, dict):
         return {k: _metadata_to_host(v) for k, v in value.items()}
+    if isinstance(value, float):
+        return _json_float(value)
     return value
 
 
 def _payload_to_cpu(value):
     if isinstance(value, torch.Tensor):
+        if value.device.type == "meta":
+            raise ValueError("meta tensors have no values to save")
         return value.cpu()
     if isinstance(value, dict):
         return {k: _payload_to_cpu(v) for k, v in value.items()}
@@ -735,6 +779,18 @@ def _payload_to_cpu(value):
 def _safe_name(name):
     """A file name for a stage#N key: path separators and odd characters become '_'."""
     return re.sub(r"[^A-Za-z0-9_.#-]", "_", name)[:200]
+
+
+def _unique_rel(directory, sub, key, ext):
+    """``<sub>/<safe key><ext>`` relative to ``directory``; when two keys sanitise to one name
+    (e.g. "a/b#1" and "a_b#1", or long names cut at 200 characters) the later one gets .2, .3, ...
+    before ``ext`` instead of failing the whole window on an existing file."""
+    stem = os.path.join(sub, _safe_name(key))
+    rel, n = stem + ext, 1
+    while os.path.exists(os.path.join(directory, rel)):
+        n += 1
+        rel = "%s.%d%s" % (stem, n, ext)
+    return rel
 
 
 def _new_window_dir(root, window):
@@ -799,15 +855,25 @@ for _name, _code in (("float8_e4m3fn", "F8_E4M3"), ("float8_e5m2", "F8_E5M2")):
         _SAFETENSORS_DTYPES[getattr(torch, _name)] = _code
 
 
+def _save_tensor_or_warn(directory, key, tensor):
+    """_save_tensor, or None with a warning: a tensor that cannot be written (a meta
+    tensor, a full disk) costs its own file, never the window's manifest."""
+    try:
+        return _save_tensor(directory, key, tensor)
+    except Exception as exc:
+        _warn("tensor %s not saved (%s: %s)" % (key, type(exc).__name__, exc))
+        return None
+
+
 def _save_tensor(directory, key, tensor):
     """Write one tensor's logical values; returns its path relative to the window directory."""
     os.makedirs(os.path.join(directory, "tensors"), exist_ok=True)
     host = tensor.detach().to("cpu").contiguous()
     if _config.tensor_format == "pt" or host.dtype not in _SAFETENSORS_DTYPES:
-        rel = os.path.join("tensors", _safe_name(key) + ".pt")
+        rel = _unique_rel(directory, "tensors", key, ".pt")
         _atomic_torch_save({key: host}, os.path.join(directory, rel))
         return rel
-    rel = os.path.join("tensors", _safe_name(key) + ".safetensors")
+    rel = _unique_rel(directory, "tensors", key, ".safetensors")
     _atomic_write_bytes(os.path.join(directory, rel), _safetensors_chunks(key, host))
     return rel
 

@@ -1,0 +1,192 @@
+"""The probe never raises into the model it observes: bad inputs and internal failures warn and disarm."""
+
+import os
+
+import pytest
+import torch
+
+from conftest import all_manifests, assert_stats_match, load_manifest, record, reference_stats, warning_lines
+
+
+class Boom(RuntimeError):
+    pass
+
+
+def _boom(*args, **kwargs):
+    raise Boom("injected failure")
+
+
+DISARM_LINE = "dump_probe: warning: %s failed (Boom: injected failure); the probe is disarmed"
+
+
+def test_capture_of_non_tensor_warns_and_skips(probe, capsys):
+    probe.arm("r")
+    probe.capture("good", torch.ones(2))
+    probe.capture("list", [1.0, 2.0])
+    probe.capture("none", None)
+    probe.capture("list", [3.0])  # same message: printed once
+    probe.capture("good", torch.zeros(2))
+    lines = warning_lines(capsys.readouterr().err)
+    assert lines == [
+        "dump_probe: warning: capture('list') got list, not a tensor; skipped",
+        "dump_probe: warning: capture('none') got NoneType, not a tensor; skipped",
+    ]
+    # skipping a non-tensor does not consume an occurrence, and the window stays usable
+    assert probe.armed() is True
+    manifest = load_manifest(probe.finish())
+    assert [(r["stage"], r["occurrence"], r["seq"]) for r in manifest["records"]] == [("good", 1, 0), ("good", 2, 1)]
+
+
+class PlainSubclass(torch.Tensor):
+    pass
+
+
+class HostileSubclass(torch.Tensor):
+    @classmethod
+    def __torch_function__(cls, func, types, args=(), kwargs=None):
+        raise Boom("injected failure")
+
+
+def test_capture_of_benign_tensor_subclass_and_parameter(probe):
+    base = torch.randn(3, 4, generator=torch.Generator().manual_seed(1))
+    sub = base.clone().as_subclass(PlainSubclass)
+    param = torch.nn.Parameter(base.clone())
+    probe.arm("r")
+    probe.capture("sub", sub)
+    probe.capture("param", param)
+    manifest = load_manifest(probe.finish())
+    for stage in ("sub", "param"):
+        rec = record(manifest, stage)
+        assert rec["shape"] == [3, 4] and rec["dtype"] == "float32"
+        assert_stats_match(rec["stats"], reference_stats(base))
+
+
+def test_capture_of_hostile_tensor_subclass_disarms(probe, dump_dir, capsys):
+    probe.arm("r")
+    probe.capture("before", torch.ones(2))
+    hostile = torch.randn(3).as_subclass(HostileSubclass)
+    probe.capture("hostile", hostile)  # must not raise
+    assert probe.armed() is False
+    assert warning_lines(capsys.readouterr().err) == [DISARM_LINE % "capture('hostile')"]
+    probe.capture("after", torch.ones(2))
+    assert probe.finish() is None
+    assert all_manifests(dump_dir) == []
+
+
+@pytest.mark.parametrize("internal", ["_layout", "_statistics", "_bounded_rows"])
+def test_failing_internal_in_capture_disarms(make_probe, dump_dir, capsys, monkeypatch, internal):
+    probe = make_probe(DUMP_PROBE_TENSOR=".")
+    assert probe.arm("r") is True
+    probe.capture("ok", torch.ones(2))
+    monkeypatch.setattr(probe, internal, _boom)
+    probe.capture("x", torch.ones(4, 2))  # must not raise
+    assert probe.armed() is False
+    assert warning_lines(capsys.readouterr().err) == [DISARM_LINE % "capture('x')"]
+    probe.capture("y", torch.ones(2))
+    probe.capture_inputs("op", a=torch.ones(1))
+    assert probe.finish() is None
+    assert all_manifests(dump_dir) == []
+    # the next window is independent of the failed one
+    monkeypatch.undo()
+
+
+def test_failing_internal_in_capture_inputs_disarms(probe, dump_dir, capsys, monkeypatch):
+    probe.arm("r")
+    monkeypatch.setattr(probe, "_storage_span", _boom)
+    probe.capture_inputs("rope", q=torch.ones(2), pos=3)
+    assert probe.armed() is False
+    assert warning_lines(capsys.readouterr().err) == [DISARM_LINE % "capture_inputs('rope')"]
+    assert probe.finish() is None
+    assert all_manifests(dump_dir) == []
+
+
+def test_failing_internal_in_arm_returns_false(probe, dump_dir, capsys, monkeypatch):
+    monkeypatch.setattr(probe, "_metadata_value", _boom)
+    assert probe.arm("r", token_ids=[1, 2]) is False
+    assert probe.armed() is False
+    assert warning_lines(capsys.readouterr().err) == [DISARM_LINE % "arm"]
+    probe.capture("x", torch.ones(2))
+    assert probe.finish() is None
+    assert all_manifests(dump_dir) == []
+
+
+def test_failing_rank_lookup_in_arm_returns_false(probe, capsys, monkeypatch):
+    monkeypatch.setattr(probe, "current_rank", _boom)
+    assert probe.arm("r") is False
+    assert warning_lines(capsys.readouterr().err) == [DISARM_LINE % "arm"]
+
+
+def test_failing_write_in_finish_warns_and_returns_none(probe, dump_dir, capsys, monkeypatch):
+    probe.arm("r")
+    probe.capture("x", torch.ones(2))
+    monkeypatch.setattr(probe, "_atomic_write_bytes", _boom)
+    assert probe.finish() is None
+    assert warning_lines(capsys.readouterr().err) == [
+        "dump_probe: warning: finish failed (Boom: injected failure); nothing written for this window"
+    ]
+    assert probe.armed() is False
+    assert all_manifests(dump_dir) == []
+
+
+def test_failing_read_back_in_finish(probe, capsys, monkeypatch):
+    probe.arm("r")
+    probe.capture("x", torch.ones(2))
+    monkeypatch.setattr(probe, "_read_back", _boom)
+    assert probe.finish() is None
+    assert "finish failed (Boom" in capsys.readouterr().err
+
+
+def test_failing_graph_slot_and_capture_graph(probe, capsys, monkeypatch):
+    monkeypatch.setattr(probe, "_stats_dtype", _boom)
+    assert probe.graph_slot("g", torch.ones(2)) is False
+    monkeypatch.undo()
+    assert probe.graph_slot("h", torch.ones(2)) is True
+    monkeypatch.setattr(probe, "_statistics", _boom)
+    probe.capture_graph("h", torch.ones(2))  # must not raise
+    lines = warning_lines(capsys.readouterr().err)
+    assert lines == [DISARM_LINE % "graph_slot('g')"]  # one "disarm" warning per process state
+    assert probe._state.slots["h"].meta is None
+
+
+def test_capture_graph_with_non_tensor_does_not_raise(probe, capsys):
+    assert probe.graph_slot("g", torch.ones(2)) is True
+    probe.capture_graph("g", "not a tensor")
+    assert "capture_graph('g') failed" in capsys.readouterr().err
+
+
+def test_writing_warning_to_broken_stderr_never_raises(probe, monkeypatch):
+    class BrokenStream:
+        def write(self, text):
+            raise OSError("stderr closed")
+
+    monkeypatch.setattr(probe.sys, "stderr", BrokenStream())
+    probe.arm("r")
+    probe.capture("x", object())
+    probe.capture("y", torch.randn(2).as_subclass(HostileSubclass))  # disarms; its warning cannot be written
+    monkeypatch.undo()
+    assert probe.armed() is False
+
+
+def test_unwritable_dump_dir_warns(make_probe, tmp_path, capsys):
+    blocker = tmp_path / "file"
+    blocker.write_text("not a directory")
+    probe = make_probe(DUMP_PROBE_DIR=str(blocker / "sub"))
+    assert probe.arm("r") is True
+    probe.capture("x", torch.ones(2))
+    assert probe.finish() is None
+    err = capsys.readouterr().err
+    assert err.startswith("dump_probe: warning: finish failed (")
+    assert err.count("\n") == 1
+
+
+def test_disarm_keeps_later_selected_windows_possible(make_probe, dump_dir, capsys, monkeypatch):
+    """A failure closes the current window only; it does not poison the selection counters."""
+    probe = make_probe(DUMP_PROBE_RANKS="all")
+    assert probe.arm("a") is True
+    monkeypatch.setattr(probe, "_layout", _boom)
+    probe.capture("x", torch.ones(2))
+    monkeypatch.undo()
+    assert probe.armed() is False
+    assert probe.arm("a") is False  # call 2 of "a": not selected
+    assert probe._state.labels == {"a": (1, 2)}
+    assert not os.path.exists(dump_dir)
