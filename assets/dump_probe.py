@@ -41,6 +41,7 @@ import re
 import socket
 import sys
 import time
+import weakref
 
 import torch
 
@@ -147,6 +148,8 @@ class _State:
         self.occurrences = {}  # stage -> captures so far in this window
         self.input_occurrences = {}
         self.slots = {}  # stage -> _Slot
+        self.storages = {}  # (device, storage_ptr) -> (weakref to the storage, storage_id)
+        self.next_storage_id = 1
         self.warned = set()
 
 
@@ -258,6 +261,13 @@ def arm(label, **metadata):
         _state.input_sets = []
         _state.occurrences = {}
         _state.input_occurrences = {}
+        # Ids stay stable for as long as a storage lives (graph slots keep theirs);
+        # entries of freed storages are dropped here to bound the table.
+        _state.storages = {k: v for k, v in _state.storages.items() if v[0]() is not None}
+        for slot in _state.slots.values():
+            # A device-side fill, not a read: slots still NaN at finish() were not
+            # written by a replay in this window and are dropped, never reported stale.
+            slot.stats.fill_(float("nan"))
         _active = True
         return True
     except Exception as exc:  # the probe never raises into the model
@@ -556,8 +566,9 @@ def _layout(tensor):
         storage = tensor.untyped_storage()
         storage_ptr = int(storage.data_ptr())
         storage_nbytes = int(storage.nbytes())
+        storage_id = _storage_id(storage, storage_ptr, tensor.device)
     except Exception:  # e.g. tensors without storage (some wrapper subclasses)
-        storage_ptr, storage_nbytes = None, None
+        storage_ptr, storage_nbytes, storage_id = None, None, None
     try:
         data_ptr = int(tensor.data_ptr())
     except Exception:
@@ -570,12 +581,37 @@ def _layout(tensor):
         "element_size": int(tensor.element_size()),
         "numel": int(tensor.numel()),
         "storage_ptr": storage_ptr,
+        "storage_id": storage_id,
         "storage_nbytes": storage_nbytes,
         "data_ptr": data_ptr,
         "device": str(tensor.device),
         "device_format": _device_format(tensor),
         "is_contiguous": bool(tensor.is_contiguous()),
     }
+
+
+def _storage_id(storage, ptr, device):
+    """Process-unique id of the live storage object at ``ptr`` (1, 2, ...), or None.
+
+    An allocator hands a freed address to the next allocation, so two stages
+    with equal storage_ptr may be different buffers that merely lived one
+    after the other.  A weak reference (which does not extend the storage's
+    life or change the allocator's behaviour) tells whether the storage seen
+    earlier at this address is still the same object.
+    """
+    key = (str(device), ptr)
+    entry = _state.storages.get(key)
+    if entry is not None and entry[0]() is storage:
+        return entry[1]
+    try:
+        ref = weakref.ref(storage)
+    except TypeError:
+        _warn("this torch's storages take no weak references; storage_id is null", key="storage_id")
+        return None
+    storage_id = _state.next_storage_id
+    _state.next_storage_id += 1
+    _state.storages[key] = (ref, storage_id)
+    return storage_id
 
 
 def _device_format(tensor):
@@ -669,6 +705,9 @@ def _write_window(window):
             meta["tensor_file"] = _save_tensor_or_warn(directory, "%s#%d" % (meta["stage"], meta["occurrence"]), record.saved)
         records.append(_ordered_record(meta))
     for slot, stats in zip(slots, host_stats[len(_state.records):]):
+        if stats is not None and stats[0] != stats[0]:  # still the NaN that arm() wrote
+            _warn("graph slot %r was not written by a replay in this window; not reported" % slot.stage)
+            continue
         meta = dict(slot.meta)
         meta.update(stage=slot.stage, occurrence=1, seq=len(records), mode="graph")
         meta["stats"] = None if stats is None else _host_stats(stats, meta["numel"])
@@ -735,7 +774,7 @@ def _manifest_text(manifest):
 
 _RECORD_ORDER = (
     "seq", "stage", "occurrence", "mode", "dtype", "shape", "stride", "storage_offset", "element_size",
-    "numel", "storage_ptr", "storage_nbytes", "data_ptr", "device", "device_format", "is_contiguous", "stats",
+    "numel", "storage_ptr", "storage_id", "storage_nbytes", "data_ptr", "device", "device_format", "is_contiguous", "stats",
     "tensor_file", "rows_kept", "rows_total",
 )
 

@@ -1,7 +1,10 @@
 //! Subcommands: each parses its inputs with `model`, prints text or `--json`,
 //! and returns an [`Outcome`] that becomes the exit status.
 
+pub mod diff;
+pub mod inputs;
 pub mod probe_install;
+pub mod scan;
 pub mod summary;
 
 /// What a command found; `main` maps it to the exit status.

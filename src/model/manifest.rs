@@ -40,6 +40,16 @@ pub enum ManifestError {
         "{path}: schema_version {found} is not supported (this dumpview reads {SCHEMA_VERSION})"
     )]
     Version { path: PathBuf, found: u64 },
+    /// A header field every window needs is absent.
+    #[error("{path}: required field `{field}` is missing")]
+    Missing { path: PathBuf, field: &'static str },
+    /// The file is cut short or broken after its header (strict parsing only;
+    /// [`crate::model::load`] keeps the records before the break instead).
+    #[error("{path}: {stop}")]
+    Truncated {
+        path: PathBuf,
+        stop: crate::model::parse::Stop,
+    },
 }
 
 /// Whether a record came from an eager `capture()` or a graph slot read after replay.
@@ -100,6 +110,10 @@ pub struct Record {
     pub element_size: u32,
     pub numel: u64,
     pub storage_ptr: Option<u64>,
+    /// Identity of the live storage object in the writing process; equal ids saw one buffer,
+    /// equal `storage_ptr` with different ids is an address reused after a free.
+    #[serde(default)]
+    pub storage_id: Option<u64>,
     pub storage_nbytes: Option<u64>,
     pub data_ptr: Option<u64>,
     pub device: String,
@@ -157,14 +171,6 @@ pub struct Manifest {
     pub input_sets: Vec<InputSet>,
 }
 
-/// Just enough of the top level to check format and version before the full parse,
-/// so an unknown version is reported as such and not as a field error.
-#[derive(Deserialize)]
-struct Header {
-    format: Option<String>,
-    schema_version: Option<u64>,
-}
-
 impl Manifest {
     /// Reads and parses the manifest at `path`.
     ///
@@ -179,37 +185,20 @@ impl Manifest {
         Manifest::from_slice(&bytes, path)
     }
 
-    /// Parses manifest bytes; `path` is only used to name the source in errors.
+    /// Parses complete manifest bytes; `path` names the source in errors.
     ///
     /// # Errors
-    /// As [`Manifest::load`], without the I/O case.
+    /// As [`Manifest::load`], plus [`ManifestError::Truncated`] when the
+    /// bytes stop being a manifest after the header.
     pub fn from_slice(bytes: &[u8], path: &Path) -> Result<Manifest, ManifestError> {
-        let json_error = |source| ManifestError::Json {
-            path: path.to_path_buf(),
-            source,
-        };
-        let header: Header = serde_json::from_slice(bytes).map_err(json_error)?;
-        match header.format.as_deref() {
-            Some(FORMAT) => {}
-            other => {
-                return Err(ManifestError::Format {
-                    path: path.to_path_buf(),
-                    found: other.unwrap_or("(missing)").to_string(),
-                });
-            }
+        let parsed = crate::model::parse::parse_manifest(bytes, path)?;
+        match parsed.stopped {
+            None => Ok(parsed.manifest),
+            Some(stop) => Err(ManifestError::Truncated {
+                path: path.to_path_buf(),
+                stop,
+            }),
         }
-        match header.schema_version {
-            Some(v) if v == u64::from(SCHEMA_VERSION) => {}
-            other => {
-                return Err(ManifestError::Version {
-                    path: path.to_path_buf(),
-                    found: other.unwrap_or(0),
-                });
-            }
-        }
-        let mut manifest: Manifest = serde_json::from_slice(bytes).map_err(json_error)?;
-        manifest.source = path.to_path_buf();
-        Ok(manifest)
     }
 
     /// The directory that holds this window's `tensors/` and `inputs/`.

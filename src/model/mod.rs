@@ -2,5 +2,11 @@
 //! No terminal, no threads, no UI types: everything here is testable on real dumps
 //! and printed by the CLI and drawn by the workbench alike.
 
+pub mod compare;
+pub mod diff;
+pub mod layout;
+pub mod load;
 pub mod manifest;
+pub mod parse;
+pub mod scan;
 pub mod summary;

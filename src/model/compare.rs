@@ -1,0 +1,380 @@
+//! Comparing the statistics of two records: tolerances, per-statistic differences, verdict.
+//!
+//! Statistics are a coarse screen (seed 001: the default tolerance only
+//! screens; an accuracy claim needs explicit tolerances and tensors). Each
+//! statistic is compared against a scale that makes the tolerance mean the
+//! same thing for every tensor:
+//!
+//! | statistic | scale |
+//! |---|---|
+//! | `max_abs`, `min`, `max`, `l2` | `max(|a|, |b|)` |
+//! | `mean` | the larger root-mean-square, `l2 / sqrt(finite_count)`: a mean near zero is compared to the tensor's magnitude, not to itself |
+//! | `pos_checksum` | the largest of the two `l2` and the two checksums: moving one row of `rows` changes it by about `l2 / sqrt(rows)`; rounding noise (`ε·l2`, or `ε·checksum` for same-signed values whose errors correlate) does not |
+//!
+//! A statistic differs when `|a − b| > atol + rtol · scale`.
+
+use serde::Serialize;
+
+use super::manifest::{Record, Stats};
+
+/// The compared statistics, in report order.
+pub const STATS: [&str; 6] = ["max_abs", "min", "max", "mean", "l2", "pos_checksum"];
+
+/// `rtol` and `atol` of one statistic.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+pub struct Tolerance {
+    pub rtol: f64,
+    pub atol: f64,
+}
+
+/// Per-statistic tolerances, indexed like [`STATS`].
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Tolerances {
+    pub per_stat: [Tolerance; 6],
+}
+
+impl Default for Tolerances {
+    /// The coarse screen: `rtol = 1e-2` (bfloat16 rounding, ~4e-3, passes; a wrong kernel does
+    /// not) and `atol = 1e-6` (absolute noise floor for tensors near zero), except
+    /// `pos_checksum` at `rtol = 5e-2`. The checksum is a fixed random projection of the
+    /// values, so its change relative to `l2` is about a third of the element-wise relative
+    /// error: bfloat16 noise accumulated over a few layers (~3% per element, 1% on the
+    /// checksum) must pass, a moved row (~30% on the rows it touches) must not.
+    fn default() -> Self {
+        let mut tolerances = Tolerances::uniform(1e-2, 1e-6);
+        tolerances.per_stat[5] = Tolerance {
+            rtol: 5e-2,
+            atol: 1e-6,
+        };
+        tolerances
+    }
+}
+
+impl Tolerances {
+    /// The same `rtol` and `atol` for every statistic.
+    pub fn uniform(rtol: f64, atol: f64) -> Self {
+        Tolerances {
+            per_stat: [Tolerance { rtol, atol }; 6],
+        }
+    }
+
+    /// Sets one statistic's tolerance.
+    ///
+    /// # Errors
+    /// `name` is not one of [`STATS`].
+    pub fn set(&mut self, name: &str, tolerance: Tolerance) -> Result<(), String> {
+        let index = STATS
+            .iter()
+            .position(|&s| s == name)
+            .ok_or_else(|| format!("unknown statistic {name:?}; one of {}", STATS.join(", ")))?;
+        self.per_stat[index] = tolerance;
+        Ok(())
+    }
+
+    /// The tolerance of statistic `name` (one of [`STATS`]).
+    pub fn of(&self, name: &str) -> Tolerance {
+        self.per_stat[STATS
+            .iter()
+            .position(|&s| s == name)
+            .expect("a known statistic")]
+    }
+}
+
+/// One statistic of a pair, with its difference and the bound it was held to.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct StatDiff {
+    pub name: &'static str,
+    pub a: Option<f64>,
+    pub b: Option<f64>,
+    /// `|a − b|`; null when either side is undefined.
+    pub abs_diff: Option<f64>,
+    /// `|a − b| / scale` (see the module table); null when the scale is 0 or undefined.
+    pub rel_diff: Option<f64>,
+    /// `atol + rtol · scale`.
+    pub bound: Option<f64>,
+    pub exceeds: bool,
+}
+
+/// How a paired record compares.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum Verdict {
+    /// Every statistic within tolerance.
+    Agree,
+    /// Shape, or the kind of dtype (floating / integer / bool), differs.
+    Structural { reason: String },
+    /// NaN or infinity counts differ: always a divergence.
+    NonFinite,
+    /// Magnitude statistics differ beyond tolerance.
+    Magnitude,
+    /// Magnitudes agree but the position checksum does not: values were moved (a permutation).
+    ValuesMoved,
+}
+
+impl Verdict {
+    /// True for every verdict but `Agree`.
+    pub fn diverges(&self) -> bool {
+        *self != Verdict::Agree
+    }
+}
+
+/// The comparison of one pair of records.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Comparison {
+    pub verdict: Verdict,
+    pub stats: Vec<StatDiff>,
+    /// The dtypes differ within one kind (float32 vs bfloat16): a precision change, compared by value.
+    pub precision_change: bool,
+}
+
+/// dtype family: values of different families are not comparable as numbers.
+fn dtype_kind(dtype: &str) -> &'static str {
+    if dtype == "bool" {
+        "bool"
+    } else if dtype.starts_with("float") || dtype.starts_with("bfloat") {
+        "floating"
+    } else if dtype.starts_with("complex") {
+        "complex"
+    } else {
+        "integer"
+    }
+}
+
+fn stat_value(stats: &Stats, name: &str) -> Option<f64> {
+    match name {
+        "max_abs" => stats.max_abs,
+        "min" => stats.min,
+        "max" => stats.max,
+        "mean" => stats.mean,
+        "l2" => stats.l2,
+        "pos_checksum" => stats.pos_checksum,
+        _ => None,
+    }
+}
+
+fn rms(stats: &Stats) -> Option<f64> {
+    let finite = stats.finite_count?;
+    (finite > 0)
+        .then(|| stats.l2.map(|l2| l2 / (finite as f64).sqrt()))
+        .flatten()
+}
+
+fn larger(x: Option<f64>, y: Option<f64>) -> Option<f64> {
+    match (x, y) {
+        (Some(x), Some(y)) => Some(x.abs().max(y.abs())),
+        (Some(v), None) | (None, Some(v)) => Some(v.abs()),
+        (None, None) => None,
+    }
+}
+
+/// Compares one statistic of two stats objects.
+pub fn compare_stat(name: &'static str, a: &Stats, b: &Stats, tolerance: Tolerance) -> StatDiff {
+    let (va, vb) = (stat_value(a, name), stat_value(b, name));
+    let scale = match name {
+        "mean" => larger(rms(a), rms(b)),
+        "pos_checksum" => larger(larger(a.l2, b.l2), larger(va, vb)),
+        _ => larger(va, vb),
+    };
+    let (abs_diff, exceeds) = match (va, vb) {
+        (Some(x), Some(y)) if x == y => (Some(0.0), false), // equal infinities included
+        (Some(x), Some(y)) if x.is_finite() && y.is_finite() => {
+            let d = (x - y).abs();
+            let bound = tolerance.atol + tolerance.rtol * scale.unwrap_or(0.0);
+            (Some(d), d > bound)
+        }
+        (None, None) => (None, false),
+        _ => (None, true), // one side undefined or non-finite and not equal
+    };
+    let rel_diff = match (abs_diff, scale) {
+        (Some(d), Some(s)) if s > 0.0 && s.is_finite() => Some(d / s),
+        (Some(d), _) if d == 0.0 => Some(0.0),
+        _ => None,
+    };
+    let bound = scale
+        .filter(|s| s.is_finite())
+        .map(|s| tolerance.atol + tolerance.rtol * s);
+    StatDiff {
+        name,
+        a: va,
+        b: vb,
+        abs_diff,
+        rel_diff,
+        bound,
+        exceeds,
+    }
+}
+
+/// Compares two records captured at the same `stage#occurrence`.
+pub fn compare_records(a: &Record, b: &Record, tolerances: &Tolerances) -> Comparison {
+    let precision_change = a.dtype != b.dtype && dtype_kind(&a.dtype) == dtype_kind(&b.dtype);
+    let structural = if a.shape != b.shape {
+        Some(format!("shape {:?} vs {:?}", a.shape, b.shape))
+    } else if dtype_kind(&a.dtype) != dtype_kind(&b.dtype) {
+        Some(format!("dtype {} vs {}", a.dtype, b.dtype))
+    } else {
+        None
+    };
+    let (Some(sa), Some(sb)) = (&a.stats, &b.stats) else {
+        let verdict = match structural {
+            Some(reason) => Verdict::Structural { reason },
+            None if a.stats.is_some() != b.stats.is_some() => Verdict::Structural {
+                reason: "statistics on one side only".to_string(),
+            },
+            None => Verdict::Agree,
+        };
+        return Comparison {
+            verdict,
+            stats: Vec::new(),
+            precision_change,
+        };
+    };
+    let stats: Vec<StatDiff> = STATS
+        .iter()
+        .map(|&name| compare_stat(name, sa, sb, tolerances.of(name)))
+        .collect();
+    let magnitude_differs = stats.iter().any(|d| d.name != "pos_checksum" && d.exceeds);
+    let checksum_differs = stats.iter().any(|d| d.name == "pos_checksum" && d.exceeds);
+    let verdict = if let Some(reason) = structural {
+        Verdict::Structural { reason }
+    } else if sa.nan_count != sb.nan_count || sa.inf_count != sb.inf_count {
+        Verdict::NonFinite
+    } else if magnitude_differs {
+        Verdict::Magnitude
+    } else if checksum_differs {
+        Verdict::ValuesMoved
+    } else {
+        Verdict::Agree
+    };
+    Comparison {
+        verdict,
+        stats,
+        precision_change,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn stats(min: f64, max: f64, mean: f64, l2: f64, checksum: f64, n: u64) -> Stats {
+        Stats {
+            nan_count: 0,
+            inf_count: 0,
+            finite_count: Some(n),
+            max_abs: Some(min.abs().max(max.abs())),
+            min: Some(min),
+            max: Some(max),
+            mean: Some(mean),
+            l2: Some(l2),
+            pos_checksum: Some(checksum),
+        }
+    }
+
+    #[test]
+    fn mean_near_zero_is_compared_to_the_rms() {
+        // rms = 10 / sqrt(100) = 1; a mean moving from 1e-4 to 2e-3 is 0.19% of it.
+        let a = stats(-3.0, 3.0, 1e-4, 10.0, 1.0, 100);
+        let b = stats(-3.0, 3.0, 2e-3, 10.0, 1.0, 100);
+        let d = compare_stat(
+            "mean",
+            &a,
+            &b,
+            Tolerance {
+                rtol: 1e-2,
+                atol: 0.0,
+            },
+        );
+        assert!(!d.exceeds);
+        assert!((d.rel_diff.unwrap() - 1.9e-3).abs() < 1e-12);
+    }
+
+    #[test]
+    fn checksum_alone_differing_is_values_moved() {
+        let a = stats(-3.0, 3.0, 0.1, 10.0, 1.0, 100);
+        let b = stats(-3.0, 3.0, 0.1, 10.0, 1.5, 100);
+        let ra = record_with(a);
+        let rb = record_with(b);
+        assert_eq!(
+            compare_records(&ra, &rb, &Tolerances::default()).verdict,
+            Verdict::ValuesMoved
+        );
+    }
+
+    #[test]
+    fn precision_change_is_compared_by_value_but_int_vs_float_is_structural() {
+        let s = stats(-1.0, 1.0, 0.0, 1.0, 0.5, 4);
+        let mut a = record_with(s.clone());
+        let mut b = record_with(s);
+        b.dtype = "bfloat16".to_string();
+        let c = compare_records(&a, &b, &Tolerances::default());
+        assert_eq!(c.verdict, Verdict::Agree);
+        assert!(c.precision_change);
+        a.dtype = "int64".to_string();
+        assert_eq!(
+            compare_records(&a, &b, &Tolerances::default()).verdict,
+            Verdict::Structural {
+                reason: "dtype int64 vs bfloat16".to_string()
+            }
+        );
+    }
+
+    #[test]
+    fn equal_infinities_agree_and_one_sided_undefined_differs() {
+        let mut a = stats(-1.0, 1.0, 0.0, 1.0, 0.5, 4);
+        a.l2 = Some(f64::INFINITY);
+        let b = a.clone();
+        assert!(
+            !compare_stat(
+                "l2",
+                &a,
+                &b,
+                Tolerance {
+                    rtol: 0.0,
+                    atol: 0.0
+                }
+            )
+            .exceeds
+        );
+        let mut c = a.clone();
+        c.mean = None;
+        assert!(
+            compare_stat(
+                "mean",
+                &a,
+                &c,
+                Tolerance {
+                    rtol: 1.0,
+                    atol: 1.0
+                }
+            )
+            .exceeds
+        );
+    }
+
+    fn record_with(stats: Stats) -> Record {
+        Record {
+            seq: 0,
+            stage: "s".to_string(),
+            occurrence: 1,
+            mode: super::super::manifest::Mode::Eager,
+            dtype: "float32".to_string(),
+            shape: vec![2, 2],
+            stride: vec![2, 1],
+            storage_offset: 0,
+            element_size: 4,
+            numel: 4,
+            storage_ptr: Some(64),
+            storage_id: Some(1),
+            storage_nbytes: Some(16),
+            data_ptr: Some(64),
+            device: "cpu".to_string(),
+            device_format: None,
+            is_contiguous: true,
+            stats: Some(stats),
+            tensor_file: None,
+            rows_kept: None,
+            rows_total: None,
+            truncated: None,
+        }
+    }
+}

@@ -1,0 +1,378 @@
+//! `diff`: pair two captures and find where they first diverge.
+//!
+//! Windows pair by rank (and, with several windows on a rank, by label, then
+//! by label number and call); records within a window pair by
+//! `stage#occurrence`, never by raw call count. The first divergence is the
+//! first pair, in A's capture order, whose [`Verdict`] is not `Agree`.
+//! Records on one side only are *missing evidence*: listed, never agreement.
+
+use std::collections::{BTreeMap, HashMap};
+
+use serde::Serialize;
+
+use super::compare::{Comparison, Tolerances, Verdict, compare_records};
+use super::manifest::Manifest;
+
+/// When B holds fewer than this fraction of A's records (or the reverse), the drop is called out.
+pub const RECORD_DROP_RATIO: f64 = 0.5;
+
+/// Whether the two windows ran on the same input, judged from `metadata.token_ids`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum Identity {
+    /// The token ids are equal, element by element.
+    Same { tokens: usize },
+    /// The ids differ; `first_difference` is the first index where they do (or the shorter length).
+    Different {
+        tokens_a: usize,
+        tokens_b: usize,
+        first_difference: usize,
+    },
+    /// Only one side recorded token ids: identity cannot be established.
+    MissingOnOneSide { side: char },
+    /// Neither side recorded token ids.
+    MissingOnBoth,
+}
+
+impl Identity {
+    /// Compares the token ids of two windows.
+    pub fn of(a: &Manifest, b: &Manifest) -> Identity {
+        match (a.token_ids(), b.token_ids()) {
+            (Some(x), Some(y)) if x == y => Identity::Same { tokens: x.len() },
+            (Some(x), Some(y)) => Identity::Different {
+                tokens_a: x.len(),
+                tokens_b: y.len(),
+                first_difference: x
+                    .iter()
+                    .zip(&y)
+                    .position(|(p, q)| p != q)
+                    .unwrap_or(x.len().min(y.len())),
+            },
+            (Some(_), None) => Identity::MissingOnOneSide { side: 'b' },
+            (None, Some(_)) => Identity::MissingOnOneSide { side: 'a' },
+            (None, None) => Identity::MissingOnBoth,
+        }
+    }
+
+    /// True when the inputs are known to differ or cannot be compared because one side lacks ids.
+    pub fn is_mismatch(&self) -> bool {
+        matches!(
+            self,
+            Identity::Different { .. } | Identity::MissingOnOneSide { .. }
+        )
+    }
+
+    /// A one-line description for people.
+    pub fn describe(&self) -> String {
+        match self {
+            Identity::Same { tokens } => format!("same input: {tokens} token ids equal"),
+            Identity::Different {
+                tokens_a,
+                tokens_b,
+                first_difference,
+            } => format!(
+                "DIFFERENT INPUTS: token ids differ at index {first_difference} ({tokens_a} ids in A, {tokens_b} in B); \
+                 the comparison is between different requests"
+            ),
+            Identity::MissingOnOneSide { side } => format!(
+                "INPUT IDENTITY UNKNOWN: side {} recorded no token_ids; pass token_ids to arm() on both sides",
+                side.to_ascii_uppercase()
+            ),
+            Identity::MissingOnBoth => {
+                "input identity unchecked: neither side recorded token_ids in arm()".to_string()
+            }
+        }
+    }
+}
+
+/// A window, as a diff names it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct WindowRef {
+    pub source: String,
+    pub rank: u32,
+    pub label: String,
+    #[serde(rename = "match")]
+    pub match_index: u32,
+    pub occurrence: u32,
+    pub records: usize,
+}
+
+impl WindowRef {
+    fn of(m: &Manifest) -> WindowRef {
+        WindowRef {
+            source: m.source.display().to_string(),
+            rank: m.rank,
+            label: m.label.clone(),
+            match_index: m.match_index,
+            occurrence: m.occurrence,
+            records: m.records.len(),
+        }
+    }
+}
+
+/// One paired record and how it compares.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct PairDiff {
+    /// `stage#occurrence`.
+    pub key: String,
+    /// Position in A's capture order (0-based) and the two records' `seq`.
+    pub position: usize,
+    pub seq_a: u64,
+    pub seq_b: u64,
+    pub dtype_a: String,
+    pub dtype_b: String,
+    pub shape_a: Vec<u64>,
+    pub shape_b: Vec<u64>,
+    #[serde(flatten)]
+    pub comparison: Comparison,
+}
+
+/// The diff of one pair of windows.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct WindowDiff {
+    pub rank: u32,
+    pub a: WindowRef,
+    pub b: WindowRef,
+    pub identity: Identity,
+    /// Paired records in A's capture order.
+    pub pairs: Vec<PairDiff>,
+    /// Keys captured only in A / only in B (missing evidence), in each side's order.
+    pub only_a: Vec<String>,
+    pub only_b: Vec<String>,
+    /// Index into `pairs` of the first divergence.
+    pub first_divergence: Option<usize>,
+    /// Set when one side holds far fewer records (graph mode keeps only slots and code outside the graph).
+    pub missing_data: Option<String>,
+    /// Pairs whose dtypes differ within one kind (e.g. float32 vs bfloat16).
+    pub precision_changes: usize,
+}
+
+impl WindowDiff {
+    /// The first divergent pair, if any.
+    pub fn first(&self) -> Option<&PairDiff> {
+        self.first_divergence.map(|i| &self.pairs[i])
+    }
+}
+
+/// How one rank stands at one stage, for the rank × stage overview.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Cell {
+    Agrees,
+    Diverges,
+    /// Diverges and holds NaN/inf on at least one side.
+    NonFinite,
+    Missing,
+}
+
+/// The whole diff of two captures.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct DiffReport {
+    pub tolerances: Tolerances,
+    pub windows: Vec<WindowDiff>,
+    /// Windows with no partner on the other side (whole ranks or requests missing).
+    pub unpaired_a: Vec<WindowRef>,
+    pub unpaired_b: Vec<WindowRef>,
+    /// The rank whose first divergence comes earliest in capture order (ties: the lowest rank).
+    pub first_rank: Option<u32>,
+    /// Stage keys in A's capture order (first window of each rank, merged), the overview's columns.
+    pub stages: Vec<String>,
+    /// rank → one [`Cell`] per entry of `stages`.
+    pub table: BTreeMap<u32, Vec<Cell>>,
+}
+
+impl DiffReport {
+    /// True when anything a user must look at was found: a divergence, an identity
+    /// mismatch, missing windows.
+    pub fn found_something(&self) -> bool {
+        self.windows
+            .iter()
+            .any(|w| w.first_divergence.is_some() || w.identity.is_mismatch())
+            || !self.unpaired_a.is_empty()
+            || !self.unpaired_b.is_empty()
+    }
+}
+
+/// Diffs two captures (each a list of windows, as loaded).
+pub fn diff(a: &[Manifest], b: &[Manifest], tolerances: &Tolerances) -> DiffReport {
+    let (pairs, unpaired_a, unpaired_b) = pair_windows(a, b);
+    let windows: Vec<WindowDiff> = pairs
+        .iter()
+        .map(|&(x, y)| diff_windows(x, y, tolerances))
+        .collect();
+    let first_rank = windows
+        .iter()
+        .filter_map(|w| w.first().map(|p| (p.position, w.rank)))
+        .min()
+        .map(|(_, rank)| rank);
+    let (stages, table) = overview(&windows);
+    DiffReport {
+        tolerances: tolerances.clone(),
+        windows,
+        unpaired_a: unpaired_a.into_iter().map(WindowRef::of).collect(),
+        unpaired_b: unpaired_b.into_iter().map(WindowRef::of).collect(),
+        first_rank,
+        stages,
+        table,
+    }
+}
+
+type WindowPairs<'a> = (
+    Vec<(&'a Manifest, &'a Manifest)>,
+    Vec<&'a Manifest>,
+    Vec<&'a Manifest>,
+);
+
+/// Pairs windows: per rank, one against one; with several, by equal label, then by
+/// (match, occurrence), then in order. Labels are request ids and usually differ between runs,
+/// so a single window per rank pairs whatever its label.
+pub fn pair_windows<'a>(a: &'a [Manifest], b: &'a [Manifest]) -> WindowPairs<'a> {
+    let mut by_rank: BTreeMap<u32, (Vec<&Manifest>, Vec<&Manifest>)> = BTreeMap::new();
+    for m in a {
+        by_rank.entry(m.rank).or_default().0.push(m);
+    }
+    for m in b {
+        by_rank.entry(m.rank).or_default().1.push(m);
+    }
+    let (mut pairs, mut only_a, mut only_b) = (Vec::new(), Vec::new(), Vec::new());
+    for (_, (mut xs, mut ys)) in by_rank {
+        if xs.len() == 1 && ys.len() == 1 {
+            pairs.push((xs[0], ys[0]));
+            continue;
+        }
+        for matches in [
+            (|x: &Manifest, y: &Manifest| x.label == y.label) as fn(&Manifest, &Manifest) -> bool,
+            |x, y| (x.match_index, x.occurrence) == (y.match_index, y.occurrence),
+        ] {
+            let mut i = 0;
+            while i < xs.len() {
+                if let Some(j) = ys.iter().position(|y| matches(xs[i], y)) {
+                    pairs.push((xs.remove(i), ys.remove(j)));
+                } else {
+                    i += 1;
+                }
+            }
+        }
+        let n = xs.len().min(ys.len());
+        pairs.extend(xs.drain(..n).zip(ys.drain(..n)));
+        only_a.extend(xs);
+        only_b.extend(ys);
+    }
+    (pairs, only_a, only_b)
+}
+
+/// Diffs one pair of windows.
+pub fn diff_windows(a: &Manifest, b: &Manifest, tolerances: &Tolerances) -> WindowDiff {
+    // The first record of a duplicated key is the one paired (load warns about the rest).
+    let mut index_b: HashMap<(&str, u32), usize> = HashMap::with_capacity(b.records.len());
+    for (i, r) in b.records.iter().enumerate() {
+        index_b.entry((r.stage.as_str(), r.occurrence)).or_insert(i);
+    }
+    let mut paired_b = vec![false; b.records.len()];
+    let mut seen_a: std::collections::HashSet<(&str, u32)> =
+        std::collections::HashSet::with_capacity(a.records.len());
+    let mut pairs = Vec::new();
+    let mut only_a = Vec::new();
+    for (position, ra) in a.records.iter().enumerate() {
+        let key = (ra.stage.as_str(), ra.occurrence);
+        if !seen_a.insert(key) {
+            continue;
+        }
+        match index_b.get(&key) {
+            Some(&j) => {
+                paired_b[j] = true;
+                let rb = &b.records[j];
+                pairs.push(PairDiff {
+                    key: ra.key(),
+                    position,
+                    seq_a: ra.seq,
+                    seq_b: rb.seq,
+                    dtype_a: ra.dtype.clone(),
+                    dtype_b: rb.dtype.clone(),
+                    shape_a: ra.shape.clone(),
+                    shape_b: rb.shape.clone(),
+                    comparison: compare_records(ra, rb, tolerances),
+                });
+            }
+            None => only_a.push(ra.key()),
+        }
+    }
+    let only_b = b
+        .records
+        .iter()
+        .enumerate()
+        .filter(|&(i, r)| !paired_b[i] && index_b[&(r.stage.as_str(), r.occurrence)] == i)
+        .map(|(_, r)| r.key())
+        .collect();
+    let first_divergence = pairs.iter().position(|p| p.comparison.verdict.diverges());
+    let precision_changes = pairs
+        .iter()
+        .filter(|p| p.comparison.precision_change)
+        .count();
+    WindowDiff {
+        rank: a.rank,
+        a: WindowRef::of(a),
+        b: WindowRef::of(b),
+        identity: Identity::of(a, b),
+        missing_data: record_drop(a.records.len(), b.records.len()),
+        pairs,
+        only_a,
+        only_b,
+        first_divergence,
+        precision_changes,
+    }
+}
+
+/// The missing-data message when one side holds far fewer records than the other.
+fn record_drop(count_a: usize, count_b: usize) -> Option<String> {
+    let (small, large, side) = if count_b < count_a {
+        (count_b, count_a, "B")
+    } else {
+        (count_a, count_b, "A")
+    };
+    ((small as f64) < RECORD_DROP_RATIO * large as f64).then(|| {
+        format!(
+            "MISSING DATA: {side} holds {small} records against {large}. In graph mode capture() inside the \
+             graph does not run at replay; only graph slots and code outside the graph are recorded. \
+             Unpaired stages are missing evidence, not agreement."
+        )
+    })
+}
+
+fn overview(windows: &[WindowDiff]) -> (Vec<String>, BTreeMap<u32, Vec<Cell>>) {
+    let mut stages: Vec<String> = Vec::new();
+    let mut column: HashMap<String, usize> = HashMap::new();
+    let mut add = |key: &String, stages: &mut Vec<String>| {
+        if !column.contains_key(key) {
+            column.insert(key.clone(), stages.len());
+            stages.push(key.clone());
+        }
+    };
+    for w in windows {
+        for p in &w.pairs {
+            add(&p.key, &mut stages);
+        }
+        for k in w.only_a.iter().chain(&w.only_b) {
+            add(k, &mut stages);
+        }
+    }
+    let index: HashMap<&str, usize> = stages
+        .iter()
+        .enumerate()
+        .map(|(i, s)| (s.as_str(), i))
+        .collect();
+    let mut table: BTreeMap<u32, Vec<Cell>> = BTreeMap::new();
+    for w in windows {
+        let row = table
+            .entry(w.rank)
+            .or_insert_with(|| vec![Cell::Missing; stages.len()]);
+        for p in &w.pairs {
+            row[index[p.key.as_str()]] = match &p.comparison.verdict {
+                Verdict::Agree => Cell::Agrees,
+                Verdict::NonFinite => Cell::NonFinite,
+                _ => Cell::Diverges,
+            };
+        }
+    }
+    (stages, table)
+}

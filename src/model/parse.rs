@@ -1,0 +1,363 @@
+//! One-pass manifest parser that keeps what parses.
+//!
+//! A run killed while writing (or a disk that filled up) leaves a manifest
+//! cut somewhere inside `records`. The parser streams records into a vector
+//! it owns, so when the JSON stops making sense the records before that
+//! point survive; the caller gets them plus a [`Stop`] saying where and why.
+//! Only a broken *header* (format, version, label, rank, …) is fatal: without
+//! it the records cannot be placed in a window.
+
+use std::fmt;
+use std::path::Path;
+
+use serde::de::{self, DeserializeSeed, IgnoredAny, MapAccess, SeqAccess, Visitor};
+
+use super::manifest::{FORMAT, InputSet, Manifest, ManifestError, Record, SCHEMA_VERSION};
+
+/// Where and why parsing stopped early; the records before it were kept.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Stop {
+    /// Byte offset of the problem from the start of the file.
+    pub byte_offset: u64,
+    /// serde_json's description, e.g. "EOF while parsing a list".
+    pub reason: String,
+    /// Records parsed and kept before the problem.
+    pub kept_records: usize,
+}
+
+impl fmt::Display for Stop {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "stops being a valid manifest at byte {} ({}); kept the {} records before it",
+            self.byte_offset, self.reason, self.kept_records
+        )
+    }
+}
+
+/// A parsed manifest, complete or cut short.
+#[derive(Debug, Clone)]
+pub struct Parsed {
+    pub manifest: Manifest,
+    /// `Some` when the file ended or broke before its end; the manifest holds what came before.
+    pub stopped: Option<Stop>,
+}
+
+#[derive(Default)]
+struct Partial {
+    format: Option<String>,
+    schema_version: Option<u64>,
+    probe: Option<String>,
+    label: Option<String>,
+    match_index: Option<u32>,
+    occurrence: Option<u32>,
+    rank: Option<u32>,
+    world_size: Option<u32>,
+    metadata: Option<serde_json::Map<String, serde_json::Value>>,
+    stats_dtype: Option<String>,
+    records: Vec<Record>,
+    input_sets: Vec<InputSet>,
+}
+
+/// Parses manifest bytes; `path` names the source in errors and becomes `Manifest::source`.
+///
+/// # Errors
+/// [`ManifestError`] when the header cannot be read: not JSON, wrong
+/// `format`, unknown `schema_version`, a required header field missing or
+/// of the wrong type. Problems after a complete header are not errors: they
+/// end parsing and are reported in [`Parsed::stopped`].
+pub fn parse_manifest(bytes: &[u8], path: &Path) -> Result<Parsed, ManifestError> {
+    let mut partial = Partial::default();
+    let mut deserializer = serde_json::Deserializer::from_slice(bytes);
+    let result = TopSeed(&mut partial)
+        .deserialize(&mut deserializer)
+        .and_then(|()| deserializer.end());
+
+    // Format and version decide before anything else: a reader must not guess at an unknown layout.
+    match partial.format.as_deref() {
+        Some(FORMAT) => {}
+        Some(other) => {
+            return Err(ManifestError::Format {
+                path: path.to_path_buf(),
+                found: other.to_string(),
+            });
+        }
+        None if result.is_ok() => {
+            return Err(ManifestError::Format {
+                path: path.to_path_buf(),
+                found: "(missing)".to_string(),
+            });
+        }
+        None => {}
+    }
+    if let Some(found) = partial
+        .schema_version
+        .filter(|&v| v != u64::from(SCHEMA_VERSION))
+    {
+        return Err(ManifestError::Version {
+            path: path.to_path_buf(),
+            found,
+        });
+    }
+
+    let header = header_of(&mut partial);
+    let stopped = match (result, header) {
+        (Ok(()), Ok(_)) => None,
+        (Ok(()), Err(field)) => {
+            return Err(ManifestError::Missing {
+                path: path.to_path_buf(),
+                field,
+            });
+        }
+        (Err(source), Ok(_)) => Some(Stop {
+            byte_offset: if source.is_eof() {
+                bytes.len() as u64
+            } else {
+                byte_offset(bytes, source.line(), source.column())
+            },
+            reason: strip_position(&source.to_string()),
+            kept_records: partial.records.len(),
+        }),
+        (Err(source), Err(_)) => {
+            return Err(ManifestError::Json {
+                path: path.to_path_buf(),
+                source,
+            });
+        }
+    };
+    let manifest = Manifest {
+        source: path.to_path_buf(),
+        schema_version: SCHEMA_VERSION,
+        probe: partial.probe.take().unwrap_or_default(),
+        label: partial.label.take().unwrap_or_default(),
+        match_index: partial.match_index.unwrap_or(1),
+        occurrence: partial.occurrence.unwrap_or(1),
+        rank: partial.rank.unwrap_or(0),
+        world_size: partial.world_size.unwrap_or(1),
+        metadata: partial.metadata.take().unwrap_or_default(),
+        stats_dtype: partial.stats_dtype.take(),
+        records: std::mem::take(&mut partial.records),
+        input_sets: std::mem::take(&mut partial.input_sets),
+    };
+    Ok(Parsed { manifest, stopped })
+}
+
+/// Checks the header fields a window needs; `Err(name)` of the first missing one.
+fn header_of(p: &mut Partial) -> Result<(), &'static str> {
+    let present = [
+        ("format", p.format.is_some()),
+        ("schema_version", p.schema_version.is_some()),
+        ("label", p.label.is_some()),
+        ("match", p.match_index.is_some()),
+        ("occurrence", p.occurrence.is_some()),
+        ("rank", p.rank.is_some()),
+        ("world_size", p.world_size.is_some()),
+    ];
+    match present.iter().find(|(_, ok)| !ok) {
+        Some((name, _)) => Err(name),
+        None => Ok(()),
+    }
+}
+
+/// Byte offset of serde_json's 1-based line and column (column 0: before the line's first byte).
+fn byte_offset(bytes: &[u8], line: usize, column: usize) -> u64 {
+    let line_start = if line <= 1 {
+        0
+    } else {
+        bytes
+            .iter()
+            .enumerate()
+            .filter(|&(_, &b)| b == b'\n')
+            .nth(line - 2)
+            .map_or(bytes.len(), |(i, _)| i + 1)
+    };
+    (line_start + column.saturating_sub(1)).min(bytes.len()) as u64
+}
+
+/// serde_json appends " at line L column C"; the byte offset replaces it.
+fn strip_position(message: &str) -> String {
+    match message.rfind(" at line ") {
+        Some(i) => message[..i].to_string(),
+        None => message.to_string(),
+    }
+}
+
+struct TopSeed<'a>(&'a mut Partial);
+
+impl<'de> DeserializeSeed<'de> for TopSeed<'_> {
+    type Value = ();
+    fn deserialize<D: de::Deserializer<'de>>(self, deserializer: D) -> Result<(), D::Error> {
+        deserializer.deserialize_map(self)
+    }
+}
+
+impl<'de> Visitor<'de> for TopSeed<'_> {
+    type Value = ();
+
+    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("a dumpview manifest object")
+    }
+
+    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<(), A::Error> {
+        let p = self.0;
+        while let Some(key) = map.next_key::<std::borrow::Cow<'de, str>>()? {
+            match key.as_ref() {
+                "format" => {
+                    p.format = Some(map.next_value()?);
+                    if p.format.as_deref() != Some(FORMAT) {
+                        return Err(de::Error::custom("not a dumpview manifest"));
+                    }
+                }
+                "schema_version" => {
+                    p.schema_version = Some(map.next_value()?);
+                    if p.schema_version != Some(u64::from(SCHEMA_VERSION)) {
+                        return Err(de::Error::custom("unsupported schema_version"));
+                    }
+                }
+                "probe" => p.probe = Some(map.next_value()?),
+                "label" => p.label = Some(map.next_value()?),
+                "match" => p.match_index = Some(map.next_value()?),
+                "occurrence" => p.occurrence = Some(map.next_value()?),
+                "rank" => p.rank = Some(map.next_value()?),
+                "world_size" => p.world_size = Some(map.next_value()?),
+                "metadata" => p.metadata = Some(map.next_value()?),
+                "stats_dtype" => p.stats_dtype = map.next_value()?,
+                "records" => map.next_value_seed(Sink(&mut p.records))?,
+                "input_sets" => map.next_value_seed(Sink(&mut p.input_sets))?,
+                _ => {
+                    map.next_value::<IgnoredAny>()?;
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
+/// Deserializes a JSON array by pushing each element into a vector the caller keeps,
+/// so elements parsed before an error are not lost with it.
+struct Sink<'a, T>(&'a mut Vec<T>);
+
+impl<'de, T: serde::Deserialize<'de>> DeserializeSeed<'de> for Sink<'_, T> {
+    type Value = ();
+    fn deserialize<D: de::Deserializer<'de>>(self, deserializer: D) -> Result<(), D::Error> {
+        deserializer.deserialize_seq(self)
+    }
+}
+
+impl<'de, T: serde::Deserialize<'de>> Visitor<'de> for Sink<'_, T> {
+    type Value = ();
+
+    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("an array")
+    }
+
+    fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<(), A::Error> {
+        if let Some(n) = seq.size_hint() {
+            self.0.reserve(n);
+        }
+        while let Some(item) = seq.next_element()? {
+            self.0.push(item);
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const HEAD: &str = r#"{"format": "dumpview.manifest", "schema_version": 1, "label": "r", "match": 1, "occurrence": 1, "rank": 0, "world_size": 1,
+ "records": [
+"#;
+    const RECORD: &str = r#"{"seq": 0, "stage": "s", "occurrence": 1, "mode": "eager", "dtype": "float32", "shape": [2], "stride": [1], "storage_offset": 0, "element_size": 4, "numel": 2, "storage_ptr": 64, "storage_nbytes": 8, "data_ptr": 64, "device": "cpu", "device_format": null, "is_contiguous": true, "stats": null, "tensor_file": null}"#;
+
+    fn parse(text: &str) -> Result<Parsed, ManifestError> {
+        parse_manifest(text.as_bytes(), Path::new("m.json"))
+    }
+
+    #[test]
+    fn complete_manifest_has_no_stop() {
+        let text = format!(
+            "{HEAD}{RECORD},\n{}\n]}}",
+            RECORD.replace("\"seq\": 0", "\"seq\": 1")
+        );
+        let parsed = parse(&text).unwrap();
+        assert!(parsed.stopped.is_none());
+        assert_eq!(parsed.manifest.records.len(), 2);
+    }
+
+    #[test]
+    fn truncated_inside_a_record_keeps_the_ones_before() {
+        let text = format!("{HEAD}{RECORD},\n{RECORD}");
+        let cut = text.len() - 40;
+        let parsed = parse(&text[..cut]).unwrap();
+        let stop = parsed.stopped.unwrap();
+        assert_eq!(parsed.manifest.records.len(), 1);
+        assert_eq!(stop.kept_records, 1);
+        assert_eq!(stop.byte_offset, cut as u64);
+        assert!(
+            stop.reason.starts_with("EOF while parsing"),
+            "{}",
+            stop.reason
+        );
+    }
+
+    #[test]
+    fn garbage_after_records_is_a_stop_not_an_error() {
+        let text = format!("{HEAD}{RECORD}\n]}}\u{0}\u{1}junk");
+        let parsed = parse(&text).unwrap();
+        assert_eq!(parsed.manifest.records.len(), 1);
+        assert!(
+            parsed
+                .stopped
+                .unwrap()
+                .reason
+                .contains("trailing characters")
+        );
+    }
+
+    #[test]
+    fn a_cut_header_is_an_error() {
+        let err =
+            parse(r#"{"format": "dumpview.manifest", "schema_version": 1, "label": "#).unwrap_err();
+        assert!(
+            err.to_string()
+                .starts_with("m.json: not a valid manifest: EOF while parsing"),
+            "{err}"
+        );
+    }
+
+    #[test]
+    fn missing_header_field_is_named() {
+        let err = parse(
+            r#"{"format": "dumpview.manifest", "schema_version": 1, "label": "r", "records": []}"#,
+        )
+        .unwrap_err();
+        assert_eq!(err.to_string(), "m.json: required field `match` is missing");
+    }
+
+    #[test]
+    fn unknown_version_wins_over_later_garbage() {
+        let err = parse(r#"{"format": "dumpview.manifest", "schema_version": 9, "records": [1, 2"#)
+            .unwrap_err();
+        assert_eq!(
+            err.to_string(),
+            "m.json: schema_version 9 is not supported (this dumpview reads 1)"
+        );
+    }
+
+    #[test]
+    fn unknown_fields_are_ignored() {
+        let text = format!("{{\"future\": {{\"x\": [1, 2]}}, {}{RECORD}]}}", &HEAD[1..]);
+        let parsed = parse(&text).unwrap();
+        assert!(parsed.stopped.is_none());
+        assert_eq!(parsed.manifest.records.len(), 1);
+    }
+
+    #[test]
+    fn byte_offsets_count_lines() {
+        assert_eq!(byte_offset(b"ab\ncd\nef", 1, 2), 1);
+        assert_eq!(byte_offset(b"ab\ncd\nef", 3, 1), 6);
+        assert_eq!(byte_offset(b"ab\ncd\nef", 2, 0), 3);
+    }
+}

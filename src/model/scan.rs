@@ -1,0 +1,253 @@
+//! `scan`: per window, the first non-finite record and the storage aliases.
+//!
+//! Aliases come first in what a user reads: a stride conflict (two stages
+//! reading one storage's bytes through layouts that disagree) is the usual
+//! evidence of cache stomping, block-table misplacement or KV reuse, and it
+//! explains the magnitudes that follow. The rule is in [`super::layout`].
+
+use std::collections::HashMap;
+
+use serde::Serialize;
+
+use super::layout::{self, Relation, View};
+use super::manifest::{Manifest, Record};
+
+/// Where the first NaN or infinity was captured in a window.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct NonFinite {
+    /// `stage#occurrence`.
+    pub key: String,
+    pub seq: u64,
+    /// 0-based position in the window's capture order.
+    pub position: usize,
+    pub nan_count: u64,
+    pub inf_count: u64,
+}
+
+/// One record of an alias group, with the layout it reads the storage through.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct AliasMember {
+    pub key: String,
+    pub seq: u64,
+    pub dtype: String,
+    pub shape: Vec<u64>,
+    /// Elements.
+    pub stride: Vec<i64>,
+    /// Elements.
+    pub storage_offset: u64,
+}
+
+/// Records whose bytes overlap in one storage, linked by overlap.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct AliasGroup {
+    pub device: String,
+    pub storage_id: Option<u64>,
+    pub storage_ptr: u64,
+    /// In capture order.
+    pub members: Vec<AliasMember>,
+    /// True when some overlapping pair reads the shared bytes through disagreeing layouts.
+    pub stride_conflict: bool,
+    /// The disagreeing pairs, as `stage#occurrence` keys.
+    pub conflicts: Vec<(String, String)>,
+    /// True when a pair was too large to test element by element (counted as a conflict).
+    pub unchecked: bool,
+}
+
+/// The scan of one window.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct WindowScan {
+    pub source: String,
+    pub rank: u32,
+    pub label: String,
+    #[serde(rename = "match")]
+    pub match_index: u32,
+    pub occurrence: u32,
+    pub records: usize,
+    pub first_nonfinite: Option<NonFinite>,
+    /// Records with any NaN or infinity.
+    pub nonfinite_records: usize,
+    /// Stride conflicts first, then by first member.
+    pub alias_groups: Vec<AliasGroup>,
+}
+
+impl WindowScan {
+    /// True when the window holds a non-finite record or a stride conflict.
+    pub fn found_something(&self) -> bool {
+        self.first_nonfinite.is_some() || self.alias_groups.iter().any(|g| g.stride_conflict)
+    }
+}
+
+/// Scans one window.
+pub fn scan_window(manifest: &Manifest) -> WindowScan {
+    let nonfinite = |r: &Record| r.stats.as_ref().is_some_and(|s| s.has_nonfinite());
+    let first_nonfinite = manifest
+        .records
+        .iter()
+        .enumerate()
+        .find(|(_, r)| nonfinite(r))
+        .map(|(i, r)| {
+            let stats = r.stats.as_ref().expect("non-finite records have stats");
+            NonFinite {
+                key: r.key(),
+                seq: r.seq,
+                position: i,
+                nan_count: stats.nan_count,
+                inf_count: stats.inf_count,
+            }
+        });
+    WindowScan {
+        source: manifest.source.display().to_string(),
+        rank: manifest.rank,
+        label: manifest.label.clone(),
+        match_index: manifest.match_index,
+        occurrence: manifest.occurrence,
+        records: manifest.records.len(),
+        first_nonfinite,
+        nonfinite_records: manifest.records.iter().filter(|r| nonfinite(r)).count(),
+        alias_groups: alias_groups(&manifest.records),
+    }
+}
+
+/// The byte view a record reads, when its layout is known and it has elements.
+pub fn view_of(record: &Record) -> Option<View> {
+    let data_ptr = record.data_ptr?;
+    if record.numel == 0 || record.shape.len() != record.stride.len() {
+        return None;
+    }
+    Some(View {
+        data_ptr,
+        element_size: u64::from(record.element_size),
+        shape: record.shape.clone(),
+        stride: record.stride.clone(),
+    })
+}
+
+/// Groups records whose bytes overlap within one storage.
+///
+/// Records are bucketed by (device, storage_id), falling back to
+/// (device, storage_ptr) for manifests without storage ids; in a bucket,
+/// records are linked when their bytes overlap, and each connected set of
+/// two or more records is a group.
+pub fn alias_groups(records: &[Record]) -> Vec<AliasGroup> {
+    let mut buckets: HashMap<(&str, Option<u64>, u64), Vec<(usize, View)>> = HashMap::new();
+    for (index, record) in records.iter().enumerate() {
+        let (Some(ptr), Some(view)) = (record.storage_ptr, view_of(record)) else {
+            continue;
+        };
+        let key = match record.storage_id {
+            Some(id) => (record.device.as_str(), Some(id), 0),
+            None => (record.device.as_str(), None, ptr),
+        };
+        buckets.entry(key).or_default().push((index, view));
+    }
+    let mut groups = Vec::new();
+    for ((device, storage_id, _), members) in buckets {
+        if members.len() < 2 {
+            continue;
+        }
+        groups.extend(groups_in_bucket(records, device, storage_id, &members));
+    }
+    groups.sort_by_key(|g| (!g.stride_conflict, g.members[0].seq));
+    groups
+}
+
+fn groups_in_bucket(
+    records: &[Record],
+    device: &str,
+    storage_id: Option<u64>,
+    members: &[(usize, View)],
+) -> Vec<AliasGroup> {
+    // Sweep by byte range so only range-intersecting pairs are tested.
+    let mut order: Vec<(u64, u64, usize)> = members
+        .iter()
+        .enumerate()
+        .filter_map(|(m, (_, view))| view.byte_range().map(|(lo, hi)| (lo, hi, m)))
+        .collect();
+    order.sort_unstable();
+    let mut parent: Vec<usize> = (0..members.len()).collect();
+    let mut conflicting_pairs = Vec::new();
+    let mut unchecked = vec![false; members.len()];
+    for (i, &(_, hi_i, a)) in order.iter().enumerate() {
+        for &(lo_j, _, b) in &order[i + 1..] {
+            if lo_j >= hi_i {
+                break;
+            }
+            let (va, vb) = (&members[a].1, &members[b].1);
+            if !layout::overlaps(va, vb) {
+                continue;
+            }
+            union(&mut parent, a, b);
+            let relation = layout::relation(va, vb);
+            if relation.is_conflict() {
+                conflicting_pairs.push((a.min(b), a.max(b)));
+                if relation == Relation::Unchecked {
+                    unchecked[a] = true;
+                }
+            }
+        }
+    }
+    let roots: Vec<usize> = (0..members.len()).map(|m| find(&mut parent, m)).collect();
+    let mut by_root: HashMap<usize, Vec<usize>> = HashMap::new();
+    for (m, &root) in roots.iter().enumerate() {
+        by_root.entry(root).or_default().push(m);
+    }
+    let mut groups = Vec::new();
+    for (root, mut ms) in by_root {
+        if ms.len() < 2 {
+            continue;
+        }
+        ms.sort_by_key(|&m| members[m].0);
+        let record = |m: usize| &records[members[m].0];
+        let mut conflicts: Vec<(String, String)> = conflicting_pairs
+            .iter()
+            .filter(|&&(a, _)| roots[a] == root)
+            .map(|&(a, b)| {
+                let (first, second) = if members[a].0 < members[b].0 {
+                    (a, b)
+                } else {
+                    (b, a)
+                };
+                (record(first).key(), record(second).key())
+            })
+            .collect();
+        conflicts.sort();
+        groups.push(AliasGroup {
+            device: device.to_string(),
+            storage_id,
+            storage_ptr: record(ms[0]).storage_ptr.unwrap_or(0),
+            stride_conflict: !conflicts.is_empty(),
+            unchecked: ms.iter().any(|&m| unchecked[m]),
+            conflicts,
+            members: ms
+                .iter()
+                .map(|&m| {
+                    let r = record(m);
+                    AliasMember {
+                        key: r.key(),
+                        seq: r.seq,
+                        dtype: r.dtype.clone(),
+                        shape: r.shape.clone(),
+                        stride: r.stride.clone(),
+                        storage_offset: r.storage_offset,
+                    }
+                })
+                .collect(),
+        });
+    }
+    groups
+}
+
+fn find(parent: &mut [usize], mut x: usize) -> usize {
+    while parent[x] != x {
+        parent[x] = parent[parent[x]];
+        x = parent[x];
+    }
+    x
+}
+
+fn union(parent: &mut [usize], a: usize, b: usize) {
+    let (ra, rb) = (find(parent, a), find(parent, b));
+    if ra != rb {
+        parent[ra.max(rb)] = ra.min(rb);
+    }
+}
