@@ -601,7 +601,10 @@ def _storage_id(storage, ptr, device):
     """
     key = (str(device), ptr)
     entry = _state.storages.get(key)
-    if entry is not None and entry[0]() is storage:
+    if entry is not None and entry[0]() is not None:
+        # The storage seen before is still alive at this address: the same object, or
+        # another storage object over the same memory (from_numpy, DLPack, from_blob):
+        # either way the same bytes, so the same id.
         return entry[1]
     try:
         ref = weakref.ref(storage)

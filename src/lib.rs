@@ -4,6 +4,11 @@
 //! `cli` prints its answers; `embedded` carries the probe and the example
 //! dumps inside the binary.
 
+pub mod app;
 pub mod cli;
 pub mod embedded;
+#[cfg(feature = "export")]
+pub mod export;
 pub mod model;
+pub mod tui;
+pub mod ui;

@@ -8,13 +8,18 @@ use dumpview::cli::{self, Outcome, diff::ToleranceArgs};
 
 /// Find where the numbers of a model run first go wrong.
 ///
-/// Reads manifests written by dump_probe.py (a manifest file, or a directory searched
-/// for manifest.json files). With no command, summarises the example dumps built in.
+/// `dumpview A` opens the terminal workbench on capture A (scan mode), `dumpview A B`
+/// on two captures (diff mode); with nothing given it opens an example pair built into
+/// the binary. A capture is a manifest written by dump_probe.py, or a directory searched
+/// for manifest.json files. Subcommands answer the same questions headless.
 #[derive(Parser)]
-#[command(version, after_help = EXAMPLES)]
+#[command(version, after_help = EXAMPLES, args_conflicts_with_subcommands = true)]
 struct Args {
     #[command(subcommand)]
     command: Option<Command>,
+    /// Captures to open in the workbench: A, or A and B.
+    #[arg(num_args = 0..=2, value_name = "CAPTURE")]
+    captures: Vec<PathBuf>,
     /// Print JSON instead of text.
     #[arg(long, global = true)]
     json: bool,
@@ -22,9 +27,13 @@ struct Args {
 
 const EXAMPLES: &str = "\
 Examples:
+  dumpview                                   the workbench on an embedded example pair
+  dumpview run_fp32/ run_bf16/               the workbench on two captures
   dumpview scan dump_a/                      first non-finite record and storage aliases
   dumpview diff dump_fp32/ dump_bf16/        where two captures first diverge
   dumpview diff a.json b.json --rtol 1e-3 --tol mean=1e-4:1e-7
+  dumpview vary run1/ run2/ run3/            which stage varies between repeated captures
+  dumpview report dump_a/ dump_b/ -o first_mismatch.md
   dumpview probe install my_pkg/             write my_pkg/dump_probe.py
   dumpview completions bash > /etc/bash_completion.d/dumpview
 
@@ -33,8 +42,15 @@ a divergence, an input-identity mismatch, a missing window); 2 usage or input er
 
 #[derive(Subcommand)]
 enum Command {
-    /// Summarise the embedded example dumps (the default).
-    Demo,
+    /// Open the workbench on an embedded example pair (the default with no arguments).
+    Demo {
+        /// Which pair (see --list).
+        #[arg(long, default_value = DEFAULT_EXAMPLE)]
+        pair: String,
+        /// Print the embedded pairs and their known answers instead.
+        #[arg(long)]
+        list: bool,
+    },
     /// Per window: storage aliases (stride conflicts first) and the first non-finite record.
     Scan {
         /// Manifest files or directories holding them (all ranks and windows).
@@ -48,6 +64,31 @@ enum Command {
         a: PathBuf,
         /// Capture B: a manifest file or a directory.
         b: PathBuf,
+        #[command(flatten)]
+        tolerance: ToleranceArgs,
+    },
+    /// Run-to-run variability of repeated captures of one request: per-stage spread of
+    /// each statistic and the first stage that varies.
+    Vary {
+        /// Two or more captures (manifest files or directories) of the same request.
+        #[arg(required = true, num_args = 2..)]
+        captures: Vec<PathBuf>,
+        /// Spreads up to this (relative to each statistic's scale) are noise.
+        #[arg(long, default_value_t = dumpview::model::vary::DEFAULT_THRESHOLD)]
+        threshold: f64,
+    },
+    /// The first-mismatch report (Markdown, or JSON for `-o x.json` / `--json`): inputs,
+    /// identity, coverage, first non-finite, first divergence, alias suspects, evidence.
+    Report {
+        /// Capture A.
+        a: PathBuf,
+        /// Capture B (optional: without it, the report covers A's scan).
+        b: Option<PathBuf>,
+        /// Write the report here (never printed then); `.json` selects JSON.
+        #[arg(short, long)]
+        output: Option<PathBuf>,
+        #[command(flatten)]
+        table: cli::report::TableArgs,
         #[command(flatten)]
         tolerance: ToleranceArgs,
     },
@@ -75,13 +116,78 @@ enum ProbeAction {
     Install { dir: PathBuf },
 }
 
+/// The pair the workbench opens with no arguments: a non-finite record and a divergence.
+const DEFAULT_EXAMPLE: &str = "llama_fp16_overflow";
+
+fn workbench(source: dumpview::tui::Source, json: bool) -> Result<Outcome, cli::CliError> {
+    use std::io::IsTerminal;
+    if json || !std::io::stdout().is_terminal() {
+        // No terminal to draw on (a pipe, a script): the same answers as text.
+        return match source {
+            dumpview::tui::Source::Files { a, b: None } => cli::scan::run(&[a], json),
+            dumpview::tui::Source::Files { a, b: Some(b) } => {
+                cli::diff::run(&a, &b, &Default::default(), json)
+            }
+            dumpview::tui::Source::Example(_) => cli::summary::run_embedded(json),
+        };
+    }
+    dumpview::tui::run(source)?;
+    Ok(Outcome::Clean)
+}
+
 fn main() -> ExitCode {
     let args = Args::parse();
     let json = args.json;
-    let result = match args.command.unwrap_or(Command::Demo) {
-        Command::Demo => cli::summary::run_embedded(json),
+    let command = match (args.command, args.captures.as_slice()) {
+        (Some(command), _) => command,
+        (None, []) => Command::Demo {
+            pair: DEFAULT_EXAMPLE.to_string(),
+            list: false,
+        },
+        (None, [a]) => {
+            return finish(workbench(
+                dumpview::tui::Source::Files {
+                    a: a.clone(),
+                    b: None,
+                },
+                json,
+            ));
+        }
+        (None, [a, b, ..]) => {
+            return finish(workbench(
+                dumpview::tui::Source::Files {
+                    a: a.clone(),
+                    b: Some(b.clone()),
+                },
+                json,
+            ));
+        }
+    };
+    let result = match command {
+        Command::Demo { list: true, .. } => cli::summary::run_embedded(json),
+        Command::Demo { pair, list: false } => {
+            workbench(dumpview::tui::Source::Example(pair), json)
+        }
         Command::Scan { inputs } => cli::scan::run(&inputs, json),
         Command::Diff { a, b, tolerance } => cli::diff::run(&a, &b, &tolerance, json),
+        Command::Vary {
+            captures,
+            threshold,
+        } => cli::vary::run(&captures, threshold, json),
+        Command::Report {
+            a,
+            b,
+            output,
+            table,
+            tolerance,
+        } => cli::report::run(
+            &a,
+            b.as_deref(),
+            output.as_deref(),
+            &table,
+            &tolerance,
+            json,
+        ),
         Command::Summary { files } => cli::summary::run(&files, json),
         Command::Probe {
             action: ProbeAction::Install { dir },
@@ -100,6 +206,10 @@ fn main() -> ExitCode {
             Ok(Outcome::Clean)
         }
     };
+    finish(result)
+}
+
+fn finish(result: Result<Outcome, cli::CliError>) -> ExitCode {
     match result {
         Ok(outcome) => ExitCode::from(outcome.exit_code()),
         Err(error) => {

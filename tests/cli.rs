@@ -132,3 +132,195 @@ fn probe_install_writes_the_probe_once_and_never_overwrites() {
         "edited"
     );
 }
+
+fn example(pair: &str, side: &str) -> String {
+    format!("assets/examples/{pair}/{side}")
+}
+
+/// Runs the binary from the repository root with relative paths, so its output is stable.
+fn run_in_repo(args: &[&str]) -> (i32, String, String) {
+    let out = dumpview()
+        .current_dir(env!("CARGO_MANIFEST_DIR"))
+        .args(args)
+        .output()
+        .unwrap();
+    (
+        out.status.code().unwrap(),
+        String::from_utf8(out.stdout).unwrap(),
+        String::from_utf8(out.stderr).unwrap(),
+    )
+}
+
+#[test]
+fn scan_exit_status_follows_the_findings() {
+    assert_eq!(
+        run_in_repo(&["scan", &example("llama_chunked_prefill", "a")]).0,
+        0
+    );
+    let (code, out, _) = run_in_repo(&["scan", &example("llama_kv_alias", "b")]);
+    assert_eq!(code, 1);
+    assert!(
+        out.contains("storage aliases: 13 groups, 6 with a stride conflict"),
+        "{out}"
+    );
+    let (code, out, _) = run_in_repo(&["scan", &example("llama_fp16_overflow", "b")]);
+    assert_eq!(code, 1);
+    assert!(out.contains("first non-finite: layers.3.mlp_up#1 (position 74, seq 74): 0 NaN, 4 inf; 45 non-finite records in all"), "{out}");
+}
+
+#[test]
+fn diff_exit_status_and_text() {
+    let (code, out, _) = run_in_repo(&[
+        "diff",
+        &example("llama_chunked_prefill", "a"),
+        &example("llama_chunked_prefill", "b"),
+    ]);
+    assert_eq!(code, 0, "{out}");
+    assert!(out.contains("first divergence: none: every paired record agrees within tolerance"));
+    let (code, out, _) = run_in_repo(&[
+        "diff",
+        &example("llama_eager_vs_graph", "a"),
+        &example("llama_eager_vs_graph", "b"),
+    ]);
+    assert_eq!(
+        code, 0,
+        "missing evidence alone is not a divergence:\n{out}"
+    );
+    assert!(out.contains(
+        "coverage: 8 paired, 111 only in A, 0 only in B (unpaired stages are missing evidence)"
+    ));
+    assert!(out.contains("MISSING DATA: B holds 8 records against 119."));
+    let (code, out, _) = run_in_repo(&[
+        "diff",
+        &example("llama_kv_alias", "a"),
+        &example("llama_kv_alias", "b"),
+        "--tol",
+        "l2=0.5:0",
+    ]);
+    assert_eq!(code, 1);
+    assert!(
+        out.contains("first divergence: layers.0.k_cache_read#1 (position 10, seq 10 / 10)"),
+        "{out}"
+    );
+}
+
+#[test]
+fn bad_tolerances_are_usage_errors() {
+    let (code, _, err) = run_in_repo(&[
+        "diff",
+        &example("llama_kv_alias", "a"),
+        &example("llama_kv_alias", "b"),
+        "--tol",
+        "median=1:0",
+    ]);
+    assert_eq!(code, 2);
+    assert!(err.contains("unknown statistic \"median\""), "{err}");
+    let (code, _, err) = run_in_repo(&["diff", "x", "y", "--rtol=-1"]);
+    assert_eq!(code, 2);
+    assert!(
+        err.contains("--rtol and --atol must be non-negative"),
+        "{err}"
+    );
+    let (code, _, err) = run_in_repo(&["vary", &example("llama_kv_alias", "a")]);
+    assert_eq!(code, 2, "{err}");
+}
+
+#[test]
+fn report_writes_markdown_and_json_without_overwriting_half_files() {
+    let dir = tempfile::tempdir().unwrap();
+    let md = dir.path().join("r.md");
+    let json = dir.path().join("r.json");
+    for (out, check) in [
+        (&md, "# First-mismatch report"),
+        (&json, "\"first_divergence\""),
+    ] {
+        let status = dumpview()
+            .current_dir(env!("CARGO_MANIFEST_DIR"))
+            .args([
+                "report",
+                &example("llama_fp16_overflow", "a"),
+                &example("llama_fp16_overflow", "b"),
+                "-o",
+            ])
+            .arg(out)
+            .assert()
+            .code(1);
+        drop(status);
+        let text = std::fs::read_to_string(out).unwrap();
+        assert!(text.contains(check), "{text}");
+    }
+    let value: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    assert_eq!(
+        value["windows"][0]["first_divergence"]["key"],
+        "layers.3.mlp_up#1"
+    );
+    assert_eq!(
+        std::fs::read_dir(dir.path()).unwrap().count(),
+        2,
+        "no temporary files left"
+    );
+}
+
+#[cfg(not(feature = "export"))]
+#[test]
+fn table_export_without_the_feature_says_how_to_get_it() {
+    let (code, _, err) = run_in_repo(&[
+        "report",
+        &example("llama_kv_alias", "a"),
+        &example("llama_kv_alias", "b"),
+        "--csv",
+        "/tmp/never.csv",
+    ]);
+    assert_eq!(code, 2);
+    assert!(err.contains("--features export"), "{err}");
+}
+
+#[cfg(feature = "export")]
+#[test]
+fn table_exports_to_csv_and_parquet() {
+    let dir = tempfile::tempdir().unwrap();
+    let (csv, parquet) = (dir.path().join("t.csv"), dir.path().join("t.parquet"));
+    let (code, _, err) = run_in_repo(&[
+        "report",
+        &example("llama_eager_vs_graph", "a"),
+        &example("llama_eager_vs_graph", "b"),
+        "--csv",
+        csv.to_str().unwrap(),
+        "--parquet",
+        parquet.to_str().unwrap(),
+    ]);
+    assert_eq!(code, 0, "{err}");
+    let text = std::fs::read_to_string(&csv).unwrap();
+    let lines: Vec<&str> = text.lines().collect();
+    assert_eq!(lines.len(), 1 + 119, "a header and one row per stage");
+    assert!(lines[0].starts_with(
+        "rank,position,key,status,dtype_a,dtype_b,shape_a,shape_b,max_abs_a,max_abs_b"
+    ));
+    assert_eq!(lines.iter().filter(|l| l.contains(",only_a,")).count(), 111);
+    let bytes = std::fs::read(&parquet).unwrap();
+    assert_eq!(&bytes[..4], b"PAR1");
+}
+
+#[test]
+fn json_outputs_are_stable() {
+    let (_, scan, _) = run_in_repo(&["scan", "--json", &example("llama_kv_alias", "b")]);
+    let scan: serde_json::Value = serde_json::from_str(&scan).unwrap();
+    // Addresses and storage ids change when the examples are regenerated; the rest must not.
+    let mut group = scan["windows"][0]["alias_groups"][0].clone();
+    group.as_object_mut().unwrap().remove("storage_ptr");
+    group.as_object_mut().unwrap().remove("storage_id");
+    insta::assert_json_snapshot!("scan_kv_alias_b_conflicts", group);
+    let (_, diff, _) = run_in_repo(&[
+        "diff",
+        "--json",
+        &example("llama_eager_vs_graph", "a"),
+        &example("llama_eager_vs_graph", "b"),
+    ]);
+    let diff: serde_json::Value = serde_json::from_str(&diff).unwrap();
+    let w = &diff["diff"]["windows"][0];
+    insta::assert_json_snapshot!(
+        "diff_eager_vs_graph_summary",
+        serde_json::json!({"identity": w["identity"], "missing_data": w["missing_data"], "paired": w["pairs"].as_array().unwrap().iter().map(|p| &p["key"]).collect::<Vec<_>>(), "only_b": w["only_b"], "first_divergence": w["first_divergence"]})
+    );
+}

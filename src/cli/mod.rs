@@ -4,8 +4,10 @@
 pub mod diff;
 pub mod inputs;
 pub mod probe_install;
+pub mod report;
 pub mod scan;
 pub mod summary;
+pub mod vary;
 
 /// What a command found; `main` maps it to the exit status.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

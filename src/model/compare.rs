@@ -291,7 +291,7 @@ mod tests {
     #[test]
     fn checksum_alone_differing_is_values_moved() {
         let a = stats(-3.0, 3.0, 0.1, 10.0, 1.0, 100);
-        let b = stats(-3.0, 3.0, 0.1, 10.0, 1.5, 100);
+        let b = stats(-3.0, 3.0, 0.1, 10.0, 2.0, 100); // 10% of l2: beyond the 5% checksum screen
         let ra = record_with(a);
         let rb = record_with(b);
         assert_eq!(

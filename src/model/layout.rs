@@ -58,9 +58,12 @@ impl Relation {
 }
 
 impl View {
-    /// Number of elements.
+    /// Number of elements, saturating at `u64::MAX` (a hand-written shape may claim more;
+    /// zero stays exact, so `numel() == 0` tells an empty view).
     pub fn numel(&self) -> u64 {
-        self.shape.iter().product()
+        self.shape
+            .iter()
+            .fold(1u64, |n, &size| n.saturating_mul(size))
     }
 
     /// Half-open byte range `[lo, hi)` the view can touch; `None` for an empty view.
@@ -71,19 +74,21 @@ impl View {
         if self.numel() == 0 {
             return None;
         }
+        // (2^64 - 1) * 2^63 fits in i128, sums of several do not: saturate, then clamp to u64.
         let (mut low, mut high) = (0i128, 0i128);
         for (&size, &stride) in self.shape.iter().zip(&self.stride) {
             let reach = i128::from(size - 1) * i128::from(stride);
             if reach < 0 {
-                low += reach
+                low = low.saturating_add(reach)
             } else {
-                high += reach
+                high = high.saturating_add(reach)
             }
         }
         let es = i128::from(self.element_size);
-        let start = i128::from(self.data_ptr) + low * es;
-        let end = i128::from(self.data_ptr) + (high + 1) * es;
-        Some((start.max(0) as u64, end.max(0) as u64))
+        let start = i128::from(self.data_ptr).saturating_add(low.saturating_mul(es));
+        let end =
+            i128::from(self.data_ptr).saturating_add(high.saturating_add(1).saturating_mul(es));
+        Some((to_u64(start), to_u64(end)))
     }
 
     /// The canonical layout: dimensions of size 1 or stride 0 dropped (they add
@@ -101,8 +106,15 @@ impl View {
         let mut merged: Canonical = Vec::with_capacity(dims.len());
         for (size, stride) in dims.into_iter().rev() {
             // Walking from the innermost dimension outwards.
+            // In i128: a hand-written layout's size × stride may overflow i64, and a merged
+            // size that would overflow u64 stays a separate dimension.
             match merged.last_mut() {
-                Some(inner) if stride == inner.1 * inner.0 as i64 => inner.0 *= size,
+                Some(inner)
+                    if i128::from(stride) == i128::from(inner.1) * i128::from(inner.0)
+                        && inner.0.checked_mul(size).is_some() =>
+                {
+                    inner.0 *= size
+                }
                 _ => merged.push((size, stride)),
             }
         }
@@ -122,10 +134,10 @@ impl View {
             Some(&(size, 1)) => (size, &canonical[..canonical.len() - 1]),
             _ => (1, &canonical[..]),
         };
-        let count: u128 = outer.iter().map(|&(s, _)| u128::from(s)).product();
-        if count > limit as u128 {
-            return None;
-        }
+        let count = outer
+            .iter()
+            .try_fold(1u128, |n, &(s, _)| n.checked_mul(u128::from(s)))
+            .filter(|&n| n <= limit as u128)?;
         let es = self.element_size as i128;
         let base = self.data_ptr as i128;
         let mut runs = Vec::with_capacity(count as usize);
@@ -135,11 +147,11 @@ impl View {
                 .iter()
                 .zip(outer)
                 .map(|(&i, &(_, stride))| i128::from(i) * i128::from(stride))
-                .sum();
-            let start = base + offset * es;
+                .fold(0, i128::saturating_add);
+            let start = base.saturating_add(offset.saturating_mul(es));
             runs.push((
-                start.max(0) as u64,
-                (start + i128::from(run_elems) * es).max(0) as u64,
+                to_u64(start),
+                to_u64(start.saturating_add(i128::from(run_elems) * es)),
             ));
             // Odometer over the outer dimensions.
             let mut d = outer.len();
@@ -156,6 +168,11 @@ impl View {
             }
         }
     }
+}
+
+/// A byte address computed in i128, clamped to the u64 address space.
+fn to_u64(address: i128) -> u64 {
+    address.clamp(0, i128::from(u64::MAX)) as u64
 }
 
 /// Sorts runs and merges overlapping or adjacent ones.

@@ -46,7 +46,7 @@ pub struct Dump {
 }
 
 /// Progress of a load, reported once per manifest file.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub struct Progress {
     pub files_done: usize,
     pub files_total: usize,
@@ -166,8 +166,46 @@ pub fn parse_with_warnings(
             message: format!("truncated or damaged: {stop}"),
         });
     }
-    warnings.extend(check_records(&parsed.manifest));
-    Ok((parsed.manifest, warnings))
+    let mut manifest = parsed.manifest;
+    warnings.extend(check_records(&manifest));
+    warnings.extend(drop_escaping_evidence(&mut manifest));
+    Ok((manifest, warnings))
+}
+
+/// Evidence files that would resolve outside the window directory (absolute paths, `..`,
+/// symbolic links leading out): one warning each, and the path is dropped so nothing opens it.
+pub fn drop_escaping_evidence(manifest: &mut Manifest) -> Vec<Warning> {
+    let window_dir = manifest.window_dir().to_path_buf();
+    let mut warnings = Vec::new();
+    for record in &mut manifest.records {
+        if let Err(message) = record.tensor_path(&window_dir) {
+            warnings.push(Warning {
+                file: manifest.source.clone(),
+                message: format!(
+                    "{} (seq {}): {message}; the tensor file is not used",
+                    record.key(),
+                    record.seq
+                ),
+            });
+            record.tensor_file = None;
+        }
+    }
+    manifest.input_sets.retain(
+        |set| match super::evidence::resolve(&window_dir, &set.file) {
+            Ok(_) => true,
+            Err(message) => {
+                warnings.push(Warning {
+                    file: manifest.source.clone(),
+                    message: format!(
+                        "input set {}#{}: {message}; the input set is not used",
+                        set.stage, set.occurrence
+                    ),
+                });
+                false
+            }
+        },
+    );
+    warnings
 }
 
 /// Consistency problems that do not stop a load: duplicate `stage#occurrence`

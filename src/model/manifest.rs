@@ -130,9 +130,29 @@ pub struct Record {
 }
 
 impl Record {
+    /// `eager` or `graph`.
+    pub fn mode_name(&self) -> &'static str {
+        match self.mode {
+            Mode::Eager => "eager",
+            Mode::Graph => "graph",
+        }
+    }
+
     /// The pairing key `stage#occurrence` used throughout dumpview.
     pub fn key(&self) -> String {
         format!("{}#{}", self.stage, self.occurrence)
+    }
+
+    /// The saved tensor's path inside `window_dir`; `Ok(None)` when none was saved.
+    ///
+    /// # Errors
+    /// A message naming the file when `tensor_file` is absolute, holds `..`, or
+    /// resolves outside `window_dir` (see [`crate::model::evidence::resolve`]).
+    pub fn tensor_path(&self, window_dir: &Path) -> Result<Option<PathBuf>, String> {
+        self.tensor_file
+            .as_deref()
+            .map(|file| crate::model::evidence::resolve(window_dir, file))
+            .transpose()
     }
 }
 
@@ -231,25 +251,88 @@ impl Manifest {
 }
 
 /// A statistic: a number, `null`, or one of the strings `"nan"`, `"inf"`, `"-inf"`.
+///
+/// A visitor rather than an untagged enum: an untagged enum buffers every value
+/// before trying its variants, which made statistics the costliest part of a load.
+/// Errors are the ones the untagged enum gave, at the same position.
 fn stat<'de, D: Deserializer<'de>>(deserializer: D) -> Result<Option<f64>, D::Error> {
-    #[derive(Deserialize)]
-    #[serde(untagged)]
-    enum Raw {
-        Number(f64),
-        Text(String),
+    struct StatVisitor;
+
+    impl<'de> serde::de::Visitor<'de> for StatVisitor {
+        type Value = Option<f64>;
+
+        fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+            f.write_str("a number, null, \"nan\", \"inf\" or \"-inf\"")
+        }
+        fn visit_none<E: serde::de::Error>(self) -> Result<Self::Value, E> {
+            Ok(None)
+        }
+        fn visit_unit<E: serde::de::Error>(self) -> Result<Self::Value, E> {
+            Ok(None)
+        }
+        fn visit_some<D2: Deserializer<'de>>(self, d: D2) -> Result<Self::Value, D2::Error> {
+            d.deserialize_any(Present)
+        }
     }
-    match Option::<Raw>::deserialize(deserializer)? {
-        None => Ok(None),
-        Some(Raw::Number(v)) => Ok(Some(v)),
-        Some(Raw::Text(t)) => match t.as_str() {
-            "nan" => Ok(Some(f64::NAN)),
-            "inf" => Ok(Some(f64::INFINITY)),
-            "-inf" => Ok(Some(f64::NEG_INFINITY)),
-            _ => Err(serde::de::Error::custom(format!(
-                "statistic {t:?} is not a number, null, \"nan\", \"inf\" or \"-inf\""
-            ))),
-        },
+
+    /// The value after `Some`: what `Raw::Number(f64)` or `Raw::Text(String)` accepted.
+    struct Present;
+
+    fn untagged<E: serde::de::Error>() -> E {
+        E::custom("data did not match any variant of untagged enum Raw")
     }
+
+    impl<'de> serde::de::Visitor<'de> for Present {
+        type Value = Option<f64>;
+
+        fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+            f.write_str("a number, \"nan\", \"inf\" or \"-inf\"")
+        }
+        fn visit_f64<E: serde::de::Error>(self, v: f64) -> Result<Self::Value, E> {
+            Ok(Some(v))
+        }
+        fn visit_u64<E: serde::de::Error>(self, v: u64) -> Result<Self::Value, E> {
+            Ok(Some(v as f64))
+        }
+        fn visit_i64<E: serde::de::Error>(self, v: i64) -> Result<Self::Value, E> {
+            Ok(Some(v as f64))
+        }
+        fn visit_str<E: serde::de::Error>(self, t: &str) -> Result<Self::Value, E> {
+            match t {
+                "nan" => Ok(Some(f64::NAN)),
+                "inf" => Ok(Some(f64::INFINITY)),
+                "-inf" => Ok(Some(f64::NEG_INFINITY)),
+                _ => Err(E::custom(format!(
+                    "statistic {t:?} is not a number, null, \"nan\", \"inf\" or \"-inf\""
+                ))),
+            }
+        }
+        fn visit_bool<E: serde::de::Error>(self, _: bool) -> Result<Self::Value, E> {
+            Err(untagged())
+        }
+        fn visit_unit<E: serde::de::Error>(self) -> Result<Self::Value, E> {
+            Err(untagged())
+        }
+        fn visit_seq<A: serde::de::SeqAccess<'de>>(
+            self,
+            mut seq: A,
+        ) -> Result<Self::Value, A::Error> {
+            while seq.next_element::<serde::de::IgnoredAny>()?.is_some() {}
+            Err(untagged())
+        }
+        fn visit_map<A: serde::de::MapAccess<'de>>(
+            self,
+            mut map: A,
+        ) -> Result<Self::Value, A::Error> {
+            while map
+                .next_entry::<serde::de::IgnoredAny, serde::de::IgnoredAny>()?
+                .is_some()
+            {}
+            Err(untagged())
+        }
+    }
+
+    deserializer.deserialize_option(StatVisitor)
 }
 
 #[cfg(test)]

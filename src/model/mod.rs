@@ -4,9 +4,13 @@
 
 pub mod compare;
 pub mod diff;
+pub mod evidence;
 pub mod layout;
 pub mod load;
 pub mod manifest;
 pub mod parse;
+pub mod report;
 pub mod scan;
 pub mod summary;
+pub mod table;
+pub mod vary;

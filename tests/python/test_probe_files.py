@@ -177,8 +177,10 @@ def test_manifest_validates_against_schema(make_probe, monkeypatch):
         schema = json.load(handle)
     probe = make_probe(DUMP_PROBE_TENSOR="^(x|g)$", DUMP_PROBE_ROWS="1")
     probe.graph_slot("g", torch.ones(3, 2))
-    probe.capture_graph("g", torch.ones(3, 2))
+    probe.graph_slot("empty_g", torch.ones(3, 2))
     probe.arm("r", token_ids=torch.tensor([5, 6]), t=float("nan"), d=torch.float16, n={"a": [1, None]})
+    probe.capture_graph("g", torch.ones(3, 2))  # the replay, inside the window
+    probe.capture_graph("empty_g", torch.empty(0, 2))
     probe.capture("x", torch.randn(4, 3).t())
     probe.capture("nan", torch.tensor([float("nan")]))
     probe.capture("empty", torch.empty(0, 2))
@@ -187,7 +189,9 @@ def test_manifest_validates_against_schema(make_probe, monkeypatch):
                          dev=torch.device("cpu"), seq=(1, [2.0]), m={"k": torch.ones(1)}, o=object())
     manifest = load_manifest(probe.finish())
     jsonschema.validate(manifest, schema, cls=jsonschema.Draft202012Validator)
-    assert [r["mode"] for r in manifest["records"]] == ["eager"] * 4 + ["graph"]
+    assert [r["mode"] for r in manifest["records"]] == ["eager"] * 4 + ["graph"] * 2
+    ids = [r["storage_id"] for r in manifest["records"]] + [manifest["input_sets"][0]["args"]["a"]["storage_id"]]
+    assert all(isinstance(i, int) and i >= 1 for i in ids)
 
 
 # --------------------------------------------------------------------------- safetensors files

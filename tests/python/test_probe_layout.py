@@ -7,7 +7,7 @@ from conftest import capture_one, load_manifest
 
 LAYOUT_KEYS = [
     "seq", "stage", "occurrence", "mode", "dtype", "shape", "stride", "storage_offset", "element_size",
-    "numel", "storage_ptr", "storage_nbytes", "data_ptr", "device", "device_format", "is_contiguous",
+    "numel", "storage_ptr", "storage_id", "storage_nbytes", "data_ptr", "device", "device_format", "is_contiguous",
     "stats", "tensor_file",
 ]
 
@@ -21,6 +21,7 @@ def _expected_layout(t):
         "element_size": t.element_size(),
         "numel": t.numel(),
         "storage_ptr": t.untyped_storage().data_ptr(),
+        "storage_id": 1,  # a fresh probe state numbers storages 1, 2, ... in first-seen order
         "storage_nbytes": t.untyped_storage().nbytes(),
         "data_ptr": t.data_ptr(),
         "device": str(t.device),
@@ -78,6 +79,7 @@ def test_views_of_one_buffer_share_storage_ptr(probe):
     assert recs[0]["stride"] == [128, 1] and recs[1]["stride"] == [128, 1]
     assert recs[0]["storage_nbytes"] == recs[1]["storage_nbytes"] == 4 * 8 * 16 * 4
     assert recs[2]["storage_ptr"] == other.untyped_storage().data_ptr() != recs[0]["storage_ptr"]
+    assert [r["storage_id"] for r in recs] == [1, 1, 2]
 
 
 def test_layout_of_requires_grad_tensor(probe):

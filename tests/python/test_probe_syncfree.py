@@ -118,6 +118,23 @@ def test_capture_path_makes_no_host_reads(make_probe, monkeypatch, capsys):
     assert manifest["input_sets"][0]["args"]["n"] == {"kind": "int", "value": 3}
 
 
+def test_arm_marks_slots_stale_without_host_reads(probe, monkeypatch):
+    """arm() writes the NaN sentinel into every slot on the device (fill_), never reading a slot back."""
+    probe.graph_slot("g", torch.ones(3))
+    probe.graph_slot("h", torch.ones(3))
+    probe.capture_graph("g", torch.full((3,), 2.0))
+    log = []
+    _forbid_host_reads(monkeypatch, log)
+    assert probe.arm("r") is True
+    probe.capture_graph("h", torch.full((3,), 4.0))
+    monkeypatch.undo()
+    assert log == []
+    assert torch.isnan(probe._state.slots["g"].stats).all().item()
+    assert probe._state.slots["h"].stats[0].item() == 0.0
+    recs = load_manifest(probe.finish())["records"]
+    assert [(r["stage"], r["stats"]["mean"]) for r in recs] == [("h", 4.0)]
+
+
 def test_forbidding_host_reads_really_catches_them(monkeypatch):
     """Guard for the test above: the patches do fire on a synchronising call."""
     log = []

@@ -1,0 +1,414 @@
+"""Shared plumbing of the example scripts: run one side in a subprocess, read manifests, compare.
+
+Each side of a pair runs in its own Python process with its own DUMP_PROBE_*
+environment, the way a user runs two configurations: dump_probe reads the
+environment once, at import.  The comparison helpers here only serve the
+scripts' own verification and the figures written into expected.json.
+dumpview_first_divergence is an independent Python reference of dumpview diff's
+rule (src/model/compare.rs, src/model/diff.rs), used for every pair's
+first_divergence.
+"""
+
+import json
+import math
+import os
+import shutil
+import subprocess
+import sys
+import time
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+ASSETS = os.path.join(ROOT, "assets")
+OUT_ROOT = os.path.join(ASSETS, "examples")
+
+# Statistics compared between two records (nan_count / inf_count are compared exactly).
+VALUE_STATS = ("max_abs", "min", "max", "mean", "l2", "pos_checksum")
+
+EXPECTED_KEYS = (
+    "pair", "description", "a", "b", "first_nonfinite", "first_divergence", "divergence_rule",
+    "alias_conflicts", "aliases_without_conflict", "agree", "missing_data", "record_counts", "notes",
+)
+
+
+def probe_env(directory, occurrence=1, tensor="", rows=None, match=1):
+    """The DUMP_PROBE_* variables of one side; everything else is inherited."""
+    env = {
+        "DUMP_PROBE": "1",
+        "DUMP_PROBE_DIR": directory,
+        "DUMP_PROBE_RANKS": "0",
+        "DUMP_PROBE_MATCH": str(match),
+        "DUMP_PROBE_OCCURRENCE": str(occurrence),
+        "DUMP_PROBE_TENSOR": tensor,
+        "DUMP_PROBE_TENSOR_FORMAT": "safetensors",
+    }
+    if rows is not None:
+        env["DUMP_PROBE_ROWS"] = str(rows)
+    return env
+
+
+def run_side(script, args, env_vars):
+    """Run ``python script args`` with env_vars added; return its parsed last stdout line (JSON)."""
+    env = dict(os.environ)
+    for key in list(env):
+        if key.startswith("DUMP_PROBE"):
+            del env[key]  # a user's own settings must not leak into a side
+    env.update(env_vars)
+    env["HF_HUB_OFFLINE"] = "1"
+    env.setdefault("TRANSFORMERS_OFFLINE", "1")
+    started = time.time()
+    proc = subprocess.run(
+        [sys.executable, script] + list(args), env=env, capture_output=True, text=True, cwd=ROOT
+    )
+    if proc.returncode != 0:
+        sys.stderr.write(proc.stdout + proc.stderr)
+        raise SystemExit("side %s failed (exit %d)" % (" ".join(args), proc.returncode))
+    for line in proc.stderr.splitlines():
+        if line.startswith("dump_probe:"):
+            sys.stderr.write("  [%s] %s\n" % (" ".join(args), line))
+    lines = [l for l in proc.stdout.splitlines() if l.strip()]
+    result = json.loads(lines[-1]) if lines else {}
+    result["_wall_s"] = round(time.time() - started, 2)
+    return result
+
+
+def fresh_dir(path):
+    """Delete a pair's previous output: the probe never overwrites, by design."""
+    if os.path.exists(path):
+        shutil.rmtree(path)
+    os.makedirs(path)
+
+
+def find_manifest(side_dir, occurrence, match=1, rank=0):
+    path = os.path.join(side_dir, "rank%d" % rank, "match%d-occ%d" % (match, occurrence), "manifest.json")
+    if not os.path.exists(path):
+        raise SystemExit("expected manifest %s was not written" % path)
+    return path
+
+
+def load(path):
+    with open(path) as handle:
+        return json.load(handle)
+
+
+def key(record):
+    return "%s#%d" % (record["stage"], record["occurrence"])
+
+
+def first_nonfinite(manifest):
+    """stage#N of the first record in capture order (seq) with NaN or inf, or None."""
+    for record in sorted(manifest["records"], key=lambda r: r["seq"]):
+        stats = record["stats"]
+        if stats and (stats["nan_count"] or stats["inf_count"]):
+            return key(record)
+    return None
+
+
+def byte_range(record):
+    """[lo, hi) bytes a record's view can touch: [data_ptr, data_ptr + extent * element_size), where
+    extent = 1 + sum((size - 1) * stride); None for an empty tensor or an unknown address."""
+    if record.get("data_ptr") is None or record["numel"] == 0:
+        return None
+    extent = 1 + sum((size - 1) * stride for size, stride in zip(record["shape"], record["stride"]))
+    lo = record["data_ptr"]
+    return lo, lo + extent * record["element_size"]
+
+
+def storage_key(record):
+    """(device, storage_id) of a record, or None when the probe could not identify its storage.
+
+    storage_id, not storage_ptr: two stages with equal storage_ptr may be different buffers that
+    merely lived one after the other at one address (allocator reuse); only views of one live
+    storage share a storage_id.
+    """
+    if record.get("storage_id") is None:
+        return None
+    return record["device"], record["storage_id"]
+
+
+def alias_groups(manifest):
+    """Groups (lists of records, in capture order) of >= 2 distinct stages whose byte ranges overlap
+    in one storage (same storage_id); a record without storage_id or bytes joins no group."""
+    by_storage = {}
+    for record in manifest["records"]:
+        if storage_key(record) is not None and byte_range(record) is not None:
+            by_storage.setdefault(storage_key(record), []).append(record)
+    groups = []
+    for records in by_storage.values():
+        records = sorted(records, key=lambda r: byte_range(r)[0])
+        current, hi = [], None
+        for record in records:  # sweep: overlapping intervals form one group
+            lo, end = byte_range(record)
+            if current and lo < hi:
+                current.append(record)
+                hi = max(hi, end)
+            else:
+                if len({r["stage"] for r in current}) > 1:
+                    groups.append(current)
+                current, hi = [record], end
+        if len({r["stage"] for r in current}) > 1:
+            groups.append(current)
+    return sorted((sorted(g, key=lambda r: r["seq"]) for g in groups), key=lambda g: g[0]["seq"])
+
+
+def stride_conflict(group):
+    return len({tuple(r["stride"]) for r in group}) > 1
+
+
+def alias_answer(manifest):
+    """(alias_conflicts, aliases_without_conflict) of one manifest: lists of stage#N groups, by the
+    storage_id rule of alias_groups, each group and the list in capture order."""
+    groups = alias_groups(manifest)
+    conflicts = [[key(r) for r in g] for g in groups if stride_conflict(g)]
+    clean = [[key(r) for r in g] for g in groups if not stride_conflict(g)]
+    return conflicts, clean
+
+
+ALIAS_RULE = ("alias group: records of >= 2 distinct stages with the same (device, storage_id) whose byte ranges "
+              "[data_ptr, data_ptr + (1 + sum((size - 1) * stride)) * element_size) overlap (transitively); "
+              "stride conflict: members with different strides. Equal storage_ptr alone is no evidence: the "
+              "allocator reuses freed addresses, and storage_id tells those buffers apart.")
+
+
+def rel_diff(x, y):
+    """|x - y| / max(|x|, |y|); 0 when both are 0; None when either is missing."""
+    if x is None or y is None or isinstance(x, str) or isinstance(y, str):
+        return None
+    scale = max(abs(x), abs(y))
+    return 0.0 if scale == 0 else abs(x - y) / scale
+
+
+def paired(a, b):
+    """(stage#N, record a, record b) in a's capture order; unpaired keys of a and of b."""
+    index_b = {key(r): r for r in b["records"]}
+    keys_a = set()
+    pairs = []
+    for record in sorted(a["records"], key=lambda r: r["seq"]):
+        k = key(record)
+        keys_a.add(k)
+        if k in index_b:
+            pairs.append((k, record, index_b[k]))
+    only_a = [key(r) for r in sorted(a["records"], key=lambda r: r["seq"]) if key(r) not in index_b]
+    only_b = [key(r) for r in sorted(b["records"], key=lambda r: r["seq"]) if key(r) not in keys_a]
+    return pairs, only_a, only_b
+
+
+# ----------------------------------------------------------------------------- dumpview's diff rule
+
+# Default tolerances of dumpview diff (src/model/compare.rs, `Tolerances::default`).
+DEFAULT_RTOL = 1e-2
+DEFAULT_ATOL = 1e-6
+POS_CHECKSUM_RTOL = 5e-2
+POS_CHECKSUM_ATOL = 1e-6
+DEFAULT_TOLERANCES = {name: (DEFAULT_RTOL, DEFAULT_ATOL) for name in VALUE_STATS}
+DEFAULT_TOLERANCES["pos_checksum"] = (POS_CHECKSUM_RTOL, POS_CHECKSUM_ATOL)
+
+DUMPVIEW_RULE = (
+    "dumpview diff's rule (src/model/compare.rs, src/model/diff.rs; reference: "
+    "examples/pair_tools.dumpview_first_divergence): records paired by stage#occurrence in a's capture order; "
+    "the first divergence is the first pair that (1) differs in shape or in dtype kind (floating / integer / "
+    "bool; float32 vs bfloat16 is a precision change, compared by value): structural; (2) differs in "
+    "nan_count or inf_count: non_finite; (3) has a statistic with |a - b| > atol + rtol * scale, where scale "
+    "is max(|a|, |b|) for max_abs, min, max, l2, the larger rms = l2 / sqrt(finite_count) of the two sides "
+    "for mean, and max(l2_a, l2_b, |pos_checksum_a|, |pos_checksum_b|) for pos_checksum; a statistic null on "
+    "one side only differs, equal values (equal infinities included) never do: magnitude when one of max_abs, "
+    "min, max, mean, l2 differs, values_moved when only pos_checksum does. Default tolerances: rtol=%g, "
+    "atol=%g for every statistic except pos_checksum rtol=%g, atol=%g"
+    % (DEFAULT_RTOL, DEFAULT_ATOL, POS_CHECKSUM_RTOL, POS_CHECKSUM_ATOL))
+
+
+def dtype_kind(dtype):
+    """dtype family: values of different families are not comparable as numbers."""
+    if dtype == "bool":
+        return "bool"
+    if dtype.startswith("float") or dtype.startswith("bfloat"):
+        return "floating"
+    if dtype.startswith("complex"):
+        return "complex"
+    return "integer"
+
+
+def _number(value):
+    """A manifest statistic as a float: a number, None, or one of the strings "nan", "inf", "-inf"."""
+    if value is None:
+        return None
+    if isinstance(value, str):
+        return float(value)  # "nan", "inf", "-inf"
+    return float(value)
+
+
+def _fmax(x, y):
+    """Rust's f64::max: a NaN operand is ignored."""
+    if math.isnan(x):
+        return y
+    if math.isnan(y):
+        return x
+    return max(x, y)
+
+
+def _larger(x, y):
+    """The larger absolute value of two optional numbers; one missing: the other's."""
+    if x is None and y is None:
+        return None
+    if x is None or y is None:
+        return abs(x if y is None else y)
+    return _fmax(abs(x), abs(y))
+
+
+def _rms(stats):
+    finite = stats.get("finite_count")
+    l2 = _number(stats.get("l2"))
+    if finite is None or finite <= 0 or l2 is None:
+        return None
+    return l2 / math.sqrt(float(finite))
+
+
+def compare_stat(name, sa, sb, rtol, atol):
+    """One statistic of two stats objects: dict(name, a, b, abs_diff, rel_diff, bound, exceeds)."""
+    va, vb = _number(sa.get(name)), _number(sb.get(name))
+    if name == "mean":
+        scale = _larger(_rms(sa), _rms(sb))
+    elif name == "pos_checksum":
+        scale = _larger(_larger(_number(sa.get("l2")), _number(sb.get("l2"))), _larger(va, vb))
+    else:
+        scale = _larger(va, vb)
+    if va is not None and vb is not None and va == vb:  # equal infinities included
+        abs_diff, exceeds = 0.0, False
+    elif va is not None and vb is not None and math.isfinite(va) and math.isfinite(vb):
+        abs_diff = abs(va - vb)
+        exceeds = abs_diff > atol + rtol * (0.0 if scale is None else scale)
+    elif va is None and vb is None:
+        abs_diff, exceeds = None, False
+    else:  # one side undefined or non-finite, and not equal
+        abs_diff, exceeds = None, True
+    if abs_diff is not None and scale is not None and scale > 0.0 and math.isfinite(scale):
+        rel_diff = abs_diff / scale
+    elif abs_diff == 0.0:
+        rel_diff = 0.0
+    else:
+        rel_diff = None
+    bound = atol + rtol * scale if scale is not None and math.isfinite(scale) else None
+    return dict(name=name, a=va, b=vb, abs_diff=abs_diff, rel_diff=rel_diff, bound=bound, exceeds=exceeds)
+
+
+def dumpview_compare_records(ra, rb, tolerances=None):
+    """(verdict kind, reason or None, [compare_stat dicts]) of two records paired at one stage#occurrence.
+
+    Kinds: agree, structural, non_finite, magnitude, values_moved; tolerances maps a statistic to
+    (rtol, atol), DEFAULT_TOLERANCES when None."""
+    tolerances = DEFAULT_TOLERANCES if tolerances is None else tolerances
+    kind_a, kind_b = dtype_kind(ra["dtype"]), dtype_kind(rb["dtype"])
+    if list(ra["shape"]) != list(rb["shape"]):
+        structural = "shape %s vs %s" % (list(ra["shape"]), list(rb["shape"]))
+    elif kind_a != kind_b:
+        structural = "dtype %s vs %s" % (ra["dtype"], rb["dtype"])
+    else:
+        structural = None
+    sa, sb = ra.get("stats"), rb.get("stats")
+    if sa is None or sb is None:
+        if structural is not None:
+            return "structural", structural, []
+        if (sa is None) != (sb is None):
+            return "structural", "statistics on one side only", []
+        return "agree", None, []
+    stats = [compare_stat(name, sa, sb, *tolerances[name]) for name in VALUE_STATS]
+    magnitude = any(d["exceeds"] for d in stats if d["name"] != "pos_checksum")
+    checksum = any(d["exceeds"] for d in stats if d["name"] == "pos_checksum")
+    if structural is not None:
+        return "structural", structural, stats
+    if sa["nan_count"] != sb["nan_count"] or sa["inf_count"] != sb["inf_count"]:
+        return "non_finite", "nan_count %d vs %d, inf_count %d vs %d" % (
+            sa["nan_count"], sb["nan_count"], sa["inf_count"], sb["inf_count"]), stats
+    if magnitude:
+        return "magnitude", None, stats
+    if checksum:
+        return "values_moved", None, stats
+    return "agree", None, stats
+
+
+def dumpview_pairs(a_manifest, b_manifest):
+    """(stage#N, record a, record b) in a's capture order (the order of a's records list), as dumpview
+    pairs them: a key captured twice pairs once, by its first record on each side."""
+    index_b = {}
+    for record in b_manifest["records"]:
+        index_b.setdefault(key(record), record)
+    seen, pairs = set(), []
+    for record in a_manifest["records"]:
+        k = key(record)
+        if k in seen:
+            continue
+        seen.add(k)
+        if k in index_b:
+            pairs.append((k, record, index_b[k]))
+    return pairs
+
+
+def dumpview_first_divergence(a_manifest, b_manifest, tolerances=None):
+    """Independent Python reference of dumpview diff's first divergence of one window pair: it mirrors
+    src/model/compare.rs (`compare_stat`, `compare_records`, `Tolerances::default`) and
+    src/model/diff.rs (`diff_windows`): records pair by (stage, occurrence) in A's capture order;
+    the first pair whose verdict is not agree is the first divergence. A pair is structural when
+    shapes or dtype kinds (floating / integer / bool) differ (float32 vs bfloat16 is a precision
+    change, compared by value), non_finite when nan_count or inf_count differ, magnitude when one of
+    max_abs, min, max, mean, l2 exceeds |a - b| > atol + rtol * scale, values_moved when only
+    pos_checksum does; scale is max(|a|, |b|), for mean the larger rms l2 / sqrt(finite_count), for
+    pos_checksum max(l2_a, l2_b, |pos_checksum_a|, |pos_checksum_b|); a statistic null on one side
+    only exceeds, equal values (equal infinities included) never do. Defaults DEFAULT_RTOL /
+    DEFAULT_ATOL, pos_checksum POS_CHECKSUM_RTOL / POS_CHECKSUM_ATOL. Returns (stage#N or None,
+    verdict kind ("agree" when nothing diverges), names of the exceeding statistics in report order).
+    """
+    for k, ra, rb in dumpview_pairs(a_manifest, b_manifest):
+        kind, _, stats = dumpview_compare_records(ra, rb, tolerances)
+        if kind != "agree":
+            return k, kind, [d["name"] for d in stats if d["exceeds"]]
+    return None, "agree", []
+
+
+def divergence_reasons(a_manifest, b_manifest, stage_key, tolerances=None):
+    """Human-readable reasons why the pair at stage_key diverges under dumpview's rule (figures for notes)."""
+    pairs = {k: (ra, rb) for k, ra, rb in dumpview_pairs(a_manifest, b_manifest)}
+    kind, reason, stats = dumpview_compare_records(*pairs[stage_key], tolerances=tolerances)
+    reasons = [kind] + ([reason] if reason else [])
+    for d in stats:
+        if d["exceeds"]:
+            reasons.append("%s %s vs %s: |a-b| %s > bound %s (rel %s)" % (
+                d["name"], fmt(d["a"]), fmt(d["b"]), fmt(d["abs_diff"]), fmt(d["bound"]), fmt(d["rel_diff"])))
+    return reasons
+
+
+def largest_rel(a, b, stats=VALUE_STATS):
+    """(rel, stage#N, stat, value a, value b) of the largest relative difference over paired finite stats."""
+    pairs, _, _ = paired(a, b)
+    best = (0.0, None, None, None, None)
+    for k, ra, rb in pairs:
+        for name in stats:
+            r = rel_diff(ra["stats"][name], rb["stats"][name])
+            if r is not None and r > best[0]:
+                best = (r, k, name, ra["stats"][name], rb["stats"][name])
+    return best
+
+
+def write_expected(pair_dir, expected):
+    if tuple(expected) != EXPECTED_KEYS:
+        raise ValueError("expected.json keys %s" % list(expected))
+    with open(os.path.join(pair_dir, "expected.json"), "w") as handle:
+        json.dump(expected, handle, indent=1, allow_nan=False)
+        handle.write("\n")
+
+
+def write_readme(pair_dir, text):
+    with open(os.path.join(pair_dir, "README.md"), "w") as handle:
+        handle.write(text.rstrip() + "\n")
+
+
+def rel(path, start):
+    return os.path.relpath(path, start).replace(os.sep, "/")
+
+
+def fmt(x):
+    if x is None:
+        return "null"
+    if isinstance(x, float):
+        if math.isnan(x) or math.isinf(x):
+            return str(x)
+        return "%.4g" % x
+    return str(x)

@@ -1,0 +1,579 @@
+//! The workbench's state and its one update function (The Elm Architecture).
+//!
+//! [`App`] holds everything the screen shows; [`update`] applies one
+//! [`Action`] synchronously and returns the [`Effect`]s the runtime must
+//! carry out (background jobs). Nothing here touches a terminal or a thread,
+//! so tests drive it with actions and read the state back.
+
+pub mod rows;
+pub mod session;
+pub mod strip;
+
+use regex::Regex;
+
+use crate::model::compare::Tolerances;
+use crate::model::diff::{DiffReport, diff};
+use crate::model::load::Progress;
+use crate::model::scan::{WindowScan, scan_window};
+pub use rows::{Row, RowState};
+pub use session::Session;
+
+/// Which panel keys act on.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Focus {
+    Timeline,
+    Aliases,
+}
+
+/// Everything a user (or the runtime) can ask of the workbench.
+#[derive(Debug, Clone)]
+pub enum Action {
+    Up,
+    Down,
+    PageUp,
+    PageDown,
+    Top,
+    Bottom,
+    /// `n` / `N`: next / previous finding (non-finite, divergence, stride conflict).
+    NextFinding,
+    PrevFinding,
+    /// `f`: first non-finite; `d`: first divergence.
+    FirstNonFinite,
+    FirstDivergence,
+    /// `/` opens the search prompt; characters, backspace, Enter and Esc edit it.
+    StartSearch,
+    SearchChar(char),
+    SearchBackspace,
+    SearchSubmit,
+    SearchCancel,
+    /// `r`: next rank; `l`: next label window on this rank.
+    NextRank,
+    NextWindow,
+    /// Tab.
+    FocusNext,
+    /// Enter: on the timeline, toggle the wide detail view; on the alias panel, jump to the member.
+    Enter,
+    /// `e`: export the first-mismatch report.
+    Export,
+    /// `?`.
+    ToggleHelp,
+    /// `q`, Esc (Esc first closes help or the search prompt).
+    Quit,
+    Escape,
+    /// Mouse wheel over the timeline.
+    Scroll(i64),
+    /// A click on a timeline row (index into the visible rows, 0 = top).
+    ClickRow(usize),
+    /// A click on the rank × stage overview: rank index, stage fraction 0..1.
+    ClickOverview {
+        rank: usize,
+        fraction: f64,
+    },
+    /// The terminal's size changed (columns, rows).
+    Resize(u16, u16),
+    /// The timeline's visible height, as last drawn (rows).
+    ViewHeight(usize),
+    /// Background results.
+    Progress(Progress),
+    Loaded(Box<Result<Session, String>>),
+    ExportDone {
+        generation: u64,
+        result: Result<String, String>,
+    },
+}
+
+/// Work for the runtime; results come back as actions.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Effect {
+    /// Write the report (Markdown) to a new file; report back with `ExportDone`.
+    Export {
+        generation: u64,
+        markdown: String,
+        name_hint: String,
+    },
+}
+
+/// One selectable window: an index into A's windows, and the diff pair index when diffing.
+#[derive(Debug, Clone, PartialEq)]
+pub struct WindowChoice {
+    pub rank: u32,
+    pub a: usize,
+    pub b: Option<usize>,
+    pub pair: Option<usize>,
+}
+
+/// The search prompt and the last search.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Search {
+    pub editing: bool,
+    pub input: String,
+    pub error: Option<String>,
+    pub last: Option<String>,
+}
+
+/// The loaded data and what is derived from it once (never per frame).
+#[derive(Debug, Clone)]
+pub struct Loaded {
+    pub session: Session,
+    pub scans_a: Vec<WindowScan>,
+    pub scans_b: Vec<WindowScan>,
+    pub diff: Option<DiffReport>,
+    pub windows: Vec<WindowChoice>,
+    /// The rank × stage overview, compressed once.
+    pub overview: strip::Overview,
+}
+
+/// The workbench state.
+#[derive(Debug, Clone)]
+pub struct App {
+    pub loaded: Option<Loaded>,
+    /// While loading: progress so far.
+    pub loading: Option<Progress>,
+    pub load_error: Option<String>,
+    pub window: usize,
+    pub rows: Vec<Row>,
+    /// log10(max_abs) of the rows, A and B, indexed for the strip plot.
+    pub strip_a: strip::RangeMax,
+    pub strip_b: strip::RangeMax,
+    pub selected: usize,
+    /// First visible timeline row.
+    pub offset: usize,
+    /// Timeline rows visible in the last frame.
+    pub view_height: usize,
+    pub focus: Focus,
+    pub alias_selected: usize,
+    pub wide_detail: bool,
+    pub search: Search,
+    pub help: bool,
+    pub message: Option<String>,
+    pub should_quit: bool,
+    /// Glyph-only marks, no colours (NO_COLOR).
+    pub no_color: bool,
+    pub size: (u16, u16),
+    /// Bumped per export request; results of older requests are dropped.
+    pub generation: u64,
+}
+
+impl App {
+    /// An empty workbench waiting for a load.
+    pub fn loading(no_color: bool) -> App {
+        App {
+            loaded: None,
+            loading: Some(Progress {
+                files_done: 0,
+                files_total: 0,
+                bytes_done: 0,
+                bytes_total: 0,
+                records: 0,
+            }),
+            load_error: None,
+            window: 0,
+            rows: Vec::new(),
+            strip_a: strip::RangeMax::default(),
+            strip_b: strip::RangeMax::default(),
+            selected: 0,
+            offset: 0,
+            view_height: 20,
+            focus: Focus::Timeline,
+            alias_selected: 0,
+            wide_detail: false,
+            search: Search::default(),
+            help: false,
+            message: None,
+            should_quit: false,
+            no_color,
+            size: (80, 24),
+            generation: 0,
+        }
+    }
+
+    /// A workbench over `session`, ready to draw.
+    pub fn new(session: Session, no_color: bool) -> App {
+        let mut app = App::loading(no_color);
+        app.install(session);
+        app
+    }
+
+    fn install(&mut self, session: Session) {
+        let scans_a: Vec<WindowScan> = session.a.windows.iter().map(scan_window).collect();
+        let scans_b: Vec<WindowScan> = session
+            .b
+            .as_ref()
+            .map(|b| b.windows.iter().map(scan_window).collect())
+            .unwrap_or_default();
+        let diff = session
+            .b
+            .as_ref()
+            .map(|b| diff(&session.a.windows, &b.windows, &Tolerances::default()));
+        let windows = match (&diff, &session.b) {
+            (Some(report), Some(b)) => report
+                .windows
+                .iter()
+                .enumerate()
+                .map(|(pair, w)| WindowChoice {
+                    rank: w.rank,
+                    a: session
+                        .a
+                        .windows
+                        .iter()
+                        .position(|m| m.source.display().to_string() == w.a.source)
+                        .unwrap_or(0),
+                    b: b.windows
+                        .iter()
+                        .position(|m| m.source.display().to_string() == w.b.source),
+                    pair: Some(pair),
+                })
+                .collect(),
+            _ => session
+                .a
+                .windows
+                .iter()
+                .enumerate()
+                .map(|(a, m)| WindowChoice {
+                    rank: m.rank,
+                    a,
+                    b: None,
+                    pair: None,
+                })
+                .collect(),
+        };
+        let warnings =
+            session.a.warnings.len() + session.b.as_ref().map_or(0, |b| b.warnings.len());
+        self.message = (warnings > 0)
+            .then(|| format!("{warnings} load warnings (see stderr of `dumpview scan`)"));
+        let overview = diff.as_ref().map(strip::Overview::of).unwrap_or_default();
+        self.loaded = Some(Loaded {
+            session,
+            scans_a,
+            scans_b,
+            diff,
+            windows,
+            overview,
+        });
+        self.loading = None;
+        self.select_window(0);
+    }
+
+    fn select_window(&mut self, index: usize) {
+        let Some(loaded) = &self.loaded else { return };
+        if loaded.windows.is_empty() {
+            self.rows.clear();
+            return;
+        }
+        self.window = index.min(loaded.windows.len() - 1);
+        let choice = &loaded.windows[self.window];
+        let a = &loaded.session.a.windows[choice.a];
+        self.rows = match (choice.pair, choice.b, &loaded.diff, &loaded.session.b) {
+            (Some(pair), Some(bi), Some(report), Some(b)) => rows::diff_rows(
+                a,
+                &b.windows[bi],
+                &loaded.scans_a[choice.a],
+                &loaded.scans_b[bi],
+                &report.windows[pair],
+            ),
+            _ => rows::scan_rows(a, &loaded.scans_a[choice.a]),
+        };
+        self.strip_a = strip::RangeMax::new(self.rows.iter().map(|r| r.log_a));
+        self.strip_b = strip::RangeMax::new(self.rows.iter().map(|r| r.log_b));
+        self.selected = 0;
+        self.offset = 0;
+        self.alias_selected = 0;
+        // Open where the evidence is: the first divergence, else the first non-finite record.
+        if let Some(i) = self
+            .rows
+            .iter()
+            .position(|r| r.first_divergence)
+            .or_else(|| self.rows.iter().position(|r| r.first_nonfinite))
+        {
+            self.select(i);
+        }
+    }
+
+    /// Selects row `index` (clamped) and scrolls it into view.
+    pub fn select(&mut self, index: usize) {
+        if self.rows.is_empty() {
+            return;
+        }
+        self.selected = index.min(self.rows.len() - 1);
+        let height = self.view_height.max(1);
+        if self.selected < self.offset {
+            self.offset = self.selected;
+        } else if self.selected >= self.offset + height {
+            self.offset = self.selected + 1 - height;
+        }
+    }
+
+    /// The current window choice.
+    pub fn choice(&self) -> Option<&WindowChoice> {
+        self.loaded.as_ref()?.windows.get(self.window)
+    }
+
+    /// The selected row.
+    pub fn row(&self) -> Option<&Row> {
+        self.rows.get(self.selected)
+    }
+
+    /// Alias groups of the current window: (side, group), conflicts first.
+    pub fn alias_groups(&self) -> Vec<(char, &crate::model::scan::AliasGroup)> {
+        let (Some(loaded), Some(choice)) = (&self.loaded, self.choice()) else {
+            return Vec::new();
+        };
+        let mut groups: Vec<(char, &crate::model::scan::AliasGroup)> = loaded.scans_a[choice.a]
+            .alias_groups
+            .iter()
+            .map(|g| ('A', g))
+            .collect();
+        if let Some(bi) = choice.b {
+            groups.extend(loaded.scans_b[bi].alias_groups.iter().map(|g| ('B', g)));
+        }
+        groups.sort_by_key(|(side, g)| (!g.stride_conflict, *side));
+        groups
+    }
+
+    fn jump_to(&mut self, found: Option<usize>, what: &str) {
+        match found {
+            Some(i) => {
+                self.select(i);
+                self.message = None;
+            }
+            None => self.message = Some(format!("no {what}")),
+        }
+    }
+
+    fn search(&mut self, pattern: &str) {
+        match Regex::new(pattern) {
+            Err(e) => {
+                self.search.error = Some(
+                    e.to_string()
+                        .lines()
+                        .last()
+                        .unwrap_or("invalid regex")
+                        .to_string(),
+                )
+            }
+            Ok(re) => {
+                self.search.error = None;
+                self.search.last = Some(pattern.to_string());
+                let n = self.rows.len();
+                let found = (1..=n)
+                    .map(|k| (self.selected + k) % n)
+                    .find(|&i| re.is_match(&self.rows[i].key));
+                self.jump_to(found, &format!("stage matches /{pattern}/"));
+            }
+        }
+    }
+}
+
+/// Applies one action; returns the effects for the runtime.
+pub fn update(app: &mut App, action: Action) -> Vec<Effect> {
+    if app.search.editing {
+        match action {
+            Action::SearchChar(c) => app.search.input.push(c),
+            Action::SearchBackspace => {
+                app.search.input.pop();
+            }
+            Action::SearchSubmit => {
+                app.search.editing = false;
+                let pattern = if app.search.input.is_empty() {
+                    app.search.last.clone().unwrap_or_default()
+                } else {
+                    app.search.input.clone()
+                };
+                if !pattern.is_empty() {
+                    app.search(&pattern);
+                }
+            }
+            Action::SearchCancel | Action::Escape => app.search.editing = false,
+            other => return update_normal(app, other),
+        }
+        return Vec::new();
+    }
+    update_normal(app, action)
+}
+
+fn update_normal(app: &mut App, action: Action) -> Vec<Effect> {
+    let page = app.view_height.max(1);
+    match action {
+        Action::Quit => app.should_quit = true,
+        Action::Escape => {
+            if app.help {
+                app.help = false;
+            } else if app.wide_detail {
+                app.wide_detail = false;
+            } else {
+                app.should_quit = true;
+            }
+        }
+        Action::ToggleHelp => app.help = !app.help,
+        Action::Resize(w, h) => app.size = (w, h),
+        Action::ViewHeight(h) => {
+            app.view_height = h.max(1);
+            let selected = app.selected;
+            app.select(selected);
+        }
+        Action::Progress(p) => app.loading = Some(p),
+        Action::Loaded(result) => match *result {
+            Ok(session) => app.install(session),
+            Err(e) => {
+                app.loading = None;
+                app.load_error = Some(e);
+            }
+        },
+        Action::ExportDone { generation, result } => {
+            if generation == app.generation {
+                app.message = Some(match result {
+                    Ok(path) => format!("report exported to {path}"),
+                    Err(e) => format!("export failed: {e}"),
+                });
+            }
+        }
+        _ if app.loaded.is_none() => {}
+        Action::Up if app.focus == Focus::Aliases => {
+            app.alias_selected = app.alias_selected.saturating_sub(1)
+        }
+        Action::Down if app.focus == Focus::Aliases => {
+            let members: usize = app
+                .alias_groups()
+                .iter()
+                .map(|(_, g)| g.members.len())
+                .sum();
+            app.alias_selected = (app.alias_selected + 1).min(members.saturating_sub(1));
+        }
+        Action::Up => app.select(app.selected.saturating_sub(1)),
+        Action::Down => app.select(app.selected + 1),
+        Action::PageUp => app.select(app.selected.saturating_sub(page)),
+        Action::PageDown => app.select(app.selected + page),
+        Action::Top => app.select(0),
+        Action::Bottom => app.select(usize::MAX),
+        Action::Scroll(delta) => {
+            let max_offset = app.rows.len().saturating_sub(app.view_height);
+            app.offset = (app.offset as i64 + delta).clamp(0, max_offset as i64) as usize;
+            let (lo, hi) = (app.offset, app.offset + app.view_height.saturating_sub(1));
+            app.selected = app
+                .selected
+                .clamp(lo, hi.min(app.rows.len().saturating_sub(1)));
+        }
+        Action::ClickRow(visible) => {
+            let target = app.offset + visible;
+            if target < app.rows.len() {
+                app.focus = Focus::Timeline;
+                app.select(target);
+            }
+        }
+        Action::ClickOverview { rank, fraction } => {
+            let ranks: Vec<u32> = {
+                let mut r: Vec<u32> = app
+                    .loaded
+                    .as_ref()
+                    .map(|l| l.windows.iter().map(|w| w.rank).collect())
+                    .unwrap_or_default();
+                r.dedup();
+                r
+            };
+            if let Some(&target) = ranks.get(rank) {
+                let window = app
+                    .loaded
+                    .as_ref()
+                    .and_then(|l| l.windows.iter().position(|w| w.rank == target));
+                if let Some(w) = window {
+                    if w != app.window {
+                        app.select_window(w);
+                    }
+                    let index = (fraction.clamp(0.0, 1.0) * app.rows.len().saturating_sub(1) as f64)
+                        .round() as usize;
+                    app.select(index);
+                }
+            }
+        }
+        Action::NextFinding => {
+            let found = (app.selected + 1..app.rows.len()).find(|&i| app.rows[i].is_finding());
+            app.jump_to(found, "finding below");
+        }
+        Action::PrevFinding => {
+            let found = (0..app.selected).rev().find(|&i| app.rows[i].is_finding());
+            app.jump_to(found, "finding above");
+        }
+        Action::FirstNonFinite => {
+            let found = app.rows.iter().position(|r| r.first_nonfinite);
+            app.jump_to(found, "non-finite record");
+        }
+        Action::FirstDivergence => {
+            let found = app.rows.iter().position(|r| r.first_divergence);
+            let what = if app.loaded.as_ref().is_some_and(|l| l.diff.is_some()) {
+                "divergence"
+            } else {
+                "divergence in scan mode (open two captures)"
+            };
+            app.jump_to(found, what);
+        }
+        Action::StartSearch => {
+            app.search.editing = true;
+            app.search.input.clear();
+            app.search.error = None;
+        }
+        Action::NextRank => {
+            let windows = &app.loaded.as_ref().expect("loaded").windows;
+            let rank = windows[app.window].rank;
+            let next = (1..=windows.len())
+                .map(|k| (app.window + k) % windows.len())
+                .find(|&i| windows[i].rank != rank);
+            match next {
+                Some(i) => app.select_window(i),
+                None => app.message = Some(format!("only rank {rank} is loaded")),
+            }
+        }
+        Action::NextWindow => {
+            let windows = &app.loaded.as_ref().expect("loaded").windows;
+            let rank = windows[app.window].rank;
+            let next = (1..windows.len())
+                .map(|k| (app.window + k) % windows.len())
+                .find(|&i| windows[i].rank == rank);
+            match next {
+                Some(i) => app.select_window(i),
+                None => app.message = Some(format!("rank {rank} has one label window")),
+            }
+        }
+        Action::FocusNext => {
+            app.focus = match app.focus {
+                Focus::Timeline if !app.alias_groups().is_empty() => Focus::Aliases,
+                _ => Focus::Timeline,
+            }
+        }
+        Action::Enter => match app.focus {
+            Focus::Timeline => app.wide_detail = !app.wide_detail,
+            Focus::Aliases => {
+                let key = app
+                    .alias_groups()
+                    .iter()
+                    .flat_map(|(_, g)| g.members.iter())
+                    .nth(app.alias_selected)
+                    .map(|m| m.key.clone());
+                if let Some(key) = key {
+                    let found = app.rows.iter().position(|r| r.key == key);
+                    app.jump_to(found, "such stage");
+                    app.focus = Focus::Timeline;
+                }
+            }
+        },
+        Action::Export => {
+            let loaded = app.loaded.as_ref().expect("loaded");
+            let report = crate::model::report::Report::build(
+                &loaded.session.a,
+                loaded.session.b.as_ref(),
+                &Tolerances::default(),
+            );
+            app.generation += 1;
+            app.message = Some("exporting the report…".to_string());
+            return vec![Effect::Export {
+                generation: app.generation,
+                markdown: report.to_markdown(),
+                name_hint: loaded.session.title.clone(),
+            }];
+        }
+        Action::SearchChar(_)
+        | Action::SearchBackspace
+        | Action::SearchSubmit
+        | Action::SearchCancel => {}
+    }
+    Vec::new()
+}

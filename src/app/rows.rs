@@ -1,0 +1,215 @@
+//! The timeline of one window (pair): one row per stage#occurrence, in A's capture order,
+//! then B's unpaired stages, with everything the workbench marks on a row.
+
+use std::collections::{HashMap, HashSet};
+
+use crate::model::compare::Verdict;
+use crate::model::diff::WindowDiff;
+use crate::model::manifest::{Manifest, Record};
+use crate::model::scan::WindowScan;
+
+/// How a row compares across the two captures.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RowState {
+    /// Scan mode: nothing to compare with.
+    Single,
+    Agrees,
+    Diverges,
+    ValuesMoved,
+    Structural,
+    NonFiniteDiff,
+    OnlyA,
+    OnlyB,
+}
+
+/// One timeline row.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Row {
+    /// `stage#occurrence`.
+    pub key: String,
+    /// Index of the record in A's / B's window.
+    pub a: Option<usize>,
+    pub b: Option<usize>,
+    /// Index into the window diff's `pairs`, when paired.
+    pub pair: Option<usize>,
+    pub state: RowState,
+    /// NaN/inf on side A / B.
+    pub nonfinite_a: bool,
+    pub nonfinite_b: bool,
+    /// Member of an alias group (either side) / of a stride-conflicting group.
+    pub aliased: bool,
+    pub conflict: bool,
+    pub first_nonfinite: bool,
+    pub first_divergence: bool,
+    /// log10 of max_abs on each side (None: no finite values or not captured).
+    pub log_a: Option<f64>,
+    pub log_b: Option<f64>,
+}
+
+impl Row {
+    /// True for rows `n`/`N` stop at: anything a user should look at.
+    pub fn is_finding(&self) -> bool {
+        self.first_nonfinite
+            || self.first_divergence
+            || self.conflict
+            || matches!(
+                self.state,
+                RowState::Diverges
+                    | RowState::ValuesMoved
+                    | RowState::Structural
+                    | RowState::NonFiniteDiff
+            )
+            || (self.nonfinite_a && self.state == RowState::Single)
+    }
+}
+
+/// log10(max_abs) for the strip plot; +inf marks a record holding NaN or inf.
+fn log_max_abs(record: &Record) -> Option<f64> {
+    let stats = record.stats.as_ref()?;
+    if stats.has_nonfinite() {
+        return Some(f64::INFINITY);
+    }
+    let m = stats.max_abs?;
+    (m.is_finite() && m > 0.0).then(|| m.log10())
+}
+
+fn nonfinite(record: &Record) -> bool {
+    record.stats.as_ref().is_some_and(|s| s.has_nonfinite())
+}
+
+fn alias_keys(scan: &WindowScan) -> (HashSet<String>, HashSet<String>) {
+    let mut aliased = HashSet::new();
+    let mut conflict = HashSet::new();
+    for g in &scan.alias_groups {
+        for m in &g.members {
+            aliased.insert(m.key.clone());
+            if g.stride_conflict {
+                conflict.insert(m.key.clone());
+            }
+        }
+    }
+    (aliased, conflict)
+}
+
+/// Rows of a single window (scan mode).
+pub fn scan_rows(window: &Manifest, scan: &WindowScan) -> Vec<Row> {
+    let (aliased, conflict) = alias_keys(scan);
+    let first = scan.first_nonfinite.as_ref().map(|n| n.position);
+    window
+        .records
+        .iter()
+        .enumerate()
+        .map(|(i, r)| {
+            let key = r.key();
+            Row {
+                aliased: aliased.contains(&key),
+                conflict: conflict.contains(&key),
+                key,
+                a: Some(i),
+                b: None,
+                pair: None,
+                state: RowState::Single,
+                nonfinite_a: nonfinite(r),
+                nonfinite_b: false,
+                first_nonfinite: first == Some(i),
+                first_divergence: false,
+                log_a: log_max_abs(r),
+                log_b: None,
+            }
+        })
+        .collect()
+}
+
+/// Rows of a window pair (diff mode): A's order, then B's unpaired stages.
+pub fn diff_rows(
+    a: &Manifest,
+    b: &Manifest,
+    scan_a: &WindowScan,
+    scan_b: &WindowScan,
+    diff: &WindowDiff,
+) -> Vec<Row> {
+    let (mut aliased, mut conflict) = alias_keys(scan_a);
+    let (aliased_b, conflict_b) = alias_keys(scan_b);
+    aliased.extend(aliased_b);
+    conflict.extend(conflict_b);
+    let by_key_b: HashMap<(&str, u32), usize> = b
+        .records
+        .iter()
+        .enumerate()
+        .rev()
+        .map(|(i, r)| ((r.stage.as_ref(), r.occurrence), i))
+        .collect();
+    let verdicts: HashMap<&str, (usize, &Verdict)> = diff
+        .pairs
+        .iter()
+        .enumerate()
+        .map(|(i, p)| (p.key.as_str(), (i, &p.comparison.verdict)))
+        .collect();
+    let first_div = diff.first().map(|p| p.key.as_str());
+    let first_nf_a = scan_a.first_nonfinite.as_ref().map(|n| n.key.as_str());
+    let first_nf_b = scan_b.first_nonfinite.as_ref().map(|n| n.key.as_str());
+    let mut seen = HashSet::new();
+    let mut rows = Vec::with_capacity(a.records.len() + diff.only_b.len());
+    for (i, r) in a.records.iter().enumerate() {
+        let key = r.key();
+        if !seen.insert(key.clone()) {
+            continue;
+        }
+        let j = by_key_b.get(&(r.stage.as_ref(), r.occurrence)).copied();
+        let found = verdicts.get(key.as_str());
+        let state = match found.map(|&(_, v)| v) {
+            None => RowState::OnlyA,
+            Some(Verdict::Agree) => RowState::Agrees,
+            Some(Verdict::Magnitude) => RowState::Diverges,
+            Some(Verdict::ValuesMoved) => RowState::ValuesMoved,
+            Some(Verdict::Structural { .. }) => RowState::Structural,
+            Some(Verdict::NonFinite) => RowState::NonFiniteDiff,
+        };
+        let rb = j.map(|j| &b.records[j]);
+        rows.push(Row {
+            aliased: aliased.contains(&key),
+            conflict: conflict.contains(&key),
+            first_nonfinite: first_nf_a == Some(key.as_str()) || first_nf_b == Some(key.as_str()),
+            first_divergence: first_div == Some(key.as_str()),
+            a: Some(i),
+            b: j,
+            pair: found.map(|&(p, _)| p),
+            state,
+            nonfinite_a: nonfinite(r),
+            nonfinite_b: rb.is_some_and(nonfinite),
+            log_a: log_max_abs(r),
+            log_b: rb.and_then(log_max_abs),
+            key,
+        });
+    }
+    let index_b: HashMap<String, usize> = if diff.only_b.is_empty() {
+        HashMap::new()
+    } else {
+        b.records
+            .iter()
+            .enumerate()
+            .rev()
+            .map(|(i, r)| (r.key(), i))
+            .collect()
+    };
+    for key in &diff.only_b {
+        let j = index_b.get(key).copied();
+        let rb = j.map(|j| &b.records[j]);
+        rows.push(Row {
+            aliased: aliased.contains(key),
+            conflict: conflict.contains(key),
+            first_nonfinite: first_nf_b == Some(key.as_str()),
+            first_divergence: false,
+            key: key.clone(),
+            a: None,
+            b: j,
+            pair: None,
+            state: RowState::OnlyB,
+            nonfinite_a: false,
+            nonfinite_b: rb.is_some_and(nonfinite),
+            log_a: None,
+            log_b: rb.and_then(log_max_abs),
+        });
+    }
+    rows
+}

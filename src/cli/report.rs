@@ -1,0 +1,105 @@
+//! `dumpview report A [B] [-o FILE]`: the first-mismatch report in Markdown or JSON.
+
+use std::path::{Path, PathBuf};
+
+use super::diff::ToleranceArgs;
+use super::{CliError, Outcome, inputs::load_capture};
+use crate::model::report::Report;
+
+/// Builds the report; writes it to `output` (JSON when it ends in `.json`, else Markdown)
+/// or prints it (JSON with `--json`).
+///
+/// # Errors
+/// An input that cannot be loaded, bad tolerances, or an output file that cannot be written.
+pub fn run(
+    a: &Path,
+    b: Option<&Path>,
+    output: Option<&Path>,
+    table: &TableArgs,
+    tolerance: &ToleranceArgs,
+    json: bool,
+) -> Result<Outcome, CliError> {
+    let tolerances = tolerance.tolerances()?;
+    let dump_a = load_capture(&[a.to_path_buf()], json)?;
+    let dump_b = match b {
+        Some(b) => Some(load_capture(&[b.to_path_buf()], json)?),
+        None => None,
+    };
+    let report = Report::build(&dump_a, dump_b.as_ref(), &tolerances);
+    if table.csv.is_some() || table.parquet.is_some() {
+        let Some(dump_b) = &dump_b else {
+            return Err(
+                "--csv and --parquet export the comparison table: give two captures".into(),
+            );
+        };
+        let rows = crate::model::table::stage_rows(&crate::model::diff::diff(
+            &dump_a.windows,
+            &dump_b.windows,
+            &tolerances,
+        ));
+        export_table(&rows, table)?;
+    }
+    let as_json = |r: &Report| serde_json::to_string_pretty(r).map(|s| s + "\n");
+    match output {
+        Some(path) => {
+            let text = if path.extension().is_some_and(|e| e == "json") {
+                as_json(&report)?
+            } else {
+                report.to_markdown()
+            };
+            write_new(path, &text)?;
+            if !json {
+                println!("wrote {}", path.display());
+            }
+        }
+        None if json => print!("{}", as_json(&report)?),
+        None => print!("{}", report.to_markdown()),
+    }
+    Ok(if report.found_something() {
+        Outcome::Found
+    } else {
+        Outcome::Clean
+    })
+}
+
+/// Where to export the per-stage comparison table.
+#[derive(Debug, Clone, Default, clap::Args)]
+pub struct TableArgs {
+    /// Also write the per-stage comparison table as CSV (needs the `export` feature).
+    #[arg(long, value_name = "FILE")]
+    pub csv: Option<PathBuf>,
+    /// Also write the per-stage comparison table as Parquet (needs the `export` feature).
+    #[arg(long, value_name = "FILE")]
+    pub parquet: Option<PathBuf>,
+}
+
+#[cfg(feature = "export")]
+fn export_table(rows: &[crate::model::table::StageRow], table: &TableArgs) -> Result<(), CliError> {
+    if let Some(path) = &table.csv {
+        crate::export::write_csv(rows, path)?;
+    }
+    if let Some(path) = &table.parquet {
+        crate::export::write_parquet(rows, path)?;
+    }
+    Ok(())
+}
+
+#[cfg(not(feature = "export"))]
+fn export_table(
+    _rows: &[crate::model::table::StageRow],
+    _table: &TableArgs,
+) -> Result<(), CliError> {
+    Err("this dumpview was built without the `export` feature; rebuild with `cargo build --release --features export` for --csv and --parquet".into())
+}
+
+/// Writes `text` to `path` through a temporary sibling and a rename, so a reader never sees half a report.
+fn write_new(path: &Path, text: &str) -> Result<(), CliError> {
+    let tmp: PathBuf = path.with_extension(format!(
+        "{}.tmp.{}",
+        path.extension().and_then(|e| e.to_str()).unwrap_or(""),
+        std::process::id()
+    ));
+    std::fs::write(&tmp, text).map_err(|e| format!("{}: cannot write: {e}", tmp.display()))?;
+    std::fs::rename(&tmp, path).map_err(|e| format!("{}: cannot write: {e}", path.display()))?;
+    Ok(())
+}

@@ -1,0 +1,448 @@
+//! The first-mismatch report: everything a colleague needs to act on a capture pair,
+//! as JSON (for tools) and Markdown (for an issue or a chat).
+
+use std::fmt::Write;
+use std::path::Path;
+
+use serde::Serialize;
+
+use super::compare::{Tolerances, Verdict};
+use super::diff::{DiffReport, Identity, WindowDiff, diff};
+use super::load::{Dump, Warning};
+use super::manifest::Manifest;
+use super::scan::{AliasGroup, NonFinite, WindowScan, scan_window};
+
+/// Lists longer than this are cut in the report (the full lists are in `dumpview diff --json`).
+pub const LIST_LIMIT: usize = 40;
+
+/// A file a finding rests on.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Evidence {
+    /// What the file is, e.g. "A manifest", "B tensor of layers.3.mlp_up#1".
+    pub what: String,
+    pub path: String,
+}
+
+/// First non-finite record of one window of one side.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct SideNonFinite {
+    pub side: char,
+    pub rank: u32,
+    pub label: String,
+    pub first: Option<NonFinite>,
+    pub nonfinite_records: usize,
+}
+
+/// Stride-conflicting alias groups of one window of one side.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct AliasSuspects {
+    pub side: char,
+    pub rank: u32,
+    pub groups: Vec<AliasGroup>,
+}
+
+/// Coverage and the first divergence of one pair of windows.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct WindowFinding {
+    pub rank: u32,
+    pub a: String,
+    pub b: String,
+    pub identity: Identity,
+    pub identity_text: String,
+    pub paired: usize,
+    pub only_a: usize,
+    pub only_b: usize,
+    /// The first `LIST_LIMIT` keys captured on one side only.
+    pub only_a_keys: Vec<String>,
+    pub only_b_keys: Vec<String>,
+    pub missing_data: Option<String>,
+    pub precision_changes: usize,
+    /// The first divergence with both sides' statistics, their differences and bounds.
+    pub first_divergence: Option<super::diff::PairDiff>,
+    pub diverging_pairs: usize,
+    /// A capture command that saves the diverging stage's tensors on the next run.
+    pub next_step: Option<String>,
+}
+
+/// The report. `b`-side fields are empty for a single capture.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Report {
+    pub dumpview: String,
+    pub inputs_a: Vec<String>,
+    pub inputs_b: Vec<String>,
+    pub tolerances: Option<Tolerances>,
+    pub windows: Vec<WindowFinding>,
+    pub missing_windows: Vec<String>,
+    pub first_rank: Option<u32>,
+    pub nonfinite: Vec<SideNonFinite>,
+    pub alias_suspects: Vec<AliasSuspects>,
+    pub evidence: Vec<Evidence>,
+    pub warnings: Vec<Warning>,
+}
+
+impl Report {
+    /// Builds the report of capture `a`, diffed against `b` when given.
+    pub fn build(a: &Dump, b: Option<&Dump>, tolerances: &Tolerances) -> Report {
+        let mut nonfinite = Vec::new();
+        let mut alias_suspects = Vec::new();
+        let mut evidence = Vec::new();
+        for (side, dump) in std::iter::once(('a', a)).chain(b.map(|d| ('b', d))) {
+            for window in &dump.windows {
+                let scan: WindowScan = scan_window(window);
+                nonfinite.push(SideNonFinite {
+                    side,
+                    rank: scan.rank,
+                    label: scan.label.clone(),
+                    first: scan.first_nonfinite.clone(),
+                    nonfinite_records: scan.nonfinite_records,
+                });
+                let conflicts: Vec<AliasGroup> = scan
+                    .alias_groups
+                    .into_iter()
+                    .filter(|g| g.stride_conflict)
+                    .collect();
+                if !conflicts.is_empty() {
+                    alias_suspects.push(AliasSuspects {
+                        side,
+                        rank: window.rank,
+                        groups: conflicts,
+                    });
+                }
+                evidence.push(Evidence {
+                    what: format!(
+                        "{} manifest, rank {}",
+                        side.to_ascii_uppercase(),
+                        window.rank
+                    ),
+                    path: window.source.display().to_string(),
+                });
+                if let Some(nf) = &scan.first_nonfinite {
+                    evidence.extend(tensor_evidence(side, window, &nf.key));
+                }
+            }
+        }
+        let report = b.map(|b| diff(&a.windows, &b.windows, tolerances));
+        let mut windows = Vec::new();
+        let mut missing_windows = Vec::new();
+        if let (Some(report), Some(b)) = (&report, b) {
+            for w in &report.windows {
+                if let Some(first) = w.first() {
+                    for (side, dump) in [('a', a), ('b', b)] {
+                        let source = if side == 'a' {
+                            &w.a.source
+                        } else {
+                            &w.b.source
+                        };
+                        if let Some(m) = dump
+                            .windows
+                            .iter()
+                            .find(|m| m.source.display().to_string() == *source)
+                        {
+                            evidence.extend(tensor_evidence(side, m, &first.key));
+                        }
+                    }
+                }
+                windows.push(finding(w));
+            }
+            missing_windows = missing(report);
+        }
+        let mut seen = std::collections::HashSet::new();
+        evidence.retain(|e| seen.insert(e.path.clone()));
+        let mut warnings = a.warnings.clone();
+        if let Some(b) = b {
+            warnings.extend(b.warnings.iter().cloned());
+        }
+        Report {
+            dumpview: format!("dumpview {}", env!("CARGO_PKG_VERSION")),
+            inputs_a: sources(a),
+            inputs_b: b.map(sources).unwrap_or_default(),
+            tolerances: b.map(|_| tolerances.clone()),
+            first_rank: report.as_ref().and_then(|r| r.first_rank),
+            windows,
+            missing_windows,
+            nonfinite,
+            alias_suspects,
+            evidence,
+            warnings,
+        }
+    }
+
+    /// True when the report holds something a user must act on.
+    pub fn found_something(&self) -> bool {
+        self.nonfinite.iter().any(|n| n.first.is_some())
+            || !self.alias_suspects.is_empty()
+            || !self.missing_windows.is_empty()
+            || self
+                .windows
+                .iter()
+                .any(|w| w.first_divergence.is_some() || w.identity.is_mismatch())
+    }
+
+    /// The report as Markdown.
+    pub fn to_markdown(&self) -> String {
+        let mut md = String::new();
+        let _ = writeln!(md, "# First-mismatch report\n");
+        let _ = writeln!(md, "Generated by {}.\n", self.dumpview);
+        let _ = writeln!(md, "## Inputs\n");
+        for (side, inputs) in [("A", &self.inputs_a), ("B", &self.inputs_b)] {
+            for input in inputs.iter() {
+                let _ = writeln!(md, "- {side}: `{input}`");
+            }
+        }
+        for w in &self.windows {
+            let _ = writeln!(md, "- rank {}: {}", w.rank, w.identity_text);
+        }
+        md.push('\n');
+        if !self.warnings.is_empty() {
+            let _ = writeln!(md, "## Warnings\n");
+            for warning in &self.warnings {
+                let _ = writeln!(md, "- {warning}");
+            }
+            md.push('\n');
+        }
+        let _ = writeln!(md, "## Storage alias suspects\n");
+        if self.alias_suspects.is_empty() {
+            let _ = writeln!(md, "No stride-conflicting storage aliases.\n");
+        }
+        for suspects in &self.alias_suspects {
+            for group in &suspects.groups {
+                let _ = writeln!(
+                    md,
+                    "- side {}, rank {}: storage {} on {}: {}",
+                    suspects.side.to_ascii_uppercase(),
+                    suspects.rank,
+                    group
+                        .storage_id
+                        .map_or("?".to_string(), |id| id.to_string()),
+                    group.device,
+                    group
+                        .members
+                        .iter()
+                        .map(|m| format!(
+                            "`{}` shape {:?} stride {:?} offset {}",
+                            m.key, m.shape, m.stride, m.storage_offset
+                        ))
+                        .collect::<Vec<_>>()
+                        .join("; ")
+                );
+            }
+        }
+        if !self.alias_suspects.is_empty() {
+            md.push('\n');
+        }
+        let _ = writeln!(md, "## First non-finite\n");
+        for n in &self.nonfinite {
+            let _ = match &n.first {
+                Some(f) => writeln!(
+                    md,
+                    "- side {}, rank {}: `{}` (position {}): {} NaN, {} inf; {} non-finite records",
+                    n.side.to_ascii_uppercase(),
+                    n.rank,
+                    f.key,
+                    f.position,
+                    f.nan_count,
+                    f.inf_count,
+                    n.nonfinite_records
+                ),
+                None => writeln!(
+                    md,
+                    "- side {}, rank {}: none",
+                    n.side.to_ascii_uppercase(),
+                    n.rank
+                ),
+            };
+        }
+        md.push('\n');
+        if !self.inputs_b.is_empty() {
+            md.push_str(&self.diff_markdown());
+        }
+        let _ = writeln!(md, "## Evidence\n");
+        for e in &self.evidence {
+            let _ = writeln!(md, "- {}: `{}`", e.what, e.path);
+        }
+        md
+    }
+
+    fn diff_markdown(&self) -> String {
+        let mut md = String::new();
+        let _ = writeln!(md, "## First divergence\n");
+        if let Some(t) = &self.tolerances {
+            let parts: Vec<String> = super::compare::STATS
+                .iter()
+                .zip(&t.per_stat)
+                .map(|(name, tol)| format!("{name} rtol {:e} atol {:e}", tol.rtol, tol.atol))
+                .collect();
+            let _ = writeln!(md, "Tolerances (a coarse screen): {}.\n", parts.join(", "));
+        }
+        for m in &self.missing_windows {
+            let _ = writeln!(md, "- **{m}**");
+        }
+        for w in &self.windows {
+            let _ = writeln!(md, "### Rank {}\n", w.rank);
+            let _ = writeln!(md, "- A: `{}`\n- B: `{}`", w.a, w.b);
+            let _ = writeln!(
+                md,
+                "- coverage: {} paired, {} only in A, {} only in B",
+                w.paired, w.only_a, w.only_b
+            );
+            if let Some(message) = &w.missing_data {
+                let _ = writeln!(md, "- **{message}**");
+            }
+            match &w.first_divergence {
+                None => {
+                    let _ = writeln!(md, "- first divergence: none among the paired records\n");
+                }
+                Some(p) => {
+                    let _ = writeln!(
+                        md,
+                        "- first divergence: `{}` (position {}, {} diverging pairs in all): {}\n",
+                        p.key,
+                        p.position,
+                        w.diverging_pairs,
+                        verdict_text(&p.comparison.verdict)
+                    );
+                    if !p.comparison.stats.is_empty() {
+                        let _ = writeln!(md, "| statistic | A | B | abs diff | rel diff | bound |");
+                        let _ = writeln!(md, "|---|---:|---:|---:|---:|---:|");
+                        let num =
+                            |v: Option<f64>| v.map_or("–".to_string(), |x| format!("{x:.6e}"));
+                        for d in &p.comparison.stats {
+                            let _ = writeln!(
+                                md,
+                                "| {}{} | {} | {} | {} | {} | {} |",
+                                d.name,
+                                if d.exceeds { " **(exceeds)**" } else { "" },
+                                num(d.a),
+                                num(d.b),
+                                num(d.abs_diff),
+                                num(d.rel_diff),
+                                num(d.bound)
+                            );
+                        }
+                        md.push('\n');
+                    }
+                    if let Some(step) = &w.next_step {
+                        let _ = writeln!(
+                            md,
+                            "Next: capture the tensors of that stage on both sides:\n\n```sh\n{step}\n```\n"
+                        );
+                    }
+                }
+            }
+        }
+        if let Some(rank) = self.first_rank.filter(|_| self.windows.len() > 1) {
+            let _ = writeln!(md, "Rank {rank} diverges first.\n");
+        }
+        md
+    }
+}
+
+fn verdict_text(v: &Verdict) -> String {
+    match v {
+        Verdict::Agree => "agrees".to_string(),
+        Verdict::Structural { reason } => format!("structural ({reason})"),
+        Verdict::NonFinite => "NaN/inf counts differ".to_string(),
+        Verdict::Magnitude => "statistics differ beyond tolerance".to_string(),
+        Verdict::ValuesMoved => {
+            "values moved (magnitudes agree, the position checksum does not)".to_string()
+        }
+    }
+}
+
+fn finding(w: &WindowDiff) -> WindowFinding {
+    let first = w.first().cloned();
+    let next_step = first.as_ref().map(|p| {
+        let stage = p.key.rsplit_once('#').map_or(p.key.as_str(), |(s, _)| s);
+        let select = |r: &super::diff::WindowRef| {
+            format!(
+                "DUMP_PROBE=1 DUMP_PROBE_RANKS={} DUMP_PROBE_TENSOR='^{}$' DUMP_PROBE_MATCH={} DUMP_PROBE_OCCURRENCE={}",
+                r.rank,
+                regex_escape(stage),
+                r.match_index,
+                r.occurrence
+            )
+        };
+        format!("# A\n{} <command of A>\n# B\n{} <command of B>", select(&w.a), select(&w.b))
+    });
+    WindowFinding {
+        rank: w.rank,
+        a: w.a.source.clone(),
+        b: w.b.source.clone(),
+        identity_text: w.identity.describe(),
+        identity: w.identity.clone(),
+        paired: w.pairs.len(),
+        only_a: w.only_a.len(),
+        only_b: w.only_b.len(),
+        only_a_keys: w.only_a.iter().take(LIST_LIMIT).cloned().collect(),
+        only_b_keys: w.only_b.iter().take(LIST_LIMIT).cloned().collect(),
+        missing_data: w.missing_data.clone(),
+        precision_changes: w.precision_changes,
+        diverging_pairs: w
+            .pairs
+            .iter()
+            .filter(|p| p.comparison.verdict.diverges())
+            .count(),
+        first_divergence: first,
+        next_step,
+    }
+}
+
+fn regex_escape(text: &str) -> String {
+    text.chars()
+        .flat_map(|c| {
+            if "\\.+*?()|[]{}^$".contains(c) {
+                vec!['\\', c]
+            } else {
+                vec![c]
+            }
+        })
+        .collect()
+}
+
+fn missing(report: &DiffReport) -> Vec<String> {
+    let describe = |side: &str, w: &super::diff::WindowRef| {
+        format!(
+            "window rank {} label {:?} exists only in {side}: {}",
+            w.rank, w.label, w.source
+        )
+    };
+    report
+        .unpaired_a
+        .iter()
+        .map(|w| describe("A", w))
+        .chain(report.unpaired_b.iter().map(|w| describe("B", w)))
+        .collect()
+}
+
+fn sources(dump: &Dump) -> Vec<String> {
+    dump.windows
+        .iter()
+        .map(|w| w.source.display().to_string())
+        .collect()
+}
+
+/// The saved tensor (and input sets) of `key` in `window`, when the probe wrote them.
+fn tensor_evidence(side: char, window: &Manifest, key: &str) -> Vec<Evidence> {
+    let mut out = Vec::new();
+    let dir = window.window_dir();
+    for r in window.records.iter().filter(|r| r.key() == key) {
+        if let Some(file) = r.tensor_file.as_deref() {
+            if let Some(path) = inside(dir, file) {
+                out.push(Evidence {
+                    what: format!("{} tensor of {key}", side.to_ascii_uppercase()),
+                    path,
+                });
+            }
+        }
+    }
+    out
+}
+
+/// `dir/file` when `file` is a plain relative path (no root, no `..`); evidence never leaves the dump.
+fn inside(dir: &Path, file: &str) -> Option<String> {
+    let rel = Path::new(file);
+    let plain = rel
+        .components()
+        .all(|c| matches!(c, std::path::Component::Normal(_)));
+    plain.then(|| dir.join(rel).display().to_string())
+}

@@ -1,0 +1,107 @@
+//! The per-stage comparison table of a diff: one row per stage#occurrence and rank,
+//! paired or not, for spreadsheets and dataframes (exported by `crate::export`).
+
+use serde::Serialize;
+
+use super::compare::{STATS, Verdict};
+use super::diff::DiffReport;
+
+/// One statistic's columns in a row.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct StatColumns {
+    pub a: Option<f64>,
+    pub b: Option<f64>,
+    pub abs_diff: Option<f64>,
+    pub rel_diff: Option<f64>,
+    pub exceeds: bool,
+}
+
+/// One row: a stage of one rank.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct StageRow {
+    pub rank: u32,
+    /// Position in A's capture order; for stages only in B, after all of A's.
+    pub position: usize,
+    pub key: String,
+    /// `agree`, `structural`, `non_finite`, `magnitude`, `values_moved`, `only_a`, `only_b`.
+    pub status: &'static str,
+    pub dtype_a: Option<String>,
+    pub dtype_b: Option<String>,
+    pub shape_a: Option<String>,
+    pub shape_b: Option<String>,
+    /// Indexed like [`STATS`].
+    pub stats: Vec<StatColumns>,
+}
+
+fn status(verdict: &Verdict) -> &'static str {
+    match verdict {
+        Verdict::Agree => "agree",
+        Verdict::Structural { .. } => "structural",
+        Verdict::NonFinite => "non_finite",
+        Verdict::Magnitude => "magnitude",
+        Verdict::ValuesMoved => "values_moved",
+    }
+}
+
+/// The table's rows, rank by rank, in capture order.
+pub fn stage_rows(report: &DiffReport) -> Vec<StageRow> {
+    let empty = || {
+        vec![
+            StatColumns {
+                a: None,
+                b: None,
+                abs_diff: None,
+                rel_diff: None,
+                exceeds: false
+            };
+            STATS.len()
+        ]
+    };
+    let mut rows = Vec::new();
+    for w in &report.windows {
+        for p in &w.pairs {
+            let mut stats = empty();
+            for d in &p.comparison.stats {
+                if let Some(i) = STATS.iter().position(|&s| s == d.name) {
+                    stats[i] = StatColumns {
+                        a: d.a,
+                        b: d.b,
+                        abs_diff: d.abs_diff,
+                        rel_diff: d.rel_diff,
+                        exceeds: d.exceeds,
+                    };
+                }
+            }
+            rows.push(StageRow {
+                rank: w.rank,
+                position: p.position,
+                key: p.key.clone(),
+                status: status(&p.comparison.verdict),
+                dtype_a: Some(p.dtype_a.clone()),
+                dtype_b: Some(p.dtype_b.clone()),
+                shape_a: Some(format!("{:?}", p.shape_a)),
+                shape_b: Some(format!("{:?}", p.shape_b)),
+                stats,
+            });
+        }
+        let unpaired = w
+            .only_a
+            .iter()
+            .map(|k| (k, "only_a"))
+            .chain(w.only_b.iter().map(|k| (k, "only_b")));
+        for (i, (key, side)) in unpaired.enumerate() {
+            rows.push(StageRow {
+                rank: w.rank,
+                position: w.a.records + i,
+                key: key.clone(),
+                status: side,
+                dtype_a: None,
+                dtype_b: None,
+                shape_a: None,
+                shape_b: None,
+                stats: empty(),
+            });
+        }
+    }
+    rows
+}

@@ -1,0 +1,173 @@
+//! Drawing only: every function here reads an [`App`] and writes a frame, nothing else.
+//!
+//! ```text
+//! ┌ header: inputs, mode, rank/window, identity, watch ──────────────────┐
+//! ├ timeline (virtualized) ──────────────┬ detail: A vs B, layout ───────┤
+//! │ glyphs seq stage#occ dtype shape      │                              │
+//! │                                       ├ storage aliases ─────────────┤
+//! ├ strip: log10(max_abs) of A and B along the timeline ─────────────────┤
+//! ├ rank × stage overview (several ranks only) ──────────────────────────┤
+//! └ status: keys, messages, search prompt ───────────────────────────────┘
+//! ```
+//! Popups (help, load progress, errors) are drawn last, over the rest.
+
+mod aliases;
+mod detail;
+mod format;
+mod header;
+mod help;
+mod overview;
+mod status;
+mod strip;
+mod theme;
+mod timeline;
+
+use ratatui::Frame;
+use ratatui::layout::{Constraint, Layout, Rect};
+use ratatui::widgets::{Block, Clear, Gauge, Paragraph, Wrap};
+
+use crate::app::App;
+pub use overview::LABEL_WIDTH as OVERVIEW_LABEL_WIDTH;
+pub use theme::Theme;
+
+/// Smallest terminal the workbench draws in; below it, a message says so.
+pub const MIN_SIZE: (u16, u16) = (60, 16);
+
+/// Where each region is, for drawing and for mouse hit-testing.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Areas {
+    pub header: Rect,
+    pub timeline: Rect,
+    pub detail: Rect,
+    pub aliases: Rect,
+    pub strip: Rect,
+    pub overview: Rect,
+    pub status: Rect,
+}
+
+impl Areas {
+    /// Rows of the timeline's table body (inside its border, below its header row).
+    pub fn timeline_rows(&self) -> usize {
+        self.timeline.height.saturating_sub(3) as usize
+    }
+}
+
+/// The layout of `area` for `app`.
+pub fn layout(area: Rect, app: &App) -> Areas {
+    let ranks = app.loaded.as_ref().map_or(0, |l| l.overview.ranks.len());
+    let overview_height = if ranks > 1 {
+        (ranks as u16 + 2).min(area.height / 4)
+    } else {
+        0
+    };
+    let [header, body, strip, overview, status] = Layout::vertical([
+        Constraint::Length(2),
+        Constraint::Min(6),
+        Constraint::Length(4),
+        Constraint::Length(overview_height),
+        Constraint::Length(1),
+    ])
+    .areas(area);
+    let detail_width = if app.wide_detail {
+        body.width * 2 / 3
+    } else {
+        (body.width * 45 / 100).max(38)
+    };
+    let [timeline, side] =
+        Layout::horizontal([Constraint::Min(20), Constraint::Length(detail_width)]).areas(body);
+    let alias_height = if app.alias_groups().is_empty() {
+        3
+    } else {
+        side.height * 2 / 5
+    };
+    let [detail, aliases] =
+        Layout::vertical([Constraint::Min(6), Constraint::Length(alias_height)]).areas(side);
+    Areas {
+        header,
+        timeline,
+        detail,
+        aliases,
+        strip,
+        overview,
+        status,
+    }
+}
+
+/// Draws one frame.
+pub fn draw(frame: &mut Frame, app: &App) {
+    let area = frame.area();
+    let theme = Theme {
+        color: !app.no_color,
+    };
+    if area.width < MIN_SIZE.0 || area.height < MIN_SIZE.1 {
+        let text = format!(
+            "dumpview needs a terminal of at least {}x{}; this one is {}x{}. Enlarge it, or press q to quit.",
+            MIN_SIZE.0, MIN_SIZE.1, area.width, area.height
+        );
+        frame.render_widget(Paragraph::new(text).wrap(Wrap { trim: true }), area);
+        return;
+    }
+    if app.loaded.is_none() {
+        draw_loading(frame, app, area);
+        return;
+    }
+    let areas = layout(area, app);
+    header::draw(frame, app, areas.header, theme);
+    timeline::draw(frame, app, areas.timeline, theme);
+    detail::draw(frame, app, areas.detail, theme);
+    aliases::draw(frame, app, areas.aliases, theme);
+    strip::draw(frame, app, areas.strip, theme);
+    if areas.overview.height > 0 {
+        overview::draw(frame, app, areas.overview, theme);
+    }
+    status::draw(frame, app, areas.status, theme);
+    if app.help {
+        help::draw(frame, area, theme);
+    }
+}
+
+fn draw_loading(frame: &mut Frame, app: &App, area: Rect) {
+    let popup = centered(area, 64, 5);
+    frame.render_widget(Clear, popup);
+    if let Some(error) = &app.load_error {
+        let block = Block::bordered().title(" cannot open ");
+        frame.render_widget(
+            Paragraph::new(format!("{error}\n\nq quits"))
+                .wrap(Wrap { trim: true })
+                .block(block),
+            popup,
+        );
+        return;
+    }
+    let p = app.loading.unwrap_or_default();
+    let ratio = if p.bytes_total > 0 {
+        p.bytes_done as f64 / p.bytes_total as f64
+    } else {
+        0.0
+    };
+    let label = format!(
+        "{}/{} files, {:.1}/{:.1} MB, {} records",
+        p.files_done,
+        p.files_total,
+        p.bytes_done as f64 / 1e6,
+        p.bytes_total as f64 / 1e6,
+        p.records
+    );
+    let gauge = Gauge::default()
+        .block(Block::bordered().title(" loading (q quits) "))
+        .ratio(ratio.clamp(0.0, 1.0))
+        .label(label);
+    frame.render_widget(gauge, popup);
+}
+
+/// A `width` × `height` rectangle centred in `area` (clamped to it).
+pub(crate) fn centered(area: Rect, width: u16, height: u16) -> Rect {
+    let w = width.min(area.width);
+    let h = height.min(area.height);
+    Rect {
+        x: area.x + (area.width - w) / 2,
+        y: area.y + (area.height - h) / 2,
+        width: w,
+        height: h,
+    }
+}

@@ -1,0 +1,674 @@
+//! Bad inputs (tests/fixtures/bad/, described in its README.md) through the real binary and the
+//! model: exact exit status, a message naming the file and the problem, and never a panic.
+
+use std::path::{Path, PathBuf};
+use std::process::Output;
+
+use assert_cmd::Command;
+use dumpview::model::compare::Tolerances;
+use dumpview::model::diff::diff;
+use dumpview::model::layout::{self, View};
+use dumpview::model::load::{load, parse_with_warnings};
+use dumpview::model::parse::parse_manifest;
+use dumpview::model::scan::scan_window;
+
+fn root() -> &'static Path {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+}
+
+fn fixture(name: &str) -> PathBuf {
+    root().join("tests/fixtures/bad").join(name)
+}
+
+/// A real, small, clean manifest (8 records): the "good" side of every diff.
+fn good() -> PathBuf {
+    root().join("assets/examples/llama_eager_vs_graph/b/rank0/match1-occ2/manifest.json")
+}
+
+struct Run {
+    code: i32,
+    stdout: String,
+    stderr: String,
+}
+
+fn dumpview<I, S>(args: I) -> Run
+where
+    I: IntoIterator<Item = S>,
+    S: AsRef<std::ffi::OsStr>,
+{
+    let Output {
+        status,
+        stdout,
+        stderr,
+    } = Command::cargo_bin("dumpview")
+        .unwrap()
+        .args(args)
+        .output()
+        .unwrap();
+    let run = Run {
+        code: status.code().expect("dumpview was killed by a signal"),
+        stdout: String::from_utf8_lossy(&stdout).into_owned(),
+        stderr: String::from_utf8_lossy(&stderr).into_owned(),
+    };
+    for word in ["panicked", "overflowed its stack", "RUST_BACKTRACE"] {
+        assert!(!run.stderr.contains(word), "{word}:\n{}", run.stderr);
+    }
+    run
+}
+
+/// One corpus entry: exit status of `scan FILE` and of `diff FILE GOOD`, the messages stderr
+/// must hold (each printed after `<path>: `), and the records scan reports (`None`: an error).
+struct Case {
+    name: &'static str,
+    scan: i32,
+    diff: i32,
+    messages: &'static [&'static str],
+    records: Option<usize>,
+}
+
+const CASES: &[Case] = &[
+    Case {
+        name: "truncated_mid_record.json",
+        scan: 0,
+        diff: 0,
+        messages: &[
+            "truncated or damaged: stops being a valid manifest at byte 3914 (EOF while parsing a string); kept the 4 records before it",
+        ],
+        records: Some(4),
+    },
+    Case {
+        name: "truncated_in_header.json",
+        scan: 2,
+        diff: 2,
+        messages: &["not a valid manifest: EOF while parsing a string at line 9 column 6"],
+        records: None,
+    },
+    Case {
+        name: "nan_infinity_tokens.json",
+        scan: 0,
+        diff: 0,
+        messages: &[
+            "truncated or damaged: stops being a valid manifest at byte 2720 (expected value); kept the 2 records before it",
+        ],
+        records: Some(2),
+    },
+    Case {
+        name: "shape_is_string.json",
+        scan: 0,
+        diff: 0,
+        messages: &[
+            "truncated or damaged: stops being a valid manifest at byte 2408 (invalid type: string \"[1, 256]\", expected a sequence); kept the 2 records before it",
+        ],
+        records: Some(2),
+    },
+    Case {
+        name: "seq_negative.json",
+        scan: 0,
+        diff: 0,
+        messages: &[
+            "truncated or damaged: stops being a valid manifest at byte 1600 (invalid value: integer `-1`, expected u64); kept the 1 records before it",
+        ],
+        records: Some(1),
+    },
+    Case {
+        name: "header_rank_is_string.json",
+        scan: 2,
+        diff: 2,
+        messages: &[
+            "not a valid manifest: invalid type: string \"0\", expected u32 at line 8 column 12",
+        ],
+        records: None,
+    },
+    Case {
+        name: "missing_header_match.json",
+        scan: 2,
+        diff: 2,
+        messages: &["required field `match` is missing"],
+        records: None,
+    },
+    Case {
+        name: "missing_format.json",
+        scan: 2,
+        diff: 2,
+        messages: &["`format` is \"(missing)\", expected \"dumpview.manifest\""],
+        records: None,
+    },
+    Case {
+        name: "record_missing_dtype.json",
+        scan: 0,
+        diff: 0,
+        messages: &[
+            "truncated or damaged: stops being a valid manifest at byte 3514 (missing field `dtype`); kept the 3 records before it",
+        ],
+        records: Some(3),
+    },
+    Case {
+        name: "duplicate_stage_occurrence.json",
+        scan: 0,
+        diff: 0,
+        messages: &["layers.0.residual_mlp#1 appears twice (seq 2 and 3); pairing uses seq 2"],
+        records: Some(4),
+    },
+    Case {
+        name: "empty.json",
+        scan: 2,
+        diff: 2,
+        messages: &["not a valid manifest: EOF while parsing a value at line 1 column 0"],
+        records: None,
+    },
+    Case {
+        name: "dir_without_manifests",
+        scan: 2,
+        diff: 2,
+        messages: &["no manifest.json found in this directory or below it"],
+        records: None,
+    },
+    Case {
+        name: "binary_garbage.bin",
+        scan: 2,
+        diff: 2,
+        messages: &["not a valid manifest: expected value at line 1 column 1"],
+        records: None,
+    },
+    Case {
+        name: "schema_version_2.json",
+        scan: 2,
+        diff: 2,
+        messages: &["schema_version 2 is not supported (this dumpview reads 1)"],
+        records: None,
+    },
+    Case {
+        name: "format_other.json",
+        scan: 2,
+        diff: 2,
+        messages: &["`format` is \"safetensors.index\", expected \"dumpview.manifest\""],
+        records: None,
+    },
+    Case {
+        name: "tensor_file_parent_escape.json",
+        scan: 0,
+        diff: 0,
+        messages: &[
+            "runner.logits#1 (seq 1): evidence file \"../../etc/passwd\" refused: it climbs out of the window directory with `..`; the tensor file is not used",
+        ],
+        records: Some(3),
+    },
+    Case {
+        name: "tensor_file_absolute.json",
+        scan: 0,
+        diff: 0,
+        messages: &[
+            "runner.logits#1 (seq 1): evidence file \"/etc/passwd\" refused: it is absolute; manifests name files relative to the window; the tensor file is not used",
+        ],
+        records: Some(3),
+    },
+    Case {
+        name: "deeply_nested_metadata.json",
+        scan: 0,
+        diff: 1,
+        messages: &[
+            "truncated or damaged: stops being a valid manifest at byte 331 (recursion limit exceeded); kept the 0 records before it",
+        ],
+        records: Some(0),
+    },
+    Case {
+        name: "huge_shape_overflow.json",
+        scan: 1,
+        diff: 1,
+        messages: &[],
+        records: Some(4),
+    },
+    Case {
+        name: "stride_byte_range_overflow.json",
+        scan: 1,
+        diff: 1,
+        messages: &[],
+        records: Some(4),
+    },
+    Case {
+        name: "zero_records.json",
+        scan: 0,
+        diff: 0,
+        messages: &[],
+        records: Some(0),
+    },
+    Case {
+        name: "json_array.json",
+        scan: 2,
+        diff: 2,
+        messages: &[
+            "not a valid manifest: invalid type: sequence, expected a dumpview manifest object at line 1 column 0",
+        ],
+        records: None,
+    },
+];
+
+fn assert_named(stderr: &str, path: &Path, kind: &str, message: &str) {
+    let line = format!("dumpview: {kind}: {}: {message}", path.display());
+    assert!(stderr.contains(&line), "expected {line:?} in:\n{stderr}");
+}
+
+#[test]
+fn every_corpus_entry_is_listed_in_the_readme_and_tested() {
+    let readme = std::fs::read_to_string(fixture("README.md")).unwrap();
+    let mut on_disk: Vec<String> = std::fs::read_dir(fixture(""))
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .filter(|n| n != "README.md")
+        .collect();
+    on_disk.sort();
+    let mut tested: Vec<String> = CASES.iter().map(|c| c.name.to_string()).collect();
+    tested.sort();
+    assert_eq!(on_disk, tested);
+    for name in &on_disk {
+        assert!(
+            readme.contains(&format!("`{name}`")),
+            "{name} not in README"
+        );
+    }
+}
+
+#[test]
+fn scan_of_each_bad_input_has_the_exact_status_and_names_file_and_problem() {
+    for case in CASES {
+        let path = fixture(case.name);
+        let run = dumpview([Path::new("scan"), &path]);
+        assert_eq!(run.code, case.scan, "{}:\n{}", case.name, run.stderr);
+        let kind = if case.scan == 2 { "error" } else { "warning" };
+        for message in case.messages {
+            assert_named(&run.stderr, &path, kind, message);
+        }
+        match case.records {
+            Some(n) => {
+                assert!(
+                    run.stdout.contains(&format!("): {n} records\n")),
+                    "{}: {n} records:\n{}",
+                    case.name,
+                    run.stdout
+                );
+                if case.messages.is_empty() {
+                    assert_eq!(run.stderr, "", "{}", case.name);
+                }
+            }
+            None => {
+                assert_eq!(run.stdout, "", "{}", case.name);
+                assert_eq!(
+                    run.stderr.lines().count(),
+                    1,
+                    "{}: one error line:\n{}",
+                    case.name,
+                    run.stderr
+                );
+            }
+        }
+    }
+}
+
+#[test]
+fn scan_json_carries_the_same_warnings() {
+    for case in CASES.iter().filter(|c| c.scan != 2) {
+        let path = fixture(case.name);
+        let run = dumpview([Path::new("scan"), Path::new("--json"), &path]);
+        assert_eq!(run.code, case.scan, "{}", case.name);
+        let value: serde_json::Value = serde_json::from_str(&run.stdout).unwrap();
+        let warnings = value["warnings"].as_array().unwrap();
+        assert_eq!(warnings.len(), case.messages.len(), "{}", case.name);
+        for (w, message) in warnings.iter().zip(case.messages) {
+            assert_eq!(w["file"].as_str(), path.to_str());
+            assert_eq!(w["message"].as_str(), Some(*message));
+        }
+        assert_eq!(
+            value["windows"][0]["records"].as_u64(),
+            case.records.map(|n| n as u64)
+        );
+    }
+}
+
+#[test]
+fn diff_of_each_bad_input_against_a_good_manifest_has_the_exact_status() {
+    for case in CASES {
+        let path = fixture(case.name);
+        let run = dumpview([Path::new("diff"), &path, &good()]);
+        assert_eq!(run.code, case.diff, "{}:\n{}", case.name, run.stderr);
+        let kind = if case.diff == 2 { "error" } else { "warning" };
+        for message in case.messages {
+            assert_named(&run.stderr, &path, kind, message);
+        }
+        // The other way round: the bad side is B; the same message, no panic.
+        let run = dumpview([Path::new("diff"), &good(), &path]);
+        assert!(
+            (run.code == 2) == (case.diff == 2),
+            "{}: {}",
+            case.name,
+            run.code
+        );
+        for message in case.messages {
+            assert_named(&run.stderr, &path, kind, message);
+        }
+    }
+}
+
+#[test]
+fn overflowing_layouts_are_reported_as_unchecked_conflicts() {
+    for name in [
+        "huge_shape_overflow.json",
+        "stride_byte_range_overflow.json",
+    ] {
+        let run = dumpview([Path::new("scan"), &fixture(name)]);
+        assert_eq!(run.code, 1);
+        assert!(
+            run.stdout.contains(
+                "! STRIDE CONFLICT storage 99 on cpu at 0x5651ccf19900 (too large to check element by element)"
+            ),
+            "{name}:\n{}",
+            run.stdout
+        );
+    }
+}
+
+#[test]
+fn views_whose_sizes_overflow_do_not_panic() {
+    let max = u64::MAX;
+    let views = [
+        View {
+            data_ptr: 1 << 40,
+            element_size: 4,
+            shape: vec![1 << 32, 1 << 32, 16],
+            stride: vec![1 << 36, 16, 1],
+        },
+        View {
+            data_ptr: max,
+            element_size: u64::from(u32::MAX),
+            shape: vec![max, max, max],
+            stride: vec![i64::MAX, i64::MAX, i64::MIN],
+        },
+        View {
+            data_ptr: 0,
+            element_size: 8,
+            shape: vec![max; 5],
+            stride: vec![i64::MIN; 5],
+        },
+        View {
+            data_ptr: 0,
+            element_size: 2,
+            shape: vec![1 << 62, 4, 8],
+            stride: vec![32, 8, 1],
+        },
+    ];
+    assert_eq!(views[0].numel(), max, "saturates");
+    assert_eq!(views[1].byte_range(), Some((0, max)));
+    assert_eq!(views[2].byte_range(), Some((0, 8)));
+    // [1 << 62, 4, 8] with contiguous strides would merge into 2^67 elements: kept apart.
+    assert_eq!(views[3].canonical(), vec![(1 << 62, 32), (32, 1)]);
+    for a in &views {
+        assert!(a.byte_runs(layout::MAX_RUNS).is_none());
+        for b in &views {
+            if layout::overlaps(a, b) {
+                let _ = layout::relation(a, b);
+            }
+        }
+    }
+}
+
+/// Writes `metadata`-position JSON nested `depth` deep into an otherwise valid manifest.
+fn nested_manifest(depth: usize, key: &str) -> Vec<u8> {
+    let good = std::fs::read_to_string(good()).unwrap();
+    let deep = format!("{}{}", "[".repeat(depth), "]".repeat(depth));
+    good.replacen(
+        "\"metadata\": {",
+        &format!("\"{key}\": {deep},\n \"metadata\": {{"),
+        1,
+    )
+    .into_bytes()
+}
+
+#[test]
+fn deep_nesting_does_not_overflow_the_stack() {
+    let dir = tempfile::tempdir().unwrap();
+    // An unknown field is skipped without recursion: the manifest loads whole.
+    for depth in [100_000, 1_000_000] {
+        let file = dir.path().join(format!("unknown_{depth}.json"));
+        std::fs::write(&file, nested_manifest(depth, "future")).unwrap();
+        let run = dumpview([Path::new("scan"), &file]);
+        assert_eq!(run.code, 0, "{}", run.stderr);
+        assert_eq!(run.stderr, "");
+        assert!(run.stdout.contains("): 8 records\n"), "{}", run.stdout);
+    }
+    // Inside metadata (a JSON value), serde_json's recursion limit (128) stops it.
+    let file = dir.path().join("metadata.json");
+    let good = std::fs::read_to_string(good()).unwrap();
+    let deep = "[".repeat(100_000);
+    std::fs::write(
+        &file,
+        good.replacen(
+            "\"metadata\": {",
+            &format!("\"metadata\": {{\"x\": {deep}"),
+            1,
+        ),
+    )
+    .unwrap();
+    let run = dumpview([Path::new("scan"), &file]);
+    assert_eq!(run.code, 0);
+    assert!(
+        run.stderr
+            .contains("(recursion limit exceeded); kept the 0 records before it"),
+        "{}",
+        run.stderr
+    );
+    // Inside a record's statistics and an unknown record field.
+    for (what, key) in [("stats", "\"max_abs\": "), ("record", "\"device\": ")] {
+        let file = dir.path().join(format!("{what}.json"));
+        let at = good.find("\"seq\": 3").unwrap();
+        let at = at + good[at..].find(key).unwrap();
+        let text = format!(
+            "{}\"deep\": {}{}",
+            &good[..at],
+            "[".repeat(100_000),
+            "]".repeat(100_000)
+        ) + ", "
+            + &good[at..];
+        std::fs::write(&file, text).unwrap();
+        let run = dumpview([Path::new("scan"), &file]);
+        assert_eq!(run.code, 0, "{what}: {}", run.stderr);
+        // Unknown fields are ignored even when deep; stats does not know "deep" either.
+        assert!(run.stdout.contains("): 8 records\n"), "{}", run.stdout);
+    }
+    let file = dir.path().join("stat_value.json");
+    let at = good.find("\"seq\": 3").unwrap();
+    let at = at + good[at..].find("\"max_abs\": ").unwrap() + "\"max_abs\": ".len();
+    let end = at + good[at..].find(',').unwrap();
+    let text = format!("{}{}{}", &good[..at], "[".repeat(100_000), &good[end..]);
+    std::fs::write(&file, text).unwrap();
+    let run = dumpview([Path::new("scan"), &file]);
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    // The reason depends on how the statistic is read (recursion limit, or an unclosed list
+    // skipped to the end of the file); the records before it are kept either way.
+    assert!(
+        run.stderr.contains("; kept the 3 records before it"),
+        "{}",
+        run.stderr
+    );
+}
+
+#[test]
+fn a_symbolic_link_out_of_the_window_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let window = dir.path().join("rank0/match1-occ2");
+    let outside = dir.path().join("outside");
+    std::fs::create_dir_all(window.join("tensors")).unwrap();
+    std::fs::create_dir_all(&outside).unwrap();
+    std::fs::write(outside.join("secret"), "x").unwrap();
+    std::fs::write(window.join("tensors/inside.safetensors"), "x").unwrap();
+    let text = std::fs::read_to_string(good())
+        .unwrap()
+        .replace(
+            "tensors/runner.logits#1.safetensors",
+            "escape/runner.logits#1.safetensors",
+        )
+        .replace(
+            "tensors/layers.5.residual_mlp#1.safetensors",
+            "link.safetensors",
+        );
+    std::fs::write(window.join("manifest.json"), text).unwrap();
+    #[cfg(unix)]
+    {
+        std::os::unix::fs::symlink(&outside, window.join("escape")).unwrap();
+        std::os::unix::fs::symlink(outside.join("secret"), window.join("link.safetensors"))
+            .unwrap();
+        // A link that stays inside the window is fine.
+        std::os::unix::fs::symlink("tensors", window.join("alias")).unwrap();
+    }
+    let run = dumpview([Path::new("scan"), dir.path()]);
+    let manifest = window.join("manifest.json");
+    #[cfg(unix)]
+    {
+        assert_eq!(run.code, 0);
+        let real = |p: &Path| std::fs::canonicalize(p).unwrap().display().to_string();
+        assert_named(
+            &run.stderr,
+            &manifest,
+            "warning",
+            &format!(
+                "runner.logits#1 (seq 1): evidence file \"escape/runner.logits#1.safetensors\" refused: it resolves to {}, outside the window directory {}; the tensor file is not used",
+                real(&outside),
+                real(&window)
+            ),
+        );
+        assert_named(
+            &run.stderr,
+            &manifest,
+            "warning",
+            &format!(
+                "layers.5.residual_mlp#1 (seq 7): evidence file \"link.safetensors\" refused: it resolves to {}, outside the window directory {}; the tensor file is not used",
+                real(&outside.join("secret")),
+                real(&window)
+            ),
+        );
+        assert_eq!(run.stderr.lines().count(), 2, "{}", run.stderr);
+    }
+    #[cfg(not(unix))]
+    assert_eq!(run.stderr, "", "missing files inside the window are fine");
+
+    // The model: refused paths are dropped, good ones resolve inside the window.
+    let dump = load(&[dir.path().to_path_buf()], &mut |_| {}).unwrap();
+    let records = &dump.windows[0].records;
+    let saved: Vec<_> = records.iter().filter(|r| r.tensor_file.is_some()).collect();
+    #[cfg(unix)]
+    assert!(saved.is_empty(), "{saved:?}");
+    let mut record = records[0].clone();
+    for (file, inside) in [
+        ("tensors/inside.safetensors", true),
+        ("alias/inside.safetensors", true),
+        ("tensors/not_yet.safetensors", true),
+        ("./tensors/../../x", false),
+    ] {
+        record.tensor_file = Some(file.to_string());
+        let resolved = record.tensor_path(&window);
+        assert_eq!(resolved.is_ok(), inside, "{file}: {resolved:?}");
+        if let Ok(Some(path)) = resolved {
+            assert!(path.starts_with(std::fs::canonicalize(&window).unwrap()));
+        }
+    }
+    record.tensor_file = None;
+    assert_eq!(record.tensor_path(&window), Ok(None));
+}
+
+#[test]
+fn an_input_set_outside_the_window_is_dropped_with_a_warning() {
+    let text = std::fs::read_to_string(good()).unwrap().replace(
+        "\"input_sets\": []",
+        r#""input_sets": [{"stage": "a", "occurrence": 1, "file": "inputs/a#1.pt", "args": {}},
+                          {"stage": "b", "occurrence": 1, "file": "../../../b.pt", "args": {}}]"#,
+    );
+    let file = root().join("tests/fixtures/bad/not_on_disk/manifest.json");
+    let (manifest, warnings) = parse_with_warnings(text.as_bytes(), &file).unwrap();
+    assert_eq!(manifest.input_sets.len(), 1);
+    assert_eq!(manifest.input_sets[0].stage, "a");
+    assert_eq!(warnings.len(), 1);
+    assert_eq!(
+        warnings[0].to_string(),
+        format!(
+            "{}: input set b#1: evidence file \"../../../b.pt\" refused: it climbs out of the window directory with `..`; the input set is not used",
+            file.display()
+        )
+    );
+}
+
+#[test]
+fn a_bad_manifest_found_in_a_directory_is_named_by_its_own_path() {
+    let dir = tempfile::tempdir().unwrap();
+    let window = dir.path().join("rank0/match1-occ1");
+    std::fs::create_dir_all(&window).unwrap();
+    let manifest = window.join("manifest.json");
+    std::fs::copy(fixture("truncated_mid_record.json"), &manifest).unwrap();
+    let run = dumpview([Path::new("scan"), dir.path()]);
+    assert_eq!(run.code, 0);
+    assert_named(
+        &run.stderr,
+        &manifest,
+        "warning",
+        "truncated or damaged: stops being a valid manifest at byte 3914 (EOF while parsing a string); kept the 4 records before it",
+    );
+    std::fs::copy(fixture("schema_version_2.json"), &manifest).unwrap();
+    let run = dumpview([Path::new("diff"), dir.path(), &good()]);
+    assert_eq!(run.code, 2);
+    assert_named(
+        &run.stderr,
+        &manifest,
+        "error",
+        "schema_version 2 is not supported (this dumpview reads 1)",
+    );
+}
+
+#[test]
+fn every_prefix_of_a_real_manifest_parses_without_panic_and_keeps_more_as_it_grows() {
+    let bytes = std::fs::read(good()).unwrap();
+    let path = Path::new("prefix.json");
+    let full = parse_manifest(&bytes, path).unwrap();
+    assert!(full.stopped.is_none());
+    let total = full.manifest.records.len();
+    assert_eq!(total, 8);
+    let mut kept = 0;
+    let mut header_complete_at = None;
+    for len in 0..=bytes.len() {
+        let prefix = &bytes[..len];
+        match parse_manifest(prefix, path) {
+            Err(e) => {
+                assert!(
+                    header_complete_at.is_none(),
+                    "prefix {len}: an error after the header was complete at {header_complete_at:?}: {e}"
+                );
+                assert!(e.to_string().starts_with("prefix.json: "), "{e}");
+            }
+            Ok(parsed) => {
+                header_complete_at.get_or_insert(len);
+                let n = parsed.manifest.records.len();
+                assert!(n >= kept, "prefix {len}: {n} records after {kept}");
+                kept = n;
+                match &parsed.stopped {
+                    Some(stop) => {
+                        assert_eq!(stop.kept_records, n);
+                        assert!(stop.byte_offset <= len as u64, "{stop:?} at {len}");
+                    }
+                    None => assert!(
+                        bytes[len..].iter().all(u8::is_ascii_whitespace),
+                        "prefix {len}: complete before the end"
+                    ),
+                }
+                for (i, r) in parsed.manifest.records.iter().enumerate() {
+                    assert_eq!(*r, full.manifest.records[i]);
+                }
+                let _ = scan_window(&parsed.manifest);
+                let _ = diff(
+                    std::slice::from_ref(&parsed.manifest),
+                    std::slice::from_ref(&full.manifest),
+                    &Tolerances::default(),
+                );
+            }
+        }
+    }
+    assert_eq!(kept, total);
+    // The header ends where "records" begins.
+    let records_at = bytes.windows(9).position(|w| w == b"\"records\"").unwrap();
+    assert!(header_complete_at.unwrap() <= records_at);
+}
