@@ -86,7 +86,7 @@ const CASES: &[Case] = &[
     Case {
         name: "nan_infinity_tokens.json",
         scan: 0,
-        diff: 0,
+        diff: 1,
         messages: &[
             "truncated or damaged: stops being a valid manifest at byte 2720 (expected value); kept the 2 records before it",
         ],
@@ -95,7 +95,7 @@ const CASES: &[Case] = &[
     Case {
         name: "shape_is_string.json",
         scan: 0,
-        diff: 0,
+        diff: 1,
         messages: &[
             "truncated or damaged: stops being a valid manifest at byte 2408 (invalid type: string \"[1, 256]\", expected a sequence); kept the 2 records before it",
         ],
@@ -104,7 +104,7 @@ const CASES: &[Case] = &[
     Case {
         name: "seq_negative.json",
         scan: 0,
-        diff: 0,
+        diff: 1,
         messages: &[
             "truncated or damaged: stops being a valid manifest at byte 1600 (invalid value: integer `-1`, expected u64); kept the 1 records before it",
         ],
@@ -136,7 +136,7 @@ const CASES: &[Case] = &[
     Case {
         name: "record_missing_dtype.json",
         scan: 0,
-        diff: 0,
+        diff: 1,
         messages: &[
             "truncated or damaged: stops being a valid manifest at byte 3514 (missing field `dtype`); kept the 3 records before it",
         ],
@@ -187,7 +187,7 @@ const CASES: &[Case] = &[
     Case {
         name: "tensor_file_parent_escape.json",
         scan: 0,
-        diff: 0,
+        diff: 1,
         messages: &[
             "runner.logits#1 (seq 1): evidence file \"../../etc/passwd\" refused: it climbs out of the window directory with `..`; the tensor file is not used",
         ],
@@ -196,7 +196,7 @@ const CASES: &[Case] = &[
     Case {
         name: "tensor_file_absolute.json",
         scan: 0,
-        diff: 0,
+        diff: 1,
         messages: &[
             "runner.logits#1 (seq 1): evidence file \"/etc/passwd\" refused: it is absolute; manifests name files relative to the window; the tensor file is not used",
         ],
@@ -228,7 +228,7 @@ const CASES: &[Case] = &[
     Case {
         name: "zero_records.json",
         scan: 0,
-        diff: 0,
+        diff: 1,
         messages: &[],
         records: Some(0),
     },

@@ -183,8 +183,8 @@ fn diff_exit_status_and_text() {
         &example("llama_eager_vs_graph", "b"),
     ]);
     assert_eq!(
-        code, 0,
-        "missing evidence alone is not a divergence:\n{out}"
+        code, 1,
+        "a large drop in records is missing data, something to act on:\n{out}"
     );
     assert!(out.contains(
         "coverage: 8 paired, 111 only in A, 0 only in B (unpaired stages are missing evidence)"

@@ -183,12 +183,11 @@ pub struct DiffReport {
 
 impl DiffReport {
     /// True when anything a user must look at was found: a divergence, an identity
-    /// mismatch, missing windows.
+    /// mismatch, a large drop in record count (missing data), missing windows.
     pub fn found_something(&self) -> bool {
-        self.windows
-            .iter()
-            .any(|w| w.first_divergence.is_some() || w.identity.is_mismatch())
-            || !self.unpaired_a.is_empty()
+        self.windows.iter().any(|w| {
+            w.first_divergence.is_some() || w.identity.is_mismatch() || w.missing_data.is_some()
+        }) || !self.unpaired_a.is_empty()
             || !self.unpaired_b.is_empty()
     }
 }

@@ -205,16 +205,71 @@ fn runs_inside(inner: &[(u64, u64)], outer: &[(u64, u64)]) -> bool {
 
 /// True when the two views share at least one byte.
 pub fn overlaps(a: &View, b: &View) -> bool {
-    let (Some((a_lo, a_hi)), Some((b_lo, b_hi))) = (a.byte_range(), b.byte_range()) else {
-        return false;
-    };
-    if a_lo >= b_hi || b_lo >= a_hi {
-        return false;
+    Expanded::new(a.clone()).overlaps(&Expanded::new(b.clone()))
+}
+
+/// A view whose byte runs are computed at most once: an alias group tests each member
+/// against many others, and a hostile layout can need millions of runs.
+#[derive(Debug, Clone)]
+pub struct Expanded {
+    pub view: View,
+    runs: std::cell::OnceCell<Option<Vec<(u64, u64)>>>,
+}
+
+impl Expanded {
+    pub fn new(view: View) -> Expanded {
+        Expanded {
+            view,
+            runs: std::cell::OnceCell::new(),
+        }
     }
-    // Ranges intersect; strided views may still interleave without sharing a byte.
-    match (a.byte_runs(MAX_RUNS), b.byte_runs(MAX_RUNS)) {
-        (Some(ra), Some(rb)) => runs_intersect(&ra, &rb),
-        _ => true,
+
+    /// [`View::byte_runs`] with [`MAX_RUNS`], cached.
+    pub fn runs(&self) -> Option<&[(u64, u64)]> {
+        self.runs
+            .get_or_init(|| self.view.byte_runs(MAX_RUNS))
+            .as_deref()
+    }
+
+    /// True when the two views share at least one byte.
+    pub fn overlaps(&self, other: &Expanded) -> bool {
+        let (Some((a_lo, a_hi)), Some((b_lo, b_hi))) =
+            (self.view.byte_range(), other.view.byte_range())
+        else {
+            return false;
+        };
+        if a_lo >= b_hi || b_lo >= a_hi {
+            return false;
+        }
+        // Ranges intersect; strided views may still interleave without sharing a byte.
+        match (self.runs(), other.runs()) {
+            (Some(ra), Some(rb)) => runs_intersect(ra, rb),
+            _ => true,
+        }
+    }
+
+    /// How the two views relate (call only for views that overlap).
+    pub fn relation(&self, other: &Expanded) -> Relation {
+        let (a, b) = (&self.view, &other.view);
+        let strides = |v: &View| {
+            v.canonical()
+                .into_iter()
+                .map(|(_, stride)| stride)
+                .collect::<Vec<_>>()
+        };
+        if a.element_size == b.element_size && strides(a) == strides(b) {
+            return Relation::SameLayout;
+        }
+        let (Some(ra), Some(rb)) = (self.runs(), other.runs()) else {
+            return Relation::Unchecked;
+        };
+        if runs_inside(ra, rb) {
+            Relation::FirstInsideSecond
+        } else if runs_inside(rb, ra) {
+            Relation::SecondInsideFirst
+        } else {
+            Relation::Conflict
+        }
     }
 }
 
@@ -231,25 +286,7 @@ fn runs_intersect(a: &[(u64, u64)], b: &[(u64, u64)]) -> bool {
 
 /// How two views of one storage relate (call only for views that overlap).
 pub fn relation(a: &View, b: &View) -> Relation {
-    let strides = |v: &View| {
-        v.canonical()
-            .into_iter()
-            .map(|(_, stride)| stride)
-            .collect::<Vec<_>>()
-    };
-    if a.element_size == b.element_size && strides(a) == strides(b) {
-        return Relation::SameLayout;
-    }
-    let (Some(ra), Some(rb)) = (a.byte_runs(MAX_RUNS), b.byte_runs(MAX_RUNS)) else {
-        return Relation::Unchecked;
-    };
-    if runs_inside(&ra, &rb) {
-        Relation::FirstInsideSecond
-    } else if runs_inside(&rb, &ra) {
-        Relation::SecondInsideFirst
-    } else {
-        Relation::Conflict
-    }
+    Expanded::new(a.clone()).relation(&Expanded::new(b.clone()))
 }
 
 #[cfg(test)]

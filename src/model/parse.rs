@@ -6,13 +6,22 @@
 //! point survive; the caller gets them plus a [`Stop`] saying where and why.
 //! Only a broken *header* (format, version, label, rank, …) is fatal: without
 //! it the records cannot be placed in a window.
+//!
+//! Large manifests in the probe's layout (one record per line) take a faster
+//! road to the same result: the lines of `records` are parsed in parallel and
+//! the rest of the file, with the array replaced by a placeholder, by the
+//! one-pass parser. Anything that road does not expect (another layout, a
+//! record that does not parse, a file cut short) sends the whole file through
+//! the one-pass parser instead, so what a caller gets never depends on the road.
 
 use std::fmt;
 use std::path::Path;
+use std::sync::atomic::{AtomicBool, Ordering};
 
+use rayon::prelude::*;
 use serde::de::{self, DeserializeSeed, IgnoredAny, MapAccess, SeqAccess, Visitor};
 
-use super::manifest::{FORMAT, InputSet, Manifest, ManifestError, Record, SCHEMA_VERSION};
+use super::manifest::{FORMAT, InputSet, Manifest, ManifestError, Mode, Record, SCHEMA_VERSION};
 
 /// Where and why parsing stopped early; the records before it were kept.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -57,7 +66,19 @@ struct Partial {
     stats_dtype: Option<String>,
     records: Vec<Record>,
     input_sets: Vec<InputSet>,
+    /// Set for the header pass of [`parse_by_lines`]: `records` must be [`PLACEHOLDER`].
+    records_placeholder: bool,
+    /// How many times that pass met the placeholder as the value of `records`.
+    placeholders_seen: usize,
 }
+
+/// Files smaller than this are parsed in one pass: splitting them would not pay.
+pub const LINES_MIN_BYTES: usize = 1 << 20;
+
+/// The JSON string that stands for the records array in the header pass of [`parse_by_lines`];
+/// an escaped NUL, so no manifest holds it by accident.
+const PLACEHOLDER: &str = "\0dumpview: records parsed line by line";
+const PLACEHOLDER_JSON: &[u8] = b"\"\\u0000dumpview: records parsed line by line\"";
 
 /// Parses manifest bytes; `path` names the source in errors and becomes `Manifest::source`.
 ///
@@ -67,6 +88,19 @@ struct Partial {
 /// of the wrong type. Problems after a complete header are not errors: they
 /// end parsing and are reported in [`Parsed::stopped`].
 pub fn parse_manifest(bytes: &[u8], path: &Path) -> Result<Parsed, ManifestError> {
+    if bytes.len() >= LINES_MIN_BYTES {
+        if let Some(parsed) = parse_by_lines(bytes, path) {
+            return Ok(parsed);
+        }
+    }
+    parse_one_pass(bytes, path)
+}
+
+/// [`parse_manifest`] without the line-by-line road: one serde pass over all of `bytes`.
+///
+/// # Errors
+/// As [`parse_manifest`].
+pub fn parse_one_pass(bytes: &[u8], path: &Path) -> Result<Parsed, ManifestError> {
     let mut partial = Partial::default();
     let mut deserializer = serde_json::Deserializer::from_slice(bytes);
     let result = TopSeed(&mut partial)
@@ -140,6 +174,168 @@ pub fn parse_manifest(bytes: &[u8], path: &Path) -> Result<Parsed, ManifestError
         input_sets: std::mem::take(&mut partial.input_sets),
     };
     Ok(Parsed { manifest, stopped })
+}
+
+/// The line-by-line road of [`parse_manifest`]: `Some` only for a complete, valid manifest
+/// whose `records` array holds one record per line (as the probe writes it), and then
+/// exactly what [`parse_one_pass`] returns for the same bytes; `None` for anything else.
+///
+/// Why the result is the same: the file is cut into the text before the array's `[`, the
+/// array, and the text after its `]`. The array is `[`, record lines each ending in `,` but
+/// the last, and a line starting with `]`, so it is valid JSON exactly when every record
+/// line parses on its own, and then its elements are those records in order. The text
+/// around it, with a placeholder string in place of the array, goes through the one-pass
+/// parser, which must meet the placeholder once, as the top-level `records`, and no other
+/// `records`; then it was the top-level array, and the header, `input_sets` and everything
+/// else parse as they do in the whole file. Record lines are parsed on rayon's threads.
+pub fn parse_by_lines(bytes: &[u8], path: &Path) -> Option<Parsed> {
+    let lines = record_lines(bytes)?;
+    let mut outside =
+        Vec::with_capacity(lines.open + PLACEHOLDER_JSON.len() + bytes.len() - lines.close);
+    outside.extend_from_slice(&bytes[..lines.open]);
+    outside.extend_from_slice(PLACEHOLDER_JSON);
+    outside.extend_from_slice(&bytes[lines.close..]);
+
+    let failed = AtomicBool::new(false);
+    let mut records = Vec::new();
+    lines
+        .spans
+        .par_iter()
+        .with_min_len(256)
+        .map(|&(start, end)| {
+            if failed.load(Ordering::Relaxed) {
+                return placeholder_record();
+            }
+            serde_json::from_slice::<Record>(&bytes[start..end]).unwrap_or_else(|_| {
+                failed.store(true, Ordering::Relaxed);
+                placeholder_record()
+            })
+        })
+        .collect_into_vec(&mut records);
+    if failed.load(Ordering::Relaxed) {
+        return None;
+    }
+
+    let mut partial = Partial {
+        records_placeholder: true,
+        ..Partial::default()
+    };
+    let mut deserializer = serde_json::Deserializer::from_slice(&outside);
+    TopSeed(&mut partial)
+        .deserialize(&mut deserializer)
+        .and_then(|()| deserializer.end())
+        .ok()?;
+    if partial.placeholders_seen != 1
+        || partial.format.as_deref() != Some(FORMAT)
+        || partial.schema_version != Some(u64::from(SCHEMA_VERSION))
+        || header_of(&mut partial).is_err()
+    {
+        return None;
+    }
+    Some(Parsed {
+        manifest: Manifest {
+            source: path.to_path_buf(),
+            schema_version: SCHEMA_VERSION,
+            probe: partial.probe.take().unwrap_or_default(),
+            label: partial.label.take().unwrap_or_default(),
+            match_index: partial.match_index.unwrap_or(1),
+            occurrence: partial.occurrence.unwrap_or(1),
+            rank: partial.rank.unwrap_or(0),
+            world_size: partial.world_size.unwrap_or(1),
+            metadata: partial.metadata.take().unwrap_or_default(),
+            stats_dtype: partial.stats_dtype.take(),
+            records,
+            input_sets: std::mem::take(&mut partial.input_sets),
+        },
+        stopped: None,
+    })
+}
+
+/// Where the records array of a one-record-per-line manifest lies.
+struct RecordLines {
+    /// Offset of the array's `[`.
+    open: usize,
+    /// Offset just past the array's `]`.
+    close: usize,
+    /// Each record's text: from its line's first byte to its `}`, without the `,`.
+    spans: Vec<(usize, usize)>,
+}
+
+/// Finds `"records": [` at the end of a line, then one record per line up to a line that
+/// starts with `]`. `None` when the file is not laid out that way (or is cut short).
+fn record_lines(bytes: &[u8]) -> Option<RecordLines> {
+    const KEY: &[u8] = b"\"records\": [\n";
+    let is_blank = |b: &u8| matches!(b, b' ' | b'\t' | b'\r');
+    let mut from = 0;
+    let open = loop {
+        let at = from + memchr::memmem::find(&bytes[from..], KEY)?;
+        // The key must start its line: nothing but indentation before it.
+        let line_start = bytes[..at]
+            .iter()
+            .rposition(|&b| b == b'\n')
+            .map_or(0, |i| i + 1);
+        if bytes[line_start..at].iter().all(is_blank) {
+            break at + KEY.len() - 2;
+        }
+        from = at + 1;
+    };
+    let mut spans = Vec::with_capacity(bytes.len() / 512);
+    // Whether the previous record line ended in a comma; `None` before the first.
+    let mut last_comma = None;
+    let mut line_start = open + 2;
+    loop {
+        let line_end = line_start + memchr::memchr(b'\n', &bytes[line_start..])?;
+        let line = &bytes[line_start..line_end];
+        let indent = line.iter().position(|b| !is_blank(b))?;
+        match line[indent] {
+            // The last record must not end in a comma, and there must be one: an empty
+            // array is written on one line, so it never gets here.
+            b']' if last_comma == Some(false) => {
+                return Some(RecordLines {
+                    open,
+                    close: line_start + indent + 1,
+                    spans,
+                });
+            }
+            // Every record but the last ends in a comma.
+            b'{' if last_comma != Some(false) => {
+                let trimmed = line.len() - line.iter().rev().position(|b| !is_blank(b))?;
+                let comma = line[trimmed - 1] == b',';
+                spans.push((line_start, line_start + trimmed - usize::from(comma)));
+                last_comma = Some(comma);
+            }
+            _ => return None,
+        }
+        line_start = line_end + 1;
+    }
+}
+
+/// What fills the slot of a record line that failed to parse (the result is then discarded).
+fn placeholder_record() -> Record {
+    Record {
+        seq: 0,
+        stage: String::new(),
+        occurrence: 0,
+        mode: Mode::Eager,
+        dtype: String::new(),
+        shape: Vec::new(),
+        stride: Vec::new(),
+        storage_offset: 0,
+        element_size: 0,
+        numel: 0,
+        storage_ptr: None,
+        storage_id: None,
+        storage_nbytes: None,
+        data_ptr: None,
+        device: String::new(),
+        device_format: None,
+        is_contiguous: false,
+        stats: None,
+        tensor_file: None,
+        rows_kept: None,
+        rows_total: None,
+        truncated: None,
+    }
 }
 
 /// Checks the header fields a window needs; `Err(name)` of the first missing one.
@@ -222,6 +418,13 @@ impl<'de> Visitor<'de> for TopSeed<'_> {
                 "world_size" => p.world_size = Some(map.next_value()?),
                 "metadata" => p.metadata = Some(map.next_value()?),
                 "stats_dtype" => p.stats_dtype = map.next_value()?,
+                "records" if p.records_placeholder => {
+                    let value: std::borrow::Cow<'de, str> = map.next_value()?;
+                    if value != PLACEHOLDER {
+                        return Err(de::Error::custom("records elsewhere than the placeholder"));
+                    }
+                    p.placeholders_seen += 1;
+                }
                 "records" => map.next_value_seed(Sink(&mut p.records))?,
                 "input_sets" => map.next_value_seed(Sink(&mut p.input_sets))?,
                 _ => {

@@ -172,10 +172,9 @@ impl Report {
         self.nonfinite.iter().any(|n| n.first.is_some())
             || !self.alias_suspects.is_empty()
             || !self.missing_windows.is_empty()
-            || self
-                .windows
-                .iter()
-                .any(|w| w.first_divergence.is_some() || w.identity.is_mismatch())
+            || self.windows.iter().any(|w| {
+                w.first_divergence.is_some() || w.identity.is_mismatch() || w.missing_data.is_some()
+            })
     }
 
     /// The report as Markdown.

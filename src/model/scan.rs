@@ -9,7 +9,7 @@ use std::collections::HashMap;
 
 use serde::Serialize;
 
-use super::layout::{self, Relation, View};
+use super::layout::{Expanded, Relation, View};
 use super::manifest::{Manifest, Record};
 
 /// Where the first NaN or infinity was captured in a window.
@@ -129,7 +129,7 @@ pub fn view_of(record: &Record) -> Option<View> {
 /// records are linked when their bytes overlap, and each connected set of
 /// two or more records is a group.
 pub fn alias_groups(records: &[Record]) -> Vec<AliasGroup> {
-    let mut buckets: HashMap<(&str, Option<u64>, u64), Vec<(usize, View)>> = HashMap::new();
+    let mut buckets: HashMap<(&str, Option<u64>, u64), Vec<(usize, Expanded)>> = HashMap::new();
     for (index, record) in records.iter().enumerate() {
         let (Some(ptr), Some(view)) = (record.storage_ptr, view_of(record)) else {
             continue;
@@ -138,7 +138,10 @@ pub fn alias_groups(records: &[Record]) -> Vec<AliasGroup> {
             Some(id) => (record.device.as_str(), Some(id), 0),
             None => (record.device.as_str(), None, ptr),
         };
-        buckets.entry(key).or_default().push((index, view));
+        buckets
+            .entry(key)
+            .or_default()
+            .push((index, Expanded::new(view)));
     }
     let mut groups = Vec::new();
     for ((device, storage_id, _), members) in buckets {
@@ -155,13 +158,13 @@ fn groups_in_bucket(
     records: &[Record],
     device: &str,
     storage_id: Option<u64>,
-    members: &[(usize, View)],
+    members: &[(usize, Expanded)],
 ) -> Vec<AliasGroup> {
     // Sweep by byte range so only range-intersecting pairs are tested.
     let mut order: Vec<(u64, u64, usize)> = members
         .iter()
         .enumerate()
-        .filter_map(|(m, (_, view))| view.byte_range().map(|(lo, hi)| (lo, hi, m)))
+        .filter_map(|(m, (_, expanded))| expanded.view.byte_range().map(|(lo, hi)| (lo, hi, m)))
         .collect();
     order.sort_unstable();
     let mut parent: Vec<usize> = (0..members.len()).collect();
@@ -173,11 +176,11 @@ fn groups_in_bucket(
                 break;
             }
             let (va, vb) = (&members[a].1, &members[b].1);
-            if !layout::overlaps(va, vb) {
+            if !va.overlaps(vb) {
                 continue;
             }
             union(&mut parent, a, b);
-            let relation = layout::relation(va, vb);
+            let relation = va.relation(vb);
             if relation.is_conflict() {
                 conflicting_pairs.push((a.min(b), a.max(b)));
                 if relation == Relation::Unchecked {

@@ -1,0 +1,682 @@
+//! End to end: the real `dumpview` binary driven through a real terminal (tmux).
+//!
+//! Each test starts its own tmux server (a socket in its temp dir, no user config) with one detached
+//! session of a fixed size running the binary, with a fresh temp dir as its working directory
+//! (so exported reports land there). Keys go in with `tmux send-keys`; the screen comes back
+//! with `tmux capture-pane -p`, polled until the expected text shows (bounded, no fixed
+//! sleeps). The pane is kept after the process exits (`remain-on-exit`) so a test can read
+//! its exit status and whether the terminal modes were restored.
+//!
+//! Without tmux the tests say so on stderr and pass; `.ci/run` (scripts/test.sh) installs it.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+use std::time::{Duration, Instant};
+
+/// What the shell around the binary prints when it exits: `[dumpview exited N, tty restored]`.
+const EXIT_MARK: &str = "dumpview exited";
+
+/// How long any one expectation may take to show on screen.
+const TIMEOUT: Duration = Duration::from_secs(15);
+const POLL: Duration = Duration::from_millis(40);
+
+fn tmux_available() -> bool {
+    let found = Command::new("tmux")
+        .arg("-V")
+        .output()
+        .is_ok_and(|o| o.status.success());
+    if !found {
+        eprintln!(
+            "SKIPPED: tmux is not installed (scripts/test.sh installs it: apt-get install -y tmux)"
+        );
+    }
+    found
+}
+
+/// Single-quotes `s` for the shell tmux runs the command with.
+fn quote(s: &str) -> String {
+    format!("'{}'", s.replace('\'', r"'\''"))
+}
+
+fn example(path: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("assets/examples")
+        .join(path)
+}
+
+/// One private tmux server with one session running dumpview.
+struct Term {
+    socket: String,
+    dir: tempfile::TempDir,
+}
+
+impl Term {
+    /// Starts `dumpview ARGS` in a `cols` x `rows` terminal, with `env` set for it (and
+    /// NO_COLOR unset unless given, whatever the environment of the test).
+    fn start(cols: u16, rows: u16, args: &[&str], env: &[(&str, &str)]) -> Term {
+        let dir = tempfile::tempdir().expect("temp dir");
+        // A private server: its socket lives (and goes) with the temp dir.
+        let socket = dir
+            .path()
+            .join("tmux.sock")
+            .to_str()
+            .expect("UTF-8 temp path")
+            .to_string();
+        let conf = dir.path().join("tmux.conf");
+        // Keep the pane (and its exit status) after the program ends; no status line, so the
+        // pane is the whole window.
+        std::fs::write(&conf, "set -g remain-on-exit on\nset -g status off\n")
+            .expect("write tmux.conf");
+        let mut command = String::from("env -u NO_COLOR");
+        for (key, value) in env {
+            command.push_str(&format!(" {key}={}", quote(value)));
+        }
+        command.push(' ');
+        command.push_str(&quote(env!("CARGO_BIN_EXE_dumpview")));
+        for arg in args {
+            command.push(' ');
+            command.push_str(&quote(arg));
+        }
+        // A small shell around the binary reports its exit status and whether it left the
+        // terminal's modes (raw mode, echo, ...) as it found them, then waits for Enter, so
+        // the pane's modes can be read after the exit; Enter then ends the pane.
+        let script = format!(
+            "before=$(stty -g); {command}; status=$?; \
+             if [ \"$(stty -g)\" = \"$before\" ]; then tty=restored; else tty=CHANGED; fi; \
+             printf '[{EXIT_MARK} %d, tty %s]\\n' \"$status\" \"$tty\"; read -r _"
+        );
+        let term = Term { socket, dir };
+        let cols_s = cols.to_string();
+        let rows_s = rows.to_string();
+        let out = Command::new("tmux")
+            .args(["-S", &term.socket, "-f"])
+            .arg(&conf)
+            .args([
+                "new-session",
+                "-d",
+                "-s",
+                "e2e",
+                "-x",
+                &cols_s,
+                "-y",
+                &rows_s,
+                "-c",
+            ])
+            .arg(term.dir.path())
+            .args(["sh", "-c", &script])
+            .env_remove("TMUX")
+            .output()
+            .expect("run tmux");
+        assert!(
+            out.status.success(),
+            "tmux new-session failed: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        term
+    }
+
+    fn tmux(&self, args: &[&str]) -> Output {
+        Command::new("tmux")
+            .args(["-S", &self.socket])
+            .args(args)
+            .env_remove("TMUX")
+            .output()
+            .expect("run tmux")
+    }
+
+    fn tmux_ok(&self, args: &[&str]) -> String {
+        let out = self.tmux(args);
+        assert!(
+            out.status.success(),
+            "tmux {args:?} failed: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    }
+
+    /// The visible screen as plain text, one line per terminal row.
+    fn screen(&self) -> String {
+        self.tmux_ok(&["capture-pane", "-p", "-t", "e2e"])
+    }
+
+    /// The visible screen with its SGR escape sequences (colours, bold, reverse).
+    fn screen_with_escapes(&self) -> String {
+        self.tmux_ok(&["capture-pane", "-e", "-p", "-t", "e2e"])
+    }
+
+    /// A tmux format of the pane, e.g. `#{pane_dead}`.
+    fn pane(&self, format: &str) -> String {
+        self.tmux_ok(&["display-message", "-p", "-t", "e2e", format])
+            .trim()
+            .to_string()
+    }
+
+    /// Sends tmux key names (`Enter`, `Escape`, `Tab`, `g`, ...), one call.
+    fn keys(&self, keys: &[&str]) {
+        let mut args = vec!["send-keys", "-t", "e2e"];
+        args.extend_from_slice(keys);
+        self.tmux_ok(&args);
+    }
+
+    /// Types `text` literally.
+    fn type_text(&self, text: &str) {
+        self.tmux_ok(&["send-keys", "-t", "e2e", "-l", text]);
+    }
+
+    /// Polls the screen until `check` holds on a settled screen (three identical captures in a
+    /// row, so a frame caught half-written is never judged); panics with the last screen after
+    /// [`TIMEOUT`].
+    fn wait(&self, what: &str, check: impl Fn(&Screen) -> bool) -> Screen {
+        self.wait_capture(what, false, check)
+    }
+
+    /// As [`Term::wait`], on captures with their escape sequences (`capture-pane -e`).
+    fn wait_escaped(&self, what: &str, check: impl Fn(&Screen) -> bool) -> Screen {
+        self.wait_capture(what, true, check)
+    }
+
+    fn wait_capture(&self, what: &str, escapes: bool, check: impl Fn(&Screen) -> bool) -> Screen {
+        let start = Instant::now();
+        let (mut previous, mut same) = (String::new(), 0);
+        loop {
+            let text = if escapes {
+                self.screen_with_escapes()
+            } else {
+                self.screen()
+            };
+            same = if text == previous { same + 1 } else { 0 };
+            previous.clone_from(&text);
+            let screen = Screen { text };
+            if same >= 2 && check(&screen) {
+                return screen;
+            }
+            if start.elapsed() > TIMEOUT {
+                panic!(
+                    "timed out after {TIMEOUT:?} waiting for {what}; pane dead={}; screen:\n{}",
+                    self.pane("#{pane_dead}"),
+                    screen.text
+                );
+            }
+            std::thread::sleep(POLL);
+        }
+    }
+
+    fn wait_text(&self, text: &str) -> Screen {
+        self.wait(&format!("{text:?} on screen"), |s| s.text.contains(text))
+    }
+
+    /// Waits until the workbench has loaded and drawn its timeline.
+    fn wait_loaded(&self) -> Screen {
+        self.wait("the workbench (timeline title)", |s| {
+            s.timeline_position().is_some()
+        })
+    }
+
+    /// Waits until dumpview has exited; returns its exit status and whether the shell around
+    /// it found the terminal modes restored (`stty -g` equal before and after).
+    fn wait_exit(&self) -> (i32, bool) {
+        let re = regex::Regex::new(&format!(r"\[{EXIT_MARK} (\d+), tty (\w+)\]")).unwrap();
+        let s = self.wait("dumpview to exit", |s| re.is_match(&s.text));
+        let c = re.captures(&s.text).unwrap();
+        (c[1].parse().unwrap(), &c[2] == "restored")
+    }
+
+    fn path(&self) -> &Path {
+        self.dir.path()
+    }
+}
+
+impl Drop for Term {
+    fn drop(&mut self) {
+        let _ = self.tmux(&["kill-server"]);
+    }
+}
+
+/// One captured screen and what the tests read off it.
+struct Screen {
+    text: String,
+}
+
+impl Screen {
+    /// The same screen with its SGR escape sequences removed.
+    fn without_escapes(&self) -> Screen {
+        let re = regex::Regex::new(r"\x1b\[[0-9;:]*m").unwrap();
+        Screen {
+            text: re.replace_all(&self.text, "").into_owned(),
+        }
+    }
+
+    fn lines(&self) -> Vec<&str> {
+        self.text.lines().collect()
+    }
+
+    /// The status bar: the last terminal row (capture-pane prints every row, blank ones too).
+    fn status(&self) -> String {
+        self.lines()
+            .last()
+            .map_or(String::new(), |l| l.trim_end().to_string())
+    }
+
+    /// The first line inside the detail panel: the selected row's `stage#occurrence`.
+    fn detail_title(&self) -> Option<String> {
+        let lines = self.lines();
+        // Columns count characters: the box-drawing glyphs are several bytes each.
+        let (row, column) = lines
+            .iter()
+            .enumerate()
+            .find_map(|(i, l)| Some((i, l[..l.find("┌ detail ")?].chars().count())))?;
+        let inner: String = lines
+            .get(row + 1)?
+            .chars()
+            .skip(column + 1)
+            .take_while(|&c| c != '│')
+            .collect();
+        Some(inner.trim().to_string())
+    }
+
+    /// `(selected, rows)` from the timeline title `timeline 75/119 · ...` (selected 1-based).
+    fn timeline_position(&self) -> Option<(usize, usize)> {
+        let re = regex::Regex::new(r"timeline (\d+)/(\d+) ·").unwrap();
+        let c = re.captures(&self.text)?;
+        Some((c[1].parse().ok()?, c[2].parse().ok()?))
+    }
+
+    /// The timeline line holding `key` (as drawn, glyph columns first).
+    fn timeline_line(&self, key: &str) -> Option<String> {
+        let needle = format!(" {key} ");
+        self.lines()
+            .into_iter()
+            .find(|l| l.starts_with('│') && l.contains(&needle))
+            .map(str::to_string)
+    }
+
+    fn shows_detail(&self, key: &str) -> bool {
+        self.detail_title().as_deref() == Some(key)
+    }
+}
+
+const FIRST_DIVERGENCE: &str = "layers.3.mlp_up#1";
+
+// (a) The demo opens on the first divergence; g, d, f move as documented.
+#[test]
+fn demo_opens_on_first_divergence_and_keys_jump() {
+    if !tmux_available() {
+        return;
+    }
+    let t = Term::start(120, 36, &["demo", "--pair", "llama_fp16_overflow"], &[]);
+    let s = t.wait("the first divergence selected", |s| {
+        s.shows_detail(FIRST_DIVERGENCE)
+    });
+    assert!(s.text.contains("NaN/inf counts differ"), "{}", s.text);
+    let (selected, total) = s.timeline_position().expect("timeline title");
+    assert_eq!(total, 119, "{}", s.text);
+    let line = s
+        .timeline_line(FIRST_DIVERGENCE)
+        .expect("the divergence row is visible");
+    assert!(
+        line.starts_with("│!◆"),
+        "first divergence row marks: {line:?}"
+    );
+
+    t.keys(&["g"]);
+    let s = t.wait("g: the first row", |s| {
+        s.timeline_position() == Some((1, total))
+    });
+    assert!(!s.shows_detail(FIRST_DIVERGENCE), "{}", s.text);
+
+    t.keys(&["d"]);
+    let s = t.wait("d: back on the first divergence", |s| {
+        s.shows_detail(FIRST_DIVERGENCE)
+    });
+    assert_eq!(s.timeline_position(), Some((selected, total)));
+
+    // In this pair B's first non-finite record is the divergent stage itself.
+    t.keys(&["G"]);
+    t.wait("G: the last row", |s| {
+        s.timeline_position() == Some((total, total))
+    });
+    t.keys(&["f"]);
+    let s = t.wait("f: the first non-finite record", |s| {
+        s.shows_detail(FIRST_DIVERGENCE)
+    });
+    assert_eq!(s.timeline_position(), Some((selected, total)));
+    assert!(
+        s.text.contains("0/4"),
+        "B's NaN/inf counts in the detail:\n{}",
+        s.text
+    );
+}
+
+// (a') Scan mode: f finds the first non-finite record, d says there is nothing to diff.
+#[test]
+fn scan_mode_f_finds_the_first_non_finite_and_d_explains() {
+    if !tmux_available() {
+        return;
+    }
+    let b = example("llama_fp16_overflow/b");
+    let t = Term::start(120, 36, &[b.to_str().unwrap()], &[]);
+    let s = t.wait_loaded();
+    assert!(s.text.contains(" · scan · "), "{}", s.text);
+    t.keys(&["g"]);
+    t.wait("g: the first row", |s| {
+        s.timeline_position().is_some_and(|(sel, _)| sel == 1)
+    });
+    t.keys(&["f"]);
+    let s = t.wait("f: the first non-finite record", |s| {
+        s.shows_detail(FIRST_DIVERGENCE)
+    });
+    let line = s.timeline_line(FIRST_DIVERGENCE).expect("row visible");
+    assert!(line.starts_with("│!"), "{line:?}");
+    t.keys(&["d"]);
+    t.wait_text("no divergence in scan mode");
+}
+
+// (b) Regex search: a valid pattern selects a matching row; an invalid one shows its error.
+#[test]
+fn search_selects_a_match_and_reports_a_bad_regex() {
+    if !tmux_available() {
+        return;
+    }
+    let t = Term::start(120, 36, &["demo", "--pair", "llama_fp16_overflow"], &[]);
+    t.wait("the first divergence selected", |s| {
+        s.shows_detail(FIRST_DIVERGENCE)
+    });
+
+    // One key at a time: see `typed_ahead_search_text_is_not_read_as_commands`.
+    t.keys(&["/"]);
+    t.wait("the search prompt", |s| s.status().starts_with("/▏"));
+    t.type_text("k_cache_read");
+    t.wait("the typed pattern", |s| {
+        s.status().starts_with("/k_cache_read▏")
+    });
+    t.keys(&["Enter"]);
+    let s = t.wait("a k_cache_read row selected", |s| {
+        s.detail_title().is_some_and(|k| k.contains("k_cache_read"))
+    });
+    assert!(
+        !s.status().starts_with('/'),
+        "prompt closed: {:?}",
+        s.status()
+    );
+
+    t.keys(&["/"]);
+    t.wait("the search prompt", |s| s.status().starts_with("/▏"));
+    t.type_text("(");
+    t.wait("the typed pattern", |s| s.status().starts_with("/(▏"));
+    t.keys(&["Enter"]);
+    let s = t.wait("the regex error in the status bar", |s| {
+        s.status().starts_with("search: ")
+    });
+    assert!(s.status().contains("unclosed group"), "{:?}", s.status());
+    // The selection stays where the last good search left it.
+    assert!(
+        s.detail_title().is_some_and(|k| k.contains("k_cache_read")),
+        "{}",
+        s.text
+    );
+}
+
+// (c) `e` writes the report into the working directory and says so.
+#[test]
+fn export_writes_the_report_to_the_working_directory() {
+    if !tmux_available() {
+        return;
+    }
+    let t = Term::start(120, 36, &["demo", "--pair", "llama_fp16_overflow"], &[]);
+    t.wait("the first divergence selected", |s| {
+        s.shows_detail(FIRST_DIVERGENCE)
+    });
+    t.keys(&["e"]);
+    let s = t.wait("the export message", |s| {
+        s.status().contains("report exported to")
+    });
+    let reports: Vec<PathBuf> = std::fs::read_dir(t.path())
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| {
+            p.file_name()
+                .unwrap()
+                .to_string_lossy()
+                .starts_with("dumpview-report-")
+        })
+        .collect();
+    assert_eq!(reports.len(), 1, "one report for one `e`: {reports:?}");
+    let name = reports[0]
+        .file_name()
+        .unwrap()
+        .to_string_lossy()
+        .into_owned();
+    assert!(name.ends_with(".md"), "{name}");
+    assert!(
+        s.status().contains(&name),
+        "the status names {name}: {:?}",
+        s.status()
+    );
+    let text = std::fs::read_to_string(&reports[0]).unwrap();
+    assert!(text.contains("# First-mismatch report"), "{text}");
+    assert!(text.contains(FIRST_DIVERGENCE), "{text}");
+}
+
+// (d) Two captures by absolute path: the stride conflicts are counted, and Enter on the alias
+// panel jumps the timeline to the member.
+#[test]
+fn alias_panel_counts_conflicts_and_jumps_to_a_member() {
+    if !tmux_available() {
+        return;
+    }
+    let a = example("llama_kv_alias/a");
+    let b = example("llama_kv_alias/b");
+    assert!(a.is_absolute());
+    let t = Term::start(120, 36, &[a.to_str().unwrap(), b.to_str().unwrap()], &[]);
+    let s = t.wait_loaded();
+    let title = s
+        .lines()
+        .into_iter()
+        .find(|l| l.contains("storage aliases"))
+        .expect("alias panel")
+        .to_string();
+    assert!(title.contains("6 conflicts"), "{title:?}");
+    // Start away from the k_cache rows so the jump is visible.
+    t.keys(&["g"]);
+    t.wait("g: the first row", |s| {
+        s.timeline_position().is_some_and(|(sel, _)| sel == 1)
+    });
+    t.keys(&["Tab"]);
+    t.keys(&["Enter"]);
+    let s = t.wait("a k_cache member selected", |s| {
+        s.detail_title().is_some_and(|k| k.contains("k_cache"))
+    });
+    let key = s.detail_title().unwrap();
+    let (selected, _) = s.timeline_position().unwrap();
+    assert!(selected > 1, "the timeline moved: {}", s.text);
+    let line = s.timeline_line(&key).expect("the member's row is visible");
+    assert!(
+        line.chars().nth(3) == Some('X'),
+        "a stride-conflict member: {line:?}"
+    );
+}
+
+// (e) Help opens and closes; q quits with status 0 and leaves the terminal as it found it.
+#[test]
+fn help_overlay_then_quit_restores_the_terminal() {
+    if !tmux_available() {
+        return;
+    }
+    let t = Term::start(120, 36, &["demo", "--pair", "llama_fp16_overflow"], &[]);
+    t.wait_loaded();
+    // While running: alternate screen and mouse reporting on.
+    assert_eq!(t.pane("#{alternate_on}"), "1");
+    assert_eq!(t.pane("#{mouse_any_flag}"), "1");
+    t.keys(&["?"]);
+    let s = t.wait_text("help (? or Esc closes)");
+    assert!(s.text.contains("first divergence"), "{}", s.text);
+    t.keys(&["Escape"]);
+    let s = t.wait("the help closed", |s| {
+        !s.text.contains("help (? or Esc closes)")
+    });
+    assert!(s.timeline_position().is_some(), "still running: {}", s.text);
+    assert_eq!(t.pane("#{pane_dead}"), "0");
+    t.keys(&["q"]);
+    let (status, tty_restored) = t.wait_exit();
+    assert_eq!(status, 0, "exit status");
+    assert!(
+        tty_restored,
+        "stty -g differs after the exit: raw mode or echo left changed"
+    );
+    // Restored: back on the normal screen, mouse reporting off, the cursor shown, and nothing
+    // of the workbench left on the normal screen (only the shell's exit line).
+    assert_eq!(t.pane("#{alternate_on}"), "0", "alternate screen left");
+    assert_eq!(
+        t.pane("#{mouse_any_flag}"),
+        "0",
+        "mouse any-event reporting off"
+    );
+    assert_eq!(t.pane("#{mouse_sgr_flag}"), "0", "SGR mouse mode off");
+    assert_eq!(t.pane("#{cursor_flag}"), "1", "cursor visible");
+    let after = t.screen();
+    let left: Vec<&str> = after
+        .lines()
+        .filter(|l| !l.trim().is_empty() && !l.contains(EXIT_MARK))
+        .collect();
+    assert!(left.is_empty(), "the normal screen holds {left:?}");
+    // The pane's process is gone once the shell around it ends.
+    t.keys(&["Enter"]);
+    let start = Instant::now();
+    while t.pane("#{pane_dead}") != "1" {
+        assert!(
+            start.elapsed() < TIMEOUT,
+            "the pane did not end:\n{}",
+            t.screen()
+        );
+        std::thread::sleep(POLL);
+    }
+}
+
+// (f) Below the minimum size a message says so; growing the terminal brings the workbench back.
+#[test]
+fn tiny_terminal_says_so_and_resizing_recovers() {
+    if !tmux_available() {
+        return;
+    }
+    let t = Term::start(50, 12, &["demo", "--pair", "llama_fp16_overflow"], &[]);
+    let s = t.wait("the size message", |s| {
+        s.text
+            .replace('\n', " ")
+            .contains("needs a terminal of at least")
+    });
+    assert!(s.text.replace('\n', " ").contains("50x12"), "{}", s.text);
+    t.tmux_ok(&["resize-window", "-t", "e2e", "-x", "120", "-y", "36"]);
+    let s = t.wait("the workbench after resize", |s| {
+        s.shows_detail(FIRST_DIVERGENCE) && s.timeline_position().is_some()
+    });
+    assert!(!s.text.contains("needs a terminal"), "{}", s.text);
+    // And back down: the message again, still running.
+    t.tmux_ok(&["resize-window", "-t", "e2e", "-x", "58", "-y", "20"]);
+    t.wait("the size message again", |s| {
+        s.text.replace('\n', " ").contains("this one is 58x20")
+    });
+    t.keys(&["q"]);
+    assert_eq!(t.wait_exit(), (0, true));
+}
+
+// (g) NO_COLOR: no colour escapes at all, the glyphs still there.
+#[test]
+fn no_color_draws_glyphs_without_colour_escapes() {
+    if !tmux_available() {
+        return;
+    }
+    let t = Term::start(
+        120,
+        36,
+        &["demo", "--pair", "llama_fp16_overflow"],
+        &[("NO_COLOR", "1")],
+    );
+    let escaped = t
+        .wait_escaped("the first divergence selected", |s| {
+            s.without_escapes().shows_detail(FIRST_DIVERGENCE)
+        })
+        .text;
+    let colours = colour_sgr(&escaped);
+    assert!(
+        colours.is_empty(),
+        "colour SGR codes under NO_COLOR: {colours:?}"
+    );
+    assert!(
+        escaped.contains('!') && escaped.contains('◆'),
+        "glyphs present:\n{escaped}"
+    );
+    // Emphasis stays, as bold/reverse.
+    assert!(
+        escaped.contains("\x1b[1m") || escaped.contains(";1m") || escaped.contains("[1;"),
+        "bold present"
+    );
+
+    // The same screen with colour on does use colour codes, so the check above can fail.
+    let coloured = Term::start(120, 36, &["demo", "--pair", "llama_fp16_overflow"], &[]);
+    let escaped = coloured
+        .wait_escaped("the first divergence selected", |s| {
+            s.without_escapes().shows_detail(FIRST_DIVERGENCE)
+        })
+        .text;
+    let colours = colour_sgr(&escaped);
+    assert!(
+        !colours.is_empty(),
+        "the detector sees the colours of a normal run"
+    );
+}
+
+/// The SGR parameter lists in `text` that set a colour (foreground or background, 8/16/256 or
+/// true colour). Resets to the default colour (39, 49) and attributes (bold, reverse) pass.
+fn colour_sgr(text: &str) -> Vec<String> {
+    let re = regex::Regex::new(r"\x1b\[([0-9;:]*)m").unwrap();
+    re.captures_iter(text)
+        .map(|c| c[1].to_string())
+        .filter(|params| {
+            let parts: Vec<&str> = params.split([';', ':']).collect();
+            let mut i = 0;
+            while i < parts.len() {
+                let p: u32 = parts[i].parse().unwrap_or(0);
+                match p {
+                    30..=37 | 40..=47 | 90..=97 | 100..=107 | 38 | 48 | 58 => return true,
+                    _ => {}
+                }
+                i += 1;
+            }
+            false
+        })
+        .collect()
+}
+
+// The bug this guards against, reported and not fixed here (src/ is not ours): keys queued
+// together are all translated with the state before any is applied, so text typed or pasted
+// right after `/` runs as commands (`e` exports, `r`/`d`/`k` move, Enter toggles the wide
+// detail) instead of going into the search prompt. Run with `cargo test --test e2e_tmux --
+// --ignored` to reproduce.
+#[test]
+#[ignore = "BUG (src/tui.rs event_loop): keys typed ahead after `/` run as commands"]
+fn typed_ahead_search_text_is_not_read_as_commands() {
+    if !tmux_available() {
+        return;
+    }
+    let t = Term::start(120, 36, &["demo", "--pair", "llama_fp16_overflow"], &[]);
+    t.wait("the first divergence selected", |s| {
+        s.shows_detail(FIRST_DIVERGENCE)
+    });
+    t.keys(&["/k_cache_read", "Enter"]);
+    let s = t.wait("a k_cache_read row selected", |s| {
+        s.detail_title().is_some_and(|k| k.contains("k_cache_read"))
+    });
+    let exported = std::fs::read_dir(t.path()).unwrap().filter(|e| {
+        e.as_ref()
+            .unwrap()
+            .file_name()
+            .to_string_lossy()
+            .starts_with("dumpview-report-")
+    });
+    assert_eq!(
+        exported.count(),
+        0,
+        "the e's of the pattern exported reports:\n{}",
+        s.text
+    );
+}
