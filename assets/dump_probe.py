@@ -316,7 +316,13 @@ def capture(stage, tensor):
             saved = _bounded_rows(tensor).clone()
             meta["rows_total"] = int(tensor.shape[0]) if tensor.dim() > 0 else 1
             meta["rows_kept"] = int(saved.shape[0]) if saved.dim() > 0 else 1
-        _state.records.append(_Record(meta, _statistics(tensor), saved))
+        try:
+            stats = _statistics(tensor)
+        except Exception as exc:  # a dtype or layout torch cannot reduce (float8, sparse): that record only
+            _warn("no statistics for %s tensors (%s: %s); their records carry null stats"
+                  % (tensor.dtype, type(exc).__name__, str(exc).splitlines()[0][:120]), key="stats:%s" % tensor.dtype)
+            stats = None
+        _state.records.append(_Record(meta, stats, saved))
     except Exception as exc:
         _disarm("capture(%r)" % (stage,), exc)
 
@@ -533,6 +539,7 @@ _ROW_MUL = 2654435761  # Knuth's multiplicative hash constant, floor(2**32 / gol
 _COL_MUL = 2246822519  # the second prime of xxHash32
 _weights_cache = {}
 _WEIGHTS_CACHE_MAX = 512
+_WEIGHTS_CACHE_LENGTH = 1 << 16
 
 
 def _position_weights(length, multiplier, dtype, device):
@@ -545,7 +552,8 @@ def _position_weights(length, multiplier, dtype, device):
     if weights is None:
         index = torch.arange(1, length + 1, dtype=torch.int64, device=device)
         weights = torch.bitwise_and(index * multiplier, _TWO_32 - 1).to(dtype) / _TWO_32
-        if len(_weights_cache) < _WEIGHTS_CACHE_MAX:
+        # Only short vectors are kept: a 1-D tensor of 50M elements must not leave 200 MB behind.
+        if len(_weights_cache) < _WEIGHTS_CACHE_MAX and length <= _WEIGHTS_CACHE_LENGTH:
             _weights_cache[key] = weights
     return weights
 

@@ -121,6 +121,22 @@ const DEFAULT_EXAMPLE: &str = "llama_fp16_overflow";
 
 fn workbench(source: dumpview::tui::Source, json: bool) -> Result<Outcome, cli::CliError> {
     use std::io::IsTerminal;
+    // Input errors are found before the terminal is taken, so they reach stderr and exit 2.
+    match &source {
+        dumpview::tui::Source::Files { a, b } => {
+            let inputs: Vec<PathBuf> = std::iter::once(a.clone()).chain(b.clone()).collect();
+            dumpview::model::load::discover(&inputs)?;
+        }
+        dumpview::tui::Source::Example(name) => {
+            let pairs = dumpview::embedded::example_pairs();
+            if !pairs.iter().any(|p| &p.name == name) {
+                let names: Vec<&str> = pairs.iter().map(|p| p.name.as_str()).collect();
+                return Err(
+                    format!("no embedded example {name:?}; one of: {}", names.join(", ")).into(),
+                );
+            }
+        }
+    }
     if json || !std::io::stdout().is_terminal() {
         // No terminal to draw on (a pipe, a script): the same answers as text.
         return match source {
@@ -136,6 +152,13 @@ fn workbench(source: dumpview::tui::Source, json: bool) -> Result<Outcome, cli::
 }
 
 fn main() -> ExitCode {
+    // Like other Unix tools, end quietly when the reader of stdout goes away (`| head`)
+    // instead of failing the next write and panicking in println!.
+    #[cfg(unix)]
+    // SAFETY: restoring the default disposition of SIGPIPE before any thread exists.
+    unsafe {
+        libc::signal(libc::SIGPIPE, libc::SIG_DFL);
+    }
     let args = Args::parse();
     let json = args.json;
     let command = match (args.command, args.captures.as_slice()) {

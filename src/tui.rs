@@ -66,20 +66,21 @@ fn event_loop(
             update(&mut app, Action::ViewHeight(areas.timeline_rows()));
         }
         terminal.draw(|frame| ui::draw(frame, &app))?;
-        let mut actions = Vec::new();
         if event::poll(Duration::from_millis(50))? {
-            // Drain what is queued so a held key or a wheel burst costs one frame.
+            // Drain what is queued so a held key or a wheel burst costs one frame. Each key is
+            // applied before the next is translated: after `/`, what follows is search text.
             loop {
                 if let Some(action) = translate(event::read()?, &app, &areas) {
-                    actions.push(action);
+                    for effect in update(&mut app, action) {
+                        spawn_effect(effect, tx.clone());
+                    }
                 }
-                if !event::poll(Duration::ZERO)? {
+                if app.should_quit || !event::poll(Duration::ZERO)? {
                     break;
                 }
             }
         }
-        actions.extend(rx.try_iter());
-        for action in actions {
+        for action in rx.try_iter().collect::<Vec<_>>() {
             for effect in update(&mut app, action) {
                 spawn_effect(effect, tx.clone());
             }

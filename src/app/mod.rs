@@ -135,6 +135,10 @@ pub struct App {
     /// log10(max_abs) of the rows, A and B, indexed for the strip plot.
     pub strip_a: strip::RangeMax,
     pub strip_b: strip::RangeMax,
+    /// The strip plot's scale: smallest and largest finite log10(max_abs) of both sides.
+    pub strip_range: Option<(f64, f64)>,
+    /// Rows that are findings (`n`/`N` stops), counted once per window.
+    pub findings: usize,
     pub selected: usize,
     /// First visible timeline row.
     pub offset: usize,
@@ -171,6 +175,8 @@ impl App {
             rows: Vec::new(),
             strip_a: strip::RangeMax::default(),
             strip_b: strip::RangeMax::default(),
+            strip_range: None,
+            findings: 0,
             selected: 0,
             offset: 0,
             view_height: 20,
@@ -258,6 +264,7 @@ impl App {
         let Some(loaded) = &self.loaded else { return };
         if loaded.windows.is_empty() {
             self.rows.clear();
+            self.message = Some("nothing to show: the two captures share no rank (see `dumpview diff` for the missing windows)".to_string());
             return;
         }
         self.window = index.min(loaded.windows.len() - 1);
@@ -275,6 +282,11 @@ impl App {
         };
         self.strip_a = strip::RangeMax::new(self.rows.iter().map(|r| r.log_a));
         self.strip_b = strip::RangeMax::new(self.rows.iter().map(|r| r.log_b));
+        self.strip_range = match (self.strip_a.range(), self.strip_b.range()) {
+            (Some((a0, a1)), Some((b0, b1))) => Some((a0.min(b0), a1.max(b1))),
+            (x, y) => x.or(y),
+        };
+        self.findings = self.rows.iter().filter(|r| r.is_finding()).count();
         self.selected = 0;
         self.offset = 0;
         self.alias_selected = 0;
@@ -511,6 +523,8 @@ fn update_normal(app: &mut App, action: Action) -> Vec<Effect> {
             app.search.input.clear();
             app.search.error = None;
         }
+        Action::NextRank | Action::NextWindow
+            if app.loaded.as_ref().is_some_and(|l| l.windows.is_empty()) => {}
         Action::NextRank => {
             let windows = &app.loaded.as_ref().expect("loaded").windows;
             let rank = windows[app.window].rank;

@@ -85,7 +85,8 @@ pub fn run(
     } else {
         print!("{}", render(&report));
     }
-    Ok(if report.found_something() {
+    let damaged = !dump_a.warnings.is_empty() || !dump_b.warnings.is_empty();
+    Ok(if report.found_something() || damaged {
         Outcome::Found
     } else {
         Outcome::Clean

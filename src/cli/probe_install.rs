@@ -11,6 +11,13 @@ use crate::embedded::PROBE_SOURCE;
 /// # Errors
 /// `DIR` missing or not a directory, the file already existing, or the write failing.
 pub fn run(dir: &Path) -> Result<PathBuf, CliError> {
+    if !dir.exists() {
+        return Err(format!(
+            "{}: does not exist (create the package directory first)",
+            dir.display()
+        )
+        .into());
+    }
     if !dir.is_dir() {
         return Err(format!("{}: not a directory", dir.display()).into());
     }

@@ -99,7 +99,7 @@ fn write_new(path: &Path, text: &str) -> Result<(), CliError> {
         path.extension().and_then(|e| e.to_str()).unwrap_or(""),
         std::process::id()
     ));
-    std::fs::write(&tmp, text).map_err(|e| format!("{}: cannot write: {e}", tmp.display()))?;
+    std::fs::write(&tmp, text).map_err(|e| format!("{}: cannot write: {e}", path.display()))?;
     std::fs::rename(&tmp, path).map_err(|e| format!("{}: cannot write: {e}", path.display()))?;
     Ok(())
 }

@@ -25,7 +25,9 @@ pub fn run(paths: &[PathBuf], json: bool) -> Result<Outcome, CliError> {
             print!("{}", render(scan));
         }
     }
-    Ok(if scans.iter().any(WindowScan::found_something) {
+    // A damaged input (records dropped, evidence refused) is something to look at too.
+    let found = scans.iter().any(WindowScan::found_something) || !dump.warnings.is_empty();
+    Ok(if found {
         Outcome::Found
     } else {
         Outcome::Clean

@@ -40,6 +40,8 @@ pub const MAX_RUNS: usize = 1 << 22;
 pub enum Relation {
     /// Equal canonical strides: slices, reshapes or transposes of one array.
     SameLayout,
+    /// Slices of one common strided array (e.g. `cache[:5]` and `cache[:, 0]`).
+    SlicesOfOneLayout,
     /// The first view's bytes lie inside the second's (a strided sub-view).
     FirstInsideSecond,
     /// The second view's bytes lie inside the first's.
@@ -251,26 +253,88 @@ impl Expanded {
     /// How the two views relate (call only for views that overlap).
     pub fn relation(&self, other: &Expanded) -> Relation {
         let (a, b) = (&self.view, &other.view);
+        if a.element_size != b.element_size {
+            // Bytes reinterpreted as another dtype: never one array.
+            return Relation::Conflict;
+        }
+        // One logical shape read through two address maps that are not a permutation of each
+        // other: the two stages believe they hold the same tensor but disagree on where each
+        // element lives (an NHD cache re-viewed as HND, a strided slice read as contiguous).
+        if same_shape_other_map(a, b) {
+            return Relation::Conflict;
+        }
         let strides = |v: &View| {
             v.canonical()
                 .into_iter()
                 .map(|(_, stride)| stride)
                 .collect::<Vec<_>>()
         };
-        if a.element_size == b.element_size && strides(a) == strides(b) {
+        if strides(a) == strides(b) {
             return Relation::SameLayout;
+        }
+        if slices_of_one_layout(a, b) {
+            return Relation::SlicesOfOneLayout;
         }
         let (Some(ra), Some(rb)) = (self.runs(), other.runs()) else {
             return Relation::Unchecked;
         };
-        if runs_inside(ra, rb) {
+        // Strictly inside: equal byte sets through different maps are not a sub-view.
+        if runs_inside(ra, rb) && ra != rb {
             Relation::FirstInsideSecond
-        } else if runs_inside(rb, ra) {
+        } else if runs_inside(rb, ra) && ra != rb {
             Relation::SecondInsideFirst
         } else {
             Relation::Conflict
         }
     }
+}
+
+/// Dimensions of size > 1 as (size, stride), in logical order.
+fn significant(v: &View) -> Vec<(u64, i64)> {
+    v.shape
+        .iter()
+        .zip(&v.stride)
+        .filter(|&(&n, _)| n > 1)
+        .map(|(&n, &s)| (n, s))
+        .collect()
+}
+
+/// Same logical shape, different strides, and not a transpose (a permutation of
+/// (size, stride) pairs that keeps the shape, as `x.t()` of a square `x`).
+fn same_shape_other_map(a: &View, b: &View) -> bool {
+    let (da, db) = (significant(a), significant(b));
+    let shape = |d: &[(u64, i64)]| d.iter().map(|&(n, _)| n).collect::<Vec<_>>();
+    if shape(&da) != shape(&db) || da == db {
+        return false;
+    }
+    let (mut sa, mut sb) = (da.clone(), db.clone());
+    sa.sort_unstable();
+    sb.sort_unstable();
+    sa != sb
+}
+
+/// True when both views are slices of one common strided array: the union of their
+/// strides forms a divisibility chain, and no dimension of either view reaches past the
+/// next coarser stride of the union (so no dimension wraps into another).
+fn slices_of_one_layout(a: &View, b: &View) -> bool {
+    let dims: Vec<(u64, i64)> = significant(a)
+        .into_iter()
+        .chain(significant(b))
+        .filter(|&(_, s)| s != 0)
+        .collect();
+    if dims.iter().any(|&(_, s)| s < 0) {
+        return false;
+    }
+    let mut strides: Vec<i64> = dims.iter().map(|&(_, s)| s).collect();
+    strides.sort_unstable_by(|x, y| y.cmp(x));
+    strides.dedup();
+    if strides.windows(2).any(|w| w[0] % w[1] != 0) {
+        return false;
+    }
+    dims.iter().all(|&(n, s)| {
+        let coarser = strides.iter().rev().find(|&&t| t > s);
+        coarser.is_none_or(|&t| i128::from(n) * i128::from(s) <= i128::from(t))
+    })
 }
 
 fn runs_intersect(a: &[(u64, u64)], b: &[(u64, u64)]) -> bool {
@@ -350,7 +414,7 @@ mod tests {
         // One head of the cache: a strided sub-view inside the whole.
         assert_eq!(
             relation(&view(64, &[32, 1, 64], &[128, 64, 1]), &cache()),
-            Relation::FirstInsideSecond
+            Relation::SlicesOfOneLayout
         );
         // Overlapping slices of one cache (positions 0..10 and 5..15).
         assert_eq!(
@@ -360,6 +424,29 @@ mod tests {
             ),
             Relation::SameLayout
         );
+    }
+
+    #[test]
+    fn partial_slices_of_one_cache_do_not_conflict() {
+        // A [16, 4, 32] cache: its first 5 positions, head 0, and the first half of every head.
+        let cache_5 = view(0, &[5, 4, 32], &[128, 32, 1]);
+        let head_0 = view(0, &[16, 32], &[128, 1]);
+        let half = view(0, &[16, 4, 16], &[128, 32, 1]);
+        assert_eq!(relation(&cache_5, &head_0), Relation::SlicesOfOneLayout);
+        assert_eq!(relation(&head_0, &half), Relation::SlicesOfOneLayout);
+        // A square transpose is the same array read the other way round.
+        assert_eq!(
+            relation(&view(0, &[64, 64], &[64, 1]), &view(0, &[64, 64], &[1, 64])),
+            Relation::SameLayout
+        );
+    }
+
+    #[test]
+    fn a_full_cache_re_viewed_as_hnd_still_conflicts() {
+        // Every slot written: both views cover the same bytes, through different maps.
+        let writer = view(0, &[32, 2, 64], &[64, 2048, 1]);
+        let reader = view(0, &[32, 2, 64], &[128, 64, 1]);
+        assert_eq!(relation(&writer, &reader), Relation::Conflict);
     }
 
     #[test]

@@ -335,6 +335,16 @@ fn stat<'de, D: Deserializer<'de>>(deserializer: D) -> Result<Option<f64>, D::Er
     deserializer.deserialize_option(StatVisitor)
 }
 
+/// One statistic on its own, read exactly as a field of [`Stats`] is: the line-by-line
+/// record reader of [`crate::model::parse`] converts numbers through it.
+pub(crate) struct StatValue(pub(crate) Option<f64>);
+
+impl<'de> Deserialize<'de> for StatValue {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        stat(deserializer).map(StatValue)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -23,6 +23,8 @@ use serde::de::{self, DeserializeSeed, IgnoredAny, MapAccess, SeqAccess, Visitor
 
 use super::manifest::{FORMAT, InputSet, Manifest, ManifestError, Mode, Record, SCHEMA_VERSION};
 
+pub mod line;
+
 /// Where and why parsing stopped early; the records before it were kept.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Stop {
@@ -187,7 +189,8 @@ pub fn parse_one_pass(bytes: &[u8], path: &Path) -> Result<Parsed, ManifestError
 /// around it, with a placeholder string in place of the array, goes through the one-pass
 /// parser, which must meet the placeholder once, as the top-level `records`, and no other
 /// `records`; then it was the top-level array, and the header, `input_sets` and everything
-/// else parse as they do in the whole file. Record lines are parsed on rayon's threads.
+/// else parse as they do in the whole file. Record lines are read on rayon's threads, by
+/// the plain-JSON reader of [`line`] where it can, else by serde.
 pub fn parse_by_lines(bytes: &[u8], path: &Path) -> Option<Parsed> {
     let lines = record_lines(bytes)?;
     let mut outside =
@@ -206,10 +209,13 @@ pub fn parse_by_lines(bytes: &[u8], path: &Path) -> Option<Parsed> {
             if failed.load(Ordering::Relaxed) {
                 return placeholder_record();
             }
-            serde_json::from_slice::<Record>(&bytes[start..end]).unwrap_or_else(|_| {
-                failed.store(true, Ordering::Relaxed);
-                placeholder_record()
-            })
+            let text = &bytes[start..end];
+            line::record(text)
+                .or_else(|| serde_json::from_slice::<Record>(text).ok())
+                .unwrap_or_else(|| {
+                    failed.store(true, Ordering::Relaxed);
+                    placeholder_record()
+                })
         })
         .collect_into_vec(&mut records);
     if failed.load(Ordering::Relaxed) {

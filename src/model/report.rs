@@ -169,7 +169,8 @@ impl Report {
 
     /// True when the report holds something a user must act on.
     pub fn found_something(&self) -> bool {
-        self.nonfinite.iter().any(|n| n.first.is_some())
+        !self.warnings.is_empty()
+            || self.nonfinite.iter().any(|n| n.first.is_some())
             || !self.alias_suspects.is_empty()
             || !self.missing_windows.is_empty()
             || self.windows.iter().any(|w| {

@@ -35,10 +35,7 @@ fn bars(index: &RangeMax, rows: usize, width: usize, lo: f64, hi: f64) -> String
 pub fn draw(frame: &mut Frame, app: &App, area: Rect, theme: Theme) {
     let rows = app.rows.len();
     let width = area.width.saturating_sub(4) as usize;
-    let range = match (app.strip_a.range(), app.strip_b.range()) {
-        (Some((a0, a1)), Some((b0, b1))) => Some((a0.min(b0), a1.max(b1))),
-        (x, y) => x.or(y),
-    };
+    let range = app.strip_range;
     let title = match range {
         Some((lo, hi)) => format!(" log10(max_abs) along the timeline: {lo:.1} .. {hi:.1} "),
         None => " log10(max_abs) along the timeline ".to_string(),

@@ -125,7 +125,7 @@ pub fn draw(frame: &mut Frame, app: &App, area: Rect, theme: Theme) {
             .style(style)
         })
         .collect();
-    let findings = app.rows.iter().filter(|r| r.is_finding()).count();
+    let findings = app.findings;
     let title = Line::from(vec![
         Span::styled(" timeline ", theme.title()),
         Span::raw(format!(

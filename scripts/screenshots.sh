@@ -1,0 +1,92 @@
+#!/usr/bin/env bash
+# PNG screenshots of the real workbench from a real terminal: the binary runs in a detached
+# tmux session of 140x40, keys go in with `tmux send-keys`, the screen comes back with its
+# escapes (`tmux capture-pane -e -p`) and scripts/ansi_to_png.py draws it with Pillow and
+# DejaVu Sans Mono. No browser.
+#
+#   bash scripts/screenshots.sh [OUT_DIR]        (default: screenshots/)
+#
+# Writes scan.png, diff.png, aliases.png and help.png. Installs what is missing first: tmux
+# and fonts-dejavu-core with apt-get, Pillow into .venv with pip.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+ROOT="$PWD"
+OUT="${1:-screenshots}"
+COLS=140 ROWS=40
+
+as_root=()
+[[ $(id -u) == 0 ]] || as_root=(sudo -n)
+apt_install() { # apt_install PACKAGE...
+    echo "screenshots: installing $* (apt-get)" >&2
+    "${as_root[@]}" apt-get update -qq >/dev/null
+    "${as_root[@]}" env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "$@" >/dev/null
+}
+command -v tmux >/dev/null || apt_install tmux
+[[ -f /usr/share/fonts/truetype/dejavu/DejaVuSansMono.ttf && -f /usr/share/fonts/truetype/dejavu/DejaVuSansMono-Bold.ttf ]] ||
+    apt_install fonts-dejavu-core
+[[ -x .venv/bin/python ]] || python3 -m venv .venv
+if ! .venv/bin/python -c 'import PIL' 2>/dev/null; then
+    echo "screenshots: installing Pillow into .venv (pip)" >&2
+    .venv/bin/python -m pip install --quiet pillow
+fi
+
+cargo build --quiet --bin dumpview
+BIN="${CARGO_TARGET_DIR:-$ROOT/target}/debug/dumpview"
+mkdir -p "$OUT"
+SCRATCH="$(mktemp -d "${TMPDIR:-/tmp}/dumpview-shots.XXXXXX")"
+SOCK="$SCRATCH/tmux.sock"
+tmx() { tmux -S "$SOCK" "$@"; }
+cleanup() { tmx kill-server 2>/dev/null || true; rm -rf "$SCRATCH"; }
+trap cleanup EXIT
+
+# wait_for TEXT [BEFORE]: polls the screen, escapes included (10 s at most), until TEXT shows,
+# the screen differs from BEFORE (a capture taken before the last key) and it has settled.
+wait_for() {
+    local previous="" screen
+    for _ in $(seq 200); do
+        screen="$(tmx capture-pane -e -p -t shot)"
+        if [[ $screen == "$previous" && $screen != "${2-}" && "$(tmx capture-pane -p -t shot)" == *"$1"* ]]; then
+            return 0
+        fi
+        previous="$screen"
+        sleep 0.05
+    done
+    echo "screenshots: timed out waiting for \"$1\"; screen:" >&2
+    tmx capture-pane -p -t shot >&2
+    return 1
+}
+
+# shot NAME READY_TEXT [KEY TEXT]... -- dumpview ARGS...
+#   after READY_TEXT shows, each KEY is sent and its TEXT awaited (with the screen changed).
+shot() {
+    local name="$1" ready="$2"
+    shift 2
+    local steps=()
+    while [[ $1 != -- ]]; do steps+=("$1"); shift; done
+    shift
+    # The working directory is the repository root so relative capture paths stay short in
+    # the header; the export key is never pressed here.
+    tmx -f "$SCRATCH/tmux.conf" new-session -d -s shot -x "$COLS" -y "$ROWS" -c "$ROOT" env -u NO_COLOR "$BIN" "$@"
+    wait_for "$ready"
+    local i before
+    for ((i = 0; i < ${#steps[@]}; i += 2)); do
+        before="$(tmx capture-pane -e -p -t shot)"
+        tmx send-keys -t shot "${steps[i]}"
+        wait_for "${steps[i + 1]}" "$before"
+    done
+    tmx capture-pane -e -p -t shot > "$SCRATCH/$name.ansi"
+    tmx kill-server
+    .venv/bin/python scripts/ansi_to_png.py "$SCRATCH/$name.ansi" "$OUT/$name.png" --cols "$COLS" --rows "$ROWS"
+}
+printf 'set -g status off\n' > "$SCRATCH/tmux.conf"
+
+# Scan mode on one capture, `f`: the first non-finite record (the fp16 overflow).
+shot scan "timeline " g "timeline 1/" f "│!   74" -- assets/examples/llama_fp16_overflow/b
+# Diff mode on the embedded fp16 pair: it opens on the first divergence.
+shot diff "NaN/inf counts differ" -- demo --pair llama_fp16_overflow
+# The KV-cache alias pair, Tab: focus on the storage aliases (6 stride conflicts).
+shot aliases "6 conflicts" Tab "6 conflicts" -- assets/examples/llama_kv_alias/a assets/examples/llama_kv_alias/b
+# The help overlay.
+shot help "NaN/inf counts differ" "?" "help (? or Esc closes)" -- demo --pair llama_fp16_overflow
+
+ls -l "$OUT"/{scan,diff,aliases,help}.png
