@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Every test of the project: Rust (unit, integration, CLI) and Python (probe, examples).
+# Every test of the project: Rust (unit, integration, CLI, the `export` feature, a bounded fuzz
+# run of the manifest parser) and Python (probe, examples).
 # Installs what it needs first (the Python environment in .venv); quick when present.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -23,6 +24,12 @@ fi
 
 echo "== cargo test" >&2
 cargo test --all-targets --locked
+
+echo "== cargo test --features export (CSV and Parquet through polars)" >&2
+cargo test --locked --features export --test cli
+
+echo "== fuzz the manifest parser for ${DUMPVIEW_FUZZ_SECONDS:-60} s" >&2
+bash scripts/fuzz.sh "${DUMPVIEW_FUZZ_SECONDS:-60}"
 
 echo "== pytest" >&2
 .venv/bin/python -m pytest tests/python -q -p no:cacheprovider
