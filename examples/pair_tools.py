@@ -197,8 +197,10 @@ def paired(a, b):
 # Default tolerances of dumpview diff (src/model/compare.rs, `Tolerances::default`).
 DEFAULT_RTOL = 1e-2
 DEFAULT_ATOL = 1e-6
-POS_CHECKSUM_RTOL = 5e-2
+POS_CHECKSUM_RTOL = 1e-3
 POS_CHECKSUM_ATOL = 1e-6
+# pos_checksum's tolerance for pairs whose dtypes differ within one kind (float32 vs bfloat16).
+PRECISION_CHANGE_CHECKSUM = (5e-2, 1e-6)
 DEFAULT_TOLERANCES = {name: (DEFAULT_RTOL, DEFAULT_ATOL) for name in VALUE_STATS}
 DEFAULT_TOLERANCES["pos_checksum"] = (POS_CHECKSUM_RTOL, POS_CHECKSUM_ATOL)
 
@@ -212,8 +214,8 @@ DUMPVIEW_RULE = (
     "for mean, and max(l2_a, l2_b, |pos_checksum_a|, |pos_checksum_b|) for pos_checksum; a statistic null on "
     "one side only differs, equal values (equal infinities included) never do: magnitude when one of max_abs, "
     "min, max, mean, l2 differs, values_moved when only pos_checksum does. Default tolerances: rtol=%g, "
-    "atol=%g for every statistic except pos_checksum rtol=%g, atol=%g"
-    % (DEFAULT_RTOL, DEFAULT_ATOL, POS_CHECKSUM_RTOL, POS_CHECKSUM_ATOL))
+    "atol=%g for every statistic except pos_checksum rtol=%g, atol=%g (rtol=%g across a precision change)"
+    % (DEFAULT_RTOL, DEFAULT_ATOL, POS_CHECKSUM_RTOL, POS_CHECKSUM_ATOL, PRECISION_CHANGE_CHECKSUM[0]))
 
 
 def dtype_kind(dtype):
@@ -295,8 +297,11 @@ def dumpview_compare_records(ra, rb, tolerances=None):
 
     Kinds: agree, structural, non_finite, magnitude, values_moved; tolerances maps a statistic to
     (rtol, atol), DEFAULT_TOLERANCES when None."""
-    tolerances = DEFAULT_TOLERANCES if tolerances is None else tolerances
+    defaults = tolerances is None
+    tolerances = dict(DEFAULT_TOLERANCES if defaults else tolerances)
     kind_a, kind_b = dtype_kind(ra["dtype"]), dtype_kind(rb["dtype"])
+    if defaults and ra["dtype"] != rb["dtype"] and kind_a == kind_b:
+        tolerances["pos_checksum"] = PRECISION_CHANGE_CHECKSUM
     if list(ra["shape"]) != list(rb["shape"]):
         structural = "shape %s vs %s" % (list(ra["shape"]), list(rb["shape"]))
     elif kind_a != kind_b:

@@ -246,7 +246,7 @@ impl App {
         let warnings =
             session.a.warnings.len() + session.b.as_ref().map_or(0, |b| b.warnings.len());
         self.message = (warnings > 0)
-            .then(|| format!("{warnings} load warnings (see stderr of `dumpview scan`)"));
+            .then(|| format!("{warnings} load warning(s): run `dumpview scan` to read them"));
         let overview = diff.as_ref().map(strip::Overview::of).unwrap_or_default();
         self.loaded = Some(Loaded {
             session,

@@ -139,6 +139,13 @@ fn render_window(w: &WindowDiff) -> String {
     );
     let _ = writeln!(out, "   A: {}\n   B: {}", w.a.source, w.b.source);
     let _ = writeln!(out, "input: {}", w.identity.describe());
+    if !w.metadata_differences.is_empty() {
+        let _ = writeln!(
+            out,
+            "configuration differs: {}",
+            w.metadata_differences.join("; ")
+        );
+    }
     let _ = writeln!(
         out,
         "coverage: {} paired, {} only in A, {} only in B{}",

@@ -145,6 +145,9 @@ pub struct WindowDiff {
     pub missing_data: Option<String>,
     /// Pairs whose dtypes differ within one kind (e.g. float32 vs bfloat16).
     pub precision_changes: usize,
+    /// `arm()` metadata (other than token ids) and topology that differ: `key: A vs B`.
+    /// Identity is judged from the token ids; these say what else the two runs changed.
+    pub metadata_differences: Vec<String>,
 }
 
 impl WindowDiff {
@@ -309,6 +312,7 @@ pub fn diff_windows(a: &Manifest, b: &Manifest, tolerances: &Tolerances) -> Wind
         .filter(|p| p.comparison.precision_change)
         .count();
     WindowDiff {
+        metadata_differences: metadata_differences(a, b),
         rank: a.rank,
         a: WindowRef::of(a),
         b: WindowRef::of(b),
@@ -320,6 +324,41 @@ pub fn diff_windows(a: &Manifest, b: &Manifest, tolerances: &Tolerances) -> Wind
         first_divergence,
         precision_changes,
     }
+}
+
+/// `key: A vs B` for each metadata key (token ids aside) and topology field that differs.
+fn metadata_differences(a: &Manifest, b: &Manifest) -> Vec<String> {
+    let short = |v: Option<&serde_json::Value>| {
+        let text = v.map_or("(absent)".to_string(), |v| v.to_string());
+        if text.chars().count() > 60 {
+            format!("{}…", text.chars().take(59).collect::<String>())
+        } else {
+            text
+        }
+    };
+    let mut keys: Vec<&String> = a
+        .metadata
+        .keys()
+        .chain(b.metadata.keys())
+        .filter(|k| *k != "token_ids")
+        .collect();
+    keys.sort();
+    keys.dedup();
+    let mut out: Vec<String> = keys
+        .into_iter()
+        .filter(|k| a.metadata.get(*k) != b.metadata.get(*k))
+        .map(|k| {
+            format!(
+                "{k}: {} vs {}",
+                short(a.metadata.get(k)),
+                short(b.metadata.get(k))
+            )
+        })
+        .collect();
+    if a.world_size != b.world_size {
+        out.push(format!("world_size: {} vs {}", a.world_size, b.world_size));
+    }
+    out
 }
 
 /// The missing-data message when one side holds far fewer records than the other.

@@ -23,7 +23,7 @@ use serde::de::{self, DeserializeSeed, IgnoredAny, MapAccess, SeqAccess, Visitor
 
 use super::manifest::{FORMAT, InputSet, Manifest, ManifestError, Mode, Record, SCHEMA_VERSION};
 
-pub mod line;
+mod line;
 
 /// Where and why parsing stopped early; the records before it were kept.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -57,6 +57,8 @@ pub struct WindowFinding {
     pub only_b_keys: Vec<String>,
     pub missing_data: Option<String>,
     pub precision_changes: usize,
+    /// Metadata and topology that differ between the two runs (`key: A vs B`).
+    pub metadata_differences: Vec<String>,
     /// The first divergence with both sides' statistics, their differences and bounds.
     pub first_divergence: Option<super::diff::PairDiff>,
     pub diverging_pairs: usize,
@@ -191,6 +193,14 @@ impl Report {
         }
         for w in &self.windows {
             let _ = writeln!(md, "- rank {}: {}", w.rank, w.identity_text);
+            if !w.metadata_differences.is_empty() {
+                let _ = writeln!(
+                    md,
+                    "- rank {}: configuration differs: {}",
+                    w.rank,
+                    w.metadata_differences.join("; ")
+                );
+            }
         }
         md.push('\n');
         if !self.warnings.is_empty() {
@@ -272,7 +282,15 @@ impl Report {
                 .zip(&t.per_stat)
                 .map(|(name, tol)| format!("{name} rtol {:e} atol {:e}", tol.rtol, tol.atol))
                 .collect();
-            let _ = writeln!(md, "Tolerances (a coarse screen): {}.\n", parts.join(", "));
+            let across = t
+                .precision_change_checksum
+                .map(|c| format!("; pos_checksum across a precision change rtol {:e}", c.rtol))
+                .unwrap_or_default();
+            let _ = writeln!(
+                md,
+                "Tolerances (a coarse screen): {}{across}.\n",
+                parts.join(", ")
+            );
         }
         for m in &self.missing_windows {
             let _ = writeln!(md, "- **{m}**");
@@ -377,6 +395,7 @@ fn finding(w: &WindowDiff) -> WindowFinding {
         only_b_keys: w.only_b.iter().take(LIST_LIMIT).cloned().collect(),
         missing_data: w.missing_data.clone(),
         precision_changes: w.precision_changes,
+        metadata_differences: w.metadata_differences.clone(),
         diverging_pairs: w
             .pairs
             .iter()

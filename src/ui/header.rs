@@ -46,6 +46,10 @@ pub fn draw(frame: &mut Frame, app: &App, area: Rect, theme: Theme) {
             ));
         }
         if let (Some(pair), Some(report)) = (choice.pair, &loaded.diff) {
+            if report.windows[pair].missing_data.is_some() {
+                second.push(Span::raw(" · "));
+                second.push(Span::styled("MISSING DATA", theme.bad()));
+            }
             let identity = &report.windows[pair].identity;
             let (text, style) = match identity {
                 Identity::Same { tokens } => (format!("input: same {tokens} ids"), theme.good()),

@@ -13,7 +13,7 @@ const KEYS: &[(&str, &str)] = &[
     ("f  d", "first non-finite record / first divergence"),
     (
         "/",
-        "regex search on stage names (Enter jumps, Enter again repeats)",
+        "regex search on stage names; / then Enter on an empty prompt repeats it",
     ),
     ("r  l", "next rank / next label window on this rank"),
     ("Tab", "focus timeline or storage aliases"),
@@ -27,7 +27,7 @@ const GLYPHS: &[(&str, &str)] = &[
     ("!  n", "first non-finite record / holds NaN or inf"),
     ("◆", "first divergence"),
     (
-        "≠  ⇄  #  N",
+        "≠ ⇄ # N",
         "statistics differ / values moved / shape or dtype kind / NaN-inf counts",
     ),
     (

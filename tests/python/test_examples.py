@@ -581,9 +581,13 @@ SYNTHETIC_CASES = [
     # rms = 10 / sqrt(100) = 1: a mean moving from 1e-4 to 2e-3 is 0.19% of it
     ("mean_near_zero", dict(stats=synthetic_stats(mean=1e-4)), dict(stats=synthetic_stats(mean=2e-3)), "agree", []),
     ("mean_beyond_rms", dict(), dict(stats=synthetic_stats(mean=0.1 + 0.02)), "magnitude", ["mean"]),
-    # 10% of l2: beyond the 5% checksum screen; 4% is within it
-    ("checksum_moved", dict(), dict(stats=synthetic_stats(pos_checksum=2.0)), "values_moved", ["pos_checksum"]),
-    ("checksum_noise", dict(), dict(stats=synthetic_stats(pos_checksum=1.4)), "agree", []),
+    # One dtype: the checksum screen is 1e-3 of l2 (0.05% passes, 4% is a move)
+    ("checksum_moved", dict(), dict(stats=synthetic_stats(pos_checksum=1.4)), "values_moved", ["pos_checksum"]),
+    ("checksum_noise", dict(), dict(stats=synthetic_stats(pos_checksum=1.005)), "agree", []),
+    # Across a precision change it is 5e-2: 4% is rounding noise, 10% a move
+    ("checksum_noise_bf16", dict(), dict(dtype="bfloat16", stats=synthetic_stats(pos_checksum=1.4)), "agree", []),
+    ("checksum_moved_bf16", dict(), dict(dtype="bfloat16", stats=synthetic_stats(pos_checksum=2.0)), "values_moved",
+     ["pos_checksum"]),
     ("max_1_percent", dict(), dict(stats=synthetic_stats(max=3.0 * 1.0102)), "magnitude", ["max"]),
     ("equal_infinities", dict(stats=synthetic_stats(l2="inf", inf_count=1, finite_count=99)),
      dict(stats=synthetic_stats(l2="inf", inf_count=1, finite_count=99)), "agree", []),

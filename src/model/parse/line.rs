@@ -11,7 +11,7 @@
 use crate::model::manifest::{Mode, Record, StatValue, Stats};
 
 /// Reads one record (the text of a JSON object, surrounding whitespace allowed).
-pub fn record(text: &[u8]) -> Option<Record> {
+pub(super) fn record(text: &[u8]) -> Option<Record> {
     let mut c = Cursor { b: text, i: 0 };
     let record = c.record()?;
     c.ws();
@@ -56,6 +56,50 @@ const STATS_KEYS: [&[u8]; 9] = [
     b"pos_checksum",
 ];
 
+/// `"key": ` for every key, as the probe writes them.
+macro_rules! literals {
+    ($($key:literal),* $(,)?) => {
+        [$(concat!("\"", $key, "\": ").as_bytes()),*]
+    };
+}
+
+const RECORD_LITERALS: [&[u8]; 22] = literals!(
+    "seq",
+    "stage",
+    "occurrence",
+    "mode",
+    "dtype",
+    "shape",
+    "stride",
+    "storage_offset",
+    "element_size",
+    "numel",
+    "storage_ptr",
+    "storage_id",
+    "storage_nbytes",
+    "data_ptr",
+    "device",
+    "device_format",
+    "is_contiguous",
+    "stats",
+    "tensor_file",
+    "rows_kept",
+    "rows_total",
+    "truncated",
+);
+
+const STATS_LITERALS: [&[u8]; 9] = literals!(
+    "nan_count",
+    "inf_count",
+    "finite_count",
+    "max_abs",
+    "min",
+    "max",
+    "mean",
+    "l2",
+    "pos_checksum",
+);
+
 struct Cursor<'a> {
     b: &'a [u8],
     i: usize,
@@ -97,16 +141,13 @@ impl<'a> Cursor<'a> {
     fn string(&mut self) -> Option<&'a str> {
         self.eat(b'"')?;
         let start = self.i;
-        loop {
-            match *self.b.get(self.i)? {
-                b'"' => break,
-                b'\\' | 0..=0x1f => return None,
-                _ => self.i += 1,
-            }
+        let len = memchr::memchr2(b'"', b'\\', &self.b[start..])?;
+        let raw = &self.b[start..start + len];
+        if self.b[start + len] != b'"' || raw.iter().any(|&b| b < 0x20) {
+            return None;
         }
-        let text = std::str::from_utf8(&self.b[start..self.i]).ok()?;
-        self.i += 1;
-        Some(text)
+        self.i = start + len + 1;
+        std::str::from_utf8(raw).ok()
     }
 
     /// A non-negative JSON integer (no sign, no leading zero, no fraction or exponent).
@@ -236,9 +277,11 @@ impl<'a> Cursor<'a> {
     }
 
     /// `{` then, per key, `read(self, index)`, then `}`; every key once, unknown keys refused.
+    /// `literals[i]` is key `i` as the probe writes it (`"name": `), tried before parsing.
     fn object<const N: usize>(
         &mut self,
         keys: &[&[u8]; N],
+        literals: &[&[u8]; N],
         mut read: impl FnMut(&mut Self, usize) -> Option<()>,
     ) -> Option<[bool; N]> {
         self.eat(b'{')?;
@@ -250,7 +293,14 @@ impl<'a> Cursor<'a> {
         }
         let mut expected = 0;
         loop {
-            let index = self.key(keys, expected)?;
+            self.ws();
+            let index = match literals.get(expected) {
+                Some(literal) if self.b[self.i..].starts_with(literal) => {
+                    self.i += literal.len();
+                    expected
+                }
+                _ => self.key(keys, expected)?,
+            };
             if std::mem::replace(&mut seen[index], true) {
                 return None;
             }
@@ -271,7 +321,7 @@ impl<'a> Cursor<'a> {
     fn stats(&mut self) -> Option<Stats> {
         let (mut nan_count, mut inf_count, mut finite_count) = (0, 0, None);
         let mut values: [Option<f64>; 6] = [None; 6];
-        let seen = self.object(&STATS_KEYS, |c, index| {
+        let seen = self.object(&STATS_KEYS, &STATS_LITERALS, |c, index| {
             match index {
                 0 => nan_count = c.u64()?,
                 1 => inf_count = c.u64()?,
@@ -323,7 +373,7 @@ impl<'a> Cursor<'a> {
             rows_total: None,
             truncated: None,
         };
-        let seen = self.object(&RECORD_KEYS, |c, index| {
+        let seen = self.object(&RECORD_KEYS, &RECORD_LITERALS, |c, index| {
             match index {
                 0 => r.seq = c.u64()?,
                 1 => r.stage = c.string()?.to_owned(),
