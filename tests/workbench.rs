@@ -314,3 +314,47 @@ fn no_color_keeps_glyphs_and_drops_colours() {
     let (x, y) = find(&buffer, "layers.3.mlp_up#1");
     assert!(buffer[(x, y)].modifier.contains(Modifier::BOLD));
 }
+
+/// Two ranks: rank 0 is the kv_alias pair, rank 1 the same capture on both sides (agrees).
+fn two_ranks() -> App {
+    let pair = example_pairs()
+        .into_iter()
+        .find(|p| p.name == "llama_kv_alias")
+        .unwrap();
+    let mut session = Session::embedded(&pair).unwrap();
+    let mut rank1 = session.a.windows[0].clone();
+    rank1.rank = 1;
+    session.a.windows.push(rank1.clone());
+    session.b.as_mut().unwrap().windows.push(rank1);
+    App::new(session, false)
+}
+
+#[test]
+fn several_ranks_show_the_overview_and_which_rank_diverges_first() {
+    let mut app = two_ranks();
+    let loaded = app.loaded.as_ref().unwrap();
+    assert_eq!(loaded.overview.ranks, vec![0, 1]);
+    assert_eq!(loaded.diff.as_ref().unwrap().first_rank, Some(0));
+    let screen = text(&render(&app, 140, 40));
+    assert!(
+        screen.contains("ranks × stages: rank 0 diverges first"),
+        "{screen}"
+    );
+    assert!(screen.contains(">r0") && screen.contains(" r1"), "{screen}");
+    // r moves to rank 1, whose rows all agree; a click on rank 0's strip comes back.
+    apply(&mut app, [Action::NextRank]);
+    assert_eq!(app.choice().unwrap().rank, 1);
+    assert!(
+        app.rows
+            .iter()
+            .all(|r| r.state == dumpview::app::RowState::Agrees)
+    );
+    apply(
+        &mut app,
+        [Action::ClickOverview {
+            rank: 0,
+            fraction: 0.0,
+        }],
+    );
+    assert_eq!((app.choice().unwrap().rank, app.selected), (0, 0));
+}

@@ -6,12 +6,17 @@
 //! first pair, in A's capture order, whose [`Verdict`] is not `Agree`.
 //! Records on one side only are *missing evidence*: listed, never agreement.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, HashMap, HashSet};
 
+use rayon::prelude::*;
 use serde::Serialize;
 
 use super::compare::{Comparison, Tolerances, Verdict, compare_records};
-use super::manifest::Manifest;
+use super::manifest::{Manifest, Record, keys_increase};
+
+/// Hash maps over keys from the (untrusted) manifests: foldhash, seeded per process.
+type Map<K, V> = HashMap<K, V, foldhash::fast::RandomState>;
+type Set<K> = HashSet<K, foldhash::fast::RandomState>;
 
 /// When B holds fewer than this fraction of A's records (or the reverse), the drop is called out.
 pub const RECORD_DROP_RATIO: f64 = 0.5;
@@ -199,7 +204,7 @@ impl DiffReport {
 pub fn diff(a: &[Manifest], b: &[Manifest], tolerances: &Tolerances) -> DiffReport {
     let (pairs, unpaired_a, unpaired_b) = pair_windows(a, b);
     let windows: Vec<WindowDiff> = pairs
-        .iter()
+        .par_iter()
         .map(|&(x, y)| diff_windows(x, y, tolerances))
         .collect();
     let first_rank = windows
@@ -265,47 +270,35 @@ pub fn pair_windows<'a>(a: &'a [Manifest], b: &'a [Manifest]) -> WindowPairs<'a>
 
 /// Diffs one pair of windows.
 pub fn diff_windows(a: &Manifest, b: &Manifest, tolerances: &Tolerances) -> WindowDiff {
-    // The first record of a duplicated key is the one paired (load warns about the rest).
-    let mut index_b: HashMap<(&str, u32), usize> = HashMap::with_capacity(b.records.len());
-    for (i, r) in b.records.iter().enumerate() {
-        index_b.entry((r.stage.as_str(), r.occurrence)).or_insert(i);
-    }
-    let mut paired_b = vec![false; b.records.len()];
-    let mut seen_a: std::collections::HashSet<(&str, u32)> =
-        std::collections::HashSet::with_capacity(a.records.len());
+    let (pairing, only_a, only_b) = pair_records(&a.records, &b.records);
+    // Comparing is independent per pair: rayon's threads share it, in A's order.
+    let pair = |(position, j): (usize, usize)| {
+        let (ra, rb) = (&a.records[position], &b.records[j]);
+        PairDiff {
+            key: ra.key(),
+            position,
+            seq_a: ra.seq,
+            seq_b: rb.seq,
+            dtype_a: ra.dtype.clone(),
+            dtype_b: rb.dtype.clone(),
+            shape_a: ra.shape.clone(),
+            shape_b: rb.shape.clone(),
+            comparison: compare_records(ra, rb, tolerances),
+        }
+    };
     let mut pairs = Vec::new();
-    let mut only_a = Vec::new();
-    for (position, ra) in a.records.iter().enumerate() {
-        let key = (ra.stage.as_str(), ra.occurrence);
-        if !seen_a.insert(key) {
-            continue;
-        }
-        match index_b.get(&key) {
-            Some(&j) => {
-                paired_b[j] = true;
-                let rb = &b.records[j];
-                pairs.push(PairDiff {
-                    key: ra.key(),
-                    position,
-                    seq_a: ra.seq,
-                    seq_b: rb.seq,
-                    dtype_a: ra.dtype.clone(),
-                    dtype_b: rb.dtype.clone(),
-                    shape_a: ra.shape.clone(),
-                    shape_b: rb.shape.clone(),
-                    comparison: compare_records(ra, rb, tolerances),
-                });
-            }
-            None => only_a.push(ra.key()),
-        }
+    match pairing {
+        Pairing::Lockstep(n) => (0..n)
+            .into_par_iter()
+            .with_min_len(1024)
+            .map(|i| pair((i, i)))
+            .collect_into_vec(&mut pairs),
+        Pairing::Matched(matched) => matched
+            .par_iter()
+            .with_min_len(1024)
+            .map(|&m| pair(m))
+            .collect_into_vec(&mut pairs),
     }
-    let only_b = b
-        .records
-        .iter()
-        .enumerate()
-        .filter(|&(i, r)| !paired_b[i] && index_b[&(r.stage.as_str(), r.occurrence)] == i)
-        .map(|(_, r)| r.key())
-        .collect();
     let first_divergence = pairs.iter().position(|p| p.comparison.verdict.diverges());
     let precision_changes = pairs
         .iter()
@@ -361,6 +354,59 @@ fn metadata_differences(a: &Manifest, b: &Manifest) -> Vec<String> {
     out
 }
 
+/// Which records of two windows pair, as `diff_windows` needs it.
+enum Pairing {
+    /// Record `i` of A pairs with record `i` of B, for `i < n`.
+    Lockstep(usize),
+    /// `(position in A, index in B)`, in A's order.
+    Matched(Vec<(usize, usize)>),
+}
+
+/// Pairs records by `stage#occurrence`: the first record of a duplicated key is the one
+/// paired (load warns about the rest). Returns the pairing and the keys only in A and only
+/// in B, each in its side's order.
+fn pair_records(a: &[Record], b: &[Record]) -> (Pairing, Vec<String>, Vec<String>) {
+    // Two runs of one program capture the same stages in the same order: when the keys match
+    // position by position and none repeats, record i pairs with record i and nothing is
+    // unpaired, which is what the matching below finds too, without hashing a million keys.
+    let same_keys = a.len() == b.len()
+        && a.iter()
+            .zip(b)
+            .all(|(x, y)| x.occurrence == y.occurrence && x.stage == y.stage);
+    if same_keys && keys_increase(a) {
+        return (Pairing::Lockstep(a.len()), Vec::new(), Vec::new());
+    }
+    let mut index_b: Map<(&str, u32), usize> =
+        Map::with_capacity_and_hasher(b.len(), Default::default());
+    for (i, r) in b.iter().enumerate() {
+        index_b.entry((r.stage.as_str(), r.occurrence)).or_insert(i);
+    }
+    let mut paired_b = vec![false; b.len()];
+    let mut seen_a: Set<(&str, u32)> = Set::with_capacity_and_hasher(a.len(), Default::default());
+    let mut matched = Vec::with_capacity(a.len().min(b.len()));
+    let mut only_a = Vec::new();
+    for (position, ra) in a.iter().enumerate() {
+        let key = (ra.stage.as_str(), ra.occurrence);
+        if !seen_a.insert(key) {
+            continue;
+        }
+        match index_b.get(&key) {
+            Some(&j) => {
+                paired_b[j] = true;
+                matched.push((position, j));
+            }
+            None => only_a.push(ra.key()),
+        }
+    }
+    let only_b = b
+        .iter()
+        .enumerate()
+        .filter(|&(i, r)| !paired_b[i] && index_b[&(r.stage.as_str(), r.occurrence)] == i)
+        .map(|(_, r)| r.key())
+        .collect();
+    (Pairing::Matched(matched), only_a, only_b)
+}
+
 /// The missing-data message when one side holds far fewer records than the other.
 fn record_drop(count_a: usize, count_b: usize) -> Option<String> {
     let (small, large, side) = if count_b < count_a {
@@ -378,34 +424,58 @@ fn record_drop(count_a: usize, count_b: usize) -> Option<String> {
 }
 
 fn overview(windows: &[WindowDiff]) -> (Vec<String>, BTreeMap<u32, Vec<Cell>>) {
-    let mut stages: Vec<String> = Vec::new();
-    let mut column: HashMap<String, usize> = HashMap::new();
-    let mut add = |key: &String, stages: &mut Vec<String>| {
-        if !column.contains_key(key) {
-            column.insert(key.clone(), stages.len());
-            stages.push(key.clone());
-        }
-    };
-    for w in windows {
-        for p in &w.pairs {
-            add(&p.key, &mut stages);
-        }
-        for k in w.only_a.iter().chain(&w.only_b) {
-            add(k, &mut stages);
-        }
+    fn keys(w: &WindowDiff) -> impl Iterator<Item = &String> {
+        w.pairs
+            .iter()
+            .map(|p| &p.key)
+            .chain(&w.only_a)
+            .chain(&w.only_b)
     }
-    let index: HashMap<&str, usize> = stages
-        .iter()
-        .enumerate()
-        .map(|(i, s)| (s.as_str(), i))
-        .collect();
+    fn add<'w>(key: &'w String, column: &mut Map<&'w str, usize>, stages: &mut Vec<String>) {
+        column.entry(key.as_str()).or_insert_with(|| {
+            stages.push(key.clone());
+            stages.len() - 1
+        });
+    }
+    // A window's pairs, when they are the first columns in order (every rank of one
+    // program captures the same stages), find their columns without a lookup.
+    let in_step = |w: &WindowDiff, stages: &[String]| {
+        w.pairs.len() <= stages.len() && w.pairs.iter().zip(stages).all(|(p, s)| p.key == *s)
+    };
+    let mut stages: Vec<String> = Vec::new();
+    let mut column: Map<&str, usize> = Map::default();
+    let mut aligned = Vec::with_capacity(windows.len());
+    for (n, w) in windows.iter().enumerate() {
+        if n == 0 {
+            // One window's keys are distinct (pairs are unique, the unpaired keys are
+            // neither paired nor repeated), so they are the first columns, in order.
+            stages.extend(keys(w).cloned());
+            aligned.push(true);
+            continue;
+        }
+        if n == 1 {
+            column.reserve(stages.len());
+            column.extend(keys(&windows[0]).map(String::as_str).zip(0..));
+        }
+        let step = in_step(w, &stages);
+        if !step {
+            for p in &w.pairs {
+                add(&p.key, &mut column, &mut stages);
+            }
+        }
+        for key in w.only_a.iter().chain(&w.only_b) {
+            add(key, &mut column, &mut stages);
+        }
+        aligned.push(step);
+    }
     let mut table: BTreeMap<u32, Vec<Cell>> = BTreeMap::new();
-    for w in windows {
+    for (w, &step) in windows.iter().zip(&aligned) {
         let row = table
             .entry(w.rank)
             .or_insert_with(|| vec![Cell::Missing; stages.len()]);
-        for p in &w.pairs {
-            row[index[p.key.as_str()]] = match &p.comparison.verdict {
+        for (i, p) in w.pairs.iter().enumerate() {
+            let at = if step { i } else { column[p.key.as_str()] };
+            row[at] = match &p.comparison.verdict {
                 Verdict::Agree => Cell::Agrees,
                 Verdict::NonFinite => Cell::NonFinite,
                 _ => Cell::Diverges,

@@ -140,7 +140,24 @@ impl Record {
 
     /// The pairing key `stage#occurrence` used throughout dumpview.
     pub fn key(&self) -> String {
-        format!("{}#{}", self.stage, self.occurrence)
+        // What `format!("{}#{}", stage, occurrence)` gives, without the formatting machinery
+        // (diff builds one per paired record).
+        let mut digits = [0u8; 10];
+        let mut at = digits.len();
+        let mut n = self.occurrence;
+        loop {
+            at -= 1;
+            digits[at] = b'0' + (n % 10) as u8;
+            n /= 10;
+            if n == 0 {
+                break;
+            }
+        }
+        let mut key = String::with_capacity(self.stage.len() + 1 + digits.len() - at);
+        key.push_str(&self.stage);
+        key.push('#');
+        key.push_str(std::str::from_utf8(&digits[at..]).expect("ASCII digits"));
+        key
     }
 
     /// The saved tensor's path inside `window_dir`; `Ok(None)` when none was saved.
@@ -154,6 +171,19 @@ impl Record {
             .map(|file| crate::model::evidence::resolve(window_dir, file))
             .transpose()
     }
+}
+
+/// True when every stage's `occurrence` strictly increases in capture order, as the probe
+/// writes them; then no `stage#occurrence` key repeats. (False does not mean one repeats.)
+/// A check that costs one lookup in a map of the distinct stages per record, where finding
+/// repeated keys directly takes a map of all of them.
+pub fn keys_increase(records: &[Record]) -> bool {
+    let mut last: std::collections::HashMap<&str, u32, foldhash::fast::RandomState> =
+        std::collections::HashMap::default();
+    records.iter().all(|r| {
+        let previous = last.insert(r.stage.as_str(), r.occurrence);
+        previous.is_none_or(|p| p < r.occurrence)
+    })
 }
 
 /// One `capture_inputs()` call: a complete operator input set saved for replay.
