@@ -290,7 +290,7 @@ fn table_exports_to_csv_and_parquet() {
         "--parquet",
         parquet.to_str().unwrap(),
     ]);
-    assert_eq!(code, 0, "{err}");
+    assert_eq!(code, 1, "the graph pair is missing data: {err}");
     let text = std::fs::read_to_string(&csv).unwrap();
     let lines: Vec<&str> = text.lines().collect();
     assert_eq!(lines.len(), 1 + 119, "a header and one row per stage");
