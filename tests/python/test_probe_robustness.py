@@ -73,7 +73,23 @@ def test_capture_of_hostile_tensor_subclass_disarms(probe, dump_dir, capsys):
     assert all_manifests(dump_dir) == []
 
 
-@pytest.mark.parametrize("internal", ["_layout", "_statistics", "_bounded_rows"])
+def test_failing_statistics_keep_the_window_with_null_stats(make_probe, dump_dir, capsys, monkeypatch):
+    # A tensor torch cannot reduce (float8, sparse) costs its own statistics, not the window.
+    probe = make_probe()
+    assert probe.arm("r") is True
+    probe.capture("ok", torch.ones(2))
+    monkeypatch.setattr(probe, "_statistics", _boom)
+    probe.capture("x", torch.ones(4, 2))  # must not raise
+    assert probe.armed() is True
+    monkeypatch.undo()
+    probe.capture("after", torch.ones(3))
+    manifest = load_manifest(probe.finish())
+    assert [(r["stage"], r["stats"] is None) for r in manifest["records"]] == [("ok", False), ("x", True), ("after", False)]
+    err = warning_lines(capsys.readouterr().err)
+    assert len(err) == 1 and err[0].startswith("dump_probe: warning: no statistics for torch.float32 tensors"), err
+
+
+@pytest.mark.parametrize("internal", ["_layout", "_bounded_rows"])
 def test_failing_internal_in_capture_disarms(make_probe, dump_dir, capsys, monkeypatch, internal):
     probe = make_probe(DUMP_PROBE_TENSOR=".")
     assert probe.arm("r") is True
