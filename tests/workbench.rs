@@ -18,7 +18,9 @@ fn example(name: &str) -> App {
 
 fn scan_of(name: &str, side: &str) -> App {
     // Relative to the package root (cargo test's working directory): the title is the same in any clone.
-    let path = std::path::Path::new("assets/examples").join(name).join(side);
+    let path = std::path::Path::new("assets/examples")
+        .join(name)
+        .join(side);
     App::new(Session::open(&path, None, &mut |_| {}).unwrap(), false)
 }
 

@@ -19,6 +19,9 @@ use super::manifest::{Record, Stats};
 
 /// The compared statistics, in report order.
 pub const STATS: [&str; 6] = ["max_abs", "min", "max", "mean", "l2", "pos_checksum"];
+/// Indexes into [`STATS`] of the statistics compared against a scale of their own.
+const MEAN: usize = 3;
+const POS_CHECKSUM: usize = 5;
 
 /// `rtol` and `atol` of one statistic.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize)]
@@ -91,14 +94,20 @@ impl Tolerances {
 
     /// The tolerance of statistic `name` (one of [`STATS`]) for a pair with or without a precision change.
     pub fn of(&self, name: &str, precision_change: bool) -> Tolerance {
+        self.at(
+            STATS
+                .iter()
+                .position(|&s| s == name)
+                .expect("a known statistic"),
+            precision_change,
+        )
+    }
+
+    /// [`Tolerances::of`] the statistic `STATS[index]`.
+    pub fn at(&self, index: usize, precision_change: bool) -> Tolerance {
         match self.precision_change_checksum {
-            Some(t) if precision_change && name == "pos_checksum" => t,
-            _ => {
-                self.per_stat[STATS
-                    .iter()
-                    .position(|&s| s == name)
-                    .expect("a known statistic")]
-            }
+            Some(t) if precision_change && index == POS_CHECKSUM => t,
+            _ => self.per_stat[index],
         }
     }
 }
@@ -163,14 +172,15 @@ fn dtype_kind(dtype: &str) -> &'static str {
     }
 }
 
-fn stat_value(stats: &Stats, name: &str) -> Option<f64> {
-    match name {
-        "max_abs" => stats.max_abs,
-        "min" => stats.min,
-        "max" => stats.max,
-        "mean" => stats.mean,
-        "l2" => stats.l2,
-        "pos_checksum" => stats.pos_checksum,
+/// The value of the statistic `STATS[index]`.
+fn stat_at(stats: &Stats, index: usize) -> Option<f64> {
+    match index {
+        0 => stats.max_abs,
+        1 => stats.min,
+        2 => stats.max,
+        MEAN => stats.mean,
+        4 => stats.l2,
+        POS_CHECKSUM => stats.pos_checksum,
         _ => None,
     }
 }
@@ -192,12 +202,31 @@ fn larger(x: Option<f64>, y: Option<f64>) -> Option<f64> {
 
 /// Compares one statistic of two stats objects.
 pub fn compare_stat(name: &'static str, a: &Stats, b: &Stats, tolerance: Tolerance) -> StatDiff {
-    let (va, vb) = (stat_value(a, name), stat_value(b, name));
-    let scale = match name {
-        "mean" => larger(rms(a), rms(b)),
-        "pos_checksum" => larger(larger(a.l2, b.l2), larger(va, vb)),
+    match STATS.iter().position(|&s| s == name) {
+        Some(index) => compare_stat_at(index, a, b, tolerance),
+        None => compare_values(name, None, None, None, tolerance),
+    }
+}
+
+/// [`compare_stat`] of `STATS[index]`.
+fn compare_stat_at(index: usize, a: &Stats, b: &Stats, tolerance: Tolerance) -> StatDiff {
+    let (va, vb) = (stat_at(a, index), stat_at(b, index));
+    let scale = match index {
+        MEAN => larger(rms(a), rms(b)),
+        POS_CHECKSUM => larger(larger(a.l2, b.l2), larger(va, vb)),
         _ => larger(va, vb),
     };
+    compare_values(STATS[index], va, vb, scale, tolerance)
+}
+
+/// One statistic's difference, held to `atol + rtol · scale`.
+fn compare_values(
+    name: &'static str,
+    va: Option<f64>,
+    vb: Option<f64>,
+    scale: Option<f64>,
+    tolerance: Tolerance,
+) -> StatDiff {
     let (abs_diff, exceeds) = match (va, vb) {
         (Some(x), Some(y)) if x == y => (Some(0.0), false), // equal infinities included
         (Some(x), Some(y)) if x.is_finite() && y.is_finite() => {
@@ -251,9 +280,8 @@ pub fn compare_records(a: &Record, b: &Record, tolerances: &Tolerances) -> Compa
             precision_change,
         };
     };
-    let stats: Vec<StatDiff> = STATS
-        .iter()
-        .map(|&name| compare_stat(name, sa, sb, tolerances.of(name, precision_change)))
+    let stats: Vec<StatDiff> = (0..STATS.len())
+        .map(|i| compare_stat_at(i, sa, sb, tolerances.at(i, precision_change)))
         .collect();
     let magnitude_differs = stats.iter().any(|d| d.name != "pos_checksum" && d.exceeds);
     let checksum_differs = stats.iter().any(|d| d.name == "pos_checksum" && d.exceeds);
@@ -312,6 +340,21 @@ mod tests {
     }
 
     #[test]
+    fn stat_indexes_name_their_statistics() {
+        assert_eq!((STATS[MEAN], STATS[POS_CHECKSUM]), ("mean", "pos_checksum"));
+        let a = stats(-3.0, 3.0, 0.1, 10.0, 1.0, 100);
+        let b = stats(-2.0, 3.5, 0.3, 12.0, 1.7, 100);
+        let tolerances = Tolerances::default();
+        for (i, &name) in STATS.iter().enumerate() {
+            assert_eq!(tolerances.at(i, true), tolerances.of(name, true));
+            assert_eq!(
+                compare_stat(name, &a, &b, tolerances.of(name, false)),
+                compare_stat_at(i, &a, &b, tolerances.at(i, false))
+            );
+        }
+    }
+
+    #[test]
     fn checksum_alone_differing_is_values_moved() {
         let a = stats(-3.0, 3.0, 0.1, 10.0, 1.0, 100);
         let b = stats(-3.0, 3.0, 0.1, 10.0, 2.0, 100); // 10% of l2: beyond the 5% checksum screen
@@ -328,11 +371,11 @@ mod tests {
         let s = stats(-1.0, 1.0, 0.0, 1.0, 0.5, 4);
         let mut a = record_with(s.clone());
         let mut b = record_with(s);
-        b.dtype = "bfloat16".to_string();
+        b.dtype = "bfloat16".into();
         let c = compare_records(&a, &b, &Tolerances::default());
         assert_eq!(c.verdict, Verdict::Agree);
         assert!(c.precision_change);
-        a.dtype = "int64".to_string();
+        a.dtype = "int64".into();
         assert_eq!(
             compare_records(&a, &b, &Tolerances::default()).verdict,
             Verdict::Structural {
@@ -377,12 +420,12 @@ mod tests {
     fn record_with(stats: Stats) -> Record {
         Record {
             seq: 0,
-            stage: "s".to_string(),
+            stage: "s".into(),
             occurrence: 1,
             mode: super::super::manifest::Mode::Eager,
-            dtype: "float32".to_string(),
-            shape: vec![2, 2],
-            stride: vec![2, 1],
+            dtype: "float32".into(),
+            shape: vec![2, 2].into(),
+            stride: vec![2, 1].into(),
             storage_offset: 0,
             element_size: 4,
             numel: 4,
@@ -390,7 +433,7 @@ mod tests {
             storage_id: Some(1),
             storage_nbytes: Some(16),
             data_ptr: Some(64),
-            device: "cpu".to_string(),
+            device: "cpu".into(),
             device_format: None,
             is_contiguous: true,
             stats: Some(stats),

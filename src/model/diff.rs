@@ -12,7 +12,7 @@ use rayon::prelude::*;
 use serde::Serialize;
 
 use super::compare::{Comparison, Tolerances, Verdict, compare_records};
-use super::manifest::{Manifest, Record, keys_increase};
+use super::manifest::{Dims, Manifest, Name, Record, keys_increase};
 
 /// Hash maps over keys from the (untrusted) manifests: foldhash, seeded per process.
 type Map<K, V> = HashMap<K, V, foldhash::fast::RandomState>;
@@ -124,10 +124,10 @@ pub struct PairDiff {
     pub position: usize,
     pub seq_a: u64,
     pub seq_b: u64,
-    pub dtype_a: String,
-    pub dtype_b: String,
-    pub shape_a: Vec<u64>,
-    pub shape_b: Vec<u64>,
+    pub dtype_a: Name,
+    pub dtype_b: Name,
+    pub shape_a: Dims,
+    pub shape_b: Dims,
     #[serde(flatten)]
     pub comparison: Comparison,
 }
@@ -376,6 +376,12 @@ fn pair_records(a: &[Record], b: &[Record]) -> (Pairing, Vec<String>, Vec<String
     if same_keys && keys_increase(a) {
         return (Pairing::Lockstep(a.len()), Vec::new(), Vec::new());
     }
+    let (matched, only_a, only_b) = match_records(a, b);
+    (Pairing::Matched(matched), only_a, only_b)
+}
+
+/// The general pairing of [`pair_records`], by hashing keys.
+fn match_records(a: &[Record], b: &[Record]) -> (Vec<(usize, usize)>, Vec<String>, Vec<String>) {
     let mut index_b: Map<(&str, u32), usize> =
         Map::with_capacity_and_hasher(b.len(), Default::default());
     for (i, r) in b.iter().enumerate() {
@@ -404,7 +410,7 @@ fn pair_records(a: &[Record], b: &[Record]) -> (Pairing, Vec<String>, Vec<String
         .filter(|&(i, r)| !paired_b[i] && index_b[&(r.stage.as_str(), r.occurrence)] == i)
         .map(|(_, r)| r.key())
         .collect();
-    (Pairing::Matched(matched), only_a, only_b)
+    (matched, only_a, only_b)
 }
 
 /// The missing-data message when one side holds far fewer records than the other.
@@ -449,7 +455,12 @@ fn overview(windows: &[WindowDiff]) -> (Vec<String>, BTreeMap<u32, Vec<Cell>>) {
         if n == 0 {
             // One window's keys are distinct (pairs are unique, the unpaired keys are
             // neither paired nor repeated), so they are the first columns, in order.
-            stages.extend(keys(w).cloned());
+            w.pairs
+                .par_iter()
+                .with_min_len(4096)
+                .map(|p| p.key.clone())
+                .collect_into_vec(&mut stages);
+            stages.extend(w.only_a.iter().chain(&w.only_b).cloned());
             aligned.push(true);
             continue;
         }
@@ -483,4 +494,170 @@ fn overview(windows: &[WindowDiff]) -> (Vec<String>, BTreeMap<u32, Vec<Cell>>) {
         }
     }
     (stages, table)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::model::manifest::{Mode, Stats};
+
+    fn record(stage: &str, occurrence: u32, seq: u64, value: f64) -> Record {
+        Record {
+            seq,
+            stage: stage.into(),
+            occurrence,
+            mode: Mode::Eager,
+            dtype: "float32".into(),
+            shape: vec![2].into(),
+            stride: vec![1].into(),
+            storage_offset: 0,
+            element_size: 4,
+            numel: 2,
+            storage_ptr: None,
+            storage_id: None,
+            storage_nbytes: None,
+            data_ptr: None,
+            device: "cpu".into(),
+            device_format: None,
+            is_contiguous: true,
+            stats: Some(Stats {
+                nan_count: 0,
+                inf_count: 0,
+                finite_count: Some(2),
+                max_abs: Some(value),
+                min: Some(-value),
+                max: Some(value),
+                mean: Some(0.0),
+                l2: Some(value),
+                pos_checksum: Some(value / 2.0),
+            }),
+            tensor_file: None,
+            rows_kept: None,
+            rows_total: None,
+            truncated: None,
+        }
+    }
+
+    /// Key sequences from a small alphabet: repeats, gaps and reorderings happen often.
+    fn records(seed: &mut u64, n: usize, increasing: bool) -> Vec<Record> {
+        let mut next = || {
+            *seed = seed
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
+            (*seed >> 33) as u32
+        };
+        let mut count = [0u32; 3];
+        (0..n)
+            .map(|i| {
+                let s = (next() % 3) as usize;
+                count[s] += 1;
+                let occurrence = if increasing { count[s] } else { 1 + next() % 3 };
+                record(
+                    ["a", "b", "c"][s],
+                    occurrence,
+                    i as u64,
+                    1.0 + f64::from(next() % 5),
+                )
+            })
+            .collect()
+    }
+
+    #[test]
+    fn lockstep_pairs_exactly_as_matching_does() {
+        let mut seed = 7;
+        let mut lockstep = 0;
+        for round in 0..400 {
+            let n = round % 12;
+            let a = records(&mut seed, n, round % 2 == 0);
+            let b = match round % 4 {
+                0 | 1 => a.clone(),
+                2 => records(&mut seed, n, true),
+                _ => a.iter().rev().cloned().collect(),
+            };
+            let (matched, only_a, only_b) = match_records(&a, &b);
+            match pair_records(&a, &b) {
+                (Pairing::Lockstep(len), pa, pb) => {
+                    lockstep += 1;
+                    assert_eq!(matched, (0..len).map(|i| (i, i)).collect::<Vec<_>>());
+                    assert_eq!((pa, pb), (only_a, only_b));
+                }
+                (Pairing::Matched(m), pa, pb) => assert_eq!((m, pa, pb), (matched, only_a, only_b)),
+            }
+        }
+        assert!(lockstep > 50, "the shortcut was hardly taken: {lockstep}");
+    }
+
+    /// The overview as first written: every key through one map.
+    fn overview_by_lookup(windows: &[WindowDiff]) -> (Vec<String>, BTreeMap<u32, Vec<Cell>>) {
+        let mut stages: Vec<String> = Vec::new();
+        let mut column: HashMap<String, usize> = HashMap::new();
+        for w in windows {
+            for key in w
+                .pairs
+                .iter()
+                .map(|p| &p.key)
+                .chain(&w.only_a)
+                .chain(&w.only_b)
+            {
+                if !column.contains_key(key) {
+                    column.insert(key.clone(), stages.len());
+                    stages.push(key.clone());
+                }
+            }
+        }
+        let mut table: BTreeMap<u32, Vec<Cell>> = BTreeMap::new();
+        for w in windows {
+            let row = table
+                .entry(w.rank)
+                .or_insert_with(|| vec![Cell::Missing; stages.len()]);
+            for p in &w.pairs {
+                row[column[&p.key]] = match &p.comparison.verdict {
+                    Verdict::Agree => Cell::Agrees,
+                    Verdict::NonFinite => Cell::NonFinite,
+                    _ => Cell::Diverges,
+                };
+            }
+        }
+        (stages, table)
+    }
+
+    #[test]
+    fn overview_columns_are_those_of_a_plain_lookup() {
+        let mut seed = 11;
+        let tolerances = Tolerances::default();
+        for round in 0..60 {
+            let base = records(&mut seed, 9, true);
+            let windows: Vec<WindowDiff> = (0..1 + round % 4)
+                .map(|rank| {
+                    let mut a = base.clone();
+                    let mut b = records(&mut seed, 9, true);
+                    match (round + rank) % 3 {
+                        0 => b = a.clone(),
+                        1 => a.truncate(5),
+                        _ => a.reverse(),
+                    }
+                    let window = |records: Vec<Record>| Manifest {
+                        source: std::path::PathBuf::from("m.json"),
+                        schema_version: 1,
+                        probe: String::new(),
+                        label: "l".into(),
+                        match_index: 1,
+                        occurrence: 1,
+                        rank: rank as u32,
+                        world_size: 4,
+                        metadata: Default::default(),
+                        stats_dtype: None,
+                        records,
+                        input_sets: Vec::new(),
+                    };
+                    diff_windows(&window(a), &window(b), &tolerances)
+                })
+                .collect();
+            assert_eq!(
+                overview(&windows),
+                overview_by_lookup(&windows),
+                "round {round}"
+            );
+        }
+    }
 }

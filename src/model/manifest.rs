@@ -6,7 +6,12 @@
 //! error naming the file, line and column) and lenient about extra fields,
 //! which are ignored so that newer probes stay readable.
 
+use std::borrow::Cow;
+use std::cell::RefCell;
+use std::collections::HashSet;
+use std::fmt;
 use std::path::{Path, PathBuf};
+use std::sync::Mutex;
 
 use serde::{Deserialize, Deserializer};
 
@@ -93,6 +98,231 @@ impl Stats {
     }
 }
 
+/// A short text that repeats across records (a stage, a dtype, a device): interned, so a
+/// million records share a few hundred strings instead of each owning copies, and cloning
+/// one copies a pointer. Reads like a `&str` (`as_str`, `Deref`, `Display`, comparisons).
+#[derive(Clone, Default, Eq, PartialOrd, Ord, Hash)]
+pub struct Name(Cow<'static, str>);
+
+impl PartialEq for Name {
+    fn eq(&self, other: &Name) -> bool {
+        // Interned names that are equal are one string: comparing addresses settles most.
+        let (a, b) = (self.as_str(), other.as_str());
+        std::ptr::eq(a, b) || a == b
+    }
+}
+
+/// At most this many distinct values of each kind are interned (and kept for the life of
+/// the process); later ones are owned by their records, so no input grows the tables without
+/// bound.
+const MAX_INTERNED: usize = 1 << 16;
+
+type Set<T> = HashSet<&'static T, foldhash::fast::RandomState>;
+
+/// A process-wide table of interned values of one kind, with a per-thread cache in front
+/// so that parser threads rarely take its lock.
+struct Interner<T: ?Sized + 'static> {
+    global: Mutex<Option<Set<T>>>,
+    local: &'static std::thread::LocalKey<RefCell<Set<T>>>,
+}
+
+impl<T> Interner<T>
+where
+    T: ?Sized + Eq + std::hash::Hash + 'static,
+    for<'a> Box<T>: From<&'a T>,
+{
+    /// The shared copy of `value`; `None` once the table is full and `value` is not in it.
+    fn get(&self, value: &T) -> Option<&'static T> {
+        self.local.with(|seen| {
+            if let Some(&hit) = seen.borrow().get(value) {
+                return Some(hit);
+            }
+            let mut global = self.global.lock().unwrap_or_else(|e| e.into_inner());
+            let global = global.get_or_insert_with(HashSet::default);
+            let hit = match global.get(value) {
+                Some(&hit) => hit,
+                None if global.len() < MAX_INTERNED => {
+                    let leaked: &'static T = Box::leak(Box::<T>::from(value));
+                    global.insert(leaked);
+                    leaked
+                }
+                None => return None,
+            };
+            seen.borrow_mut().insert(hit);
+            Some(hit)
+        })
+    }
+}
+
+thread_local! {
+    static NAMES_SEEN: RefCell<Set<str>> = RefCell::new(HashSet::default());
+    static SHAPES_SEEN: RefCell<Set<[u64]>> = RefCell::new(HashSet::default());
+    static STRIDES_SEEN: RefCell<Set<[i64]>> = RefCell::new(HashSet::default());
+}
+
+static NAMES: Interner<str> = Interner {
+    global: Mutex::new(None),
+    local: &NAMES_SEEN,
+};
+static SHAPES: Interner<[u64]> = Interner {
+    global: Mutex::new(None),
+    local: &SHAPES_SEEN,
+};
+static STRIDES: Interner<[i64]> = Interner {
+    global: Mutex::new(None),
+    local: &STRIDES_SEEN,
+};
+
+/// A shape (or any list of sizes), interned like [`Name`]: reads like a `&[u64]`.
+pub type Dims = Cow<'static, [u64]>;
+/// Strides, interned like [`Name`]: reads like a `&[i64]`.
+pub type Strides = Cow<'static, [i64]>;
+
+/// The shared copy of `dims` (owned once the table is full).
+pub fn dims(dims: &[u64]) -> Dims {
+    SHAPES
+        .get(dims)
+        .map_or_else(|| Cow::Owned(dims.to_vec()), Cow::Borrowed)
+}
+
+/// The shared copy of `strides` (owned once the table is full).
+pub fn strides(strides: &[i64]) -> Strides {
+    STRIDES
+        .get(strides)
+        .map_or_else(|| Cow::Owned(strides.to_vec()), Cow::Borrowed)
+}
+
+fn interned_dims<'de, D: Deserializer<'de>>(deserializer: D) -> Result<Dims, D::Error> {
+    Vec::<u64>::deserialize(deserializer).map(|v| dims(&v))
+}
+
+fn interned_strides<'de, D: Deserializer<'de>>(deserializer: D) -> Result<Strides, D::Error> {
+    Vec::<i64>::deserialize(deserializer).map(|v| strides(&v))
+}
+
+impl Name {
+    /// The shared copy of `text` (owned once the table is full).
+    pub fn new(text: &str) -> Name {
+        Name(
+            NAMES
+                .get(text)
+                .map_or_else(|| Cow::Owned(text.to_owned()), Cow::Borrowed),
+        )
+    }
+
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+}
+
+impl std::ops::Deref for Name {
+    type Target = str;
+    fn deref(&self) -> &str {
+        &self.0
+    }
+}
+
+impl AsRef<str> for Name {
+    fn as_ref(&self) -> &str {
+        &self.0
+    }
+}
+
+impl std::borrow::Borrow<str> for Name {
+    fn borrow(&self) -> &str {
+        &self.0
+    }
+}
+
+impl fmt::Display for Name {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        fmt::Display::fmt(&*self.0, f)
+    }
+}
+
+impl fmt::Debug for Name {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        fmt::Debug::fmt(&*self.0, f)
+    }
+}
+
+impl From<&str> for Name {
+    fn from(text: &str) -> Name {
+        Name::new(text)
+    }
+}
+
+impl From<String> for Name {
+    fn from(text: String) -> Name {
+        Name::new(&text)
+    }
+}
+
+impl From<Name> for String {
+    fn from(name: Name) -> String {
+        name.0.into_owned()
+    }
+}
+
+impl PartialEq<str> for Name {
+    fn eq(&self, other: &str) -> bool {
+        *self.0 == *other
+    }
+}
+
+impl PartialEq<&str> for Name {
+    fn eq(&self, other: &&str) -> bool {
+        *self.0 == **other
+    }
+}
+
+impl PartialEq<String> for Name {
+    fn eq(&self, other: &String) -> bool {
+        *self.0 == **other
+    }
+}
+
+impl PartialEq<Name> for &str {
+    fn eq(&self, other: &Name) -> bool {
+        **self == *other.0
+    }
+}
+
+impl PartialEq<Name> for String {
+    fn eq(&self, other: &Name) -> bool {
+        **self == *other.0
+    }
+}
+
+impl serde::Serialize for Name {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        serializer.serialize_str(&self.0)
+    }
+}
+
+impl<'de> Deserialize<'de> for Name {
+    /// As a `String` deserializes (same errors), then interned.
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        struct NameVisitor;
+        impl serde::de::Visitor<'_> for NameVisitor {
+            type Value = Name;
+            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str("a string")
+            }
+            fn visit_str<E: serde::de::Error>(self, v: &str) -> Result<Name, E> {
+                Ok(Name::new(v))
+            }
+            fn visit_bytes<E: serde::de::Error>(self, v: &[u8]) -> Result<Name, E> {
+                match std::str::from_utf8(v) {
+                    Ok(text) => Ok(Name::new(text)),
+                    Err(_) => Err(E::invalid_value(serde::de::Unexpected::Bytes(v), &self)),
+                }
+            }
+        }
+        deserializer.deserialize_string(NameVisitor)
+    }
+}
+
 /// One captured tensor: its place in the window, logical and physical layout, statistics.
 ///
 /// Units: `stride` and `storage_offset` in elements, `storage_ptr`,
@@ -100,12 +330,14 @@ impl Stats {
 #[derive(Debug, Clone, PartialEq, Deserialize)]
 pub struct Record {
     pub seq: u64,
-    pub stage: String,
+    pub stage: Name,
     pub occurrence: u32,
     pub mode: Mode,
-    pub dtype: String,
-    pub shape: Vec<u64>,
-    pub stride: Vec<i64>,
+    pub dtype: Name,
+    #[serde(deserialize_with = "interned_dims")]
+    pub shape: Dims,
+    #[serde(deserialize_with = "interned_strides")]
+    pub stride: Strides,
     pub storage_offset: u64,
     pub element_size: u32,
     pub numel: u64,
@@ -116,7 +348,7 @@ pub struct Record {
     pub storage_id: Option<u64>,
     pub storage_nbytes: Option<u64>,
     pub data_ptr: Option<u64>,
-    pub device: String,
+    pub device: Name,
     pub device_format: Option<i64>,
     pub is_contiguous: bool,
     pub stats: Option<Stats>,
@@ -283,9 +515,16 @@ impl Manifest {
 /// A statistic: a number, `null`, or one of the strings `"nan"`, `"inf"`, `"-inf"`.
 ///
 /// A visitor rather than an untagged enum: an untagged enum buffers every value
-/// before trying its variants, which made statistics the costliest part of a load.
-/// Errors are the ones the untagged enum gave, at the same position.
+/// before trying its variants, which made statistics a costly part of a load.
+/// Errors are the ones the untagged enum gave, raised as it raised them (after the value,
+/// outside serde_json's own calls), so they carry the same positions.
 fn stat<'de, D: Deserializer<'de>>(deserializer: D) -> Result<Option<f64>, D::Error> {
+    /// What the untagged enum would have refused, reported once the value is read.
+    enum Refused {
+        Untagged,
+        Text(String),
+    }
+
     struct StatVisitor;
 
     impl<'de> serde::de::Visitor<'de> for StatVisitor {
@@ -301,54 +540,57 @@ fn stat<'de, D: Deserializer<'de>>(deserializer: D) -> Result<Option<f64>, D::Er
             Ok(None)
         }
         fn visit_some<D2: Deserializer<'de>>(self, d: D2) -> Result<Self::Value, D2::Error> {
-            d.deserialize_any(Present)
+            use serde::de::Error;
+            match d.deserialize_any(Present)? {
+                Ok(value) => Ok(value),
+                Err(Refused::Untagged) => Err(D2::Error::custom(
+                    "data did not match any variant of untagged enum Raw",
+                )),
+                Err(Refused::Text(t)) => Err(D2::Error::custom(format!(
+                    "statistic {t:?} is not a number, null, \"nan\", \"inf\" or \"-inf\""
+                ))),
+            }
         }
     }
 
     /// The value after `Some`: what `Raw::Number(f64)` or `Raw::Text(String)` accepted.
     struct Present;
 
-    fn untagged<E: serde::de::Error>() -> E {
-        E::custom("data did not match any variant of untagged enum Raw")
-    }
-
     impl<'de> serde::de::Visitor<'de> for Present {
-        type Value = Option<f64>;
+        type Value = Result<Option<f64>, Refused>;
 
         fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
             f.write_str("a number, \"nan\", \"inf\" or \"-inf\"")
         }
         fn visit_f64<E: serde::de::Error>(self, v: f64) -> Result<Self::Value, E> {
-            Ok(Some(v))
+            Ok(Ok(Some(v)))
         }
         fn visit_u64<E: serde::de::Error>(self, v: u64) -> Result<Self::Value, E> {
-            Ok(Some(v as f64))
+            Ok(Ok(Some(v as f64)))
         }
         fn visit_i64<E: serde::de::Error>(self, v: i64) -> Result<Self::Value, E> {
-            Ok(Some(v as f64))
+            Ok(Ok(Some(v as f64)))
         }
         fn visit_str<E: serde::de::Error>(self, t: &str) -> Result<Self::Value, E> {
-            match t {
+            Ok(match t {
                 "nan" => Ok(Some(f64::NAN)),
                 "inf" => Ok(Some(f64::INFINITY)),
                 "-inf" => Ok(Some(f64::NEG_INFINITY)),
-                _ => Err(E::custom(format!(
-                    "statistic {t:?} is not a number, null, \"nan\", \"inf\" or \"-inf\""
-                ))),
-            }
+                _ => Err(Refused::Text(t.to_owned())),
+            })
         }
         fn visit_bool<E: serde::de::Error>(self, _: bool) -> Result<Self::Value, E> {
-            Err(untagged())
+            Ok(Err(Refused::Untagged))
         }
         fn visit_unit<E: serde::de::Error>(self) -> Result<Self::Value, E> {
-            Err(untagged())
+            Ok(Err(Refused::Untagged))
         }
         fn visit_seq<A: serde::de::SeqAccess<'de>>(
             self,
             mut seq: A,
         ) -> Result<Self::Value, A::Error> {
             while seq.next_element::<serde::de::IgnoredAny>()?.is_some() {}
-            Err(untagged())
+            Ok(Err(Refused::Untagged))
         }
         fn visit_map<A: serde::de::MapAccess<'de>>(
             self,
@@ -358,7 +600,7 @@ fn stat<'de, D: Deserializer<'de>>(deserializer: D) -> Result<Option<f64>, D::Er
                 .next_entry::<serde::de::IgnoredAny, serde::de::IgnoredAny>()?
                 .is_some()
             {}
-            Err(untagged())
+            Ok(Err(Refused::Untagged))
         }
     }
 
@@ -428,5 +670,89 @@ mod tests {
             r#"{"nan_count":0,"inf_count":0,"max_abs":"big","min":null,"max":null,"mean":null}"#,
         );
         assert!(bad.unwrap_err().to_string().contains("\"big\""));
+    }
+
+    /// `stat` as it was first written, with an untagged enum.
+    fn untagged_stat<'de, D: Deserializer<'de>>(deserializer: D) -> Result<Option<f64>, D::Error> {
+        #[derive(Deserialize)]
+        #[serde(untagged)]
+        enum Raw {
+            Number(f64),
+            Text(String),
+        }
+        match Option::<Raw>::deserialize(deserializer)? {
+            None => Ok(None),
+            Some(Raw::Number(v)) => Ok(Some(v)),
+            Some(Raw::Text(t)) => match t.as_str() {
+                "nan" => Ok(Some(f64::NAN)),
+                "inf" => Ok(Some(f64::INFINITY)),
+                "-inf" => Ok(Some(f64::NEG_INFINITY)),
+                _ => Err(serde::de::Error::custom(format!(
+                    "statistic {t:?} is not a number, null, \"nan\", \"inf\" or \"-inf\""
+                ))),
+            },
+        }
+    }
+
+    #[test]
+    fn stat_reads_and_fails_as_the_untagged_enum_did() {
+        #[derive(Debug, Deserialize)]
+        struct Old(#[serde(deserialize_with = "untagged_stat")] Option<f64>);
+        #[derive(Debug, Deserialize)]
+        struct New(#[serde(deserialize_with = "stat")] Option<f64>);
+        for value in [
+            "1.5",
+            "-0.0",
+            "3",
+            "-7",
+            "18446744073709551615",
+            "1e-05",
+            "2.5E+300",
+            "null",
+            "\"nan\"",
+            "\"inf\"",
+            "\"-inf\"",
+            "\"big\"",
+            "\"n\\u0061n\"",
+            "true",
+            "[1, 2]",
+            "{\"a\": 1}",
+            "1e999",
+            "-",
+            "\"nan",
+            "[1,",
+            "nul",
+        ] {
+            let text = format!("[\n  {value}\n]");
+            let old = serde_json::from_str::<(Old,)>(&text).map(|v| format!("{:?}", v.0.0));
+            let new = serde_json::from_str::<(New,)>(&text).map(|v| format!("{:?}", v.0.0));
+            assert_eq!(
+                new.map_err(|e| e.to_string()),
+                old.map_err(|e| e.to_string()),
+                "{value}"
+            );
+        }
+    }
+
+    #[test]
+    fn names_read_like_the_strings_they_hold() {
+        let a = Name::new("layers.0.q");
+        let b: Name = String::from("layers.0.q").into();
+        assert_eq!(a, b);
+        assert_eq!(a, "layers.0.q");
+        assert_eq!(a.as_str(), "layers.0.q");
+        assert!(std::ptr::eq(a.as_str(), b.as_str()), "interned once");
+        assert_eq!(format!("[{a:>12}] {a:?}"), "[  layers.0.q] \"layers.0.q\"");
+        assert_eq!(serde_json::to_string(&a).unwrap(), "\"layers.0.q\"");
+        let read: Name = serde_json::from_str("\"layers.0.q\"").unwrap();
+        assert_eq!(read, a);
+        for bad in ["3", "null", "[]"] {
+            assert_eq!(
+                serde_json::from_str::<Name>(bad).unwrap_err().to_string(),
+                serde_json::from_str::<String>(bad).unwrap_err().to_string()
+            );
+        }
+        assert_eq!(dims(&[2, 3]), vec![2u64, 3]);
+        assert!(std::ptr::eq(&*dims(&[2, 3]), &*dims(&[2, 3])));
     }
 }

@@ -21,7 +21,9 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use rayon::prelude::*;
 use serde::de::{self, DeserializeSeed, IgnoredAny, MapAccess, SeqAccess, Visitor};
 
-use super::manifest::{FORMAT, InputSet, Manifest, ManifestError, Mode, Record, SCHEMA_VERSION};
+use super::manifest::{
+    FORMAT, InputSet, Manifest, ManifestError, Mode, Name, Record, SCHEMA_VERSION,
+};
 
 mod line;
 
@@ -205,17 +207,19 @@ pub fn parse_by_lines(bytes: &[u8], path: &Path) -> Option<Parsed> {
         .spans
         .par_iter()
         .with_min_len(256)
-        .map(|&(start, end)| {
+        .map_init(line::Reader::default, |reader, &(start, end)| {
+            let mut record = placeholder_record();
             if failed.load(Ordering::Relaxed) {
-                return placeholder_record();
+                return record;
             }
             let text = &bytes[start..end];
-            line::record(text)
-                .or_else(|| serde_json::from_slice::<Record>(text).ok())
-                .unwrap_or_else(|| {
-                    failed.store(true, Ordering::Relaxed);
-                    placeholder_record()
-                })
+            if !reader.read(text, &mut record) {
+                match serde_json::from_slice::<Record>(text) {
+                    Ok(read) => record = read,
+                    Err(_) => failed.store(true, Ordering::Relaxed),
+                }
+            }
+            record
         })
         .collect_into_vec(&mut records);
     if failed.load(Ordering::Relaxed) {
@@ -267,28 +271,30 @@ struct RecordLines {
     spans: Vec<(usize, usize)>,
 }
 
-/// Finds `"records": [` at the end of a line, then one record per line up to a line that
-/// starts with `]`. `None` when the file is not laid out that way (or is cut short).
+/// Finds `"records": [` alone on the end of a line, then one record per line up to a line
+/// that starts with `]`. `None` when the file is not laid out that way (or is cut short).
 fn record_lines(bytes: &[u8]) -> Option<RecordLines> {
-    const KEY: &[u8] = b"\"records\": [\n";
+    const KEY: &[u8] = b"\"records\": [";
     let is_blank = |b: &u8| matches!(b, b' ' | b'\t' | b'\r');
-    let mut from = 0;
-    let open = loop {
+    // Candidates come in order, so each byte is looked at a bounded number of times.
+    let (mut from, mut line_start) = (0, 0);
+    let (open, first_line) = loop {
         let at = from + memchr::memmem::find(&bytes[from..], KEY)?;
-        // The key must start its line: nothing but indentation before it.
-        let line_start = bytes[..at]
-            .iter()
-            .rposition(|&b| b == b'\n')
-            .map_or(0, |i| i + 1);
-        if bytes[line_start..at].iter().all(is_blank) {
-            break at + KEY.len() - 2;
+        if let Some(newline) = memchr::memrchr(b'\n', &bytes[from..at]) {
+            line_start = from + newline + 1;
         }
         from = at + 1;
+        // Nothing but indentation before the key, nothing but the line's end after `[`.
+        let open = at + KEY.len() - 1;
+        let after = open + 1 + bytes[open + 1..].iter().position(|b| !is_blank(b))?;
+        if bytes[after] == b'\n' && bytes[line_start..at].iter().all(is_blank) {
+            break (open, after + 1);
+        }
     };
     let mut spans = Vec::with_capacity(bytes.len() / 512);
     // Whether the previous record line ended in a comma; `None` before the first.
     let mut last_comma = None;
-    let mut line_start = open + 2;
+    let mut line_start = first_line;
     loop {
         let line_end = line_start + memchr::memchr(b'\n', &bytes[line_start..])?;
         let line = &bytes[line_start..line_end];
@@ -320,12 +326,12 @@ fn record_lines(bytes: &[u8]) -> Option<RecordLines> {
 fn placeholder_record() -> Record {
     Record {
         seq: 0,
-        stage: String::new(),
+        stage: Name::default(),
         occurrence: 0,
         mode: Mode::Eager,
-        dtype: String::new(),
-        shape: Vec::new(),
-        stride: Vec::new(),
+        dtype: Name::default(),
+        shape: Default::default(),
+        stride: Default::default(),
         storage_offset: 0,
         element_size: 0,
         numel: 0,
@@ -333,7 +339,7 @@ fn placeholder_record() -> Record {
         storage_id: None,
         storage_nbytes: None,
         data_ptr: None,
-        device: String::new(),
+        device: Name::default(),
         device_format: None,
         is_contiguous: false,
         stats: None,
@@ -568,5 +574,175 @@ mod tests {
         assert_eq!(byte_offset(b"ab\ncd\nef", 1, 2), 1);
         assert_eq!(byte_offset(b"ab\ncd\nef", 3, 1), 6);
         assert_eq!(byte_offset(b"ab\ncd\nef", 2, 0), 3);
+    }
+
+    /// A manifest as the probe writes it: one top-level field per line, one record per line.
+    fn probe_text(records: usize) -> String {
+        let lines: Vec<String> = (0..records)
+            .map(|i| {
+                let stats = format!(
+                    r#"{{"nan_count": 0, "inf_count": {}, "finite_count": 2, "max_abs": {}, "min": -0.5, "max": 1e-05, "mean": "nan", "l2": 3, "pos_checksum": 0.1}}"#,
+                    i % 2,
+                    1.5 + i as f64 / 7.0
+                );
+                RECORD
+                    .replace("\"seq\": 0", &format!("\"seq\": {i}"))
+                    .replace("\"stage\": \"s\"", &format!("\"stage\": \"layers.{}.q\"", i % 3))
+                    .replace("\"occurrence\": 1", &format!("\"occurrence\": {}", i / 3 + 1))
+                    .replace("\"stats\": null", &format!("\"stats\": {stats}"))
+            })
+            .collect();
+        format!(
+            "{{\n \"format\": \"dumpview.manifest\",\n \"schema_version\": 1,\n \"label\": \"r\",\n \"match\": 1,\n \"occurrence\": 1,\n \"rank\": 0,\n \"world_size\": 1,\n \"metadata\": {{\"token_ids\": [1, 2]}},\n \"records\": [\n  {}\n ],\n \"input_sets\": []\n}}\n",
+            lines.join(",\n  ")
+        )
+    }
+
+    /// `parse_by_lines` either declines or gives exactly what the one-pass parser gives.
+    fn agrees(text: &str) -> bool {
+        let path = Path::new("m.json");
+        let by_lines = parse_by_lines(text.as_bytes(), path);
+        let one_pass = parse_one_pass(text.as_bytes(), path);
+        if let Some(parsed) = &by_lines {
+            let one_pass = one_pass
+                .as_ref()
+                .expect("the line road only takes valid manifests");
+            // Debug text, not ==: statistics may be NaN.
+            assert_eq!(
+                format!("{:?}", parsed.manifest),
+                format!("{:?}", one_pass.manifest),
+                "{text}"
+            );
+            assert_eq!(parsed.stopped, None);
+            assert_eq!(one_pass.stopped, None);
+        }
+        by_lines.is_some()
+    }
+
+    #[test]
+    fn the_line_road_reads_the_probe_layout_as_the_one_pass_parser_does() {
+        let text = probe_text(7);
+        assert!(agrees(&text));
+        assert_eq!(
+            parse_by_lines(text.as_bytes(), Path::new("m"))
+                .unwrap()
+                .manifest
+                .records
+                .len(),
+            7
+        );
+        // Large enough for parse_manifest to take it.
+        let big = probe_text(LINES_MIN_BYTES / 400);
+        assert!(big.len() >= LINES_MIN_BYTES);
+        let path = Path::new("m.json");
+        assert_eq!(
+            format!(
+                "{:?}",
+                parse_manifest(big.as_bytes(), path).unwrap().manifest
+            ),
+            format!(
+                "{:?}",
+                parse_one_pass(big.as_bytes(), path).unwrap().manifest
+            )
+        );
+    }
+
+    #[test]
+    fn the_line_road_declines_every_cut_of_a_manifest() {
+        let text = probe_text(4);
+        for len in 0..text.len() {
+            let cut = &text[..len];
+            // Only whitespace may be missing for a cut to still be the whole manifest.
+            let whole = text[len..].trim().is_empty();
+            assert_eq!(agrees(cut), whole, "cut at {len}");
+        }
+    }
+
+    #[test]
+    fn the_line_road_declines_other_layouts_or_agrees() {
+        let text = probe_text(3);
+        let record = |i: usize| {
+            text.lines()
+                .filter(|l| l.starts_with("  {"))
+                .nth(i)
+                .unwrap()
+                .to_string()
+        };
+        let variants = [
+            // Declined: not one record per line, or not valid JSON.
+            (text.replace(",\n  {\"seq\": 1", ", {\"seq\": 1"), false),
+            (text.replace("\n ],", ",\n ],"), false),
+            (
+                text.replace(",\n  {\"seq\": 2", ",\n\n  {\"seq\": 2"),
+                false,
+            ),
+            (text.replace(",\n  {\"seq\": 2", "\n  {\"seq\": 2"), false),
+            (text.replace("\"records\": [\n", "\"records\":  [\n"), false),
+            (
+                text.replace(" \"records\": [", " \"x\": 1, \"records\": ["),
+                false,
+            ),
+            (
+                text.replace("\"records\": [", "\"records\": [\n  1,"),
+                false,
+            ),
+            (text.replace("\"input_sets\": []", "\"records\": []"), false),
+            (
+                text.replace("\"input_sets\": []", "\"input_sets\": [1]"),
+                false,
+            ),
+            (text.replace("dumpview.manifest", "other"), false),
+            (text.replace(" \"match\": 1,\n", ""), false),
+            (
+                text.replace(
+                    &record(1),
+                    &record(1).replace("\"numel\": 2", "\"numel\": \"2\""),
+                ),
+                false,
+            ),
+            // A nested `records` array, on lines of its own, holding a record.
+            (
+                text.replace(
+                    "\"metadata\": {\"token_ids\": [1, 2]}",
+                    &format!("\"metadata\": {{\n \"records\": [\n{}\n ]}}", record(0)),
+                ),
+                false,
+            ),
+            (format!("{text}x"), false),
+            // Taken: the same layout with other spacing, fields or key order.
+            (
+                text.replace(
+                    "\"metadata\": {\"token_ids\": [1, 2]}",
+                    "\"metadata\": {\"records\": [\n 1]}",
+                ),
+                true,
+            ),
+            (text.replace('\n', "\r\n"), true),
+            (text.replace("\n ],", "\n ]\n ,"), true),
+            (
+                text.replace("\"label\": \"r\",\n", "")
+                    .replace("\"input_sets\": []", "\"input_sets\": [], \"label\": \"r\""),
+                true,
+            ),
+            (
+                text.replace(
+                    &record(2),
+                    &record(2).replace("\"seq\": 2, ", "\"future\": {\"a\": [1]}, \"seq\": 2, "),
+                ),
+                true,
+            ),
+            (
+                text.replace(
+                    &record(0),
+                    &record(0).replace("layers.0.q", "layers.0.\\u0071\\\""),
+                ),
+                true,
+            ),
+            (text.replace("  {", "\t{"), true),
+            (text.replace("},\n", "}  ,  \n"), true),
+        ];
+        for (i, (variant, taken)) in variants.iter().enumerate() {
+            assert_eq!(agrees(variant), *taken, "variant {i}: {variant}");
+        }
     }
 }

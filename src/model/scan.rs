@@ -117,8 +117,8 @@ pub fn view_of(record: &Record) -> Option<View> {
     Some(View {
         data_ptr,
         element_size: u64::from(record.element_size),
-        shape: record.shape.clone(),
-        stride: record.stride.clone(),
+        shape: record.shape.to_vec(),
+        stride: record.stride.to_vec(),
     })
 }
 
@@ -228,9 +228,9 @@ fn groups_in_bucket(
                     AliasMember {
                         key: r.key(),
                         seq: r.seq,
-                        dtype: r.dtype.clone(),
-                        shape: r.shape.clone(),
-                        stride: r.stride.clone(),
+                        dtype: r.dtype.to_string(),
+                        shape: r.shape.to_vec(),
+                        stride: r.stride.to_vec(),
                         storage_offset: r.storage_offset,
                     }
                 })

@@ -8,14 +8,200 @@
 //! types with the same rules, and by converting every statistic through serde itself
 //! ([`StatValue`]), so floats come out bit for bit as serde_json makes them.
 
-use crate::model::manifest::{Mode, Record, StatValue, Stats};
+use crate::model::manifest::{Dims, Mode, Name, Record, StatValue, Stats, Strides, dims, strides};
 
-/// Reads one record (the text of a JSON object, surrounding whitespace allowed).
-pub(super) fn record(text: &[u8]) -> Option<Record> {
-    let mut c = Cursor { b: text, i: 0 };
-    let record = c.record()?;
-    c.ws();
-    (c.i == text.len()).then_some(record)
+/// Reads records, remembering the last dtype, device, shape and strides it read: consecutive
+/// records mostly share them, and then they are not looked up again.
+#[derive(Default)]
+pub(super) struct Reader {
+    dtype: Name,
+    device: Name,
+    shape: Dims,
+    stride: Strides,
+}
+
+impl Reader {
+    /// Reads one record (the text of a JSON object, surrounding whitespace allowed) into
+    /// `out`; false, with `out` in any state, where it declines.
+    pub(super) fn read(&mut self, text: &[u8], out: &mut Record) -> bool {
+        let mut c = Cursor {
+            b: text,
+            i: 0,
+            last: self,
+        };
+        if c.record(out).is_none() {
+            return false;
+        }
+        c.ws();
+        c.i == text.len()
+    }
+}
+
+/// Reads one record on its own.
+#[cfg(test)]
+fn record(text: &[u8]) -> Option<Record> {
+    let mut out = super::placeholder_record();
+    Reader::default().read(text, &mut out).then_some(out)
+}
+
+/// A statistic that is a number, converted exactly as serde_json converts it; `None` where
+/// serde_json refuses it.
+fn number(token: &[u8]) -> Option<Option<f64>> {
+    match serde_json_floats() {
+        Some(pow10) => match serde_json_f64(token, pow10) {
+            Some(value) => Some(Some(value)),
+            None => serde_json::from_slice::<StatValue>(token).ok().map(|v| v.0),
+        },
+        None => serde_json::from_slice::<StatValue>(token).ok().map(|v| v.0),
+    }
+}
+
+/// Powers of ten `1e0..=1e308` when this build's serde_json converts decimals as
+/// [`serde_json_f64`] does (its default: the significand as an `f64`, then one multiplication
+/// or division by a power of ten; not always the nearest float to a 17-digit decimal); `None`
+/// when it converts otherwise (its `float_roundtrip` feature), and then serde_json converts
+/// every number. Decided once, on a decimal where the two ways give different floats.
+fn serde_json_floats() -> Option<&'static [f64; 309]> {
+    static POW10: std::sync::OnceLock<Option<[f64; 309]>> = std::sync::OnceLock::new();
+    POW10
+        .get_or_init(|| {
+            let pow10: [f64; 309] =
+                std::array::from_fn(|i| format!("1e{i}").parse().expect("a power of ten"));
+            let probes: [&[u8]; 4] = [
+                b"0.17976991766744273",
+                b"-12.5e-3",
+                b"7",
+                b"-9223372036854775808",
+            ];
+            probes
+                .iter()
+                .all(|probe| {
+                    let serde = serde_json::from_slice::<StatValue>(probe)
+                        .ok()
+                        .and_then(|v| v.0);
+                    let ours = serde_json_f64(probe, &pow10);
+                    serde.map(f64::to_bits) == ours.map(f64::to_bits)
+                })
+                .then_some(pow10)
+        })
+        .as_ref()
+}
+
+/// serde_json's conversion of a JSON number to `f64` (`parse_integer`, `parse_decimal`,
+/// `parse_exponent`, `f64_from_parts`), for numbers whose digits fit its `u64` significand;
+/// `None` for anything else (longer significands, malformed or out-of-range numbers), which
+/// is then left to serde_json itself.
+fn serde_json_f64(token: &[u8], pow10: &[f64; 309]) -> Option<f64> {
+    // `overflow!(a * 10 + b, max)` of serde_json.
+    fn grows(a: u64, b: u64) -> Option<u64> {
+        let max = u64::MAX;
+        (!(a >= max / 10 && (a > max / 10 || b > max % 10))).then(|| a * 10 + b)
+    }
+    let digit = |i: usize| match token.get(i) {
+        Some(&c @ b'0'..=b'9') => Some(u64::from(c - b'0')),
+        _ => None,
+    };
+    let positive = token.first() != Some(&b'-');
+    let mut i = usize::from(!positive);
+    let mut significand = match digit(i)? {
+        // There can be only one leading '0'.
+        0 if digit(i + 1).is_some() => return None,
+        d => d,
+    };
+    i += 1;
+    if significand > 0 {
+        while let Some(d) = digit(i) {
+            significand = grows(significand, d)?;
+            i += 1;
+        }
+    }
+    let mut exponent: i32 = 0;
+    let mut float = false;
+    if token.get(i) == Some(&b'.') {
+        float = true;
+        i += 1;
+        while let Some(d) = digit(i) {
+            significand = grows(significand, d)?;
+            exponent -= 1;
+            i += 1;
+        }
+        if exponent == 0 {
+            return None;
+        }
+    }
+    if let Some(b'e' | b'E') = token.get(i) {
+        float = true;
+        i += 1;
+        let positive_exp = match token.get(i) {
+            Some(b'+') => {
+                i += 1;
+                true
+            }
+            Some(b'-') => {
+                i += 1;
+                false
+            }
+            _ => true,
+        };
+        let mut exp = i32::try_from(digit(i)?).expect("a digit");
+        i += 1;
+        while let Some(d) = digit(i) {
+            let d = i32::try_from(d).expect("a digit");
+            if exp >= i32::MAX / 10 && (exp > i32::MAX / 10 || d > i32::MAX % 10) {
+                return None;
+            }
+            exp = exp * 10 + d;
+            i += 1;
+        }
+        exponent = if positive_exp {
+            exponent.saturating_add(exp)
+        } else {
+            exponent.saturating_sub(exp)
+        };
+    }
+    if i != token.len() {
+        return None;
+    }
+    if !float {
+        // `ParserNumber::U64`, `I64` or (for `-0` and what `i64` cannot hold) `F64`.
+        return Some(if positive {
+            significand as f64
+        } else {
+            let neg = (significand as i64).wrapping_neg();
+            if neg >= 0 {
+                -(significand as f64)
+            } else {
+                neg as f64
+            }
+        });
+    }
+    let mut f = significand as f64;
+    loop {
+        match pow10.get(exponent.unsigned_abs() as usize) {
+            Some(&pow) => {
+                if exponent >= 0 {
+                    f *= pow;
+                    if f.is_infinite() {
+                        return None;
+                    }
+                } else {
+                    f /= pow;
+                }
+                break;
+            }
+            None => {
+                if f == 0.0 {
+                    break;
+                }
+                if exponent >= 0 {
+                    return None;
+                }
+                f /= 1e308;
+                exponent += 308;
+            }
+        }
+    }
+    Some(if positive { f } else { -f })
 }
 
 /// Record keys in the probe's order, which is tried first.
@@ -103,6 +289,7 @@ const STATS_LITERALS: [&[u8]; 9] = literals!(
 struct Cursor<'a> {
     b: &'a [u8],
     i: usize,
+    last: &'a mut Reader,
 }
 
 impl<'a> Cursor<'a> {
@@ -212,22 +399,28 @@ impl<'a> Cursor<'a> {
         }
     }
 
-    fn array<T>(&mut self, read: impl Fn(&mut Self) -> Option<T>) -> Option<Vec<T>> {
+    /// A JSON array of at most 8 items (dimensions), read into `items`; returns how many.
+    fn array<T: Copy>(
+        &mut self,
+        items: &mut [T; 8],
+        read: impl Fn(&mut Self) -> Option<T>,
+    ) -> Option<usize> {
         self.eat(b'[')?;
-        let mut items = Vec::new();
         self.ws();
         if self.peek()? == b']' {
             self.i += 1;
-            return Some(items);
+            return Some(0);
         }
+        let mut n = 0;
         loop {
-            items.push(read(self)?);
+            *items.get_mut(n)? = read(self)?;
+            n += 1;
             self.ws();
             match self.peek()? {
                 b',' => self.i += 1,
                 b']' => {
                     self.i += 1;
-                    return Some(items);
+                    return Some(n);
                 }
                 _ => return None,
             }
@@ -251,9 +444,7 @@ impl<'a> Cursor<'a> {
                 while let Some(b'0'..=b'9' | b'-' | b'+' | b'.' | b'e' | b'E') = self.peek() {
                     self.i += 1;
                 }
-                serde_json::from_slice::<StatValue>(&self.b[start..self.i])
-                    .ok()
-                    .map(|v| v.0)
+                number(&self.b[start..self.i])
             }
             _ => None,
         }
@@ -348,15 +539,15 @@ impl<'a> Cursor<'a> {
         })
     }
 
-    fn record(&mut self) -> Option<Record> {
-        let mut r = Record {
+    fn record(&mut self, r: &mut Record) -> Option<()> {
+        *r = Record {
             seq: 0,
-            stage: String::new(),
+            stage: Name::default(),
             occurrence: 0,
             mode: Mode::Eager,
-            dtype: String::new(),
-            shape: Vec::new(),
-            stride: Vec::new(),
+            dtype: Name::default(),
+            shape: Default::default(),
+            stride: Default::default(),
             storage_offset: 0,
             element_size: 0,
             numel: 0,
@@ -364,7 +555,7 @@ impl<'a> Cursor<'a> {
             storage_id: None,
             storage_nbytes: None,
             data_ptr: None,
-            device: String::new(),
+            device: Name::default(),
             device_format: None,
             is_contiguous: false,
             stats: None,
@@ -376,7 +567,7 @@ impl<'a> Cursor<'a> {
         let seen = self.object(&RECORD_KEYS, &RECORD_LITERALS, |c, index| {
             match index {
                 0 => r.seq = c.u64()?,
-                1 => r.stage = c.string()?.to_owned(),
+                1 => r.stage = Name::new(c.string()?),
                 2 => r.occurrence = c.u32()?,
                 3 => {
                     r.mode = match c.string()? {
@@ -385,9 +576,29 @@ impl<'a> Cursor<'a> {
                         _ => return None,
                     }
                 }
-                4 => r.dtype = c.string()?.to_owned(),
-                5 => r.shape = c.array(Self::u64)?,
-                6 => r.stride = c.array(Self::i64)?,
+                4 => {
+                    let text = c.string()?;
+                    if *c.last.dtype != *text {
+                        c.last.dtype = Name::new(text);
+                    }
+                    r.dtype = c.last.dtype.clone();
+                }
+                5 => {
+                    let mut items = [0; 8];
+                    let n = c.array(&mut items, Self::u64)?;
+                    if *c.last.shape != items[..n] {
+                        c.last.shape = dims(&items[..n]);
+                    }
+                    r.shape = c.last.shape.clone();
+                }
+                6 => {
+                    let mut items = [0; 8];
+                    let n = c.array(&mut items, Self::i64)?;
+                    if *c.last.stride != items[..n] {
+                        c.last.stride = strides(&items[..n]);
+                    }
+                    r.stride = c.last.stride.clone();
+                }
                 7 => r.storage_offset = c.u64()?,
                 8 => r.element_size = c.u32()?,
                 9 => r.numel = c.u64()?,
@@ -395,7 +606,13 @@ impl<'a> Cursor<'a> {
                 11 => r.storage_id = c.option(Self::u64)?,
                 12 => r.storage_nbytes = c.option(Self::u64)?,
                 13 => r.data_ptr = c.option(Self::u64)?,
-                14 => r.device = c.string()?.to_owned(),
+                14 => {
+                    let text = c.string()?;
+                    if *c.last.device != *text {
+                        c.last.device = Name::new(text);
+                    }
+                    r.device = c.last.device.clone();
+                }
                 15 => r.device_format = c.option(Self::i64)?,
                 16 => r.is_contiguous = c.bool()?,
                 17 => r.stats = c.option(Self::stats)?,
@@ -409,7 +626,7 @@ impl<'a> Cursor<'a> {
         })?;
         // Required: seq..numel (0..=9), device (14), is_contiguous (16); the options default to None.
         let required = (0..=9).chain([14, 16]);
-        required.into_iter().all(|i| seen[i]).then_some(r)
+        required.into_iter().all(|i| seen[i]).then_some(())
     }
 }
 
@@ -423,6 +640,96 @@ mod tests {
     }
 
     const LINE: &str = r#"  {"seq": 19, "stage": "layers.1.q", "occurrence": 3, "mode": "eager", "dtype": "bfloat16", "shape": [8, 64, 192], "stride": [12800, 192, 1], "storage_offset": 0, "element_size": 2, "numel": 98304, "storage_ptr": 140166886544384, "storage_id": 18, "storage_nbytes": 204800, "data_ptr": 140166886544384, "device": "cuda:1", "device_format": null, "is_contiguous": false, "stats": {"nan_count": 0, "inf_count": 0, "finite_count": 98304, "max_abs": 15.853062629699707, "min": -15.853062629699707, "max": 14.714829444885254, "mean": 0.017306514084339142, "l2": 657.6638793945312, "pos_checksum": 1e-05}, "tensor_file": null}"#;
+
+    #[test]
+    fn numbers_convert_bit_for_bit_as_serde_json_converts_them() {
+        let pow10 = serde_json_floats().expect("this build's serde_json converts the default way");
+        let mut seed: u64 = 3;
+        let mut next = |n: u64| {
+            seed = seed
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
+            (seed >> 33) % n
+        };
+        let mut converted = 0;
+        for round in 0..200_000 {
+            let mut text = String::new();
+            if next(3) == 0 {
+                text.push('-');
+            }
+            let digits = 1 + next(if round % 10 == 0 { 24 } else { 18 });
+            for d in 0..digits {
+                let c = if d == 0 && next(4) != 0 {
+                    1 + next(9)
+                } else {
+                    next(10)
+                };
+                text.push(char::from(b'0' + c as u8));
+            }
+            if next(2) == 0 {
+                text.push('.');
+                for _ in 0..next(19) {
+                    text.push(char::from(b'0' + next(10) as u8));
+                }
+            }
+            if next(3) == 0 {
+                text.push(['e', 'E'][next(2) as usize]);
+                match next(3) {
+                    0 => text.push('-'),
+                    1 => text.push('+'),
+                    _ => {}
+                }
+                let exp = if round % 50 == 0 {
+                    next(100_000)
+                } else {
+                    next(400)
+                };
+                if !(round % 97 == 0) {
+                    text.push_str(&exp.to_string());
+                }
+            }
+            let serde = serde_json::from_str::<StatValue>(&text).ok().map(|v| v.0);
+            if let Some(ours) = serde_json_f64(text.as_bytes(), pow10) {
+                converted += 1;
+                assert_eq!(
+                    serde.map(|v| v.map(f64::to_bits)),
+                    Some(Some(ours.to_bits())),
+                    "{text}"
+                );
+            }
+            assert_eq!(
+                number(text.as_bytes()).map(|v| v.map(f64::to_bits)),
+                serde.map(|v| v.map(f64::to_bits)),
+                "{text}"
+            );
+        }
+        assert!(converted > 100_000, "{converted}");
+        for edge in [
+            "0",
+            "-0",
+            "-0.0",
+            "0e999999",
+            "1e308",
+            "1e309",
+            "18446744073709551615",
+            "18446744073709551616",
+            "-9223372036854775809",
+            "1.",
+            "01",
+            "-",
+            "1e",
+            "1e+",
+            "2.5E-400",
+        ] {
+            assert_eq!(
+                number(edge.as_bytes()).map(|v| v.map(f64::to_bits)),
+                serde_json::from_str::<StatValue>(edge)
+                    .ok()
+                    .map(|v| v.0.map(f64::to_bits)),
+                "{edge}"
+            );
+        }
+    }
 
     #[test]
     fn a_probe_line_reads_as_serde_reads_it() {
