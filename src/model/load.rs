@@ -172,11 +172,10 @@ fn load_in_order(files: &[PathBuf], each: &mut dyn FnMut(usize, Loaded) -> bool)
             source,
         })?;
         let loaded = parse_with_warnings(&bytes, file);
-        // Unmapping a large file takes a while and nothing waits for it: a thread of its own.
+        // Unmapping a large file takes a while and nothing waits for it: a thread of its own
+        // (where none can be started, the map is dropped here).
         if let ManifestBytes::Mapped(map) = bytes {
-            if let Err(e) = std::thread::Builder::new().spawn(move || drop(map)) {
-                drop(e);
-            }
+            let _ = std::thread::Builder::new().spawn(move || drop(map));
         }
         loaded
     };

@@ -96,6 +96,20 @@ impl Stats {
     pub fn has_nonfinite(&self) -> bool {
         self.nan_count > 0 || self.inf_count > 0
     }
+
+    /// A value statistic by name (`max_abs`, `min`, `max`, `mean`, `l2`, `pos_checksum`);
+    /// `None` when undefined or not one of those names.
+    pub fn get(&self, name: &str) -> Option<f64> {
+        match name {
+            "max_abs" => self.max_abs,
+            "min" => self.min,
+            "max" => self.max,
+            "mean" => self.mean,
+            "l2" => self.l2,
+            "pos_checksum" => self.pos_checksum,
+            _ => None,
+        }
+    }
 }
 
 /// A short text that repeats across records (a stage, a dtype, a device): interned, so a

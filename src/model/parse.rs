@@ -274,11 +274,21 @@ struct RecordLines {
 /// Finds `"records": [` alone on the end of a line, then one record per line up to a line
 /// that starts with `]`. `None` when the file is not laid out that way (or is cut short).
 fn record_lines(bytes: &[u8]) -> Option<RecordLines> {
+    let (open, first_line) = records_start(bytes)?;
+    let (spans, close) = if bytes.len() - first_line >= LINES_SPLIT_BYTES {
+        lines_in_parts(bytes, first_line)?
+    } else {
+        lines_in_turn(bytes, first_line)?
+    };
+    Some(RecordLines { open, close, spans })
+}
+
+/// Where the records array opens (its `[`) and where its first line starts.
+fn records_start(bytes: &[u8]) -> Option<(usize, usize)> {
     const KEY: &[u8] = b"\"records\": [";
-    let is_blank = |b: &u8| matches!(b, b' ' | b'\t' | b'\r');
     // Candidates come in order, so each byte is looked at a bounded number of times.
     let (mut from, mut line_start) = (0, 0);
-    let (open, first_line) = loop {
+    loop {
         let at = from + memchr::memmem::find(&bytes[from..], KEY)?;
         if let Some(newline) = memchr::memrchr(b'\n', &bytes[from..at]) {
             line_start = from + newline + 1;
@@ -288,38 +298,140 @@ fn record_lines(bytes: &[u8]) -> Option<RecordLines> {
         let open = at + KEY.len() - 1;
         let after = open + 1 + bytes[open + 1..].iter().position(|b| !is_blank(b))?;
         if bytes[after] == b'\n' && bytes[line_start..at].iter().all(is_blank) {
-            break (open, after + 1);
+            return Some((open, after + 1));
         }
-    };
-    let mut spans = Vec::with_capacity(bytes.len() / 512);
-    // Whether the previous record line ended in a comma; `None` before the first.
-    let mut last_comma = None;
-    let mut line_start = first_line;
-    loop {
-        let line_end = line_start + memchr::memchr(b'\n', &bytes[line_start..])?;
-        let line = &bytes[line_start..line_end];
-        let indent = line.iter().position(|b| !is_blank(b))?;
-        match line[indent] {
-            // The last record must not end in a comma, and there must be one: an empty
-            // array is written on one line, so it never gets here.
-            b']' if last_comma == Some(false) => {
-                return Some(RecordLines {
-                    open,
-                    close: line_start + indent + 1,
-                    spans,
-                });
-            }
-            // Every record but the last ends in a comma.
-            b'{' if last_comma != Some(false) => {
-                let trimmed = line.len() - line.iter().rev().position(|b| !is_blank(b))?;
-                let comma = line[trimmed - 1] == b',';
-                spans.push((line_start, line_start + trimmed - usize::from(comma)));
-                last_comma = Some(comma);
-            }
-            _ => return None,
-        }
-        line_start = line_end + 1;
     }
+}
+
+/// Record text of at least this size is cut into parts whose lines are found in parallel.
+const LINES_SPLIT_BYTES: usize = 4 << 20;
+
+/// One line of the records array.
+enum Line {
+    /// A record: where its text starts and ends (without the comma), and whether a comma
+    /// follows it.
+    Record(usize, usize, bool),
+    /// The array's end: just past its `]`.
+    Close(usize),
+    /// Anything else, a blank line included.
+    Other,
+}
+
+fn is_blank(b: &u8) -> bool {
+    matches!(b, b' ' | b'\t' | b'\r')
+}
+
+/// What the line `bytes[start..end]` (its newline excluded) is.
+fn line_at(bytes: &[u8], start: usize, end: usize) -> Line {
+    let line = &bytes[start..end];
+    let Some(indent) = line.iter().position(|b| !is_blank(b)) else {
+        return Line::Other;
+    };
+    match line[indent] {
+        b']' => Line::Close(start + indent + 1),
+        b'{' => {
+            let trimmed = line.len() - line.iter().rev().take_while(|b| is_blank(b)).count();
+            let comma = line[trimmed - 1] == b',';
+            Line::Record(start, start + trimmed - usize::from(comma), comma)
+        }
+        _ => Line::Other,
+    }
+}
+
+/// The rules for a run of lines: every record but the last ends in a comma, the last does
+/// not, and a `]` line follows it (there is at least one record: an empty array is written
+/// on one line, so never gets here).
+#[derive(Default)]
+struct LineRules {
+    /// Whether the previous record line ended in a comma; `None` before the first.
+    last_comma: Option<bool>,
+    spans: Vec<(usize, usize)>,
+}
+
+impl LineRules {
+    /// Takes one line: `Some(Some(close))` at the array's end, `Some(None)` to go on, `None`
+    /// when the lines break the rules.
+    fn take(&mut self, line: Line) -> Option<Option<usize>> {
+        match line {
+            Line::Close(close) if self.last_comma == Some(false) => Some(Some(close)),
+            Line::Record(start, end, comma) if self.last_comma != Some(false) => {
+                self.spans.push((start, end));
+                self.last_comma = Some(comma);
+                Some(None)
+            }
+            _ => None,
+        }
+    }
+}
+
+/// The record lines from `first_line` on, one line after another: spans and the close.
+fn lines_in_turn(bytes: &[u8], first_line: usize) -> Option<(Vec<(usize, usize)>, usize)> {
+    let mut rules = LineRules {
+        spans: Vec::with_capacity((bytes.len() - first_line) / 512),
+        ..LineRules::default()
+    };
+    let mut start = first_line;
+    loop {
+        let end = start + memchr::memchr(b'\n', &bytes[start..])?;
+        if let Some(close) = rules.take(line_at(bytes, start, end))? {
+            return Some((rules.spans, close));
+        }
+        start = end + 1;
+    }
+}
+
+/// [`lines_in_turn`], with the text cut at line ends into parts whose lines are found on
+/// rayon's threads; each part stops at its first line that is not a record, and the rules
+/// then run over the parts' lines in order, so the answer is the same.
+fn lines_in_parts(bytes: &[u8], first_line: usize) -> Option<(Vec<(usize, usize)>, usize)> {
+    let parts = 4 * rayon::current_num_threads();
+    let step = (bytes.len() - first_line).div_ceil(parts);
+    let mut cuts = vec![first_line];
+    while let Some(&last) = cuts.last() {
+        let nominal = last + step;
+        if nominal >= bytes.len() {
+            cuts.push(bytes.len());
+            break;
+        }
+        cuts.push(
+            memchr::memchr(b'\n', &bytes[nominal..]).map_or(bytes.len(), |i| nominal + i + 1),
+        );
+    }
+    // Per part: its record lines, then the line that ended it (`None`: the part ran out, or
+    // its last line has no newline, which only the file's last line can lack).
+    let found: Vec<(Vec<Line>, Option<Line>)> = cuts
+        .par_windows(2)
+        .map(|cut| {
+            let (mut start, stop) = (cut[0], cut[1]);
+            let mut lines = Vec::with_capacity((stop - start) / 512);
+            while start < stop {
+                let Some(end) = memchr::memchr(b'\n', &bytes[start..stop]).map(|i| start + i)
+                else {
+                    return (lines, Some(Line::Other));
+                };
+                match line_at(bytes, start, end) {
+                    record @ Line::Record(..) => lines.push(record),
+                    other => return (lines, Some(other)),
+                }
+                start = end + 1;
+            }
+            (lines, None)
+        })
+        .collect();
+    let mut rules = LineRules {
+        spans: Vec::with_capacity(found.iter().map(|(lines, _)| lines.len()).sum()),
+        ..LineRules::default()
+    };
+    for (lines, ended) in found {
+        for line in lines {
+            rules.take(line)?;
+        }
+        if let Some(line) = ended {
+            let close = rules.take(line)??;
+            return Some((rules.spans, close));
+        }
+    }
+    None
 }
 
 /// What fills the slot of a record line that failed to parse (the result is then discarded).

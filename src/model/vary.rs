@@ -67,18 +67,6 @@ impl VaryReport {
     }
 }
 
-fn value(stats: &Stats, name: &str) -> Option<f64> {
-    match name {
-        "max_abs" => stats.max_abs,
-        "min" => stats.min,
-        "max" => stats.max,
-        "mean" => stats.mean,
-        "l2" => stats.l2,
-        "pos_checksum" => stats.pos_checksum,
-        _ => None,
-    }
-}
-
 fn scale(name: &str, all: &[&Stats]) -> f64 {
     let largest = |f: &dyn Fn(&Stats) -> Option<f64>| {
         all.iter()
@@ -91,12 +79,12 @@ fn scale(name: &str, all: &[&Stats]) -> f64 {
             largest(&|s| Some(s.l2? / (s.finite_count? as f64).sqrt()).filter(|v| v.is_finite()))
         }
         "pos_checksum" => largest(&|s| s.l2).max(largest(&|s| s.pos_checksum)),
-        _ => largest(&|s| value(s, name)),
+        _ => largest(&|s| s.get(name)),
     }
 }
 
 fn spread_of(name: &'static str, all: &[&Stats]) -> Spread {
-    let values: Vec<Option<f64>> = all.iter().map(|s| value(s, name)).collect();
+    let values: Vec<Option<f64>> = all.iter().map(|s| s.get(name)).collect();
     let defined: Vec<f64> = values.iter().flatten().copied().collect();
     let min = defined.iter().copied().reduce(f64::min);
     let max = defined.iter().copied().reduce(f64::max);

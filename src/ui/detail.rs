@@ -12,16 +12,7 @@ use crate::model::compare::{STATS, Verdict};
 use crate::model::manifest::{Record, Stats};
 
 fn stat(stats: Option<&Stats>, name: &str) -> Option<f64> {
-    let s = stats?;
-    match name {
-        "max_abs" => s.max_abs,
-        "min" => s.min,
-        "max" => s.max,
-        "mean" => s.mean,
-        "l2" => s.l2,
-        "pos_checksum" => s.pos_checksum,
-        _ => None,
-    }
+    stats?.get(name)
 }
 
 fn layout_lines(side: &str, r: &Record, style: Style) -> Vec<Line<'static>> {
