@@ -1,16 +1,21 @@
 #!/usr/bin/env bash
-# Fuzz the manifest parser (fuzz/fuzz_targets/manifest.rs: parse, then scan and diff of what it
-# kept) for a bounded time.
+# Fuzz dumpview's parsers of untrusted files for a bounded time, one target after the other:
+#   manifest  fuzz/fuzz_targets/manifest.rs: the manifest parser, then scan and diff of what
+#             it kept;
+#   pt        fuzz/fuzz_targets/pt.rs: tensor files (torch.save zip archives: zip directory,
+#             pickle machine, flattening; safetensors), every element of every view read.
 #
-#   scripts/fuzz.sh [SECONDS] [libFuzzer options...]      default 60 s
+#   scripts/fuzz.sh [SECONDS] [libFuzzer options...]      default 60 s per target
 #
 # Installs cargo-fuzz when missing. cargo-fuzz passes nightly-only flags (-Zsanitizer=address,
 # -Cpasses=sancov-module); on a stable toolchain RUSTC_BOOTSTRAP=1 lets it build.
-# The corpus (fuzz/corpus/manifest, ignored by git) is seeded from tests/fixtures/bad/ and a
-# real example manifest. Exits non-zero when libFuzzer finds a crash, a timeout or an
-# out-of-memory input; the input is left in fuzz/artifacts/manifest/ — reproduce it with
-#   RUSTC_BOOTSTRAP=1 cargo fuzz run manifest fuzz/artifacts/manifest/<file>
-# and add it to tests/fixtures/bad/ once fixed.
+# Corpora (fuzz/corpus/<target>, ignored by git) are seeded from tests/fixtures/bad/ and a real
+# example manifest (manifest), and from tests/fixtures/tensors/*.pt, the data.pkl inside each
+# and tests/fixtures/bad_tensors/* (pt). Exits non-zero when libFuzzer finds a crash, a timeout
+# or an out-of-memory input (later targets are then not run); the input is left in
+# fuzz/artifacts/<target>/ — reproduce it with
+#   RUSTC_BOOTSTRAP=1 cargo fuzz run <target> fuzz/artifacts/<target>/<file>
+# and add it to tests/fixtures/bad/ (manifest) or tests/fixtures/bad_tensors/ (pt) once fixed.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -26,25 +31,53 @@ if ! cargo fuzz --version >/dev/null 2>&1; then
 fi
 export RUSTC_BOOTSTRAP=1
 
+seed() { # copy $2 into corpus $1 under a name derived from its path
+    local name
+    name=seed-$(printf '%s' "$2" | tr '/' '_')
+    [ -e "$1/$name" ] || cp "$2" "$1/$name"
+}
+
+run() { # run target $1 on corpus $2 with dictionary $3, then the caller's options
+    local target=$1 corpus=$2 dict=$3
+    shift 3
+    echo "== fuzzing $target for ${seconds} s" >&2
+    # -timeout: an input that takes 10 s is a finding too (a hostile file must not hang a reader).
+    cargo fuzz run "$target" "$corpus" -- \
+        -max_total_time="$seconds" \
+        -dict="$dict" \
+        -timeout=10 \
+        -rss_limit_mb=4096 \
+        -print_final_stats=1 \
+        "$@"
+}
+
 corpus=fuzz/corpus/manifest
 mkdir -p "$corpus"
-seed() { # copy $1 into the corpus under a name derived from its path
-    local name
-    name=seed-$(printf '%s' "$1" | tr '/' '_')
-    [ -e "$corpus/$name" ] || cp "$1" "$corpus/$name"
-}
 while IFS= read -r -d '' file; do
     case $file in */README.md) continue ;; esac
-    seed "$file"
+    seed "$corpus" "$file"
 done < <(find tests/fixtures/bad -type f -print0)
-seed assets/examples/llama_eager_vs_graph/b/rank0/match1-occ2/manifest.json
+seed "$corpus" assets/examples/llama_eager_vs_graph/b/rank0/match1-occ2/manifest.json
+run manifest "$corpus" fuzz/manifest.dict "$@"
 
-echo "== fuzzing manifest for ${seconds} s" >&2
-# -timeout: an input that takes 10 s is a finding too (a hostile manifest must not hang scan).
-cargo fuzz run manifest "$corpus" -- \
-    -max_total_time="$seconds" \
-    -dict=fuzz/manifest.dict \
-    -timeout=10 \
-    -rss_limit_mb=4096 \
-    -print_final_stats=1 \
-    "$@"
+corpus=fuzz/corpus/pt
+mkdir -p "$corpus"
+for file in tests/fixtures/tensors/*.pt tests/fixtures/bad_tensors/*.pt; do
+    seed "$corpus" "$file"
+done
+seed "$corpus" "assets/examples/llama_chunked_prefill/a/rank0/match1-occ2/inputs/layers.0.rope#1.pt"
+# The pickles alone: the target wraps any input that is not a zip as an archive's data.pkl.
+if command -v python3 >/dev/null 2>&1; then
+    python3 - "$corpus" tests/fixtures/tensors/*.pt <<'PY'
+import os, sys, zipfile
+corpus = sys.argv[1]
+for path in sys.argv[2:]:
+    out = os.path.join(corpus, "seed-pkl-" + os.path.basename(path))
+    if not os.path.exists(out):
+        with zipfile.ZipFile(path) as z:
+            name = next(n for n in z.namelist() if n.endswith("/data.pkl"))
+            with open(out, "wb") as f:
+                f.write(z.read(name))
+PY
+fi
+run pt "$corpus" fuzz/pt.dict "$@"

@@ -6,7 +6,7 @@
 #
 #   bash scripts/screenshots.sh [OUT_DIR]        (default: screenshots/)
 #
-# Writes scan.png, diff.png, aliases.png and help.png. Installs what is missing first: tmux
+# Writes scan.png, diff.png, aliases.png, help.png and tensors.png. Installs what is missing first: tmux
 # and fonts-dejavu-core with apt-get, Pillow into .venv with pip.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -88,5 +88,7 @@ shot diff "NaN/inf counts differ" -- demo --pair llama_fp16_overflow
 shot aliases "6 conflicts" Tab "6 conflicts" -- assets/examples/llama_kv_alias/a assets/examples/llama_kv_alias/b
 # The help overlay.
 shot help "NaN/inf counts differ" "?" "help (? or Esc closes)" -- demo --pair llama_fp16_overflow
+# `t` on the fp16 pair's first divergence: its saved tensors compared, the popup with the histogram.
+shot tensors "NaN/inf counts differ" t "|a-b| by decade" -- assets/examples/llama_fp16_overflow/a assets/examples/llama_fp16_overflow/b
 
-ls -l "$OUT"/{scan,diff,aliases,help}.png
+ls -l "$OUT"/{scan,diff,aliases,help,tensors}.png

@@ -32,6 +32,7 @@ Examples:
   dumpview scan dump_a/                      first non-finite record and storage aliases
   dumpview diff dump_fp32/ dump_bf16/        where two captures first diverge
   dumpview diff a.json b.json --rtol 1e-3 --tol mean=1e-4:1e-7
+  dumpview tensors a/tensors/x#1.safetensors b/tensors/x#1.safetensors --atol 1e-3
   dumpview vary run1/ run2/ run3/            which stage varies between repeated captures
   dumpview report dump_a/ dump_b/ -o first_mismatch.md
   dumpview probe install my_pkg/             write my_pkg/dump_probe.py
@@ -92,6 +93,10 @@ enum Command {
         #[command(flatten)]
         tolerance: ToleranceArgs,
     },
+    /// Compare two saved tensor files (.pt or safetensors) key by key: max_abs_diff and
+    /// where, mean_abs_diff, cosine, rel_l2, allclose, first mismatch, non-finite positions,
+    /// max ULP, |a-b| histogram.
+    Tensors(cli::tensors::TensorArgs),
     /// What each manifest holds: records, stages, saved tensors, first non-finite.
     Summary {
         /// Manifest files written by dump_probe.py.
@@ -192,6 +197,7 @@ fn main() -> ExitCode {
             workbench(dumpview::tui::Source::Example(pair), json)
         }
         Command::Scan { inputs } => cli::scan::run(&inputs, json),
+        Command::Tensors(args) => cli::tensors::run(&args, json),
         Command::Diff { a, b, tolerance } => cli::diff::run(&a, &b, &tolerance, json),
         Command::Vary {
             captures,

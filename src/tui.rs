@@ -4,10 +4,17 @@
 //! become [`Action`]s, [`Effect`]s become threads, and every thread reports
 //! its owned result back through one channel as another action. The terminal
 //! is restored on every exit path, panics included.
+//!
+//! The only shared state is a running tensor comparison's [`TensorProgress`] (its element
+//! counter and cancel flag): the runtime keeps it by generation in [`Jobs`], the App only
+//! ever sees the numbers sent as actions.
 
+use std::collections::HashMap;
 use std::io::Write;
-use std::path::PathBuf;
-use std::sync::mpsc::{Receiver, Sender, channel};
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+use std::sync::mpsc::{Receiver, RecvTimeoutError, Sender, channel};
 use std::time::{Duration, Instant};
 
 use ratatui::crossterm::event::{
@@ -17,7 +24,20 @@ use ratatui::crossterm::event::{
 use ratatui::crossterm::execute;
 
 use crate::app::{Action, App, Effect, Session, update};
+use crate::model::tensor::TensorFile;
+use crate::model::tensor::metrics::Progress as TensorProgress;
+use crate::model::tensor::pairing::{self, Selection};
 use crate::ui;
+
+/// How often a running tensor comparison reports its progress.
+const TENSOR_PROGRESS_EVERY: Duration = Duration::from_millis(100);
+
+/// What the runtime holds of its running jobs: each tensor comparison's shared progress,
+/// by generation, so Esc can set its cancel flag. Removed when its result comes back.
+#[derive(Default)]
+struct Jobs {
+    tensors: HashMap<u64, Arc<TensorProgress>>,
+}
 
 /// What to open.
 pub enum Source {
@@ -34,14 +54,22 @@ pub enum Source {
 pub fn run(source: Source) -> std::io::Result<()> {
     let no_color = std::env::var_os("NO_COLOR").is_some_and(|v| !v.is_empty());
     let (tx, rx) = channel();
-    spawn_load(source, tx.clone());
 
+    // A panic on this thread ends the workbench: restore the terminal, then report it. A
+    // background thread's panic is caught where it runs (`caught`) and shown on screen as
+    // that job's error while the workbench goes on, so it must leave the terminal alone and
+    // print nothing over the frame.
+    let ui_thread = std::thread::current().id();
     let previous = std::panic::take_hook();
     std::panic::set_hook(Box::new(move |info| {
+        if std::thread::current().id() != ui_thread {
+            return;
+        }
         let _ = execute!(std::io::stdout(), DisableMouseCapture);
         ratatui::restore();
         previous(info);
     }));
+    spawn_load(source, tx.clone());
     let mut terminal = ratatui::init();
     execute!(std::io::stdout(), EnableMouseCapture)?;
     let result = event_loop(&mut terminal, App::loading(no_color), &tx, &rx);
@@ -56,6 +84,7 @@ fn event_loop(
     tx: &Sender<Action>,
     rx: &Receiver<Action>,
 ) -> std::io::Result<()> {
+    let mut jobs = Jobs::default();
     loop {
         let size = terminal.size()?;
         let areas = ui::layout(
@@ -72,7 +101,7 @@ fn event_loop(
             loop {
                 if let Some(action) = translate(event::read()?, &app, &areas) {
                     for effect in update(&mut app, action) {
-                        spawn_effect(effect, tx.clone());
+                        jobs.run(effect, tx.clone());
                     }
                 }
                 if app.should_quit || !event::poll(Duration::ZERO)? {
@@ -81,8 +110,11 @@ fn event_loop(
             }
         }
         for action in rx.try_iter().collect::<Vec<_>>() {
+            if let Action::TensorsDone { generation, .. } = &action {
+                jobs.tensors.remove(generation);
+            }
             for effect in update(&mut app, action) {
-                spawn_effect(effect, tx.clone());
+                jobs.run(effect, tx.clone());
             }
         }
         if app.should_quit {
@@ -130,6 +162,7 @@ fn translate_key(key: KeyEvent, app: &App) -> Option<Action> {
         KeyCode::Tab => Action::FocusNext,
         KeyCode::Enter => Action::Enter,
         KeyCode::Char('e') => Action::Export,
+        KeyCode::Char('t') => Action::CompareTensors,
         KeyCode::Char('?') => Action::ToggleHelp,
         KeyCode::Char('q') => Action::Quit,
         KeyCode::Esc => Action::Escape,
@@ -178,7 +211,7 @@ fn spawn_load(source: Source, tx: Sender<Action>) {
                 let _ = progress_tx.send(Action::Progress(p));
             }
         };
-        let result = match source {
+        let result = caught("loading", || match source {
             Source::Files { a, b } => {
                 Session::open(&a, b.as_deref(), &mut progress).map_err(|e| e.to_string())
             }
@@ -189,24 +222,118 @@ fn spawn_load(source: Source, tx: Sender<Action>) {
                 Some(pair) => Session::embedded(&pair).map_err(|e| e.to_string()),
                 None => Err(format!("no embedded example named {name:?}")),
             },
-        };
+        });
         let _ = tx.send(Action::Loaded(Box::new(result)));
     });
 }
 
-fn spawn_effect(effect: Effect, tx: Sender<Action>) {
-    match effect {
-        Effect::Export {
-            generation,
-            markdown,
-            name_hint,
-        } => {
-            std::thread::spawn(move || {
-                let result = write_report(&markdown, &name_hint);
-                let _ = tx.send(Action::ExportDone { generation, result });
-            });
+impl Jobs {
+    /// Carries out one effect: a thread per job, results back through `tx`.
+    fn run(&mut self, effect: Effect, tx: Sender<Action>) {
+        match effect {
+            Effect::Export {
+                generation,
+                markdown,
+                name_hint,
+            } => {
+                std::thread::spawn(move || {
+                    let result = caught("the export", || write_report(&markdown, &name_hint));
+                    let _ = tx.send(Action::ExportDone { generation, result });
+                });
+            }
+            Effect::CompareTensors {
+                generation,
+                rank,
+                stage,
+                a,
+                b,
+            } => {
+                let progress = Arc::new(TensorProgress::default());
+                self.tensors.insert(generation, Arc::clone(&progress));
+                spawn_tensor_job(generation, rank, stage, a, b, progress, tx);
+            }
+            Effect::CancelTensors { generation } => {
+                if let Some(progress) = self.tensors.get(&generation) {
+                    progress.cancel.store(true, Ordering::Relaxed);
+                }
+            }
         }
     }
+}
+
+/// Runs `job`, turning a panic into an error naming `what` (for jobs off the UI thread).
+fn caught<T>(what: &str, job: impl FnOnce() -> Result<T, String>) -> Result<T, String> {
+    std::panic::catch_unwind(std::panic::AssertUnwindSafe(job)).unwrap_or_else(|payload| {
+        let message = payload
+            .downcast_ref::<&str>()
+            .map(|s| s.to_string())
+            .or_else(|| payload.downcast_ref::<String>().cloned())
+            .unwrap_or_else(|| "no message".to_string());
+        Err(format!("{what} panicked: {message}"))
+    })
+}
+
+/// Compares `a` with `b` on a worker thread while this job's thread reports the progress
+/// every [`TENSOR_PROGRESS_EVERY`], then sends the result. Always sends `TensorsDone`, even
+/// when the comparison panics, so the workbench never waits on a job that is gone.
+fn spawn_tensor_job(
+    generation: u64,
+    rank: u32,
+    stage: String,
+    a: PathBuf,
+    b: PathBuf,
+    progress: Arc<TensorProgress>,
+    tx: Sender<Action>,
+) {
+    std::thread::spawn(move || {
+        let (done_tx, done_rx) = channel();
+        let worker = {
+            let (a, b, progress) = (a.clone(), b.clone(), Arc::clone(&progress));
+            std::thread::spawn(move || {
+                let result = caught("the comparison", || {
+                    pairing::compare_saved(&a, &b, &progress)
+                });
+                let _ = done_tx.send(result);
+            })
+        };
+        // The headers are read a second time here (memory-mapped: cheap) so the gauge
+        // knows its total while the worker runs.
+        let total = caught("counting", || Ok(elements(&a, &b))).unwrap_or(0);
+        let report = |done: u64| {
+            let _ = tx.send(Action::TensorProgress {
+                generation,
+                done,
+                total,
+            });
+        };
+        report(progress.done.load(Ordering::Relaxed));
+        let result = loop {
+            match done_rx.recv_timeout(TENSOR_PROGRESS_EVERY) {
+                Ok(result) => break result,
+                Err(RecvTimeoutError::Timeout) => report(progress.done.load(Ordering::Relaxed)),
+                Err(RecvTimeoutError::Disconnected) => {
+                    break Err("the comparison stopped without a result".into());
+                }
+            }
+        };
+        let _ = worker.join();
+        let _ = tx.send(Action::TensorsDone {
+            generation,
+            rank,
+            stage,
+            result: Box::new(result),
+        });
+    });
+}
+
+/// Elements the comparison of `a` and `b` will read: the gauge's total (0 when a file
+/// cannot be read; the comparison then reports why).
+fn elements(a: &Path, b: &Path) -> u64 {
+    let (Ok(a), Ok(b)) = (TensorFile::open(a), TensorFile::open(b)) else {
+        return 0;
+    };
+    pairing::pair_keys(&a, &b, Selection::All)
+        .map_or(0, |(pairs, _, _)| pairing::total_elements(&a, &pairs))
 }
 
 /// Writes the report to a new file in the current directory; never replaces one.
@@ -239,4 +366,21 @@ fn write_report(markdown: &str, name_hint: &str) -> Result<String, String> {
         }
     }
     Err("too many reports with this name in the current directory".to_string())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::caught;
+
+    #[test]
+    fn a_panicking_job_becomes_its_error() {
+        let result: Result<(), String> = caught("the comparison", || panic!("index {} out", 3));
+        assert_eq!(
+            result,
+            Err("the comparison panicked: index 3 out".to_string())
+        );
+        let result: Result<(), String> = caught("loading", || std::panic::panic_any(7_u8));
+        assert_eq!(result, Err("loading panicked: no message".to_string()));
+        assert_eq!(caught("x", || Ok::<_, String>(1)), Ok(1));
+    }
 }

@@ -203,6 +203,27 @@ impl Term {
         }
     }
 
+    /// As [`Term::wait`], without waiting for a settled screen: for a screen that keeps
+    /// changing, such as a progress gauge.
+    fn wait_unsettled(&self, what: &str, check: impl Fn(&Screen) -> bool) -> Screen {
+        let start = Instant::now();
+        loop {
+            let screen = Screen {
+                text: self.screen(),
+            };
+            if check(&screen) {
+                return screen;
+            }
+            if start.elapsed() > TIMEOUT {
+                panic!(
+                    "timed out after {TIMEOUT:?} waiting for {what}; screen:\n{}",
+                    screen.text
+                );
+            }
+            std::thread::sleep(POLL);
+        }
+    }
+
     fn wait_text(&self, text: &str) -> Screen {
         self.wait(&format!("{text:?} on screen"), |s| s.text.contains(text))
     }
@@ -713,6 +734,155 @@ fn rank_and_window_keys_survive_a_pair_without_common_ranks() {
             t.screen()
         );
     }
+    t.keys(&["q"]);
+    assert_eq!(t.wait_exit(), (0, true));
+}
+
+/// The exported reports in `dir`.
+fn reports(dir: &Path) -> Vec<PathBuf> {
+    std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| {
+            p.file_name()
+                .unwrap()
+                .to_string_lossy()
+                .starts_with("dumpview-report-")
+        })
+        .collect()
+}
+
+// (h) `t` on the first divergence compares its saved tensors of both captures: the popup shows
+// the verdict, the metrics and the histogram; Esc closes it; `e` exports them in the report.
+#[test]
+fn t_compares_the_saved_tensors_and_the_report_includes_them() {
+    if !tmux_available() {
+        return;
+    }
+    let a = example("llama_fp16_overflow/a");
+    let b = example("llama_fp16_overflow/b");
+    let t = Term::start(120, 36, &[a.to_str().unwrap(), b.to_str().unwrap()], &[]);
+    t.wait("the first divergence selected", |s| {
+        s.shows_detail(FIRST_DIVERGENCE)
+    });
+    t.keys(&["t"]);
+    let s = t.wait("the tensor comparison popup", |s| {
+        s.text.contains("allclose") && s.text.contains("max_abs_diff")
+    });
+    for expected in [
+        "tensors · rank 0 · layers.3.mlp_up#1",
+        "allclose NO: 318 of 5504 mismatch",
+        "max_abs_diff    127.91015625 at [5, 100]",
+        "positions DIFFER",
+        "|a-b| by decade",
+        "!fin",
+    ] {
+        assert!(s.text.contains(expected), "{expected:?} in:\n{}", s.text);
+    }
+    t.keys(&["Escape"]);
+    let s = t.wait("the popup closed", |s| !s.text.contains("allclose"));
+    assert!(
+        s.shows_detail(FIRST_DIVERGENCE),
+        "still running:\n{}",
+        s.text
+    );
+    t.keys(&["e"]);
+    t.wait("the export message", |s| {
+        s.status().contains("report exported to")
+    });
+    let found = reports(t.path());
+    assert_eq!(found.len(), 1, "{found:?}");
+    let text = std::fs::read_to_string(&found[0]).unwrap();
+    assert!(text.contains("## Tensor comparisons"), "{text}");
+    assert!(text.contains("### Rank 0: `layers.3.mlp_up#1`"), "{text}");
+    assert!(
+        text.contains("allclose        NO: 318 of 5504 mismatch"),
+        "{text}"
+    );
+    t.keys(&["q"]);
+    assert_eq!(t.wait_exit(), (0, true));
+}
+
+/// Copies directory `from` into `to`, recursively.
+fn copy_dir(from: &Path, to: &Path) {
+    std::fs::create_dir_all(to).unwrap();
+    for entry in std::fs::read_dir(from).unwrap() {
+        let entry = entry.unwrap();
+        let target = to.join(entry.file_name());
+        if entry.file_type().unwrap().is_dir() {
+            copy_dir(&entry.path(), &target);
+        } else {
+            std::fs::copy(entry.path(), &target).unwrap();
+        }
+    }
+}
+
+/// Writes a safetensors file of one float32 tensor `key` of `elements` zeros as a sparse
+/// file (a header, then a hole); false when the file system stores the hole.
+#[cfg(unix)]
+fn sparse_safetensors(path: &Path, key: &str, elements: u64) -> bool {
+    use std::io::Write;
+    use std::os::unix::fs::MetadataExt;
+    let mut header = format!(
+        r#"{{"{key}":{{"dtype":"F32","shape":[{elements}],"data_offsets":[0,{}]}}}}"#,
+        4 * elements
+    );
+    while header.len() % 8 != 0 {
+        header.push(' ');
+    }
+    let mut file = std::fs::File::create(path).unwrap();
+    file.write_all(&(header.len() as u64).to_le_bytes())
+        .unwrap();
+    file.write_all(header.as_bytes()).unwrap();
+    file.set_len(8 + header.len() as u64 + 4 * elements)
+        .unwrap();
+    file.metadata().unwrap().blocks() < 1024
+}
+
+// (i) Esc while a comparison runs cancels it: the gauge shows the progress, then the status
+// says it was cancelled and no result popup opens. The saved tensors are swapped for sparse
+// files of 2^30 elements, so the comparison runs long enough to be seen and cancelled.
+#[cfg(unix)]
+#[test]
+fn esc_cancels_a_running_tensor_comparison() {
+    if !tmux_available() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    for side in ["a", "b"] {
+        copy_dir(
+            &example("llama_fp16_overflow").join(side),
+            &dir.path().join(side),
+        );
+        let file = dir
+            .path()
+            .join(side)
+            .join("rank0/match1-occ1/tensors/layers.3.mlp_up#1.safetensors");
+        if !sparse_safetensors(&file, FIRST_DIVERGENCE, 1 << 30) {
+            eprintln!("SKIPPED: the temp file system does not keep sparse files");
+            return;
+        }
+    }
+    let (a, b) = (dir.path().join("a"), dir.path().join("b"));
+    let t = Term::start(100, 30, &[a.to_str().unwrap(), b.to_str().unwrap()], &[]);
+    t.wait("the first divergence selected", |s| {
+        s.shows_detail(FIRST_DIVERGENCE)
+    });
+    t.keys(&["t"]);
+    t.wait_unsettled("the progress gauge with its total", |s| {
+        s.text.contains("comparing layers.3.mlp_up#1: ")
+            && s.text.contains("/1.1G elements — Esc cancels")
+    });
+    t.keys(&["Escape"]);
+    let s = t.wait("the cancel message", |s| {
+        s.status().starts_with("tensor comparison cancelled")
+    });
+    assert!(
+        !s.text.contains("comparing layers.3.mlp_up#1") && !s.text.contains("allclose"),
+        "no gauge, no result popup:\n{}",
+        s.text
+    );
+    // Nothing runs now: q quits at once.
     t.keys(&["q"]);
     assert_eq!(t.wait_exit(), (0, true));
 }

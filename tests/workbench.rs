@@ -358,3 +358,443 @@ fn several_ranks_show_the_overview_and_which_rank_diverges_first() {
     );
     assert_eq!((app.choice().unwrap().rank, app.selected), (0, 0));
 }
+
+// ---- `t`: the selected stage's saved tensors, compared in the background ----
+
+use dumpview::model::tensor::metrics::Progress as TensorProgress;
+use dumpview::model::tensor::pairing::{FileComparison, compare_saved};
+use std::path::{Path, PathBuf};
+
+const FP16: &str = "assets/examples/llama_fp16_overflow";
+const UP: &str = "layers.3.mlp_up#1";
+
+/// The fp16 pair opened from disk (its window directories hold the saved tensors).
+fn fp16_on_disk() -> App {
+    let (a, b) = (Path::new(FP16).join("a"), Path::new(FP16).join("b"));
+    App::new(Session::open(&a, Some(&b), &mut |_| {}).unwrap(), false)
+}
+
+fn saved(side: &str, stage: &str) -> PathBuf {
+    Path::new(FP16)
+        .join(side)
+        .join("rank0/match1-occ1/tensors")
+        .join(format!("{stage}.safetensors"))
+}
+
+fn compared(stage: &str) -> FileComparison {
+    compare_saved(
+        &saved("a", stage),
+        &saved("b", stage),
+        &TensorProgress::default(),
+    )
+    .unwrap()
+}
+
+fn done(generation: u64, stage: &str, result: Result<FileComparison, String>) -> Action {
+    Action::TensorsDone {
+        generation,
+        rank: 0,
+        stage: stage.to_string(),
+        result: Box::new(result),
+    }
+}
+
+#[test]
+fn t_on_the_first_divergence_starts_one_comparison_of_both_saved_tensors() {
+    let mut app = fp16_on_disk();
+    assert_eq!(key(&app), UP);
+    let effects = apply(&mut app, [Action::CompareTensors]);
+    // saved_tensor resolves the window directory: compare the files, not the spelling.
+    let canonical = |p: &Path| p.canonicalize().unwrap();
+    assert_eq!(
+        effects,
+        vec![Effect::CompareTensors {
+            generation: 1,
+            rank: 0,
+            stage: UP.to_string(),
+            a: canonical(&saved("a", UP)),
+            b: canonical(&saved("b", UP)),
+        }]
+    );
+    let job = app.tensor_job.clone().expect("running");
+    assert_eq!((job.stage.as_str(), job.done, job.total), (UP, 0, 0));
+    // One at a time.
+    assert!(apply(&mut app, [Action::CompareTensors]).is_empty());
+    assert!(
+        app.message
+            .as_deref()
+            .unwrap()
+            .starts_with("already comparing layers.3.mlp_up#1"),
+        "{:?}",
+        app.message
+    );
+    // Progress of this job updates the gauge; of another generation, nothing.
+    apply(
+        &mut app,
+        [
+            Action::TensorProgress {
+                generation: 1,
+                done: 1024,
+                total: 5504,
+            },
+            Action::TensorProgress {
+                generation: 7,
+                done: 9,
+                total: 9,
+            },
+        ],
+    );
+    let job = app.tensor_job.as_ref().unwrap();
+    assert_eq!((job.done, job.total), (1024, 5504));
+    // The navigation goes on under the gauge.
+    apply(&mut app, [Action::Down]);
+    assert_eq!(key(&app), "layers.3.mlp_act#1");
+}
+
+#[test]
+fn t_without_saved_tensors_says_how_to_capture_them() {
+    let mut app = fp16_on_disk();
+    apply(&mut app, [Action::Top]);
+    assert_eq!(key(&app), "runner.input_ids#1");
+    assert!(apply(&mut app, [Action::CompareTensors]).is_empty());
+    assert_eq!(
+        app.message.as_deref(),
+        Some(
+            "no saved tensor for runner.input_ids#1 in A or B: capture it with \
+             DUMP_PROBE_TENSOR='^runner\\.input_ids$'"
+        )
+    );
+    assert!(app.tensor_job.is_none());
+
+    // Scan mode has nothing to compare with.
+    let mut scan = scan_of("llama_fp16_overflow", "b");
+    assert!(apply(&mut scan, [Action::CompareTensors]).is_empty());
+    assert!(
+        scan.message
+            .as_deref()
+            .unwrap()
+            .contains("open two captures"),
+        "{:?}",
+        scan.message
+    );
+}
+
+#[test]
+fn t_names_the_side_without_a_saved_tensor() {
+    // B's manifest copied without its tensors directory: A has the file, B names a missing one.
+    let dir = tempfile::tempdir().unwrap();
+    let window = dir.path().join("rank0/match1-occ1");
+    std::fs::create_dir_all(&window).unwrap();
+    std::fs::copy(
+        Path::new(FP16).join("b/rank0/match1-occ1/manifest.json"),
+        window.join("manifest.json"),
+    )
+    .unwrap();
+    let a = Path::new(FP16).join("a");
+    let mut app = App::new(
+        Session::open(&a, Some(dir.path()), &mut |_| {}).unwrap(),
+        false,
+    );
+    assert_eq!(key(&app), UP);
+    assert!(apply(&mut app, [Action::CompareTensors]).is_empty());
+    let message = app.message.clone().unwrap();
+    assert!(
+        message.starts_with("layers.3.mlp_up#1: B's saved tensor ")
+            && message.ends_with("is missing or outside its window directory"),
+        "{message}"
+    );
+}
+
+#[test]
+fn a_finished_comparison_opens_the_popup_and_goes_into_the_exported_report() {
+    let mut app = fp16_on_disk();
+    apply(&mut app, [Action::CompareTensors]);
+    apply(&mut app, [done(1, UP, Ok(compared(UP)))]);
+    assert!(app.tensor_job.is_none());
+    assert_eq!(
+        app.tensor_popup,
+        Some(dumpview::app::TensorPopup { result: 0, pair: 0 })
+    );
+    let kept = &app.tensor_results[0];
+    let metrics = kept.result.as_ref().unwrap().pairs[0]
+        .metrics
+        .clone()
+        .unwrap();
+    assert_eq!((kept.rank, kept.stage.as_str()), (0, UP));
+    assert!(
+        !metrics.allclose && metrics.mismatches == 318,
+        "{metrics:?}"
+    );
+
+    // The popup is modal: movement keys do not move the timeline under it.
+    apply(&mut app, [Action::Down, Action::NextFinding]);
+    assert_eq!(key(&app), UP);
+    apply(&mut app, [Action::Escape]);
+    assert!(app.tensor_popup.is_none() && !app.should_quit);
+    // t on a compared stage shows the kept result again, without a new job.
+    assert!(apply(&mut app, [Action::CompareTensors]).is_empty());
+    assert!(app.tensor_popup.is_some());
+    apply(&mut app, [Action::CompareTensors]);
+    assert!(app.tensor_popup.is_none(), "t closes it too");
+
+    // The second saved stage, then the export carries both, in order.
+    apply(&mut app, [Action::StartSearch]);
+    for c in "^logits".chars() {
+        apply(&mut app, [Action::SearchChar(c)]);
+    }
+    apply(&mut app, [Action::SearchSubmit]);
+    assert_eq!(key(&app), "logits#1");
+    let effects = apply(&mut app, [Action::CompareTensors]);
+    assert!(matches!(
+        effects[..],
+        [Effect::CompareTensors { generation: 2, .. }]
+    ));
+    apply(
+        &mut app,
+        [done(2, "logits#1", Ok(compared("logits#1"))), Action::Enter],
+    );
+    assert_eq!(app.tensor_results.len(), 2);
+    let effects = apply(&mut app, [Action::Export]);
+    let [Effect::Export { markdown, .. }] = effects.as_slice() else {
+        panic!("{effects:?}")
+    };
+    let section = &markdown[markdown.find("## Tensor comparisons").expect(markdown)..];
+    let up = section
+        .find("### Rank 0: `layers.3.mlp_up#1`")
+        .expect(section);
+    let logits = section.find("### Rank 0: `logits#1`").expect(section);
+    assert!(up < logits, "{section}");
+    assert!(
+        section.contains("allclose        NO: 318 of 5504 mismatch"),
+        "{section}"
+    );
+}
+
+#[test]
+fn stale_tensor_results_are_dropped() {
+    let mut app = fp16_on_disk();
+    apply(&mut app, [Action::CompareTensors]);
+    apply(
+        &mut app,
+        [
+            done(0, UP, Ok(compared(UP))),
+            done(2, UP, Err("from elsewhere".into())),
+        ],
+    );
+    assert!(app.tensor_job.is_some(), "still waiting for generation 1");
+    assert!(app.tensor_results.is_empty() && app.tensor_popup.is_none());
+    // A result that arrives with nothing running is stale too.
+    apply(
+        &mut app,
+        [done(1, UP, Ok(compared(UP))), done(1, UP, Ok(compared(UP)))],
+    );
+    assert_eq!(app.tensor_results.len(), 1);
+}
+
+#[test]
+fn esc_cancels_a_running_comparison_once() {
+    let mut app = fp16_on_disk();
+    apply(&mut app, [Action::CompareTensors]);
+    let effects = apply(&mut app, [Action::Escape]);
+    assert_eq!(effects, vec![Effect::CancelTensors { generation: 1 }]);
+    assert!(app.tensor_job.as_ref().unwrap().cancelling);
+    assert!(apply(&mut app, [Action::Escape]).is_empty());
+    assert!(!app.should_quit, "Esc while cancelling does not quit");
+    apply(&mut app, [done(1, UP, Err("cancelled".into()))]);
+    assert_eq!(app.message.as_deref(), Some("tensor comparison cancelled"));
+    assert!(app.tensor_job.is_none() && app.tensor_popup.is_none());
+    assert!(
+        app.tensor_results.is_empty(),
+        "a cancelled comparison is not reported"
+    );
+    // Nothing runs now: Esc quits as before.
+    apply(&mut app, [Action::Escape]);
+    assert!(app.should_quit);
+}
+
+#[test]
+fn a_comparison_that_fails_is_shown_and_reported_with_its_reason() {
+    let mut app = fp16_on_disk();
+    apply(&mut app, [Action::CompareTensors]);
+    apply(
+        &mut app,
+        [done(1, UP, Err("a.safetensors: truncated header".into()))],
+    );
+    assert!(app.tensor_popup.is_some());
+    let screen = text(&render(&app, 80, 24));
+    assert!(
+        screen.contains("not compared: a.safetensors: truncated header"),
+        "{screen}"
+    );
+    // t on the row tries again (a failed result is not simply shown again).
+    apply(&mut app, [Action::Escape]);
+    let effects = apply(&mut app, [Action::CompareTensors]);
+    assert!(matches!(
+        effects[..],
+        [Effect::CompareTensors { generation: 2, .. }]
+    ));
+}
+
+#[test]
+fn the_embedded_example_resolves_its_tensors_in_the_checkout() {
+    let mut app = example("llama_fp16_overflow");
+    let effects = apply(&mut app, [Action::CompareTensors]);
+    let [Effect::CompareTensors { a, b, .. }] = effects.as_slice() else {
+        panic!("{effects:?} {:?}", app.message)
+    };
+    assert!(a.is_file() && b.is_file(), "{a:?} {b:?}");
+    assert_eq!(
+        std::fs::read(a).unwrap(),
+        std::fs::read(saved("a", UP)).unwrap()
+    );
+
+    // A binary away from its checkout says where the tensors are.
+    let pair = example_pairs()
+        .into_iter()
+        .find(|p| p.name == "llama_fp16_overflow")
+        .unwrap();
+    let mut session = Session::embedded(&pair).unwrap();
+    session.checkout = None;
+    let mut app = App::new(session, false);
+    assert!(apply(&mut app, [Action::CompareTensors]).is_empty());
+    assert_eq!(
+        app.message.as_deref(),
+        Some(
+            "the embedded example's saved tensors are not on disk here: open \
+             assets/examples/llama_fp16_overflow/a and assets/examples/llama_fp16_overflow/b of \
+             a dumpview checkout to compare layers.3.mlp_up#1"
+        )
+    );
+}
+
+/// The fp16 pair from disk with the first divergence's tensors compared: the popup open.
+fn with_result() -> App {
+    let mut app = fp16_on_disk();
+    apply(&mut app, [Action::CompareTensors]);
+    apply(&mut app, [done(1, UP, Ok(compared(UP)))]);
+    app
+}
+
+#[test]
+fn snapshot_tensor_result_80x24_and_140x40() {
+    let mut app = with_result();
+    update(&mut app, Action::ViewHeight(15));
+    insta::assert_snapshot!("tensors_result_80x24", text(&render(&app, 80, 24)));
+    update(&mut app, Action::ViewHeight(31));
+    insta::assert_snapshot!("tensors_result_140x40", text(&render(&app, 140, 40)));
+}
+
+#[test]
+fn snapshot_tensor_progress_80x24() {
+    let mut app = fp16_on_disk();
+    update(&mut app, Action::ViewHeight(15));
+    apply(
+        &mut app,
+        [
+            Action::CompareTensors,
+            Action::TensorProgress {
+                generation: 1,
+                done: 2048,
+                total: 5504,
+            },
+        ],
+    );
+    insta::assert_snapshot!("tensors_progress_80x24", text(&render(&app, 80, 24)));
+}
+
+#[test]
+fn tensor_popup_styles_and_no_color() {
+    let app = with_result();
+    let buffer = render(&app, 140, 40);
+    let screen = text(&buffer);
+    let cell_of = |needle: &str| {
+        let (y, line) = screen
+            .lines()
+            .enumerate()
+            .find(|(_, l)| l.contains(needle))
+            .unwrap_or_else(|| panic!("{needle:?} not on screen:\n{screen}"));
+        let x = line[..line.find(needle).unwrap()].chars().count() as u16;
+        buffer[(x, y as u16)].clone()
+    };
+    let verdict = cell_of("allclose NO");
+    assert_eq!(verdict.fg, Color::Red);
+    assert!(verdict.modifier.contains(Modifier::BOLD));
+    // Bars: exact zeros green, decades cyan, non-finite red; labels under them.
+    let labels = screen
+        .lines()
+        .find(|l| l.contains("!fin") && l.contains("1e-4"))
+        .unwrap_or_else(|| panic!("bar labels:\n{screen}"));
+    let y = screen.lines().position(|l| l == labels).unwrap() as u16;
+    let bar_x = |label: &str| labels[..labels.find(label).unwrap()].chars().count() as u16;
+    assert_eq!(buffer[(bar_x("1e-4"), y - 1)].fg, Color::Cyan);
+    assert_eq!(buffer[(bar_x("!fin"), y - 1)].fg, Color::Red);
+    assert_eq!(buffer[(bar_x("=0"), y - 1)].fg, Color::Green);
+    assert_eq!(
+        buffer[(bar_x("1e2"), y - 1)].symbol(),
+        "█",
+        "one pair is a visible bar"
+    );
+    // The counts are on the bars.
+    assert!(screen.contains("4110"), "{screen}");
+
+    let mut plain = with_result();
+    plain.no_color = true;
+    let buffer = render(&plain, 140, 40);
+    for cell in buffer.content() {
+        assert_eq!((cell.fg, cell.bg), (Color::Reset, Color::Reset), "NO_COLOR");
+    }
+    let screen = text(&buffer);
+    assert!(
+        screen.contains("allclose NO") && screen.contains("!fin"),
+        "{screen}"
+    );
+}
+
+#[test]
+fn help_and_status_name_the_t_key() {
+    let mut app = example("llama_fp16_overflow");
+    let screen = text(&render(&app, 140, 40));
+    assert!(screen.contains("t tensors"), "{screen}");
+    update(&mut app, Action::ToggleHelp);
+    let screen = text(&render(&app, 100, 30));
+    assert!(
+        screen.contains("compare this stage's saved tensors"),
+        "{screen}"
+    );
+}
+
+#[test]
+fn up_and_down_pick_a_key_of_a_multi_tensor_file() {
+    // One comparison holding three pairs (as two torch.save dicts would): compared, compared,
+    // refused; and a key only B holds.
+    let mut several = compared(UP);
+    let mut logits = compared("logits#1").pairs.remove(0);
+    logits.key = "logits".into();
+    let mut refused = logits.clone();
+    refused.key = "mask".into();
+    refused.metrics = None;
+    refused.error = Some("shape differs: [2] vs [3]".into());
+    several.pairs.extend([logits, refused]);
+    several.only_b = vec!["extra".into()];
+    let mut app = fp16_on_disk();
+    apply(&mut app, [Action::CompareTensors, done(1, UP, Ok(several))]);
+    let screen = text(&render(&app, 80, 24));
+    assert!(screen.contains("key 1/3 ↑↓ · Esc closes"), "{screen}");
+    assert!(screen.contains("only in B: extra"), "{screen}");
+    apply(&mut app, [Action::Down]);
+    let screen = text(&render(&app, 80, 24));
+    assert!(
+        screen.contains("key 2/3") && screen.contains("key logits"),
+        "{screen}"
+    );
+    apply(&mut app, [Action::Down, Action::Down]);
+    assert_eq!(app.tensor_popup.unwrap().pair, 2, "clamped at the last key");
+    let screen = text(&render(&app, 80, 24));
+    assert!(
+        screen.contains("not compared: shape differs: [2] vs [3]"),
+        "{screen}"
+    );
+    apply(&mut app, [Action::Top]);
+    assert_eq!(app.tensor_popup.unwrap().pair, 0);
+    assert_eq!(key(&app), UP, "the timeline did not move");
+}

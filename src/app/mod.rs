@@ -8,6 +8,9 @@
 pub mod rows;
 pub mod session;
 pub mod strip;
+pub mod tensors;
+
+use std::path::PathBuf;
 
 use regex::Regex;
 
@@ -15,8 +18,10 @@ use crate::model::compare::Tolerances;
 use crate::model::diff::{DiffReport, diff};
 use crate::model::load::Progress;
 use crate::model::scan::{WindowScan, scan_window};
+use crate::model::tensor::pairing::FileComparison;
 pub use rows::{Row, RowState};
 pub use session::Session;
+pub use tensors::{TensorJob, TensorPopup, TensorResult};
 
 /// Which panel keys act on.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -55,9 +60,13 @@ pub enum Action {
     Enter,
     /// `e`: export the first-mismatch report.
     Export,
+    /// `t`: compare the selected stage's saved tensors of A and B in the background; on a
+    /// stage already compared, show the kept result again.
+    CompareTensors,
     /// `?`.
     ToggleHelp,
-    /// `q`, Esc (Esc first closes help or the search prompt).
+    /// `q`, Esc (Esc first closes help, the search prompt or the tensor popup, cancels a
+    /// running tensor comparison, or narrows the wide detail).
     Quit,
     Escape,
     /// Mouse wheel over the timeline.
@@ -80,6 +89,20 @@ pub enum Action {
         generation: u64,
         result: Result<String, String>,
     },
+    /// Elements compared so far by tensor job `generation`, of `total` (0: not known yet).
+    TensorProgress {
+        generation: u64,
+        done: u64,
+        total: u64,
+    },
+    /// Tensor job `generation` ended: its comparison, why it failed, or "cancelled".
+    TensorsDone {
+        generation: u64,
+        rank: u32,
+        /// `stage#occurrence`.
+        stage: String,
+        result: Box<Result<FileComparison, String>>,
+    },
 }
 
 /// Work for the runtime; results come back as actions.
@@ -91,6 +114,18 @@ pub enum Effect {
         markdown: String,
         name_hint: String,
     },
+    /// Compare saved tensor files `a` and `b` (the reference) key by key; report progress
+    /// with `TensorProgress` and the result with `TensorsDone`, both carrying `generation`.
+    CompareTensors {
+        generation: u64,
+        rank: u32,
+        /// `stage#occurrence`.
+        stage: String,
+        a: PathBuf,
+        b: PathBuf,
+    },
+    /// Stop tensor job `generation` at its next chunk (it then reports "cancelled").
+    CancelTensors { generation: u64 },
 }
 
 /// One selectable window: an index into A's windows, and the diff pair index when diffing.
@@ -156,6 +191,15 @@ pub struct App {
     pub size: (u16, u16),
     /// Bumped per export request; results of older requests are dropped.
     pub generation: u64,
+    /// The running tensor comparison (one at a time).
+    pub tensor_job: Option<TensorJob>,
+    /// Bumped per tensor job; progress and results of older jobs are dropped.
+    pub tensor_generation: u64,
+    /// Finished tensor comparisons, one per rank and stage, in the order they finished;
+    /// the exported report includes them.
+    pub tensor_results: Vec<TensorResult>,
+    /// The open result popup.
+    pub tensor_popup: Option<TensorPopup>,
 }
 
 impl App {
@@ -190,6 +234,10 @@ impl App {
             no_color,
             size: (80, 24),
             generation: 0,
+            tensor_job: None,
+            tensor_generation: 0,
+            tensor_results: Vec::new(),
+            tensor_popup: None,
         }
     }
 
@@ -405,11 +453,41 @@ pub fn update(app: &mut App, action: Action) -> Vec<Effect> {
 
 fn update_normal(app: &mut App, action: Action) -> Vec<Effect> {
     let page = app.view_height.max(1);
+    if app.tensor_popup.is_some() && !app.help {
+        // The result popup is modal: it takes the keys it uses and drops the others, so
+        // nothing moves unseen underneath it.
+        match action {
+            Action::Up => tensors::step_pair(app, -1),
+            Action::Down => tensors::step_pair(app, 1),
+            Action::PageUp | Action::Top => tensors::step_pair(app, i64::MIN / 2),
+            Action::PageDown | Action::Bottom => tensors::step_pair(app, i64::MAX / 2),
+            Action::Escape | Action::Enter | Action::CompareTensors => app.tensor_popup = None,
+            Action::Quit
+            | Action::ToggleHelp
+            | Action::Resize(..)
+            | Action::ViewHeight(_)
+            | Action::Progress(_)
+            | Action::Loaded(_)
+            | Action::ExportDone { .. }
+            | Action::TensorProgress { .. }
+            | Action::TensorsDone { .. } => return update_base(app, action, page),
+            _ => {}
+        }
+        return Vec::new();
+    }
+    update_base(app, action, page)
+}
+
+fn update_base(app: &mut App, action: Action, page: usize) -> Vec<Effect> {
     match action {
         Action::Quit => app.should_quit = true,
         Action::Escape => {
             if app.help {
                 app.help = false;
+            } else if app.tensor_popup.is_some() {
+                app.tensor_popup = None;
+            } else if app.tensor_job.is_some() {
+                return tensors::cancel(app);
             } else if app.wide_detail {
                 app.wide_detail = false;
             } else {
@@ -439,6 +517,17 @@ fn update_normal(app: &mut App, action: Action) -> Vec<Effect> {
                 });
             }
         }
+        Action::TensorProgress {
+            generation,
+            done,
+            total,
+        } => tensors::progress(app, generation, done, total),
+        Action::TensorsDone {
+            generation,
+            rank,
+            stage,
+            result,
+        } => tensors::done(app, generation, rank, stage, *result),
         _ if app.loaded.is_none() => {}
         Action::Up if app.focus == Focus::Aliases => {
             app.alias_selected = app.alias_selected.saturating_sub(1)
@@ -571,11 +660,14 @@ fn update_normal(app: &mut App, action: Action) -> Vec<Effect> {
         },
         Action::Export => {
             let loaded = app.loaded.as_ref().expect("loaded");
-            let report = crate::model::report::Report::build(
+            let mut report = crate::model::report::Report::build(
                 &loaded.session.a,
                 loaded.session.b.as_ref(),
                 &Tolerances::default(),
             );
+            for kept in &app.tensor_results {
+                report.add_tensor_comparison(kept.rank, kept.stage.clone(), kept.result.clone());
+            }
             app.generation += 1;
             app.message = Some("exporting the report…".to_string());
             return vec![Effect::Export {
@@ -584,6 +676,7 @@ fn update_normal(app: &mut App, action: Action) -> Vec<Effect> {
                 name_hint: loaded.session.title.clone(),
             }];
         }
+        Action::CompareTensors => return tensors::start(app),
         Action::SearchChar(_)
         | Action::SearchBackspace
         | Action::SearchSubmit

@@ -1,9 +1,14 @@
 //! What the workbench has open: one capture (scan mode) or two (diff mode).
 
+use std::borrow::Cow;
 use std::path::{Path, PathBuf};
 
 use crate::embedded::ExamplePair;
 use crate::model::load::{Dump, LoadError, Progress, load, parse_with_warnings};
+use crate::model::manifest::Manifest;
+
+/// How an embedded example's manifest sources start (`embedded:assets/examples/...`).
+const EMBEDDED: &str = "embedded:";
 
 /// The open captures and how to name them.
 #[derive(Debug, Clone)]
@@ -14,6 +19,11 @@ pub struct Session {
     pub format: String,
     pub a: Dump,
     pub b: Option<Dump>,
+    /// For an embedded example: the checkout the binary was built from, when its
+    /// `assets/examples/` still holds the same manifests byte for byte. The embedded
+    /// manifests name their saved tensors relative to a window directory that exists only
+    /// there (tensors are memory-mapped from files, never from the binary).
+    pub checkout: Option<PathBuf>,
 }
 
 impl Session {
@@ -40,6 +50,7 @@ impl Session {
             format: "dump_probe manifest".to_string(),
             a: dump_a,
             b: dump_b,
+            checkout: None,
         })
     }
 
@@ -55,11 +66,32 @@ impl Session {
                 warnings,
             })
         };
+        let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+        let same_on_disk = |(source, bytes): &(String, &[u8])| {
+            source
+                .strip_prefix(EMBEDDED)
+                .and_then(|rel| std::fs::read(root.join(rel)).ok())
+                .is_some_and(|disk| disk == *bytes)
+        };
         Ok(Session {
             title: format!("example {}", pair.name),
             format: "dump_probe manifest (embedded example)".to_string(),
             a: side(&pair.a)?,
             b: Some(side(&pair.b)?),
+            checkout: (same_on_disk(&pair.a) && same_on_disk(&pair.b)).then(|| root.to_path_buf()),
         })
+    }
+
+    /// `window` as it lies on disk, so paths relative to its window directory resolve:
+    /// itself for a capture opened from disk; for an embedded example, a copy whose source
+    /// is the checkout's manifest; `None` for an embedded example without a checkout.
+    pub fn on_disk<'m>(&self, window: &'m Manifest) -> Option<Cow<'m, Manifest>> {
+        let source = window.source.to_str().unwrap_or_default();
+        let Some(rel) = source.strip_prefix(EMBEDDED) else {
+            return Some(Cow::Borrowed(window));
+        };
+        let mut copy = window.clone();
+        copy.source = self.checkout.as_ref()?.join(rel);
+        Some(Cow::Owned(copy))
     }
 }

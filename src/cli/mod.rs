@@ -7,6 +7,7 @@ pub mod probe_install;
 pub mod report;
 pub mod scan;
 pub mod summary;
+pub mod tensors;
 pub mod vary;
 
 /// What a command found; `main` maps it to the exit status.

@@ -25,7 +25,10 @@ pub fn run(
         Some(b) => Some(load_capture(&[b.to_path_buf()], json)?),
         None => None,
     };
-    let report = Report::build(&dump_a, dump_b.as_ref(), &tolerances);
+    let mut report = Report::build(&dump_a, dump_b.as_ref(), &tolerances);
+    if let Some(dump_b) = &dump_b {
+        report.compare_first_divergence_tensors(&dump_a, dump_b);
+    }
     if table.csv.is_some() || table.parquet.is_some() {
         let Some(dump_b) = &dump_b else {
             return Err(

@@ -115,6 +115,9 @@ impl Stats {
 /// A short text that repeats across records (a stage, a dtype, a device): interned, so a
 /// million records share a few hundred strings instead of each owning copies, and cloning
 /// one copies a pointer. Reads like a `&str` (`as_str`, `Deref`, `Display`, comparisons).
+// `eq` is string equality with a pointer fast path, so the derived `Hash` (of the string)
+// agrees with it.
+#[allow(clippy::derived_hash_with_manual_eq)]
 #[derive(Clone, Default, Eq, PartialOrd, Ord, Hash)]
 pub struct Name(Cow<'static, str>);
 

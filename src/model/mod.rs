@@ -13,4 +13,5 @@ pub mod report;
 pub mod scan;
 pub mod summary;
 pub mod table;
+pub mod tensor;
 pub mod vary;

@@ -11,6 +11,8 @@ use super::diff::{DiffReport, Identity, WindowDiff, diff};
 use super::load::{Dump, Warning};
 use super::manifest::Manifest;
 use super::scan::{AliasGroup, NonFinite, WindowScan, scan_window};
+use super::tensor::metrics::Progress;
+use super::tensor::pairing::{FileComparison, compare_saved};
 
 /// Lists longer than this are cut in the report (the full lists are in `dumpview diff --json`).
 pub const LIST_LIMIT: usize = 40;
@@ -80,6 +82,23 @@ pub struct Report {
     pub alias_suspects: Vec<AliasSuspects>,
     pub evidence: Vec<Evidence>,
     pub warnings: Vec<Warning>,
+    /// Saved tensors compared element by element (the first divergence's, and any the
+    /// workbench compared), in the order they were added.
+    pub tensor_comparisons: Vec<TensorFinding>,
+}
+
+/// One stage's saved tensors from both captures, compared (docs/tensors.md).
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct TensorFinding {
+    pub rank: u32,
+    /// `stage#occurrence`.
+    pub stage: String,
+    /// The metrics, when both files could be read.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub comparison: Option<FileComparison>,
+    /// Why not (a file missing, unreadable, refused).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
 }
 
 impl Report {
@@ -166,7 +185,60 @@ impl Report {
             alias_suspects,
             evidence,
             warnings,
+            tensor_comparisons: Vec::new(),
         }
+    }
+
+    /// Compares, per rank, the saved tensors of the first divergence when both captures
+    /// saved them (a probe run with `DUMP_PROBE_TENSOR` matching that stage), and adds the
+    /// results to [`Report::tensor_comparisons`].
+    pub fn compare_first_divergence_tensors(&mut self, a: &Dump, b: &Dump) {
+        let find = |dump: &Dump, source: &str| {
+            dump.windows
+                .iter()
+                .find(|m| m.source.display().to_string() == source)
+                .cloned()
+        };
+        let mut found = Vec::new();
+        for w in &self.windows {
+            let Some(first) = &w.first_divergence else {
+                continue;
+            };
+            let (Some(wa), Some(wb)) = (find(a, &w.a), find(b, &w.b)) else {
+                continue;
+            };
+            if let (Some(pa), Some(pb)) =
+                (saved_tensor(&wa, &first.key), saved_tensor(&wb, &first.key))
+            {
+                found.push((w.rank, first.key.clone(), pa, pb));
+            }
+        }
+        for (rank, stage, pa, pb) in found {
+            let result = compare_saved(&pa, &pb, &Progress::default());
+            self.add_tensor_comparison(rank, stage, result);
+        }
+    }
+
+    /// Adds one stage's tensor comparison (replacing an earlier one of the same rank and
+    /// stage).
+    pub fn add_tensor_comparison(
+        &mut self,
+        rank: u32,
+        stage: String,
+        result: Result<FileComparison, String>,
+    ) {
+        self.tensor_comparisons
+            .retain(|t| !(t.rank == rank && t.stage == stage));
+        let (comparison, error) = match result {
+            Ok(c) => (Some(c), None),
+            Err(e) => (None, Some(e)),
+        };
+        self.tensor_comparisons.push(TensorFinding {
+            rank,
+            stage,
+            comparison,
+            error,
+        });
     }
 
     /// True when the report holds something a user must act on.
@@ -266,9 +338,33 @@ impl Report {
         if !self.inputs_b.is_empty() {
             md.push_str(&self.diff_markdown());
         }
+        if !self.tensor_comparisons.is_empty() {
+            md.push_str(&self.tensors_markdown());
+        }
         let _ = writeln!(md, "## Evidence\n");
         for e in &self.evidence {
             let _ = writeln!(md, "- {}: `{}`", e.what, e.path);
+        }
+        md
+    }
+
+    fn tensors_markdown(&self) -> String {
+        let mut md = String::from("## Tensor comparisons\n\n");
+        for t in &self.tensor_comparisons {
+            let _ = writeln!(md, "### Rank {}: `{}`\n", t.rank, t.stage);
+            match (&t.comparison, &t.error) {
+                (Some(c), _) => {
+                    let _ = writeln!(
+                        md,
+                        "```text\n{}```\n",
+                        crate::model::tensor::text::render(c)
+                    );
+                }
+                (None, Some(e)) => {
+                    let _ = writeln!(md, "Not compared: {e}\n");
+                }
+                (None, None) => {}
+            }
         }
         md
     }
@@ -458,6 +554,17 @@ fn tensor_evidence(side: char, window: &Manifest, key: &str) -> Vec<Evidence> {
 }
 
 /// `dir/file` when `file` is a plain relative path (no root, no `..`); evidence never leaves the dump.
+/// The saved tensor file of `key` in `window`, when the record names one that resolves
+/// inside the window directory and exists.
+pub fn saved_tensor(window: &Manifest, key: &str) -> Option<std::path::PathBuf> {
+    window
+        .records
+        .iter()
+        .filter(|r| r.key() == key)
+        .find_map(|r| r.tensor_path(window.window_dir()).ok().flatten())
+        .filter(|p| p.is_file())
+}
+
 fn inside(dir: &Path, file: &str) -> Option<String> {
     let rel = Path::new(file);
     let plain = rel

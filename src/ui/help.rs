@@ -18,7 +18,14 @@ const KEYS: &[(&str, &str)] = &[
     ("r  l", "next rank / next label window on this rank"),
     ("Tab", "focus timeline or storage aliases"),
     ("Enter", "wide detail (timeline) / jump to member (aliases)"),
-    ("e", "export the first-mismatch report (Markdown)"),
+    (
+        "t",
+        "compare this stage's saved tensors, A vs B (Esc cancels, ↑↓ key)",
+    ),
+    (
+        "e",
+        "export the first-mismatch report (Markdown, with compared tensors)",
+    ),
     ("mouse", "wheel scrolls, click selects (timeline, ranks)"),
     ("? Esc q", "this help / close, quit / quit"),
 ];
@@ -41,7 +48,6 @@ const GLYPHS: &[(&str, &str)] = &[
 ];
 
 pub fn draw(frame: &mut Frame, area: Rect, theme: Theme) {
-    let popup = centered(area, 84, (KEYS.len() + GLYPHS.len() + 6) as u16);
     let mut lines = vec![Line::from(Span::styled("keys", theme.title()))];
     lines.extend(
         KEYS.iter()
@@ -57,6 +63,10 @@ pub fn draw(frame: &mut Frame, area: Rect, theme: Theme) {
             .iter()
             .map(|(k, v)| Line::from(format!("  {k:<10} {v}"))),
     );
+    // Rows once wrapped (a line longer than the popup takes two), plus the border.
+    let inner = usize::from(area.width.min(84).saturating_sub(2)).max(1);
+    let rows: usize = lines.iter().map(|l| l.width().div_ceil(inner).max(1)).sum();
+    let popup = centered(area, 84, (rows + 2) as u16);
     frame.render_widget(Clear, popup);
     frame.render_widget(
         Paragraph::new(lines)

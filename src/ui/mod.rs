@@ -9,7 +9,8 @@
 //! ├ rank × stage overview (several ranks only) ──────────────────────────┤
 //! └ status: keys, messages, search prompt ───────────────────────────────┘
 //! ```
-//! Popups (help, load progress, errors) are drawn last, over the rest.
+//! Popups (tensor comparison progress and result, help, load progress, errors) are drawn
+//! last, over the rest.
 
 mod aliases;
 mod detail;
@@ -19,6 +20,7 @@ mod help;
 mod overview;
 mod status;
 mod strip;
+mod tensors;
 mod theme;
 mod timeline;
 
@@ -121,6 +123,7 @@ pub fn draw(frame: &mut Frame, app: &App) {
         overview::draw(frame, app, areas.overview, theme);
     }
     status::draw(frame, app, areas.status, theme);
+    tensors::draw(frame, app, area, theme);
     if app.help {
         help::draw(frame, area, theme);
     }

@@ -22,7 +22,7 @@ pub fn draw(frame: &mut Frame, app: &App, area: Rect, theme: Theme) {
     } else if let Some(e) = &app.search.error {
         Line::from(Span::styled(format!("search: {e}"), theme.bad()))
     } else {
-        let hints = "↑↓ jk move · n/N finding · f non-finite · d divergence · / search · r rank · l window · Tab · Enter · e export · ? help · q quit";
+        let hints = "↑↓ jk move · n/N finding · f non-finite · d divergence · t tensors · / search · r rank · l window · Tab · Enter · e export · ? help · q quit";
         match &app.message {
             Some(m) => Line::from(vec![
                 Span::styled(m.clone(), theme.warn()),

@@ -59,6 +59,10 @@ impl Theme {
     pub fn side_b(self) -> Style {
         self.pick(Style::new().fg(Color::Magenta), Style::new())
     }
+    /// Bars of charts and gauges.
+    pub fn bar(self) -> Style {
+        self.pick(Style::new().fg(Color::Cyan), Style::new())
+    }
     pub fn focused_border(self) -> Style {
         self.pick(
             Style::new().fg(Color::Cyan),

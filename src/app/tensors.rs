@@ -1,0 +1,288 @@
+//! The tensor comparison job: `t` on a stage whose tensors both captures saved starts one
+//! (one at a time), progress and the result come back as actions, finished results are kept
+//! by rank and stage for the popup and the exported report.
+//!
+//! Only owned state lives here; the cancel flag and the progress counter the comparison
+//! shares belong to the runtime, keyed by the job's generation.
+
+use std::path::{Path, PathBuf};
+
+use super::{App, Effect};
+use crate::model::manifest::Manifest;
+use crate::model::report::saved_tensor;
+use crate::model::tensor::pairing::FileComparison;
+
+/// A comparison in progress.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TensorJob {
+    /// Results and progress of other generations are stale and dropped.
+    pub generation: u64,
+    pub rank: u32,
+    /// `stage#occurrence`.
+    pub stage: String,
+    /// Elements compared so far, of `total` (0 until the runtime has read the headers).
+    pub done: u64,
+    pub total: u64,
+    /// Esc was pressed; waiting for the comparison to stop at its next chunk.
+    pub cancelling: bool,
+}
+
+/// One finished comparison, kept for the popup and the exported report.
+#[derive(Debug, Clone, PartialEq)]
+pub struct TensorResult {
+    pub rank: u32,
+    /// `stage#occurrence`.
+    pub stage: String,
+    /// Every key pair of the two files, or why they could not be compared.
+    pub result: Result<FileComparison, String>,
+}
+
+/// The result popup: which kept result, and which of its key pairs is shown.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct TensorPopup {
+    /// Index into [`App::tensor_results`].
+    pub result: usize,
+    /// Index into the comparison's `pairs`.
+    pub pair: usize,
+}
+
+/// What `cancelled` comparisons return (`pairing::compare_saved`).
+const CANCELLED: &str = "cancelled";
+
+/// `t`: starts comparing the selected stage's saved tensors, or says why not.
+pub(super) fn start(app: &mut App) -> Vec<Effect> {
+    if let Some(job) = &app.tensor_job {
+        app.message = Some(format!(
+            "already comparing {}: one comparison at a time (Esc cancels it)",
+            job.stage
+        ));
+        return Vec::new();
+    }
+    match locate(app) {
+        Err(message) => {
+            app.message = Some(message);
+            Vec::new()
+        }
+        Ok(Located::Kept(index)) => {
+            app.tensor_popup = Some(TensorPopup {
+                result: index,
+                pair: 0,
+            });
+            Vec::new()
+        }
+        Ok(Located::Files { rank, stage, a, b }) => {
+            app.tensor_generation += 1;
+            app.message = None;
+            app.tensor_job = Some(TensorJob {
+                generation: app.tensor_generation,
+                rank,
+                stage: stage.clone(),
+                done: 0,
+                total: 0,
+                cancelling: false,
+            });
+            vec![Effect::CompareTensors {
+                generation: app.tensor_generation,
+                rank,
+                stage,
+                a,
+                b,
+            }]
+        }
+    }
+}
+
+enum Located {
+    /// Already compared without error: show it again.
+    Kept(usize),
+    /// Both saved tensor files of the selected stage.
+    Files {
+        rank: u32,
+        stage: String,
+        a: PathBuf,
+        b: PathBuf,
+    },
+}
+
+/// The selected stage's saved tensors in A and B, or a message saying what is missing.
+fn locate(app: &App) -> Result<Located, String> {
+    let (Some(loaded), Some(choice), Some(row)) = (&app.loaded, app.choice(), app.row()) else {
+        return Err("no stage selected".to_string());
+    };
+    let (Some(dump_b), Some(bi)) = (&loaded.session.b, choice.b) else {
+        return Err(
+            "t compares a stage's saved tensors in A and B: open two captures (dumpview A B)"
+                .to_string(),
+        );
+    };
+    let key = &row.key;
+    match (row.a, row.b) {
+        (Some(_), Some(_)) => {}
+        (None, _) => {
+            return Err(format!(
+                "{key} is captured in B only: no tensor of A to compare"
+            ));
+        }
+        (_, None) => {
+            return Err(format!(
+                "{key} is captured in A only: no tensor of B to compare"
+            ));
+        }
+    }
+    if let Some(index) = app
+        .tensor_results
+        .iter()
+        .position(|t| t.rank == choice.rank && t.stage == *key && t.result.is_ok())
+    {
+        return Ok(Located::Kept(index));
+    }
+    let side = |window: &Manifest| -> Result<Option<PathBuf>, String> {
+        let Some(on_disk) = loaded.session.on_disk(window) else {
+            // `embedded:assets/examples/<pair>/a/...`: name the pair's directory.
+            let source = window.source.to_string_lossy();
+            let pair: PathBuf = Path::new(source.trim_start_matches("embedded:"))
+                .components()
+                .take(3)
+                .collect();
+            return Err(format!(
+                "the embedded example's saved tensors are not on disk here: open {0}/a and \
+                 {0}/b of a dumpview checkout to compare {key}",
+                pair.display()
+            ));
+        };
+        Ok(saved_tensor(&on_disk, key))
+    };
+    let window_a = &loaded.session.a.windows[choice.a];
+    let window_b = &dump_b.windows[bi];
+    let (a, b) = (side(window_a)?, side(window_b)?);
+    let named = |window: &Manifest| {
+        window
+            .records
+            .iter()
+            .find(|r| r.key() == *key)
+            .and_then(|r| r.tensor_file.clone())
+    };
+    let missing = |side: &str, window: &Manifest| match named(window) {
+        Some(file) => format!(
+            "{key}: {side}'s saved tensor {file} is missing or outside its window directory"
+        ),
+        None => format!(
+            "no saved tensor for {key} in {side}: capture it with DUMP_PROBE_TENSOR='{}'",
+            capture_regex(key)
+        ),
+    };
+    match (a, b) {
+        (Some(a), Some(b)) => Ok(Located::Files {
+            rank: choice.rank,
+            stage: key.clone(),
+            a,
+            b,
+        }),
+        (None, None) if named(window_a).is_none() && named(window_b).is_none() => Err(format!(
+            "no saved tensor for {key} in A or B: capture it with DUMP_PROBE_TENSOR='{}'",
+            capture_regex(key)
+        )),
+        (None, _) => Err(missing("A", window_a)),
+        (_, None) => Err(missing("B", window_b)),
+    }
+}
+
+/// `^stage$` for `stage#occurrence`, regex metacharacters escaped.
+fn capture_regex(key: &str) -> String {
+    let stage = key.rsplit_once('#').map_or(key, |(s, _)| s);
+    format!("^{}$", regex::escape(stage))
+}
+
+/// Esc while a job runs: ask the runtime to stop it (once).
+pub(super) fn cancel(app: &mut App) -> Vec<Effect> {
+    let Some(job) = app.tensor_job.as_mut() else {
+        return Vec::new();
+    };
+    if job.cancelling {
+        return Vec::new();
+    }
+    job.cancelling = true;
+    app.message = Some(format!("cancelling the comparison of {}…", job.stage));
+    vec![Effect::CancelTensors {
+        generation: job.generation,
+    }]
+}
+
+/// Progress of the running job (stale generations dropped).
+pub(super) fn progress(app: &mut App, generation: u64, done: u64, total: u64) {
+    if let Some(job) = app
+        .tensor_job
+        .as_mut()
+        .filter(|j| j.generation == generation)
+    {
+        job.done = done;
+        job.total = total;
+    }
+}
+
+/// The running job's result: kept (unless cancelled) and shown (unless Esc was pressed).
+pub(super) fn done(
+    app: &mut App,
+    generation: u64,
+    rank: u32,
+    stage: String,
+    result: Result<FileComparison, String>,
+) {
+    let Some(job) = app.tensor_job.take_if(|j| j.generation == generation) else {
+        return;
+    };
+    if result.as_ref().err().is_some_and(|e| e == CANCELLED) {
+        app.message = Some("tensor comparison cancelled".to_string());
+        return;
+    }
+    let finished_anyway = job.cancelling;
+    let index = keep(app, rank, stage.clone(), result);
+    if finished_anyway {
+        app.message = Some(format!(
+            "the comparison of {stage} finished before the cancel: kept for the report, t shows it"
+        ));
+    } else {
+        app.message = None;
+        app.tensor_popup = Some(TensorPopup {
+            result: index,
+            pair: 0,
+        });
+    }
+}
+
+/// Keeps `result`, replacing an earlier one of the same rank and stage; returns its index.
+fn keep(app: &mut App, rank: u32, stage: String, result: Result<FileComparison, String>) -> usize {
+    let kept = TensorResult {
+        rank,
+        stage,
+        result,
+    };
+    match app
+        .tensor_results
+        .iter()
+        .position(|t| t.rank == kept.rank && t.stage == kept.stage)
+    {
+        Some(i) => {
+            app.tensor_results[i] = kept;
+            i
+        }
+        None => {
+            app.tensor_results.push(kept);
+            app.tensor_results.len() - 1
+        }
+    }
+}
+
+/// Up/Down in the popup: the previous / next key pair of a multi-tensor file.
+pub(super) fn step_pair(app: &mut App, delta: i64) {
+    let Some(popup) = app.tensor_popup.as_mut() else {
+        return;
+    };
+    let pairs = app.tensor_results[popup.result]
+        .result
+        .as_ref()
+        .map_or(0, |c| c.pairs.len());
+    if pairs > 0 {
+        popup.pair = (popup.pair as i64 + delta).clamp(0, pairs as i64 - 1) as usize;
+    }
+}

@@ -1,0 +1,73 @@
+//! `dumpview tensors A B`: two saved tensor files compared key by key.
+
+use std::path::PathBuf;
+
+use super::{CliError, Outcome};
+use crate::model::tensor::metrics::{self, Options, Progress};
+use crate::model::tensor::pairing::{Selection, compare_files};
+use crate::model::tensor::{DType, TensorFile, text};
+
+/// The options of `dumpview tensors`.
+#[derive(Debug, Clone, clap::Args)]
+pub struct TensorArgs {
+    /// Tensor file A: torch.save (.pt) or safetensors.
+    pub a: PathBuf,
+    /// Tensor file B, the reference (rtol scales |b|; rel_l2 divides by ||b||).
+    pub b: PathBuf,
+    /// Compare only this key (a dict key path such as `layers.0.weight`).
+    #[arg(long)]
+    pub key: Option<String>,
+    /// Absolute tolerance of the closeness rule |a-b| <= atol + rtol*|b|.
+    #[arg(long, default_value_t = metrics::DEFAULT_ATOL)]
+    pub atol: f64,
+    /// Relative tolerance of the closeness rule (the defaults are a coarse screen).
+    #[arg(long, default_value_t = metrics::DEFAULT_RTOL)]
+    pub rtol: f64,
+    /// NaN in both at one position counts as close.
+    #[arg(long)]
+    pub equal_nan: bool,
+    /// Round both sides to DTYPE before comparing (needed when the dtypes differ), e.g.
+    /// float32, bfloat16, float16.
+    #[arg(long, value_name = "DTYPE", value_parser = parse_dtype)]
+    pub cast: Option<DType>,
+}
+
+fn parse_dtype(name: &str) -> Result<DType, String> {
+    DType::from_name(name).ok_or_else(|| {
+        let names: Vec<&str> = DType::ALL.iter().map(|d| d.name()).collect();
+        format!("unknown dtype {name:?}; one of {}", names.join(", "))
+    })
+}
+
+/// Compares the files; `Found` unless every pair is close and every key is matched.
+///
+/// # Errors
+/// A file that cannot be read (named), a `--key` one file lacks, a negative tolerance.
+pub fn run(args: &TensorArgs, json: bool) -> Result<Outcome, CliError> {
+    if !(args.atol >= 0.0 && args.rtol >= 0.0) {
+        return Err("--atol and --rtol must be non-negative numbers".into());
+    }
+    let a = TensorFile::open(&args.a)?;
+    let b = TensorFile::open(&args.b)?;
+    let options = Options {
+        atol: args.atol,
+        rtol: args.rtol,
+        equal_nan: args.equal_nan,
+        cast: args.cast,
+    };
+    let select = match &args.key {
+        Some(key) => Selection::Key(key),
+        None => Selection::All,
+    };
+    let comparison = compare_files(&a, &b, select, &options, &Progress::default())?;
+    if json {
+        println!("{}", serde_json::to_string_pretty(&comparison)?);
+    } else {
+        print!("{}", text::render(&comparison));
+    }
+    Ok(if comparison.all_close {
+        Outcome::Clean
+    } else {
+        Outcome::Found
+    })
+}

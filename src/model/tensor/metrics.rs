@@ -1,0 +1,330 @@
+//! Element-wise comparison of two tensors: one parallel pass over both, `f64` accumulation.
+//!
+//! Definitions (docs/tensors.md):
+//! - a *finite pair* is a position where both values are finite; the difference metrics
+//!   (`max_abs_diff`, `mean_abs_diff`, `cosine`, `rel_l2`, the histogram) are over finite
+//!   pairs only, and non-finite values are reported by class (NaN, +inf, -inf) instead;
+//! - closeness is torch.isclose's rule (torch docs, `torch.isclose`): `a == b`, or both
+//!   finite and `|a - b| <= atol + rtol * |b|`, or `equal_nan` and both NaN — B is the
+//!   reference. dumpview evaluates it in `f64`; torch evaluates it in the tensors' dtype, so
+//!   a difference within one ULP of the threshold can be judged differently;
+//! - `rel_l2 = ||a - b||₂ / ||b||₂`, `cosine = a·b / (||a||₂ ||b||₂)`;
+//! - the ULP distance counts representable values of the compared dtype between a and b
+//!   (sign-magnitude bit patterns as signed integers, +0 = -0), for floating dtypes, over
+//!   positions where neither value is NaN;
+//! - the histogram counts finite pairs by decade `floor(log10 |a - b|)`, exact zeros apart.
+
+use std::ops::Range;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+
+use rayon::prelude::*;
+use serde::Serialize;
+
+use super::kernel::{self, Accumulator, BF16, Cast, Decoded, F16, F32, F64, Reader, Rule};
+use super::{DType, TensorView};
+
+/// The default absolute tolerance: a coarse screen, not a verdict (give `--atol`).
+pub const DEFAULT_ATOL: f64 = 1e-5;
+/// The default relative tolerance: a coarse screen that bfloat16 rounding (2^-8) passes.
+pub const DEFAULT_RTOL: f64 = 1e-2;
+
+/// How two tensors are compared.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+pub struct Options {
+    /// Absolute tolerance of the closeness rule (same unit as the values).
+    pub atol: f64,
+    /// Relative tolerance of the closeness rule, times `|b|`.
+    pub rtol: f64,
+    /// Whether NaN in both at one position counts as close.
+    pub equal_nan: bool,
+    /// Round both sides to this dtype before comparing (the only way to compare tensors of
+    /// different dtypes); `None` requires equal dtypes.
+    pub cast: Option<DType>,
+}
+
+impl Default for Options {
+    fn default() -> Self {
+        Options {
+            atol: DEFAULT_ATOL,
+            rtol: DEFAULT_RTOL,
+            equal_nan: false,
+            cast: None,
+        }
+    }
+}
+
+/// Progress and cancellation shared between a comparison and whoever watches it.
+#[derive(Debug, Default)]
+pub struct Progress {
+    /// Elements compared so far (summed over every comparison sharing this value).
+    pub done: AtomicU64,
+    /// Set to stop: the comparison returns [`CompareError::Cancelled`] at its next chunk.
+    pub cancel: AtomicBool,
+}
+
+/// Why two tensors were not compared.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum CompareError {
+    #[error("shape differs: {a:?} vs {b:?}")]
+    Shape { a: Vec<usize>, b: Vec<usize> },
+    #[error("dtype differs: {a} vs {b}; give --cast <dtype> to compare both rounded to one dtype")]
+    DType { a: DType, b: DType },
+    #[error("cancelled")]
+    Cancelled,
+}
+
+/// One position in the compared tensors, with both values.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Location {
+    /// Flat index in C (row-major) order.
+    pub index: u64,
+    /// Logical coordinates, one per dimension.
+    pub coords: Vec<usize>,
+    /// A's value (after `--cast`); NaN and infinities are written as "nan", "inf", "-inf".
+    #[serde(serialize_with = "value")]
+    pub a: f64,
+    /// B's value (after `--cast`).
+    #[serde(serialize_with = "value")]
+    pub b: f64,
+}
+
+/// Non-finite values by class and whether their positions agree.
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+pub struct NonFinite {
+    pub nan_a: u64,
+    pub nan_b: u64,
+    pub posinf_a: u64,
+    pub posinf_b: u64,
+    pub neginf_a: u64,
+    pub neginf_b: u64,
+    /// Every position holds the same class (finite, NaN, +inf, -inf) in A and B.
+    pub positions_agree: bool,
+    /// The first position whose classes differ.
+    pub first_disagreement: Option<Location>,
+}
+
+/// How many finite pairs have `|a - b|` in each decade.
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+pub struct Histogram {
+    /// Finite pairs with `a == b`.
+    pub zero: u64,
+    /// Ascending decades `e` (`10^e <= |a - b| < 10^(e+1)`) that hold any pair.
+    pub decades: Vec<DecadeCount>,
+    /// Pairs where a value is not finite (not in any decade).
+    pub nonfinite: u64,
+}
+
+/// One bar of the [`Histogram`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub struct DecadeCount {
+    /// `floor(log10 |a - b|)`.
+    pub decade: i32,
+    pub count: u64,
+}
+
+/// Every metric of one pair of tensors (module docs give the definitions).
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Metrics {
+    pub dtype_a: DType,
+    pub dtype_b: DType,
+    /// The dtype values were compared in: the common dtype, or the `--cast` target.
+    pub compared_as: DType,
+    pub shape: Vec<usize>,
+    pub numel: u64,
+    /// Positions where both values are finite.
+    pub finite_pairs: u64,
+    pub max_abs_diff: Option<f64>,
+    /// The first position attaining `max_abs_diff`.
+    pub max_abs_diff_at: Option<Location>,
+    pub mean_abs_diff: Option<f64>,
+    /// `None` when either side's norm is zero.
+    pub cosine: Option<f64>,
+    /// `None` when B's norm is zero.
+    pub rel_l2: Option<f64>,
+    /// No mismatch at all.
+    pub allclose: bool,
+    pub atol: f64,
+    pub rtol: f64,
+    pub equal_nan: bool,
+    /// Positions that are not close.
+    pub mismatches: u64,
+    /// `mismatches / numel` (0 for an empty tensor).
+    pub mismatch_fraction: f64,
+    pub first_mismatch: Option<Location>,
+    pub nonfinite: NonFinite,
+    /// Largest ULP distance in `compared_as` (floating dtypes only).
+    pub max_ulp: Option<u64>,
+    pub max_ulp_at: Option<Location>,
+    pub histogram: Histogram,
+}
+
+/// Elements per unit of parallel work and per progress/cancel step (4 MiB of float32).
+const CHUNK: usize = 1 << 20;
+
+/// Compares `a` with `b` (the reference) element by element.
+///
+/// One pass over both tensors, split into chunks of [`CHUNK`] elements run on rayon's
+/// pool; per-chunk sums are combined in chunk order, so results do not depend on the
+/// thread count. `progress.done` grows by each chunk's element count.
+///
+/// # Errors
+/// [`CompareError::Shape`] or [`CompareError::DType`] (without `options.cast`) before any
+/// element is read; [`CompareError::Cancelled`] when `progress.cancel` was set.
+pub fn compare(
+    a: &TensorView,
+    b: &TensorView,
+    options: &Options,
+    progress: &Progress,
+) -> Result<Metrics, CompareError> {
+    if a.shape() != b.shape() {
+        return Err(CompareError::Shape {
+            a: a.shape().to_vec(),
+            b: b.shape().to_vec(),
+        });
+    }
+    let compared_as = match options.cast {
+        Some(cast) => cast,
+        None if a.dtype() == b.dtype() => a.dtype(),
+        None => {
+            return Err(CompareError::DType {
+                a: a.dtype(),
+                b: b.dtype(),
+            });
+        }
+    };
+    let accumulated = match (options.cast, a.dtype()) {
+        (None, DType::Float32) => run(a, b, options, progress, F32, F32),
+        (None, DType::BFloat16) => run(a, b, options, progress, BF16, BF16),
+        (None, DType::Float16) => run(a, b, options, progress, F16, F16),
+        (None, DType::Float64) => run(a, b, options, progress, F64, F64),
+        (None, dtype) => run(a, b, options, progress, Decoded(dtype), Decoded(dtype)),
+        (Some(cast), _) => run(
+            a,
+            b,
+            options,
+            progress,
+            Cast {
+                from: a.dtype(),
+                to: cast,
+            },
+            Cast {
+                from: b.dtype(),
+                to: cast,
+            },
+        ),
+    }?;
+    Ok(finish(accumulated, a, b, compared_as, options))
+}
+
+fn run<RA: Reader, RB: Reader>(
+    a: &TensorView,
+    b: &TensorView,
+    options: &Options,
+    progress: &Progress,
+    ra: RA,
+    rb: RB,
+) -> Result<Accumulator, CompareError> {
+    let rule = Rule {
+        atol: options.atol,
+        rtol: options.rtol,
+        equal_nan: options.equal_nan,
+        ulp: options.cast.unwrap_or(a.dtype()).is_float(),
+    };
+    let numel = a.numel();
+    let chunks: Vec<Range<usize>> = (0..numel.div_ceil(CHUNK))
+        .map(|c| c * CHUNK..((c + 1) * CHUNK).min(numel))
+        .collect();
+    let partial: Vec<Accumulator> = chunks
+        .into_par_iter()
+        .map(|range| {
+            if progress.cancel.load(Ordering::Relaxed) {
+                return Err(CompareError::Cancelled);
+            }
+            let len = range.len() as u64;
+            let accumulated = kernel::chunk(a, b, range, rule, ra, rb);
+            progress.done.fetch_add(len, Ordering::Relaxed);
+            Ok(accumulated)
+        })
+        .collect::<Result<_, _>>()?;
+    let mut total = Accumulator::new();
+    for part in partial {
+        total.merge(part);
+    }
+    Ok(total)
+}
+
+/// The metrics of one comparison's accumulated sums.
+fn finish(
+    acc: Accumulator,
+    a: &TensorView,
+    b: &TensorView,
+    compared_as: DType,
+    options: &Options,
+) -> Metrics {
+    let locate = |found: Option<(usize, f64, f64)>| {
+        found.map(|(flat, va, vb)| Location {
+            index: flat as u64,
+            coords: a.coords(flat),
+            a: va,
+            b: vb,
+        })
+    };
+    let numel = a.numel() as u64;
+    let any = acc.finite_pairs > 0;
+    let norms = acc.norm_a.sqrt() * acc.norm_b.sqrt();
+    Metrics {
+        dtype_a: a.dtype(),
+        dtype_b: b.dtype(),
+        compared_as,
+        shape: a.shape().to_vec(),
+        numel,
+        finite_pairs: acc.finite_pairs,
+        max_abs_diff: any.then_some(acc.max_abs),
+        max_abs_diff_at: locate(acc.max_abs_at),
+        mean_abs_diff: any.then(|| acc.sum_abs / acc.finite_pairs as f64),
+        cosine: (norms > 0.0).then(|| acc.dot / norms),
+        rel_l2: (acc.norm_b > 0.0).then(|| acc.norm_diff.sqrt() / acc.norm_b.sqrt()),
+        allclose: acc.mismatches == 0,
+        atol: options.atol,
+        rtol: options.rtol,
+        equal_nan: options.equal_nan,
+        mismatches: acc.mismatches,
+        mismatch_fraction: if numel == 0 {
+            0.0
+        } else {
+            acc.mismatches as f64 / numel as f64
+        },
+        first_mismatch: locate(acc.first_mismatch),
+        nonfinite: NonFinite {
+            nan_a: acc.counts[0],
+            nan_b: acc.counts[1],
+            posinf_a: acc.counts[2],
+            posinf_b: acc.counts[3],
+            neginf_a: acc.counts[4],
+            neginf_b: acc.counts[5],
+            positions_agree: acc.first_disagreement.is_none(),
+            first_disagreement: locate(acc.first_disagreement),
+        },
+        max_ulp: (compared_as.is_float() && numel > 0).then_some(acc.max_ulp),
+        max_ulp_at: locate(acc.max_ulp_at),
+        histogram: Histogram {
+            zero: acc.zero(),
+            decades: acc
+                .decade_counts()
+                .map(|(decade, count)| DecadeCount { decade, count })
+                .collect(),
+            nonfinite: acc.nonfinite_pairs,
+        },
+    }
+}
+
+/// Serializes a value as a JSON number, or "nan" / "inf" / "-inf" (JSON has no such numbers).
+fn value<S: serde::Serializer>(v: &f64, serializer: S) -> Result<S::Ok, S::Error> {
+    if v.is_nan() {
+        serializer.serialize_str("nan")
+    } else if v.is_infinite() {
+        serializer.serialize_str(if *v > 0.0 { "inf" } else { "-inf" })
+    } else {
+        serializer.serialize_f64(*v)
+    }
+}

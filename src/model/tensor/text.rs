@@ -1,0 +1,228 @@
+//! Plain-text rendering of a tensor comparison: what `dumpview tensors` prints and what the
+//! first-mismatch report quotes.
+
+use std::fmt::Write;
+
+use super::metrics::{DEFAULT_ATOL, DEFAULT_RTOL, Histogram, Location, Metrics};
+use super::pairing::FileComparison;
+
+/// Bars of the histogram are at most this many characters wide.
+const BAR_WIDTH: usize = 40;
+
+/// The whole comparison: both files, the rule, each pair, unmatched keys, the verdict.
+pub fn render(cmp: &FileComparison) -> String {
+    let mut out = String::new();
+    for (side, file) in [("A", &cmp.a), ("B", &cmp.b)] {
+        let _ = writeln!(
+            out,
+            "{side}: {} ({}, {} tensor{})",
+            file.path,
+            file.format.name(),
+            file.tensors,
+            if file.tensors == 1 { "" } else { "s" }
+        );
+    }
+    let o = &cmp.options;
+    let screen = if o.atol == DEFAULT_ATOL && o.rtol == DEFAULT_RTOL {
+        " (the default: a coarse screen; give --atol/--rtol for a verdict)"
+    } else {
+        ""
+    };
+    let _ = writeln!(
+        out,
+        "close: |a-b| <= atol + rtol*|b| with atol {:e}, rtol {:e}, equal_nan {}{screen}",
+        o.atol, o.rtol, o.equal_nan
+    );
+    if let Some(cast) = o.cast {
+        let _ = writeln!(out, "both sides rounded to {cast} before comparing");
+    }
+    for pair in &cmp.pairs {
+        let title = match &pair.key_b {
+            Some(kb) => format!("{} vs {}", display_key(&pair.key), display_key(kb)),
+            None => display_key(&pair.key),
+        };
+        let _ = writeln!(out, "\n== {title}");
+        match (&pair.metrics, &pair.error) {
+            (Some(m), _) => out.push_str(&render_metrics(m)),
+            (None, Some(e)) => {
+                let _ = writeln!(out, "   not compared: {e}");
+            }
+            (None, None) => {}
+        }
+    }
+    if !cmp.only_a.is_empty() {
+        let _ = writeln!(out, "\nonly in A: {}", keys(&cmp.only_a));
+    }
+    if !cmp.only_b.is_empty() {
+        let _ = writeln!(out, "\nonly in B: {}", keys(&cmp.only_b));
+    }
+    let compared = cmp.pairs.iter().filter(|p| p.metrics.is_some()).count();
+    let close = cmp
+        .pairs
+        .iter()
+        .filter(|p| p.metrics.as_ref().is_some_and(|m| m.allclose))
+        .count();
+    let _ = writeln!(
+        out,
+        "\n{close} of {compared} compared pair{} close; {} not compared; {} key{} unmatched",
+        if compared == 1 { "" } else { "s" },
+        cmp.pairs.len() - compared,
+        cmp.only_a.len() + cmp.only_b.len(),
+        if cmp.only_a.len() + cmp.only_b.len() == 1 {
+            ""
+        } else {
+            "s"
+        },
+    );
+    out
+}
+
+/// A key as shown: `(tensor)` for a bare tensor's empty key.
+pub fn display_key(key: &str) -> String {
+    if key.is_empty() {
+        "(tensor)".to_string()
+    } else {
+        key.to_string()
+    }
+}
+
+fn keys(keys: &[String]) -> String {
+    keys.iter()
+        .map(|k| display_key(k))
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+/// One pair's metrics, indented under its key.
+pub fn render_metrics(m: &Metrics) -> String {
+    let mut out = String::new();
+    let dtype = if m.dtype_a == m.dtype_b {
+        m.dtype_a.to_string()
+    } else {
+        format!("{} vs {}", m.dtype_a, m.dtype_b)
+    };
+    let _ = writeln!(
+        out,
+        "   {dtype}, shape {:?}, {} elements{}",
+        m.shape,
+        m.numel,
+        if m.compared_as != m.dtype_a || m.compared_as != m.dtype_b {
+            format!(", compared as {}", m.compared_as)
+        } else {
+            String::new()
+        }
+    );
+    if m.allclose {
+        let _ = writeln!(out, "   allclose        yes");
+    } else {
+        let _ = writeln!(
+            out,
+            "   allclose        NO: {} of {} mismatch ({:.4}%)",
+            m.mismatches,
+            m.numel,
+            m.mismatch_fraction * 100.0
+        );
+    }
+    if let Some(at) = &m.first_mismatch {
+        let _ = writeln!(out, "   first mismatch  {}", location(at));
+    }
+    match (&m.max_abs_diff, &m.max_abs_diff_at) {
+        (Some(d), Some(at)) => {
+            let _ = writeln!(out, "   max_abs_diff    {} {}", num(*d), location(at));
+        }
+        _ => {
+            let _ = writeln!(out, "   max_abs_diff    – (no finite pair)");
+        }
+    }
+    let _ = writeln!(
+        out,
+        "   mean_abs_diff   {}   rel_l2 {}   cosine {}",
+        opt(m.mean_abs_diff),
+        opt(m.rel_l2),
+        m.cosine.map_or("–".to_string(), |c| format!("{c:.9}"))
+    );
+    if let Some(ulp) = m.max_ulp {
+        let at = m.max_ulp_at.as_ref().map(location).unwrap_or_default();
+        let _ = writeln!(out, "   max ULP         {ulp} {at}");
+    }
+    let nf = &m.nonfinite;
+    let side = |nan: u64, pos: u64, neg: u64| {
+        if nan + pos + neg == 0 {
+            "none".to_string()
+        } else {
+            format!("{nan} NaN, {pos} +inf, {neg} -inf")
+        }
+    };
+    if nf.nan_a + nf.nan_b + nf.posinf_a + nf.posinf_b + nf.neginf_a + nf.neginf_b > 0 {
+        let _ = writeln!(
+            out,
+            "   non-finite      A: {}; B: {}; positions {}",
+            side(nf.nan_a, nf.posinf_a, nf.neginf_a),
+            side(nf.nan_b, nf.posinf_b, nf.neginf_b),
+            match &nf.first_disagreement {
+                None => "agree".to_string(),
+                Some(at) => format!("differ, first {}", location(at)),
+            }
+        );
+    }
+    out.push_str(&render_histogram(&m.histogram));
+    out
+}
+
+/// The |a - b| histogram as text bars, one line per decade (plus zero and non-finite).
+pub fn render_histogram(h: &Histogram) -> String {
+    let mut rows: Vec<(String, u64)> = Vec::new();
+    if h.zero > 0 {
+        rows.push(("0".into(), h.zero));
+    }
+    for d in &h.decades {
+        rows.push((format!("1e{}", d.decade), d.count));
+    }
+    if h.nonfinite > 0 {
+        rows.push(("non-finite".into(), h.nonfinite));
+    }
+    if rows.is_empty() {
+        return String::new();
+    }
+    let most = rows.iter().map(|r| r.1).max().unwrap_or(1).max(1);
+    let mut out = String::from("   |a-b| by decade (10^e <= |a-b| < 10^(e+1))\n");
+    for (label, count) in rows {
+        let width = ((count as f64 / most as f64) * BAR_WIDTH as f64).ceil() as usize;
+        let _ = writeln!(
+            out,
+            "     {label:>10} {:<BAR_WIDTH$} {count}",
+            "#".repeat(width)
+        );
+    }
+    out
+}
+
+/// `at [1, 7] (flat 23): a=1.5 b=1.25`.
+pub fn location(at: &Location) -> String {
+    format!(
+        "at {:?} (flat {}): a={} b={}",
+        at.coords,
+        at.index,
+        num(at.a),
+        num(at.b)
+    )
+}
+
+fn opt(v: Option<f64>) -> String {
+    v.map_or("–".to_string(), num)
+}
+
+/// A number with enough digits to tell close values apart: `1.2345678e-3`, `nan`, `inf`.
+pub fn num(v: f64) -> String {
+    if v.is_nan() {
+        "nan".into()
+    } else if v.is_infinite() {
+        if v > 0.0 { "inf" } else { "-inf" }.into()
+    } else if v == 0.0 || (1e-3..1e6).contains(&v.abs()) {
+        let s = format!("{v:.8}");
+        let s = s.trim_end_matches('0').trim_end_matches('.');
+        s.to_string()
+    } else {
+        format!("{v:.7e}")
+    }
+}

@@ -1,0 +1,134 @@
+//! `dumpview tensors` through the real binary on the saved tensors of the example dumps:
+//! exit status, text, JSON values, and errors that name the file.
+
+use assert_cmd::Command;
+use serde_json::Value;
+
+const FP16: &str = "assets/examples/llama_fp16_overflow";
+
+fn saved(side: &str, stage: &str) -> String {
+    format!(
+        "{}/{FP16}/{side}/rank0/match1-occ1/tensors/{stage}.safetensors",
+        env!("CARGO_MANIFEST_DIR")
+    )
+}
+
+fn dumpview(args: &[&str]) -> (i32, String, String) {
+    let out = Command::cargo_bin("dumpview")
+        .unwrap()
+        .args(args)
+        .output()
+        .unwrap();
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+#[test]
+fn overflowing_stage_shows_where_fp16_went_infinite() {
+    let (a, b) = (
+        saved("a", "layers.3.mlp_up#1"),
+        saved("b", "layers.3.mlp_up#1"),
+    );
+    let (code, out, _) = dumpview(&["tensors", &a, &b, "--cast", "float32", "--json"]);
+    assert_eq!(code, 1);
+    let json: Value = serde_json::from_str(&out).unwrap();
+    let m = &json["pairs"][0]["metrics"];
+    assert_eq!(json["pairs"][0]["key"], "layers.3.mlp_up#1");
+    assert_eq!(m["dtype_a"], "float32");
+    assert_eq!(m["dtype_b"], "float16");
+    assert_eq!(m["compared_as"], "float32");
+    assert_eq!(m["shape"], serde_json::json!([8, 688]));
+    // fp32 -80958.8 became -inf in fp16: the first position whose class differs.
+    let nf = &m["nonfinite"];
+    assert_eq!(nf["neginf_b"], 4);
+    assert_eq!(nf["neginf_a"], 0);
+    assert_eq!(nf["positions_agree"], false);
+    assert_eq!(
+        nf["first_disagreement"]["coords"],
+        serde_json::json!([0, 100])
+    );
+    assert_eq!(nf["first_disagreement"]["b"], "-inf");
+    assert!((nf["first_disagreement"]["a"].as_f64().unwrap() + 80958.8046875).abs() < 1e-9);
+    assert_eq!(m["max_abs_diff_at"]["coords"], serde_json::json!([5, 100]));
+    assert!((m["max_abs_diff"].as_f64().unwrap() - 127.91015625).abs() < 1e-12);
+    assert_eq!(m["histogram"]["nonfinite"], 4);
+    assert_eq!(m["finite_pairs"], 8 * 688 - 4);
+    assert_eq!(m["allclose"], false);
+}
+
+#[test]
+fn dtype_mismatch_without_cast_is_reported_not_compared() {
+    let (a, b) = (saved("a", "logits#1"), saved("b", "logits#1"));
+    let (code, out, _) = dumpview(&["tensors", &a, &b]);
+    assert_eq!(code, 1);
+    assert!(
+        out.contains("not compared: dtype differs: float32 vs float16"),
+        "{out}"
+    );
+    assert!(out.contains("--cast"), "{out}");
+}
+
+#[test]
+fn a_file_against_itself_is_close_and_exits_0() {
+    let a = saved("a", "logits#1");
+    let (code, out, _) = dumpview(&["tensors", &a, &a, "--atol", "0", "--rtol", "0"]);
+    assert_eq!(code, 0, "{out}");
+    assert!(out.contains("allclose        yes"), "{out}");
+    assert!(out.contains("1 of 1 compared pair close"), "{out}");
+}
+
+#[test]
+fn probe_input_sets_compare_argument_by_argument() {
+    let dir = format!(
+        "{}/assets/examples/llama_chunked_prefill",
+        env!("CARGO_MANIFEST_DIR")
+    );
+    let a = format!("{dir}/a/rank0/match1-occ2/inputs/layers.0.rope#1.pt");
+    let b = format!("{dir}/b/rank0/match1-occ4/inputs/layers.0.rope#1.pt");
+    let (code, out, err) = dumpview(&["tensors", &a, &b, "--json"]);
+    assert_ne!(code, 2, "{err}");
+    let json: Value = serde_json::from_str(&out).unwrap();
+    let keys: Vec<&str> = json["pairs"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| p["key"].as_str().unwrap())
+        .collect();
+    assert_eq!(keys, ["q", "k", "cos", "sin", "positions"]);
+    let (code, out, _) = dumpview(&["tensors", &a, &b, "--key", "positions", "--json"]);
+    let json: Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(json["pairs"].as_array().unwrap().len(), 1);
+    assert_eq!(json["pairs"][0]["metrics"]["dtype_a"], "int64");
+    assert!(code == 0 || code == 1);
+}
+
+#[test]
+fn unreadable_inputs_exit_2_naming_the_file() {
+    let manifest = format!(
+        "{}/{FP16}/a/rank0/match1-occ1/manifest.json",
+        env!("CARGO_MANIFEST_DIR")
+    );
+    let a = saved("a", "logits#1");
+    let (code, _, err) = dumpview(&["tensors", &manifest, &a]);
+    assert_eq!(code, 2);
+    assert!(err.contains("manifest.json"), "{err}");
+    assert!(err.contains("not a torch.save archive"), "{err}");
+    let (code, _, err) = dumpview(&["tensors", &a, "/nonexistent/b.pt"]);
+    assert_eq!(code, 2);
+    assert!(err.contains("/nonexistent/b.pt: cannot open"), "{err}");
+    let (code, _, err) = dumpview(&["tensors", &a, &a, "--key", "nope"]);
+    assert_eq!(code, 2);
+    assert!(
+        err.contains("no tensor \"nope\"; it holds logits#1"),
+        "{err}"
+    );
+    let (code, _, err) = dumpview(&["tensors", &a, &a, "--cast", "float7"]);
+    assert_eq!(code, 2);
+    assert!(err.contains("unknown dtype"), "{err}");
+    let (code, _, err) = dumpview(&["tensors", &a, &a, "--atol=-1"]);
+    assert_eq!(code, 2);
+    assert!(err.contains("non-negative"), "{err}");
+}
