@@ -349,7 +349,7 @@ proptest! {
             .map(|i| if nan_flip[i] == 0 { f32::NAN } else { a[i] + noise[i] })
             .collect();
         let (ba, bb) = (f32_bytes(&a), f32_bytes(&b));
-        let options = Options { atol: 1e-4, rtol: 1e-3, equal_nan, cast: None };
+        let options = Options { atol: 1e-4, rtol: 1e-3, equal_nan, ..Options::default() };
         let expected = reference(&a, &b, 1e-4, 1e-3, equal_nan);
         let contiguous = run(&view(&ba, DType::Float32, &[rows, cols]), &view(&bb, DType::Float32, &[rows, cols]), &options);
         check_against_reference(&contiguous, &expected);
@@ -391,8 +391,7 @@ fn many_chunks_combine_in_order() {
     let options = Options {
         atol: 1e-5,
         rtol: 1e-4,
-        equal_nan: false,
-        cast: None,
+        ..Options::default()
     };
     let m = run(
         &view(&ba, DType::Float32, &[n]),
@@ -410,4 +409,108 @@ fn many_chunks_combine_in_order() {
         m.nonfinite.first_disagreement.as_ref().unwrap().index,
         1_500_001
     );
+}
+
+#[test]
+fn int64_beyond_2_pow_53_compares_exactly() {
+    let a: Vec<u8> = [(1i64 << 62) + 1, (1 << 53) + 1]
+        .iter()
+        .flat_map(|v| v.to_le_bytes())
+        .collect();
+    let b: Vec<u8> = [1i64 << 62, 1 << 53]
+        .iter()
+        .flat_map(|v| v.to_le_bytes())
+        .collect();
+    let exact = Options {
+        atol: 0.0,
+        rtol: 0.0,
+        ..Options::default()
+    };
+    let m = run(
+        &view(&a, DType::Int64, &[2]),
+        &view(&b, DType::Int64, &[2]),
+        &exact,
+    );
+    assert_eq!(m.mismatches, 2);
+    assert_eq!(m.max_abs_diff, Some(1.0));
+    assert_eq!(m.first_mismatch.unwrap().index, 0);
+}
+
+#[test]
+fn nothing_to_count_in_ulps_is_none_not_zero() {
+    let a = f32_bytes(&[f32::NAN, 1.0]);
+    let b = f32_bytes(&[1.0, f32::NAN]);
+    let m = run(
+        &view(&a, DType::Float32, &[2]),
+        &view(&b, DType::Float32, &[2]),
+        &Options::default(),
+    );
+    assert_eq!(m.max_ulp, None);
+    assert_eq!(m.max_ulp_at, None);
+}
+
+#[test]
+fn overflowing_float64_differences_land_in_the_top_decade() {
+    let a: Vec<u8> = [1e308f64, -1e308]
+        .iter()
+        .flat_map(|v| v.to_le_bytes())
+        .collect();
+    let b: Vec<u8> = [-1e308f64, 1e308]
+        .iter()
+        .flat_map(|v| v.to_le_bytes())
+        .collect();
+    let m = run(
+        &view(&a, DType::Float64, &[2]),
+        &view(&b, DType::Float64, &[2]),
+        &Options::default(),
+    );
+    let decades: Vec<(i32, u64)> = m
+        .histogram
+        .decades
+        .iter()
+        .map(|d| (d.decade, d.count))
+        .collect();
+    assert_eq!(decades, vec![(308, 2)]);
+    assert_eq!(m.max_abs_diff, Some(f64::INFINITY));
+    assert_eq!(m.rel_l2, None);
+}
+
+#[test]
+fn element_budget_refuses_huge_expanded_views() {
+    let one = f32_bytes(&[1.0]);
+    // A stride-0 expansion of one element to 2^20 x 2^20.
+    let huge =
+        TensorView::new(DType::Float32, vec![1 << 20, 1 << 20], vec![0, 0], 0, &one).unwrap();
+    let err = compare(&huge, &huge, &Options::default(), &Progress::default()).unwrap_err();
+    assert_eq!(
+        err,
+        CompareError::TooLarge {
+            numel: 1 << 40,
+            max: 1 << 32
+        }
+    );
+    assert!(err.to_string().contains("--max-elements"));
+}
+
+#[test]
+fn ulps_counted_in_the_coarser_dtype_of_a_precision_change() {
+    let a = f32_bytes(&[1.0 + 1.0 / 256.0, 2.0]);
+    let b: Vec<u8> = [1.0f32, 2.0]
+        .iter()
+        .flat_map(|v| half::bf16::from_f32(*v).to_le_bytes())
+        .collect();
+    let options = Options {
+        cast: Some(DType::Float64),
+        ulp_in: Some(DType::BFloat16),
+        ..Options::default()
+    };
+    let m = run(
+        &view(&a, DType::Float32, &[2]),
+        &view(&b, DType::BFloat16, &[2]),
+        &options,
+    );
+    // 1 + 2^-8 rounds (ties to even) to 1.0 in bfloat16: 0 ULP; the f64 difference remains.
+    assert_eq!(m.max_ulp, Some(0));
+    assert_eq!(m.ulp_dtype, Some(DType::BFloat16));
+    assert_eq!(m.max_abs_diff, Some(1.0 / 256.0));
 }

@@ -668,6 +668,9 @@ fn update_base(app: &mut App, action: Action, page: usize) -> Vec<Effect> {
             for kept in &app.tensor_results {
                 report.add_tensor_comparison(kept.rank, kept.stage.clone(), kept.result.clone());
             }
+            if let Some(b) = &loaded.session.b {
+                report.note_saved_rows(&loaded.session.a, b);
+            }
             app.generation += 1;
             app.message = Some("exporting the report…".to_string());
             return vec![Effect::Export {

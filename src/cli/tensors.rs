@@ -18,18 +18,23 @@ pub struct TensorArgs {
     #[arg(long)]
     pub key: Option<String>,
     /// Absolute tolerance of the closeness rule |a-b| <= atol + rtol*|b|.
-    #[arg(long, default_value_t = metrics::DEFAULT_ATOL)]
+    #[arg(long, default_value_t = metrics::DEFAULT_ATOL, allow_negative_numbers = true)]
     pub atol: f64,
     /// Relative tolerance of the closeness rule (the defaults are a coarse screen).
-    #[arg(long, default_value_t = metrics::DEFAULT_RTOL)]
+    #[arg(long, default_value_t = metrics::DEFAULT_RTOL, allow_negative_numbers = true)]
     pub rtol: f64,
     /// NaN in both at one position counts as close.
     #[arg(long)]
     pub equal_nan: bool,
     /// Round both sides to DTYPE before comparing (needed when the dtypes differ), e.g.
     /// float32, bfloat16, float16.
+    /// Integer targets round to nearest and saturate (torch's `.to()` truncates and wraps).
     #[arg(long, value_name = "DTYPE", value_parser = parse_dtype)]
     pub cast: Option<DType>,
+    /// Refuse tensors of more elements than this (a stride-0 expanded view of a few bytes
+    /// can claim 2^40 elements).
+    #[arg(long, value_name = "N", default_value_t = metrics::DEFAULT_MAX_ELEMENTS)]
+    pub max_elements: u64,
 }
 
 fn parse_dtype(name: &str) -> Result<DType, String> {
@@ -54,6 +59,8 @@ pub fn run(args: &TensorArgs, json: bool) -> Result<Outcome, CliError> {
         rtol: args.rtol,
         equal_nan: args.equal_nan,
         cast: args.cast,
+        ulp_in: None,
+        max_elements: args.max_elements,
     };
     let select = match &args.key {
         Some(key) => Selection::Key(key),

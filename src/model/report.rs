@@ -99,6 +99,10 @@ pub struct TensorFinding {
     /// Why not (a file missing, unreadable, refused).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub error: Option<String>,
+    /// What the saved files cover when that is not the whole tensor: "the first 8 of 12
+    /// rows" (the probe bounds saved rows by `DUMP_PROBE_ROWS`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub coverage: Option<String>,
 }
 
 impl Report {
@@ -217,6 +221,7 @@ impl Report {
             let result = compare_saved(&pa, &pb, &Progress::default());
             self.add_tensor_comparison(rank, stage, result);
         }
+        self.note_saved_rows(a, b);
     }
 
     /// Adds one stage's tensor comparison (replacing an earlier one of the same rank and
@@ -233,12 +238,52 @@ impl Report {
             Ok(c) => (Some(c), None),
             Err(e) => (None, Some(e)),
         };
+        if comparison.is_some() {
+            // The tensors that advice would capture are here already.
+            for w in self.windows.iter_mut().filter(|w| {
+                w.rank == rank && w.first_divergence.as_ref().is_some_and(|p| p.key == stage)
+            }) {
+                w.next_step = None;
+            }
+        }
         self.tensor_comparisons.push(TensorFinding {
             rank,
             stage,
             comparison,
             error,
+            coverage: None,
         });
+    }
+
+    /// Notes, for each tensor comparison, when the saved files hold only the first rows of
+    /// the captured tensor (from the records' `rows_kept` / `rows_total` in `a` and `b`).
+    pub fn note_saved_rows(&mut self, a: &Dump, b: &Dump) {
+        let rows = |dump: &Dump, rank: u32, stage: &str| {
+            dump.windows
+                .iter()
+                .filter(|m| m.rank == rank)
+                .flat_map(|m| m.records.iter())
+                .find(|r| r.key() == stage && r.tensor_file.is_some())
+                .and_then(|r| Some((r.rows_kept?, r.rows_total?)))
+                .filter(|(kept, total)| kept < total)
+        };
+        for t in &mut self.tensor_comparisons {
+            let parts: Vec<String> = [
+                ('A', rows(a, t.rank, &t.stage)),
+                ('B', rows(b, t.rank, &t.stage)),
+            ]
+            .into_iter()
+            .filter_map(|(side, r)| {
+                r.map(|(kept, total)| format!("{side} saved the first {kept} of {total} rows"))
+            })
+            .collect();
+            t.coverage = (!parts.is_empty()).then(|| {
+                format!(
+                    "{} (DUMP_PROBE_ROWS); the rest is not compared",
+                    parts.join(", ")
+                )
+            });
+        }
     }
 
     /// True when the report holds something a user must act on.
@@ -352,6 +397,9 @@ impl Report {
         let mut md = String::from("## Tensor comparisons\n\n");
         for t in &self.tensor_comparisons {
             let _ = writeln!(md, "### Rank {}: `{}`\n", t.rank, t.stage);
+            if let Some(coverage) = &t.coverage {
+                let _ = writeln!(md, "Coverage: {coverage}.\n");
+            }
             match (&t.comparison, &t.error) {
                 (Some(c), _) => {
                     let _ = writeln!(
@@ -435,11 +483,19 @@ impl Report {
                         }
                         md.push('\n');
                     }
-                    if let Some(step) = &w.next_step {
-                        let _ = writeln!(
-                            md,
-                            "Next: capture the tensors of that stage on both sides:\n\n```sh\n{step}\n```\n"
-                        );
+                    match &w.next_step {
+                        Some(step) => {
+                            let _ = writeln!(
+                                md,
+                                "Next: capture the tensors of that stage on both sides:\n\n```sh\n{step}\n```\n"
+                            );
+                        }
+                        None => {
+                            let _ = writeln!(
+                                md,
+                                "Both captures saved that stage's tensors: see Tensor comparisons.\n"
+                            );
+                        }
                     }
                 }
             }

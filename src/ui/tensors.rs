@@ -272,7 +272,10 @@ fn metric_lines(m: &Metrics, width: usize, theme: Theme, lines: &mut Vec<Line<'s
             .as_ref()
             .map_or(String::new(), |at| format!(" at {:?}", at.coords));
         push(
-            labelled("max ULP", &format!("{ulp} in {}{at}", m.compared_as)),
+            labelled(
+                "max ULP",
+                &format!("{ulp} in {}{at}", m.ulp_dtype.unwrap_or(m.compared_as)),
+            ),
             Style::new(),
         );
     }

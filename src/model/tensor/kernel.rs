@@ -21,6 +21,12 @@ pub(super) trait Reader: Copy + Send + Sync {
     fn value(self, bytes: &[u8]) -> f64;
     /// The ULP ordinal ([`DType::ordinal`]) of that element, `None` for NaN or non-floats.
     fn ordinal(self, bytes: &[u8], value: f64) -> Option<i64>;
+    /// `|a - b|` computed exactly from the elements' bytes where `f64` values are not exact
+    /// (int64 beyond 2^53), then rounded once; `None`: `|a - b|` of the values is exact enough.
+    #[inline(always)]
+    fn exact_abs_diff(self, _a: &[u8], _b: &[u8]) -> Option<f64> {
+        None
+    }
 }
 
 /// Sign-magnitude bit pattern as a signed integer: the ULP ordinal of a float's bits.
@@ -129,13 +135,22 @@ impl Reader for Decoded {
             _ => None,
         }
     }
+    fn exact_abs_diff(self, a: &[u8], b: &[u8]) -> Option<f64> {
+        (self.0 == DType::Int64).then(|| {
+            let a = i64::from_le_bytes(a[..8].try_into().unwrap());
+            let b = i64::from_le_bytes(b[..8].try_into().unwrap());
+            (i128::from(a) - i128::from(b)).unsigned_abs() as f64
+        })
+    }
 }
 
-/// A value of dtype `from`, rounded to dtype `to` (`--cast`).
+/// A value of dtype `from`, rounded to dtype `to` (`--cast`); ULP distances are counted in
+/// dtype `ulp` (the coarser side of a precision-change pair, else `to`).
 #[derive(Clone, Copy)]
 pub(super) struct Cast {
     pub from: DType,
     pub to: DType,
+    pub ulp: DType,
 }
 impl Reader for Cast {
     fn size(self) -> usize {
@@ -145,7 +160,11 @@ impl Reader for Cast {
         self.to.round(self.from.decode(bytes))
     }
     fn ordinal(self, _bytes: &[u8], value: f64) -> Option<i64> {
-        self.to.ordinal(value)
+        if self.ulp == self.to {
+            self.to.ordinal(value)
+        } else {
+            self.ulp.ordinal(self.ulp.round(value))
+        }
     }
 }
 
@@ -183,6 +202,9 @@ fn octaves() -> &'static [(u16, f64); 2048] {
         let mut table = [(0u16, f64::INFINITY); 2048];
         // Exponent field 0: zero (slot 0) or a subnormal (at or above the smallest one).
         table[0] = (0, f64::from_bits(1));
+        // Field 2047: the difference of two finite float64 values overflowed to +inf; it is
+        // larger than any finite value, so it joins the top decade.
+        table[2047] = (slot(MAX_DECADE), f64::NAN); // `d >= NaN` is false: no next slot
         let mut e = MIN_DECADE;
         for (field, entry) in table.iter_mut().enumerate().take(2047).skip(1) {
             let low = f64::from_bits((field as u64) << 52);
@@ -250,6 +272,8 @@ pub(super) struct Accumulator {
     pub first_disagreement: Option<(usize, f64, f64)>,
     pub max_ulp: u64,
     pub max_ulp_at: Option<(usize, f64, f64)>,
+    /// Positions whose ULP distance was measured (neither value NaN).
+    pub ulp_pairs: u64,
     pub nonfinite_pairs: u64,
     /// `ROWS` interleaved histograms: slot s of row r at `s * ROWS + r` (padded to a power
     /// of two so a masked index needs no bounds check).
@@ -274,6 +298,7 @@ impl Accumulator {
             first_disagreement: None,
             max_ulp: 0,
             max_ulp_at: None,
+            ulp_pairs: 0,
             nonfinite_pairs: 0,
             histogram: Box::new([0; HISTOGRAM]),
             octaves: octaves(),
@@ -309,7 +334,9 @@ impl Accumulator {
         let a = ra.value(bytes_a);
         let b = rb.value(bytes_b);
         if a.is_finite() && b.is_finite() {
-            let d = (a - b).abs();
+            let d = ra
+                .exact_abs_diff(bytes_a, bytes_b)
+                .unwrap_or_else(|| (a - b).abs());
             self.finite_pairs += 1;
             self.sum_abs += d;
             self.dot += a * b;
@@ -330,6 +357,7 @@ impl Accumulator {
         if rule.ulp {
             if let (Some(oa), Some(ob)) = (ra.ordinal(bytes_a, a), rb.ordinal(bytes_b, b)) {
                 let ulp = oa.abs_diff(ob);
+                self.ulp_pairs += 1;
                 if ulp > self.max_ulp {
                     self.max_ulp = ulp;
                     self.max_ulp_at = Some((flat, a, b));
@@ -389,6 +417,7 @@ impl Accumulator {
             self.max_ulp = later.max_ulp;
             self.max_ulp_at = later.max_ulp_at;
         }
+        self.ulp_pairs += later.ulp_pairs;
         self.nonfinite_pairs += later.nonfinite_pairs;
         for (mine, theirs) in self.histogram.iter_mut().zip(later.histogram.iter()) {
             *mine += theirs;
@@ -554,6 +583,7 @@ fn contiguous<RA: Reader, RB: Reader>(
             acc.histogram[(slot(d[k], octaves) * ROWS + k % ROWS) & (HISTOGRAM - 1)] += 1;
         }
         if rule.ulp {
+            acc.ulp_pairs += LANES as u64;
             for k in 0..LANES {
                 // Finite values: the ordinal exists.
                 let oa = ra.ordinal(&ga[k * wa..], va[k]).unwrap_or(0);

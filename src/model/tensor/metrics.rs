@@ -40,7 +40,20 @@ pub struct Options {
     /// Round both sides to this dtype before comparing (the only way to compare tensors of
     /// different dtypes); `None` requires equal dtypes.
     pub cast: Option<DType>,
+    /// Count ULP distances in this dtype (both values rounded to it first) instead of the
+    /// compared dtype: a float32-vs-bfloat16 pair compared losslessly as float64 counts ULPs
+    /// of bfloat16.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub ulp_in: Option<DType>,
+    /// Refuse tensors of more elements than this ([`CompareError::TooLarge`]): a stride-0
+    /// expanded view of a few bytes on disk can claim 2^40 elements.
+    #[serde(skip)]
+    pub max_elements: u64,
 }
+
+/// The default element budget of one comparison: 2^32 elements (16 GiB of float32 per side,
+/// tens of seconds on a laptop).
+pub const DEFAULT_MAX_ELEMENTS: u64 = 1 << 32;
 
 impl Default for Options {
     fn default() -> Self {
@@ -49,6 +62,8 @@ impl Default for Options {
             rtol: DEFAULT_RTOL,
             equal_nan: false,
             cast: None,
+            ulp_in: None,
+            max_elements: DEFAULT_MAX_ELEMENTS,
         }
     }
 }
@@ -69,6 +84,10 @@ pub enum CompareError {
     Shape { a: Vec<usize>, b: Vec<usize> },
     #[error("dtype differs: {a} vs {b}; give --cast <dtype> to compare both rounded to one dtype")]
     DType { a: DType, b: DType },
+    #[error(
+        "{numel} elements exceed the budget of {max} (a stride-0 expanded view?); give --max-elements to compare anyway"
+    )]
+    TooLarge { numel: u64, max: u64 },
     #[error("cancelled")]
     Cancelled,
 }
@@ -152,8 +171,11 @@ pub struct Metrics {
     pub mismatch_fraction: f64,
     pub first_mismatch: Option<Location>,
     pub nonfinite: NonFinite,
-    /// Largest ULP distance in `compared_as` (floating dtypes only).
+    /// Largest ULP distance in `ulp_dtype`; `None` for integer dtypes or when every position
+    /// holds a NaN.
     pub max_ulp: Option<u64>,
+    /// The dtype ULPs are counted in (`compared_as`, or `Options::ulp_in`).
+    pub ulp_dtype: Option<DType>,
     pub max_ulp_at: Option<Location>,
     pub histogram: Histogram,
 }
@@ -192,7 +214,16 @@ pub fn compare(
             });
         }
     };
-    let accumulated = match (options.cast, a.dtype()) {
+    if a.numel() as u64 > options.max_elements {
+        return Err(CompareError::TooLarge {
+            numel: a.numel() as u64,
+            max: options.max_elements,
+        });
+    }
+    let ulp = options.ulp_in.unwrap_or(compared_as);
+    // Counting ULPs in another dtype takes the rounding reader even without a cast.
+    let cast = options.cast.or((ulp != compared_as).then_some(compared_as));
+    let accumulated = match (cast, a.dtype()) {
         (None, DType::Float32) => run(a, b, options, progress, F32, F32),
         (None, DType::BFloat16) => run(a, b, options, progress, BF16, BF16),
         (None, DType::Float16) => run(a, b, options, progress, F16, F16),
@@ -206,10 +237,12 @@ pub fn compare(
             Cast {
                 from: a.dtype(),
                 to: cast,
+                ulp,
             },
             Cast {
                 from: b.dtype(),
                 to: cast,
+                ulp,
             },
         ),
     }?;
@@ -228,7 +261,11 @@ fn run<RA: Reader, RB: Reader>(
         atol: options.atol,
         rtol: options.rtol,
         equal_nan: options.equal_nan,
-        ulp: options.cast.unwrap_or(a.dtype()).is_float(),
+        ulp: options
+            .ulp_in
+            .or(options.cast)
+            .unwrap_or(a.dtype())
+            .is_float(),
     };
     let numel = a.numel();
     let chunks: Vec<Range<usize>> = (0..numel.div_ceil(CHUNK))
@@ -270,6 +307,7 @@ fn finish(
         })
     };
     let numel = a.numel() as u64;
+    let ulp_dtype = options.ulp_in.unwrap_or(compared_as);
     let any = acc.finite_pairs > 0;
     let norms = acc.norm_a.sqrt() * acc.norm_b.sqrt();
     Metrics {
@@ -282,8 +320,13 @@ fn finish(
         max_abs_diff: any.then_some(acc.max_abs),
         max_abs_diff_at: locate(acc.max_abs_at),
         mean_abs_diff: any.then(|| acc.sum_abs / acc.finite_pairs as f64),
-        cosine: (norms > 0.0).then(|| acc.dot / norms),
-        rel_l2: (acc.norm_b > 0.0).then(|| acc.norm_diff.sqrt() / acc.norm_b.sqrt()),
+        // Sums of float64 values near the type's limit can overflow: no number then.
+        cosine: (norms > 0.0)
+            .then(|| acc.dot / norms)
+            .filter(|c| c.is_finite()),
+        rel_l2: (acc.norm_b > 0.0)
+            .then(|| acc.norm_diff.sqrt() / acc.norm_b.sqrt())
+            .filter(|r| r.is_finite()),
         allclose: acc.mismatches == 0,
         atol: options.atol,
         rtol: options.rtol,
@@ -305,7 +348,8 @@ fn finish(
             positions_agree: acc.first_disagreement.is_none(),
             first_disagreement: locate(acc.first_disagreement),
         },
-        max_ulp: (compared_as.is_float() && numel > 0).then_some(acc.max_ulp),
+        max_ulp: (ulp_dtype.is_float() && acc.ulp_pairs > 0).then_some(acc.max_ulp),
+        ulp_dtype: ulp_dtype.is_float().then_some(ulp_dtype),
         max_ulp_at: locate(acc.max_ulp_at),
         histogram: Histogram {
             zero: acc.zero(),

@@ -171,17 +171,25 @@ pub fn compare_files(
 /// The default options for comparing saved tensors of one stage from two captures: the
 /// coarse-screen tolerances, and a lossless cast to float64 when a paired dtype differs (a
 /// precision-change pair, fp32 vs bf16), so the values are compared as they are.
+///
+/// ULPs of such a pair are counted in the coarser dtype (fewer bytes: float16/bfloat16 of a
+/// float32 pair), where "1 ULP" means "the rounding the lower precision must make".
 pub fn options_for_captures(a: &TensorFile, b: &TensorFile) -> Options {
-    let differs = pair_keys(a, b, Selection::All)
-        .map(|(pairs, _, _)| {
+    let mixed = pair_keys(a, b, Selection::All)
+        .ok()
+        .and_then(|(pairs, _, _)| {
             pairs
                 .iter()
-                .any(|&(i, j)| a.entries[i].dtype != b.entries[j].dtype)
-        })
-        .unwrap_or(false);
-    Options {
-        cast: differs.then_some(super::DType::Float64),
-        ..Options::default()
+                .map(|&(i, j)| (a.entries[i].dtype, b.entries[j].dtype))
+                .find(|(da, db)| da != db)
+        });
+    match mixed {
+        None => Options::default(),
+        Some((da, db)) => Options {
+            cast: Some(super::DType::Float64),
+            ulp_in: Some(if da.size() <= db.size() { da } else { db }).filter(|d| d.is_float()),
+            ..Options::default()
+        },
     }
 }
 

@@ -36,6 +36,14 @@ pub fn render(cmp: &FileComparison) -> String {
     if let Some(cast) = o.cast {
         let _ = writeln!(out, "both sides rounded to {cast} before comparing");
     }
+    for (side, file) in [("A", &cmp.a), ("B", &cmp.b)] {
+        if file.tensors == 0 {
+            let _ = writeln!(
+                out,
+                "{side} holds no tensors (only other values were saved)"
+            );
+        }
+    }
     for pair in &cmp.pairs {
         let title = match &pair.key_b {
             Some(kb) => format!("{} vs {}", display_key(&pair.key), display_key(kb)),
@@ -139,11 +147,16 @@ pub fn render_metrics(m: &Metrics) -> String {
         "   mean_abs_diff   {}   rel_l2 {}   cosine {}",
         opt(m.mean_abs_diff),
         opt(m.rel_l2),
-        m.cosine.map_or("–".to_string(), |c| format!("{c:.9}"))
+        m.cosine.map_or("–".to_string(), |c| format!("{c:.9}")
+            .replace("NaN", "nan"))
     );
-    if let Some(ulp) = m.max_ulp {
-        let at = m.max_ulp_at.as_ref().map(location).unwrap_or_default();
-        let _ = writeln!(out, "   max ULP         {ulp} {at}");
+    if let (Some(ulp), Some(dtype)) = (m.max_ulp, m.ulp_dtype) {
+        let at = m
+            .max_ulp_at
+            .as_ref()
+            .map(|at| format!(" {}", location(at)))
+            .unwrap_or_default();
+        let _ = writeln!(out, "   max ULP         {ulp} ({dtype}){at}");
     }
     let nf = &m.nonfinite;
     let side = |nan: u64, pos: u64, neg: u64| {
