@@ -160,7 +160,9 @@ const CASES: &[Case] = &[
         name: "dir_without_manifests",
         scan: 2,
         diff: 2,
-        messages: &["no manifest.json found in this directory or below it"],
+        messages: &[
+            "no manifest.json (dumpview probe, windowed dump) or dump.json (msprobe) found in this directory or below it",
+        ],
         records: None,
     },
     Case {

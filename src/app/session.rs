@@ -47,7 +47,7 @@ impl Session {
         };
         Ok(Session {
             title,
-            format: "dump_probe manifest".to_string(),
+            format: format_names(&dump_a, dump_b.as_ref()),
             a: dump_a,
             b: dump_b,
             checkout: None,
@@ -93,5 +93,20 @@ impl Session {
         let mut copy = window.clone();
         copy.source = self.checkout.as_ref()?.join(rel);
         Some(Cow::Owned(copy))
+    }
+}
+
+/// The formats of the open captures, for the header: `msprobe dump`, or
+/// `dump_probe manifest vs msprobe dump` when the two differ.
+fn format_names(a: &Dump, b: Option<&Dump>) -> String {
+    let names = |d: &Dump| {
+        let mut names: Vec<&str> = d.windows.iter().map(|w| w.format.name()).collect();
+        names.sort_unstable();
+        names.dedup();
+        names.join(" + ")
+    };
+    match b.map(names) {
+        Some(nb) if nb != names(a) => format!("{} vs {nb}", names(a)),
+        _ => names(a),
     }
 }

@@ -122,6 +122,10 @@ pub struct StatDiff {
     pub abs_diff: Option<f64>,
     /// `|a − b| / scale` (see the module table); null when the scale is 0 or undefined.
     pub rel_diff: Option<f64>,
+    /// `|a − b| / |b|`, the relative error against B as the reference (msprobe compare's
+    /// `MaxRelativeErr` … `NormRelativeErr`, there as a percentage): 0 when equal, +inf when
+    /// `b` is 0 and `a` is not; null when either side is undefined or non-finite.
+    pub rel_err: Option<f64>,
     /// `atol + rtol · scale`.
     pub bound: Option<f64>,
     pub exceeds: bool,
@@ -245,12 +249,19 @@ fn compare_values(
     let bound = scale
         .filter(|s| s.is_finite())
         .map(|s| tolerance.atol + tolerance.rtol * s);
+    let rel_err = match (abs_diff, vb) {
+        (Some(d), _) if d == 0.0 => Some(0.0),
+        (Some(d), Some(y)) if y != 0.0 => Some(d / y.abs()),
+        (Some(_), Some(_)) => Some(f64::INFINITY),
+        _ => None,
+    };
     StatDiff {
         name,
         a: va,
         b: vb,
         abs_diff,
         rel_diff,
+        rel_err,
         bound,
         exceeds,
     }
@@ -318,6 +329,7 @@ mod tests {
             mean: Some(mean),
             l2: Some(l2),
             pos_checksum: Some(checksum),
+            counts_known: true,
         }
     }
 

@@ -530,6 +530,7 @@ mod tests {
                 mean: Some(0.0),
                 l2: Some(value),
                 pos_checksum: Some(value / 2.0),
+                counts_known: true,
             }),
             tensor_file: None,
             rows_kept: None,
@@ -649,6 +650,8 @@ mod tests {
                         stats_dtype: None,
                         records,
                         input_sets: Vec::new(),
+                        format: Default::default(),
+                        context: None,
                     };
                     diff_windows(&window(a), &window(b), &tolerances)
                 })

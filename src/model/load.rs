@@ -15,8 +15,11 @@ use rayon::prelude::*;
 use super::manifest::{Manifest, ManifestError, keys_increase};
 use super::parse::parse_manifest;
 
-/// The file name the probe gives every manifest; directories are searched for it.
+/// The file name the probe gives every manifest; directories are searched for it (a
+/// windowed dump's manifests have the same name, told apart by their content).
 pub const MANIFEST_NAME: &str = "manifest.json";
+/// The file an msprobe dump writes per step and rank; directories are searched for it too.
+pub const MSPROBE_NAME: &str = "dump.json";
 
 /// Something the user should know about an input that still loaded.
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
@@ -62,8 +65,8 @@ pub struct Progress {
 /// The manifest files named by `inputs`, in a stable order.
 ///
 /// A file is taken as it is, whatever its name; a directory is searched
-/// recursively for files named `manifest.json` (symbolic links are not
-/// followed, so a loop cannot hang the search).
+/// recursively for files named `manifest.json` or msprobe's `dump.json` (symbolic links
+/// are not followed, so a loop cannot hang the search).
 ///
 /// # Errors
 /// A path that does not exist, or a directory without any manifest.
@@ -83,7 +86,9 @@ pub fn discover(inputs: &[PathBuf]) -> Result<Vec<PathBuf>, LoadError> {
             if files.len() == before {
                 return Err(LoadError::Input {
                     path: input.clone(),
-                    problem: format!("no {MANIFEST_NAME} found in this directory or below it"),
+                    problem: format!(
+                        "no {MANIFEST_NAME} (dumpview probe, windowed dump) or {MSPROBE_NAME} (msprobe) found in this directory or below it"
+                    ),
                 });
             }
             files[before..].sort();
@@ -101,7 +106,9 @@ fn find_manifests(dir: &Path, out: &mut Vec<PathBuf>) -> std::io::Result<()> {
         let path = entry.path();
         if kind.is_dir() {
             find_manifests(&path, out)?;
-        } else if kind.is_file() && entry.file_name() == MANIFEST_NAME {
+        } else if kind.is_file()
+            && (entry.file_name() == MANIFEST_NAME || entry.file_name() == MSPROBE_NAME)
+        {
             out.push(path);
         }
     }
@@ -171,7 +178,13 @@ fn load_in_order(files: &[PathBuf], each: &mut dyn FnMut(usize, Loaded) -> bool)
             path: file.clone(),
             source,
         })?;
-        let loaded = parse_with_warnings(&bytes, file);
+        let loaded = if file.file_name().is_some_and(|n| n == MSPROBE_NAME) {
+            super::msprobe::load_window(file, &bytes)
+        } else if super::windowed::is_windowed(&bytes) {
+            super::windowed::load_window(file, &bytes)
+        } else {
+            parse_with_warnings(&bytes, file).map_err(LoadError::from)
+        };
         // Unmapping a large file takes a while and nothing waits for it: a thread of its own
         // (where none can be started, the map is dropped here).
         if let ManifestBytes::Mapped(map) = bytes {

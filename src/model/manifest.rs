@@ -89,6 +89,15 @@ pub struct Stats {
     pub l2: Option<f64>,
     #[serde(default, deserialize_with = "stat")]
     pub pos_checksum: Option<f64>,
+    /// Whether `nan_count` and `inf_count` are counts. Formats that record no counts
+    /// (msprobe) infer them from Max/Min: then a count of 1 means "at least one" and the
+    /// workbench shows it as unknown.
+    #[serde(default = "counted")]
+    pub counts_known: bool,
+}
+
+fn counted() -> bool {
+    true
 }
 
 impl Stats {
@@ -468,6 +477,58 @@ pub struct Manifest {
     pub records: Vec<Record>,
     #[serde(default)]
     pub input_sets: Vec<InputSet>,
+    /// The format the window was read from (not part of the file).
+    #[serde(skip)]
+    pub format: SourceFormat,
+    /// What the source format says about records beyond the probe's fields (msprobe's module
+    /// hierarchy and call stack, a windowed dump's tensor roles and task metadata); `None`
+    /// for dumpview's own manifests.
+    #[serde(skip)]
+    pub context: Option<std::sync::Arc<Context>>,
+}
+
+/// The dump format a window was read from.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash, serde::Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum SourceFormat {
+    /// dumpview's probe manifest (docs/manifest.md).
+    #[default]
+    Probe,
+    /// An msprobe (MindStudio probe) `dump.json` with its construct.json and stack.json.
+    Msprobe,
+    /// A windowed mega-kernel dump: `rank_R/window_NNNN/manifest.json`, schemaVersion 4.
+    Windowed,
+}
+
+impl SourceFormat {
+    /// How the format is named in the workbench header and in reports.
+    pub fn name(self) -> &'static str {
+        match self {
+            SourceFormat::Probe => "dump_probe manifest",
+            SourceFormat::Msprobe => "msprobe dump",
+            SourceFormat::Windowed => "windowed dump (schemaVersion 4)",
+        }
+    }
+}
+
+/// Per-record notes from a source format, shared by groups of records: `groups[g]` holds
+/// labelled lines (`("module", "Module.layer1.0.conv1.Conv2d.forward.0")`,
+/// `("stack", "File model.py, line 12, in forward")`, `("role", "stage_output")`), and
+/// `record_group[i]` names the group of record `i` (`u32::MAX`: none).
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Context {
+    pub groups: Vec<Vec<(String, String)>>,
+    pub record_group: Vec<u32>,
+}
+
+impl Context {
+    /// The labelled lines of record `index` (empty when it has none).
+    pub fn of(&self, index: usize) -> &[(String, String)] {
+        self.record_group
+            .get(index)
+            .and_then(|&g| self.groups.get(g as usize))
+            .map_or(&[], Vec::as_slice)
+    }
 }
 
 impl Manifest {

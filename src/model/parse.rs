@@ -176,6 +176,8 @@ pub fn parse_one_pass(bytes: &[u8], path: &Path) -> Result<Parsed, ManifestError
         stats_dtype: partial.stats_dtype.take(),
         records: std::mem::take(&mut partial.records),
         input_sets: std::mem::take(&mut partial.input_sets),
+        format: super::manifest::SourceFormat::Probe,
+        context: None,
     };
     Ok(Parsed { manifest, stopped })
 }
@@ -256,6 +258,8 @@ pub fn parse_by_lines(bytes: &[u8], path: &Path) -> Option<Parsed> {
             stats_dtype: partial.stats_dtype.take(),
             records,
             input_sets: std::mem::take(&mut partial.input_sets),
+            format: super::manifest::SourceFormat::Probe,
+            context: None,
         },
         stopped: None,
     })

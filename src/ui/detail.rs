@@ -91,7 +91,13 @@ pub fn draw(frame: &mut Frame, app: &App, area: Rect, theme: Theme) {
     }
     let counts = |s: Option<&Stats>| {
         s.map_or("–".to_string(), |s| {
-            format!("{}/{}", s.nan_count, s.inf_count)
+            if s.counts_known {
+                format!("{}/{}", s.nan_count, s.inf_count)
+            } else {
+                // Inferred from max/min by a format that counts nothing: yes/no, not a count.
+                let seen = |n: u64| if n > 0 { "yes" } else { "no" };
+                format!("{}/{}?", seen(s.nan_count), seen(s.inf_count))
+            }
         })
     };
     let sa = a.and_then(|r| r.stats.as_ref());
@@ -138,6 +144,42 @@ pub fn draw(frame: &mut Frame, app: &App, area: Rect, theme: Theme) {
             format!("{text}{}", if exceeds { "<" } else { "" }),
             style,
         )));
+    }
+    // What the source format adds (msprobe's module and stack, a windowed dump's roles).
+    for (side, window, index) in [
+        ("A", Some(&loaded.session.a.windows[choice.a]), row.a),
+        (
+            "B",
+            choice
+                .b
+                .and_then(|bi| loaded.session.b.as_ref().map(|d| &d.windows[bi])),
+            row.b,
+        ),
+    ] {
+        let (Some(window), Some(index)) = (window, index) else {
+            continue;
+        };
+        let Some(context) = &window.context else {
+            continue;
+        };
+        let notes = context.of(index);
+        if notes.is_empty()
+            || (side == "B"
+                && row.a.is_some()
+                && loaded.session.a.windows[choice.a]
+                    .context
+                    .as_ref()
+                    .is_some_and(|c| c.of(row.a.unwrap_or(0)) == notes))
+        {
+            continue;
+        }
+        lines.push(Line::from(Span::styled(
+            format!("{side} context"),
+            theme.dim(),
+        )));
+        for (label, value) in notes {
+            lines.push(Line::from(format!("{label:<8} {value}")));
+        }
     }
     if let Some(r) = a {
         lines.extend(layout_lines("A", r, theme.side_a()));

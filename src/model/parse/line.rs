@@ -536,6 +536,7 @@ impl<'a> Cursor<'a> {
             mean,
             l2,
             pos_checksum,
+            counts_known: true,
         })
     }
 
