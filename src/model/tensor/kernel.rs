@@ -4,13 +4,15 @@
 //! running sums, maxima and histogram rows, so the additions do not wait on each other and
 //! the compiler can vectorize them. Anything else (non-finite values, strided views) takes
 //! the scalar path. Both produce the same counts, firsts and maxima; sums differ only in
-//! rounding order.
+//! rounding order. On x86-64 with AVX2, contiguous float32 and bfloat16 pairs take the
+//! hand-vectorized kernel of [`simd`](super::simd) instead, with the same results.
 
 use std::ops::Range;
 use std::sync::OnceLock;
 
 use half::f16;
 
+use super::simd::Packed;
 use super::{DType, TensorView};
 
 /// Reads one element: its value as `f64` and its ULP ordinal in the compared dtype.
@@ -25,6 +27,12 @@ pub(super) trait Reader: Copy + Send + Sync {
     /// (int64 beyond 2^53), then rounded once; `None`: `|a - b|` of the values is exact enough.
     #[inline(always)]
     fn exact_abs_diff(self, _a: &[u8], _b: &[u8]) -> Option<f64> {
+        None
+    }
+    /// The storage format of the SIMD kernel ([`simd`](super::simd)) when this reader is a
+    /// plain float32 or bfloat16 reader; `None` for the others.
+    #[inline(always)]
+    fn packed(self) -> Option<Packed> {
         None
     }
 }
@@ -56,6 +64,10 @@ impl Reader for F32 {
     fn ordinal(self, bytes: &[u8], value: f64) -> Option<i64> {
         let bits = u32::from_le_bytes(bytes[..4].try_into().unwrap());
         (!value.is_nan()).then(|| ordinal_of_bits(u64::from(bits), 1 << 31))
+    }
+    #[inline(always)]
+    fn packed(self) -> Option<Packed> {
+        Some(Packed::F32)
     }
 }
 
@@ -95,6 +107,10 @@ impl Reader for BF16 {
     fn ordinal(self, bytes: &[u8], value: f64) -> Option<i64> {
         let bits = u16::from_le_bytes([bytes[0], bytes[1]]);
         (!value.is_nan()).then(|| ordinal_of_bits(u64::from(bits), 1 << 15))
+    }
+    #[inline(always)]
+    fn packed(self) -> Option<Packed> {
+        Some(Packed::BF16)
     }
 }
 
@@ -193,7 +209,7 @@ const HISTOGRAM: usize = (SLOTS * ROWS).next_power_of_two();
 
 /// For each `f64` exponent field: the slot of the octave's lower end and the power of ten
 /// inside the octave (values at or above it belong to the next slot; +inf when none).
-fn octaves() -> &'static [(u16, f64); 2048] {
+pub(super) fn octaves() -> &'static [(u16, f64); 2048] {
     static TABLE: OnceLock<[(u16, f64); 2048]> = OnceLock::new();
     TABLE.get_or_init(|| {
         // 10^e as the nearest f64 — the boundary between decades e-1 and e.
@@ -322,7 +338,7 @@ impl Accumulator {
 
     /// One position, any values (the scalar path).
     #[inline(always)]
-    fn step<RA: Reader, RB: Reader>(
+    pub(super) fn step<RA: Reader, RB: Reader>(
         &mut self,
         flat: usize,
         bytes_a: &[u8],
@@ -358,7 +374,8 @@ impl Accumulator {
             if let (Some(oa), Some(ob)) = (ra.ordinal(bytes_a, a), rb.ordinal(bytes_b, b)) {
                 let ulp = oa.abs_diff(ob);
                 self.ulp_pairs += 1;
-                if ulp > self.max_ulp {
+                // The first position attains the maximum even when it is 0.
+                if ulp > self.max_ulp || self.max_ulp_at.is_none() {
                     self.max_ulp = ulp;
                     self.max_ulp_at = Some((flat, a, b));
                 }
@@ -367,7 +384,7 @@ impl Accumulator {
     }
 
     #[inline(always)]
-    fn mismatch(&mut self, flat: usize, a: f64, b: f64) {
+    pub(super) fn mismatch(&mut self, flat: usize, a: f64, b: f64) {
         self.mismatches += 1;
         if self.first_mismatch.is_none() {
             self.first_mismatch = Some((flat, a, b));
@@ -395,6 +412,42 @@ impl Accumulator {
         }
     }
 
+    /// Counts `count` finite pairs in histogram slot `slot` (0: exact zeros, `s`: decade
+    /// `s - 1 + MIN_DECADE`).
+    pub(super) fn add_to_slot(&mut self, slot: usize, count: u64) {
+        self.histogram[(slot * ROWS) & (HISTOGRAM - 1)] += count;
+    }
+
+    /// Offers a lane's largest `|a - b|`, first attained at flat index `at`: it replaces the
+    /// current maximum when larger, or equal and earlier (the first position attaining the
+    /// maximum, as the scalar path finds it). `values` gives both values at `at`.
+    #[inline]
+    pub(super) fn offer_max_abs(&mut self, d: f64, at: usize, values: impl FnOnce() -> (f64, f64)) {
+        let current = self.max_abs_at.map_or(usize::MAX, |m| m.0);
+        if d > self.max_abs || (d == self.max_abs && at < current) {
+            let (va, vb) = values();
+            self.max_abs = d;
+            self.max_abs_at = Some((at, va, vb));
+        }
+    }
+
+    /// Offers a lane's largest ULP distance, first attained at flat index `at` (the rule of
+    /// [`Accumulator::offer_max_abs`]).
+    #[inline]
+    pub(super) fn offer_max_ulp(
+        &mut self,
+        ulp: u64,
+        at: usize,
+        values: impl FnOnce() -> (f64, f64),
+    ) {
+        let current = self.max_ulp_at.map_or(usize::MAX, |m| m.0);
+        if ulp > self.max_ulp || (ulp == self.max_ulp && at < current) {
+            let (va, vb) = values();
+            self.max_ulp = ulp;
+            self.max_ulp_at = Some((at, va, vb));
+        }
+    }
+
     /// Adds `later`, the accumulator of positions after all of this one's.
     pub fn merge(&mut self, later: Accumulator) {
         self.finite_pairs += later.finite_pairs;
@@ -413,7 +466,8 @@ impl Accumulator {
             *mine += theirs;
         }
         self.first_disagreement = self.first_disagreement.or(later.first_disagreement);
-        if later.max_ulp > self.max_ulp {
+        if later.max_ulp_at.is_some() && (later.max_ulp > self.max_ulp || self.max_ulp_at.is_none())
+        {
             self.max_ulp = later.max_ulp;
             self.max_ulp_at = later.max_ulp_at;
         }
@@ -472,10 +526,46 @@ pub(super) fn chunk<RA: Reader, RB: Reader>(
 ) -> Accumulator {
     #[cfg(target_arch = "x86_64")]
     if std::arch::is_x86_feature_detected!("avx2") {
+        let packed = ra.packed().filter(|&p| rb.packed() == Some(p) && rule.ulp);
+        if let Some(packed) = packed.filter(|_| a.is_contiguous() && b.is_contiguous()) {
+            let mut acc = Accumulator::new();
+            let (bytes_a, bytes_b) = contiguous_bytes(a, b, &range, ra, rb);
+            // SAFETY: the CPU supports AVX2, checked just above.
+            unsafe {
+                super::simd::contiguous_avx2(
+                    &mut acc,
+                    range.start,
+                    bytes_a,
+                    bytes_b,
+                    rule,
+                    ra,
+                    rb,
+                    packed,
+                )
+            };
+            return acc;
+        }
         // SAFETY: the CPU supports AVX2, checked just above.
         return unsafe { chunk_avx2(a, b, range, rule, ra, rb) };
     }
     chunk_portable(a, b, range, rule, ra, rb)
+}
+
+/// The storage bytes of the flat indices `range` of two contiguous views.
+#[inline(always)]
+fn contiguous_bytes<'v, RA: Reader, RB: Reader>(
+    a: &'v TensorView,
+    b: &'v TensorView,
+    range: &Range<usize>,
+    ra: RA,
+    rb: RB,
+) -> (&'v [u8], &'v [u8]) {
+    let (sa, sb) = (a.storage(), b.storage());
+    let (oa, ob) = (a.storage_offset(), b.storage_offset());
+    (
+        &sa[(oa + range.start) * ra.size()..(oa + range.end) * ra.size()],
+        &sb[(ob + range.start) * rb.size()..(ob + range.end) * rb.size()],
+    )
 }
 
 #[cfg(target_arch = "x86_64")]
@@ -492,7 +582,7 @@ fn chunk_avx2<RA: Reader, RB: Reader>(
 }
 
 #[inline(always)]
-fn chunk_portable<RA: Reader, RB: Reader>(
+pub(super) fn chunk_portable<RA: Reader, RB: Reader>(
     a: &TensorView,
     b: &TensorView,
     range: Range<usize>,
@@ -503,9 +593,7 @@ fn chunk_portable<RA: Reader, RB: Reader>(
     let mut acc = Accumulator::new();
     let (sa, sb) = (a.storage(), b.storage());
     if a.is_contiguous() && b.is_contiguous() {
-        let (oa, ob) = (a.storage_offset(), b.storage_offset());
-        let bytes_a = &sa[(oa + range.start) * ra.size()..(oa + range.end) * ra.size()];
-        let bytes_b = &sb[(ob + range.start) * rb.size()..(ob + range.end) * rb.size()];
+        let (bytes_a, bytes_b) = contiguous_bytes(a, b, &range, ra, rb);
         contiguous(&mut acc, range.start, bytes_a, bytes_b, rule, ra, rb);
     } else {
         let mut wa = Walk::new(a, range.start);
@@ -589,7 +677,7 @@ fn contiguous<RA: Reader, RB: Reader>(
                 let oa = ra.ordinal(&ga[k * wa..], va[k]).unwrap_or(0);
                 let ob = rb.ordinal(&gb[k * wb..], vb[k]).unwrap_or(0);
                 let ulp = oa.abs_diff(ob);
-                let larger = ulp > lanes.max_ulp[k];
+                let larger = ulp > lanes.max_ulp[k] || lanes.max_ulp_at[k] == usize::MAX;
                 lanes.max_ulp[k] = if larger { ulp } else { lanes.max_ulp[k] };
                 lanes.max_ulp_at[k] = if larger {
                     flat + k
@@ -637,26 +725,12 @@ fn fold<RA: Reader, RB: Reader>(
     acc.norm_diff += lanes.norm_diff.iter().sum::<f64>();
     for k in 0..LANES {
         let at = lanes.max_abs_at[k];
-        if at == usize::MAX {
-            continue;
-        }
-        let current = acc.max_abs_at.map_or(usize::MAX, |m| m.0);
-        let d = lanes.max_abs[k];
-        if d > acc.max_abs || (d == acc.max_abs && at < current) {
-            let (va, vb) = values(at);
-            acc.max_abs = d;
-            acc.max_abs_at = Some((at, va, vb));
+        if at != usize::MAX {
+            acc.offer_max_abs(lanes.max_abs[k], at, || values(at));
         }
         let at = lanes.max_ulp_at[k];
-        if at == usize::MAX {
-            continue;
-        }
-        let current = acc.max_ulp_at.map_or(usize::MAX, |m| m.0);
-        let ulp = lanes.max_ulp[k];
-        if ulp > acc.max_ulp || (ulp == acc.max_ulp && at < current) {
-            let (va, vb) = values(at);
-            acc.max_ulp = ulp;
-            acc.max_ulp_at = Some((at, va, vb));
+        if at != usize::MAX {
+            acc.offer_max_ulp(lanes.max_ulp[k], at, || values(at));
         }
     }
 }

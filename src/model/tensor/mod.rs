@@ -13,6 +13,7 @@ pub mod pairing;
 pub mod pickle;
 pub mod pt;
 pub mod safetensors;
+mod simd;
 pub mod text;
 pub mod view;
 
