@@ -37,12 +37,25 @@ pub enum Identity {
     MissingOnOneSide { side: char },
     /// Neither side recorded token ids.
     MissingOnBoth,
+    /// The dump format records no input ids (msprobe, windowed dumps): nothing to check.
+    NotRecorded { format: String },
 }
 
 impl Identity {
     /// Compares the token ids of two windows.
     pub fn of(a: &Manifest, b: &Manifest) -> Identity {
+        use super::manifest::SourceFormat;
         match (a.token_ids(), b.token_ids()) {
+            (None, None) if a.format != SourceFormat::Probe || b.format != SourceFormat::Probe => {
+                let format = if a.format != SourceFormat::Probe {
+                    a.format
+                } else {
+                    b.format
+                };
+                Identity::NotRecorded {
+                    format: format.name().to_string(),
+                }
+            }
             (Some(x), Some(y)) if x == y => Identity::Same { tokens: x.len() },
             (Some(x), Some(y)) => Identity::Different {
                 tokens_a: x.len(),
@@ -85,6 +98,9 @@ impl Identity {
             ),
             Identity::MissingOnBoth => {
                 "input identity unchecked: neither side recorded token_ids in arm()".to_string()
+            }
+            Identity::NotRecorded { format } => {
+                format!("input identity unchecked: a {format} records no input ids")
             }
         }
     }

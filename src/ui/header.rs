@@ -64,6 +64,9 @@ pub fn draw(frame: &mut Frame, app: &App, area: Rect, theme: Theme) {
                     theme.bad(),
                 ),
                 Identity::MissingOnBoth => ("input: unchecked (no ids)".to_string(), theme.warn()),
+                Identity::NotRecorded { .. } => {
+                    ("input: not recorded by format".to_string(), theme.dim())
+                }
             };
             second.push(Span::raw(" · "));
             second.push(Span::styled(text, style));
