@@ -62,10 +62,15 @@ pub fn render(scan: &WindowScan) -> String {
     }
     match &scan.first_nonfinite {
         Some(nf) => {
+            let counts = if nf.counts_known {
+                format!("{} NaN, {} inf", nf.nan_count, nf.inf_count)
+            } else {
+                "NaN/inf present (counts unknown)".to_string()
+            };
             let _ = writeln!(
                 out,
-                "first non-finite: {} (position {}, seq {}): {} NaN, {} inf; {} non-finite records in all",
-                nf.key, nf.position, nf.seq, nf.nan_count, nf.inf_count, scan.nonfinite_records
+                "first non-finite: {} (position {}, seq {}): {counts}; {} non-finite records in all",
+                nf.key, nf.position, nf.seq, scan.nonfinite_records
             );
         }
         None => out.push_str("first non-finite: none\n"),

@@ -362,13 +362,16 @@ impl Report {
             let _ = match &n.first {
                 Some(f) => writeln!(
                     md,
-                    "- side {}, rank {}: `{}` (position {}): {} NaN, {} inf; {} non-finite records",
+                    "- side {}, rank {}: `{}` (position {}): {}; {} non-finite records",
                     n.side.to_ascii_uppercase(),
                     n.rank,
                     f.key,
                     f.position,
-                    f.nan_count,
-                    f.inf_count,
+                    if f.counts_known {
+                        format!("{} NaN, {} inf", f.nan_count, f.inf_count)
+                    } else {
+                        "NaN/inf present (counts unknown)".to_string()
+                    },
                     n.nonfinite_records
                 ),
                 None => writeln!(

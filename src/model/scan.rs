@@ -22,6 +22,9 @@ pub struct NonFinite {
     pub position: usize,
     pub nan_count: u64,
     pub inf_count: u64,
+    /// False when the format records no counts (msprobe): the counts above are then 1 for
+    /// "some", inferred from the record's max and min, not numbers of elements.
+    pub counts_known: bool,
 }
 
 /// One record of an alias group, with the layout it reads the storage through.
@@ -93,6 +96,7 @@ pub fn scan_window(manifest: &Manifest) -> WindowScan {
                 position: i,
                 nan_count: stats.nan_count,
                 inf_count: stats.inf_count,
+                counts_known: stats.counts_known,
             }
         });
     WindowScan {
