@@ -97,9 +97,9 @@ enum Command {
     /// where, mean_abs_diff, cosine, rel_l2, allclose, first mismatch, non-finite positions,
     /// max ULP, |a-b| histogram.
     Tensors(cli::tensors::TensorArgs),
-    /// What each manifest holds: records, stages, saved tensors, first non-finite.
+    /// What each window holds: records, stages, saved tensors, first non-finite.
     Summary {
-        /// Manifest files written by dump_probe.py.
+        /// Manifest files (dump_probe.py, msprobe dump.json, windowed) or directories of them.
         #[arg(required = true)]
         files: Vec<PathBuf>,
     },

@@ -7,15 +7,22 @@ use crate::embedded::example_pairs;
 use crate::model::manifest::Manifest;
 use crate::model::summary::WindowSummary;
 
-/// Summarises each manifest file; `Found` when any holds a non-finite record.
+/// Summarises each window of `files` (any format the loader reads: probe manifests, msprobe
+/// dump.json, windowed manifests, or directories of them); `Found` when any holds a
+/// non-finite record.
 ///
 /// # Errors
 /// The first file that cannot be read or parsed, named in the message.
 pub fn run(files: &[std::path::PathBuf], json: bool) -> Result<Outcome, CliError> {
     let mut summaries = Vec::new();
     for file in files {
-        let manifest = Manifest::load(file)?;
-        summaries.push(WindowSummary::of(&manifest, &file.display().to_string()));
+        let dump = super::inputs::load_capture(std::slice::from_ref(file), json)?;
+        for window in &dump.windows {
+            summaries.push(WindowSummary::of(
+                window,
+                &window.source.display().to_string(),
+            ));
+        }
     }
     print(&summaries, json)?;
     Ok(outcome(&summaries))
