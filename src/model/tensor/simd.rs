@@ -230,6 +230,10 @@ unsafe fn block<RA: Reader, RB: Reader, const BF16: bool>(
         let mut first_finite_group = u32::MAX;
         let mut slots = [0u32; WIDTH];
         let mut queue = [0u32; QUEUE];
+        // Mismatches of finite groups are counted here; only the first group holding one is
+        // queued, to locate the first mismatch (earlier queued groups are handled first).
+        let mut far_count = 0u64;
+        let mut far_queued = false;
 
         let pa = bytes_a.as_ptr();
         let pb = bytes_b.as_ptr();
@@ -321,9 +325,14 @@ unsafe fn block<RA: Reader, RB: Reader, const BF16: bool>(
                     ones,
                 ) == 0
                 {
-                    if _mm256_movemask_pd(_mm256_or_pd(far_lo, far_hi)) != 0 {
-                        queue[queued] = g as u32;
-                        queued += 1;
+                    let far = _mm256_movemask_pd(far_lo) | _mm256_movemask_pd(far_hi) << 4;
+                    if far != 0 {
+                        far_count += u64::from(far.count_ones());
+                        if !far_queued {
+                            far_queued = true;
+                            queue[queued] = g as u32;
+                            queued += 1;
+                        }
                     }
                     let larger = _mm256_movemask_pd(larger_lo) | _mm256_movemask_pd(larger_hi) << 4;
                     if larger != 0 {
@@ -388,15 +397,17 @@ unsafe fn block<RA: Reader, RB: Reader, const BF16: bool>(
                     if entry & NONFINITE != 0 {
                         acc.step(flat + k, ea, eb, rule, ra, rb);
                     } else {
+                        // Counted in far_count: only where the first one is.
                         let (va, vb) = (ra.value(ea), rb.value(eb));
                         if (va - vb).abs() > rule.atol + rule.rtol * vb.abs() {
-                            acc.mismatch(flat + k, va, vb);
+                            acc.first_mismatch.get_or_insert((flat + k, va, vb));
                         }
                     }
                 }
             }
         }
 
+        acc.mismatches += far_count;
         acc.finite_pairs += finite_groups * WIDTH as u64;
         acc.ulp_pairs += finite_groups * WIDTH as u64;
         acc.sum_abs += sum_pd(sum_abs);
