@@ -99,7 +99,7 @@ fn reference(a: &[f32], b: &[f32], atol: f64, rtol: f64, equal_nan: bool) -> Ref
         }
         if !x.is_nan() && !y.is_nan() {
             let ulp = ordinal32(x).abs_diff(ordinal32(y));
-            if ulp > r.max_ulp {
+            if ulp > r.max_ulp || r.max_ulp_at.is_none() {
                 r.max_ulp = ulp;
                 r.max_ulp_at = Some(i);
             }

@@ -305,7 +305,9 @@ impl App {
             overview,
         });
         self.loading = None;
-        self.select_window(0);
+        // Open where the answer is: the window of the first diverging rank.
+        let start = self.diverging_window().unwrap_or(0);
+        self.select_window(start);
     }
 
     fn select_window(&mut self, index: usize) {
@@ -347,6 +349,21 @@ impl App {
         {
             self.select(i);
         }
+    }
+
+    /// The window holding a first divergence: of the rank that diverges first, else any.
+    fn diverging_window(&self) -> Option<usize> {
+        let loaded = self.loaded.as_ref()?;
+        let report = loaded.diff.as_ref()?;
+        let diverges = |w: &WindowChoice| {
+            w.pair
+                .is_some_and(|p| report.windows[p].first_divergence.is_some())
+        };
+        let candidates = || loaded.windows.iter().enumerate();
+        candidates()
+            .find(|(_, w)| diverges(w) && Some(w.rank) == report.first_rank)
+            .or_else(|| candidates().find(|(_, w)| diverges(w)))
+            .map(|(i, _)| i)
     }
 
     /// Selects row `index` (clamped) and scrolls it into view.
@@ -599,7 +616,14 @@ fn update_base(app: &mut App, action: Action, page: usize) -> Vec<Effect> {
             app.jump_to(found, "non-finite record");
         }
         Action::FirstDivergence => {
-            let found = app.rows.iter().position(|r| r.first_divergence);
+            let mut found = app.rows.iter().position(|r| r.first_divergence);
+            if found.is_none() {
+                // None in this window: go to the window that holds one.
+                if let Some(w) = app.diverging_window() {
+                    app.select_window(w);
+                    found = app.rows.iter().position(|r| r.first_divergence);
+                }
+            }
             let what = if app.loaded.as_ref().is_some_and(|l| l.diff.is_some()) {
                 "divergence"
             } else {

@@ -326,7 +326,7 @@ pub fn diff_windows(a: &Manifest, b: &Manifest, tolerances: &Tolerances) -> Wind
         a: WindowRef::of(a),
         b: WindowRef::of(b),
         identity: Identity::of(a, b),
-        missing_data: record_drop(a.records.len(), b.records.len()),
+        missing_data: record_drop(a, b),
         pairs,
         only_a,
         only_b,
@@ -349,7 +349,8 @@ fn metadata_differences(a: &Manifest, b: &Manifest) -> Vec<String> {
         .metadata
         .keys()
         .chain(b.metadata.keys())
-        .filter(|k| *k != "token_ids")
+        // Token ids are judged by the identity check; a process id differs on every run.
+        .filter(|k| *k != "token_ids" && *k != "pid")
         .collect();
     keys.sort();
     keys.dedup();
@@ -430,7 +431,20 @@ fn match_records(a: &[Record], b: &[Record]) -> (Vec<(usize, usize)>, Vec<String
 }
 
 /// The missing-data message when one side holds far fewer records than the other.
-fn record_drop(count_a: usize, count_b: usize) -> Option<String> {
+fn record_drop(a: &Manifest, b: &Manifest) -> Option<String> {
+    use super::manifest::SourceFormat;
+    let (count_a, count_b) = (a.records.len(), b.records.len());
+    let why = match (a.format, b.format) {
+        (SourceFormat::Probe, SourceFormat::Probe) => {
+            "In graph mode capture() inside the graph does not run at replay; only graph slots \
+             and code outside the graph are recorded."
+        }
+        (SourceFormat::Msprobe, SourceFormat::Msprobe) => {
+            "msprobe's level (L0 modules, L1 APIs, mix), scope or list may differ between the runs."
+        }
+        (x, y) if x == y => "The two captures recorded different sets of tensors.",
+        _ => "The two captures are in different formats and name their stages differently.",
+    };
     let (small, large, side) = if count_b < count_a {
         (count_b, count_a, "B")
     } else {
@@ -438,8 +452,7 @@ fn record_drop(count_a: usize, count_b: usize) -> Option<String> {
     };
     ((small as f64) < RECORD_DROP_RATIO * large as f64).then(|| {
         format!(
-            "MISSING DATA: {side} holds {small} records against {large}. In graph mode capture() inside the \
-             graph does not run at replay; only graph slots and code outside the graph are recorded. \
+            "MISSING DATA: {side} holds {small} records against {large}. {why} \
              Unpaired stages are missing evidence, not agreement."
         )
     })

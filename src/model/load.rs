@@ -254,6 +254,11 @@ impl std::ops::Deref for ManifestBytes {
 
 /// Maps a large regular file, reads anything else (errors as [`std::fs::read`] gives them).
 fn read_manifest_bytes(path: &Path) -> std::io::Result<ManifestBytes> {
+    // Opening a FIFO for reading would wait for a writer forever.
+    let kind = std::fs::metadata(path)?.file_type();
+    if !kind.is_file() && !kind.is_dir() {
+        return Err(std::io::Error::other("not a regular file"));
+    }
     let mut file = std::fs::File::open(path)?;
     let meta = file.metadata()?;
     if meta.is_file() && meta.len() >= MAP_FROM_BYTES {

@@ -148,6 +148,15 @@ impl TensorFile {
             path: path.to_path_buf(),
             problem,
         };
+        // A FIFO (or device) would block or never end: only regular files are opened.
+        match std::fs::metadata(path) {
+            Err(e) => return Err(error(format!("cannot open: {e}"))),
+            Ok(meta) if meta.is_dir() => {
+                return Err(error("is a directory, not a tensor file".into()));
+            }
+            Ok(meta) if !meta.is_file() => return Err(error("not a regular file".into())),
+            Ok(_) => {}
+        }
         let file = std::fs::File::open(path).map_err(|e| error(format!("cannot open: {e}")))?;
         let meta = file
             .metadata()
