@@ -91,6 +91,10 @@ pub struct Report {
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct TensorFinding {
     pub rank: u32,
+    /// A's window (its manifest or dump.json path) when the rank holds several windows'
+    /// comparisons (steps, label windows); `None` from the workbench (the open window).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub window: Option<String>,
     /// `stage#occurrence`.
     pub stage: String,
     /// The metrics, when both files could be read.
@@ -214,12 +218,12 @@ impl Report {
             if let (Some(pa), Some(pb)) =
                 (saved_tensor(&wa, &first.key), saved_tensor(&wb, &first.key))
             {
-                found.push((w.rank, first.key.clone(), pa, pb));
+                found.push((w.rank, w.a.clone(), first.key.clone(), pa, pb));
             }
         }
-        for (rank, stage, pa, pb) in found {
+        for (rank, window, stage, pa, pb) in found {
             let result = compare_saved(&pa, &pb, &Progress::default());
-            self.add_tensor_comparison(rank, stage, result);
+            self.add_window_tensor_comparison(rank, Some(window), stage, result);
         }
         self.note_saved_rows(a, b);
     }
@@ -232,8 +236,19 @@ impl Report {
         stage: String,
         result: Result<FileComparison, String>,
     ) {
+        self.add_window_tensor_comparison(rank, None, stage, result);
+    }
+
+    /// [`Report::add_tensor_comparison`] for the window whose A side is `window`.
+    fn add_window_tensor_comparison(
+        &mut self,
+        rank: u32,
+        window: Option<String>,
+        stage: String,
+        result: Result<FileComparison, String>,
+    ) {
         self.tensor_comparisons
-            .retain(|t| !(t.rank == rank && t.stage == stage));
+            .retain(|t| !(t.rank == rank && t.stage == stage && t.window == window));
         let (comparison, error) = match result {
             Ok(c) => (Some(c), None),
             Err(e) => (None, Some(e)),
@@ -241,13 +256,16 @@ impl Report {
         if comparison.is_some() {
             // The tensors that advice would capture are here already.
             for w in self.windows.iter_mut().filter(|w| {
-                w.rank == rank && w.first_divergence.as_ref().is_some_and(|p| p.key == stage)
+                w.rank == rank
+                    && window.as_ref().is_none_or(|source| *source == w.a)
+                    && w.first_divergence.as_ref().is_some_and(|p| p.key == stage)
             }) {
                 w.next_step = None;
             }
         }
         self.tensor_comparisons.push(TensorFinding {
             rank,
+            window,
             stage,
             comparison,
             error,
@@ -399,7 +417,12 @@ impl Report {
     fn tensors_markdown(&self) -> String {
         let mut md = String::from("## Tensor comparisons\n\n");
         for t in &self.tensor_comparisons {
-            let _ = writeln!(md, "### Rank {}: `{}`\n", t.rank, t.stage);
+            let _ = match &t.window {
+                Some(window) => {
+                    writeln!(md, "### Rank {}: `{}` (A: `{window}`)\n", t.rank, t.stage)
+                }
+                None => writeln!(md, "### Rank {}: `{}`\n", t.rank, t.stage),
+            };
             if let Some(coverage) = &t.coverage {
                 let _ = writeln!(md, "Coverage: {coverage}.\n");
             }
