@@ -74,14 +74,21 @@ pub fn run(
     let dump_b = load_capture(std::slice::from_ref(b), json)?;
     let report = diff(&dump_a.windows, &dump_b.windows, &tolerances);
     if json {
-        let mut warnings = dump_a.warnings.clone();
-        warnings.extend(dump_b.warnings.iter().cloned());
-        println!(
-            "{}",
-            serde_json::to_string_pretty(
-                &serde_json::json!({"diff": report, "warnings": warnings})
-            )?
-        );
+        /// The JSON document, serialized straight from the report: a million pairs are
+        /// written as they are walked, never copied into a `serde_json::Value` or one string.
+        #[derive(serde::Serialize)]
+        struct Document<'r> {
+            diff: &'r DiffReport,
+            warnings: Vec<&'r crate::model::load::Warning>,
+        }
+        let document = Document {
+            diff: &report,
+            warnings: dump_a.warnings.iter().chain(&dump_b.warnings).collect(),
+        };
+        let mut out = std::io::BufWriter::with_capacity(1 << 20, std::io::stdout().lock());
+        serde_json::to_writer_pretty(&mut out, &document)?;
+        std::io::Write::write_all(&mut out, b"\n")?;
+        std::io::Write::flush(&mut out)?;
     } else {
         print!("{}", render(&report));
     }

@@ -286,8 +286,10 @@ def window_of(report):
     return windows[0]
 
 
-def check_stat(kind, stat):
-    """None when dumpview's statistic entry ``stat`` (or None: statistic absent) matches msprobe's cell; else a reason."""
+def check_stat(kind, stat, values=None):
+    """None when dumpview's statistic entry ``stat`` (or None: statistic absent) matches msprobe's cell; else a reason.
+
+    ``values``: msprobe's (NPU, Bench) cells of that statistic, for its `Diff` cells (bool statistics)."""
     rel = None if stat is None else stat.get("rel_err")
     a = None if stat is None else _num(stat.get("a"))
     b = None if stat is None else _num(stat.get("b"))
@@ -319,7 +321,11 @@ def check_stat(kind, stat):
         if rel is None and (a is None or b is None):
             return None
         return "msprobe N/A, dumpview rel_err %r (a=%r b=%r)" % (rel, a, b)
-    if tag == "diff":  # not numbers on msprobe's side (bool True vs False): counted, not compared
+    if tag == "diff":  # values that are not numbers on msprobe's side: bool True vs False, strings
+        if values is not None and set(values) <= {"True", "False"}:
+            want = tuple(1.0 if v == "True" else 0.0 for v in values)
+            if (a, b) != want:
+                return "msprobe Diff of %s vs %s, dumpview a=%r b=%r" % (values[0], values[1], a, b)
         return None
     return "unexpected msprobe cell %r" % (kind[1],)
 
@@ -361,7 +367,7 @@ def agreement_with(rows, pairs, only_a, only_b_count, complete=True, row_keys=No
             out["missing_pair"].append(key)
             continue
         stats = {s["name"]: s for s in pair.get("stats", [])}
-        for name, column, _npu, _bench in STAT_COLUMNS:
+        for name, column, npu_column, bench_column in STAT_COLUMNS:
             kind = _pct(row[column])
             out["stats_compared"] += 1
             if kind[0] == "pct":
@@ -370,7 +376,7 @@ def agreement_with(rows, pairs, only_a, only_b_count, complete=True, row_keys=No
                 out["special"][kind[0]] = out["special"].get(kind[0], 0) + 1
             if kind[0] == "diff":
                 out["diff_cells"] += 1
-            problem = check_stat(kind, stats.get(name))
+            problem = check_stat(kind, stats.get(name), (row.get(npu_column), row.get(bench_column)))
             if problem:
                 out["stat_mismatches"].append("%s %s: %s" % (key, name, problem))
     if complete:
@@ -520,26 +526,63 @@ def minilm_side(opts):
     print(json.dumps(result))
 
 
-def run_minilm_side(opts, probe_dir=None, timeout=3600):
-    """Run minilm_side(opts) in a subprocess of the project venv; its JSON result."""
-    env = {k: v for k, v in os.environ.items() if not k.startswith("DUMP_PROBE")}
-    env.update(HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1", OMP_NUM_THREADS="1", TOKENIZERS_PARALLELISM="false")
-    opts = dict(opts)
-    if probe_dir is not None:
-        opts["probe"] = True
-        env.update(DUMP_PROBE="1", DUMP_PROBE_DIR=probe_dir, DUMP_PROBE_RANKS="0", DUMP_PROBE_MATCH="1",
-                   DUMP_PROBE_OCCURRENCE="1", DUMP_PROBE_TENSOR="")
-    proc = subprocess.run([VENV_PYTHON, THIS, "minilm-side", json.dumps(opts)], env=env, capture_output=True,
-                          text=True, timeout=timeout, cwd=REPO)
+def mlp_nan_pair(out):
+    """Two training steps of a small MLP under msprobe (statistics, mix): step0 clean, step1 with a NaN and
+    an inf written into the input (`x[0, 0] = nan; x[1, 1] = inf`, two Tensor.__setitem__ calls that
+    step0 lacks).  Writes out/step0, out/step1."""
+    import torch
+    import torch.nn as nn
+    from msprobe.pytorch import PrecisionDebugger
+
+    torch.manual_seed(0)
+
+    class MLP(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.fc1, self.act, self.fc2 = nn.Linear(8, 16), nn.ReLU(), nn.Linear(16, 4)
+
+        def forward(self, x):
+            return self.fc2(self.act(self.fc1(x)))
+
+    cfg = {"task": "statistics", "dump_path": out, "rank": [], "step": [], "level": "mix",
+           "extra_info": True, "async_dump": False,
+           "statistics": {"scope": [], "list": [], "data_mode": ["all"], "summary_mode": "statistics"}}
+    os.makedirs(out, exist_ok=True)
+    cfg_path = os.path.join(out, "config.json")
+    with open(cfg_path, "w") as handle:
+        json.dump(cfg, handle)
+    model = MLP()
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    debugger = PrecisionDebugger(config_path=cfg_path)
+    for step in range(2):
+        debugger.start(model=model)
+        x = torch.randn(3, 8)
+        if step == 1:
+            x[0, 0] = float("nan")
+            x[1, 1] = float("inf")
+        y = model(x)
+        loss = (y * (y > 0)).sum() + y.mean()
+        loss.backward()
+        opt.step()
+        opt.zero_grad()
+        debugger.stop()
+        debugger.step()
+    print(json.dumps({"step0": os.path.join(out, "step0"), "step1": os.path.join(out, "step1")}))
+
+
+def run_mlp_nan_pair(out, timeout=600):
+    env = dict(os.environ, OMP_NUM_THREADS="1")
+    proc = subprocess.run([VENV_PYTHON, THIS, "mlp-nan", out], env=env, capture_output=True, text=True,
+                          timeout=timeout, cwd=REPO)
     lines = [l for l in proc.stdout.splitlines() if l.startswith("{")]
     if proc.returncode != 0 or not lines:
-        raise RuntimeError("minilm side %s failed (exit %d):\n%s" % (opts, proc.returncode,
-                                                                     (proc.stdout + proc.stderr)[-4000:]))
+        raise RuntimeError("mlp-nan failed (exit %d):\n%s" % (proc.returncode, (proc.stdout + proc.stderr)[-4000:]))
     return json.loads(lines[-1])
 
 
 def start_minilm_side(opts, probe_dir=None):
-    """Like run_minilm_side, but returns a Popen; finish with finish_minilm_side()."""
+    """Start minilm_side(opts) in a subprocess of the project venv (with the probe armed into probe_dir when
+    given); finish_minilm_side() waits for it and returns its JSON result."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("DUMP_PROBE")}
     env.update(HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1", OMP_NUM_THREADS="1", TOKENIZERS_PARALLELISM="false")
     opts = dict(opts)
@@ -589,5 +632,7 @@ def probe_records(manifest_path):
 if __name__ == "__main__":
     if len(sys.argv) == 3 and sys.argv[1] == "minilm-side":
         minilm_side(json.loads(sys.argv[2]))
+    elif len(sys.argv) == 3 and sys.argv[1] == "mlp-nan":
+        mlp_nan_pair(sys.argv[2])
     else:
-        raise SystemExit("usage: msprobe_tools.py minilm-side '<json options>'")
+        raise SystemExit("usage: msprobe_tools.py minilm-side '<json options>' | mlp-nan OUT_DIR")

