@@ -11,7 +11,7 @@
 
 use std::collections::HashMap;
 use std::io::Write;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::sync::mpsc::{Receiver, RecvTimeoutError, Sender, channel};
@@ -24,9 +24,8 @@ use ratatui::crossterm::event::{
 use ratatui::crossterm::execute;
 
 use crate::app::{Action, App, Effect, Session, update};
-use crate::model::tensor::TensorFile;
 use crate::model::tensor::metrics::Progress as TensorProgress;
-use crate::model::tensor::pairing::{self, Selection};
+use crate::model::tensor::pairing;
 use crate::ui;
 
 /// How often a running tensor comparison reports its progress.
@@ -296,14 +295,12 @@ fn spawn_tensor_job(
                 let _ = done_tx.send(result);
             })
         };
-        // The headers are read a second time here (memory-mapped: cheap) so the gauge
-        // knows its total while the worker runs.
-        let total = caught("counting", || Ok(elements(&a, &b))).unwrap_or(0);
+        // The comparison sets the total once it has read both headers.
         let report = |done: u64| {
             let _ = tx.send(Action::TensorProgress {
                 generation,
                 done,
-                total,
+                total: progress.total.load(Ordering::Relaxed),
             });
         };
         report(progress.done.load(Ordering::Relaxed));
@@ -324,16 +321,6 @@ fn spawn_tensor_job(
             result: Box::new(result),
         });
     });
-}
-
-/// Elements the comparison of `a` and `b` will read: the gauge's total (0 when a file
-/// cannot be read; the comparison then reports why).
-fn elements(a: &Path, b: &Path) -> u64 {
-    let (Ok(a), Ok(b)) = (TensorFile::open(a), TensorFile::open(b)) else {
-        return 0;
-    };
-    pairing::pair_keys(&a, &b, Selection::All)
-        .map_or(0, |(pairs, _, _)| pairing::total_elements(&a, &pairs))
 }
 
 /// Writes the report to a new file in the current directory; never replaces one.

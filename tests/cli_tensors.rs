@@ -132,3 +132,43 @@ fn unreadable_inputs_exit_2_naming_the_file() {
     assert_eq!(code, 2);
     assert!(err.contains("non-negative"), "{err}");
 }
+
+/// The comparison announces its total before it starts, so a watcher (the workbench gauge)
+/// needs no second look at the files; at the end every element is done.
+#[test]
+fn progress_total_is_set_by_the_comparison() {
+    use dumpview::model::tensor::metrics::Progress;
+    use std::sync::atomic::Ordering;
+    let (a, b) = (
+        saved("a", "layers.3.mlp_up#1"),
+        saved("b", "layers.3.mlp_up#1"),
+    );
+    let progress = Progress::default();
+    dumpview::model::tensor::pairing::compare_saved(a.as_ref(), b.as_ref(), &progress).unwrap();
+    assert_eq!(progress.total.load(Ordering::Relaxed), 8 * 688);
+    assert_eq!(progress.done.load(Ordering::Relaxed), 8 * 688);
+}
+
+/// A FIFO is not opened (opening it would wait for a writer forever): a tensor file, and a
+/// dump.json given by name, are refused at once with exit 2.
+#[cfg(unix)]
+#[test]
+fn fifos_are_refused_not_waited_on() {
+    let dir = tempfile::tempdir().unwrap();
+    for name in ["x.pt", "dump.json"] {
+        let fifo = dir.path().join(name);
+        let made = std::process::Command::new("mkfifo").arg(&fifo).status();
+        if !made.is_ok_and(|s| s.success()) {
+            eprintln!("SKIPPED: mkfifo unavailable");
+            return;
+        }
+    }
+    let pt = dir.path().join("x.pt").display().to_string();
+    let (code, _, err) = dumpview(&["tensors", &pt, &pt]);
+    assert_eq!(code, 2);
+    assert!(err.contains("x.pt: not a regular file"), "{err}");
+    let dump = dir.path().join("dump.json").display().to_string();
+    let (code, _, err) = dumpview(&["scan", &dump]);
+    assert_eq!(code, 2);
+    assert!(err.contains("not a regular file"), "{err}");
+}

@@ -58,9 +58,10 @@ pub enum ManifestError {
 }
 
 /// Whether a record came from an eager `capture()` or a graph slot read after replay.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum Mode {
+    #[default]
     Eager,
     Graph,
 }
@@ -353,7 +354,9 @@ impl<'de> Deserialize<'de> for Name {
 ///
 /// Units: `stride` and `storage_offset` in elements, `storage_ptr`,
 /// `data_ptr` and `storage_nbytes` in bytes, `element_size` in bytes.
-#[derive(Debug, Clone, PartialEq, Deserialize)]
+/// `Record::default()` is an empty eager record with no layout, stats or evidence: the base
+/// that parsers and other formats' readers fill in.
+#[derive(Debug, Clone, Default, PartialEq, Deserialize)]
 pub struct Record {
     pub seq: u64,
     pub stage: Name,

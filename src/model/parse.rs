@@ -21,9 +21,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use rayon::prelude::*;
 use serde::de::{self, DeserializeSeed, IgnoredAny, MapAccess, SeqAccess, Visitor};
 
-use super::manifest::{
-    FORMAT, InputSet, Manifest, ManifestError, Mode, Name, Record, SCHEMA_VERSION,
-};
+use super::manifest::{FORMAT, InputSet, Manifest, ManifestError, Record, SCHEMA_VERSION};
 
 mod line;
 
@@ -210,7 +208,7 @@ pub fn parse_by_lines(bytes: &[u8], path: &Path) -> Option<Parsed> {
         .par_iter()
         .with_min_len(256)
         .map_init(line::Reader::default, |reader, &(start, end)| {
-            let mut record = placeholder_record();
+            let mut record = Record::default();
             if failed.load(Ordering::Relaxed) {
                 return record;
             }
@@ -436,34 +434,6 @@ fn lines_in_parts(bytes: &[u8], first_line: usize) -> Option<(Vec<(usize, usize)
         }
     }
     None
-}
-
-/// What fills the slot of a record line that failed to parse (the result is then discarded).
-fn placeholder_record() -> Record {
-    Record {
-        seq: 0,
-        stage: Name::default(),
-        occurrence: 0,
-        mode: Mode::Eager,
-        dtype: Name::default(),
-        shape: Default::default(),
-        stride: Default::default(),
-        storage_offset: 0,
-        element_size: 0,
-        numel: 0,
-        storage_ptr: None,
-        storage_id: None,
-        storage_nbytes: None,
-        data_ptr: None,
-        device: Name::default(),
-        device_format: None,
-        is_contiguous: false,
-        stats: None,
-        tensor_file: None,
-        rows_kept: None,
-        rows_total: None,
-        truncated: None,
-    }
 }
 
 /// Checks the header fields a window needs; `Err(name)` of the first missing one.

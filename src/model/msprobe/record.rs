@@ -8,7 +8,7 @@
 //! tolerance scale needs); otherwise it is unknown.
 
 use super::leaf::{Leaf, Scalar, Stat};
-use crate::model::manifest::{Mode, Name, Record, Stats, dims, strides};
+use crate::model::manifest::{Name, Record, Stats, dims, strides};
 
 /// The directory, beside dump.json, that holds a tensor-mode dump's files.
 pub const TENSOR_DIR: &str = "dump_tensor_data";
@@ -19,25 +19,11 @@ pub fn record(seq: u64, stage: Name, leaf: Option<&Leaf<'_>>) -> Record {
         seq,
         stage,
         occurrence: 1,
-        mode: Mode::Eager,
         dtype: Name::new("None"),
         shape: dims(&[]),
         stride: strides(&[]),
-        storage_offset: 0,
-        element_size: 0,
-        numel: 0,
-        storage_ptr: None,
-        storage_id: None,
-        storage_nbytes: None,
-        data_ptr: None,
-        device: Name::default(),
-        device_format: None,
         is_contiguous: true,
-        stats: None,
-        tensor_file: None,
-        rows_kept: None,
-        rows_total: None,
-        truncated: None,
+        ..Record::default()
     };
     let Some(leaf) = leaf else {
         return record;

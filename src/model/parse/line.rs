@@ -40,7 +40,7 @@ impl Reader {
 /// Reads one record on its own.
 #[cfg(test)]
 fn record(text: &[u8]) -> Option<Record> {
-    let mut out = super::placeholder_record();
+    let mut out = crate::model::manifest::Record::default();
     Reader::default().read(text, &mut out).then_some(out)
 }
 
@@ -541,30 +541,7 @@ impl<'a> Cursor<'a> {
     }
 
     fn record(&mut self, r: &mut Record) -> Option<()> {
-        *r = Record {
-            seq: 0,
-            stage: Name::default(),
-            occurrence: 0,
-            mode: Mode::Eager,
-            dtype: Name::default(),
-            shape: Default::default(),
-            stride: Default::default(),
-            storage_offset: 0,
-            element_size: 0,
-            numel: 0,
-            storage_ptr: None,
-            storage_id: None,
-            storage_nbytes: None,
-            data_ptr: None,
-            device: Name::default(),
-            device_format: None,
-            is_contiguous: false,
-            stats: None,
-            tensor_file: None,
-            rows_kept: None,
-            rows_total: None,
-            truncated: None,
-        };
+        *r = Record::default();
         let seen = self.object(&RECORD_KEYS, &RECORD_LITERALS, |c, index| {
             match index {
                 0 => r.seq = c.u64()?,

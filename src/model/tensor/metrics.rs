@@ -73,6 +73,9 @@ impl Default for Options {
 pub struct Progress {
     /// Elements compared so far (summed over every comparison sharing this value).
     pub done: AtomicU64,
+    /// Elements to compare in all, set by [`super::pairing::compare_files`] before it starts
+    /// (0 until then), so a watcher needs no second look at the files.
+    pub total: AtomicU64,
     /// Set to stop: the comparison returns [`CompareError::Cancelled`] at its next chunk.
     pub cancel: AtomicBool,
 }

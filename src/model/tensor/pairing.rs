@@ -136,6 +136,10 @@ pub fn compare_files(
     progress: &Progress,
 ) -> Result<FileComparison, String> {
     let (pairs, only_a, only_b) = pair_keys(a, b, select)?;
+    progress.total.fetch_add(
+        total_elements(a, &pairs),
+        std::sync::atomic::Ordering::Relaxed,
+    );
     let mut results = Vec::with_capacity(pairs.len());
     for (i, j) in pairs {
         let (ea, eb) = (&a.entries[i], &b.entries[j]);

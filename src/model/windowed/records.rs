@@ -5,7 +5,7 @@ use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 
 use super::schema::{Invocation, Read, Task, Tensor};
-use crate::model::manifest::{Mode, Name, Record, dims, strides};
+use crate::model::manifest::{Name, Record, dims, strides};
 use crate::model::tensor::DType;
 
 /// One record to be, before its statistics are computed.
@@ -172,26 +172,17 @@ fn plan_one(
     let record = Record {
         seq: seq as u64,
         stage: Name::new(&stage),
-        occurrence: 0,
-        mode: Mode::Eager,
         dtype: Name::new(dtype_name),
         stride: strides(&contiguous(&shape)),
         numel: shape.iter().product(),
         shape: dims(&shape),
         storage_offset,
         element_size: element_size as u32,
-        storage_ptr: None,
-        storage_id: None,
-        storage_nbytes: None,
-        data_ptr: None,
         device: Name::new(inv.device.as_deref().unwrap_or("unknown")),
-        device_format: None,
         is_contiguous: true,
-        stats: None,
         tensor_file: source.as_ref().and(t.file.clone()),
-        rows_kept: None,
-        rows_total: None,
         truncated: t.truncated,
+        ..Record::default()
     };
     Planned {
         record,
