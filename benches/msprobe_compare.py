@@ -1,7 +1,7 @@
 """`msprobe compare` against `dumpview diff --json` on the same msprobe dump pairs, side by side.
 
     cargo build --release && .venv/bin/python benches/msprobe_compare.py [--quick] [--keep] [--dir DIR]
-        [--forwards 1000] [--reps 3]
+        [--forwards 1000] [--reps 3] [--dumpview PATH]
 
 Pairs (target = msprobe -tp = dumpview A, golden = -gp = B; both tools in directory mode, given
 the step directories):
@@ -17,6 +17,9 @@ the step directories):
     until then; switching the rewrite off made one side grow past 18 GB).  Generated once into
     DIR/large (--keep keeps DIR; a later --dir DIR reuses it).
     `--quick` runs (a) only.
+
+`--dumpview PATH` times another binary than target/release/dumpview (e.g. a copy, so that a
+rebuild during a long run cannot swap it).
 
 Printed per pair: wall time of `msprobe compare` (best of 3 on (a), of --msprobe-reps on (b),
 default 1; ~4 s of each run is its start-up) and of `target/release/dumpview diff A B --json >
@@ -177,6 +180,7 @@ def make_large(work, forwards):
 
 
 def main():
+    global DUMPVIEW
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--quick", action="store_true", help="the ResNet fixtures only")
     parser.add_argument("--keep", action="store_true", help="keep the work directory (and the large pair)")
@@ -184,10 +188,12 @@ def main():
     parser.add_argument("--forwards", type=int, default=1000, help="forward calls per side of the large pair")
     parser.add_argument("--reps", type=int, default=3, help="dumpview runs per pair (best of)")
     parser.add_argument("--msprobe-reps", type=int, default=1, help="msprobe compare runs per pair (best of)")
+    parser.add_argument("--dumpview", default=DUMPVIEW, help="the dumpview binary (default target/release/dumpview)")
     args = parser.parse_args()
 
+    DUMPVIEW = os.path.abspath(args.dumpview)
     if not os.path.exists(DUMPVIEW):
-        raise SystemExit("target/release/dumpview is not built: cargo build --release")
+        raise SystemExit("%s is not built: cargo build --release" % DUMPVIEW)
     if not os.path.exists(mt.MSPROBE):
         raise SystemExit("msprobe is not installed in .venv (pip install mindstudio-probe)")
     fixture = mt.resnet_fixture_dir()
@@ -214,6 +220,7 @@ def main():
             print("work directory kept: %s" % work)
 
     print()
+    print("dumpview binary: %s" % DUMPVIEW)
     print("| pair | dump.json A / B | rows | msprobe compare | dumpview diff --json (peak RSS) | ratio (goal >= 20) "
           "| dumpview diff, text (peak RSS) | ratio | answers |")
     print("|---|---|---|---|---|---|---|---|---|")

@@ -5,8 +5,8 @@ use std::path::Path;
 
 use polars::prelude::*;
 
-use crate::model::compare::STATS;
-use crate::model::table::StageRow;
+use crate::model::analysis::compare::STATS;
+use crate::model::analysis::table::StageRow;
 
 /// The rows as a DataFrame: rank, position, key, status, dtypes, shapes, then for each
 /// statistic `<stat>_a`, `<stat>_b`, `<stat>_abs_diff`, `<stat>_rel_diff`, `<stat>_exceeds`.

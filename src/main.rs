@@ -75,7 +75,7 @@ enum Command {
         #[arg(required = true, num_args = 2..)]
         captures: Vec<PathBuf>,
         /// Spreads up to this (relative to each statistic's scale) are noise.
-        #[arg(long, default_value_t = dumpview::model::vary::DEFAULT_THRESHOLD)]
+        #[arg(long, default_value_t = dumpview::model::analysis::vary::DEFAULT_THRESHOLD)]
         threshold: f64,
     },
     /// The first-mismatch report (Markdown, or JSON for `-o x.json` / `--json`): inputs,
@@ -130,7 +130,7 @@ fn workbench(source: dumpview::tui::Source, json: bool) -> Result<Outcome, cli::
     match &source {
         dumpview::tui::Source::Files { a, b } => {
             let inputs: Vec<PathBuf> = std::iter::once(a.clone()).chain(b.clone()).collect();
-            dumpview::model::load::discover(&inputs)?;
+            dumpview::model::ingest::discover(&inputs)?;
         }
         dumpview::tui::Source::Example(name) => {
             let pairs = dumpview::embedded::example_pairs();

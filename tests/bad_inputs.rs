@@ -5,12 +5,12 @@ use std::path::{Path, PathBuf};
 use std::process::Output;
 
 use assert_cmd::Command;
-use dumpview::model::compare::Tolerances;
-use dumpview::model::diff::diff;
-use dumpview::model::layout::{self, View};
-use dumpview::model::load::{load, parse_with_warnings};
-use dumpview::model::parse::parse_manifest;
-use dumpview::model::scan::scan_window;
+use dumpview::model::analysis::compare::Tolerances;
+use dumpview::model::analysis::diff::diff;
+use dumpview::model::analysis::layout::{self, View};
+use dumpview::model::ingest::{load, read_window};
+use dumpview::model::formats::probe::parse::parse_manifest;
+use dumpview::model::analysis::scan::scan_window;
 
 fn root() -> &'static Path {
     Path::new(env!("CARGO_MANIFEST_DIR"))
@@ -582,7 +582,7 @@ fn an_input_set_outside_the_window_is_dropped_with_a_warning() {
                           {"stage": "b", "occurrence": 1, "file": "../../../b.pt", "args": {}}]"#,
     );
     let file = root().join("tests/fixtures/bad/not_on_disk/manifest.json");
-    let (manifest, warnings) = parse_with_warnings(text.as_bytes(), &file).unwrap();
+    let (manifest, warnings) = read_window(text.as_bytes(), &file).unwrap();
     assert_eq!(manifest.input_sets.len(), 1);
     assert_eq!(manifest.input_sets[0].stage, "a");
     assert_eq!(warnings.len(), 1);

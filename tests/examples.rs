@@ -4,7 +4,7 @@
 use std::path::{Path, PathBuf};
 
 use dumpview::embedded::example_pairs;
-use dumpview::model::manifest::{Manifest, Mode};
+use dumpview::model::dump::{Window, Mode};
 
 fn examples_dir() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("assets/examples")
@@ -31,7 +31,7 @@ fn every_example_manifest_parses_with_consistent_records() {
         files.len()
     );
     for file in files {
-        let m = Manifest::load(&file).unwrap_or_else(|e| panic!("{e}"));
+        let m = dumpview::model::formats::probe::read_file(&file).unwrap_or_else(|e| panic!("{e}"));
         assert!(!m.records.is_empty(), "{}: no records", file.display());
         for (i, r) in m.records.iter().enumerate() {
             assert_eq!(
@@ -82,7 +82,7 @@ fn first_nonfinite_matches_each_pairs_known_answer() {
     assert!(pairs.len() >= 5, "found {} example pairs", pairs.len());
     for pair in &pairs {
         for (side, (source, bytes)) in [("a", &pair.a), ("b", &pair.b)] {
-            let m = Manifest::from_slice(bytes, Path::new(source)).unwrap();
+            let m = dumpview::model::formats::probe::from_slice(bytes, Path::new(source)).unwrap();
             let found = m.first_nonfinite().map(|r| r.key());
             let expected = pair.expected["first_nonfinite"][side]
                 .as_str()
@@ -98,8 +98,8 @@ fn graph_pair_has_graph_records_and_the_stated_counts() {
         .into_iter()
         .find(|p| p.name == "llama_eager_vs_graph")
         .expect("llama_eager_vs_graph example");
-    let a = Manifest::from_slice(pair.a.1, Path::new(&pair.a.0)).unwrap();
-    let b = Manifest::from_slice(pair.b.1, Path::new(&pair.b.0)).unwrap();
+    let a = dumpview::model::formats::probe::from_slice(pair.a.1, Path::new(&pair.a.0)).unwrap();
+    let b = dumpview::model::formats::probe::from_slice(pair.b.1, Path::new(&pair.b.0)).unwrap();
     assert_eq!(
         a.records.len() as u64,
         pair.expected["record_counts"]["a"].as_u64().unwrap()

@@ -5,8 +5,10 @@
 use std::path::{Path, PathBuf};
 
 use assert_cmd::Command;
-use dumpview::model::load::{Dump, LoadError, load};
-use dumpview::model::manifest::{Manifest, Record, SourceFormat};
+use dumpview::model::dump::Dump;
+use dumpview::model::formats::FormatError;
+use dumpview::model::ingest::{LoadError, load};
+use dumpview::model::dump::{Window, Record, SourceFormat};
 
 fn fixture(path: &str) -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR"))
@@ -20,13 +22,13 @@ fn load_clean(path: &str) -> Dump {
     dump
 }
 
-fn window(path: &str) -> Manifest {
+fn window(path: &str) -> Window {
     let mut dump = load_clean(path);
     assert_eq!(dump.windows.len(), 1, "{path}");
     dump.windows.remove(0)
 }
 
-fn record<'m>(window: &'m Manifest, stage: &str) -> (usize, &'m Record) {
+fn record<'m>(window: &'m Window, stage: &str) -> (usize, &'m Record) {
     window
         .records
         .iter()
@@ -35,7 +37,7 @@ fn record<'m>(window: &'m Manifest, stage: &str) -> (usize, &'m Record) {
         .unwrap_or_else(|| panic!("no record {stage}"))
 }
 
-fn context<'m>(window: &'m Manifest, index: usize, label: &str) -> Vec<&'m str> {
+fn context<'m>(window: &'m Window, index: usize, label: &str) -> Vec<&'m str> {
     window
         .context
         .as_ref()
@@ -139,7 +141,7 @@ fn resnet_step0_is_one_window_of_msprobe_rows() {
 
 /// The original row name of record `i`: its stage, or for a renumbered backward call the
 /// dump.json key (the context's `entry` line) with the stage's row path.
-fn msprobe_name(w: &Manifest, i: usize) -> String {
+fn msprobe_name(w: &Window, i: usize) -> String {
     let stage = w.records[i].stage.as_str();
     match context(w, i, "entry").first() {
         Some(entry) => {
@@ -380,7 +382,10 @@ fn a_dump_json_that_is_not_json_is_an_error_naming_it() {
     let file = dir.path().join("dump.json");
     std::fs::write(&file, "<html>rate limited</html>").unwrap();
     let error = load(&[dir.path().to_path_buf()], &mut |_| {}).unwrap_err();
-    assert!(matches!(error, LoadError::Input { .. }));
+    assert!(matches!(
+        error,
+        LoadError::Format(FormatError::Invalid { offset: None, .. })
+    ));
     assert_eq!(
         error.to_string(),
         format!(

@@ -4,13 +4,13 @@
 use std::collections::BTreeMap;
 use std::path::Path;
 
-use dumpview::model::compare::Tolerances;
-use dumpview::model::diff::{WindowDiff, diff_windows};
-use dumpview::model::load::load;
-use dumpview::model::manifest::Manifest;
+use dumpview::model::analysis::compare::Tolerances;
+use dumpview::model::analysis::diff::{WindowDiff, diff_windows};
+use dumpview::model::ingest::load;
+use dumpview::model::dump::Window;
 use proptest::prelude::*;
 
-fn window(pair: &str, side: &str) -> Manifest {
+fn window(pair: &str, side: &str) -> Window {
     let path = Path::new(env!("CARGO_MANIFEST_DIR"))
         .join("assets/examples")
         .join(pair)
@@ -31,7 +31,7 @@ fn pairing(w: &WindowDiff) -> BTreeMap<String, (String, u64, u64)> {
         .collect()
 }
 
-fn shuffled(mut m: Manifest, order: &[usize]) -> Manifest {
+fn shuffled(mut m: Window, order: &[usize]) -> Window {
     let records = std::mem::take(&mut m.records);
     let mut keyed: Vec<(usize, _)> = order.iter().copied().zip(records).collect();
     keyed.sort_by_key(|(k, _)| *k);

@@ -2,10 +2,11 @@
 
 use std::path::{Path, PathBuf};
 
-use dumpview::model::compare::Tolerances;
-use dumpview::model::load::{Dump, load};
-use dumpview::model::report::Report;
-use dumpview::model::vary::{DEFAULT_THRESHOLD, vary};
+use dumpview::model::analysis::compare::Tolerances;
+use dumpview::model::dump::Dump;
+use dumpview::model::ingest::load;
+use dumpview::model::analysis::report::Report;
+use dumpview::model::analysis::vary::{DEFAULT_THRESHOLD, vary};
 
 fn side(pair: &str, side: &str) -> Dump {
     let path: PathBuf = Path::new(env!("CARGO_MANIFEST_DIR"))

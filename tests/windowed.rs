@@ -6,8 +6,9 @@
 use std::path::{Path, PathBuf};
 
 use assert_cmd::Command;
-use dumpview::model::load::{Dump, load};
-use dumpview::model::manifest::{Manifest, SourceFormat, Stats};
+use dumpview::model::dump::Dump;
+use dumpview::model::ingest::load;
+use dumpview::model::dump::{Window, SourceFormat, Stats};
 
 const KERNEL: &str = "pipeline_mk";
 
@@ -25,7 +26,7 @@ fn load_dir(path: &Path) -> Dump {
 }
 
 /// The window whose manifest lies under `run/level/rank_R/window_NNNN`.
-fn window<'d>(dump: &'d Dump, level: &str, rank: u32, window: u32) -> &'d Manifest {
+fn window<'d>(dump: &'d Dump, level: &str, rank: u32, window: u32) -> &'d Window {
     let tail = Path::new(level)
         .join(format!("rank_{rank}"))
         .join(format!("window_{window:04}"))
@@ -36,7 +37,7 @@ fn window<'d>(dump: &'d Dump, level: &str, rank: u32, window: u32) -> &'d Manife
         .unwrap_or_else(|| panic!("no window {}", tail.display()))
 }
 
-fn keys(window: &Manifest) -> Vec<String> {
+fn keys(window: &Window) -> Vec<String> {
     window.records.iter().map(|r| r.key()).collect()
 }
 
@@ -183,7 +184,7 @@ fn layouts_are_as_recorded_with_contiguous_strides() {
 #[test]
 fn context_carries_roles_tasks_owners_and_cores() {
     let dump = load_dir(&fixtures().join("A"));
-    let lines = |w: &Manifest, i: usize| -> Vec<(String, String)> {
+    let lines = |w: &Window, i: usize| -> Vec<(String, String)> {
         w.context.as_ref().expect("context").of(i).to_vec()
     };
     let has = |lines: &[(String, String)], label: &str, value: &str| {

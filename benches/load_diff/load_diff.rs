@@ -8,7 +8,7 @@
 //! * the inputs: manifest files and bytes per side;
 //! * the floor: `serde_json::from_slice::<serde::de::IgnoredAny>` over every input file, the
 //!   bytes read into memory first (the read is not timed), best of N in this process;
-//! * `dumpview::model::load::load` of A and of B, then `dumpview::model::diff::diff` with the
+//! * `dumpview::model::ingest::load` of A and of B, then `dumpview::model::analysis::diff::diff` with the
 //!   default tolerances, each run in a fresh child process as the CLI would run it (so it pays
 //!   for fresh memory, which a second run in one process would not), best of N; dropping the
 //!   results is not timed;
@@ -23,9 +23,10 @@
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
-use dumpview::model::compare::Tolerances;
-use dumpview::model::diff::{DiffReport, diff};
-use dumpview::model::load::{Dump, discover, load};
+use dumpview::model::analysis::compare::Tolerances;
+use dumpview::model::analysis::diff::{DiffReport, diff};
+use dumpview::model::dump::Dump;
+use dumpview::model::ingest::{discover, load};
 
 fn load_side(path: &Path) -> Dump {
     load(&[path.to_path_buf()], &mut |_| {}).unwrap_or_else(|e| panic!("{}: {e}", path.display()))

@@ -7,11 +7,11 @@
 use std::path::Path;
 
 use dumpview::cli;
-use dumpview::model::compare::Tolerances;
-use dumpview::model::diff::diff;
-use dumpview::model::load::parse_with_warnings;
-use dumpview::model::parse::parse_manifest;
-use dumpview::model::scan::scan_window;
+use dumpview::model::analysis::compare::Tolerances;
+use dumpview::model::analysis::diff::diff;
+use dumpview::model::ingest::read_window;
+use dumpview::model::formats::probe::parse::parse_manifest;
+use dumpview::model::analysis::scan::scan_window;
 use libfuzzer_sys::fuzz_target;
 
 /// A window directory that does not exist: evidence paths are checked by their text only,
@@ -40,6 +40,6 @@ fuzz_target!(|data: &[u8]| {
 
     // The loader's checks: duplicate keys, capture order, evidence paths.
     let (checked, _warnings) =
-        parse_with_warnings(data, path).expect("parse_with_warnings agrees with parse_manifest");
+        read_window(data, path).expect("read_window agrees with parse_manifest");
     assert_eq!(checked.records.len(), manifest.records.len());
 });

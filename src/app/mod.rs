@@ -14,10 +14,10 @@ use std::path::PathBuf;
 
 use regex::Regex;
 
-use crate::model::compare::Tolerances;
-use crate::model::diff::{DiffReport, diff};
-use crate::model::load::Progress;
-use crate::model::scan::{WindowScan, scan_window};
+use crate::model::analysis::compare::Tolerances;
+use crate::model::analysis::diff::{DiffReport, diff};
+use crate::model::ingest::Progress;
+use crate::model::analysis::scan::{WindowScan, scan_window};
 use crate::model::tensor::pairing::FileComparison;
 pub use rows::{Row, RowState};
 pub use session::Session;
@@ -391,11 +391,11 @@ impl App {
     }
 
     /// Alias groups of the current window: (side, group), conflicts first.
-    pub fn alias_groups(&self) -> Vec<(char, &crate::model::scan::AliasGroup)> {
+    pub fn alias_groups(&self) -> Vec<(char, &crate::model::analysis::scan::AliasGroup)> {
         let (Some(loaded), Some(choice)) = (&self.loaded, self.choice()) else {
             return Vec::new();
         };
-        let mut groups: Vec<(char, &crate::model::scan::AliasGroup)> = loaded.scans_a[choice.a]
+        let mut groups: Vec<(char, &crate::model::analysis::scan::AliasGroup)> = loaded.scans_a[choice.a]
             .alias_groups
             .iter()
             .map(|g| ('A', g))
@@ -684,7 +684,7 @@ fn update_base(app: &mut App, action: Action, page: usize) -> Vec<Effect> {
         },
         Action::Export => {
             let loaded = app.loaded.as_ref().expect("loaded");
-            let mut report = crate::model::report::Report::build(
+            let mut report = crate::model::analysis::report::Report::build(
                 &loaded.session.a,
                 loaded.session.b.as_ref(),
                 &Tolerances::default(),

@@ -3,10 +3,10 @@
 
 use std::collections::{HashMap, HashSet};
 
-use crate::model::compare::Verdict;
-use crate::model::diff::WindowDiff;
-use crate::model::manifest::{Manifest, Record};
-use crate::model::scan::WindowScan;
+use crate::model::analysis::compare::Verdict;
+use crate::model::analysis::diff::WindowDiff;
+use crate::model::dump::{Window, Record};
+use crate::model::analysis::scan::WindowScan;
 
 /// How a row compares across the two captures.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -92,7 +92,7 @@ fn alias_keys(scan: &WindowScan) -> (HashSet<String>, HashSet<String>) {
 }
 
 /// Rows of a single window (scan mode).
-pub fn scan_rows(window: &Manifest, scan: &WindowScan) -> Vec<Row> {
+pub fn scan_rows(window: &Window, scan: &WindowScan) -> Vec<Row> {
     let (aliased, conflict) = alias_keys(scan);
     let first = scan.first_nonfinite.as_ref().map(|n| n.position);
     window
@@ -122,8 +122,8 @@ pub fn scan_rows(window: &Manifest, scan: &WindowScan) -> Vec<Row> {
 
 /// Rows of a window pair (diff mode): A's order, then B's unpaired stages.
 pub fn diff_rows(
-    a: &Manifest,
-    b: &Manifest,
+    a: &Window,
+    b: &Window,
     scan_a: &WindowScan,
     scan_b: &WindowScan,
     diff: &WindowDiff,

@@ -4,8 +4,9 @@ use std::borrow::Cow;
 use std::path::{Path, PathBuf};
 
 use crate::embedded::ExamplePair;
-use crate::model::load::{Dump, LoadError, Progress, load, parse_with_warnings};
-use crate::model::manifest::Manifest;
+use crate::model::dump::Dump;
+use crate::model::ingest::{LoadError, Progress, load, read_window};
+use crate::model::dump::Window;
 
 /// How an embedded example's manifest sources start (`embedded:assets/examples/...`).
 const EMBEDDED: &str = "embedded:";
@@ -60,7 +61,7 @@ impl Session {
     /// Only if an embedded manifest fails to parse, which the test-suite rules out.
     pub fn embedded(pair: &ExamplePair) -> Result<Session, LoadError> {
         let side = |(source, bytes): &(String, &[u8])| -> Result<Dump, LoadError> {
-            let (manifest, warnings) = parse_with_warnings(bytes, &PathBuf::from(source))?;
+            let (manifest, warnings) = read_window(bytes, &PathBuf::from(source))?;
             Ok(Dump {
                 windows: vec![manifest],
                 warnings,
@@ -85,7 +86,7 @@ impl Session {
     /// `window` as it lies on disk, so paths relative to its window directory resolve:
     /// itself for a capture opened from disk; for an embedded example, a copy whose source
     /// is the checkout's manifest; `None` for an embedded example without a checkout.
-    pub fn on_disk<'m>(&self, window: &'m Manifest) -> Option<Cow<'m, Manifest>> {
+    pub fn on_disk<'m>(&self, window: &'m Window) -> Option<Cow<'m, Window>> {
         let source = window.source.to_str().unwrap_or_default();
         let Some(rel) = source.strip_prefix(EMBEDDED) else {
             return Some(Cow::Borrowed(window));
@@ -100,7 +101,7 @@ impl Session {
 /// `dump_probe manifest vs msprobe dump` when the two differ.
 fn format_names(a: &Dump, b: Option<&Dump>) -> String {
     let names = |d: &Dump| {
-        let mut names: Vec<&str> = d.windows.iter().map(|w| w.format.name()).collect();
+        let mut names: Vec<&str> = d.windows.iter().map(|w| w.facts.name).collect();
         names.sort_unstable();
         names.dedup();
         names.join(" + ")

@@ -1,7 +1,7 @@
 //! Range-maximum indexes over the timeline, built once per window, so the strip plot and the
 //! rank × stage overview cost the same per frame for 1,000 records or 1,000,000.
 
-use crate::model::diff::{Cell, DiffReport};
+use crate::model::analysis::diff::{Cell, DiffReport};
 
 /// Maximum of `values` over any index range in O(log n) (an iterative segment tree).
 #[derive(Debug, Clone, Default)]

@@ -8,8 +8,8 @@
 use std::path::{Path, PathBuf};
 
 use super::{App, Effect};
-use crate::model::manifest::Manifest;
-use crate::model::report::saved_tensor;
+use crate::model::dump::Window;
+use crate::model::analysis::report::saved_tensor;
 use crate::model::tensor::pairing::FileComparison;
 
 /// A comparison in progress.
@@ -136,7 +136,7 @@ fn locate(app: &App) -> Result<Located, String> {
     {
         return Ok(Located::Kept(index));
     }
-    let side = |window: &Manifest| -> Result<Option<PathBuf>, String> {
+    let side = |window: &Window| -> Result<Option<PathBuf>, String> {
         let Some(on_disk) = loaded.session.on_disk(window) else {
             // `embedded:assets/examples/<pair>/a/...`: name the pair's directory.
             let source = window.source.to_string_lossy();
@@ -155,14 +155,14 @@ fn locate(app: &App) -> Result<Located, String> {
     let window_a = &loaded.session.a.windows[choice.a];
     let window_b = &dump_b.windows[bi];
     let (a, b) = (side(window_a)?, side(window_b)?);
-    let named = |window: &Manifest| {
+    let named = |window: &Window| {
         window
             .records
             .iter()
             .find(|r| r.key() == *key)
             .and_then(|r| r.tensor_file.clone())
     };
-    let missing = |side: &str, window: &Manifest| match named(window) {
+    let missing = |side: &str, window: &Window| match named(window) {
         Some(file) => format!(
             "{key}: {side}'s saved tensor {file} is missing or outside its window directory"
         ),

@@ -4,8 +4,8 @@ use std::fmt::Write;
 use std::path::PathBuf;
 
 use super::{CliError, Outcome, inputs::load_capture};
-use crate::model::compare::{Tolerance, Tolerances};
-use crate::model::diff::{DiffReport, PairDiff, WindowDiff, diff};
+use crate::model::analysis::compare::{Tolerance, Tolerances};
+use crate::model::analysis::diff::{DiffReport, PairDiff, WindowDiff, diff};
 
 /// Tolerance options as given on the command line.
 #[derive(Debug, Clone, Default, clap::Args)]
@@ -79,7 +79,7 @@ pub fn run(
         #[derive(serde::Serialize)]
         struct Document<'r> {
             diff: &'r DiffReport,
-            warnings: Vec<&'r crate::model::load::Warning>,
+            warnings: Vec<&'r crate::model::dump::Warning>,
         }
         let document = Document {
             diff: &report,
@@ -201,7 +201,7 @@ fn render_window(w: &WindowDiff) -> String {
 }
 
 fn render_first(pair: &PairDiff) -> String {
-    use crate::model::compare::Verdict;
+    use crate::model::analysis::compare::Verdict;
     let mut out = String::new();
     let what = match &pair.comparison.verdict {
         Verdict::Structural { reason } => format!("structural: {reason}"),

@@ -4,7 +4,8 @@ use std::io::{IsTerminal, Write};
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
-use crate::model::load::{Dump, LoadError, Progress, load};
+use crate::model::dump::Dump;
+use crate::model::ingest::{LoadError, Progress, load};
 
 /// A load slower than this shows progress (only on a terminal, never with `--json`).
 const PROGRESS_AFTER: Duration = Duration::from_secs(1);

@@ -4,7 +4,7 @@ use std::path::{Path, PathBuf};
 
 use super::diff::ToleranceArgs;
 use super::{CliError, Outcome, inputs::load_capture};
-use crate::model::report::Report;
+use crate::model::analysis::report::Report;
 
 /// Builds the report; writes it to `output` (JSON when it ends in `.json`, else Markdown)
 /// or prints it (JSON with `--json`).
@@ -35,7 +35,7 @@ pub fn run(
                 "--csv and --parquet export the comparison table: give two captures".into(),
             );
         };
-        let rows = crate::model::table::stage_rows(&crate::model::diff::diff(
+        let rows = crate::model::analysis::table::stage_rows(&crate::model::analysis::diff::diff(
             &dump_a.windows,
             &dump_b.windows,
             &tolerances,
@@ -77,7 +77,7 @@ pub struct TableArgs {
 }
 
 #[cfg(feature = "export")]
-fn export_table(rows: &[crate::model::table::StageRow], table: &TableArgs) -> Result<(), CliError> {
+fn export_table(rows: &[crate::model::analysis::table::StageRow], table: &TableArgs) -> Result<(), CliError> {
     if let Some(path) = &table.csv {
         crate::export::write_csv(rows, path)?;
     }
@@ -89,7 +89,7 @@ fn export_table(rows: &[crate::model::table::StageRow], table: &TableArgs) -> Re
 
 #[cfg(not(feature = "export"))]
 fn export_table(
-    _rows: &[crate::model::table::StageRow],
+    _rows: &[crate::model::analysis::table::StageRow],
     _table: &TableArgs,
 ) -> Result<(), CliError> {
     Err("this dumpview was built without the `export` feature; rebuild with `cargo build --release --features export` for --csv and --parquet".into())

@@ -4,7 +4,7 @@ use std::fmt::Write;
 use std::path::PathBuf;
 
 use super::{CliError, Outcome, inputs::load_capture};
-use crate::model::scan::{AliasGroup, WindowScan, scan_window};
+use crate::model::analysis::scan::{AliasGroup, WindowScan, scan_window};
 
 /// Scans every window under `paths`; `Found` on a non-finite record or a stride conflict.
 ///

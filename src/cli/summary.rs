@@ -4,8 +4,7 @@ use std::path::Path;
 
 use super::{CliError, Outcome};
 use crate::embedded::example_pairs;
-use crate::model::manifest::Manifest;
-use crate::model::summary::WindowSummary;
+use crate::model::analysis::summary::WindowSummary;
 
 /// Summarises each window of `files` (any format the loader reads: probe manifests, msprobe
 /// dump.json, windowed manifests, or directories of them); `Found` when any holds a
@@ -38,7 +37,7 @@ pub fn run_embedded(json: bool) -> Result<Outcome, CliError> {
     for pair in example_pairs() {
         let mut sides = Vec::new();
         for (source, bytes) in [&pair.a, &pair.b] {
-            let manifest = Manifest::from_slice(bytes, Path::new(source))?;
+            let manifest = crate::model::formats::probe::from_slice(bytes, Path::new(source))?;
             sides.push(WindowSummary::of(&manifest, source));
         }
         text.push_str(&format!(

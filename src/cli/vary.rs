@@ -4,7 +4,7 @@ use std::fmt::Write;
 use std::path::PathBuf;
 
 use super::{CliError, Outcome, inputs::load_capture};
-use crate::model::vary::{VaryReport, vary};
+use crate::model::analysis::vary::{VaryReport, vary};
 
 /// Loads each capture and reports its variability; `Found` when a stage varies beyond `threshold`.
 ///

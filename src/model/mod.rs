@@ -1,19 +1,25 @@
-//! Pure logic: manifests, records and the answers computed from them.
-//! No terminal, no threads, no UI types: everything here is testable on real dumps
-//! and printed by the CLI and drawn by the workbench alike.
+//! Pure logic: the in-memory capture, the formats it is read from, and the answers computed
+//! from it. No terminal, no threads of the UI, no UI types: everything here is testable on real
+//! dumps, printed by the CLI and drawn by the workbench alike.
+//!
+//! Layers, lowest first (each may use only those before it; `tests/layering.rs` enforces it):
+//!
+//! | module | holds |
+//! |---|---|
+//! | [`dump`] | the capture: windows, records, stats, [`dump::StageKey`], warnings, the evidence-path rule |
+//! | [`io`] | the one policy for reading a file's bytes (mapped or owned, FIFO refusal) |
+//! | [`tensor`] | saved tensors: safe readers and element-wise comparison |
+//! | [`formats`] | one module per dump format behind the [`formats::Format`] contract, and the registry |
+//! | [`ingest`] | discovery, parallel reading with progress, the checks every window gets |
+//! | [`analysis`] | scan, memory layout, diff, vary, summary, table, report; computed once into [`analysis::Analysis`] |
+//! | [`present`] | text, Markdown and JSON rendering of analyses; the number formatters |
 
-pub mod compare;
-pub mod diff;
-pub mod evidence;
-pub mod layout;
-pub mod load;
-pub mod manifest;
-pub mod msprobe;
-pub mod parse;
-pub mod report;
-pub mod scan;
-pub mod summary;
-pub mod table;
+#![warn(missing_docs)]
+
+pub mod analysis;
+pub mod dump;
+pub mod formats;
+pub mod ingest;
+pub mod io;
+pub mod present;
 pub mod tensor;
-pub mod vary;
-pub mod windowed;

@@ -8,8 +8,8 @@ use ratatui::widgets::{Block, Paragraph, Wrap};
 
 use super::{Theme, format};
 use crate::app::App;
-use crate::model::compare::{STATS, Verdict};
-use crate::model::manifest::{Record, Stats};
+use crate::model::analysis::compare::{STATS, Verdict};
+use crate::model::dump::{Record, Stats};
 
 fn stat(stats: Option<&Stats>, name: &str) -> Option<f64> {
     stats?.get(name)

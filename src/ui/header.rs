@@ -7,7 +7,7 @@ use ratatui::widgets::Paragraph;
 
 use super::Theme;
 use crate::app::App;
-use crate::model::diff::Identity;
+use crate::model::analysis::diff::Identity;
 
 pub fn draw(frame: &mut Frame, app: &App, area: Rect, theme: Theme) {
     let Some(loaded) = &app.loaded else { return };

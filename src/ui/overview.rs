@@ -7,7 +7,7 @@ use ratatui::widgets::{Block, Paragraph};
 
 use super::Theme;
 use crate::app::App;
-use crate::model::diff::Cell;
+use crate::model::analysis::diff::Cell;
 
 /// Columns the rank labels take, for mouse hit-testing.
 pub const LABEL_WIDTH: u16 = 7;

@@ -116,12 +116,33 @@ def stream_diff_json(path, want, chunk=1 << 24):
     """Read a (large) `dumpview diff --json` output of one window pair without parsing all of it.
 
     Returns (pairs {key: pair} for keys in ``want`` (a set; None: all), pair count, window fields
-    {first_divergence, only_a, only_b count}, first diverging pair or None).  Relies on the window's
-    keys being written in sorted order (serde_json maps): ..., first_divergence, ..., only_a, only_b,
-    pairs, ...; a stage name never contains a double quote."""
+    {first_divergence, only_a, only_b count}, the pair at index first_divergence or None).
+
+    The window object is read key by key, in whatever order it is written: every field but
+    `pairs` is decoded whole (they are small: only_a/only_b are lists of keys), `pairs` is read
+    one element at a time and only the wanted ones are kept.  When first_divergence comes after
+    `pairs` (as the streamed diff --json writes it), its pair is the first one whose verdict is not
+    `agree` (the first divergence is by definition the first pair that does not agree); should
+    that not hold, the file is read a second time to fetch the pair at that index."""
+    found, count, fields, first_pair = _stream_window(path, want, chunk, None)
+    fd = fields["first_divergence"]
+    if fd is not None and (first_pair is None or first_pair[0] != fd):
+        _, _, _, first_pair = _stream_window(path, set(), chunk, fd)
+        if first_pair is None or first_pair[0] != fd:
+            raise ValueError("first_divergence %r is not a pair index in %s" % (fd, path))
+    return found, count, fields, (None if fd is None else first_pair[1])
+
+
+def _stream_window(path, want, chunk, pick):
+    """The pass of stream_diff_json(): (found, count, fields, (index, pair) or None).
+
+    ``pick``: the index of the pair to return; None: first_divergence if it was read before
+    `pairs`, else the first pair that does not agree.  Relies on one thing of the layout only:
+    the first window is the first object after `"windows": [` (a stage name never contains a
+    double quote, but string contents are decoded by json anyway)."""
     decoder = json.JSONDecoder()
     found, count, fields = {}, 0, {}
-    first_pair = None
+    picked = None
     with open(path, encoding="utf-8") as handle:
         buf = handle.read(chunk)
         pos = 0
@@ -153,16 +174,23 @@ def stream_diff_json(path, want, chunk=1 << 24):
                 buf = buf[keep:] + more
                 pos = 0
 
-        def skip():
+        def skip(chars=" \t\r\n,"):
             """Skip whitespace and commas; the next significant character (None at the end)."""
             nonlocal pos
             while True:
-                while pos < len(buf) and buf[pos] in " \t\r\n,":
+                while pos < len(buf) and buf[pos] in chars:
                     pos += 1
                 if pos < len(buf):
                     return buf[pos]
                 if not need(1):
                     return None
+
+        def expect(char):
+            nonlocal pos
+            got = skip()
+            if got != char:
+                raise ValueError("expected %r, found %r in %s" % (char, got, path))
+            pos += 1
 
         def value():
             nonlocal pos
@@ -181,21 +209,38 @@ def stream_diff_json(path, want, chunk=1 << 24):
 
         if not find('"windows": ['):
             raise ValueError("no windows in %s" % path)
-        for name in ("first_divergence", "only_a", "only_b"):
-            if not find('"%s":' % name):
-                raise ValueError("no %s in %s" % (name, path))
-            v = value()
-            fields[name] = len(v) if name == "only_b" else v
-        if not find('"pairs": ['):
-            raise ValueError("no pairs in %s" % path)
-        while skip() not in ("]", None):
-            pair = value()
-            if fields["first_divergence"] is not None and count == fields["first_divergence"]:
-                first_pair = pair
-            count += 1
-            if want is None or pair["key"] in want:
-                found[pair["key"]] = pair
-    return found, count, fields, first_pair
+        expect("{")
+        while True:
+            c = skip()
+            if c == "}":
+                break
+            if c != '"':
+                raise ValueError("expected a key in the window object, found %r in %s" % (c, path))
+            key = value()
+            expect(":")
+            if key != "pairs":
+                v = value()
+                fields[key] = len(v) if key == "only_b" else v
+                continue
+            expect("[")
+            fields["pairs"] = None  # streamed: seen, not kept here
+            target = pick if pick is not None else fields.get("first_divergence")
+            while skip() not in ("]", None):
+                pair = value()
+                if picked is None:
+                    if target is not None:
+                        if count == target:
+                            picked = (count, pair)
+                    elif pick is None and "first_divergence" not in fields and pair["verdict"]["kind"] != "agree":
+                        picked = (count, pair)
+                count += 1
+                if want is None or pair["key"] in want:
+                    found[pair["key"]] = pair
+            expect("]")
+    for name in ("pairs", "first_divergence", "only_a", "only_b"):
+        if name not in fields:
+            raise ValueError("no %s in the first window of %s" % (name, path))
+    return found, count, fields, picked
 
 
 def dumpview_reads_msprobe(binary, step_dir):
@@ -409,6 +454,164 @@ def first_divergences(rows, report):
     errors = [(row["NPU Name"], k) for row, k in zip(rows, keys) if row["Result"] == "error"]
     return dict(msprobe_first_error=ms, dumpview_first=dv, dumpview_diverging=diverging, msprobe_errors=errors)
 
+
+# ---------------------------------------------------------------------------
+# dumpview's verdict rule (docs/diff.md, "Verdict of a pair" and "Tolerances"), re-applied to
+# msprobe's own numbers, for tests whose dumps are computed at test time in low precision: what
+# diverges there depends on the CPU's bfloat16 kernels, so the expectation is derived from the run.
+
+# msprobe result-table statistic -> (NPU column, Bench column)
+_STAT_CELLS = {"max": ("NPU max", "Bench max"), "min": ("NPU min", "Bench min"),
+               "mean": ("NPU mean", "Bench mean"), "l2": ("NPU l2norm", "Bench l2norm")}
+MAGNITUDE_STATS = ("max_abs", "min", "max", "mean", "l2")
+_SCALAR_DTYPES = ("<class 'int'>", "<class 'float'>", "<class 'bool'>")
+
+
+def stat_cell(text):
+    """A statistic cell of msprobe's table as a number: the number printed (msprobe prints dump.json's
+    value in full), `True`/`False` (bool statistics) as 1/0, `None` and `N/A` as None."""
+    s = text.strip()
+    if s == "True":
+        return 1.0
+    if s == "False":
+        return 0.0
+    if s in ("None", "N/A", ""):
+        return None
+    return float(s)
+
+
+def row_stats(row, side):
+    """A row's statistics on one side ("NPU" = A or "Bench" = B) as dumpview derives them from an msprobe
+    leaf (docs/msprobe.md), for tensors and int/float/bool scalars: max, min, mean, l2 as printed (a
+    scalar's l2 is |value|); max_abs = max(|max|, |min|); nan/inf present
+    when max or min is NaN/inf; finite_count = the element count when max and min are finite.
+    None when the leaf has none of the four, or is not a tensor or a number."""
+    dtype = row[side + " Dtype"]
+    if not (dtype.startswith("torch.") or dtype in _SCALAR_DTYPES):
+        return None  # strings, None, slices, devices ...: rows without statistics (msprobe prints the value)
+    col = 0 if side == "NPU" else 1
+    s = {name: stat_cell(row[cols[col]]) for name, cols in _STAT_CELLS.items()}
+    if all(v is None for v in s.values()):
+        return None
+    if dtype in _SCALAR_DTYPES and s["l2"] is not None:
+        s["l2"] = abs(s["l2"])  # a Python scalar: msprobe's Norm is the value itself, dumpview's l2 is |v|
+    lo, hi = s["min"], s["max"]
+    ends = [v for v in (lo, hi) if v is not None]
+    s["nan"] = any(math.isnan(v) for v in ends)
+    s["inf"] = any(math.isinf(v) for v in ends)
+    if lo is None or hi is None:
+        s["max_abs"] = None
+    elif s["nan"]:
+        s["max_abs"] = float("nan")
+    else:
+        s["max_abs"] = max(abs(lo), abs(hi))
+    s["finite_count"] = None
+    if lo is not None and hi is not None and math.isfinite(lo) and math.isfinite(hi):
+        shape = json.loads(row[side + " Tensor Shape"])
+        s["finite_count"] = math.prod(shape)
+    return s
+
+
+def _dtype_kind(dtype):
+    d = dtype.replace("torch.", "")
+    if "bool" in d:
+        return "bool"
+    if "complex" in d:
+        return "complex"
+    if "float" in d:
+        return "floating"
+    return d if d in ("N/A", "None") else "integer"
+
+
+def _larger(x, y):
+    vals = [abs(v) for v in (x, y) if v is not None]
+    return max(vals) if vals else None
+
+
+def _rms(s):
+    if s["finite_count"] and s["l2"] is not None:
+        return s["l2"] / math.sqrt(s["finite_count"])
+    return None
+
+
+def stat_exceeds(a, b, scale, rtol, atol):
+    """docs/diff.md: |a - b| > atol + rtol * scale; equal values (equal infinities too) never differ, a value
+    undefined or non-finite on one side only always does, a statistic on neither side is not compared."""
+    if a is None and b is None:
+        return False
+    if a is not None and b is not None and a == b:
+        return False
+    if a is None or b is None or not (math.isfinite(a) and math.isfinite(b)):
+        return True
+    return abs(a - b) > atol + rtol * (scale or 0.0)
+
+
+def expected_verdict(row, rtol=1e-2, atol=1e-6):
+    """(verdict kind, [exceeding magnitude statistics]) that dumpview's rule gives msprobe's row ``row``
+    (A = NPU, B = Bench): structural (shape, or dtype kind floating/integer/bool, differs; or statistics on
+    one side only), non_finite (NaN/inf presence differs), magnitude (one of max_abs/min/max/mean/l2 beyond
+    atol + rtol x scale: max(|a|, |b|), for mean the larger RMS l2/sqrt(finite_count)), else agree.
+    float32 vs bfloat16 is a precision change: compared by value."""
+    a, b = row_stats(row, "NPU"), row_stats(row, "Bench")
+    structural = (row["NPU Tensor Shape"] != row["Bench Tensor Shape"]
+                  or _dtype_kind(row["NPU Dtype"]) != _dtype_kind(row["Bench Dtype"]))
+    if a is None or b is None:
+        return ("structural" if structural or (a is None) != (b is None) else "agree"), []
+    exceeding = []
+    for name in MAGNITUDE_STATS:
+        scale = _larger(_rms(a), _rms(b)) if name == "mean" else _larger(a[name], b[name])
+        if stat_exceeds(a[name], b[name], scale, rtol, atol):
+            exceeding.append(name)
+    if structural:
+        kind = "structural"
+    elif (a["nan"], a["inf"]) != (b["nan"], b["inf"]):
+        kind = "non_finite"
+    elif exceeding:
+        kind = "magnitude"
+    else:
+        kind = "agree"
+    return kind, exceeding
+
+
+def expected_divergences(rows, rtol=1e-2, atol=1e-6):
+    """dumpview's rule re-applied to msprobe's table: dict(verdicts={key: (kind, exceeding)},
+    diverging=set of keys, first=(table index, key, kind) | None), keys `<pairing key>#1`, paired rows only."""
+    keys = [k + "#1" for k in msprobe_pair_keys([row["NPU Name"] for row in rows])]
+    verdicts, first = {}, None
+    for i, (row, key) in enumerate(zip(rows, keys)):
+        if row["Bench Name"] == "N/A":
+            continue
+        verdicts[key] = expected_verdict(row, rtol, atol)
+        if first is None and verdicts[key][0] != "agree":
+            first = (i, key, verdicts[key][0])
+    diverging = {k for k, (kind, _) in verdicts.items() if kind != "agree"}
+    return dict(verdicts=verdicts, diverging=diverging, first=first)
+
+
+def report_stat_mismatches(rows, report):
+    """Where the statistics in dumpview's report (a and b of max_abs/min/max/mean/l2) are not those that
+    row_stats() derives from msprobe's printed numbers.  Both NaN is equal; a non-finite number, which JSON
+    cannot hold, is null in the report; a statistic the report leaves out is None."""
+    pairs = {p["key"]: p for p in window_of(report)["pairs"]}
+    keys = [k + "#1" for k in msprobe_pair_keys([row["NPU Name"] for row in rows])]
+    out = []
+    for row, key in zip(rows, keys):
+        if key not in pairs:
+            continue
+        stats = {s["name"]: s for s in pairs[key]["stats"]}
+        for side, msprobe_side in (("a", "NPU"), ("b", "Bench")):
+            derived = row_stats(row, msprobe_side)
+            for name in MAGNITUDE_STATS:
+                mine = _num(stats[name][side]) if name in stats else None
+                theirs = None if derived is None else derived[name]
+                if theirs is not None and not math.isfinite(theirs):
+                    same = mine is None or mine == theirs or (math.isnan(theirs) and mine is not None
+                                                              and math.isnan(mine))
+                else:
+                    same = mine == theirs
+                if not same:
+                    out.append("%s %s %s: dumpview %r, msprobe %r" % (key, name, side, mine, theirs))
+    return out
 
 # ---------------------------------------------------------------------------
 # MiniLM dumps (one side per subprocess).

@@ -3,14 +3,14 @@
 //! Aliases come first in what a user reads: a stride conflict (two stages
 //! reading one storage's bytes through layouts that disagree) is the usual
 //! evidence of cache stomping, block-table misplacement or KV reuse, and it
-//! explains the magnitudes that follow. The rule is in [`super::layout`].
+//! explains the magnitudes that follow. The rule is in [`crate::model::analysis::layout`].
 
 use std::collections::HashMap;
 
 use serde::Serialize;
 
-use super::layout::{Expanded, Relation, View};
-use super::manifest::{Manifest, Record};
+use crate::model::analysis::layout::{Expanded, Relation, View};
+use crate::model::dump::{Window, Record};
 
 /// Where the first NaN or infinity was captured in a window.
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -81,7 +81,7 @@ impl WindowScan {
 }
 
 /// Scans one window.
-pub fn scan_window(manifest: &Manifest) -> WindowScan {
+pub fn scan_window(manifest: &Window) -> WindowScan {
     let nonfinite = |r: &Record| r.stats.as_ref().is_some_and(|s| s.has_nonfinite());
     let first_nonfinite = manifest
         .records

@@ -253,7 +253,7 @@ pub fn renamed(row_name: &str, entry: &str, new_entry: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::model::msprobe::json::parse;
+    use crate::model::formats::msprobe::json::parse;
 
     fn names(entry: &str, json: &str) -> Vec<String> {
         let value = parse(json.as_bytes()).unwrap();

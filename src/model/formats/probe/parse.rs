@@ -21,9 +21,10 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use rayon::prelude::*;
 use serde::de::{self, DeserializeSeed, IgnoredAny, MapAccess, SeqAccess, Visitor};
 
-use super::manifest::{FORMAT, InputSet, Manifest, ManifestError, Record, SCHEMA_VERSION};
+use super::{FORMAT, ManifestError, SCHEMA_VERSION};
+use crate::model::dump::{InputSet, Record, Window};
 
-mod line;
+use super::line;
 
 /// Where and why parsing stopped early; the records before it were kept.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -49,7 +50,7 @@ impl fmt::Display for Stop {
 /// A parsed manifest, complete or cut short.
 #[derive(Debug, Clone)]
 pub struct Parsed {
-    pub manifest: Manifest,
+    pub manifest: Window,
     /// `Some` when the file ended or broke before its end; the manifest holds what came before.
     pub stopped: Option<Stop>,
 }
@@ -82,7 +83,7 @@ pub const LINES_MIN_BYTES: usize = 1 << 20;
 const PLACEHOLDER: &str = "\0dumpview: records parsed line by line";
 const PLACEHOLDER_JSON: &[u8] = b"\"\\u0000dumpview: records parsed line by line\"";
 
-/// Parses manifest bytes; `path` names the source in errors and becomes `Manifest::source`.
+/// Parses manifest bytes; `path` names the source in errors and becomes `Window::source`.
 ///
 /// # Errors
 /// [`ManifestError`] when the header cannot be read: not JSON, wrong
@@ -161,7 +162,7 @@ pub fn parse_one_pass(bytes: &[u8], path: &Path) -> Result<Parsed, ManifestError
             });
         }
     };
-    let manifest = Manifest {
+    let manifest = Window {
         source: path.to_path_buf(),
         schema_version: SCHEMA_VERSION,
         probe: partial.probe.take().unwrap_or_default(),
@@ -174,7 +175,8 @@ pub fn parse_one_pass(bytes: &[u8], path: &Path) -> Result<Parsed, ManifestError
         stats_dtype: partial.stats_dtype.take(),
         records: std::mem::take(&mut partial.records),
         input_sets: std::mem::take(&mut partial.input_sets),
-        format: super::manifest::SourceFormat::Probe,
+        format: crate::model::dump::SourceFormat::Probe,
+        facts: &super::FACTS,
         context: None,
     };
     Ok(Parsed { manifest, stopped })
@@ -243,7 +245,7 @@ pub fn parse_by_lines(bytes: &[u8], path: &Path) -> Option<Parsed> {
         return None;
     }
     Some(Parsed {
-        manifest: Manifest {
+        manifest: Window {
             source: path.to_path_buf(),
             schema_version: SCHEMA_VERSION,
             probe: partial.probe.take().unwrap_or_default(),
@@ -256,7 +258,8 @@ pub fn parse_by_lines(bytes: &[u8], path: &Path) -> Option<Parsed> {
             stats_dtype: partial.stats_dtype.take(),
             records,
             input_sets: std::mem::take(&mut partial.input_sets),
-            format: super::manifest::SourceFormat::Probe,
+            format: crate::model::dump::SourceFormat::Probe,
+            facts: &super::FACTS,
             context: None,
         },
         stopped: None,

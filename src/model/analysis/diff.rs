@@ -11,8 +11,8 @@ use std::collections::{BTreeMap, HashMap, HashSet};
 use rayon::prelude::*;
 use serde::Serialize;
 
-use super::compare::{Comparison, Tolerances, Verdict, compare_records};
-use super::manifest::{Dims, Manifest, Name, Record, keys_increase};
+use crate::model::analysis::compare::{Comparison, Tolerances, Verdict, compare_records};
+use crate::model::dump::{Dims, Window, Name, Record, keys_increase};
 
 /// Hash maps over keys from the (untrusted) manifests: foldhash, seeded per process.
 type Map<K, V> = HashMap<K, V, foldhash::fast::RandomState>;
@@ -43,17 +43,16 @@ pub enum Identity {
 
 impl Identity {
     /// Compares the token ids of two windows.
-    pub fn of(a: &Manifest, b: &Manifest) -> Identity {
-        use super::manifest::SourceFormat;
+    pub fn of(a: &Window, b: &Window) -> Identity {
         match (a.token_ids(), b.token_ids()) {
-            (None, None) if a.format != SourceFormat::Probe || b.format != SourceFormat::Probe => {
-                let format = if a.format != SourceFormat::Probe {
-                    a.format
+            (None, None) if !a.facts.records_input_ids || !b.facts.records_input_ids => {
+                let facts = if a.facts.records_input_ids {
+                    b.facts
                 } else {
-                    b.format
+                    a.facts
                 };
                 Identity::NotRecorded {
-                    format: format.name().to_string(),
+                    format: facts.name.to_string(),
                 }
             }
             (Some(x), Some(y)) if x == y => Identity::Same { tokens: x.len() },
@@ -119,7 +118,7 @@ pub struct WindowRef {
 }
 
 impl WindowRef {
-    fn of(m: &Manifest) -> WindowRef {
+    fn of(m: &Window) -> WindowRef {
         WindowRef {
             source: m.source.display().to_string(),
             rank: m.rank,
@@ -217,7 +216,7 @@ impl DiffReport {
 }
 
 /// Diffs two captures (each a list of windows, as loaded).
-pub fn diff(a: &[Manifest], b: &[Manifest], tolerances: &Tolerances) -> DiffReport {
+pub fn diff(a: &[Window], b: &[Window], tolerances: &Tolerances) -> DiffReport {
     let (pairs, unpaired_a, unpaired_b) = pair_windows(a, b);
     let windows: Vec<WindowDiff> = pairs
         .par_iter()
@@ -241,16 +240,16 @@ pub fn diff(a: &[Manifest], b: &[Manifest], tolerances: &Tolerances) -> DiffRepo
 }
 
 type WindowPairs<'a> = (
-    Vec<(&'a Manifest, &'a Manifest)>,
-    Vec<&'a Manifest>,
-    Vec<&'a Manifest>,
+    Vec<(&'a Window, &'a Window)>,
+    Vec<&'a Window>,
+    Vec<&'a Window>,
 );
 
 /// Pairs windows: per rank, one against one; with several, by equal label, then by
 /// (match, occurrence), then in order. Labels are request ids and usually differ between runs,
 /// so a single window per rank pairs whatever its label.
-pub fn pair_windows<'a>(a: &'a [Manifest], b: &'a [Manifest]) -> WindowPairs<'a> {
-    let mut by_rank: BTreeMap<u32, (Vec<&Manifest>, Vec<&Manifest>)> = BTreeMap::new();
+pub fn pair_windows<'a>(a: &'a [Window], b: &'a [Window]) -> WindowPairs<'a> {
+    let mut by_rank: BTreeMap<u32, (Vec<&Window>, Vec<&Window>)> = BTreeMap::new();
     for m in a {
         by_rank.entry(m.rank).or_default().0.push(m);
     }
@@ -264,7 +263,7 @@ pub fn pair_windows<'a>(a: &'a [Manifest], b: &'a [Manifest]) -> WindowPairs<'a>
             continue;
         }
         for matches in [
-            (|x: &Manifest, y: &Manifest| x.label == y.label) as fn(&Manifest, &Manifest) -> bool,
+            (|x: &Window, y: &Window| x.label == y.label) as fn(&Window, &Window) -> bool,
             |x, y| (x.match_index, x.occurrence) == (y.match_index, y.occurrence),
         ] {
             let mut i = 0;
@@ -285,7 +284,7 @@ pub fn pair_windows<'a>(a: &'a [Manifest], b: &'a [Manifest]) -> WindowPairs<'a>
 }
 
 /// Diffs one pair of windows.
-pub fn diff_windows(a: &Manifest, b: &Manifest, tolerances: &Tolerances) -> WindowDiff {
+pub fn diff_windows(a: &Window, b: &Window, tolerances: &Tolerances) -> WindowDiff {
     let (pairing, only_a, only_b) = pair_records(&a.records, &b.records);
     // Comparing is independent per pair: rayon's threads share it, in A's order.
     let pair = |(position, j): (usize, usize)| {
@@ -336,7 +335,7 @@ pub fn diff_windows(a: &Manifest, b: &Manifest, tolerances: &Tolerances) -> Wind
 }
 
 /// `key: A vs B` for each metadata key (token ids aside) and topology field that differs.
-fn metadata_differences(a: &Manifest, b: &Manifest) -> Vec<String> {
+fn metadata_differences(a: &Window, b: &Window) -> Vec<String> {
     let short = |v: Option<&serde_json::Value>| {
         let text = v.map_or("(absent)".to_string(), |v| v.to_string());
         if text.chars().count() > 60 {
@@ -431,19 +430,12 @@ fn match_records(a: &[Record], b: &[Record]) -> (Vec<(usize, usize)>, Vec<String
 }
 
 /// The missing-data message when one side holds far fewer records than the other.
-fn record_drop(a: &Manifest, b: &Manifest) -> Option<String> {
-    use super::manifest::SourceFormat;
+fn record_drop(a: &Window, b: &Window) -> Option<String> {
     let (count_a, count_b) = (a.records.len(), b.records.len());
-    let why = match (a.format, b.format) {
-        (SourceFormat::Probe, SourceFormat::Probe) => {
-            "In graph mode capture() inside the graph does not run at replay; only graph slots \
-             and code outside the graph are recorded."
-        }
-        (SourceFormat::Msprobe, SourceFormat::Msprobe) => {
-            "msprobe's level (L0 modules, L1 APIs, mix), scope or list may differ between the runs."
-        }
-        (x, y) if x == y => "The two captures recorded different sets of tensors.",
-        _ => "The two captures are in different formats and name their stages differently.",
+    let why = if a.format == b.format {
+        a.facts.missing_data_advice
+    } else {
+        "The two captures are in different formats and name their stages differently."
     };
     let (small, large, side) = if count_b < count_a {
         (count_b, count_a, "B")
@@ -528,7 +520,7 @@ fn overview(windows: &[WindowDiff]) -> (Vec<String>, BTreeMap<u32, Vec<Cell>>) {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::model::manifest::{Mode, Stats};
+    use crate::model::dump::{Mode, Stats};
 
     fn record(stage: &str, occurrence: u32, seq: u64, value: f64) -> Record {
         Record {
@@ -666,7 +658,7 @@ mod tests {
                         1 => a.truncate(5),
                         _ => a.reverse(),
                     }
-                    let window = |records: Vec<Record>| Manifest {
+                    let window = |records: Vec<Record>| Window {
                         source: std::path::PathBuf::from("m.json"),
                         schema_version: 1,
                         probe: String::new(),
@@ -680,6 +672,7 @@ mod tests {
                         records,
                         input_sets: Vec::new(),
                         format: Default::default(),
+                        facts: Default::default(),
                         context: None,
                     };
                     diff_windows(&window(a), &window(b), &tolerances)

@@ -18,8 +18,9 @@ use std::sync::Arc;
 use rayon::prelude::*;
 use serde_json::{Map, Value as JsonValue};
 
-use super::load::{LoadError, Warning, check_records, drop_escaping_evidence};
-use super::manifest::{Context, Manifest, SCHEMA_VERSION, SourceFormat};
+use crate::model::dump::{Context, FormatFacts, SourceFormat, Warning, Window};
+use crate::model::formats::probe::SCHEMA_VERSION;
+use crate::model::formats::{Format, FormatError};
 
 mod context;
 mod dump;
@@ -30,6 +31,41 @@ mod record;
 
 use dump::{Parsed, parse};
 
+/// The file an msprobe dump writes per step and rank.
+pub const MSPROBE_NAME: &str = "dump.json";
+
+/// msprobe's facts: no input ids; NaN/inf counts inferred from `Max`/`Min` (per record,
+/// `Stats::counts_known`).
+pub static FACTS: FormatFacts = FormatFacts {
+    name: "msprobe dump",
+    records_input_ids: false,
+    counts_nonfinite: false,
+    missing_data_advice: "msprobe's level (L0 modules, L1 APIs, mix), scope or list may differ \
+                          between the runs.",
+};
+
+/// msprobe (MindStudio probe) `dump.json` files.
+pub struct Msprobe;
+
+impl Format for Msprobe {
+    fn id(&self) -> SourceFormat {
+        SourceFormat::Msprobe
+    }
+    fn facts(&self) -> &'static FormatFacts {
+        &FACTS
+    }
+    fn file_names(&self) -> &'static [&'static str] {
+        &[MSPROBE_NAME]
+    }
+    /// By name: msprobe always writes `dump.json`, and no other format uses that name.
+    fn claims(&self, path: &Path, _head: &[u8]) -> bool {
+        path.file_name().is_some_and(|n| n == MSPROBE_NAME)
+    }
+    fn read(&self, path: &Path, bytes: &[u8]) -> Result<(Window, Vec<Warning>), FormatError> {
+        load_window(path, bytes)
+    }
+}
+
 /// Loads one msprobe `dump.json` (with the construct.json and stack.json beside it) as a
 /// window.
 ///
@@ -37,7 +73,7 @@ use dump::{Parsed, parse};
 /// A message naming the file when it is not a JSON object with a `data` object, or breaks
 /// before `data` starts. A break inside or after `data` is a warning instead: the entries
 /// before it are kept.
-pub fn load_window(path: &Path, bytes: &[u8]) -> Result<(Manifest, Vec<Warning>), LoadError> {
+pub fn load_window(path: &Path, bytes: &[u8]) -> Result<(Window, Vec<Warning>), FormatError> {
     let dir = path.parent().unwrap_or(Path::new(""));
     let dir = if dir.as_os_str().is_empty() {
         Path::new(".")
@@ -45,10 +81,7 @@ pub fn load_window(path: &Path, bytes: &[u8]) -> Result<(Manifest, Vec<Warning>)
         dir
     };
     let (parsed, (sources, problems)) = rayon::join(|| parse(bytes), || context::read(dir));
-    let parsed = parsed.map_err(|problem| LoadError::Input {
-        path: path.to_path_buf(),
-        problem,
-    })?;
+    let parsed = parsed.map_err(|problem| FormatError::invalid(path, None, problem))?;
     let warn = |message: String| Warning {
         file: path.to_path_buf(),
         message,
@@ -92,7 +125,7 @@ pub fn load_window(path: &Path, bytes: &[u8]) -> Result<(Manifest, Vec<Warning>)
         metadata.insert("pid".into(), pid.into());
     }
     let context = build_context(&parsed, &sources);
-    let mut manifest = Manifest {
+    let manifest = Window {
         source: path.to_path_buf(),
         schema_version: SCHEMA_VERSION,
         probe: "msprobe".into(),
@@ -106,10 +139,9 @@ pub fn load_window(path: &Path, bytes: &[u8]) -> Result<(Manifest, Vec<Warning>)
         records: parsed.records,
         input_sets: Vec::new(),
         format: SourceFormat::Msprobe,
+        facts: &FACTS,
         context: Some(Arc::new(context)),
     };
-    warnings.extend(check_records(&manifest));
-    warnings.extend(drop_escaping_evidence(&mut manifest));
     Ok((manifest, warnings))
 }
 

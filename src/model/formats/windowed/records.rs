@@ -5,7 +5,7 @@ use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 
 use super::schema::{Invocation, Read, Task, Tensor};
-use crate::model::manifest::{Name, Record, dims, strides};
+use crate::model::dump::{Name, Record, dims, strides};
 use crate::model::tensor::DType;
 
 /// One record to be, before its statistics are computed.
@@ -13,7 +13,7 @@ use crate::model::tensor::DType;
 pub struct Planned {
     /// `stats: None` until the file is measured.
     pub record: Record,
-    /// Labelled lines for [`crate::model::manifest::Context`].
+    /// Labelled lines for [`crate::model::dump::Context`].
     pub context: Vec<(String, String)>,
     /// The tensor file to measure, when the manifest names one inside the window.
     pub source: Option<Source>,
@@ -152,7 +152,7 @@ fn plan_one(
         .map(|s| s.iter().product());
     let (source, problem) = match t.file.as_deref() {
         None => (None, Some("the manifest names no file for it".to_string())),
-        Some(file) => match crate::model::evidence::resolve(window_dir, file) {
+        Some(file) => match crate::model::dump::evidence::resolve(window_dir, file) {
             Ok(path) => (
                 Some(Source {
                     path,

@@ -1,10 +1,8 @@
-//! The probe's manifest (docs/manifest.md, schema version 1) as Rust types.
+//! The shared record model: one captured tensor ([`Record`]), its statistics ([`Stats`]) and
+//! the interned names and dimension lists every format's reader produces.
 //!
-//! One [`Manifest`] is one rank's label window: the records of every
-//! `capture()` in capture order plus the operator input sets of
-//! `capture_inputs()`. Parsing is strict about types (a wrong type is an
-//! error naming the file, line and column) and lenient about extra fields,
-//! which are ignored so that newer probes stay readable.
+//! The serde impls read the probe manifest's record shape (docs/manifest.md); other formats'
+//! readers fill `Record::default()` field by field.
 
 use std::borrow::Cow;
 use std::cell::RefCell;
@@ -14,48 +12,6 @@ use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 
 use serde::{Deserialize, Deserializer};
-
-/// The only `schema_version` this build reads.
-pub const SCHEMA_VERSION: u32 = 1;
-/// The value of the manifest's `format` field.
-pub const FORMAT: &str = "dumpview.manifest";
-
-/// Why a manifest could not be read. Every variant names the file.
-#[derive(Debug, thiserror::Error)]
-pub enum ManifestError {
-    /// The file could not be opened or read.
-    #[error("{path}: cannot read: {source}")]
-    Io {
-        path: PathBuf,
-        #[source]
-        source: std::io::Error,
-    },
-    /// The bytes are not a JSON manifest of the expected shape.
-    #[error("{path}: not a valid manifest: {source}")]
-    Json {
-        path: PathBuf,
-        #[source]
-        source: serde_json::Error,
-    },
-    /// The file is JSON but says it is something else.
-    #[error("{path}: `format` is {found:?}, expected {FORMAT:?}")]
-    Format { path: PathBuf, found: String },
-    /// Written by a probe whose format this build does not know.
-    #[error(
-        "{path}: schema_version {found} is not supported (this dumpview reads {SCHEMA_VERSION})"
-    )]
-    Version { path: PathBuf, found: u64 },
-    /// A header field every window needs is absent.
-    #[error("{path}: required field `{field}` is missing")]
-    Missing { path: PathBuf, field: &'static str },
-    /// The file is cut short or broken after its header (strict parsing only;
-    /// [`crate::model::load`] keeps the records before the break instead).
-    #[error("{path}: {stop}")]
-    Truncated {
-        path: PathBuf,
-        stop: crate::model::parse::Stop,
-    },
-}
 
 /// Whether a record came from an eager `capture()` or a graph slot read after replay.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]
@@ -425,11 +381,11 @@ impl Record {
     ///
     /// # Errors
     /// A message naming the file when `tensor_file` is absolute, holds `..`, or
-    /// resolves outside `window_dir` (see [`crate::model::evidence::resolve`]).
+    /// resolves outside `window_dir` (see [`crate::model::dump::evidence::resolve`]).
     pub fn tensor_path(&self, window_dir: &Path) -> Result<Option<PathBuf>, String> {
         self.tensor_file
             .as_deref()
-            .map(|file| crate::model::evidence::resolve(window_dir, file))
+            .map(|file| crate::model::dump::evidence::resolve(window_dir, file))
             .transpose()
     }
 }
@@ -445,152 +401,6 @@ pub fn keys_increase(records: &[Record]) -> bool {
         let previous = last.insert(r.stage.as_str(), r.occurrence);
         previous.is_none_or(|p| p < r.occurrence)
     })
-}
-
-/// One `capture_inputs()` call: a complete operator input set saved for replay.
-#[derive(Debug, Clone, PartialEq, Deserialize)]
-pub struct InputSet {
-    pub stage: String,
-    pub occurrence: u32,
-    /// `.pt` file relative to the window directory.
-    pub file: String,
-    /// Argument name → description (`kind` plus layout or value), as written.
-    pub args: serde_json::Map<String, serde_json::Value>,
-}
-
-/// One rank's label window, as written by `finish()`.
-#[derive(Debug, Clone, PartialEq, Deserialize)]
-pub struct Manifest {
-    /// Where it was read from (not part of the file).
-    #[serde(skip)]
-    pub source: PathBuf,
-    pub schema_version: u32,
-    #[serde(default)]
-    pub probe: String,
-    pub label: String,
-    #[serde(rename = "match")]
-    pub match_index: u32,
-    pub occurrence: u32,
-    pub rank: u32,
-    pub world_size: u32,
-    #[serde(default)]
-    pub metadata: serde_json::Map<String, serde_json::Value>,
-    #[serde(default)]
-    pub stats_dtype: Option<String>,
-    pub records: Vec<Record>,
-    #[serde(default)]
-    pub input_sets: Vec<InputSet>,
-    /// The format the window was read from (not part of the file).
-    #[serde(skip)]
-    pub format: SourceFormat,
-    /// What the source format says about records beyond the probe's fields (msprobe's module
-    /// hierarchy and call stack, a windowed dump's tensor roles and task metadata); `None`
-    /// for dumpview's own manifests.
-    #[serde(skip)]
-    pub context: Option<std::sync::Arc<Context>>,
-}
-
-/// The dump format a window was read from.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash, serde::Serialize)]
-#[serde(rename_all = "snake_case")]
-pub enum SourceFormat {
-    /// dumpview's probe manifest (docs/manifest.md).
-    #[default]
-    Probe,
-    /// An msprobe (MindStudio probe) `dump.json` with its construct.json and stack.json.
-    Msprobe,
-    /// A windowed mega-kernel dump: `rank_R/window_NNNN/manifest.json`, schemaVersion 4.
-    Windowed,
-}
-
-impl SourceFormat {
-    /// How the format is named in the workbench header and in reports.
-    pub fn name(self) -> &'static str {
-        match self {
-            SourceFormat::Probe => "dump_probe manifest",
-            SourceFormat::Msprobe => "msprobe dump",
-            SourceFormat::Windowed => "windowed dump (schemaVersion 4)",
-        }
-    }
-}
-
-/// Per-record notes from a source format, shared by groups of records: `groups[g]` holds
-/// labelled lines (`("module", "Module.layer1.0.conv1.Conv2d.forward.0")`,
-/// `("stack", "File model.py, line 12, in forward")`, `("role", "stage_output")`), and
-/// `record_group[i]` names the group of record `i` (`u32::MAX`: none).
-#[derive(Debug, Clone, Default, PartialEq)]
-pub struct Context {
-    pub groups: Vec<Vec<(String, String)>>,
-    pub record_group: Vec<u32>,
-}
-
-impl Context {
-    /// The labelled lines of record `index` (empty when it has none).
-    pub fn of(&self, index: usize) -> &[(String, String)] {
-        self.record_group
-            .get(index)
-            .and_then(|&g| self.groups.get(g as usize))
-            .map_or(&[], Vec::as_slice)
-    }
-}
-
-impl Manifest {
-    /// Reads and parses the manifest at `path`.
-    ///
-    /// # Errors
-    /// [`ManifestError`] naming `path`: unreadable file, invalid JSON or field
-    /// types (with line and column), wrong `format`, unknown `schema_version`.
-    pub fn load(path: &Path) -> Result<Manifest, ManifestError> {
-        let bytes = std::fs::read(path).map_err(|source| ManifestError::Io {
-            path: path.to_path_buf(),
-            source,
-        })?;
-        Manifest::from_slice(&bytes, path)
-    }
-
-    /// Parses complete manifest bytes; `path` names the source in errors.
-    ///
-    /// # Errors
-    /// As [`Manifest::load`], plus [`ManifestError::Truncated`] when the
-    /// bytes stop being a manifest after the header.
-    pub fn from_slice(bytes: &[u8], path: &Path) -> Result<Manifest, ManifestError> {
-        let parsed = crate::model::parse::parse_manifest(bytes, path)?;
-        match parsed.stopped {
-            None => Ok(parsed.manifest),
-            Some(stop) => Err(ManifestError::Truncated {
-                path: path.to_path_buf(),
-                stop,
-            }),
-        }
-    }
-
-    /// The directory that holds this window's `tensors/` and `inputs/`.
-    pub fn window_dir(&self) -> &Path {
-        self.source.parent().unwrap_or(Path::new("."))
-    }
-
-    /// The first record in capture order with a NaN or infinity, if any.
-    pub fn first_nonfinite(&self) -> Option<&Record> {
-        self.records
-            .iter()
-            .find(|r| r.stats.as_ref().is_some_and(Stats::has_nonfinite))
-    }
-
-    /// The token ids in `metadata.token_ids`, when present and all integers.
-    pub fn token_ids(&self) -> Option<Vec<i64>> {
-        fn flatten(value: &serde_json::Value, out: &mut Vec<i64>) -> Option<()> {
-            match value {
-                serde_json::Value::Array(items) => items.iter().try_for_each(|v| flatten(v, out)),
-                other => {
-                    out.push(other.as_i64()?);
-                    Some(())
-                }
-            }
-        }
-        let mut ids = Vec::new();
-        flatten(self.metadata.get("token_ids")?, &mut ids)?;
-        Some(ids)
-    }
 }
 
 /// A statistic: a number, `null`, or one of the strings `"nan"`, `"inf"`, `"-inf"`.
@@ -689,7 +499,7 @@ fn stat<'de, D: Deserializer<'de>>(deserializer: D) -> Result<Option<f64>, D::Er
 }
 
 /// One statistic on its own, read exactly as a field of [`Stats`] is: the line-by-line
-/// record reader of [`crate::model::parse`] converts numbers through it.
+/// record reader of [`crate::model::formats::probe::parse`] converts numbers through it.
 pub(crate) struct StatValue(pub(crate) Option<f64>);
 
 impl<'de> Deserialize<'de> for StatValue {
@@ -701,40 +511,6 @@ impl<'de> Deserialize<'de> for StatValue {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    fn parse(text: &str) -> Result<Manifest, ManifestError> {
-        Manifest::from_slice(text.as_bytes(), Path::new("m.json"))
-    }
-
-    #[test]
-    fn unknown_version_is_named() {
-        let err = parse(r#"{"format":"dumpview.manifest","schema_version":7}"#).unwrap_err();
-        assert_eq!(
-            err.to_string(),
-            "m.json: schema_version 7 is not supported (this dumpview reads 1)"
-        );
-    }
-
-    #[test]
-    fn wrong_format_is_named() {
-        let err = parse(r#"{"format":"other","schema_version":1}"#).unwrap_err();
-        assert!(
-            err.to_string().starts_with("m.json: `format` is \"other\""),
-            "{err}"
-        );
-    }
-
-    #[test]
-    fn wrong_type_names_line_and_column() {
-        let text = "{\"format\":\"dumpview.manifest\",\"schema_version\":1,\n\"label\":3}";
-        let err = parse(text).unwrap_err();
-        let message = err.to_string();
-        assert!(
-            message.starts_with("m.json: not a valid manifest: invalid type"),
-            "{message}"
-        );
-        assert!(message.contains("line 2"), "{message}");
-    }
 
     #[test]
     fn stat_strings_decode_to_non_finite_floats() {

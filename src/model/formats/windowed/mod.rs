@@ -2,13 +2,13 @@
 //! L0 invocations or L1 tasks of one rank's capture window, every tensor in a torch.save file
 //! beside it (docs/windowed.md).
 //!
-//! One manifest becomes one [`Manifest`] window with one [`Record`] per saved tensor. The dump
+//! One manifest becomes one [`Window`] window with one [`Record`] per saved tensor. The dump
 //! records no statistics, so they are computed here from the tensor files, several files at
 //! once on rayon's threads, with the project's own reader (no pickle code runs). A tensor file
 //! that is missing or unreadable costs its record's statistics and a warning naming the file,
 //! never the window; a manifest cut short keeps what it holds, with a warning.
 //!
-//! [`Record`]: crate::model::manifest::Record
+//! [`Record`]: crate::model::dump::Record
 
 mod records;
 mod schema;
@@ -19,8 +19,39 @@ use std::sync::Arc;
 
 use rayon::prelude::*;
 
-use super::load::{LoadError, Warning};
-use super::manifest::{Context, Manifest, SourceFormat, dims, strides};
+use crate::model::dump::{Context, FormatFacts, SourceFormat, Warning, Window, dims, strides};
+use crate::model::formats::probe::MANIFEST_NAME;
+use crate::model::formats::{Format, FormatError, HEAD_BYTES};
+
+/// A windowed dump's facts: no input ids; non-finite elements counted from the tensor files.
+pub static FACTS: FormatFacts = FormatFacts {
+    name: "windowed dump (schemaVersion 4)",
+    records_input_ids: false,
+    counts_nonfinite: true,
+    missing_data_advice: "The two captures recorded different sets of tensors.",
+};
+
+/// Windowed mega-kernel dumps (seed 003): `rank_R/window_NNNN/manifest.json`.
+pub struct Windowed;
+
+impl Format for Windowed {
+    fn id(&self) -> SourceFormat {
+        SourceFormat::Windowed
+    }
+    fn facts(&self) -> &'static FormatFacts {
+        &FACTS
+    }
+    fn file_names(&self) -> &'static [&'static str] {
+        &[MANIFEST_NAME]
+    }
+    /// By content ([`is_windowed`]): its manifests share the probe's file name.
+    fn claims(&self, _path: &Path, head: &[u8]) -> bool {
+        is_windowed(head)
+    }
+    fn read(&self, path: &Path, bytes: &[u8]) -> Result<(Window, Vec<Warning>), FormatError> {
+        load_window(path, bytes)
+    }
+}
 
 /// The only `schemaVersion` this build reads.
 pub const SCHEMA_VERSION: u64 = 4;
@@ -34,7 +65,7 @@ const MAX_FILE_WARNINGS: usize = 10;
 /// or when `"schemaVersion"` appears in the first 4 KiB of a file that does not call itself a
 /// dumpview probe manifest (whose metadata may hold any key).
 pub fn is_windowed(bytes: &[u8]) -> bool {
-    let head = &bytes[..bytes.len().min(4096)];
+    let head = &bytes[..bytes.len().min(HEAD_BYTES)];
     let body = head.strip_prefix(b"\xEF\xBB\xBF").unwrap_or(head);
     let mut rest = body.trim_ascii_start();
     if let Some(after) = rest.strip_prefix(b"{") {
@@ -57,12 +88,9 @@ pub fn is_windowed(bytes: &[u8]) -> bool {
 /// A message naming the file when it is not a windowed manifest of schemaVersion 4, when it
 /// is cut short before its header was read, or when neither it nor its directories say the
 /// rank and window number.
-pub fn load_window(path: &Path, bytes: &[u8]) -> Result<(Manifest, Vec<Warning>), LoadError> {
+pub fn load_window(path: &Path, bytes: &[u8]) -> Result<(Window, Vec<Warning>), FormatError> {
     let read = schema::read(bytes);
-    let error = |problem: String| LoadError::Input {
-        path: path.to_path_buf(),
-        problem,
-    };
+    let error = |problem: String| FormatError::invalid(path, None, problem);
     let mut warnings = Vec::new();
     let warn = |warnings: &mut Vec<Warning>, message: String| {
         warnings.push(Warning {
@@ -148,7 +176,7 @@ pub fn load_window(path: &Path, bytes: &[u8]) -> Result<(Manifest, Vec<Warning>)
     for mapped in ["rank", "windowIndex"] {
         metadata.remove(mapped);
     }
-    let manifest = Manifest {
+    let manifest = Window {
         source: path.to_path_buf(),
         schema_version: SCHEMA_VERSION as u32,
         probe: format!("windowed tensor dump, schemaVersion {SCHEMA_VERSION}, {level}"),
@@ -168,6 +196,7 @@ pub fn load_window(path: &Path, bytes: &[u8]) -> Result<(Manifest, Vec<Warning>)
         records,
         input_sets: Vec::new(),
         format: SourceFormat::Windowed,
+        facts: &FACTS,
         context: Some(Arc::new(context)),
     };
     Ok((manifest, warnings))

@@ -3,8 +3,8 @@
 
 use serde::Serialize;
 
-use super::compare::{STATS, Verdict};
-use super::diff::DiffReport;
+use crate::model::analysis::compare::{STATS, Verdict};
+use crate::model::analysis::diff::DiffReport;
 
 /// One statistic's columns in a row.
 #[derive(Debug, Clone, PartialEq, Serialize)]

@@ -6,13 +6,13 @@ use std::path::Path;
 
 use serde::Serialize;
 
-use super::compare::{Tolerances, Verdict};
-use super::diff::{DiffReport, Identity, WindowDiff, diff};
-use super::load::{Dump, Warning};
-use super::manifest::Manifest;
-use super::scan::{AliasGroup, NonFinite, WindowScan, scan_window};
-use super::tensor::metrics::Progress;
-use super::tensor::pairing::{FileComparison, compare_saved};
+use crate::model::analysis::compare::{Tolerances, Verdict};
+use crate::model::analysis::diff::{DiffReport, Identity, WindowDiff, diff};
+use crate::model::dump::{Dump, Warning};
+use crate::model::dump::Window;
+use crate::model::analysis::scan::{AliasGroup, NonFinite, WindowScan, scan_window};
+use crate::model::tensor::metrics::Progress;
+use crate::model::tensor::pairing::{FileComparison, compare_saved};
 
 /// Lists longer than this are cut in the report (the full lists are in `dumpview diff --json`).
 pub const LIST_LIMIT: usize = 40;
@@ -62,7 +62,7 @@ pub struct WindowFinding {
     /// Metadata and topology that differ between the two runs (`key: A vs B`).
     pub metadata_differences: Vec<String>,
     /// The first divergence with both sides' statistics, their differences and bounds.
-    pub first_divergence: Option<super::diff::PairDiff>,
+    pub first_divergence: Option<crate::model::analysis::diff::PairDiff>,
     pub diverging_pairs: usize,
     /// A capture command that saves the diverging stage's tensors on the next run.
     pub next_step: Option<String>,
@@ -447,7 +447,7 @@ impl Report {
         let mut md = String::new();
         let _ = writeln!(md, "## First divergence\n");
         if let Some(t) = &self.tolerances {
-            let parts: Vec<String> = super::compare::STATS
+            let parts: Vec<String> = crate::model::analysis::compare::STATS
                 .iter()
                 .zip(&t.per_stat)
                 .map(|(name, tol)| format!("{name} rtol {:e} atol {:e}", tol.rtol, tol.atol))
@@ -549,7 +549,7 @@ fn finding(w: &WindowDiff) -> WindowFinding {
     let first = w.first().cloned();
     let next_step = first.as_ref().map(|p| {
         let stage = p.key.rsplit_once('#').map_or(p.key.as_str(), |(s, _)| s);
-        let select = |r: &super::diff::WindowRef| {
+        let select = |r: &crate::model::analysis::diff::WindowRef| {
             format!(
                 "DUMP_PROBE=1 DUMP_PROBE_RANKS={} DUMP_PROBE_TENSOR='^{}$' DUMP_PROBE_MATCH={} DUMP_PROBE_OCCURRENCE={}",
                 r.rank,
@@ -597,7 +597,7 @@ fn regex_escape(text: &str) -> String {
 }
 
 fn missing(report: &DiffReport) -> Vec<String> {
-    let describe = |side: &str, w: &super::diff::WindowRef| {
+    let describe = |side: &str, w: &crate::model::analysis::diff::WindowRef| {
         format!(
             "window rank {} label {:?} exists only in {side}: {}",
             w.rank, w.label, w.source
@@ -619,7 +619,7 @@ fn sources(dump: &Dump) -> Vec<String> {
 }
 
 /// The saved tensor (and input sets) of `key` in `window`, when the probe wrote them.
-fn tensor_evidence(side: char, window: &Manifest, key: &str) -> Vec<Evidence> {
+fn tensor_evidence(side: char, window: &Window, key: &str) -> Vec<Evidence> {
     let mut out = Vec::new();
     let dir = window.window_dir();
     for r in window.records.iter().filter(|r| r.key() == key) {
@@ -638,7 +638,7 @@ fn tensor_evidence(side: char, window: &Manifest, key: &str) -> Vec<Evidence> {
 /// `dir/file` when `file` is a plain relative path (no root, no `..`); evidence never leaves the dump.
 /// The saved tensor file of `key` in `window`, when the record names one that resolves
 /// inside the window directory and exists.
-pub fn saved_tensor(window: &Manifest, key: &str) -> Option<std::path::PathBuf> {
+pub fn saved_tensor(window: &Window, key: &str) -> Option<std::path::PathBuf> {
     window
         .records
         .iter()

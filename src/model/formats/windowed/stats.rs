@@ -10,7 +10,7 @@ use std::path::Path;
 
 use rayon::prelude::*;
 
-use crate::model::manifest::Stats;
+use crate::model::dump::Stats;
 use crate::model::tensor::{DType, TensorEntry, TensorFile, TensorView};
 
 /// Elements per chunk: large enough that a chunk outweighs scheduling it.

@@ -10,7 +10,7 @@
 use std::borrow::Cow;
 
 use super::json::{Error, Reader, Value};
-use crate::model::manifest::{Dims, dims};
+use crate::model::dump::{Dims, dims};
 
 /// A statistic as written: a number (NaN and ±inf included), a bool, or nothing (absent,
 /// `null`, anything else).
@@ -183,7 +183,7 @@ fn read_sizes(reader: &mut Reader<'_>) -> Result<Option<Dims>, Error> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::model::msprobe::json::parse;
+    use crate::model::formats::msprobe::json::parse;
 
     /// The leaf read straight and the leaf read as an object agree.
     fn both(text: &str) -> Leaf<'static> {

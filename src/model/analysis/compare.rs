@@ -15,7 +15,7 @@
 
 use serde::Serialize;
 
-use super::manifest::{Record, Stats};
+use crate::model::dump::{Record, Stats};
 
 /// The compared statistics, in report order.
 pub const STATS: [&str; 6] = ["max_abs", "min", "max", "mean", "l2", "pos_checksum"];
@@ -434,7 +434,7 @@ mod tests {
             seq: 0,
             stage: "s".into(),
             occurrence: 1,
-            mode: super::super::manifest::Mode::Eager,
+            mode: crate::model::dump::Mode::Eager,
             dtype: "float32".into(),
             shape: vec![2, 2].into(),
             stride: vec![2, 1].into(),

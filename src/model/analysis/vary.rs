@@ -4,14 +4,14 @@
 //! reduction) shows as statistics that change between captures of the same
 //! input. For each `stage#occurrence` of the first capture, the spread of
 //! each statistic over all captures is `(max − min) / scale`, with the
-//! scales of [`super::compare`]; a stage's variability is its largest
+//! scales of [`crate::model::analysis::compare`]; a stage's variability is its largest
 //! spread, and NaN/inf counts that differ between runs are variability of 1.
 
 use serde::Serialize;
 
-use super::compare::STATS;
-use super::diff::pair_windows;
-use super::manifest::{Manifest, Stats};
+use crate::model::analysis::compare::STATS;
+use crate::model::analysis::diff::pair_windows;
+use crate::model::dump::{Window, Stats};
 
 /// Default threshold: spreads up to this are float noise, not variability.
 pub const DEFAULT_THRESHOLD: f64 = 1e-6;
@@ -110,12 +110,12 @@ fn spread_of(name: &'static str, all: &[&Stats]) -> Spread {
 }
 
 /// Variability across `captures` (each a list of windows as loaded; at least two).
-pub fn vary(captures: &[Vec<Manifest>], threshold: f64) -> VaryReport {
+pub fn vary(captures: &[Vec<Window>], threshold: f64) -> VaryReport {
     let mut ranks = Vec::new();
     if let Some((first, rest)) = captures.split_first() {
         for reference in first {
             // The window of each other capture that pairs with this one.
-            let mut windows: Vec<&Manifest> = vec![reference];
+            let mut windows: Vec<&Window> = vec![reference];
             for other in rest {
                 let (pairs, _, _) = pair_windows(std::slice::from_ref(reference), other);
                 if let Some(&(_, w)) = pairs.first() {
@@ -132,7 +132,7 @@ pub fn vary(captures: &[Vec<Manifest>], threshold: f64) -> VaryReport {
     }
 }
 
-fn rank_variability(windows: &[&Manifest], threshold: f64) -> RankVariability {
+fn rank_variability(windows: &[&Window], threshold: f64) -> RankVariability {
     let reference = windows[0];
     let indexes: Vec<std::collections::HashMap<(&str, u32), usize>> = windows
         .iter()

@@ -2,7 +2,7 @@
 
 use std::collections::BTreeSet;
 
-use super::manifest::{Manifest, Mode};
+use crate::model::dump::{Window, Mode};
 
 /// Counts and the first non-finite record of one manifest.
 #[derive(Debug, Clone, PartialEq, serde::Serialize)]
@@ -40,7 +40,7 @@ pub struct NonFinite {
 
 impl WindowSummary {
     /// Summarises `manifest`; `source` is how to name it to a user.
-    pub fn of(manifest: &Manifest, source: &str) -> WindowSummary {
+    pub fn of(manifest: &Window, source: &str) -> WindowSummary {
         let stages: BTreeSet<&str> = manifest.records.iter().map(|r| r.stage.as_str()).collect();
         WindowSummary {
             source: source.to_string(),

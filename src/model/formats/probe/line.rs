@@ -8,7 +8,7 @@
 //! types with the same rules, and by converting every statistic through serde itself
 //! ([`StatValue`]), so floats come out bit for bit as serde_json makes them.
 
-use crate::model::manifest::{Dims, Mode, Name, Record, StatValue, Stats, Strides, dims, strides};
+use crate::model::dump::{Dims, Mode, Name, Record, StatValue, Stats, Strides, dims, strides};
 
 /// Reads records, remembering the last dtype, device, shape and strides it read: consecutive
 /// records mostly share them, and then they are not looked up again.
@@ -40,7 +40,7 @@ impl Reader {
 /// Reads one record on its own.
 #[cfg(test)]
 fn record(text: &[u8]) -> Option<Record> {
-    let mut out = crate::model::manifest::Record::default();
+    let mut out = crate::model::dump::Record::default();
     Reader::default().read(text, &mut out).then_some(out)
 }
 

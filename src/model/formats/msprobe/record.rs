@@ -8,7 +8,7 @@
 //! tolerance scale needs); otherwise it is unknown.
 
 use super::leaf::{Leaf, Scalar, Stat};
-use crate::model::manifest::{Name, Record, Stats, dims, strides};
+use crate::model::dump::{Name, Record, Stats, dims, strides};
 
 /// The directory, beside dump.json, that holds a tensor-mode dump's files.
 pub const TENSOR_DIR: &str = "dump_tensor_data";
@@ -143,7 +143,7 @@ fn tensor_stats(stats: &[Stat; 4], numel: u64) -> Option<Stats> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::model::msprobe::json::{Value, parse};
+    use crate::model::formats::msprobe::json::{Value, parse};
 
     fn read(json: &str) -> Record {
         let Value::Leaf(leaf) = parse(json.as_bytes()).unwrap() else {

@@ -17,7 +17,7 @@ use rayon::prelude::*;
 use super::json::{self, Reader, Separator, Value};
 use super::names::{self, EntryKeys, Keys};
 use super::record;
-use crate::model::manifest::{Name, Record};
+use crate::model::dump::{Name, Record};
 
 /// One entry of `data` that gave rows.
 #[derive(Debug)]

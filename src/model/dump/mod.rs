@@ -1,0 +1,19 @@
+//! The in-memory capture: [`Dump`] (all windows of one capture), [`Window`] (one rank's label
+//! window), [`Record`] (one captured tensor) with its [`Stats`], the [`StageKey`] that pairs
+//! records, [`Warning`]s, and the one rule for evidence paths ([`evidence`]).
+//!
+//! Nothing here knows a file format or touches the file system, except [`evidence::resolve`],
+//! which must look at the file a path names to refuse symbolic links leading out of a dump.
+
+pub mod evidence;
+mod capture;
+mod record;
+mod stage_key;
+mod warning;
+mod window;
+
+pub use capture::Dump;
+pub use record::*;
+pub use stage_key::StageKey;
+pub use warning::Warning;
+pub use window::*;

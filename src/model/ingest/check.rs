@@ -1,0 +1,114 @@
+//! The checks every window of every format gets once read ([`check_window`]): repeated keys,
+//! records out of capture order, and evidence paths that would lead out of the dump.
+
+use std::collections::HashMap;
+
+use rayon::prelude::*;
+
+use crate::model::dump::{Warning, Window, evidence, keys_increase};
+
+/// Applies every check to `window`: [`check_records`] and [`drop_escaping_evidence`], the two
+/// run side by side. Returns their warnings, in that order.
+pub fn check_window(window: &mut Window) -> Vec<Warning> {
+    let (mut checked, refused) = rayon::join(
+        || check_records(window),
+        || escaping_tensor_files(window),
+    );
+    checked.extend(drop_refused_evidence(window, refused));
+    checked
+}
+
+/// Evidence files that would resolve outside the window directory (absolute paths, `..`,
+/// symbolic links leading out): one warning each, and the path is dropped so nothing opens it.
+pub fn drop_escaping_evidence(manifest: &mut Window) -> Vec<Warning> {
+    let refused = escaping_tensor_files(manifest);
+    drop_refused_evidence(manifest, refused)
+}
+
+/// The records whose `tensor_file` [`drop_escaping_evidence`] refuses, with why, in order.
+/// Resolving touches the file system for every saved tensor, so it runs on rayon's threads.
+fn escaping_tensor_files(manifest: &Window) -> Vec<(usize, String)> {
+    let window_dir = manifest.window_dir();
+    manifest
+        .records
+        .par_iter()
+        .enumerate()
+        .filter(|(_, record)| record.tensor_file.is_some())
+        .filter_map(|(i, record)| record.tensor_path(window_dir).err().map(|m| (i, m)))
+        .collect()
+}
+
+/// The rest of [`drop_escaping_evidence`], given [`escaping_tensor_files`].
+fn drop_refused_evidence(manifest: &mut Window, refused: Vec<(usize, String)>) -> Vec<Warning> {
+    let window_dir = manifest.window_dir().to_path_buf();
+    let mut warnings = Vec::new();
+    for (i, message) in refused {
+        let record = &mut manifest.records[i];
+        warnings.push(Warning {
+            file: manifest.source.clone(),
+            message: format!(
+                "{} (seq {}): {message}; the tensor file is not used",
+                record.key(),
+                record.seq
+            ),
+        });
+        record.tensor_file = None;
+    }
+    manifest.input_sets.retain(
+        |set| match evidence::resolve(&window_dir, &set.file) {
+            Ok(_) => true,
+            Err(message) => {
+                warnings.push(Warning {
+                    file: manifest.source.clone(),
+                    message: format!(
+                        "input set {}#{}: {message}; the input set is not used",
+                        set.stage, set.occurrence
+                    ),
+                });
+                false
+            }
+        },
+    );
+    warnings
+}
+
+/// Consistency problems that do not stop a load: duplicate `stage#occurrence`
+/// keys (the first one is used for pairing) and records out of capture order.
+pub fn check_records(manifest: &Window) -> Vec<Warning> {
+    let mut warnings = Vec::new();
+    // Keys whose occurrences increase per stage (the probe's) cannot repeat: no map needed.
+    let unique = keys_increase(&manifest.records);
+    let mut seen: HashMap<(&str, u32), u64> = HashMap::new();
+    let mut last_seq = None;
+    for record in &manifest.records {
+        let repeated = if unique {
+            None
+        } else {
+            seen.insert((&record.stage, record.occurrence), record.seq)
+        };
+        if let Some(first) = repeated {
+            seen.insert((&record.stage, record.occurrence), first);
+            warnings.push(Warning {
+                file: manifest.source.clone(),
+                message: format!(
+                    "{} appears twice (seq {first} and {}); pairing uses seq {first}",
+                    record.key(),
+                    record.seq
+                ),
+            });
+        }
+        if last_seq.is_some_and(|last| record.seq <= last) {
+            warnings.push(Warning {
+                file: manifest.source.clone(),
+                message: format!(
+                    "seq {} of {} is not after the previous record's",
+                    record.seq,
+                    record.key()
+                ),
+            });
+        }
+        last_seq = Some(record.seq);
+    }
+    warnings
+}
+

@@ -1,0 +1,261 @@
+//! The one ingest pipeline: discover the dump files under the inputs ([`discover`]), read them
+//! in parallel with progress, each by the format that claims it ([`crate::model::formats`]),
+//! and apply the same checks to every window of every format ([`check`]).
+//!
+//! Every file becomes one [`Window`] (one rank's label window). A file cut short by a killed
+//! run keeps its records and adds a [`Warning`] naming the file and byte offset; a broken
+//! header, an unknown schema version or an unreadable file is an error naming the file.
+
+mod check;
+mod discover;
+
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
+
+pub use check::{check_records, check_window, drop_escaping_evidence};
+pub use discover::discover;
+
+use crate::model::dump::{Dump, Warning, Window};
+use crate::model::formats::{self, FormatError, HEAD_BYTES};
+use crate::model::io::FileBytes;
+
+/// Why inputs could not be loaded.
+#[derive(Debug, thiserror::Error)]
+pub enum LoadError {
+    /// A file could not be read as a window of the format that claimed it.
+    #[error(transparent)]
+    Format(#[from] FormatError),
+    /// A path that is neither a file nor a directory holding dump files.
+    #[error("{path}: {problem}")]
+    Input {
+        /// The path as given.
+        path: PathBuf,
+        /// What is wrong with it.
+        problem: String,
+    },
+}
+
+impl From<formats::probe::ManifestError> for LoadError {
+    fn from(error: formats::probe::ManifestError) -> LoadError {
+        LoadError::Format(error.into())
+    }
+}
+
+/// Progress of a load, reported once per manifest file.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Progress {
+    /// Files read so far.
+    pub files_done: usize,
+    /// Files to read.
+    pub files_total: usize,
+    /// Bytes of the files read so far.
+    pub bytes_done: u64,
+    /// Bytes of all files to read.
+    pub bytes_total: u64,
+    /// Records read so far.
+    pub records: usize,
+}
+
+/// Loads every manifest under `inputs` (see [`discover`]).
+///
+/// `progress` is called after each file. Records stay in capture order.
+///
+/// # Errors
+/// The first input that cannot be found or whose header cannot be read.
+pub fn load(inputs: &[PathBuf], progress: &mut dyn FnMut(Progress)) -> Result<Dump, LoadError> {
+    let files = discover(inputs)?;
+    let sizes: Vec<u64> = files
+        .iter()
+        .map(|f| std::fs::metadata(f).map(|m| m.len()).unwrap_or(0))
+        .collect();
+    let bytes_total = sizes.iter().sum();
+    let mut dump = Dump::default();
+    let mut state = Progress {
+        files_done: 0,
+        files_total: files.len(),
+        bytes_done: 0,
+        bytes_total,
+        records: 0,
+    };
+    let mut failed = None;
+    load_in_order(&files, &mut |index, loaded| {
+        let (manifest, warnings) = match loaded {
+            Ok(loaded) => loaded,
+            Err(error) => {
+                failed = Some(error);
+                return false;
+            }
+        };
+        state.records += manifest.records.len();
+        dump.windows.push(manifest);
+        dump.warnings.extend(warnings);
+        state.files_done += 1;
+        state.bytes_done += sizes[index];
+        progress(state);
+        true
+    });
+    if let Some(error) = failed {
+        return Err(error);
+    }
+    dump.windows.sort_by(|a, b| {
+        (a.rank, a.match_index, a.occurrence, &a.source).cmp(&(
+            b.rank,
+            b.match_index,
+            b.occurrence,
+            &b.source,
+        ))
+    });
+    Ok(dump)
+}
+
+type Loaded = Result<(Window, Vec<Warning>), LoadError>;
+
+/// Reads and parses `files`, several at once on rayon's threads, and hands each result to
+/// `each` on the calling thread in file order as soon as it and those before it are done,
+/// until `each` returns false. Each file's bytes are dropped as soon as it is parsed.
+fn load_in_order(files: &[PathBuf], each: &mut dyn FnMut(usize, Loaded) -> bool) {
+    let one = |file: &PathBuf| -> Loaded {
+        let bytes = FileBytes::read(file, true).map_err(|source| FormatError::Io {
+            path: file.clone(),
+            source,
+        })?;
+        let loaded = read_window(&bytes, file);
+        bytes.release();
+        loaded
+    };
+    // One file gets all threads inside the parser. From inside rayon's pool, waiting here
+    // for other tasks could hold up the thread that would run them: load in turn.
+    if files.len() < 2
+        || rayon::current_num_threads() < 2
+        || rayon::current_thread_index().is_some()
+    {
+        for (index, file) in files.iter().enumerate() {
+            if !each(index, one(file)) {
+                return;
+            }
+        }
+        return;
+    }
+    let stop = AtomicBool::new(false);
+    let (done, results) = std::sync::mpsc::channel::<(usize, Loaded)>();
+    rayon::in_place_scope(|scope| {
+        for (index, file) in files.iter().enumerate() {
+            let (done, stop, one) = (done.clone(), &stop, &one);
+            scope.spawn(move |_| {
+                if !stop.load(Ordering::Relaxed) {
+                    let _ = done.send((index, one(file)));
+                }
+            });
+        }
+        drop(done);
+        let mut pending: Vec<Option<Loaded>> = files.iter().map(|_| None).collect();
+        let mut next = 0;
+        for (index, loaded) in results {
+            pending[index] = Some(loaded);
+            while let Some(loaded) = pending.get_mut(next).and_then(Option::take) {
+                next += 1;
+                if !each(next - 1, loaded) {
+                    stop.store(true, Ordering::Relaxed);
+                    return;
+                }
+            }
+        }
+    });
+}
+
+/// Reads one dump file's bytes as a window: the first format of the registry that claims
+/// the file reads it, then [`check_window`] applies the checks every window gets.
+///
+/// # Errors
+/// As the format's [`formats::Format::read`]: only a file that holds no window is an error.
+pub fn read_window(bytes: &[u8], file: &Path) -> Result<(Window, Vec<Warning>), LoadError> {
+    let head = &bytes[..bytes.len().min(HEAD_BYTES)];
+    let format = formats::claiming(file, head).ok_or_else(|| LoadError::Input {
+        path: file.to_path_buf(),
+        problem: "no dump format claims this file".into(),
+    })?;
+    let (mut window, mut warnings) = format.read(file, bytes)?;
+    window.format = format.id();
+    window.facts = format.facts();
+    warnings.extend(check_window(&mut window));
+    Ok((window, warnings))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::model::formats::probe::MANIFEST_NAME;
+
+    fn manifest(rank: u32, records: &[(&str, u32, u64)]) -> String {
+        let lines: Vec<String> = records
+            .iter()
+            .map(|(stage, occurrence, seq)| {
+                format!(
+                    r#"  {{"seq": {seq}, "stage": "{stage}", "occurrence": {occurrence}, "mode": "eager", "dtype": "float32", "shape": [2], "stride": [1], "storage_offset": 0, "element_size": 4, "numel": 2, "storage_ptr": 64, "storage_nbytes": 8, "data_ptr": 64, "device": "cpu", "device_format": null, "is_contiguous": true, "stats": null, "tensor_file": null}}"#
+                )
+            })
+            .collect();
+        format!(
+            "{{\n \"format\": \"dumpview.manifest\",\n \"schema_version\": 1,\n \"label\": \"r\",\n \"match\": 1,\n \"occurrence\": 1,\n \"rank\": {rank},\n \"world_size\": 8,\n \"records\": [\n{}\n ]\n}}\n",
+            lines.join(",\n")
+        )
+    }
+
+    /// Eight ranks; some with warnings (a repeated key, a seq out of order).
+    fn dump_dir() -> tempfile::TempDir {
+        let dir = tempfile::tempdir().unwrap();
+        for rank in 0..8u32 {
+            let mut records = vec![("a", 1, 0), ("b", 1, 1), ("a", 2, 2)];
+            if rank % 3 == 1 {
+                records.push(("b", 1, 3));
+            }
+            if rank % 4 == 2 {
+                records.push(("c", 1, 1));
+            }
+            let window = dir.path().join(format!("rank{rank}/match1-occ1"));
+            std::fs::create_dir_all(&window).unwrap();
+            std::fs::write(window.join(MANIFEST_NAME), manifest(rank, &records)).unwrap();
+        }
+        dir
+    }
+
+    #[test]
+    fn files_loaded_together_come_out_as_if_loaded_in_turn() {
+        let dir = dump_dir();
+        let mut seen = Vec::new();
+        let dump = load(&[dir.path().to_path_buf()], &mut |p| seen.push(p)).unwrap();
+        let files = discover(&[dir.path().to_path_buf()]).unwrap();
+        let mut windows = Vec::new();
+        let mut warnings = Vec::new();
+        for file in &files {
+            let (m, w) = read_window(&std::fs::read(file).unwrap(), file).unwrap();
+            windows.push(m);
+            warnings.extend(w);
+        }
+        assert_eq!(dump.windows, windows);
+        assert_eq!(dump.warnings, warnings);
+        assert_eq!(warnings.len(), 5);
+        let done: Vec<usize> = seen.iter().map(|p| p.files_done).collect();
+        assert_eq!(done, (1..=8).collect::<Vec<_>>());
+        assert_eq!(seen.last().unwrap().bytes_done, seen[0].bytes_total);
+        assert_eq!(seen.last().unwrap().records, 8 * 3 + 3 + 2);
+    }
+
+    #[test]
+    fn the_first_broken_file_in_order_is_the_error() {
+        let dir = dump_dir();
+        for rank in [5, 3] {
+            let file = dir
+                .path()
+                .join(format!("rank{rank}/match1-occ1/{MANIFEST_NAME}"));
+            std::fs::write(&file, "{\"format\": \"other\"}").unwrap();
+        }
+        let mut done = Vec::new();
+        let error = load(&[dir.path().to_path_buf()], &mut |p| {
+            done.push(p.files_done)
+        })
+        .unwrap_err();
+        assert!(error.to_string().contains("rank3"), "{error}");
+        assert_eq!(done, vec![1, 2, 3]);
+    }
+}
