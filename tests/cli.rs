@@ -70,6 +70,31 @@ fn summary_exits_1_on_a_non_finite_record_and_names_it() {
     );
 }
 
+/// msprobe records no NaN/inf counts: summary says so, as scan does, instead of the made-up
+/// "0 NaN, 1 inf" it once printed (its own non-finite type had no `counts_known`).
+#[test]
+fn summary_of_an_msprobe_dump_says_the_nonfinite_counts_are_unknown() {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/msprobe/mlp_nan");
+    let out = dumpview().arg("summary").arg(&dir).assert().code(1).get_output().clone();
+    let text = String::from_utf8(out.stdout).unwrap();
+    assert!(
+        text.contains(
+            "first non-finite: Functional.linear.0.forward.input.0#1 (seq 0, NaN/inf present (counts unknown))"
+        ),
+        "{text}"
+    );
+    assert!(!text.contains(" NaN, "), "{text}");
+    let json = dumpview().args(["summary", "--json"]).arg(&dir).assert().code(1).get_output().clone();
+    let value: serde_json::Value = serde_json::from_slice(&json.stdout).unwrap();
+    let first = &value[1]["first_nonfinite"];
+    assert_eq!(first["key"], "Functional.linear.0.forward.input.0#1");
+    assert_eq!(first["counts_known"], false);
+    // The scan of the same window names the same record, from the same analysis.
+    let scan = dumpview().args(["scan", "--json"]).arg(&dir).assert().code(1).get_output().clone();
+    let scan: serde_json::Value = serde_json::from_slice(&scan.stdout).unwrap();
+    assert_eq!(scan["windows"][1]["first_nonfinite"], *first);
+}
+
 #[test]
 fn missing_and_malformed_files_exit_2_naming_the_file() {
     let dir = tempfile::tempdir().unwrap();

@@ -4,7 +4,7 @@
 use std::path::{Path, PathBuf};
 
 use dumpview::embedded::example_pairs;
-use dumpview::model::dump::{Window, Mode};
+use dumpview::model::dump::Mode;
 
 fn examples_dir() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("assets/examples")

@@ -5,6 +5,7 @@ use std::path::{Path, PathBuf};
 use dumpview::model::analysis::compare::Tolerances;
 use dumpview::model::dump::Dump;
 use dumpview::model::ingest::load;
+use dumpview::model::analysis::Analysis;
 use dumpview::model::analysis::report::Report;
 use dumpview::model::analysis::vary::{DEFAULT_THRESHOLD, vary};
 
@@ -76,7 +77,8 @@ fn report_names_inputs_findings_and_evidence() {
         side("llama_fp16_overflow", "a"),
         side("llama_fp16_overflow", "b"),
     );
-    let report = Report::build(&a, Some(&b), &Tolerances::default());
+    let analysis = Analysis::compute(&a, Some(&b), &Tolerances::default());
+    let report = Report::build(&a, Some(&b), &analysis);
     assert!(report.found_something());
     let w = &report.windows[0];
     assert_eq!(
@@ -107,7 +109,8 @@ fn report_names_inputs_findings_and_evidence() {
 #[test]
 fn report_of_the_alias_pair_lists_the_conflicts_of_b_only() {
     let (a, b) = (side("llama_kv_alias", "a"), side("llama_kv_alias", "b"));
-    let report = Report::build(&a, Some(&b), &Tolerances::default());
+    let analysis = Analysis::compute(&a, Some(&b), &Tolerances::default());
+    let report = Report::build(&a, Some(&b), &analysis);
     assert_eq!(report.alias_suspects.len(), 1);
     assert_eq!(report.alias_suspects[0].side, 'b');
     assert_eq!(report.alias_suspects[0].groups.len(), 6);
@@ -120,11 +123,9 @@ fn report_of_the_alias_pair_lists_the_conflicts_of_b_only() {
 
 #[test]
 fn report_of_a_single_capture_has_no_diff_section() {
-    let report = Report::build(
-        &side("llama_eager_vs_graph", "b"),
-        None,
-        &Tolerances::default(),
-    );
+    let b = side("llama_eager_vs_graph", "b");
+    let analysis = Analysis::compute(&b, None, &Tolerances::default());
+    let report = Report::build(&b, None, &analysis);
     assert!(report.windows.is_empty() && report.tolerances.is_none());
     assert!(!report.found_something());
     assert!(!report.to_markdown().contains("## First divergence"));

@@ -2,6 +2,8 @@
 //! TestBackend at fixed sizes (snapshots plus explicit style checks, since snapshots drop colour).
 
 use dumpview::app::{Action, App, Effect, Focus, Session, update};
+use dumpview::model::analysis::Analysis;
+use dumpview::model::analysis::compare::Tolerances;
 use dumpview::embedded::example_pairs;
 use ratatui::Terminal;
 use ratatui::backend::TestBackend;
@@ -326,6 +328,7 @@ fn two_ranks() -> App {
     rank1.rank = 1;
     session.a.windows.push(rank1.clone());
     session.b.as_mut().unwrap().windows.push(rank1);
+    session.analysis = Analysis::compute(&session.a, session.b.as_ref(), &Tolerances::default());
     App::new(session, false)
 }
 

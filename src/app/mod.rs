@@ -14,10 +14,9 @@ use std::path::PathBuf;
 
 use regex::Regex;
 
-use crate::model::analysis::compare::Tolerances;
-use crate::model::analysis::diff::{DiffReport, diff};
+use crate::model::analysis::diff::DiffReport;
 use crate::model::ingest::Progress;
-use crate::model::analysis::scan::{WindowScan, scan_window};
+use crate::model::analysis::scan::WindowScan;
 use crate::model::tensor::pairing::FileComparison;
 pub use rows::{Row, RowState};
 pub use session::Session;
@@ -249,16 +248,9 @@ impl App {
     }
 
     fn install(&mut self, session: Session) {
-        let scans_a: Vec<WindowScan> = session.a.windows.iter().map(scan_window).collect();
-        let scans_b: Vec<WindowScan> = session
-            .b
-            .as_ref()
-            .map(|b| b.windows.iter().map(scan_window).collect())
-            .unwrap_or_default();
-        let diff = session
-            .b
-            .as_ref()
-            .map(|b| diff(&session.a.windows, &b.windows, &Tolerances::default()));
+        let scans_a: Vec<WindowScan> = session.analysis.scans_a.clone();
+        let scans_b: Vec<WindowScan> = session.analysis.scans_b.clone();
+        let diff = session.analysis.diff.clone();
         let windows = match (&diff, &session.b) {
             (Some(report), Some(b)) => report
                 .windows
@@ -687,7 +679,7 @@ fn update_base(app: &mut App, action: Action, page: usize) -> Vec<Effect> {
             let mut report = crate::model::analysis::report::Report::build(
                 &loaded.session.a,
                 loaded.session.b.as_ref(),
-                &Tolerances::default(),
+                &loaded.session.analysis,
             );
             for kept in &app.tensor_results {
                 report.add_tensor_comparison(kept.rank, kept.stage.clone(), kept.result.clone());

@@ -4,6 +4,8 @@ use std::borrow::Cow;
 use std::path::{Path, PathBuf};
 
 use crate::embedded::ExamplePair;
+use crate::model::analysis::Analysis;
+use crate::model::analysis::compare::Tolerances;
 use crate::model::dump::Dump;
 use crate::model::ingest::{LoadError, Progress, load, read_window};
 use crate::model::dump::Window;
@@ -20,6 +22,9 @@ pub struct Session {
     pub format: String,
     pub a: Dump,
     pub b: Option<Dump>,
+    /// Scans of A and B and their diff, computed once when the session is made (on the
+    /// loading thread, never the UI's).
+    pub analysis: Analysis,
     /// For an embedded example: the checkout the binary was built from, when its
     /// `assets/examples/` still holds the same manifests byte for byte. The embedded
     /// manifests name their saved tensors relative to a window directory that exists only
@@ -49,6 +54,7 @@ impl Session {
         Ok(Session {
             title,
             format: format_names(&dump_a, dump_b.as_ref()),
+            analysis: Analysis::compute(&dump_a, dump_b.as_ref(), &Tolerances::default()),
             a: dump_a,
             b: dump_b,
             checkout: None,
@@ -74,11 +80,13 @@ impl Session {
                 .and_then(|rel| std::fs::read(root.join(rel)).ok())
                 .is_some_and(|disk| disk == *bytes)
         };
+        let (a, b) = (side(&pair.a)?, side(&pair.b)?);
         Ok(Session {
             title: format!("example {}", pair.name),
             format: "dump_probe manifest (embedded example)".to_string(),
-            a: side(&pair.a)?,
-            b: Some(side(&pair.b)?),
+            analysis: Analysis::compute(&a, Some(&b), &Tolerances::default()),
+            a,
+            b: Some(b),
             checkout: (same_on_disk(&pair.a) && same_on_disk(&pair.b)).then(|| root.to_path_buf()),
         })
     }

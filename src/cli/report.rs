@@ -4,7 +4,10 @@ use std::path::{Path, PathBuf};
 
 use super::diff::ToleranceArgs;
 use super::{CliError, Outcome, inputs::load_capture};
+use crate::model::analysis::Analysis;
 use crate::model::analysis::report::Report;
+use crate::model::tensor::metrics::Progress;
+use crate::model::tensor::pairing::compare_saved;
 
 /// Builds the report; writes it to `output` (JSON when it ends in `.json`, else Markdown)
 /// or prints it (JSON with `--json`).
@@ -25,9 +28,14 @@ pub fn run(
         Some(b) => Some(load_capture(&[b.to_path_buf()], json)?),
         None => None,
     };
-    let mut report = Report::build(&dump_a, dump_b.as_ref(), &tolerances);
+    let analysis = Analysis::compute(&dump_a, dump_b.as_ref(), &tolerances);
+    let mut report = Report::build(&dump_a, dump_b.as_ref(), &analysis);
     if let Some(dump_b) = &dump_b {
-        report.compare_first_divergence_tensors(&dump_a, dump_b);
+        for saved in report.first_divergence_tensors(&dump_a, dump_b) {
+            let result = compare_saved(&saved.a, &saved.b, &Progress::default());
+            report.add_window_tensor_comparison(saved.rank, Some(saved.window), saved.stage, result);
+        }
+        report.note_saved_rows(&dump_a, dump_b);
     }
     if table.csv.is_some() || table.parquet.is_some() {
         let Some(dump_b) = &dump_b else {
@@ -35,11 +43,9 @@ pub fn run(
                 "--csv and --parquet export the comparison table: give two captures".into(),
             );
         };
-        let rows = crate::model::analysis::table::stage_rows(&crate::model::analysis::diff::diff(
-            &dump_a.windows,
-            &dump_b.windows,
-            &tolerances,
-        ));
+        let _ = dump_b;
+        let diff = analysis.diff.as_ref().expect("a diff with two captures");
+        let rows = crate::model::analysis::table::stage_rows(diff);
         export_table(&rows, table)?;
     }
     let as_json = |r: &Report| serde_json::to_string_pretty(r).map(|s| s + "\n");

@@ -4,7 +4,10 @@ use std::path::Path;
 
 use super::{CliError, Outcome};
 use crate::embedded::example_pairs;
+use crate::model::analysis::Analysis;
+use crate::model::analysis::compare::Tolerances;
 use crate::model::analysis::summary::WindowSummary;
+use crate::model::dump::Dump;
 
 /// Summarises each window of `files` (any format the loader reads: probe manifests, msprobe
 /// dump.json, windowed manifests, or directories of them); `Found` when any holds a
@@ -16,9 +19,11 @@ pub fn run(files: &[std::path::PathBuf], json: bool) -> Result<Outcome, CliError
     let mut summaries = Vec::new();
     for file in files {
         let dump = super::inputs::load_capture(std::slice::from_ref(file), json)?;
-        for window in &dump.windows {
+        let analysis = Analysis::compute(&dump, None, &Tolerances::default());
+        for (window, scan) in dump.windows.iter().zip(&analysis.scans_a) {
             summaries.push(WindowSummary::of(
                 window,
+                scan,
                 &window.source.display().to_string(),
             ));
         }
@@ -37,8 +42,13 @@ pub fn run_embedded(json: bool) -> Result<Outcome, CliError> {
     for pair in example_pairs() {
         let mut sides = Vec::new();
         for (source, bytes) in [&pair.a, &pair.b] {
-            let manifest = crate::model::formats::probe::from_slice(bytes, Path::new(source))?;
-            sides.push(WindowSummary::of(&manifest, source));
+            let window = crate::model::formats::probe::from_slice(bytes, Path::new(source))?;
+            let dump = Dump {
+                windows: vec![window],
+                warnings: Vec::new(),
+            };
+            let analysis = Analysis::compute(&dump, None, &Tolerances::default());
+            sides.push(WindowSummary::of(&dump.windows[0], &analysis.scans_a[0], source));
         }
         text.push_str(&format!(
             "== {}: {}\n",

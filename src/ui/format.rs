@@ -1,25 +1,6 @@
 //! Compact text for numbers, shapes and dtypes in narrow columns.
 
-/// A statistic in at most 10 characters: `-1.234e-5`, `12.5`, `–` for none, `inf`/`nan`.
-pub fn num(v: Option<f64>) -> String {
-    match v {
-        None => "–".to_string(),
-        Some(x) if x.is_nan() => "nan".to_string(),
-        Some(x) if x.is_infinite() => if x > 0.0 { "inf" } else { "-inf" }.to_string(),
-        Some(x) if x == 0.0 => "0".to_string(),
-        Some(x) if (1e-2..1e5).contains(&x.abs()) => {
-            // Five significant digits at most: 80959, 1.2757, 0.0171.
-            let decimals = (4 - x.abs().log10().floor() as i32).clamp(0, 6) as usize;
-            let s = format!("{x:.decimals$}");
-            if s.contains('.') {
-                s.trim_end_matches('0').trim_end_matches('.').to_string()
-            } else {
-                s
-            }
-        }
-        Some(x) => format!("{x:.3e}"),
-    }
-}
+pub use crate::model::present::number::compact as num;
 
 /// `[12, 2, 64]` → `12×2×64`; scalars → `()`.
 pub fn shape(dims: &[u64]) -> String {

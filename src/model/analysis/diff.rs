@@ -217,10 +217,21 @@ impl DiffReport {
 
 /// Diffs two captures (each a list of windows, as loaded).
 pub fn diff(a: &[Window], b: &[Window], tolerances: &Tolerances) -> DiffReport {
+    diff_reusing(a, b, tolerances, |_, _| None)
+}
+
+/// [`diff`], taking the diff of a window pair from `reuse` where it has one (the pair is
+/// unchanged since an earlier diff under the same tolerances) instead of computing it.
+pub fn diff_reusing(
+    a: &[Window],
+    b: &[Window],
+    tolerances: &Tolerances,
+    reuse: impl Fn(&Window, &Window) -> Option<WindowDiff> + Sync,
+) -> DiffReport {
     let (pairs, unpaired_a, unpaired_b) = pair_windows(a, b);
     let windows: Vec<WindowDiff> = pairs
         .par_iter()
-        .map(|&(x, y)| diff_windows(x, y, tolerances))
+        .map(|&(x, y)| reuse(x, y).unwrap_or_else(|| diff_windows(x, y, tolerances)))
         .collect();
     let first_rank = windows
         .iter()

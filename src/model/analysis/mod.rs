@@ -12,3 +12,169 @@ pub mod scan;
 pub mod summary;
 pub mod table;
 pub mod vary;
+
+use rayon::prelude::*;
+
+use crate::model::dump::{Dump, Window};
+use compare::Tolerances;
+use diff::DiffReport;
+use scan::WindowScan;
+
+/// Everything dumpview answers about one or two loaded captures, computed once per version of
+/// the capture: the scan of every window of A (and of B) and, with B, the diff. The workbench,
+/// `scan`, `diff`, `summary`, `report` and the table export all render from this value; none
+/// of them recomputes it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Analysis {
+    /// The tolerances the diff was computed with.
+    pub tolerances: Tolerances,
+    /// One scan per window of A, in A's window order.
+    pub scans_a: Vec<WindowScan>,
+    /// One scan per window of B, in B's window order (empty without B).
+    pub scans_b: Vec<WindowScan>,
+    /// A against B, when B is given.
+    pub diff: Option<DiffReport>,
+}
+
+impl Analysis {
+    /// Scans every window of `a` and `b` and diffs them, the scans and each window pair on
+    /// rayon's threads.
+    pub fn compute(a: &Dump, b: Option<&Dump>, tolerances: &Tolerances) -> Analysis {
+        let ((scans_a, scans_b), diff) = rayon::join(
+            || {
+                rayon::join(
+                    || scan_all(&a.windows),
+                    || b.map(|b| scan_all(&b.windows)).unwrap_or_default(),
+                )
+            },
+            || b.map(|b| diff::diff(&a.windows, &b.windows, tolerances)),
+        );
+        Analysis {
+            tolerances: tolerances.clone(),
+            scans_a,
+            scans_b,
+            diff,
+        }
+    }
+
+    /// The diff of `a` against `b` alone, with no scans (`scans_a`, `scans_b` empty): for
+    /// `dumpview diff`, which prints nothing else, on captures of a million records where
+    /// the alias scan would cost as much as the diff.
+    pub fn compute_diff(a: &Dump, b: &Dump, tolerances: &Tolerances) -> Analysis {
+        Analysis {
+            tolerances: tolerances.clone(),
+            scans_a: Vec::new(),
+            scans_b: Vec::new(),
+            diff: Some(diff::diff(&a.windows, &b.windows, tolerances)),
+        }
+    }
+
+    /// The same captures under other tolerances: only the diff is recomputed.
+    pub fn with_tolerances(&self, a: &Dump, b: Option<&Dump>, tolerances: &Tolerances) -> Analysis {
+        Analysis {
+            tolerances: tolerances.clone(),
+            scans_a: self.scans_a.clone(),
+            scans_b: self.scans_b.clone(),
+            diff: b.map(|b| diff::diff(&a.windows, &b.windows, tolerances)),
+        }
+    }
+
+    /// The analysis of a new version of the captures (`new`), given this one of `old`: the
+    /// scan of a window equal to a window of the old version at the same source is taken
+    /// over, and so is the diff of a window pair both of whose windows are unchanged; only
+    /// what changed is computed (a reload as dumps land).
+    pub fn refresh(&self, old: (&Dump, Option<&Dump>), new: (&Dump, Option<&Dump>)) -> Analysis {
+        let scans_a = rescan(&old.0.windows, &self.scans_a, &new.0.windows);
+        let scans_b = match (old.1, new.1) {
+            (Some(old_b), Some(new_b)) => rescan(&old_b.windows, &self.scans_b, &new_b.windows),
+            (_, Some(new_b)) => scan_all(&new_b.windows),
+            (_, None) => Vec::new(),
+        };
+        let diff = new.1.map(|new_b| {
+            let unchanged = |old_dump: Option<&Dump>, window: &Window| {
+                old_dump.is_some_and(|d| d.windows.iter().any(|w| w == window))
+            };
+            let previous = self.diff.as_ref();
+            diff::diff_reusing(&new.0.windows, &new_b.windows, &self.tolerances, |x, y| {
+                let reusable = unchanged(Some(old.0), x) && unchanged(old.1, y);
+                let (sa, sb) = (x.source.display().to_string(), y.source.display().to_string());
+                previous
+                    .filter(|_| reusable)
+                    .and_then(|p| p.windows.iter().find(|w| w.a.source == sa && w.b.source == sb))
+                    .cloned()
+            })
+        });
+        Analysis {
+            tolerances: self.tolerances.clone(),
+            scans_a,
+            scans_b,
+            diff,
+        }
+    }
+
+    /// True when anything a user must look at was found: a non-finite record or a stride
+    /// conflict in any window, or (with B) what [`DiffReport::found_something`] counts.
+    pub fn found_something(&self) -> bool {
+        self.scans_a.iter().chain(&self.scans_b).any(WindowScan::found_something)
+            || self.diff.as_ref().is_some_and(DiffReport::found_something)
+    }
+}
+
+fn scan_all(windows: &[Window]) -> Vec<WindowScan> {
+    windows.par_iter().map(scan::scan_window).collect()
+}
+
+/// Scans of `new`, taking over the scan of each window equal to the old window at its source.
+fn rescan(old: &[Window], old_scans: &[WindowScan], new: &[Window]) -> Vec<WindowScan> {
+    new.par_iter()
+        .map(|window| {
+            old.iter()
+                .position(|w| w.source == window.source)
+                .filter(|&i| old[i] == *window)
+                .and_then(|i| old_scans.get(i).cloned())
+                .unwrap_or_else(|| scan::scan_window(window))
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::path::PathBuf;
+
+    fn example(pair: &str) -> (Dump, Dump) {
+        let root = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("assets/examples").join(pair);
+        let load = |side: &str| crate::model::ingest::load(&[root.join(side)], &mut |_| {}).unwrap();
+        (load("a"), load("b"))
+    }
+
+    #[test]
+    fn refresh_recomputes_only_what_changed_and_equals_a_fresh_analysis() {
+        let (a, b) = example("llama_fp16_overflow");
+        let tolerances = Tolerances::default();
+        let first = Analysis::compute(&a, Some(&b), &tolerances);
+        // Unchanged captures: the refreshed analysis is the same value.
+        assert_eq!(first.refresh((&a, Some(&b)), (&a, Some(&b))), first);
+        // B's window grows by a record (a dump landing): the result equals a fresh analysis.
+        let mut grown = b.clone();
+        let mut extra = grown.windows[0].records.last().unwrap().clone();
+        extra.seq += 1;
+        extra.occurrence += 1;
+        grown.windows[0].records.push(extra);
+        let refreshed = first.refresh((&a, Some(&b)), (&a, Some(&grown)));
+        assert_eq!(refreshed, Analysis::compute(&a, Some(&grown), &tolerances));
+        assert_ne!(refreshed.diff, first.diff);
+        // A's scans were taken over: the same values.
+        assert_eq!(refreshed.scans_a, first.scans_a);
+    }
+
+    #[test]
+    fn new_tolerances_recompute_the_diff_only() {
+        let (a, b) = example("llama_fp16_overflow");
+        let first = Analysis::compute(&a, Some(&b), &Tolerances::default());
+        let loose = Tolerances::uniform(10.0, 10.0);
+        let again = first.with_tolerances(&a, Some(&b), &loose);
+        assert_eq!(again, Analysis::compute(&a, Some(&b), &loose));
+        assert_eq!(again.scans_a, first.scans_a);
+    }
+}

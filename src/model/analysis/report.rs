@@ -1,18 +1,16 @@
 //! The first-mismatch report: everything a colleague needs to act on a capture pair,
 //! as JSON (for tools) and Markdown (for an issue or a chat).
 
-use std::fmt::Write;
-use std::path::Path;
 
 use serde::Serialize;
 
-use crate::model::analysis::compare::{Tolerances, Verdict};
-use crate::model::analysis::diff::{DiffReport, Identity, WindowDiff, diff};
-use crate::model::dump::{Dump, Warning};
+use crate::model::analysis::Analysis;
+use crate::model::analysis::compare::Tolerances;
+use crate::model::analysis::diff::{DiffReport, Identity, WindowDiff};
+use crate::model::dump::{Dump, StageKey, Warning, capture_regex};
 use crate::model::dump::Window;
-use crate::model::analysis::scan::{AliasGroup, NonFinite, WindowScan, scan_window};
-use crate::model::tensor::metrics::Progress;
-use crate::model::tensor::pairing::{FileComparison, compare_saved};
+use crate::model::analysis::scan::{AliasGroup, NonFinite, WindowScan};
+use crate::model::tensor::pairing::FileComparison;
 
 /// Lists longer than this are cut in the report (the full lists are in `dumpview diff --json`).
 pub const LIST_LIMIT: usize = 40;
@@ -109,15 +107,34 @@ pub struct TensorFinding {
     pub coverage: Option<String>,
 }
 
+/// The saved tensors of one stage in A and B, to compare.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SavedPair {
+    /// The rank of the window pair.
+    pub rank: u32,
+    /// The A window's source.
+    pub window: String,
+    /// `stage#occurrence`.
+    pub stage: String,
+    /// A's saved tensor file.
+    pub a: std::path::PathBuf,
+    /// B's saved tensor file (the reference).
+    pub b: std::path::PathBuf,
+}
+
 impl Report {
-    /// Builds the report of capture `a`, diffed against `b` when given.
-    pub fn build(a: &Dump, b: Option<&Dump>, tolerances: &Tolerances) -> Report {
+    /// Builds the report of capture `a`, diffed against `b` when given, from their
+    /// `analysis` (computed with B when B is given).
+    pub fn build(a: &Dump, b: Option<&Dump>, analysis: &Analysis) -> Report {
+        let tolerances = &analysis.tolerances;
         let mut nonfinite = Vec::new();
         let mut alias_suspects = Vec::new();
         let mut evidence = Vec::new();
-        for (side, dump) in std::iter::once(('a', a)).chain(b.map(|d| ('b', d))) {
-            for window in &dump.windows {
-                let scan: WindowScan = scan_window(window);
+        let sides = std::iter::once(('a', a, &analysis.scans_a))
+            .chain(b.map(|d| ('b', d, &analysis.scans_b)));
+        for (side, dump, scans) in sides {
+            for (window, scan) in dump.windows.iter().zip(scans) {
+                let scan: WindowScan = scan.clone();
                 nonfinite.push(SideNonFinite {
                     side,
                     rank: scan.rank,
@@ -150,10 +167,10 @@ impl Report {
                 }
             }
         }
-        let report = b.map(|b| diff(&a.windows, &b.windows, tolerances));
+        let report = analysis.diff.as_ref().filter(|_| b.is_some());
         let mut windows = Vec::new();
         let mut missing_windows = Vec::new();
-        if let (Some(report), Some(b)) = (&report, b) {
+        if let (Some(report), Some(b)) = (report, b) {
             for w in &report.windows {
                 if let Some(first) = w.first() {
                     for (side, dump) in [('a', a), ('b', b)] {
@@ -186,7 +203,7 @@ impl Report {
             inputs_a: sources(a),
             inputs_b: b.map(sources).unwrap_or_default(),
             tolerances: b.map(|_| tolerances.clone()),
-            first_rank: report.as_ref().and_then(|r| r.first_rank),
+            first_rank: report.and_then(|r| r.first_rank),
             windows,
             missing_windows,
             nonfinite,
@@ -197,10 +214,11 @@ impl Report {
         }
     }
 
-    /// Compares, per rank, the saved tensors of the first divergence when both captures
-    /// saved them (a probe run with `DUMP_PROBE_TENSOR` matching that stage), and adds the
-    /// results to [`Report::tensor_comparisons`].
-    pub fn compare_first_divergence_tensors(&mut self, a: &Dump, b: &Dump) {
+    /// Per window pair, the saved tensor files of its first divergence in A and in B, when
+    /// both captures saved them (a probe run with `DUMP_PROBE_TENSOR` matching that stage):
+    /// what to compare with [`crate::model::tensor::pairing::compare_saved`] and add with
+    /// [`Report::add_window_tensor_comparison`].
+    pub fn first_divergence_tensors(&self, a: &Dump, b: &Dump) -> Vec<SavedPair> {
         let find = |dump: &Dump, source: &str| {
             dump.windows
                 .iter()
@@ -218,14 +236,16 @@ impl Report {
             if let (Some(pa), Some(pb)) =
                 (saved_tensor(&wa, &first.key), saved_tensor(&wb, &first.key))
             {
-                found.push((w.rank, w.a.clone(), first.key.clone(), pa, pb));
+                found.push(SavedPair {
+                    rank: w.rank,
+                    window: w.a.clone(),
+                    stage: first.key.clone(),
+                    a: pa,
+                    b: pb,
+                });
             }
         }
-        for (rank, window, stage, pa, pb) in found {
-            let result = compare_saved(&pa, &pb, &Progress::default());
-            self.add_window_tensor_comparison(rank, Some(window), stage, result);
-        }
-        self.note_saved_rows(a, b);
+        found
     }
 
     /// Adds one stage's tensor comparison (replacing an earlier one of the same rank and
@@ -240,7 +260,7 @@ impl Report {
     }
 
     /// [`Report::add_tensor_comparison`] for the window whose A side is `window`.
-    fn add_window_tensor_comparison(
+    pub fn add_window_tensor_comparison(
         &mut self,
         rank: u32,
         window: Option<String>,
@@ -315,245 +335,18 @@ impl Report {
             })
     }
 
-    /// The report as Markdown.
-    pub fn to_markdown(&self) -> String {
-        let mut md = String::new();
-        let _ = writeln!(md, "# First-mismatch report\n");
-        let _ = writeln!(md, "Generated by {}.\n", self.dumpview);
-        let _ = writeln!(md, "## Inputs\n");
-        for (side, inputs) in [("A", &self.inputs_a), ("B", &self.inputs_b)] {
-            for input in inputs.iter() {
-                let _ = writeln!(md, "- {side}: `{input}`");
-            }
-        }
-        for w in &self.windows {
-            let _ = writeln!(md, "- rank {}: {}", w.rank, w.identity_text);
-            if !w.metadata_differences.is_empty() {
-                let _ = writeln!(
-                    md,
-                    "- rank {}: configuration differs: {}",
-                    w.rank,
-                    w.metadata_differences.join("; ")
-                );
-            }
-        }
-        md.push('\n');
-        if !self.warnings.is_empty() {
-            let _ = writeln!(md, "## Warnings\n");
-            for warning in &self.warnings {
-                let _ = writeln!(md, "- {warning}");
-            }
-            md.push('\n');
-        }
-        let _ = writeln!(md, "## Storage alias suspects\n");
-        if self.alias_suspects.is_empty() {
-            let _ = writeln!(md, "No stride-conflicting storage aliases.\n");
-        }
-        for suspects in &self.alias_suspects {
-            for group in &suspects.groups {
-                let _ = writeln!(
-                    md,
-                    "- side {}, rank {}: storage {} on {}: {}",
-                    suspects.side.to_ascii_uppercase(),
-                    suspects.rank,
-                    group
-                        .storage_id
-                        .map_or("?".to_string(), |id| id.to_string()),
-                    group.device,
-                    group
-                        .members
-                        .iter()
-                        .map(|m| format!(
-                            "`{}` shape {:?} stride {:?} offset {}",
-                            m.key, m.shape, m.stride, m.storage_offset
-                        ))
-                        .collect::<Vec<_>>()
-                        .join("; ")
-                );
-            }
-        }
-        if !self.alias_suspects.is_empty() {
-            md.push('\n');
-        }
-        let _ = writeln!(md, "## First non-finite\n");
-        for n in &self.nonfinite {
-            let _ = match &n.first {
-                Some(f) => writeln!(
-                    md,
-                    "- side {}, rank {}: `{}` (position {}): {}; {} non-finite records",
-                    n.side.to_ascii_uppercase(),
-                    n.rank,
-                    f.key,
-                    f.position,
-                    if f.counts_known {
-                        format!("{} NaN, {} inf", f.nan_count, f.inf_count)
-                    } else {
-                        "NaN/inf present (counts unknown)".to_string()
-                    },
-                    n.nonfinite_records
-                ),
-                None => writeln!(
-                    md,
-                    "- side {}, rank {}: none",
-                    n.side.to_ascii_uppercase(),
-                    n.rank
-                ),
-            };
-        }
-        md.push('\n');
-        if !self.inputs_b.is_empty() {
-            md.push_str(&self.diff_markdown());
-        }
-        if !self.tensor_comparisons.is_empty() {
-            md.push_str(&self.tensors_markdown());
-        }
-        let _ = writeln!(md, "## Evidence\n");
-        for e in &self.evidence {
-            let _ = writeln!(md, "- {}: `{}`", e.what, e.path);
-        }
-        md
-    }
-
-    fn tensors_markdown(&self) -> String {
-        let mut md = String::from("## Tensor comparisons\n\n");
-        for t in &self.tensor_comparisons {
-            let _ = match &t.window {
-                Some(window) => {
-                    writeln!(md, "### Rank {}: `{}` (A: `{window}`)\n", t.rank, t.stage)
-                }
-                None => writeln!(md, "### Rank {}: `{}`\n", t.rank, t.stage),
-            };
-            if let Some(coverage) = &t.coverage {
-                let _ = writeln!(md, "Coverage: {coverage}.\n");
-            }
-            match (&t.comparison, &t.error) {
-                (Some(c), _) => {
-                    let _ = writeln!(
-                        md,
-                        "```text\n{}```\n",
-                        crate::model::tensor::text::render(c)
-                    );
-                }
-                (None, Some(e)) => {
-                    let _ = writeln!(md, "Not compared: {e}\n");
-                }
-                (None, None) => {}
-            }
-        }
-        md
-    }
-
-    fn diff_markdown(&self) -> String {
-        let mut md = String::new();
-        let _ = writeln!(md, "## First divergence\n");
-        if let Some(t) = &self.tolerances {
-            let parts: Vec<String> = crate::model::analysis::compare::STATS
-                .iter()
-                .zip(&t.per_stat)
-                .map(|(name, tol)| format!("{name} rtol {:e} atol {:e}", tol.rtol, tol.atol))
-                .collect();
-            let across = t
-                .precision_change_checksum
-                .map(|c| format!("; pos_checksum across a precision change rtol {:e}", c.rtol))
-                .unwrap_or_default();
-            let _ = writeln!(
-                md,
-                "Tolerances (a coarse screen): {}{across}.\n",
-                parts.join(", ")
-            );
-        }
-        for m in &self.missing_windows {
-            let _ = writeln!(md, "- **{m}**");
-        }
-        for w in &self.windows {
-            let _ = writeln!(md, "### Rank {}\n", w.rank);
-            let _ = writeln!(md, "- A: `{}`\n- B: `{}`", w.a, w.b);
-            let _ = writeln!(
-                md,
-                "- coverage: {} paired, {} only in A, {} only in B",
-                w.paired, w.only_a, w.only_b
-            );
-            if let Some(message) = &w.missing_data {
-                let _ = writeln!(md, "- **{message}**");
-            }
-            match &w.first_divergence {
-                None => {
-                    let _ = writeln!(md, "- first divergence: none among the paired records\n");
-                }
-                Some(p) => {
-                    let _ = writeln!(
-                        md,
-                        "- first divergence: `{}` (position {}, {} diverging pairs in all): {}\n",
-                        p.key,
-                        p.position,
-                        w.diverging_pairs,
-                        verdict_text(&p.comparison.verdict)
-                    );
-                    if !p.comparison.stats.is_empty() {
-                        let _ = writeln!(md, "| statistic | A | B | abs diff | rel diff | bound |");
-                        let _ = writeln!(md, "|---|---:|---:|---:|---:|---:|");
-                        let num =
-                            |v: Option<f64>| v.map_or("–".to_string(), |x| format!("{x:.6e}"));
-                        for d in &p.comparison.stats {
-                            let _ = writeln!(
-                                md,
-                                "| {}{} | {} | {} | {} | {} | {} |",
-                                d.name,
-                                if d.exceeds { " **(exceeds)**" } else { "" },
-                                num(d.a),
-                                num(d.b),
-                                num(d.abs_diff),
-                                num(d.rel_diff),
-                                num(d.bound)
-                            );
-                        }
-                        md.push('\n');
-                    }
-                    match &w.next_step {
-                        Some(step) => {
-                            let _ = writeln!(
-                                md,
-                                "Next: capture the tensors of that stage on both sides:\n\n```sh\n{step}\n```\n"
-                            );
-                        }
-                        None => {
-                            let _ = writeln!(
-                                md,
-                                "Both captures saved that stage's tensors: see Tensor comparisons.\n"
-                            );
-                        }
-                    }
-                }
-            }
-        }
-        if let Some(rank) = self.first_rank.filter(|_| self.windows.len() > 1) {
-            let _ = writeln!(md, "Rank {rank} diverges first.\n");
-        }
-        md
-    }
 }
 
-fn verdict_text(v: &Verdict) -> String {
-    match v {
-        Verdict::Agree => "agrees".to_string(),
-        Verdict::Structural { reason } => format!("structural ({reason})"),
-        Verdict::NonFinite => "NaN/inf counts differ".to_string(),
-        Verdict::Magnitude => "statistics differ beyond tolerance".to_string(),
-        Verdict::ValuesMoved => {
-            "values moved (magnitudes agree, the position checksum does not)".to_string()
-        }
-    }
-}
 
 fn finding(w: &WindowDiff) -> WindowFinding {
     let first = w.first().cloned();
     let next_step = first.as_ref().map(|p| {
-        let stage = p.key.rsplit_once('#').map_or(p.key.as_str(), |(s, _)| s);
+        let stage = StageKey::stage_of(&p.key);
         let select = |r: &crate::model::analysis::diff::WindowRef| {
             format!(
-                "DUMP_PROBE=1 DUMP_PROBE_RANKS={} DUMP_PROBE_TENSOR='^{}$' DUMP_PROBE_MATCH={} DUMP_PROBE_OCCURRENCE={}",
+                "DUMP_PROBE=1 DUMP_PROBE_RANKS={} DUMP_PROBE_TENSOR='{}' DUMP_PROBE_MATCH={} DUMP_PROBE_OCCURRENCE={}",
                 r.rank,
-                regex_escape(stage),
+                capture_regex(stage),
                 r.match_index,
                 r.occurrence
             )
@@ -584,17 +377,6 @@ fn finding(w: &WindowDiff) -> WindowFinding {
     }
 }
 
-fn regex_escape(text: &str) -> String {
-    text.chars()
-        .flat_map(|c| {
-            if "\\.+*?()|[]{}^$".contains(c) {
-                vec!['\\', c]
-            } else {
-                vec![c]
-            }
-        })
-        .collect()
-}
 
 fn missing(report: &DiffReport) -> Vec<String> {
     let describe = |side: &str, w: &crate::model::analysis::diff::WindowRef| {
@@ -623,19 +405,17 @@ fn tensor_evidence(side: char, window: &Window, key: &str) -> Vec<Evidence> {
     let mut out = Vec::new();
     let dir = window.window_dir();
     for r in window.records.iter().filter(|r| r.key() == key) {
-        if let Some(file) = r.tensor_file.as_deref() {
-            if let Some(path) = inside(dir, file) {
-                out.push(Evidence {
-                    what: format!("{} tensor of {key}", side.to_ascii_uppercase()),
-                    path,
-                });
-            }
+        // The one evidence rule (dump::evidence): never a path leading out of the dump.
+        if let Ok(Some(path)) = r.tensor_path(dir) {
+            out.push(Evidence {
+                what: format!("{} tensor of {key}", side.to_ascii_uppercase()),
+                path: path.display().to_string(),
+            });
         }
     }
     out
 }
 
-/// `dir/file` when `file` is a plain relative path (no root, no `..`); evidence never leaves the dump.
 /// The saved tensor file of `key` in `window`, when the record names one that resolves
 /// inside the window directory and exists.
 pub fn saved_tensor(window: &Window, key: &str) -> Option<std::path::PathBuf> {
@@ -645,12 +425,4 @@ pub fn saved_tensor(window: &Window, key: &str) -> Option<std::path::PathBuf> {
         .filter(|r| r.key() == key)
         .find_map(|r| r.tensor_path(window.window_dir()).ok().flatten())
         .filter(|p| p.is_file())
-}
-
-fn inside(dir: &Path, file: &str) -> Option<String> {
-    let rel = Path::new(file);
-    let plain = rel
-        .components()
-        .all(|c| matches!(c, std::path::Component::Normal(_)));
-    plain.then(|| dir.join(rel).display().to_string())
 }

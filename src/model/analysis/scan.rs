@@ -80,25 +80,46 @@ impl WindowScan {
     }
 }
 
+impl NonFinite {
+    /// The first record of `window`, in capture order, holding a NaN or an infinity.
+    pub fn first_in(window: &Window) -> Option<NonFinite> {
+        window
+            .records
+            .iter()
+            .enumerate()
+            .find(|(_, r)| is_nonfinite(r))
+            .map(|(i, r)| {
+                let stats = r.stats.as_ref().expect("non-finite records have stats");
+                NonFinite {
+                    key: r.key(),
+                    seq: r.seq,
+                    position: i,
+                    nan_count: stats.nan_count,
+                    inf_count: stats.inf_count,
+                    counts_known: stats.counts_known,
+                }
+            })
+    }
+
+    /// The counts for people: `3 NaN, 0 inf`, or `NaN/inf present (counts unknown)` where
+    /// the format records none.
+    pub fn counts_text(&self) -> String {
+        if self.counts_known {
+            format!("{} NaN, {} inf", self.nan_count, self.inf_count)
+        } else {
+            "NaN/inf present (counts unknown)".to_string()
+        }
+    }
+}
+
+fn is_nonfinite(record: &Record) -> bool {
+    record.stats.as_ref().is_some_and(|s| s.has_nonfinite())
+}
+
 /// Scans one window.
 pub fn scan_window(manifest: &Window) -> WindowScan {
-    let nonfinite = |r: &Record| r.stats.as_ref().is_some_and(|s| s.has_nonfinite());
-    let first_nonfinite = manifest
-        .records
-        .iter()
-        .enumerate()
-        .find(|(_, r)| nonfinite(r))
-        .map(|(i, r)| {
-            let stats = r.stats.as_ref().expect("non-finite records have stats");
-            NonFinite {
-                key: r.key(),
-                seq: r.seq,
-                position: i,
-                nan_count: stats.nan_count,
-                inf_count: stats.inf_count,
-                counts_known: stats.counts_known,
-            }
-        });
+    let nonfinite = is_nonfinite;
+    let first_nonfinite = NonFinite::first_in(manifest);
     WindowScan {
         source: manifest.source.display().to_string(),
         rank: manifest.rank,

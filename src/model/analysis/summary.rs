@@ -2,7 +2,8 @@
 
 use std::collections::BTreeSet;
 
-use crate::model::dump::{Window, Mode};
+use crate::model::analysis::scan::{NonFinite, WindowScan};
+use crate::model::dump::{Mode, Window};
 
 /// Counts and the first non-finite record of one manifest.
 #[derive(Debug, Clone, PartialEq, serde::Serialize)]
@@ -29,18 +30,9 @@ pub struct WindowSummary {
     pub token_count: Option<usize>,
 }
 
-/// Where the first NaN/inf was captured.
-#[derive(Debug, Clone, PartialEq, serde::Serialize)]
-pub struct NonFinite {
-    pub key: String,
-    pub seq: u64,
-    pub nan_count: u64,
-    pub inf_count: u64,
-}
-
 impl WindowSummary {
-    /// Summarises `manifest`; `source` is how to name it to a user.
-    pub fn of(manifest: &Window, source: &str) -> WindowSummary {
+    /// Summarises `manifest`, whose scan is `scan`; `source` is how to name it to a user.
+    pub fn of(manifest: &Window, scan: &WindowScan, source: &str) -> WindowSummary {
         let stages: BTreeSet<&str> = manifest.records.iter().map(|r| r.stage.as_str()).collect();
         WindowSummary {
             source: source.to_string(),
@@ -61,44 +53,9 @@ impl WindowSummary {
                 .filter(|r| r.tensor_file.is_some())
                 .count(),
             input_sets: manifest.input_sets.len(),
-            first_nonfinite: manifest.first_nonfinite().map(|r| {
-                let stats = r.stats.as_ref().expect("first_nonfinite has stats");
-                NonFinite {
-                    key: r.key(),
-                    seq: r.seq,
-                    nan_count: stats.nan_count,
-                    inf_count: stats.inf_count,
-                }
-            }),
+            first_nonfinite: scan.first_nonfinite.clone(),
             token_count: manifest.token_ids().map(|ids| ids.len()),
         }
     }
 
-    /// One line per fact, for the terminal.
-    pub fn to_text(&self) -> String {
-        let mut out = format!(
-            "{}\n  label {:?} (match {}, call {}), rank {}: {} records ({} graph), {} stages, {} saved tensors, {} input sets",
-            self.source,
-            self.label,
-            self.match_index,
-            self.occurrence,
-            self.rank,
-            self.records,
-            self.graph_records,
-            self.stages,
-            self.saved_tensors,
-            self.input_sets,
-        );
-        if let Some(n) = self.token_count {
-            out.push_str(&format!(", {n} token ids"));
-        }
-        match &self.first_nonfinite {
-            Some(nf) => out.push_str(&format!(
-                "\n  first non-finite: {} (seq {}, {} NaN, {} inf)",
-                nf.key, nf.seq, nf.nan_count, nf.inf_count
-            )),
-            None => out.push_str("\n  first non-finite: none"),
-        }
-        out
-    }
 }

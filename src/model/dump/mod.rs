@@ -14,6 +14,6 @@ mod window;
 
 pub use capture::Dump;
 pub use record::*;
-pub use stage_key::StageKey;
+pub use stage_key::{StageKey, capture_regex};
 pub use warning::Warning;
 pub use window::*;

@@ -225,17 +225,4 @@ fn opt(v: Option<f64>) -> String {
     v.map_or("–".to_string(), num)
 }
 
-/// A number with enough digits to tell close values apart: `1.2345678e-3`, `nan`, `inf`.
-pub fn num(v: f64) -> String {
-    if v.is_nan() {
-        "nan".into()
-    } else if v.is_infinite() {
-        if v > 0.0 { "inf" } else { "-inf" }.into()
-    } else if v == 0.0 || (1e-3..1e6).contains(&v.abs()) {
-        let s = format!("{v:.8}");
-        let s = s.trim_end_matches('0').trim_end_matches('.');
-        s.to_string()
-    } else {
-        format!("{v:.7e}")
-    }
-}
+pub use crate::model::present::number::precise as num;

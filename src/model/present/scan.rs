@@ -1,0 +1,87 @@
+//! The text of a scan: per window, storage aliases (stride conflicts first), then the first
+//! non-finite record.
+
+use std::fmt::Write;
+
+use crate::model::analysis::scan::{AliasGroup, WindowScan};
+
+/// The text form of one window's scan.
+pub fn text(scan: &WindowScan) -> String {
+    let mut out = String::new();
+    let _ = writeln!(
+        out,
+        "== rank {}, label {:?} (match {}, call {}): {} records\n   {}",
+        scan.rank, scan.label, scan.match_index, scan.occurrence, scan.records, scan.source
+    );
+    let conflicts = scan
+        .alias_groups
+        .iter()
+        .filter(|g| g.stride_conflict)
+        .count();
+    if scan.alias_groups.is_empty() {
+        let _ = writeln!(out, "storage aliases: none");
+    } else {
+        let _ = writeln!(
+            out,
+            "storage aliases: {} groups, {} with a stride conflict",
+            scan.alias_groups.len(),
+            conflicts
+        );
+        for group in &scan.alias_groups {
+            out.push_str(&render_group(group));
+        }
+    }
+    match &scan.first_nonfinite {
+        Some(nf) => {
+            let counts = nf.counts_text();
+            let _ = writeln!(
+                out,
+                "first non-finite: {} (position {}, seq {}): {counts}; {} non-finite records in all",
+                nf.key, nf.position, nf.seq, scan.nonfinite_records
+            );
+        }
+        None => out.push_str("first non-finite: none\n"),
+    }
+    out.push('\n');
+    out
+}
+
+fn render_group(group: &AliasGroup) -> String {
+    let mut out = String::new();
+    let storage = match group.storage_id {
+        Some(id) => format!("storage {id}"),
+        None => "storage (no id)".to_string(),
+    };
+    let _ = writeln!(
+        out,
+        "  {} {} on {} at {:#x}{}",
+        if group.stride_conflict {
+            "! STRIDE CONFLICT"
+        } else {
+            "  alias"
+        },
+        storage,
+        group.device,
+        group.storage_ptr,
+        if group.unchecked {
+            " (too large to check element by element)"
+        } else {
+            ""
+        }
+    );
+    let width = group.members.iter().map(|m| m.key.len()).max().unwrap_or(0);
+    for m in &group.members {
+        let _ = writeln!(
+            out,
+            "      {:<width$}  seq {:<5} {:<9} shape {:?} stride {:?} offset {}",
+            m.key, m.seq, m.dtype, m.shape, m.stride, m.storage_offset
+        );
+    }
+    for (x, y) in &group.conflicts {
+        let _ = writeln!(
+            out,
+            "      conflict: {x} and {y} read shared bytes through different layouts"
+        );
+    }
+    out
+}
