@@ -2,7 +2,7 @@
 
 use std::path::{Path, PathBuf};
 
-use super::LoadError;
+use super::error::LoadError;
 use crate::model::formats::{self, msprobe::MSPROBE_NAME, probe::MANIFEST_NAME};
 
 /// The manifest files named by `inputs`, in a stable order.

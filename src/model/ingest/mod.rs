@@ -8,38 +8,18 @@
 
 mod check;
 mod discover;
+mod error;
 
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 
 pub use check::{check_records, check_window, drop_escaping_evidence};
 pub use discover::discover;
+pub use error::LoadError;
 
 use crate::model::dump::{Dump, Warning, Window};
 use crate::model::formats::{self, FormatError, HEAD_BYTES};
 use crate::model::io::FileBytes;
-
-/// Why inputs could not be loaded.
-#[derive(Debug, thiserror::Error)]
-pub enum LoadError {
-    /// A file could not be read as a window of the format that claimed it.
-    #[error(transparent)]
-    Format(#[from] FormatError),
-    /// A path that is neither a file nor a directory holding dump files.
-    #[error("{path}: {problem}")]
-    Input {
-        /// The path as given.
-        path: PathBuf,
-        /// What is wrong with it.
-        problem: String,
-    },
-}
-
-impl From<formats::probe::ManifestError> for LoadError {
-    fn from(error: formats::probe::ManifestError) -> LoadError {
-        LoadError::Format(error.into())
-    }
-}
 
 /// Progress of a load, reported once per manifest file.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]

@@ -14,7 +14,8 @@ use std::collections::HashMap;
 use std::path::Path;
 use std::sync::Arc;
 
-use super::json::{self, Reader, Value};
+use super::json::{self, Reader};
+use super::value::Value;
 
 type Map<V> = HashMap<String, V, foldhash::fast::RandomState>;
 

@@ -14,7 +14,8 @@ use std::borrow::Cow;
 
 use rayon::prelude::*;
 
-use super::json::{self, Reader, Separator, Value};
+use super::json::{self, Reader, Separator};
+use super::value::Value;
 use super::names::{self, EntryKeys, Keys};
 use super::record;
 use crate::model::dump::{Name, Record};

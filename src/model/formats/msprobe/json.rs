@@ -10,40 +10,9 @@
 use std::borrow::Cow;
 use std::fmt;
 
-use super::leaf::{self, Leaf};
-
-/// A parsed JSON value. Numbers are `f64` (msprobe's integers are shapes, sizes and small
-/// scalars, all exact below 2⁵³); objects keep their keys in file order, repeats included.
-/// An object whose first key is `type` with a string value is an msprobe leaf dict and is
-/// read as a [`Leaf`].
-#[derive(Debug, Clone, PartialEq)]
-pub enum Value<'a> {
-    Null,
-    Bool(bool),
-    Number(f64),
-    String(Cow<'a, str>),
-    Array(Vec<Value<'a>>),
-    Object(Vec<(Cow<'a, str>, Value<'a>)>),
-    Leaf(Box<Leaf<'a>>),
-}
-
-impl<'a> Value<'a> {
-    /// The value of `key` in an object (the last one when the key repeats, as Python's
-    /// `json` keeps it); `None` for a missing key or a value that is not an object.
-    pub fn get(&self, key: &str) -> Option<&Value<'a>> {
-        match self {
-            Value::Object(fields) => fields.iter().rev().find(|(k, _)| k == key).map(|(_, v)| v),
-            _ => None,
-        }
-    }
-
-    pub fn as_str(&self) -> Option<&str> {
-        match self {
-            Value::String(s) => Some(s),
-            _ => None,
-        }
-    }
-}
+use super::value::{Leaf, Scalar, Stat, Value, sizes};
+use crate::model::dump::dims;
+use crate::model::dump::Dims;
 
 /// Why reading stopped: what was wrong, and at which byte of the input.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -207,7 +176,7 @@ impl<'a> Reader<'a> {
                 let value = self.value_at(depth + 1)?;
                 let value = match (&*key, value) {
                     ("type", Value::String(kind)) => {
-                        return leaf::read_rest(self, kind).map(|l| Value::Leaf(Box::new(l)));
+                        return read_leaf_rest(self, kind).map(|l| Value::Leaf(Box::new(l)));
                     }
                     (_, value) => value,
                 };
@@ -493,6 +462,67 @@ impl<'a> Reader<'a> {
 }
 
 /// Parses a whole text into one value (tests).
+// msprobe's leaf dicts, read member by member (see `super::value`).
+
+/// The rest of a leaf dict whose first member, `"type": kind`, is read: members up to and
+/// including its `}`.
+fn read_leaf_rest<'a>(reader: &mut Reader<'a>, kind: Cow<'a, str>) -> Result<Leaf<'a>, Error> {
+    let mut leaf = Leaf {
+        kind,
+        ..Leaf::default()
+    };
+    while let Some(key) = reader.next_key(false)? {
+        match &*key {
+            "dtype" => leaf.dtype = string(reader)?,
+            "shape" => leaf.shape = read_sizes(reader)?,
+            "Max" => leaf.stats[0] = stat(reader)?,
+            "Min" => leaf.stats[1] = stat(reader)?,
+            "Mean" => leaf.stats[2] = stat(reader)?,
+            "Norm" => leaf.stats[3] = stat(reader)?,
+            "value" => leaf.value = Scalar::of(&reader.value()?),
+            "data_name" => leaf.data_name = string(reader)?,
+            "md5" => leaf.md5 = string(reader)?,
+            // A repeated `type` that is not a string would make this no leaf in Python;
+            // msprobe never writes one, so the first `type` stands.
+            _ => reader.skip()?,
+        }
+    }
+    Ok(leaf)
+}
+
+fn string<'a>(reader: &mut Reader<'a>) -> Result<Option<Cow<'a, str>>, Error> {
+    Ok(match reader.value()? {
+        Value::String(s) => Some(s),
+        _ => None,
+    })
+}
+
+fn stat(reader: &mut Reader<'_>) -> Result<Stat, Error> {
+    Ok(match reader.scalar()? {
+        Some(Value::Number(v)) => Stat::Number(v),
+        Some(Value::Bool(b)) => Stat::Bool(b),
+        Some(_) => Stat::Null,
+        None => Stat::of(&reader.value()?),
+    })
+}
+
+/// A shape: sizes read without building a list (up to 8 dimensions; more, or anything odd,
+/// through the general reader).
+fn read_sizes(reader: &mut Reader<'_>) -> Result<Option<Dims>, Error> {
+    let start = reader.offset();
+    if reader.peek() == Some(b'[') {
+        let mut buf = [0u64; 8];
+        if let Some(n) = reader.small_sizes(&mut buf)? {
+            return Ok(Some(dims(&buf[..n])));
+        }
+    }
+    *reader = Reader::at(reader.bytes(), start);
+    Ok(match reader.value()? {
+        Value::Array(items) => sizes(&items).map(|s| dims(&s)),
+        _ => None,
+    })
+}
+
 #[cfg(test)]
 pub fn parse(bytes: &[u8]) -> Result<Value<'_>, Error> {
     let mut reader = Reader::new(bytes);
@@ -566,5 +596,82 @@ mod tests {
             "the file ends early (EOF)"
         );
         assert!(parse(&[b'['; 600]).is_err());
+    }
+}
+
+#[cfg(test)]
+mod leaf_tests {
+    use super::*;
+
+    /// The leaf read straight and the leaf read as an object agree.
+    fn both(text: &str) -> Leaf<'static> {
+        let fast = match parse(text.as_bytes()).unwrap() {
+            Value::Leaf(leaf) => *leaf,
+            other => panic!("not read as a leaf: {other:?}"),
+        };
+        // The same members behind another first key: read as an object, then converted.
+        let moved = format!(
+            "{{\"z\": 0, {}}}",
+            text.trim()
+                .strip_prefix('{')
+                .and_then(|t| t.strip_suffix('}'))
+                .unwrap()
+        );
+        let Value::Object(fields) = parse(moved.as_bytes()).unwrap() else {
+            panic!()
+        };
+        let slow = Leaf::from_fields(&fields);
+        // Debug forms: a NaN statistic is not equal to itself.
+        assert_eq!(format!("{fast:?}"), format!("{slow:?}"), "{text}");
+        owned(fast)
+    }
+
+    fn owned(leaf: Leaf<'_>) -> Leaf<'static> {
+        let own = |c: Option<Cow<'_, str>>| c.map(|s| Cow::Owned(s.into_owned()));
+        Leaf {
+            kind: Cow::Owned(leaf.kind.into_owned()),
+            dtype: own(leaf.dtype),
+            shape: leaf.shape,
+            stats: leaf.stats,
+            value: leaf.value,
+            data_name: own(leaf.data_name),
+            md5: own(leaf.md5),
+        }
+    }
+
+    #[test]
+    fn leaf_dicts_read_the_same_in_any_key_order() {
+        let t = both(
+            r#"{"type": "torch.Tensor", "dtype": "torch.float32", "shape": [32, 3, 224, 224],
+               "Max": 1.0, "Min": -0.0, "Mean": NaN, "Norm": null, "requires_grad": false,
+               "data_name": "x.pt", "md5": "e771d6e6", "extra": {"a": [1, {"b": 2}]}}"#,
+        );
+        assert_eq!(t.shape.as_deref(), Some(&[32, 3, 224, 224][..]));
+        assert_eq!(t.stats[0], Stat::Number(1.0));
+        assert!(matches!(t.stats[2], Stat::Number(v) if v.is_nan()));
+        assert_eq!(t.stats[3], Stat::Null);
+        assert_eq!(
+            (t.data_name.as_deref(), t.md5.as_deref()),
+            (Some("x.pt"), Some("e771d6e6"))
+        );
+        let deep = both(
+            r#"{"type": "torch.Tensor", "dtype": "torch.float32", "shape": [1,2,3,4,5,6,7,8,9]}"#,
+        );
+        assert_eq!(deep.shape.unwrap().len(), 9);
+        let odd = both(r#"{"type": "torch.Tensor", "shape": [2, -1], "Max": true, "Min": "x"}"#);
+        assert_eq!(
+            (odd.shape, odd.stats[0], odd.stats[1]),
+            (None, Stat::Bool(true), Stat::Null)
+        );
+        let size = both(r#"{"type": "torch.Size", "value": [2, 3]}"#);
+        assert_eq!(size.value, Scalar::Sizes(dims(&[2, 3])));
+        assert_eq!(
+            both(r#"{"type": "int", "value": 3}"#).value,
+            Scalar::Number(3.0)
+        );
+        assert_eq!(
+            both(r#"{"type": "str", "value": "mean"}"#).value,
+            Scalar::Other
+        );
     }
 }

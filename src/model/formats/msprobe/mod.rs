@@ -20,12 +20,12 @@ use serde_json::{Map, Value as JsonValue};
 
 use crate::model::dump::{Context, FormatFacts, SourceFormat, Warning, Window};
 use crate::model::formats::probe::SCHEMA_VERSION;
-use crate::model::formats::{Format, FormatError};
+use crate::model::formats::contract::{Format, FormatError};
 
 mod context;
 mod dump;
 mod json;
-mod leaf;
+mod value;
 mod names;
 mod record;
 

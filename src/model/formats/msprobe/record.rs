@@ -7,7 +7,7 @@
 //! every element is finite, so `finite_count` is the element count (which the mean's
 //! tolerance scale needs); otherwise it is unknown.
 
-use super::leaf::{Leaf, Scalar, Stat};
+use super::value::{Leaf, Scalar, Stat};
 use crate::model::dump::{Name, Record, Stats, dims, strides};
 
 /// The directory, beside dump.json, that holds a tensor-mode dump's files.
@@ -143,7 +143,8 @@ fn tensor_stats(stats: &[Stat; 4], numel: u64) -> Option<Stats> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::model::formats::msprobe::json::{Value, parse};
+    use crate::model::formats::msprobe::json::parse;
+    use crate::model::formats::msprobe::value::Value;
 
     fn read(json: &str) -> Record {
         let Value::Leaf(leaf) = parse(json.as_bytes()).unwrap() else {

@@ -21,31 +21,11 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use rayon::prelude::*;
 use serde::de::{self, DeserializeSeed, IgnoredAny, MapAccess, SeqAccess, Visitor};
 
-use super::{FORMAT, ManifestError, SCHEMA_VERSION};
+pub use super::header::Stop;
+use super::header::{FACTS, FORMAT, ManifestError, SCHEMA_VERSION};
 use crate::model::dump::{InputSet, Record, Window};
 
 use super::line;
-
-/// Where and why parsing stopped early; the records before it were kept.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Stop {
-    /// Byte offset of the problem from the start of the file.
-    pub byte_offset: u64,
-    /// serde_json's description, e.g. "EOF while parsing a list".
-    pub reason: String,
-    /// Records parsed and kept before the problem.
-    pub kept_records: usize,
-}
-
-impl fmt::Display for Stop {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(
-            f,
-            "stops being a valid manifest at byte {} ({}); kept the {} records before it",
-            self.byte_offset, self.reason, self.kept_records
-        )
-    }
-}
 
 /// A parsed manifest, complete or cut short.
 #[derive(Debug, Clone)]
@@ -176,7 +156,7 @@ pub fn parse_one_pass(bytes: &[u8], path: &Path) -> Result<Parsed, ManifestError
         records: std::mem::take(&mut partial.records),
         input_sets: std::mem::take(&mut partial.input_sets),
         format: crate::model::dump::SourceFormat::Probe,
-        facts: &super::FACTS,
+        facts: &FACTS,
         context: None,
     };
     Ok(Parsed { manifest, stopped })
@@ -259,7 +239,7 @@ pub fn parse_by_lines(bytes: &[u8], path: &Path) -> Option<Parsed> {
             records,
             input_sets: std::mem::take(&mut partial.input_sets),
             format: crate::model::dump::SourceFormat::Probe,
-            facts: &super::FACTS,
+            facts: &FACTS,
             context: None,
         },
         stopped: None,

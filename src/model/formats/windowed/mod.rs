@@ -21,7 +21,7 @@ use rayon::prelude::*;
 
 use crate::model::dump::{Context, FormatFacts, SourceFormat, Warning, Window, dims, strides};
 use crate::model::formats::probe::MANIFEST_NAME;
-use crate::model::formats::{Format, FormatError, HEAD_BYTES};
+use crate::model::formats::contract::{Format, FormatError, HEAD_BYTES};
 
 /// A windowed dump's facts: no input ids; non-finite elements counted from the tensor files.
 pub static FACTS: FormatFacts = FormatFacts {

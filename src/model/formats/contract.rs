@@ -1,0 +1,82 @@
+//! The contract every dump format implements ([`Format`]) and the error of reading one file
+//! ([`FormatError`]).
+
+use std::path::{Path, PathBuf};
+
+use crate::model::dump::{FormatFacts, SourceFormat, Warning, Window};
+use crate::model::formats::probe::ManifestError;
+
+/// How many leading bytes of a file [`Format::claims`] is shown.
+pub const HEAD_BYTES: usize = 4096;
+
+/// One dump format's reader.
+pub trait Format: Sync {
+    /// Which format this is; every window it reads carries it.
+    fn id(&self) -> SourceFormat;
+
+    /// What the analyses need to know of windows of this format (input ids recorded,
+    /// non-finite counts counted or inferred, advice when records go missing, its name).
+    fn facts(&self) -> &'static FormatFacts;
+
+    /// File names a directory search collects for this format (`manifest.json`, `dump.json`).
+    fn file_names(&self) -> &'static [&'static str];
+
+    /// Whether this format reads `path`, judged from its file name and its first
+    /// [`HEAD_BYTES`] bytes (`head`, shorter for a shorter file). The first format of
+    /// [`super::REGISTRY`] that claims a file reads it.
+    fn claims(&self, path: &Path, head: &[u8]) -> bool;
+
+    /// Reads one file's bytes into one window with the warnings a user should see. A file
+    /// cut short keeps what it holds, with a warning; only a file that holds no window at all
+    /// is an error. The checks every window gets (`crate::model::ingest::check_window`) are not applied here.
+    ///
+    /// # Errors
+    /// [`FormatError`] naming `path`, the byte offset where known, and the cause.
+    fn read(&self, path: &Path, bytes: &[u8]) -> Result<(Window, Vec<Warning>), FormatError>;
+}
+
+/// Why one file could not be read as a window. Every variant names the file.
+#[derive(Debug, thiserror::Error)]
+pub enum FormatError {
+    /// A probe manifest's header is broken, of another format or another schema version.
+    #[error(transparent)]
+    Probe(#[from] ManifestError),
+    /// The file could not be opened or read.
+    #[error("{path}: cannot read: {source}")]
+    Io {
+        /// The file.
+        path: PathBuf,
+        /// What the operating system said.
+        #[source]
+        source: std::io::Error,
+    },
+    /// The bytes do not hold a window of the format that claimed them.
+    #[error("{}: {cause}", path.display())]
+    Invalid {
+        /// The file.
+        path: PathBuf,
+        /// Where in the file reading stopped, when known (bytes from its start).
+        offset: Option<u64>,
+        /// What is wrong, for people (already says the byte offset where it has one).
+        cause: String,
+    },
+}
+
+impl FormatError {
+    /// An [`FormatError::Invalid`] of `path`.
+    pub fn invalid(path: &Path, offset: Option<u64>, cause: impl Into<String>) -> FormatError {
+        FormatError::Invalid {
+            path: path.to_path_buf(),
+            offset,
+            cause: cause.into(),
+        }
+    }
+
+    /// The file the error is about.
+    pub fn path(&self) -> &Path {
+        match self {
+            FormatError::Probe(e) => e.path(),
+            FormatError::Io { path, .. } | FormatError::Invalid { path, .. } => path,
+        }
+    }
+}

@@ -1,0 +1,31 @@
+//! The registry: every format dumpview reads, and the look-ups over it.
+
+use std::path::Path;
+
+use crate::model::dump::SourceFormat;
+use crate::model::formats::contract::Format;
+use crate::model::formats::{msprobe, probe, windowed};
+
+/// Every format, in the order they are asked to claim a file: the specific ones first, the
+/// probe manifest (which claims anything else) last.
+pub static REGISTRY: [&dyn Format; 3] = [&msprobe::Msprobe, &windowed::Windowed, &probe::Probe];
+
+/// The format that reads `path` (never `None` with today's registry: the probe claims the rest).
+pub fn claiming(path: &Path, head: &[u8]) -> Option<&'static dyn Format> {
+    REGISTRY.iter().copied().find(|f| f.claims(path, head))
+}
+
+/// The format with this id.
+pub fn by_id(id: SourceFormat) -> &'static dyn Format {
+    REGISTRY
+        .iter()
+        .copied()
+        .find(|f| f.id() == id)
+        .expect("every SourceFormat is registered")
+}
+
+/// Every file name a directory search collects, over all formats.
+pub fn file_names() -> impl Iterator<Item = &'static str> {
+    REGISTRY.iter().flat_map(|f| f.file_names().iter().copied())
+}
+

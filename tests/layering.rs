@@ -1,0 +1,227 @@
+//! The import rules of ../shared/STYLE.md ("Where things go"), checked on the source text:
+//! which layer may name which, and no import cycle between the files of `src/model/`.
+//!
+//! The check reads `use` lines and `crate::…` / `super::…` paths outside comments and
+//! outside each file's `#[cfg(test)]` module (a test may reach anywhere). `pub use` lines are
+//! re-exports, not dependencies, and are not counted.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::{Path, PathBuf};
+
+/// Every `.rs` file under `dir`, as (path relative to `src/`, text without its test module).
+fn sources(dir: &str) -> Vec<(String, String)> {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+    let mut out = Vec::new();
+    let mut stack = vec![root.join(dir)];
+    if root.join(format!("{dir}.rs")).is_file() {
+        stack = vec![root.join(format!("{dir}.rs"))];
+    }
+    while let Some(path) = stack.pop() {
+        if path.is_dir() {
+            for entry in std::fs::read_dir(&path).unwrap() {
+                stack.push(entry.unwrap().path());
+            }
+        } else if path.extension().is_some_and(|e| e == "rs") {
+            let text = std::fs::read_to_string(&path).unwrap();
+            let rel = path.strip_prefix(&root).unwrap().to_string_lossy().into_owned();
+            out.push((rel, code_of(&text)));
+        }
+    }
+    out.sort();
+    out
+}
+
+/// The text without `//` comments and without the `#[cfg(test)] mod tests` block at its end.
+fn code_of(text: &str) -> String {
+    let body = match text.find("#[cfg(test)]\nmod ") {
+        Some(at) => &text[..at],
+        None => text,
+    };
+    body.lines()
+        .map(|line| match line.trim_start().starts_with("//") {
+            true => "",
+            false => line,
+        })
+        .filter(|line| !line.trim_start().starts_with("pub use "))
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+/// The (file, word) pairs where a file of `dir` names one of `forbidden`.
+fn violations(dir: &str, forbidden: &[&str]) -> Vec<String> {
+    let mut found = Vec::new();
+    for (file, code) in sources(dir) {
+        for word in forbidden {
+            if code.contains(word) {
+                found.push(format!("{file} names `{word}`"));
+            }
+        }
+    }
+    found
+}
+
+#[test]
+fn the_model_uses_no_terminal_cli_or_watch_crate() {
+    let found = violations("model", &["ratatui", "crossterm", "clap", "notify::", "use notify"]);
+    assert!(found.is_empty(), "{found:#?}");
+}
+
+#[test]
+fn each_model_layer_uses_only_the_layers_below_it() {
+    let above_dump = [
+        "model::io", "model::formats", "model::ingest", "model::analysis", "model::present",
+        "model::tensor",
+    ];
+    let mut found = violations("model/dump", &above_dump);
+    found.extend(violations(
+        "model/io",
+        &["model::formats", "model::ingest", "model::analysis", "model::present"],
+    ));
+    found.extend(violations(
+        "model/formats",
+        &["model::ingest", "model::analysis", "model::present"],
+    ));
+    found.extend(violations("model/ingest", &["model::analysis", "model::present"]));
+    // The analyses know the capture, not a format's files, and read no files themselves.
+    found.extend(violations(
+        "model/analysis",
+        &["model::formats", "model::ingest", "model::io", "std::fs", "File::open", "model::present"],
+    ));
+    found.extend(violations(
+        "model/present",
+        &["model::formats", "model::ingest", "model::io", "std::fs", "File::open"],
+    ));
+    assert!(found.is_empty(), "{found:#?}");
+}
+
+#[test]
+fn the_app_holds_no_terminal_threads_files_or_processes() {
+    let found = violations(
+        "app",
+        &["ratatui", "crossterm", "std::thread", "std::fs", "std::process", "model::ingest", "model::io"],
+    );
+    assert!(found.is_empty(), "{found:#?}");
+}
+
+#[test]
+fn the_ui_draws_only() {
+    let found = violations(
+        "ui",
+        &["crate::runtime", "crate::tui", "model::ingest", "model::formats", "model::io", "std::fs", "std::thread", "std::process"],
+    );
+    assert!(found.is_empty(), "{found:#?}");
+}
+
+#[test]
+fn the_cli_prints_the_model_and_nothing_of_the_workbench() {
+    let found = violations("cli", &["crate::app", "crate::ui", "crate::runtime", "crate::tui"]);
+    assert!(found.is_empty(), "{found:#?}");
+}
+
+/// The module a file of `src/` is (`model/formats/probe/mod.rs` → `model::formats::probe`).
+fn module_of(file: &str) -> String {
+    let path = PathBuf::from(file.trim_end_matches(".rs"));
+    let mut parts: Vec<String> = path.iter().map(|p| p.to_string_lossy().into_owned()).collect();
+    if parts.last().is_some_and(|p| p == "mod") {
+        parts.pop();
+    }
+    parts.join("::")
+}
+
+/// The modules of `known` that `code`, the code of module `module`, names.
+fn references(module: &str, code: &str, known: &BTreeSet<String>) -> BTreeSet<String> {
+    let mut out = BTreeSet::new();
+    let parent = module.rsplit_once("::").map_or("", |(p, _)| p).to_string();
+    let mut add = |path: String| {
+        // The longest known module that is a prefix of the path.
+        let mut best = None;
+        for candidate in known {
+            if (path == *candidate || path.starts_with(&format!("{candidate}::")))
+                && best.as_ref().is_none_or(|b: &String| candidate.len() > b.len())
+            {
+                best = Some(candidate.clone());
+            }
+        }
+        if let Some(best) = best.filter(|b| b != module) {
+            out.insert(best);
+        }
+    };
+    for (at, _) in code.match_indices("crate::") {
+        let rest: String = code[at + 7..]
+            .chars()
+            .take_while(|c| c.is_alphanumeric() || *c == '_' || *c == ':')
+            .collect();
+        add(rest.trim_end_matches(':').to_string());
+    }
+    // A child module named by its bare name (`probe::Probe` in `formats`).
+    for child in known.iter().filter_map(|k| k.strip_prefix(&format!("{module}::"))) {
+        if child.contains("::") {
+            continue;
+        }
+        let bare = format!("{child}::");
+        let named = code.match_indices(&bare).any(|(at, _)| {
+            at == 0 || {
+                let before = code.as_bytes()[at - 1];
+                !(before.is_ascii_alphanumeric() || before == b'_' || before == b':')
+            }
+        });
+        if named {
+            add(format!("{module}::{child}"));
+        }
+    }
+    for (at, _) in code.match_indices("super::") {
+        if at > 0 && code.as_bytes()[at - 1] == b':' {
+            continue;
+        }
+        let rest: String = code[at + 7..]
+            .chars()
+            .take_while(|c| c.is_alphanumeric() || *c == '_' || *c == ':')
+            .collect();
+        add(format!("{parent}::{}", rest.trim_end_matches(':')));
+    }
+    out
+}
+
+#[test]
+fn the_files_of_the_model_import_no_cycle() {
+    let files = sources("model");
+    let modules: BTreeMap<String, String> = files
+        .iter()
+        .map(|(file, code)| (module_of(file), code.clone()))
+        .collect();
+    let known: BTreeSet<String> = modules.keys().cloned().collect();
+    let edges: BTreeMap<String, BTreeSet<String>> = modules
+        .iter()
+        .map(|(m, code)| (m.clone(), references(m, code, &known)))
+        .collect();
+    // Depth-first search for a back edge; report the cycle it closes.
+    fn visit(
+        m: &str,
+        edges: &BTreeMap<String, BTreeSet<String>>,
+        state: &mut BTreeMap<String, u8>,
+        path: &mut Vec<String>,
+        cycles: &mut Vec<String>,
+    ) {
+        state.insert(m.to_string(), 1);
+        path.push(m.to_string());
+        for next in edges.get(m).into_iter().flatten() {
+            match state.get(next.as_str()) {
+                Some(1) => {
+                    let from = path.iter().position(|p| p == next).unwrap();
+                    cycles.push(format!("{} -> {next}", path[from..].join(" -> ")));
+                }
+                Some(_) => {}
+                None => visit(next, edges, state, path, cycles),
+            }
+        }
+        path.pop();
+        state.insert(m.to_string(), 2);
+    }
+    let (mut state, mut cycles) = (BTreeMap::new(), Vec::new());
+    for m in edges.keys() {
+        if !state.contains_key(m) {
+            visit(m, &edges, &mut state, &mut Vec::new(), &mut cycles);
+        }
+    }
+    assert!(cycles.is_empty(), "{cycles:#?}");
+}
