@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# Every test of the project: Rust (unit, integration, CLI, the `export` feature, a bounded fuzz
-# run of the manifest parser) and Python (probe, examples).
+# Every test of the project: Rust (unit, integration, CLI, the `export` feature), clippy with
+# warnings as errors, a bounded fuzz run of every reader, and Python (probe, examples).
 # Installs what it needs first (the Python environment in .venv); quick when present.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -22,14 +22,17 @@ if ! command -v tmux >/dev/null 2>&1; then
     fi
 fi
 
-echo "== cargo test" >&2
-cargo test --all-targets --locked
+# One test build with every feature (export: CSV and Parquet through polars), so each feature
+# is built and tested once.
+echo "== cargo test --all-features" >&2
+cargo test --all-targets --all-features --locked
 
-echo "== cargo test --features export (CSV and Parquet through polars)" >&2
-cargo test --locked --features export --test cli
+echo "== cargo clippy --all-features -D warnings" >&2
+cargo clippy --all-targets --all-features --locked -- -D warnings
 
-echo "== fuzz the manifest parser for ${DUMPVIEW_FUZZ_SECONDS:-60} s" >&2
-bash scripts/fuzz.sh "${DUMPVIEW_FUZZ_SECONDS:-60}"
+# A total budget, split over the fuzz targets (scripts/fuzz.sh).
+echo "== fuzz every reader for ${DUMPVIEW_FUZZ_SECONDS:-120} s in all" >&2
+bash scripts/fuzz.sh "${DUMPVIEW_FUZZ_SECONDS:-120}"
 
 echo "== pytest" >&2
 .venv/bin/python -m pytest tests/python -q -p no:cacheprovider

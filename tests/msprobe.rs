@@ -384,7 +384,7 @@ fn a_dump_json_that_is_not_json_is_an_error_naming_it() {
     let error = load(&[dir.path().to_path_buf()], &mut |_| {}).unwrap_err();
     assert!(matches!(
         error,
-        LoadError::Format(FormatError::Invalid { offset: None, .. })
+        LoadError::Format(FormatError::Msprobe { .. })
     ));
     assert_eq!(
         error.to_string(),

@@ -26,7 +26,9 @@ const POS_CHECKSUM: usize = 5;
 /// `rtol` and `atol` of one statistic.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize)]
 pub struct Tolerance {
+    /// Relative tolerance, multiplied by the statistic's scale (docs/diff.md, "Tolerances").
     pub rtol: f64,
+    /// Absolute tolerance, added to `rtol · scale`: the noise floor for tensors near zero.
     pub atol: f64,
 }
 
@@ -34,6 +36,8 @@ pub struct Tolerance {
 /// whose dtypes differ in precision.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct Tolerances {
+    /// One tolerance per statistic, in [`STATS`] order (`per_stat[5]`: `pos_checksum` between
+    /// records of one dtype).
     pub per_stat: [Tolerance; 6],
     /// Used for `pos_checksum` instead of `per_stat[5]` when the two dtypes differ within one
     /// kind (float32 vs bfloat16): rounding then moves every element, and the checksum, a
@@ -115,8 +119,11 @@ impl Tolerances {
 /// One statistic of a pair, with its difference and the bound it was held to.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct StatDiff {
+    /// The statistic, one of [`STATS`].
     pub name: &'static str,
+    /// A's value; `None` when undefined (no finite element, or not recorded).
     pub a: Option<f64>,
+    /// B's value (the reference); `None` when undefined.
     pub b: Option<f64>,
     /// `|a − b|`; null when either side is undefined.
     pub abs_diff: Option<f64>,
@@ -128,6 +135,8 @@ pub struct StatDiff {
     pub rel_err: Option<f64>,
     /// `atol + rtol · scale`.
     pub bound: Option<f64>,
+    /// True when `|a − b| > bound`, or one side is undefined or non-finite and the two are not
+    /// equal (equal values, equal infinities included, never exceed).
     pub exceeds: bool,
 }
 
@@ -138,7 +147,11 @@ pub enum Verdict {
     /// Every statistic within tolerance.
     Agree,
     /// Shape, or the kind of dtype (floating / integer / bool), differs.
-    Structural { reason: String },
+    Structural {
+        /// What differs, e.g. `shape [2, 3] vs [3, 2]`, `dtype float32 vs int64`, or
+        /// `statistics on one side only`.
+        reason: String,
+    },
     /// NaN or infinity counts differ: always a divergence.
     NonFinite,
     /// Magnitude statistics differ beyond tolerance.
@@ -157,7 +170,9 @@ impl Verdict {
 /// The comparison of one pair of records.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct Comparison {
+    /// The first verdict that applies, in the order of docs/diff.md ("Verdict of a pair").
     pub verdict: Verdict,
+    /// One entry per statistic, in [`STATS`] order; empty when either side has no statistics.
     pub stats: Vec<StatDiff>,
     /// The dtypes differ within one kind (float32 vs bfloat16): a precision change, compared by value.
     pub precision_change: bool,

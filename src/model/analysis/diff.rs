@@ -26,19 +26,32 @@ pub const RECORD_DROP_RATIO: f64 = 0.5;
 #[serde(tag = "kind", rename_all = "snake_case")]
 pub enum Identity {
     /// The token ids are equal, element by element.
-    Same { tokens: usize },
+    Same {
+        /// Number of token ids on each side.
+        tokens: usize,
+    },
     /// The ids differ; `first_difference` is the first index where they do (or the shorter length).
     Different {
+        /// Number of token ids in A.
         tokens_a: usize,
+        /// Number of token ids in B.
         tokens_b: usize,
+        /// 0-based index of the first differing id; the shorter length when one list is a
+        /// prefix of the other.
         first_difference: usize,
     },
     /// Only one side recorded token ids: identity cannot be established.
-    MissingOnOneSide { side: char },
+    MissingOnOneSide {
+        /// The side without token ids, `'a'` or `'b'`.
+        side: char,
+    },
     /// Neither side recorded token ids.
     MissingOnBoth,
     /// The dump format records no input ids (msprobe, windowed dumps): nothing to check.
-    NotRecorded { format: String },
+    NotRecorded {
+        /// The format's name ([`crate::model::dump::FormatFacts::name`]), e.g. `msprobe dump`.
+        format: String,
+    },
 }
 
 impl Identity {
@@ -108,12 +121,19 @@ impl Identity {
 /// A window, as a diff names it.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct WindowRef {
+    /// The path the window was read from (its manifest or dump.json).
     pub source: String,
+    /// The window's rank.
     pub rank: u32,
+    /// The window's label (request id, msprobe step, windowed `window_<NNNN>`).
     pub label: String,
+    /// Which distinct label this is (`DUMP_PROBE_MATCH`, 1-based; windowed: 0-based window
+    /// number).
     #[serde(rename = "match")]
     pub match_index: u32,
+    /// Which call of that label this is (`DUMP_PROBE_OCCURRENCE`, 1-based).
     pub occurrence: u32,
+    /// Number of records in the window.
     pub records: usize,
 }
 
@@ -137,12 +157,19 @@ pub struct PairDiff {
     pub key: String,
     /// Position in A's capture order (0-based) and the two records' `seq`.
     pub position: usize,
+    /// A's record's `seq`.
     pub seq_a: u64,
+    /// B's record's `seq` (may differ from `seq_a`: pairing is by key, not by call count).
     pub seq_b: u64,
+    /// A's dtype.
     pub dtype_a: Name,
+    /// B's dtype.
     pub dtype_b: Name,
+    /// A's logical shape, elements.
     pub shape_a: Dims,
+    /// B's logical shape, elements.
     pub shape_b: Dims,
+    /// Verdict and per-statistic differences (flattened into this object in JSON).
     #[serde(flatten)]
     pub comparison: Comparison,
 }
@@ -150,14 +177,19 @@ pub struct PairDiff {
 /// The diff of one pair of windows.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct WindowDiff {
+    /// The rank both windows belong to (windows pair within a rank).
     pub rank: u32,
+    /// A's window.
     pub a: WindowRef,
+    /// B's window.
     pub b: WindowRef,
+    /// Whether both ran on the same input, from `metadata.token_ids`.
     pub identity: Identity,
     /// Paired records in A's capture order.
     pub pairs: Vec<PairDiff>,
     /// Keys captured only in A / only in B (missing evidence), in each side's order.
     pub only_a: Vec<String>,
+    /// Keys (`stage#occurrence`) captured only in B, in B's order.
     pub only_b: Vec<String>,
     /// Index into `pairs` of the first divergence.
     pub first_divergence: Option<usize>,
@@ -181,20 +213,26 @@ impl WindowDiff {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Cell {
+    /// The pair's verdict is agree.
     Agrees,
+    /// The pair diverges (structural, magnitude or values moved).
     Diverges,
     /// Diverges and holds NaN/inf on at least one side.
     NonFinite,
+    /// The rank has no pair at this stage: captured on one side only, or not at all.
     Missing,
 }
 
 /// The whole diff of two captures.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct DiffReport {
+    /// The tolerances every pair was judged under.
     pub tolerances: Tolerances,
+    /// One per paired window, ordered by rank.
     pub windows: Vec<WindowDiff>,
     /// Windows with no partner on the other side (whole ranks or requests missing).
     pub unpaired_a: Vec<WindowRef>,
+    /// B's windows with no partner in A.
     pub unpaired_b: Vec<WindowRef>,
     /// The rank whose first divergence comes earliest in capture order (ties: the lowest rank).
     pub first_rank: Option<u32>,

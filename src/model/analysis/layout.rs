@@ -22,9 +22,14 @@
 /// in elements, `stride` in elements, `element_size` in bytes.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct View {
+    /// Address of element 0 (`storage_ptr + storage_offset × element_size`), bytes.
     pub data_ptr: u64,
+    /// Bytes per element.
     pub element_size: u64,
+    /// Size per dimension, elements.
     pub shape: Vec<u64>,
+    /// Stride per dimension, elements, one per entry of `shape`: 0 for an expanded dimension;
+    /// negative only in a hand-written manifest (torch makes none).
     pub stride: Vec<i64>,
 }
 
@@ -214,11 +219,13 @@ pub fn overlaps(a: &View, b: &View) -> bool {
 /// against many others, and a hostile layout can need millions of runs.
 #[derive(Debug, Clone)]
 pub struct Expanded {
+    /// The view itself.
     pub view: View,
     runs: std::cell::OnceCell<Option<Vec<(u64, u64)>>>,
 }
 
 impl Expanded {
+    /// Wraps `view`; its byte runs are computed on first use.
     pub fn new(view: View) -> Expanded {
         Expanded {
             view,

@@ -20,47 +20,70 @@ pub const LIST_LIMIT: usize = 40;
 pub struct Evidence {
     /// What the file is, e.g. "A manifest", "B tensor of layers.3.mlp_up#1".
     pub what: String,
+    /// The file's path as given or resolved (a tensor path always inside its window
+    /// directory).
     pub path: String,
 }
 
 /// First non-finite record of one window of one side.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct SideNonFinite {
+    /// `'a'` or `'b'`.
     pub side: char,
+    /// The window's rank.
     pub rank: u32,
+    /// The window's label.
     pub label: String,
+    /// The first record in capture order with NaN or inf; `None` when the window has none.
     pub first: Option<NonFinite>,
+    /// How many records of the window hold NaN or inf.
     pub nonfinite_records: usize,
 }
 
 /// Stride-conflicting alias groups of one window of one side.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct AliasSuspects {
+    /// `'a'` or `'b'`.
     pub side: char,
+    /// The window's rank.
     pub rank: u32,
+    /// The window's alias groups with `stride_conflict` (docs/scan.md); never empty.
     pub groups: Vec<AliasGroup>,
 }
 
 /// Coverage and the first divergence of one pair of windows.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct WindowFinding {
+    /// The rank of the window pair.
     pub rank: u32,
+    /// A's window source (manifest or dump.json path).
     pub a: String,
+    /// B's window source.
     pub b: String,
+    /// Input identity from the token ids (docs/diff.md, "Input identity").
     pub identity: Identity,
+    /// [`Identity::describe`]: the identity as one line for people.
     pub identity_text: String,
+    /// Number of records paired by `stage#occurrence`.
     pub paired: usize,
+    /// Number of keys captured only in A (missing evidence).
     pub only_a: usize,
+    /// Number of keys captured only in B (missing evidence).
     pub only_b: usize,
     /// The first `LIST_LIMIT` keys captured on one side only.
     pub only_a_keys: Vec<String>,
+    /// The first `LIST_LIMIT` keys captured only in B.
     pub only_b_keys: Vec<String>,
+    /// The `MISSING DATA` message when one side holds fewer than half the other's records;
+    /// `None` otherwise.
     pub missing_data: Option<String>,
+    /// Pairs whose dtypes differ within one kind (float32 vs bfloat16), compared by value.
     pub precision_changes: usize,
     /// Metadata and topology that differ between the two runs (`key: A vs B`).
     pub metadata_differences: Vec<String>,
     /// The first divergence with both sides' statistics, their differences and bounds.
     pub first_divergence: Option<crate::model::analysis::diff::PairDiff>,
+    /// Number of pairs whose verdict is not agree.
     pub diverging_pairs: usize,
     /// A capture command that saves the diverging stage's tensors on the next run.
     pub next_step: Option<String>,
@@ -69,16 +92,28 @@ pub struct WindowFinding {
 /// The report. `b`-side fields are empty for a single capture.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct Report {
+    /// The writer, `dumpview <version>`.
     pub dumpview: String,
+    /// A's window sources, in load order.
     pub inputs_a: Vec<String>,
+    /// B's window sources; empty for a single capture.
     pub inputs_b: Vec<String>,
+    /// The diff's tolerances; `None` for a single capture.
     pub tolerances: Option<Tolerances>,
+    /// One finding per paired window; empty for a single capture.
     pub windows: Vec<WindowFinding>,
+    /// One line per window with no partner on the other side (rank, label, source).
     pub missing_windows: Vec<String>,
+    /// The rank that diverges first (earliest first divergence in capture order, ties to the
+    /// lowest rank); `None` when none diverges or for a single capture.
     pub first_rank: Option<u32>,
+    /// First non-finite record of every window, A's then B's.
     pub nonfinite: Vec<SideNonFinite>,
+    /// Windows with stride-conflicting alias groups, A's then B's.
     pub alias_suspects: Vec<AliasSuspects>,
+    /// Manifests and saved tensors the findings rest on, each path once.
     pub evidence: Vec<Evidence>,
+    /// The loaders' warnings, A's then B's.
     pub warnings: Vec<Warning>,
     /// Saved tensors compared element by element (the first divergence's, and any the
     /// workbench compared), in the order they were added.
@@ -88,6 +123,7 @@ pub struct Report {
 /// One stage's saved tensors from both captures, compared (docs/tensors.md).
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct TensorFinding {
+    /// The rank of the compared windows.
     pub rank: u32,
     /// A's window (its manifest or dump.json path) when the rank holds several windows'
     /// comparisons (steps, label windows); `None` from the workbench (the open window).

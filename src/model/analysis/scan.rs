@@ -17,10 +17,13 @@ use crate::model::dump::{Window, Record};
 pub struct NonFinite {
     /// `stage#occurrence`.
     pub key: String,
+    /// The record's `seq` (capture sequence, 0-based).
     pub seq: u64,
     /// 0-based position in the window's capture order.
     pub position: usize,
+    /// NaN elements in the record (1 for "some" when `counts_known` is false).
     pub nan_count: u64,
+    /// ±inf elements in the record (1 for "some" when `counts_known` is false).
     pub inf_count: u64,
     /// False when the format records no counts (msprobe): the counts above are then 1 for
     /// "some", inferred from the record's max and min, not numbers of elements.
@@ -30,9 +33,13 @@ pub struct NonFinite {
 /// One record of an alias group, with the layout it reads the storage through.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct AliasMember {
+    /// `stage#occurrence`.
     pub key: String,
+    /// The record's `seq` (capture order).
     pub seq: u64,
+    /// The record's dtype.
     pub dtype: String,
+    /// Logical shape, elements.
     pub shape: Vec<u64>,
     /// Elements.
     pub stride: Vec<i64>,
@@ -43,8 +50,12 @@ pub struct AliasMember {
 /// Records whose bytes overlap in one storage, linked by overlap.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct AliasGroup {
+    /// The device the storage lives on.
     pub device: String,
+    /// The probe's identity of the shared live storage; `None` when the records carry none and
+    /// grouping fell back to `(device, storage_ptr)`, which over-reports after address reuse.
     pub storage_id: Option<u64>,
+    /// The storage's data address (bytes), of the group's first member.
     pub storage_ptr: u64,
     /// In capture order.
     pub members: Vec<AliasMember>,
@@ -59,13 +70,21 @@ pub struct AliasGroup {
 /// The scan of one window.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct WindowScan {
+    /// The path the window was read from.
     pub source: String,
+    /// The window's rank.
     pub rank: u32,
+    /// The window's label.
     pub label: String,
+    /// Which distinct label this is (`DUMP_PROBE_MATCH`, 1-based; windowed: 0-based window
+    /// number).
     #[serde(rename = "match")]
     pub match_index: u32,
+    /// Which call of that label this is (`DUMP_PROBE_OCCURRENCE`, 1-based).
     pub occurrence: u32,
+    /// Number of records in the window.
     pub records: usize,
+    /// The first record in capture order with NaN or inf; `None` when there is none.
     pub first_nonfinite: Option<NonFinite>,
     /// Records with any NaN or infinity.
     pub nonfinite_records: usize,

@@ -8,11 +8,17 @@ use crate::model::dump::{Mode, Window};
 /// Counts and the first non-finite record of one manifest.
 #[derive(Debug, Clone, PartialEq, serde::Serialize)]
 pub struct WindowSummary {
+    /// How the window is named to the user (usually its manifest path).
     pub source: String,
+    /// The window's label (request id).
     pub label: String,
+    /// The window's rank.
     pub rank: u32,
+    /// Which distinct label this is (`DUMP_PROBE_MATCH`, 1-based; windowed: 0-based window
+    /// number).
     #[serde(rename = "match")]
     pub match_index: u32,
+    /// Which call of that label this is (`DUMP_PROBE_OCCURRENCE`, 1-based).
     pub occurrence: u32,
     /// All records.
     pub records: usize,

@@ -9,25 +9,37 @@ use crate::model::analysis::diff::DiffReport;
 /// One statistic's columns in a row.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct StatColumns {
+    /// A's value; `None` when undefined or the row is unpaired.
     pub a: Option<f64>,
+    /// B's value; `None` when undefined or the row is unpaired.
     pub b: Option<f64>,
+    /// `|a − b|`; `None` when either side is undefined.
     pub abs_diff: Option<f64>,
+    /// `|a − b| / scale`, the scale of docs/diff.md ("Tolerances"); `None` when undefined.
     pub rel_diff: Option<f64>,
+    /// Whether the difference is beyond `atol + rtol · scale`.
     pub exceeds: bool,
 }
 
 /// One row: a stage of one rank.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct StageRow {
+    /// The rank of the window pair.
     pub rank: u32,
-    /// Position in A's capture order; for stages only in B, after all of A's.
+    /// Position in A's capture order (0-based); unpaired stages (`only_a`, then `only_b`)
+    /// follow after all of A's records.
     pub position: usize,
+    /// `stage#occurrence`.
     pub key: String,
     /// `agree`, `structural`, `non_finite`, `magnitude`, `values_moved`, `only_a`, `only_b`.
     pub status: &'static str,
+    /// A's dtype; `None` for an unpaired row.
     pub dtype_a: Option<String>,
+    /// B's dtype; `None` for an unpaired row.
     pub dtype_b: Option<String>,
+    /// A's logical shape as text (`[2, 3]`); `None` for an unpaired row.
     pub shape_a: Option<String>,
+    /// B's logical shape as text; `None` for an unpaired row.
     pub shape_b: Option<String>,
     /// Indexed like [`STATS`].
     pub stats: Vec<StatColumns>,

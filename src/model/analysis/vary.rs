@@ -19,8 +19,11 @@ pub const DEFAULT_THRESHOLD: f64 = 1e-6;
 /// One statistic's spread at one stage.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct Spread {
+    /// The statistic, one of [`STATS`].
     pub name: &'static str,
+    /// Smallest value over the captures that define it; `None` when none does.
     pub min: Option<f64>,
+    /// Largest value over the captures that define it; `None` when none does.
     pub max: Option<f64>,
     /// `(max − min) / scale`; 1 when the statistic is undefined in some runs but not others.
     pub spread: f64,
@@ -29,6 +32,7 @@ pub struct Spread {
 /// The variability of one stage across the captures.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct StageVariability {
+    /// `stage#occurrence`.
     pub key: String,
     /// Position in the first capture's order.
     pub position: usize,
@@ -38,15 +42,19 @@ pub struct StageVariability {
     pub variability: f64,
     /// The statistic with that spread.
     pub worst: &'static str,
+    /// One per statistic, in [`STATS`] order; empty when fewer than two captures hold
+    /// statistics for the stage.
     pub spreads: Vec<Spread>,
 }
 
 /// Variability of one rank's window across the captures.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct RankVariability {
+    /// The rank of the first capture's window.
     pub rank: u32,
     /// The window of each capture, in the order given.
     pub sources: Vec<String>,
+    /// One per distinct `stage#occurrence` of the first capture's window, in its capture order.
     pub stages: Vec<StageVariability>,
     /// Index into `stages` of the first stage above the threshold.
     pub first_variable: Option<usize>,
@@ -55,8 +63,12 @@ pub struct RankVariability {
 /// The variability report over N captures.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct VaryReport {
+    /// Number of captures compared.
     pub captures: usize,
+    /// Spreads up to this are float noise ([`DEFAULT_THRESHOLD`] unless given).
     pub threshold: f64,
+    /// One per window of the first capture, paired with the other captures' windows as
+    /// `diff` pairs them.
     pub ranks: Vec<RankVariability>,
 }
 

@@ -17,8 +17,11 @@ use serde::{Deserialize, Deserializer};
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum Mode {
+    /// Captured by `capture()` as the model ran (also every msprobe and windowed record).
     #[default]
     Eager,
+    /// Read from a `graph_slot` after a graph replay; follows the eager records in `seq`,
+    /// ordered by slot allocation, with `occurrence` 1 (docs/manifest.md).
     Graph,
 }
 
@@ -30,20 +33,32 @@ pub enum Mode {
 /// corresponding `f64`.
 #[derive(Debug, Clone, PartialEq, Deserialize)]
 pub struct Stats {
+    /// Number of NaN elements; when `counts_known` is false, 1 means "at least one".
     pub nan_count: u64,
+    /// Number of +inf or −inf elements; when `counts_known` is false, 1 means "at least one".
     pub inf_count: u64,
+    /// `numel − nan_count − inf_count`; `None` when not recorded (older manifests, or an
+    /// msprobe tensor whose Max/Min are not both finite).
     #[serde(default)]
     pub finite_count: Option<u64>,
+    /// Largest magnitude among the finite elements, `max(|min|, |max|)`.
     #[serde(deserialize_with = "stat")]
     pub max_abs: Option<f64>,
+    /// Smallest finite element.
     #[serde(deserialize_with = "stat")]
     pub min: Option<f64>,
+    /// Largest finite element.
     #[serde(deserialize_with = "stat")]
     pub max: Option<f64>,
+    /// Sum of the finite elements divided by `finite_count`.
     #[serde(deserialize_with = "stat")]
     pub mean: Option<f64>,
+    /// `sqrt(Σ x²)` over the finite elements (0 when there are none); msprobe's `Norm`.
     #[serde(default, deserialize_with = "stat")]
     pub l2: Option<f64>,
+    /// `Σ x[r,c]·u(r)·v(c)` over the tensor viewed as `[rows, last dimension]`, with fixed
+    /// pseudo-random position weights: catches values moved without changing their multiset
+    /// (docs/manifest.md, "stats"); `None` where the format does not record it (msprobe).
     #[serde(default, deserialize_with = "stat")]
     pub pos_checksum: Option<f64>,
     /// Whether `nan_count` and `inf_count` are counts. Formats that record no counts
@@ -193,6 +208,7 @@ impl Name {
         )
     }
 
+    /// The text itself.
     pub fn as_str(&self) -> &str {
         &self.0
     }
@@ -314,34 +330,63 @@ impl<'de> Deserialize<'de> for Name {
 /// that parsers and other formats' readers fill in.
 #[derive(Debug, Clone, Default, PartialEq, Deserialize)]
 pub struct Record {
+    /// Capture sequence within the window, 0-based, strictly increasing (capture order).
     pub seq: u64,
+    /// The stage name given to `capture()` (msprobe: compare's row name; windowed: built
+    /// from kernel, role or task and tensor name).
     pub stage: Name,
+    /// The N of `stage#N`, 1-based: how many times this stage was captured in the window so
+    /// far. Records of two runs pair by (rank, label window, stage, occurrence).
     pub occurrence: u32,
+    /// Eager capture or graph slot read after replay.
     pub mode: Mode,
+    /// torch dtype without the `torch.` prefix (`float32`, `bfloat16`, `int64`, `bool`, …).
     pub dtype: Name,
+    /// Logical shape, in elements.
     #[serde(deserialize_with = "interned_dims")]
     pub shape: Dims,
+    /// Stride per dimension, in elements (contiguous strides of `shape` where the format
+    /// records none).
     #[serde(deserialize_with = "interned_strides")]
     pub stride: Strides,
+    /// Offset of element 0 from the start of the storage, in elements.
     pub storage_offset: u64,
+    /// Bytes per element (0 where the dtype is unknown).
     pub element_size: u32,
+    /// Number of elements (product of `shape`).
     pub numel: u64,
+    /// Address of the untyped storage's data, bytes; `None` where not recorded (msprobe,
+    /// windowed dumps), which leaves the record out of alias analysis.
     pub storage_ptr: Option<u64>,
     /// Identity of the live storage object in the writing process; equal ids saw one buffer,
     /// equal `storage_ptr` with different ids is an address reused after a free.
     #[serde(default)]
     pub storage_id: Option<u64>,
+    /// Size of the storage, bytes; `None` where not recorded.
     pub storage_nbytes: Option<u64>,
+    /// Address of element 0 (`storage_ptr + storage_offset × element_size`), bytes; `None`
+    /// where not recorded.
     pub data_ptr: Option<u64>,
+    /// Device the tensor lived on (`cpu`, `cuda:0`, `npu:3`, `meta`; empty for msprobe).
     pub device: Name,
+    /// `torch_npu.get_npu_format()` on npu (2 = ND, 29 = FRACTAL_NZ); `None` elsewhere.
     pub device_format: Option<i64>,
+    /// `tensor.is_contiguous()` as the writer saw it.
     pub is_contiguous: bool,
+    /// Summary statistics; `None` for empty, complex and `meta` tensors, non-tensor msprobe
+    /// arguments, and windowed tensors whose file could not be read.
     pub stats: Option<Stats>,
+    /// Saved tensor, relative to the window directory (see [`Record::tensor_path`]); `None`
+    /// when no tensor was saved.
     pub tensor_file: Option<String>,
+    /// Rows (dim 0) kept in `tensor_file`; `None` without a saved tensor.
     #[serde(default)]
     pub rows_kept: Option<u64>,
+    /// Rows (dim 0) the tensor had; `None` without a saved tensor.
     #[serde(default)]
     pub rows_total: Option<u64>,
+    /// Whether the saved tensor lost rows (probe, `DUMP_PROBE_ROWS`) or was cut to a flat
+    /// prefix (windowed, `max_bytes_per_tensor`); `None` when not recorded.
     #[serde(default)]
     pub truncated: Option<bool>,
 }

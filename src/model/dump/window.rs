@@ -10,7 +10,9 @@ use super::record::{Record, Stats};
 /// One `capture_inputs()` call: a complete operator input set saved for replay.
 #[derive(Debug, Clone, PartialEq, Deserialize)]
 pub struct InputSet {
+    /// The stage name given to `capture_inputs()`.
     pub stage: String,
+    /// The N of `stage#N`, 1-based: which `capture_inputs()` call of that stage this is.
     pub occurrence: u32,
     /// `.pt` file relative to the window directory.
     pub file: String,
@@ -24,20 +26,37 @@ pub struct Window {
     /// Where it was read from (not part of the file).
     #[serde(skip)]
     pub source: PathBuf,
+    /// The format's schema version: the probe manifest's `schema_version` (1), a windowed
+    /// dump's `schemaVersion` (4); msprobe windows carry 1.
     pub schema_version: u32,
+    /// The writer's name and version, e.g. `"dump_probe.py 1"` (a marker, not checked).
     #[serde(default)]
     pub probe: String,
+    /// The window's label: the request id given to `arm()` (msprobe `step<N>`, windowed
+    /// `window_<NNNN>`).
     pub label: String,
+    /// Which distinct label this is, 1-based in first-seen order (`DUMP_PROBE_MATCH`); a
+    /// windowed dump's window number, 0-based.
     #[serde(rename = "match")]
     pub match_index: u32,
+    /// Which `arm()` call of that label this is, 1-based (`DUMP_PROBE_OCCURRENCE`: a chunked
+    /// prefill's N-th chunk); msprobe step N + 1.
     pub occurrence: u32,
+    /// torch.distributed rank of the writer (else `$RANK`, else 0).
     pub rank: u32,
+    /// torch.distributed world size (else `$WORLD_SIZE`, else 1); 0 when unknown (windowed).
     pub world_size: u32,
+    /// The keyword arguments of `arm()`, JSON-encoded; input identity is checked from
+    /// `token_ids` here (docs/diff.md).
     #[serde(default)]
     pub metadata: serde_json::Map<String, serde_json::Value>,
+    /// dtype the statistics were stacked and read back in (`float64` on cpu/cuda, `float32`
+    /// on npu/mps); `None` where not recorded.
     #[serde(default)]
     pub stats_dtype: Option<String>,
+    /// One per captured tensor, in capture order (`seq`).
     pub records: Vec<Record>,
+    /// One per `capture_inputs()` call, for replay.
     #[serde(default)]
     pub input_sets: Vec<InputSet>,
     /// The format the window was read from (not part of the file).
@@ -104,7 +123,9 @@ impl Default for &'static FormatFacts {
 /// `record_group[i]` names the group of record `i` (`u32::MAX`: none).
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct Context {
+    /// Shared groups of `(label, line)` pairs, each shown in order in the detail panel.
     pub groups: Vec<Vec<(String, String)>>,
+    /// Per record, by position in `records`: index into `groups`, `u32::MAX` for none.
     pub record_group: Vec<u32>,
 }
 

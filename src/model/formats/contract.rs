@@ -4,7 +4,9 @@
 use std::path::{Path, PathBuf};
 
 use crate::model::dump::{FormatFacts, SourceFormat, Warning, Window};
+use crate::model::formats::msprobe::MsprobeError;
 use crate::model::formats::probe::ManifestError;
+use crate::model::formats::windowed::WindowedError;
 
 /// How many leading bytes of a file [`Format::claims`] is shown.
 pub const HEAD_BYTES: usize = 4096;
@@ -50,25 +52,33 @@ pub enum FormatError {
         #[source]
         source: std::io::Error,
     },
-    /// The bytes do not hold a window of the format that claimed them.
-    #[error("{}: {cause}", path.display())]
-    Invalid {
+    /// An msprobe dump.json that holds no window.
+    #[error("{path}: {cause}")]
+    Msprobe {
         /// The file.
         path: PathBuf,
-        /// Where in the file reading stopped, when known (bytes from its start).
-        offset: Option<u64>,
-        /// What is wrong, for people (already says the byte offset where it has one).
-        cause: String,
+        /// Why.
+        #[source]
+        cause: MsprobeError,
+    },
+    /// A windowed manifest that holds no window.
+    #[error("{path}: {cause}")]
+    Windowed {
+        /// The file.
+        path: PathBuf,
+        /// Why.
+        #[source]
+        cause: WindowedError,
     },
 }
 
 impl FormatError {
-    /// An [`FormatError::Invalid`] of `path`.
-    pub fn invalid(path: &Path, offset: Option<u64>, cause: impl Into<String>) -> FormatError {
-        FormatError::Invalid {
-            path: path.to_path_buf(),
-            offset,
-            cause: cause.into(),
+    /// Bytes from the start of the file to the problem, where the format knows one place.
+    pub fn offset(&self) -> Option<u64> {
+        match self {
+            FormatError::Probe(e) => e.offset(),
+            FormatError::Msprobe { cause, .. } => cause.offset(),
+            FormatError::Io { .. } | FormatError::Windowed { .. } => None,
         }
     }
 
@@ -76,7 +86,9 @@ impl FormatError {
     pub fn path(&self) -> &Path {
         match self {
             FormatError::Probe(e) => e.path(),
-            FormatError::Io { path, .. } | FormatError::Invalid { path, .. } => path,
+            FormatError::Io { path, .. }
+            | FormatError::Msprobe { path, .. }
+            | FormatError::Windowed { path, .. } => path,
         }
     }
 }

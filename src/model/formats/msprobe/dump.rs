@@ -17,6 +17,7 @@ use rayon::prelude::*;
 use super::json::{self, Reader, Separator};
 use super::value::Value;
 use super::names::{self, EntryKeys, Keys};
+use super::error::MsprobeError;
 use super::record;
 use crate::model::dump::{Name, Record};
 
@@ -62,9 +63,9 @@ impl Parsed<'_> {
     }
 }
 
-/// Reads dump.json; `Err` (a message) when it breaks before `data` starts or has none.
-pub fn parse(bytes: &[u8]) -> Result<Parsed<'_>, String> {
-    let fatal = |e: json::Error| format!("not an msprobe dump.json: {e}");
+/// Reads dump.json; `Err` when it breaks before `data` starts or has none.
+pub fn parse(bytes: &[u8]) -> Result<Parsed<'_>, MsprobeError> {
+    let fatal = MsprobeError::NotJson;
     let mut parsed = Parsed::default();
     let mut reader = Reader::new(bytes);
     reader.object_start().map_err(fatal)?;
@@ -119,7 +120,7 @@ pub fn parse(bytes: &[u8]) -> Result<Parsed<'_>, String> {
     if !data_seen {
         return Err(match stop {
             Some(e) => fatal(e),
-            None => "not an msprobe dump.json: it has no `data` object".to_string(),
+            None => MsprobeError::NoData,
         });
     }
     parsed.stop = stop;
@@ -500,16 +501,18 @@ mod tests {
         assert_eq!(parsed.entries.len(), 1);
         let stop = parsed.stop.unwrap();
         assert_eq!(stop.offset, text.len());
-        assert!(parse(br#"{"task": "stat"#).unwrap_err().contains("byte 14"));
+        assert!(parse(br#"{"task": "stat"#).unwrap_err().to_string().contains("byte 14"));
         assert!(
             parse(br#"{"task": "statistics"}"#)
                 .unwrap_err()
+                .to_string()
                 .contains("no `data`")
         );
-        assert!(parse(b"<html>").unwrap_err().contains("byte 0"));
+        assert!(parse(b"<html>").unwrap_err().to_string().contains("byte 0"));
         assert!(
             parse(br#"{"data": [1]}"#)
                 .unwrap_err()
+                .to_string()
                 .contains("not an object")
         );
         assert_eq!(parse(br#"{"data": {}}"#).unwrap().records.len(), 0);

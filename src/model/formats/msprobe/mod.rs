@@ -24,12 +24,14 @@ use crate::model::formats::contract::{Format, FormatError};
 
 mod context;
 mod dump;
+mod error;
 mod json;
 mod value;
 mod names;
 mod record;
 
 use dump::{Parsed, parse};
+pub use error::MsprobeError;
 
 /// The file an msprobe dump writes per step and rank.
 pub const MSPROBE_NAME: &str = "dump.json";
@@ -81,7 +83,10 @@ pub fn load_window(path: &Path, bytes: &[u8]) -> Result<(Window, Vec<Warning>), 
         dir
     };
     let (parsed, (sources, problems)) = rayon::join(|| parse(bytes), || context::read(dir));
-    let parsed = parsed.map_err(|problem| FormatError::invalid(path, None, problem))?;
+    let parsed = parsed.map_err(|cause| FormatError::Msprobe {
+        path: path.to_path_buf(),
+        cause,
+    })?;
     let warn = |message: String| Warning {
         file: path.to_path_buf(),
         message,

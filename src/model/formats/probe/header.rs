@@ -30,39 +30,69 @@ pub enum ManifestError {
     /// The file could not be opened or read.
     #[error("{path}: cannot read: {source}")]
     Io {
+        /// The manifest's path.
         path: PathBuf,
+        /// The operating system's error.
         #[source]
         source: std::io::Error,
     },
     /// The bytes are not a JSON manifest of the expected shape.
     #[error("{path}: not a valid manifest: {source}")]
     Json {
+        /// The manifest's path.
         path: PathBuf,
+        /// serde_json's error, with line and column.
         #[source]
         source: serde_json::Error,
     },
     /// The file is JSON but says it is something else.
     #[error("{path}: `format` is {found:?}, expected {FORMAT:?}")]
-    Format { path: PathBuf, found: String },
+    Format {
+        /// The manifest's path.
+        path: PathBuf,
+        /// The `format` value the file holds instead of [`FORMAT`].
+        found: String,
+    },
     /// Written by a probe whose format this build does not know.
     #[error(
         "{path}: schema_version {found} is not supported (this dumpview reads {SCHEMA_VERSION})"
     )]
-    Version { path: PathBuf, found: u64 },
+    Version {
+        /// The manifest's path.
+        path: PathBuf,
+        /// The `schema_version` the file holds (this build reads only [`SCHEMA_VERSION`]).
+        found: u64,
+    },
     /// A header field every window needs is absent.
     #[error("{path}: required field `{field}` is missing")]
-    Missing { path: PathBuf, field: &'static str },
+    Missing {
+        /// The manifest's path.
+        path: PathBuf,
+        /// The absent header field, as named in the manifest (`label`, `rank`, …).
+        field: &'static str,
+    },
     /// The file is cut short or broken after its header (strict parsing only;
     /// [`crate::model::ingest`] keeps the records before the break instead).
     #[error("{path}: {stop}")]
     Truncated {
+        /// The manifest's path.
         path: PathBuf,
+        /// Where (byte offset) and why parsing stopped, and how many records came before.
         stop: Stop,
     },
 }
 
 
 impl ManifestError {
+    /// Bytes from the start of the file to the problem, where known (a JSON type error is
+    /// placed by line and column in its message instead).
+    pub fn offset(&self) -> Option<u64> {
+        match self {
+            ManifestError::Truncated { stop, .. } => Some(stop.byte_offset),
+            _ => None,
+        }
+    }
+
     /// The file the error is about.
     pub fn path(&self) -> &Path {
         match self {

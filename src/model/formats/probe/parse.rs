@@ -30,7 +30,9 @@ use super::line;
 /// A parsed manifest, complete or cut short.
 #[derive(Debug, Clone)]
 pub struct Parsed {
+    /// The window read: header and every record that parsed whole, in capture order.
     pub manifest: Window,
+
     /// `Some` when the file ended or broke before its end; the manifest holds what came before.
     pub stopped: Option<Stop>,
 }

@@ -10,6 +10,7 @@
 //!
 //! [`Record`]: crate::model::dump::Record
 
+mod error;
 mod records;
 mod schema;
 pub mod stats;
@@ -22,6 +23,7 @@ use rayon::prelude::*;
 use crate::model::dump::{Context, FormatFacts, SourceFormat, Warning, Window, dims, strides};
 use crate::model::formats::probe::MANIFEST_NAME;
 use crate::model::formats::contract::{Format, FormatError, HEAD_BYTES};
+pub use error::WindowedError;
 
 /// A windowed dump's facts: no input ids; non-finite elements counted from the tensor files.
 pub static FACTS: FormatFacts = FormatFacts {
@@ -90,7 +92,10 @@ pub fn is_windowed(bytes: &[u8]) -> bool {
 /// rank and window number.
 pub fn load_window(path: &Path, bytes: &[u8]) -> Result<(Window, Vec<Warning>), FormatError> {
     let read = schema::read(bytes);
-    let error = |problem: String| FormatError::invalid(path, None, problem);
+    let error = |cause: WindowedError| FormatError::Windowed {
+        path: path.to_path_buf(),
+        cause,
+    };
     let mut warnings = Vec::new();
     let warn = |warnings: &mut Vec<Warning>, message: String| {
         warnings.push(Warning {
@@ -102,18 +107,16 @@ pub fn load_window(path: &Path, bytes: &[u8]) -> Result<(Window, Vec<Warning>), 
     let version = match read.header.get("schemaVersion") {
         Some(v) => v
             .as_u64()
-            .ok_or_else(|| error(format!("`schemaVersion` is {v}, expected an integer")))?,
+            .ok_or_else(|| error(WindowedError::SchemaVersionType(v.clone())))?,
         None => {
-            return Err(error(match &read.stopped {
-                Some(stop) => format!("not a valid windowed manifest: {stop}"),
-                None => "no `schemaVersion`: not a windowed manifest".into(),
+            return Err(error(match read.stopped {
+                Some(stop) => WindowedError::NotJson(stop),
+                None => WindowedError::NoSchemaVersion,
             }));
         }
     };
     if version != SCHEMA_VERSION {
-        return Err(error(format!(
-            "schemaVersion {version} is not supported (this dumpview reads windowed dumps of schemaVersion {SCHEMA_VERSION})"
-        )));
+        return Err(error(WindowedError::Version { found: version }));
     }
     let window_dir = path.parent().unwrap_or(Path::new("."));
     let (rank_dir, window_name) = directory_numbers(window_dir);
@@ -286,18 +289,21 @@ fn directory_numbers(window_dir: &Path) -> (Option<u32>, Option<u32>) {
 /// and differ (the manifest's is used).
 fn header_number(
     read: &schema::Read,
-    field: &str,
+    field: &'static str,
     from_dir: Option<u32>,
-    dir_pattern: &str,
+    dir_pattern: &'static str,
     path: &Path,
     warnings: &mut Vec<Warning>,
-) -> Result<u32, String> {
+) -> Result<u32, WindowedError> {
     match read.header.get(field) {
         Some(v) => {
             let n = v
                 .as_u64()
                 .and_then(|n| u32::try_from(n).ok())
-                .ok_or_else(|| format!("`{field}` is {v}, expected a non-negative integer"))?;
+                .ok_or_else(|| WindowedError::NumberType {
+                    field,
+                    value: v.clone(),
+                })?;
             if let Some(d) = from_dir.filter(|&d| d != n) {
                 warnings.push(Warning {
                     file: path.to_path_buf(),
@@ -308,9 +314,7 @@ fn header_number(
             }
             Ok(n)
         }
-        None => from_dir.ok_or_else(|| {
-            format!("no `{field}` in the manifest and no {dir_pattern} directory above it")
-        }),
+        None => from_dir.ok_or(WindowedError::NoNumber { field, dir_pattern }),
     }
 }
 

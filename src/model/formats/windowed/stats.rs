@@ -21,7 +21,11 @@ const CHUNK: usize = 1 << 16;
 pub struct Measured {
     /// `None` for a tensor without elements (as the probe writes it).
     pub stats: Option<Stats>,
+    /// The stored dtype, as the file holds it (checked against `storedDtype`).
     pub dtype: DType,
+    /// The stored shape in elements, as the file holds it (a flat prefix for a truncated
+    /// tensor): the record's shape when the manifest gives none; its element count is checked
+    /// against `storedShape`.
     pub shape: Vec<usize>,
 }
 
