@@ -560,7 +560,7 @@ fn workbench_header_names_the_format_and_detail_shows_roles_and_tasks() {
     assert!(opened == l0 || opened == l1, "opened on {opened}");
     // Rank 1's L1 window: the first divergence is the mlp tile.
     for _ in 0..4 {
-        if serde_json::Value::from(app.row().unwrap().key.clone()) == l1 {
+        if app.row().unwrap().key == l1 {
             break;
         }
         update(&mut app, Action::NextWindow);

@@ -317,9 +317,9 @@ fn write_window(w: &Window, side: &Side, stages: &[Stage], tokens: &[u64]) -> st
         w.rank,
         w.world_size
     );
-    let _ = write!(
+    let _ = writeln!(
         header,
-        " \"metadata\": {{\"token_ids\": [{}], \"positions\": [2048, 2055], \"phase\": \"decode\", \"sampling\": {{\"temperature\": 0.0, \"greedy\": true}}, \"weights\": \"/models/deepseek-v3\", \"dtype\": \"bfloat16\", \"world_size\": {}}},\n",
+        " \"metadata\": {{\"token_ids\": [{}], \"positions\": [2048, 2055], \"phase\": \"decode\", \"sampling\": {{\"temperature\": 0.0, \"greedy\": true}}, \"weights\": \"/models/deepseek-v3\", \"dtype\": \"bfloat16\", \"world_size\": {}}},",
         ids.join(", "),
         w.world_size
     );

@@ -14,7 +14,7 @@ pub fn run(captures: &[PathBuf], threshold: f64, json: bool) -> Result<Outcome, 
     if captures.len() < 2 {
         return Err("vary needs at least two captures of the same request".into());
     }
-    if !(threshold >= 0.0) {
+    if threshold.is_nan() || threshold < 0.0 {
         return Err("--threshold must be a non-negative number".into());
     }
     let mut loaded = Vec::new();

@@ -258,14 +258,14 @@ fn compare_values(
     };
     let rel_diff = match (abs_diff, scale) {
         (Some(d), Some(s)) if s > 0.0 && s.is_finite() => Some(d / s),
-        (Some(d), _) if d == 0.0 => Some(0.0),
+        (Some(0.0), _) => Some(0.0),
         _ => None,
     };
     let bound = scale
         .filter(|s| s.is_finite())
         .map(|s| tolerance.atol + tolerance.rtol * s);
     let rel_err = match (abs_diff, vb) {
-        (Some(d), _) if d == 0.0 => Some(0.0),
+        (Some(0.0), _) => Some(0.0),
         (Some(d), Some(y)) if y != 0.0 => Some(d / y.abs()),
         (Some(_), Some(_)) => Some(f64::INFINITY),
         _ => None,

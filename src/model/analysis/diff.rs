@@ -507,9 +507,9 @@ fn overview(windows: &[WindowDiff]) -> (Vec<String>, BTreeMap<u32, Vec<Cell>>) {
             .chain(&w.only_a)
             .chain(&w.only_b)
     }
-    fn add<'w>(key: &'w String, column: &mut Map<&'w str, usize>, stages: &mut Vec<String>) {
-        column.entry(key.as_str()).or_insert_with(|| {
-            stages.push(key.clone());
+    fn add<'w>(key: &'w str, column: &mut Map<&'w str, usize>, stages: &mut Vec<String>) {
+        column.entry(key).or_insert_with(|| {
+            stages.push(key.to_owned());
             stages.len() - 1
         });
     }

@@ -173,7 +173,9 @@ pub fn view_of(record: &Record) -> Option<View> {
 /// records are linked when their bytes overlap, and each connected set of
 /// two or more records is a group.
 pub fn alias_groups(records: &[Record]) -> Vec<AliasGroup> {
-    let mut buckets: HashMap<(&str, Option<u64>, u64), Vec<(usize, Expanded)>> = HashMap::new();
+    /// (device, storage_id, storage_ptr) → the records there, with their byte views.
+    type Buckets<'r> = HashMap<(&'r str, Option<u64>, u64), Vec<(usize, Expanded)>>;
+    let mut buckets: Buckets = HashMap::new();
     for (index, record) in records.iter().enumerate() {
         let (Some(ptr), Some(view)) = (record.storage_ptr, view_of(record)) else {
             continue;

@@ -461,7 +461,6 @@ impl<'a> Reader<'a> {
     }
 }
 
-/// Parses a whole text into one value (tests).
 // msprobe's leaf dicts, read member by member (see `super::value`).
 
 /// The rest of a leaf dict whose first member, `"type": kind`, is read: members up to and
@@ -524,6 +523,7 @@ fn read_sizes(reader: &mut Reader<'_>) -> Result<Option<Dims>, Error> {
 }
 
 #[cfg(test)]
+/// Parses a whole text into one value (tests).
 pub fn parse(bytes: &[u8]) -> Result<Value<'_>, Error> {
     let mut reader = Reader::new(bytes);
     let value = reader.value()?;

@@ -662,7 +662,7 @@ mod tests {
                 } else {
                     next(400)
                 };
-                if !(round % 97 == 0) {
+                if round % 97 != 0 {
                     text.push_str(&exp.to_string());
                 }
             }
