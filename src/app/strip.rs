@@ -78,7 +78,7 @@ impl Overview {
     /// Compresses the diff's rank × stage table.
     pub fn of(report: &DiffReport) -> Overview {
         let stages = report.stages.len();
-        let buckets = stages.min(OVERVIEW_BUCKETS).max(1);
+        let buckets = stages.clamp(1, OVERVIEW_BUCKETS);
         let mut out = Overview {
             ranks: Vec::new(),
             stages,

@@ -6,7 +6,7 @@ pub fn num(v: Option<f64>) -> String {
         None => "–".to_string(),
         Some(x) if x.is_nan() => "nan".to_string(),
         Some(x) if x.is_infinite() => if x > 0.0 { "inf" } else { "-inf" }.to_string(),
-        Some(x) if x == 0.0 => "0".to_string(),
+        Some(0.0) => "0".to_string(),
         Some(x) if (1e-2..1e5).contains(&x.abs()) => {
             // Five significant digits at most: 80959, 1.2757, 0.0171.
             let decimals = (4 - x.abs().log10().floor() as i32).clamp(0, 6) as usize;
