@@ -11,5 +11,6 @@ pub mod embedded;
 #[cfg(feature = "export")]
 pub mod export;
 pub mod model;
+#[warn(missing_docs)]
 pub mod runtime;
 pub mod ui;

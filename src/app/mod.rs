@@ -6,10 +6,14 @@
 //! file or a process, so tests drive it with actions and read the state back. [`keymap`]
 //! says which key sends which action.
 
+#[warn(missing_docs)]
 pub mod jobs;
+#[warn(missing_docs)]
 pub mod keymap;
+#[warn(missing_docs)]
 mod reload;
 pub mod rows;
+#[warn(missing_docs)]
 pub mod session;
 pub mod strip;
 pub mod tensors;
