@@ -14,7 +14,7 @@
 //!   as a user's keys move it; each frame is what the runtime does per loop: `ui::layout`, the
 //!   `ViewHeight` update when it changed, `terminal.draw(ui::draw)`. Mean, median, p99 and max;
 //!   the goal is <= 5 ms, and the ratio of the 1M mean to the 1k mean near 1;
-//! * the first frame on the big capture: `Session::open` (load) + `App::new` (scan, rows,
+//! * the first frame on the big capture: `runtime::load::open` (load) + `App::new` (scan, rows,
 //!   indexes) + the first layout and draw, best of R (default 2), against the headless
 //!   `dumpview scan` work on the same files: `model::load::load` + `scan_window` of every window,
 //!   best of R; the ratio's goal is <= 1.5. The files are read once before either is timed, so
@@ -24,9 +24,10 @@ use std::io::{BufWriter, Write};
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
-use dumpview::app::{Action, App, Session, update};
+use dumpview::app::{Action, App, update};
 use dumpview::model::ingest::load;
 use dumpview::model::analysis::scan::scan_window;
+use dumpview::runtime::load;
 use dumpview::ui;
 use ratatui::Terminal;
 use ratatui::backend::TestBackend;
@@ -332,7 +333,7 @@ fn ms(d: Duration) -> f64 {
 }
 
 fn open(capture: &Path) -> App {
-    let session = Session::open(capture, None, &mut |_| {}).expect("the generated capture loads");
+    let session = load::open(capture, None, &mut |_| {}).expect("the generated capture loads");
     App::new(session, false)
 }
 
@@ -403,7 +404,7 @@ fn main() {
         drop((dump, scans));
 
         let start = Instant::now();
-        let session = Session::open(&big, None, &mut |_| {}).expect("loads");
+        let session = load::open(&big, None, &mut |_| {}).expect("loads");
         let loaded = start.elapsed();
         let mut app = App::new(session, false);
         let installed = start.elapsed();

@@ -2,7 +2,8 @@
 //!
 //! `model` holds the pure logic over probe manifests (docs/manifest.md);
 //! `cli` prints its answers; `embedded` carries the probe and the example
-//! dumps inside the binary.
+//! dumps inside the binary. The workbench is `app` (state and `update`), `ui` (drawing and
+//! hit-testing) and `runtime` (terminal, input, jobs, the event loop).
 
 pub mod app;
 pub mod cli;
@@ -10,5 +11,6 @@ pub mod embedded;
 #[cfg(feature = "export")]
 pub mod export;
 pub mod model;
-pub mod tui;
+#[warn(missing_docs)]
+pub mod runtime;
 pub mod ui;

@@ -124,15 +124,15 @@ enum ProbeAction {
 /// The pair the workbench opens with no arguments: a non-finite record and a divergence.
 const DEFAULT_EXAMPLE: &str = "llama_fp16_overflow";
 
-fn workbench(source: dumpview::tui::Source, json: bool) -> Result<Outcome, cli::CliError> {
+fn workbench(source: dumpview::runtime::Source, json: bool) -> Result<Outcome, cli::CliError> {
     use std::io::IsTerminal;
     // Input errors are found before the terminal is taken, so they reach stderr and exit 2.
     match &source {
-        dumpview::tui::Source::Files { a, b } => {
+        dumpview::runtime::Source::Files { a, b } => {
             let inputs: Vec<PathBuf> = std::iter::once(a.clone()).chain(b.clone()).collect();
             dumpview::model::ingest::discover(&inputs)?;
         }
-        dumpview::tui::Source::Example(name) => {
+        dumpview::runtime::Source::Example(name) => {
             let pairs = dumpview::embedded::example_pairs();
             if !pairs.iter().any(|p| &p.name == name) {
                 let names: Vec<&str> = pairs.iter().map(|p| p.name.as_str()).collect();
@@ -145,14 +145,14 @@ fn workbench(source: dumpview::tui::Source, json: bool) -> Result<Outcome, cli::
     if json || !std::io::stdout().is_terminal() {
         // No terminal to draw on (a pipe, a script): the same answers as text.
         return match source {
-            dumpview::tui::Source::Files { a, b: None } => cli::scan::run(&[a], json),
-            dumpview::tui::Source::Files { a, b: Some(b) } => {
+            dumpview::runtime::Source::Files { a, b: None } => cli::scan::run(&[a], json),
+            dumpview::runtime::Source::Files { a, b: Some(b) } => {
                 cli::diff::run(&a, &b, &Default::default(), json)
             }
-            dumpview::tui::Source::Example(_) => cli::summary::run_embedded(json),
+            dumpview::runtime::Source::Example(_) => cli::summary::run_embedded(json),
         };
     }
-    dumpview::tui::run(source)?;
+    dumpview::runtime::run(source)?;
     Ok(Outcome::Clean)
 }
 
@@ -174,7 +174,7 @@ fn main() -> ExitCode {
         },
         (None, [a]) => {
             return finish(workbench(
-                dumpview::tui::Source::Files {
+                dumpview::runtime::Source::Files {
                     a: a.clone(),
                     b: None,
                 },
@@ -183,7 +183,7 @@ fn main() -> ExitCode {
         }
         (None, [a, b, ..]) => {
             return finish(workbench(
-                dumpview::tui::Source::Files {
+                dumpview::runtime::Source::Files {
                     a: a.clone(),
                     b: Some(b.clone()),
                 },
@@ -194,7 +194,7 @@ fn main() -> ExitCode {
     let result = match command {
         Command::Demo { list: true, .. } => cli::summary::run_embedded(json),
         Command::Demo { pair, list: false } => {
-            workbench(dumpview::tui::Source::Example(pair), json)
+            workbench(dumpview::runtime::Source::Example(pair), json)
         }
         Command::Scan { inputs } => cli::scan::run(&inputs, json),
         Command::Tensors(args) => cli::tensors::run(&args, json),

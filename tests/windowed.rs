@@ -529,12 +529,13 @@ fn a_manifest_cut_short_keeps_what_it_holds_or_is_an_error_naming_it() {
 
 #[test]
 fn workbench_header_names_the_format_and_detail_shows_roles_and_tasks() {
-    use dumpview::app::{Action, App, Session, update};
+    use dumpview::app::{Action, App, update};
+    use dumpview::runtime::load;
     use ratatui::Terminal;
     use ratatui::backend::TestBackend;
 
     let (a, b) = (fixtures().join("A"), fixtures().join("B"));
-    let mut app = App::new(Session::open(&a, Some(&b), &mut |_| {}).unwrap(), false);
+    let mut app = App::new(load::open(&a, Some(&b), &mut |_| {}).unwrap(), false);
     let screen = |app: &App| {
         let mut terminal = Terminal::new(TestBackend::new(140, 40)).unwrap();
         terminal.draw(|f| dumpview::ui::draw(f, app)).unwrap();

@@ -1,43 +1,127 @@
-//! The workbench without a terminal: actions in, state out; and whole frames drawn with
-//! TestBackend at fixed sizes (snapshots plus explicit style checks, since snapshots drop colour).
+//! The workbench run headless by the real event loop (`runtime::Runtime` over TestBackend):
+//! actions and job events in through its channel, state out; and whole frames as the loop drew
+//! them at fixed sizes (snapshots plus explicit style checks, since snapshots drop colour).
 
-use dumpview::app::{Action, App, Effect, Focus, Session, update};
-use dumpview::model::analysis::Analysis;
-use dumpview::model::analysis::compare::Tolerances;
+use std::ops::{Deref, DerefMut};
+
+use dumpview::app::jobs::{JobEvent, JobId, JobOutput, JobProgress, JobSpec, JobUpdate, Slot};
+use dumpview::app::{Action, App, Effect, Focus};
 use dumpview::embedded::example_pairs;
+use dumpview::runtime::{Message, Runtime, load};
 use ratatui::Terminal;
 use ratatui::backend::TestBackend;
 use ratatui::buffer::Buffer;
+use ratatui::crossterm::event::Event;
 use ratatui::style::{Color, Modifier};
 
-fn example(name: &str) -> App {
+/// The real loop over a TestBackend terminal, jobs held: tests send their events.
+struct Bench(Runtime<TestBackend>);
+
+impl Deref for Bench {
+    type Target = App;
+    fn deref(&self) -> &App {
+        self.0.app()
+    }
+}
+
+impl DerefMut for Bench {
+    fn deref_mut(&mut self) -> &mut App {
+        self.0.app_mut()
+    }
+}
+
+/// `app` in the loop on a 100x30 terminal: 20 timeline rows, the height App starts with.
+fn bench(app: App) -> Bench {
+    sized(app, 100, 30)
+}
+
+fn sized(app: App, width: u16, height: u16) -> Bench {
+    let terminal = Terminal::new(TestBackend::new(width, height)).unwrap();
+    let mut bench = Bench(Runtime::new(terminal, app).hold_jobs());
+    apply(&mut bench, []);
+    bench
+}
+
+fn example_app(name: &str) -> App {
     let pair = example_pairs()
         .into_iter()
         .find(|p| p.name == name)
         .unwrap();
-    App::new(Session::embedded(&pair).unwrap(), false)
+    App::new(load::embedded(&pair).unwrap(), false)
 }
 
-fn scan_of(name: &str, side: &str) -> App {
+fn example(name: &str) -> Bench {
+    bench(example_app(name))
+}
+
+fn scan_of(name: &str, side: &str) -> Bench {
     // Relative to the package root (cargo test's working directory): the title is the same in any clone.
     let path = std::path::Path::new("assets/examples")
         .join(name)
         .join(side);
-    App::new(Session::open(&path, None, &mut |_| {}).unwrap(), false)
+    bench(App::new(
+        load::open(&path, None, &mut |_| {}).unwrap(),
+        false,
+    ))
 }
 
 fn key(app: &App) -> &str {
     &app.row().unwrap().key
 }
 
-fn apply(app: &mut App, actions: impl IntoIterator<Item = Action>) -> Vec<Effect> {
-    actions.into_iter().flat_map(|a| update(app, a)).collect()
+/// Sends `messages` into the loop and runs it until it has applied them all.
+fn send(app: &mut Bench, messages: impl IntoIterator<Item = Message>) {
+    let sender = app.0.sender();
+    for message in messages {
+        sender.send(message).unwrap();
+    }
+    sender.send(Message::InputEnded).unwrap();
+    app.0.run().unwrap();
 }
 
-fn render(app: &App, width: u16, height: u16) -> Buffer {
-    let mut terminal = Terminal::new(TestBackend::new(width, height)).unwrap();
-    terminal.draw(|f| dumpview::ui::draw(f, app)).unwrap();
-    terminal.backend().buffer().clone()
+/// Runs `actions` through the loop (job events through its job channel); the effects it
+/// carried out.
+fn apply(app: &mut Bench, actions: impl IntoIterator<Item = Action>) -> Vec<Effect> {
+    let messages: Vec<Message> = actions
+        .into_iter()
+        .map(|action| match action {
+            Action::Job(update) => Message::Job(update),
+            action => Message::Action(action),
+        })
+        .collect();
+    send(app, messages);
+    app.0.take_effects()
+}
+
+fn update(app: &mut Bench, action: Action) {
+    apply(app, [action]);
+}
+
+/// The terminal resized to `width` x `height` and the frame the loop drew.
+fn render(app: &mut Bench, width: u16, height: u16) -> Buffer {
+    app.0.terminal_mut().backend_mut().resize(width, height);
+    send(app, [Message::Input(Event::Resize(width, height))]);
+    app.0.terminal().backend().buffer().clone()
+}
+
+/// An event of job `id` in `slot`.
+fn job(id: u64, slot: Slot, event: JobEvent) -> Action {
+    Action::Job(JobUpdate {
+        id: JobId(id),
+        slot,
+        event,
+    })
+}
+
+fn exported(id: u64, result: Result<String, String>) -> Action {
+    job(
+        id,
+        Slot::Export,
+        match result {
+            Ok(path) => JobEvent::Done(JobOutput::Exported(path)),
+            Err(e) => JobEvent::Failed(e),
+        },
+    )
 }
 
 fn text(buffer: &Buffer) -> String {
@@ -89,7 +173,8 @@ fn opens_on_the_first_divergence_and_jumps_between_findings() {
 
 #[test]
 fn movement_is_clamped_and_scrolls_the_view() {
-    let mut app = example("llama_kv_alias");
+    // 10 timeline rows.
+    let mut app = sized(example_app("llama_kv_alias"), 100, 20);
     apply(&mut app, [Action::ViewHeight(10), Action::Top, Action::Up]);
     assert_eq!((app.selected, app.offset), (0, 0));
     apply(&mut app, [Action::PageDown, Action::PageDown]);
@@ -175,38 +260,20 @@ fn alias_panel_focus_and_jump_to_a_member() {
 fn export_is_an_effect_with_a_generation_and_stale_results_are_dropped() {
     let mut app = example("llama_fp16_overflow");
     let effects = apply(&mut app, [Action::Export]);
-    let [
-        Effect::Export {
-            generation,
-            markdown,
-            ..
-        },
-    ] = effects.as_slice()
-    else {
+    let [Effect::Spawn(JobSpec::Export { markdown, .. })] = effects.as_slice() else {
         panic!("{effects:?}")
     };
-    assert_eq!(*generation, 1);
+    let generation = app.0.jobs().current(Slot::Export).unwrap().0;
+    assert_eq!(generation, 1);
     assert!(markdown.contains("`layers.3.mlp_up#1`"));
     apply(&mut app, [Action::Export]);
-    apply(
-        &mut app,
-        [Action::ExportDone {
-            generation: 1,
-            result: Ok("old.md".into()),
-        }],
-    );
+    apply(&mut app, [exported(1, Ok("old.md".into()))]);
     assert_eq!(
         app.message.as_deref(),
         Some("exporting the report…"),
         "a stale result is dropped"
     );
-    apply(
-        &mut app,
-        [Action::ExportDone {
-            generation: 2,
-            result: Ok("new.md".into()),
-        }],
-    );
+    apply(&mut app, [exported(2, Ok("new.md".into()))]);
     assert_eq!(app.message.as_deref(), Some("report exported to new.md"));
 }
 
@@ -240,31 +307,31 @@ fn graph_pair_rows_mark_missing_evidence() {
 
 #[test]
 fn snapshot_diff_80x24() {
-    let app = example("llama_fp16_overflow");
-    insta::assert_snapshot!("diff_fp16_80x24", text(&render(&app, 80, 24)));
+    let mut app = example("llama_fp16_overflow");
+    insta::assert_snapshot!("diff_fp16_80x24", text(&render(&mut app, 80, 24)));
 }
 
 #[test]
 fn snapshot_diff_140x40() {
-    let app = example("llama_kv_alias");
-    insta::assert_snapshot!("diff_kv_alias_140x40", text(&render(&app, 140, 40)));
+    let mut app = example("llama_kv_alias");
+    insta::assert_snapshot!("diff_kv_alias_140x40", text(&render(&mut app, 140, 40)));
 }
 
 #[test]
 fn snapshot_scan_80x24_and_140x40() {
     let mut app = scan_of("llama_fp16_overflow", "b");
     update(&mut app, Action::ViewHeight(15));
-    insta::assert_snapshot!("scan_fp16_b_80x24", text(&render(&app, 80, 24)));
+    insta::assert_snapshot!("scan_fp16_b_80x24", text(&render(&mut app, 80, 24)));
     update(&mut app, Action::ViewHeight(31));
-    insta::assert_snapshot!("scan_fp16_b_140x40", text(&render(&app, 140, 40)));
+    insta::assert_snapshot!("scan_fp16_b_140x40", text(&render(&mut app, 140, 40)));
 }
 
 #[test]
 fn snapshot_help_and_too_small() {
     let mut app = example("llama_fp16_overflow");
     update(&mut app, Action::ToggleHelp);
-    insta::assert_snapshot!("help_100x30", text(&render(&app, 100, 30)));
-    let small = text(&render(&app, 50, 12)).replace('\n', " ");
+    insta::assert_snapshot!("help_100x30", text(&render(&mut app, 100, 30)));
+    let small = text(&render(&mut app, 50, 12)).replace('\n', " ");
     assert!(
         small.contains("needs a terminal of at least 60x16; this one is 50x12"),
         "{small}"
@@ -273,8 +340,8 @@ fn snapshot_help_and_too_small() {
 
 #[test]
 fn highlighted_rows_have_their_styles() {
-    let app = example("llama_fp16_overflow");
-    let buffer = render(&app, 140, 40);
+    let mut app = example("llama_fp16_overflow");
+    let buffer = render(&mut app, 140, 40);
     // The selected row is the first divergence (and first non-finite): reversed on top of red.
     let (x, y) = find(&buffer, "layers.3.mlp_up#1");
     let cell = &buffer[(x, y)];
@@ -299,8 +366,8 @@ fn no_color_keeps_glyphs_and_drops_colours() {
         .into_iter()
         .find(|p| p.name == "llama_fp16_overflow")
         .unwrap();
-    let app = App::new(Session::embedded(&pair).unwrap(), true);
-    let buffer = render(&app, 140, 40);
+    let mut app = bench(App::new(load::embedded(&pair).unwrap(), true));
+    let buffer = render(&mut app, 140, 40);
     for cell in buffer.content() {
         assert_eq!(
             (cell.fg, cell.bg),
@@ -318,18 +385,18 @@ fn no_color_keeps_glyphs_and_drops_colours() {
 }
 
 /// Two ranks: rank 0 is the kv_alias pair, rank 1 the same capture on both sides (agrees).
-fn two_ranks() -> App {
+fn two_ranks() -> Bench {
     let pair = example_pairs()
         .into_iter()
         .find(|p| p.name == "llama_kv_alias")
         .unwrap();
-    let mut session = Session::embedded(&pair).unwrap();
+    let mut session = load::embedded(&pair).unwrap();
     let mut rank1 = session.a.windows[0].clone();
     rank1.rank = 1;
     session.a.windows.push(rank1.clone());
     session.b.as_mut().unwrap().windows.push(rank1);
-    session.analysis = Analysis::compute(&session.a, session.b.as_ref(), &Tolerances::default());
-    App::new(session, false)
+    session.reanalyse();
+    bench(App::new(session, false))
 }
 
 #[test]
@@ -338,7 +405,7 @@ fn several_ranks_show_the_overview_and_which_rank_diverges_first() {
     let loaded = app.loaded.as_ref().unwrap();
     assert_eq!(loaded.overview.ranks, vec![0, 1]);
     assert_eq!(loaded.diff.as_ref().unwrap().first_rank, Some(0));
-    let screen = text(&render(&app, 140, 40));
+    let screen = text(&render(&mut app, 140, 40));
     assert!(
         screen.contains("ranks × stages: rank 0 diverges first"),
         "{screen}"
@@ -372,9 +439,12 @@ const FP16: &str = "assets/examples/llama_fp16_overflow";
 const UP: &str = "layers.3.mlp_up#1";
 
 /// The fp16 pair opened from disk (its window directories hold the saved tensors).
-fn fp16_on_disk() -> App {
+fn fp16_on_disk() -> Bench {
     let (a, b) = (Path::new(FP16).join("a"), Path::new(FP16).join("b"));
-    App::new(Session::open(&a, Some(&b), &mut |_| {}).unwrap(), false)
+    bench(App::new(
+        load::open(&a, Some(&b), &mut |_| {}).unwrap(),
+        false,
+    ))
 }
 
 fn saved(side: &str, stage: &str) -> PathBuf {
@@ -393,13 +463,28 @@ fn compared(stage: &str) -> FileComparison {
     .unwrap()
 }
 
-fn done(generation: u64, stage: &str, result: Result<FileComparison, String>) -> Action {
-    Action::TensorsDone {
+/// The end of comparison job `generation` (the app knows the stage it started).
+fn done(generation: u64, _stage: &str, result: Result<FileComparison, String>) -> Action {
+    job(
         generation,
-        rank: 0,
-        stage: stage.to_string(),
-        result: Box::new(result),
-    }
+        Slot::Compare,
+        match result {
+            Ok(comparison) => JobEvent::Done(JobOutput::Compared(comparison)),
+            Err(e) => JobEvent::Failed(e),
+        },
+    )
+}
+
+fn cancelled(generation: u64) -> Action {
+    job(generation, Slot::Compare, JobEvent::Cancelled)
+}
+
+fn progress(generation: u64, done: u64, total: u64) -> Action {
+    job(
+        generation,
+        Slot::Compare,
+        JobEvent::Progress(JobProgress::Elements { done, total }),
+    )
 }
 
 #[test]
@@ -411,14 +496,14 @@ fn t_on_the_first_divergence_starts_one_comparison_of_both_saved_tensors() {
     let canonical = |p: &Path| p.canonicalize().unwrap();
     assert_eq!(
         effects,
-        vec![Effect::CompareTensors {
-            generation: 1,
+        vec![Effect::Spawn(JobSpec::Compare {
             rank: 0,
             stage: UP.to_string(),
             a: canonical(&saved("a", UP)),
             b: canonical(&saved("b", UP)),
-        }]
+        })]
     );
+    assert_eq!(app.0.jobs().current(Slot::Compare), Some(JobId(1)));
     let job = app.tensor_job.clone().expect("running");
     assert_eq!((job.stage.as_str(), job.done, job.total), (UP, 0, 0));
     // One at a time.
@@ -432,21 +517,7 @@ fn t_on_the_first_divergence_starts_one_comparison_of_both_saved_tensors() {
         app.message
     );
     // Progress of this job updates the gauge; of another generation, nothing.
-    apply(
-        &mut app,
-        [
-            Action::TensorProgress {
-                generation: 1,
-                done: 1024,
-                total: 5504,
-            },
-            Action::TensorProgress {
-                generation: 7,
-                done: 9,
-                total: 9,
-            },
-        ],
-    );
+    apply(&mut app, [progress(1, 1024, 5504), progress(7, 9, 9)]);
     let job = app.tensor_job.as_ref().unwrap();
     assert_eq!((job.done, job.total), (1024, 5504));
     // The navigation goes on under the gauge.
@@ -494,10 +565,10 @@ fn t_names_the_side_without_a_saved_tensor() {
     )
     .unwrap();
     let a = Path::new(FP16).join("a");
-    let mut app = App::new(
-        Session::open(&a, Some(dir.path()), &mut |_| {}).unwrap(),
+    let mut app = bench(App::new(
+        load::open(&a, Some(dir.path()), &mut |_| {}).unwrap(),
         false,
-    );
+    ));
     assert_eq!(key(&app), UP);
     assert!(apply(&mut app, [Action::CompareTensors]).is_empty());
     let message = app.message.clone().unwrap();
@@ -550,15 +621,16 @@ fn a_finished_comparison_opens_the_popup_and_goes_into_the_exported_report() {
     let effects = apply(&mut app, [Action::CompareTensors]);
     assert!(matches!(
         effects[..],
-        [Effect::CompareTensors { generation: 2, .. }]
+        [Effect::Spawn(JobSpec::Compare { .. })]
     ));
+    assert_eq!(app.0.jobs().current(Slot::Compare), Some(JobId(2)));
     apply(
         &mut app,
         [done(2, "logits#1", Ok(compared("logits#1"))), Action::Enter],
     );
     assert_eq!(app.tensor_results.len(), 2);
     let effects = apply(&mut app, [Action::Export]);
-    let [Effect::Export { markdown, .. }] = effects.as_slice() else {
+    let [Effect::Spawn(JobSpec::Export { markdown, .. })] = effects.as_slice() else {
         panic!("{effects:?}")
     };
     let section = &markdown[markdown.find("## Tensor comparisons").expect(markdown)..];
@@ -599,11 +671,12 @@ fn esc_cancels_a_running_comparison_once() {
     let mut app = fp16_on_disk();
     apply(&mut app, [Action::CompareTensors]);
     let effects = apply(&mut app, [Action::Escape]);
-    assert_eq!(effects, vec![Effect::CancelTensors { generation: 1 }]);
+    assert_eq!(effects, vec![Effect::Cancel(Slot::Compare)]);
+    assert_eq!(app.0.jobs().current(Slot::Compare), Some(JobId(1)));
     assert!(app.tensor_job.as_ref().unwrap().cancelling);
     assert!(apply(&mut app, [Action::Escape]).is_empty());
     assert!(!app.should_quit, "Esc while cancelling does not quit");
-    apply(&mut app, [done(1, UP, Err("cancelled".into()))]);
+    apply(&mut app, [cancelled(1)]);
     assert_eq!(app.message.as_deref(), Some("tensor comparison cancelled"));
     assert!(app.tensor_job.is_none() && app.tensor_popup.is_none());
     assert!(
@@ -624,7 +697,7 @@ fn a_comparison_that_fails_is_shown_and_reported_with_its_reason() {
         [done(1, UP, Err("a.safetensors: truncated header".into()))],
     );
     assert!(app.tensor_popup.is_some());
-    let screen = text(&render(&app, 80, 24));
+    let screen = text(&render(&mut app, 80, 24));
     assert!(
         screen.contains("not compared: a.safetensors: truncated header"),
         "{screen}"
@@ -634,15 +707,16 @@ fn a_comparison_that_fails_is_shown_and_reported_with_its_reason() {
     let effects = apply(&mut app, [Action::CompareTensors]);
     assert!(matches!(
         effects[..],
-        [Effect::CompareTensors { generation: 2, .. }]
+        [Effect::Spawn(JobSpec::Compare { .. })]
     ));
+    assert_eq!(app.0.jobs().current(Slot::Compare), Some(JobId(2)));
 }
 
 #[test]
 fn the_embedded_example_resolves_its_tensors_in_the_checkout() {
     let mut app = example("llama_fp16_overflow");
     let effects = apply(&mut app, [Action::CompareTensors]);
-    let [Effect::CompareTensors { a, b, .. }] = effects.as_slice() else {
+    let [Effect::Spawn(JobSpec::Compare { a, b, .. })] = effects.as_slice() else {
         panic!("{effects:?} {:?}", app.message)
     };
     assert!(a.is_file() && b.is_file(), "{a:?} {b:?}");
@@ -656,9 +730,9 @@ fn the_embedded_example_resolves_its_tensors_in_the_checkout() {
         .into_iter()
         .find(|p| p.name == "llama_fp16_overflow")
         .unwrap();
-    let mut session = Session::embedded(&pair).unwrap();
+    let mut session = load::embedded(&pair).unwrap();
     session.checkout = None;
-    let mut app = App::new(session, false);
+    let mut app = bench(App::new(session, false));
     assert!(apply(&mut app, [Action::CompareTensors]).is_empty());
     assert_eq!(
         app.message.as_deref(),
@@ -671,7 +745,7 @@ fn the_embedded_example_resolves_its_tensors_in_the_checkout() {
 }
 
 /// The fp16 pair from disk with the first divergence's tensors compared: the popup open.
-fn with_result() -> App {
+fn with_result() -> Bench {
     let mut app = fp16_on_disk();
     apply(&mut app, [Action::CompareTensors]);
     apply(&mut app, [done(1, UP, Ok(compared(UP)))]);
@@ -682,33 +756,23 @@ fn with_result() -> App {
 fn snapshot_tensor_result_80x24_and_140x40() {
     let mut app = with_result();
     update(&mut app, Action::ViewHeight(15));
-    insta::assert_snapshot!("tensors_result_80x24", text(&render(&app, 80, 24)));
+    insta::assert_snapshot!("tensors_result_80x24", text(&render(&mut app, 80, 24)));
     update(&mut app, Action::ViewHeight(31));
-    insta::assert_snapshot!("tensors_result_140x40", text(&render(&app, 140, 40)));
+    insta::assert_snapshot!("tensors_result_140x40", text(&render(&mut app, 140, 40)));
 }
 
 #[test]
 fn snapshot_tensor_progress_80x24() {
     let mut app = fp16_on_disk();
     update(&mut app, Action::ViewHeight(15));
-    apply(
-        &mut app,
-        [
-            Action::CompareTensors,
-            Action::TensorProgress {
-                generation: 1,
-                done: 2048,
-                total: 5504,
-            },
-        ],
-    );
-    insta::assert_snapshot!("tensors_progress_80x24", text(&render(&app, 80, 24)));
+    apply(&mut app, [Action::CompareTensors, progress(1, 2048, 5504)]);
+    insta::assert_snapshot!("tensors_progress_80x24", text(&render(&mut app, 80, 24)));
 }
 
 #[test]
 fn tensor_popup_styles_and_no_color() {
-    let app = with_result();
-    let buffer = render(&app, 140, 40);
+    let mut app = with_result();
+    let buffer = render(&mut app, 140, 40);
     let screen = text(&buffer);
     let cell_of = |needle: &str| {
         let (y, line) = screen
@@ -742,7 +806,7 @@ fn tensor_popup_styles_and_no_color() {
 
     let mut plain = with_result();
     plain.no_color = true;
-    let buffer = render(&plain, 140, 40);
+    let buffer = render(&mut plain, 140, 40);
     for cell in buffer.content() {
         assert_eq!((cell.fg, cell.bg), (Color::Reset, Color::Reset), "NO_COLOR");
     }
@@ -756,10 +820,10 @@ fn tensor_popup_styles_and_no_color() {
 #[test]
 fn help_and_status_name_the_t_key() {
     let mut app = example("llama_fp16_overflow");
-    let screen = text(&render(&app, 140, 40));
+    let screen = text(&render(&mut app, 140, 40));
     assert!(screen.contains("t tensors"), "{screen}");
     update(&mut app, Action::ToggleHelp);
-    let screen = text(&render(&app, 100, 30));
+    let screen = text(&render(&mut app, 100, 30));
     assert!(
         screen.contains("compare this stage's saved tensors"),
         "{screen}"
@@ -781,18 +845,18 @@ fn up_and_down_pick_a_key_of_a_multi_tensor_file() {
     several.only_b = vec!["extra".into()];
     let mut app = fp16_on_disk();
     apply(&mut app, [Action::CompareTensors, done(1, UP, Ok(several))]);
-    let screen = text(&render(&app, 80, 24));
+    let screen = text(&render(&mut app, 80, 24));
     assert!(screen.contains("key 1/3 ↑↓ · Esc closes"), "{screen}");
     assert!(screen.contains("only in B: extra"), "{screen}");
     apply(&mut app, [Action::Down]);
-    let screen = text(&render(&app, 80, 24));
+    let screen = text(&render(&mut app, 80, 24));
     assert!(
         screen.contains("key 2/3") && screen.contains("key logits"),
         "{screen}"
     );
     apply(&mut app, [Action::Down, Action::Down]);
     assert_eq!(app.tensor_popup.unwrap().pair, 2, "clamped at the last key");
-    let screen = text(&render(&app, 80, 24));
+    let screen = text(&render(&mut app, 80, 24));
     assert!(
         screen.contains("not compared: shape differs: [2] vs [3]"),
         "{screen}"
@@ -800,4 +864,67 @@ fn up_and_down_pick_a_key_of_a_multi_tensor_file() {
     apply(&mut app, [Action::Top]);
     assert_eq!(app.tensor_popup.unwrap().pair, 0);
     assert_eq!(key(&app), UP, "the timeline did not move");
+}
+
+// ---- the loop's own paths: terminal events and real jobs ----
+
+fn key_press(code: ratatui::crossterm::event::KeyCode) -> Message {
+    use ratatui::crossterm::event::{KeyEvent, KeyModifiers};
+    Message::Input(Event::Key(KeyEvent::new(code, KeyModifiers::NONE)))
+}
+
+fn chars(text: &str) -> Vec<Message> {
+    use ratatui::crossterm::event::KeyCode;
+    text.chars().map(|c| key_press(KeyCode::Char(c))).collect()
+}
+
+#[test]
+fn keys_and_clicks_go_through_the_keymap_and_the_hit_test() {
+    use ratatui::crossterm::event::{KeyCode, MouseButton, MouseEvent, MouseEventKind};
+    let click = |column, row| {
+        Message::Input(Event::Mouse(MouseEvent {
+            kind: MouseEventKind::Down(MouseButton::Left),
+            column,
+            row,
+            modifiers: ratatui::crossterm::event::KeyModifiers::NONE,
+        }))
+    };
+    let terminal = Terminal::new(TestBackend::new(100, 30)).unwrap();
+    // g: top; / opens the prompt, where q is text; Enter searches.
+    let mut script = chars("g/");
+    script.extend(chars("mlp_up"));
+    script.push(key_press(KeyCode::Enter));
+    let (app, _) =
+        dumpview::runtime::run_with(terminal, example_app("llama_fp16_overflow"), script).unwrap();
+    assert_eq!(key(&app), "layers.0.mlp_up#1");
+    assert!(!app.should_quit);
+
+    // A click on the third body row of the timeline (border and header above it), then q.
+    let terminal = Terminal::new(TestBackend::new(100, 30)).unwrap();
+    let script = vec![click(5, 2 + 2 + 2), key_press(KeyCode::Char('q'))];
+    let (app, terminal) =
+        dumpview::runtime::run_with(terminal, example_app("llama_fp16_overflow"), script).unwrap();
+    assert_eq!(app.selected, app.offset + 2);
+    assert!(app.should_quit);
+    let screen = text(terminal.backend().buffer());
+    assert!(screen.contains("t tensors"), "{screen}");
+}
+
+#[test]
+fn t_runs_the_comparison_as_a_job_and_its_result_opens_the_popup() {
+    use ratatui::crossterm::event::KeyCode;
+    let (a, b) = (Path::new(FP16).join("a"), Path::new(FP16).join("b"));
+    let app = App::new(load::open(&a, Some(&b), &mut |_| {}).unwrap(), false);
+    let terminal = Terminal::new(TestBackend::new(140, 40)).unwrap();
+    // The loop returns once the script has ended and no job runs.
+    let (app, terminal) =
+        dumpview::runtime::run_with(terminal, app, [key_press(KeyCode::Char('t'))]).unwrap();
+    assert!(app.tensor_job.is_none());
+    assert_eq!(app.tensor_results.len(), 1);
+    assert!(app.tensor_popup.is_some());
+    let screen = text(terminal.backend().buffer());
+    assert!(
+        screen.contains("allclose NO: 318 of 5504 mismatch"),
+        "{screen}"
+    );
 }

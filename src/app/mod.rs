@@ -2,22 +2,28 @@
 //!
 //! [`App`] holds everything the screen shows; [`update`] applies one
 //! [`Action`] synchronously and returns the [`Effect`]s the runtime must
-//! carry out (background jobs). Nothing here touches a terminal or a thread,
-//! so tests drive it with actions and read the state back.
+//! carry out (background jobs, [`jobs`]). Nothing here touches a terminal, a thread, a
+//! file or a process, so tests drive it with actions and read the state back. [`keymap`]
+//! says which key sends which action.
 
+#[warn(missing_docs)]
+pub mod jobs;
+#[warn(missing_docs)]
+pub mod keymap;
+#[warn(missing_docs)]
+mod reload;
 pub mod rows;
+#[warn(missing_docs)]
 pub mod session;
 pub mod strip;
 pub mod tensors;
-
-use std::path::PathBuf;
 
 use regex::Regex;
 
 use crate::model::analysis::diff::DiffReport;
 use crate::model::ingest::Progress;
 use crate::model::analysis::scan::WindowScan;
-use crate::model::tensor::pairing::FileComparison;
+use jobs::{JobEvent, JobOutput, JobProgress, JobSpec, JobUpdate, Slot};
 pub use rows::{Row, RowState};
 pub use session::Session;
 pub use tensors::{TensorJob, TensorPopup, TensorResult};
@@ -25,7 +31,9 @@ pub use tensors::{TensorJob, TensorPopup, TensorResult};
 /// Which panel keys act on.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Focus {
+    /// The stage timeline.
     Timeline,
+    /// The storage alias panel.
     Aliases,
 }
 
@@ -81,50 +89,19 @@ pub enum Action {
     Resize(u16, u16),
     /// The timeline's visible height, as last drawn (rows).
     ViewHeight(usize),
-    /// Background results.
-    Progress(Progress),
-    Loaded(Box<Result<Session, String>>),
-    ExportDone {
-        generation: u64,
-        result: Result<String, String>,
-    },
-    /// Elements compared so far by tensor job `generation`, of `total` (0: not known yet).
-    TensorProgress {
-        generation: u64,
-        done: u64,
-        total: u64,
-    },
-    /// Tensor job `generation` ended: its comparison, why it failed, or "cancelled".
-    TensorsDone {
-        generation: u64,
-        rank: u32,
-        /// `stage#occurrence`.
-        stage: String,
-        result: Box<Result<FileComparison, String>>,
-    },
+    /// An event of a background job (progress, its result, its failure, its cancel). The
+    /// runtime has already dropped events of jobs that are no longer their slot's current.
+    Job(JobUpdate),
 }
 
-/// Work for the runtime; results come back as actions.
+/// Work for the runtime; results come back as [`Action::Job`].
 #[derive(Debug, Clone, PartialEq)]
 pub enum Effect {
-    /// Write the report (Markdown) to a new file; report back with `ExportDone`.
-    Export {
-        generation: u64,
-        markdown: String,
-        name_hint: String,
-    },
-    /// Compare saved tensor files `a` and `b` (the reference) key by key; report progress
-    /// with `TensorProgress` and the result with `TensorsDone`, both carrying `generation`.
-    CompareTensors {
-        generation: u64,
-        rank: u32,
-        /// `stage#occurrence`.
-        stage: String,
-        a: PathBuf,
-        b: PathBuf,
-    },
-    /// Stop tensor job `generation` at its next chunk (it then reports "cancelled").
-    CancelTensors { generation: u64 },
+    /// Start a job in its slot ([`JobSpec::slot`]), cancelling the one running there.
+    Spawn(JobSpec),
+    /// Cancel the job running in this slot: it ends with [`JobEvent::Cancelled`], or with
+    /// its result when it finished before the cancel reached it.
+    Cancel(Slot),
 }
 
 /// One selectable window: an index into A's windows, and the diff pair index when diffing.
@@ -155,6 +132,59 @@ pub struct Loaded {
     pub windows: Vec<WindowChoice>,
     /// The rank × stage overview, compressed once.
     pub overview: strip::Overview,
+}
+
+impl Loaded {
+    /// Scans both captures, diffs them and lists the selectable windows: the analysis the
+    /// workbench shows, computed once per installed capture.
+    // Kept apart from the App so a precomputed analysis can replace it in one place.
+    fn analyse(session: Session) -> Loaded {
+        // The analysis was computed with the session, off the UI thread.
+        let scans_a: Vec<WindowScan> = session.analysis.scans_a.clone();
+        let scans_b: Vec<WindowScan> = session.analysis.scans_b.clone();
+        let diff = session.analysis.diff.clone();
+        let windows = match (&diff, &session.b) {
+            (Some(report), Some(b)) => report
+                .windows
+                .iter()
+                .enumerate()
+                .map(|(pair, w)| WindowChoice {
+                    rank: w.rank,
+                    a: session
+                        .a
+                        .windows
+                        .iter()
+                        .position(|m| m.source.display().to_string() == w.a.source)
+                        .unwrap_or(0),
+                    b: b.windows
+                        .iter()
+                        .position(|m| m.source.display().to_string() == w.b.source),
+                    pair: Some(pair),
+                })
+                .collect(),
+            _ => session
+                .a
+                .windows
+                .iter()
+                .enumerate()
+                .map(|(a, m)| WindowChoice {
+                    rank: m.rank,
+                    a,
+                    b: None,
+                    pair: None,
+                })
+                .collect(),
+        };
+        let overview = diff.as_ref().map(strip::Overview::of).unwrap_or_default();
+        Loaded {
+            session,
+            scans_a,
+            scans_b,
+            diff,
+            windows,
+            overview,
+        }
+    }
 }
 
 /// The workbench state.
@@ -188,12 +218,8 @@ pub struct App {
     /// Glyph-only marks, no colours (NO_COLOR).
     pub no_color: bool,
     pub size: (u16, u16),
-    /// Bumped per export request; results of older requests are dropped.
-    pub generation: u64,
     /// The running tensor comparison (one at a time).
     pub tensor_job: Option<TensorJob>,
-    /// Bumped per tensor job; progress and results of older jobs are dropped.
-    pub tensor_generation: u64,
     /// Finished tensor comparisons, one per rank and stage, in the order they finished;
     /// the exported report includes them.
     pub tensor_results: Vec<TensorResult>,
@@ -232,9 +258,7 @@ impl App {
             should_quit: false,
             no_color,
             size: (80, 24),
-            generation: 0,
             tensor_job: None,
-            tensor_generation: 0,
             tensor_results: Vec::new(),
             tensor_popup: None,
         }
@@ -247,59 +271,25 @@ impl App {
         app
     }
 
+    /// Installs a first capture and opens where the answer is.
     fn install(&mut self, session: Session) {
-        let scans_a: Vec<WindowScan> = session.analysis.scans_a.clone();
-        let scans_b: Vec<WindowScan> = session.analysis.scans_b.clone();
-        let diff = session.analysis.diff.clone();
-        let windows = match (&diff, &session.b) {
-            (Some(report), Some(b)) => report
-                .windows
-                .iter()
-                .enumerate()
-                .map(|(pair, w)| WindowChoice {
-                    rank: w.rank,
-                    a: session
-                        .a
-                        .windows
-                        .iter()
-                        .position(|m| m.source.display().to_string() == w.a.source)
-                        .unwrap_or(0),
-                    b: b.windows
-                        .iter()
-                        .position(|m| m.source.display().to_string() == w.b.source),
-                    pair: Some(pair),
-                })
-                .collect(),
-            _ => session
-                .a
-                .windows
-                .iter()
-                .enumerate()
-                .map(|(a, m)| WindowChoice {
-                    rank: m.rank,
-                    a,
-                    b: None,
-                    pair: None,
-                })
-                .collect(),
-        };
+        self.install_loaded(Loaded::analyse(session));
+        // Open where the answer is: the window of the first diverging rank.
+        let start = self.diverging_window().unwrap_or(0);
+        self.select_window(start);
+    }
+
+    /// Makes `loaded` the open capture (the message names its load warnings); the caller
+    /// chooses the window.
+    fn install_loaded(&mut self, loaded: Loaded) {
+        let session = &loaded.session;
         let warnings =
             session.a.warnings.len() + session.b.as_ref().map_or(0, |b| b.warnings.len());
         self.message = (warnings > 0)
             .then(|| format!("{warnings} load warning(s): run `dumpview scan` to read them"));
-        let overview = diff.as_ref().map(strip::Overview::of).unwrap_or_default();
-        self.loaded = Some(Loaded {
-            session,
-            scans_a,
-            scans_b,
-            diff,
-            windows,
-            overview,
-        });
+        self.loaded = Some(loaded);
         self.loading = None;
-        // Open where the answer is: the window of the first diverging rank.
-        let start = self.diverging_window().unwrap_or(0);
-        self.select_window(start);
+        self.load_error = None;
     }
 
     fn select_window(&mut self, index: usize) {
@@ -475,11 +465,7 @@ fn update_normal(app: &mut App, action: Action) -> Vec<Effect> {
             | Action::ToggleHelp
             | Action::Resize(..)
             | Action::ViewHeight(_)
-            | Action::Progress(_)
-            | Action::Loaded(_)
-            | Action::ExportDone { .. }
-            | Action::TensorProgress { .. }
-            | Action::TensorsDone { .. } => return update_base(app, action, page),
+            | Action::Job(_) => return update_base(app, action, page),
             _ => {}
         }
         return Vec::new();
@@ -510,33 +496,7 @@ fn update_base(app: &mut App, action: Action, page: usize) -> Vec<Effect> {
             let selected = app.selected;
             app.select(selected);
         }
-        Action::Progress(p) => app.loading = Some(p),
-        Action::Loaded(result) => match *result {
-            Ok(session) => app.install(session),
-            Err(e) => {
-                app.loading = None;
-                app.load_error = Some(e);
-            }
-        },
-        Action::ExportDone { generation, result } => {
-            if generation == app.generation {
-                app.message = Some(match result {
-                    Ok(path) => format!("report exported to {path}"),
-                    Err(e) => format!("export failed: {e}"),
-                });
-            }
-        }
-        Action::TensorProgress {
-            generation,
-            done,
-            total,
-        } => tensors::progress(app, generation, done, total),
-        Action::TensorsDone {
-            generation,
-            rank,
-            stage,
-            result,
-        } => tensors::done(app, generation, rank, stage, *result),
+        Action::Job(JobUpdate { slot, event, .. }) => return on_job(app, slot, event),
         _ if app.loaded.is_none() => {}
         Action::Up if app.focus == Focus::Aliases => {
             app.alias_selected = app.alias_selected.saturating_sub(1)
@@ -687,19 +647,45 @@ fn update_base(app: &mut App, action: Action, page: usize) -> Vec<Effect> {
             if let Some(b) = &loaded.session.b {
                 report.note_saved_rows(&loaded.session.a, b);
             }
-            app.generation += 1;
             app.message = Some("exporting the report…".to_string());
-            return vec![Effect::Export {
-                generation: app.generation,
+            return vec![Effect::Spawn(JobSpec::Export {
                 markdown: report.to_markdown(),
                 name_hint: loaded.session.title.clone(),
-            }];
+            })];
         }
         Action::CompareTensors => return tensors::start(app),
         Action::SearchChar(_)
         | Action::SearchBackspace
         | Action::SearchSubmit
         | Action::SearchCancel => {}
+    }
+    Vec::new()
+}
+
+/// An event of a background job, by slot.
+fn on_job(app: &mut App, slot: Slot, event: JobEvent) -> Vec<Effect> {
+    match (slot, event) {
+        (Slot::Compare, event) => tensors::on_event(app, event),
+        (Slot::Export, JobEvent::Done(JobOutput::Exported(path))) => {
+            app.message = Some(format!("report exported to {path}"));
+        }
+        (Slot::Export, JobEvent::Failed(e)) => app.message = Some(format!("export failed: {e}")),
+        (Slot::Reload, JobEvent::Progress(JobProgress::Load(p))) if app.loaded.is_none() => {
+            app.loading = Some(p);
+        }
+        (Slot::Reload, JobEvent::Done(JobOutput::Loaded(session))) => {
+            if app.loaded.is_some() {
+                app.reload(*session);
+            } else {
+                app.install(*session);
+            }
+        }
+        (Slot::Reload, JobEvent::Failed(e)) if app.loaded.is_none() => {
+            app.loading = None;
+            app.load_error = Some(e);
+        }
+        (Slot::Reload, JobEvent::Failed(e)) => app.message = Some(format!("reload failed: {e}")),
+        _ => {}
     }
     Vec::new()
 }

@@ -1,17 +1,18 @@
-//! What the workbench has open: one capture (scan mode) or two (diff mode).
+//! What the workbench has open: one capture (scan mode) or two (diff mode), as owned data.
+//!
+//! Sessions are built by the runtime (`crate::runtime::load`), which reads the files; the
+//! app only ever receives the result.
 
 use std::borrow::Cow;
-use std::path::{Path, PathBuf};
+use std::collections::HashMap;
+use std::path::PathBuf;
 
-use crate::embedded::ExamplePair;
 use crate::model::analysis::Analysis;
-use crate::model::analysis::compare::Tolerances;
 use crate::model::dump::Dump;
-use crate::model::ingest::{LoadError, Progress, load, read_window};
 use crate::model::dump::Window;
 
 /// How an embedded example's manifest sources start (`embedded:assets/examples/...`).
-const EMBEDDED: &str = "embedded:";
+pub const EMBEDDED: &str = "embedded:";
 
 /// The open captures and how to name them.
 #[derive(Debug, Clone)]
@@ -20,75 +21,60 @@ pub struct Session {
     pub title: String,
     /// The input format, shown in the header.
     pub format: String,
+    /// Capture A (the one under scan, or the compared one in diff mode).
     pub a: Dump,
+    /// Capture B, the reference, in diff mode.
     pub b: Option<Dump>,
     /// Scans of A and B and their diff, computed once when the session is made (on the
-    /// loading thread, never the UI's).
+    /// loading thread, never the UI's); every panel and the exported report render from it.
     pub analysis: Analysis,
     /// For an embedded example: the checkout the binary was built from, when its
     /// `assets/examples/` still holds the same manifests byte for byte. The embedded
     /// manifests name their saved tensors relative to a window directory that exists only
     /// there (tensors are memory-mapped from files, never from the binary).
     pub checkout: Option<PathBuf>,
+    /// The saved tensor files found on disk when the session was built.
+    pub saved: SavedTensors,
+}
+
+/// Which capture of a session.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Side {
+    /// Capture A.
+    A,
+    /// Capture B.
+    B,
+}
+
+/// The saved tensor file of each stage that has one, per side and window: the files a
+/// record names that resolve inside their window directory and exist, as found by the
+/// loader (`crate::runtime::load::with_saved_tensors`). A stage without an entry has no usable
+/// file.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct SavedTensors {
+    /// Per window of A (same indices as `Dump::windows`): `stage#occurrence` to its file.
+    pub a: Vec<HashMap<String, PathBuf>>,
+    /// Per window of B.
+    pub b: Vec<HashMap<String, PathBuf>>,
+}
+
+impl SavedTensors {
+    /// The saved tensor file of `key` (`stage#occurrence`) in window `window` of `side`.
+    pub fn get(&self, side: Side, window: usize, key: &str) -> Option<&PathBuf> {
+        let windows = match side {
+            Side::A => &self.a,
+            Side::B => &self.b,
+        };
+        windows.get(window)?.get(key)
+    }
 }
 
 impl Session {
-    /// Loads one or two captures from disk (each a manifest file or a directory).
-    ///
-    /// # Errors
-    /// The first input that cannot be loaded, named.
-    pub fn open(
-        a: &Path,
-        b: Option<&Path>,
-        progress: &mut dyn FnMut(Progress),
-    ) -> Result<Session, LoadError> {
-        let dump_a = load(&[a.to_path_buf()], progress)?;
-        let dump_b = match b {
-            Some(b) => Some(load(&[b.to_path_buf()], progress)?),
-            None => None,
-        };
-        let title = match b {
-            Some(b) => format!("{} vs {}", a.display(), b.display()),
-            None => a.display().to_string(),
-        };
-        Ok(Session {
-            title,
-            format: format_names(&dump_a, dump_b.as_ref()),
-            analysis: Analysis::compute(&dump_a, dump_b.as_ref(), &Tolerances::default()),
-            a: dump_a,
-            b: dump_b,
-            checkout: None,
-        })
-    }
-
-    /// An example pair embedded in the binary (the default when no file is given).
-    ///
-    /// # Errors
-    /// Only if an embedded manifest fails to parse, which the test-suite rules out.
-    pub fn embedded(pair: &ExamplePair) -> Result<Session, LoadError> {
-        let side = |(source, bytes): &(String, &[u8])| -> Result<Dump, LoadError> {
-            let (manifest, warnings) = read_window(bytes, &PathBuf::from(source))?;
-            Ok(Dump {
-                windows: vec![manifest],
-                warnings,
-            })
-        };
-        let root = Path::new(env!("CARGO_MANIFEST_DIR"));
-        let same_on_disk = |(source, bytes): &(String, &[u8])| {
-            source
-                .strip_prefix(EMBEDDED)
-                .and_then(|rel| std::fs::read(root.join(rel)).ok())
-                .is_some_and(|disk| disk == *bytes)
-        };
-        let (a, b) = (side(&pair.a)?, side(&pair.b)?);
-        Ok(Session {
-            title: format!("example {}", pair.name),
-            format: "dump_probe manifest (embedded example)".to_string(),
-            analysis: Analysis::compute(&a, Some(&b), &Tolerances::default()),
-            a,
-            b: Some(b),
-            checkout: (same_on_disk(&pair.a) && same_on_disk(&pair.b)).then(|| root.to_path_buf()),
-        })
+    /// Recomputes [`Session::analysis`] from `a` and `b` under the default tolerances, after
+    /// they were changed in place (tests and tools that build a session by hand). The runtime
+    /// never calls this on the UI thread: it analyses while loading.
+    pub fn reanalyse(&mut self) {
+        self.analysis = Analysis::compute(&self.a, self.b.as_ref(), &Default::default());
     }
 
     /// `window` as it lies on disk, so paths relative to its window directory resolve:
@@ -102,20 +88,5 @@ impl Session {
         let mut copy = window.clone();
         copy.source = self.checkout.as_ref()?.join(rel);
         Some(Cow::Owned(copy))
-    }
-}
-
-/// The formats of the open captures, for the header: `msprobe dump`, or
-/// `dump_probe manifest vs msprobe dump` when the two differ.
-fn format_names(a: &Dump, b: Option<&Dump>) -> String {
-    let names = |d: &Dump| {
-        let mut names: Vec<&str> = d.windows.iter().map(|w| w.facts.name).collect();
-        names.sort_unstable();
-        names.dedup();
-        names.join(" + ")
-    };
-    match b.map(names) {
-        Some(nb) if nb != names(a) => format!("{} vs {nb}", names(a)),
-        _ => names(a),
     }
 }

@@ -2,26 +2,28 @@
 //! (one at a time), progress and the result come back as actions, finished results are kept
 //! by rank and stage for the popup and the exported report.
 //!
-//! Only owned state lives here; the cancel flag and the progress counter the comparison
-//! shares belong to the runtime, keyed by the job's generation.
+//! Only owned state lives here: the job runs in the runtime's [`Slot::Compare`], which
+//! drops events of jobs that are no longer current, so every event that arrives here is the
+//! running comparison's.
 
 use std::path::{Path, PathBuf};
 
+use super::jobs::{JobEvent, JobOutput, JobProgress, JobSpec, Slot};
+use super::session::Side;
 use super::{App, Effect};
 use crate::model::dump::Window;
-use crate::model::analysis::report::saved_tensor;
 use crate::model::tensor::pairing::FileComparison;
 
 /// A comparison in progress.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct TensorJob {
-    /// Results and progress of other generations are stale and dropped.
-    pub generation: u64,
+    /// The rank of the compared stage.
     pub rank: u32,
     /// `stage#occurrence`.
     pub stage: String,
     /// Elements compared so far, of `total` (0 until the runtime has read the headers).
     pub done: u64,
+    /// Elements to compare in all (0: not known yet).
     pub total: u64,
     /// Esc was pressed; waiting for the comparison to stop at its next chunk.
     pub cancelling: bool,
@@ -30,6 +32,7 @@ pub struct TensorJob {
 /// One finished comparison, kept for the popup and the exported report.
 #[derive(Debug, Clone, PartialEq)]
 pub struct TensorResult {
+    /// The rank of the compared stage.
     pub rank: u32,
     /// `stage#occurrence`.
     pub stage: String,
@@ -45,9 +48,6 @@ pub struct TensorPopup {
     /// Index into the comparison's `pairs`.
     pub pair: usize,
 }
-
-/// What `cancelled` comparisons return (`pairing::compare_saved`).
-const CANCELLED: &str = "cancelled";
 
 /// `t`: starts comparing the selected stage's saved tensors, or says why not.
 pub(super) fn start(app: &mut App) -> Vec<Effect> {
@@ -71,23 +71,15 @@ pub(super) fn start(app: &mut App) -> Vec<Effect> {
             Vec::new()
         }
         Ok(Located::Files { rank, stage, a, b }) => {
-            app.tensor_generation += 1;
             app.message = None;
             app.tensor_job = Some(TensorJob {
-                generation: app.tensor_generation,
                 rank,
                 stage: stage.clone(),
                 done: 0,
                 total: 0,
                 cancelling: false,
             });
-            vec![Effect::CompareTensors {
-                generation: app.tensor_generation,
-                rank,
-                stage,
-                a,
-                b,
-            }]
+            vec![Effect::Spawn(JobSpec::Compare { rank, stage, a, b })]
         }
     }
 }
@@ -136,8 +128,8 @@ fn locate(app: &App) -> Result<Located, String> {
     {
         return Ok(Located::Kept(index));
     }
-    let side = |window: &Window| -> Result<Option<PathBuf>, String> {
-        let Some(on_disk) = loaded.session.on_disk(window) else {
+    let side = |side: Side, index: usize, window: &Window| -> Result<Option<PathBuf>, String> {
+        if loaded.session.on_disk(window).is_none() {
             // `embedded:assets/examples/<pair>/a/...`: name the pair's directory.
             let source = window.source.to_string_lossy();
             let pair: PathBuf = Path::new(source.trim_start_matches("embedded:"))
@@ -149,12 +141,15 @@ fn locate(app: &App) -> Result<Located, String> {
                  {0}/b of a dumpview checkout to compare {key}",
                 pair.display()
             ));
-        };
-        Ok(saved_tensor(&on_disk, key))
+        }
+        Ok(loaded.session.saved.get(side, index, key).cloned())
     };
     let window_a = &loaded.session.a.windows[choice.a];
     let window_b = &dump_b.windows[bi];
-    let (a, b) = (side(window_a)?, side(window_b)?);
+    let (a, b) = (
+        side(Side::A, choice.a, window_a)?,
+        side(Side::B, bi, window_b)?,
+    );
     let named = |window: &Window| {
         window
             .records
@@ -203,43 +198,39 @@ pub(super) fn cancel(app: &mut App) -> Vec<Effect> {
     }
     job.cancelling = true;
     app.message = Some(format!("cancelling the comparison of {}…", job.stage));
-    vec![Effect::CancelTensors {
-        generation: job.generation,
-    }]
+    vec![Effect::Cancel(Slot::Compare)]
 }
 
-/// Progress of the running job (stale generations dropped).
-pub(super) fn progress(app: &mut App, generation: u64, done: u64, total: u64) {
-    if let Some(job) = app
-        .tensor_job
-        .as_mut()
-        .filter(|j| j.generation == generation)
-    {
-        job.done = done;
-        job.total = total;
-    }
-}
-
-/// The running job's result: kept (unless cancelled) and shown (unless Esc was pressed).
-pub(super) fn done(
-    app: &mut App,
-    generation: u64,
-    rank: u32,
-    stage: String,
-    result: Result<FileComparison, String>,
-) {
-    let Some(job) = app.tensor_job.take_if(|j| j.generation == generation) else {
+/// An event of the running comparison: progress moves the gauge; its end keeps the result
+/// (unless cancelled) and shows it (unless Esc was pressed). With nothing running, stale.
+pub(super) fn on_event(app: &mut App, event: JobEvent) {
+    let Some(job) = app.tensor_job.as_mut() else {
         return;
     };
-    if result.as_ref().err().is_some_and(|e| e == CANCELLED) {
-        app.message = Some("tensor comparison cancelled".to_string());
+    let result = match event {
+        JobEvent::Progress(JobProgress::Elements { done, total }) => {
+            job.done = done;
+            job.total = total;
+            return;
+        }
+        JobEvent::Progress(_) => return,
+        JobEvent::Cancelled => {
+            app.tensor_job = None;
+            app.message = Some("tensor comparison cancelled".to_string());
+            return;
+        }
+        JobEvent::Done(JobOutput::Compared(comparison)) => Ok(comparison),
+        JobEvent::Done(_) => return,
+        JobEvent::Failed(error) => Err(error),
+    };
+    let Some(job) = app.tensor_job.take() else {
         return;
-    }
-    let finished_anyway = job.cancelling;
-    let index = keep(app, rank, stage.clone(), result);
-    if finished_anyway {
+    };
+    let index = keep(app, job.rank, job.stage.clone(), result);
+    if job.cancelling {
         app.message = Some(format!(
-            "the comparison of {stage} finished before the cancel: kept for the report, t shows it"
+            "the comparison of {} finished before the cancel: kept for the report, t shows it",
+            job.stage
         ));
     } else {
         app.message = None;

@@ -1,4 +1,4 @@
-//! The help overlay: keys and the meaning of every glyph.
+//! The help overlay: keys (from the one keymap, `app::keymap`) and the meaning of every glyph.
 
 use ratatui::Frame;
 use ratatui::layout::Rect;
@@ -6,29 +6,7 @@ use ratatui::text::{Line, Span};
 use ratatui::widgets::{Block, Clear, Paragraph, Wrap};
 
 use super::{Theme, centered};
-
-const KEYS: &[(&str, &str)] = &[
-    ("↑ ↓  j k", "move; PgUp PgDn page; g G first, last row"),
-    ("n  N", "next / previous finding"),
-    ("f  d", "first non-finite record / first divergence"),
-    (
-        "/",
-        "regex search on stage names; / then Enter on an empty prompt repeats it",
-    ),
-    ("r  l", "next rank / next label window on this rank"),
-    ("Tab", "focus timeline or storage aliases"),
-    ("Enter", "wide detail (timeline) / jump to member (aliases)"),
-    (
-        "t",
-        "compare this stage's saved tensors, A vs B (Esc cancels, ↑↓ key)",
-    ),
-    (
-        "e",
-        "export the first-mismatch report (Markdown, with compared tensors)",
-    ),
-    ("mouse", "wheel scrolls, click selects (timeline, ranks)"),
-    ("? Esc q", "this help / close, quit / quit"),
-];
+use crate::app::keymap;
 
 const GLYPHS: &[(&str, &str)] = &[
     ("!  n", "first non-finite record / holds NaN or inf"),
@@ -47,12 +25,10 @@ const GLYPHS: &[(&str, &str)] = &[
     ),
 ];
 
+/// Draws the overlay centred in `area`.
 pub fn draw(frame: &mut Frame, area: Rect, theme: Theme) {
     let mut lines = vec![Line::from(Span::styled("keys", theme.title()))];
-    lines.extend(
-        KEYS.iter()
-            .map(|(k, v)| Line::from(format!("  {k:<10} {v}"))),
-    );
+    lines.extend(keymap::help_lines().map(|(k, v)| Line::from(format!("  {k:<10} {v}"))));
     lines.push(Line::from(""));
     lines.push(Line::from(Span::styled(
         "timeline glyphs (non-finite, comparison, alias)",

@@ -32,6 +32,53 @@ use crate::app::App;
 pub use overview::LABEL_WIDTH as OVERVIEW_LABEL_WIDTH;
 pub use theme::Theme;
 
+/// What a mouse position points at, found from the same layout that draws the frame.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum Target {
+    /// A timeline body row: index into the visible rows (0 = top).
+    TimelineRow(usize),
+    /// Elsewhere on the timeline panel (its border or header row).
+    Timeline,
+    /// The rank × stage overview: rank index (from the top) and stage fraction 0..1.
+    Overview {
+        /// Index into the overview's ranks.
+        rank: usize,
+        /// Where along the stages, 0 at the first column.
+        fraction: f64,
+    },
+}
+
+/// What is at (`column`, `row`) of a frame of size `area` drawn for `app`, if anything the
+/// mouse acts on.
+pub fn hit_test(area: Rect, app: &App, column: u16, row: u16) -> Option<Target> {
+    let inside =
+        |r: Rect| column >= r.x && column < r.x + r.width && row >= r.y && row < r.y + r.height;
+    if area.width < MIN_SIZE.0 || area.height < MIN_SIZE.1 || app.loaded.is_none() {
+        return None;
+    }
+    let areas = layout(area, app);
+    if inside(areas.timeline) {
+        // Border and table header take the first two lines.
+        let body = row.checked_sub(areas.timeline.y + 2).map(usize::from);
+        return Some(match body {
+            Some(r) if r < areas.timeline_rows() => Target::TimelineRow(r),
+            _ => Target::Timeline,
+        });
+    }
+    if inside(areas.overview) {
+        let rank = row.checked_sub(areas.overview.y + 1)? as usize;
+        let x0 = areas.overview.x + 1 + OVERVIEW_LABEL_WIDTH;
+        let width = areas
+            .overview
+            .width
+            .saturating_sub(2 + OVERVIEW_LABEL_WIDTH)
+            .max(1);
+        let fraction = f64::from(column.checked_sub(x0)?) / f64::from(width);
+        return Some(Target::Overview { rank, fraction });
+    }
+    None
+}
+
 /// Smallest terminal the workbench draws in; below it, a message says so.
 pub const MIN_SIZE: (u16, u16) = (60, 16);
 

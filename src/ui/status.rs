@@ -6,8 +6,9 @@ use ratatui::text::{Line, Span};
 use ratatui::widgets::Paragraph;
 
 use super::Theme;
-use crate::app::App;
+use crate::app::{App, keymap};
 
+/// Draws the status line into `area`.
 pub fn draw(frame: &mut Frame, app: &App, area: Rect, theme: Theme) {
     let line = if app.search.editing {
         let mut spans = vec![
@@ -22,7 +23,7 @@ pub fn draw(frame: &mut Frame, app: &App, area: Rect, theme: Theme) {
     } else if let Some(e) = &app.search.error {
         Line::from(Span::styled(format!("search: {e}"), theme.bad()))
     } else {
-        let hints = "↑↓ jk move · n/N finding · f non-finite · d divergence · t tensors · / search · r rank · l window · Tab · Enter · e export · ? help · q quit";
+        let hints = keymap::status_hints();
         match &app.message {
             Some(m) => Line::from(vec![
                 Span::styled(m.clone(), theme.warn()),

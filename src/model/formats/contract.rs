@@ -8,8 +8,6 @@ use crate::model::formats::msprobe::MsprobeError;
 use crate::model::formats::probe::ManifestError;
 use crate::model::formats::windowed::WindowedError;
 
-/// How many leading bytes of a file [`Format::claims`] is shown.
-pub const HEAD_BYTES: usize = 4096;
 
 /// One dump format's reader.
 pub trait Format: Sync {
@@ -24,7 +22,7 @@ pub trait Format: Sync {
     fn file_names(&self) -> &'static [&'static str];
 
     /// Whether this format reads `path`, judged from its file name and its first
-    /// [`HEAD_BYTES`] bytes (`head`, shorter for a shorter file). The first format of
+    /// [`super::HEAD_BYTES`] bytes (`head`, shorter for a shorter file). The first format of
     /// [`super::REGISTRY`] that claims a file reads it.
     fn claims(&self, path: &Path, head: &[u8]) -> bool;
 

@@ -10,11 +10,14 @@
 //! variant, an entry in [`REGISTRY`], fixtures under `tests/fixtures/<format>/` and a fuzz target
 //! in `fuzz/fuzz_targets/` (scripts/fuzz.sh runs every target listed there).
 
+/// How many leading bytes of a file [`Format::claims`] is shown.
+pub const HEAD_BYTES: usize = 4096;
+
 mod contract;
 pub mod msprobe;
 pub mod probe;
 mod registry;
 pub mod windowed;
 
-pub use contract::{Format, FormatError, HEAD_BYTES};
+pub use contract::{Format, FormatError};
 pub use registry::{REGISTRY, by_id, claiming, file_names};

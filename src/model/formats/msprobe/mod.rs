@@ -20,11 +20,11 @@ use serde_json::{Map, Value as JsonValue};
 
 use crate::model::dump::{Context, FormatFacts, SourceFormat, Warning, Window};
 use crate::model::formats::probe::SCHEMA_VERSION;
-use crate::model::formats::contract::{Format, FormatError};
 
 mod context;
 mod dump;
 mod error;
+mod format;
 mod json;
 mod value;
 mod names;
@@ -32,6 +32,7 @@ mod record;
 
 use dump::{Parsed, parse};
 pub use error::MsprobeError;
+pub use format::Msprobe;
 
 /// The file an msprobe dump writes per step and rank.
 pub const MSPROBE_NAME: &str = "dump.json";
@@ -46,27 +47,6 @@ pub static FACTS: FormatFacts = FormatFacts {
                           between the runs.",
 };
 
-/// msprobe (MindStudio probe) `dump.json` files.
-pub struct Msprobe;
-
-impl Format for Msprobe {
-    fn id(&self) -> SourceFormat {
-        SourceFormat::Msprobe
-    }
-    fn facts(&self) -> &'static FormatFacts {
-        &FACTS
-    }
-    fn file_names(&self) -> &'static [&'static str] {
-        &[MSPROBE_NAME]
-    }
-    /// By name: msprobe always writes `dump.json`, and no other format uses that name.
-    fn claims(&self, path: &Path, _head: &[u8]) -> bool {
-        path.file_name().is_some_and(|n| n == MSPROBE_NAME)
-    }
-    fn read(&self, path: &Path, bytes: &[u8]) -> Result<(Window, Vec<Warning>), FormatError> {
-        load_window(path, bytes)
-    }
-}
 
 /// Loads one msprobe `dump.json` (with the construct.json and stack.json beside it) as a
 /// window.
@@ -75,7 +55,7 @@ impl Format for Msprobe {
 /// A message naming the file when it is not a JSON object with a `data` object, or breaks
 /// before `data` starts. A break inside or after `data` is a warning instead: the entries
 /// before it are kept.
-pub fn load_window(path: &Path, bytes: &[u8]) -> Result<(Window, Vec<Warning>), FormatError> {
+pub fn load_window(path: &Path, bytes: &[u8]) -> Result<(Window, Vec<Warning>), MsprobeError> {
     let dir = path.parent().unwrap_or(Path::new(""));
     let dir = if dir.as_os_str().is_empty() {
         Path::new(".")
@@ -83,10 +63,7 @@ pub fn load_window(path: &Path, bytes: &[u8]) -> Result<(Window, Vec<Warning>), 
         dir
     };
     let (parsed, (sources, problems)) = rayon::join(|| parse(bytes), || context::read(dir));
-    let parsed = parsed.map_err(|cause| FormatError::Msprobe {
-        path: path.to_path_buf(),
-        cause,
-    })?;
+    let parsed = parsed?;
     let warn = |message: String| Warning {
         file: path.to_path_buf(),
         message,

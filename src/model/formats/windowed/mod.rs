@@ -11,6 +11,7 @@
 //! [`Record`]: crate::model::dump::Record
 
 mod error;
+mod format;
 mod records;
 mod schema;
 pub mod stats;
@@ -21,9 +22,9 @@ use std::sync::Arc;
 use rayon::prelude::*;
 
 use crate::model::dump::{Context, FormatFacts, SourceFormat, Warning, Window, dims, strides};
-use crate::model::formats::probe::MANIFEST_NAME;
-use crate::model::formats::contract::{Format, FormatError, HEAD_BYTES};
+use crate::model::formats::HEAD_BYTES;
 pub use error::WindowedError;
+pub use format::Windowed;
 
 /// A windowed dump's facts: no input ids; non-finite elements counted from the tensor files.
 pub static FACTS: FormatFacts = FormatFacts {
@@ -33,27 +34,6 @@ pub static FACTS: FormatFacts = FormatFacts {
     missing_data_advice: "The two captures recorded different sets of tensors.",
 };
 
-/// Windowed mega-kernel dumps (seed 003): `rank_R/window_NNNN/manifest.json`.
-pub struct Windowed;
-
-impl Format for Windowed {
-    fn id(&self) -> SourceFormat {
-        SourceFormat::Windowed
-    }
-    fn facts(&self) -> &'static FormatFacts {
-        &FACTS
-    }
-    fn file_names(&self) -> &'static [&'static str] {
-        &[MANIFEST_NAME]
-    }
-    /// By content ([`is_windowed`]): its manifests share the probe's file name.
-    fn claims(&self, _path: &Path, head: &[u8]) -> bool {
-        is_windowed(head)
-    }
-    fn read(&self, path: &Path, bytes: &[u8]) -> Result<(Window, Vec<Warning>), FormatError> {
-        load_window(path, bytes)
-    }
-}
 
 /// The only `schemaVersion` this build reads.
 pub const SCHEMA_VERSION: u64 = 4;
@@ -90,12 +70,9 @@ pub fn is_windowed(bytes: &[u8]) -> bool {
 /// A message naming the file when it is not a windowed manifest of schemaVersion 4, when it
 /// is cut short before its header was read, or when neither it nor its directories say the
 /// rank and window number.
-pub fn load_window(path: &Path, bytes: &[u8]) -> Result<(Window, Vec<Warning>), FormatError> {
+pub fn load_window(path: &Path, bytes: &[u8]) -> Result<(Window, Vec<Warning>), WindowedError> {
     let read = schema::read(bytes);
-    let error = |cause: WindowedError| FormatError::Windowed {
-        path: path.to_path_buf(),
-        cause,
-    };
+    let error = |cause: WindowedError| cause;
     let mut warnings = Vec::new();
     let warn = |warnings: &mut Vec<Warning>, message: String| {
         warnings.push(Warning {
@@ -405,17 +382,18 @@ mod tests {
 
     #[test]
     fn header_errors_name_the_problem() {
+        use crate::model::formats::Format;
         let path = Path::new("/x/rank_0/window_0000/manifest.json");
-        let err = load_window(path, b"{\"schemaVersion\": 3}").unwrap_err();
+        let err = Windowed.read(path, b"{\"schemaVersion\": 3}").unwrap_err();
         assert!(
             err.to_string().contains("schemaVersion 3 is not supported"),
             "{err}"
         );
-        let err = load_window(path, b"{\"schemaVersion\": 4, \"rank\": \"0\"}").unwrap_err();
+        let err = Windowed.read(path, b"{\"schemaVersion\": 4, \"rank\": \"0\"}").unwrap_err();
         assert!(err.to_string().contains("`rank` is \"0\""), "{err}");
-        let err = load_window(Path::new("m.json"), b"{\"schemaVersion\": 4}").unwrap_err();
+        let err = Windowed.read(Path::new("m.json"), b"{\"schemaVersion\": 4}").unwrap_err();
         assert!(err.to_string().starts_with("m.json: no `rank`"), "{err}");
-        let err = load_window(path, b"{\"schema").unwrap_err();
+        let err = Windowed.read(path, b"{\"schema").unwrap_err();
         assert!(
             err.to_string().contains("not a valid windowed manifest"),
             "{err}"

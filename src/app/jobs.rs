@@ -1,0 +1,144 @@
+//! What the app knows of background work: descriptions of jobs to start ([`JobSpec`]) and
+//! the typed events they report back ([`JobUpdate`]). Running them, cancelling them and
+//! dropping stale results is the runtime's part (`crate::runtime::jobs`); nothing here holds a
+//! thread, a file or a process.
+
+use std::path::PathBuf;
+
+use crate::model::ingest::Progress;
+use crate::model::tensor::pairing::FileComparison;
+
+use super::Session;
+
+/// A job's identity, unique within one runtime (assigned there, from 1 up, in spawn order).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct JobId(pub u64);
+
+/// Where a job runs: at most one job per slot is current. Starting a job in a slot cancels
+/// the one before it, whose later events are then dropped.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Slot {
+    /// `t`: comparing one stage's saved tensors.
+    Compare,
+    /// `e`: writing the first-mismatch report.
+    Export,
+    /// Re-running one operator (a child process; the next issues).
+    Replay,
+    /// Loading the captures, first or again (watch mode in the next issues).
+    Reload,
+}
+
+/// What to open: the input of a [`JobSpec::Load`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Source {
+    /// One or two captures on disk (each a manifest file or a directory).
+    Files {
+        /// Capture A.
+        a: PathBuf,
+        /// Capture B (diff mode), if any.
+        b: Option<PathBuf>,
+    },
+    /// An embedded example pair, by name (`crate::embedded::example_pairs`).
+    Example(String),
+}
+
+/// A job for the runtime to start ([`super::Effect::Spawn`]).
+#[derive(Debug, Clone, PartialEq)]
+pub enum JobSpec {
+    /// Compare saved tensor files `a` and `b` (the reference) key by key; progress in
+    /// elements ([`JobProgress::Elements`]), result [`JobOutput::Compared`].
+    Compare {
+        /// The rank of the compared stage.
+        rank: u32,
+        /// `stage#occurrence`.
+        stage: String,
+        /// A's saved tensor file, resolved inside its window directory.
+        a: PathBuf,
+        /// B's saved tensor file.
+        b: PathBuf,
+    },
+    /// Write `markdown` to a new file in the current directory named after `name_hint`
+    /// (never replacing one); result [`JobOutput::Exported`].
+    Export {
+        /// The report.
+        markdown: String,
+        /// The session's title, sanitised into the file name.
+        name_hint: String,
+    },
+    /// Load the captures of `source`; progress [`JobProgress::Load`], result
+    /// [`JobOutput::Loaded`].
+    Load(Source),
+}
+
+impl JobSpec {
+    /// The slot this job runs in.
+    pub fn slot(&self) -> Slot {
+        match self {
+            JobSpec::Compare { .. } => Slot::Compare,
+            JobSpec::Export { .. } => Slot::Export,
+            JobSpec::Load(_) => Slot::Reload,
+        }
+    }
+}
+
+/// How far a job has come.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum JobProgress {
+    /// Tensor elements compared so far, of `total` (0: not known yet).
+    Elements {
+        /// Compared so far.
+        done: u64,
+        /// In all; 0 until both headers are read.
+        total: u64,
+    },
+    /// Files, bytes and records read so far while loading.
+    Load(Progress),
+    /// The job started a child process (its pid, also its process group id).
+    Child {
+        /// The child's pid.
+        pid: u32,
+    },
+}
+
+/// What a job produced.
+#[derive(Debug, Clone)]
+pub enum JobOutput {
+    /// Every key pair of the two tensor files.
+    Compared(FileComparison),
+    /// The path the report was written to, as shown to the user.
+    Exported(String),
+    /// The opened captures.
+    Loaded(Box<Session>),
+}
+
+/// One event of one job, in the order the job sent them: any number of `Progress`, then
+/// exactly one of the other three.
+#[derive(Debug, Clone)]
+pub enum JobEvent {
+    /// Still running.
+    Progress(JobProgress),
+    /// Finished with its result (also when a cancel came too late to stop it).
+    Done(JobOutput),
+    /// Stopped with an error, said for the user (a job's panic included).
+    Failed(String),
+    /// Stopped because it was cancelled.
+    Cancelled,
+}
+
+impl JobEvent {
+    /// True for the last event of a job (`Done`, `Failed`, `Cancelled`).
+    pub fn is_final(&self) -> bool {
+        !matches!(self, JobEvent::Progress(_))
+    }
+}
+
+/// A [`JobEvent`] with the job it belongs to: what [`super::Action::Job`] carries.
+#[derive(Debug, Clone)]
+pub struct JobUpdate {
+    /// The job.
+    pub id: JobId,
+    /// Its slot.
+    pub slot: Slot,
+    /// What happened.
+    pub event: JobEvent,
+}

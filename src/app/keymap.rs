@@ -1,0 +1,298 @@
+//! The one keymap: which key does what, with the words the status bar and the help overlay
+//! show for it. The runtime dispatches key presses through [`action_for`]; `ui::status` draws
+//! [`status_hints`] and `ui::help` draws [`help_lines`], so a key added here appears in all
+//! three places at once.
+//!
+//! Context decides first: while the search prompt is open ([`Mode::Search`]) characters are
+//! text, not commands. The tensor result popup is modal in [`super::update`], which keeps the
+//! keys it uses and drops the others.
+
+use super::{Action, App};
+
+/// A key press, as the keymap sees it (no terminal types: the runtime translates).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Key {
+    /// A printable character (shifted letters arrive as themselves: `G`, `N`).
+    Char(char),
+    /// A character typed with Ctrl held.
+    Ctrl(char),
+    /// Arrow up.
+    Up,
+    /// Arrow down.
+    Down,
+    /// Page up.
+    PageUp,
+    /// Page down.
+    PageDown,
+    /// Home.
+    Home,
+    /// End.
+    End,
+    /// Tab.
+    Tab,
+    /// Enter.
+    Enter,
+    /// Escape.
+    Esc,
+    /// Backspace.
+    Backspace,
+}
+
+/// Which keys are live: the search prompt takes text, everything else takes commands.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Mode {
+    /// Commands ([`BINDINGS`]).
+    Normal,
+    /// Typing a search pattern ([`SEARCH`], any other character is text).
+    Search,
+}
+
+impl Mode {
+    /// The mode `app` is in.
+    pub fn of(app: &App) -> Mode {
+        if app.search.editing {
+            Mode::Search
+        } else {
+            Mode::Normal
+        }
+    }
+}
+
+/// One row of the keymap: keys, what they do, and how the screen names them.
+#[derive(Debug)]
+pub struct Binding {
+    /// The keys that trigger `action` (none: a row that only documents, such as the mouse).
+    pub keys: &'static [Key],
+    /// What the keys do; `None` only for documenting rows.
+    pub action: Option<Action>,
+    /// The status bar's hint for this row, and its place there (0 first): the bar orders
+    /// hints by how often they are wanted, the help overlay by topic.
+    pub hint: Option<(u8, &'static str)>,
+    /// The help overlay line this row opens: keys as written there, and the explanation.
+    /// `None`: the row is explained by the line of a row above it.
+    pub help: Option<(&'static str, &'static str)>,
+}
+
+const fn bind(
+    keys: &'static [Key],
+    action: Action,
+    hint: Option<(u8, &'static str)>,
+    help: Option<(&'static str, &'static str)>,
+) -> Binding {
+    Binding {
+        keys,
+        action: Some(action),
+        hint,
+        help,
+    }
+}
+
+/// The commands of [`Mode::Normal`], in the help overlay's order.
+pub static BINDINGS: &[Binding] = &[
+    bind(
+        &[Key::Up, Key::Char('k')],
+        Action::Up,
+        Some((0, "↑↓ jk move")),
+        Some(("↑ ↓  j k", "move; PgUp PgDn page; g G first, last row")),
+    ),
+    bind(&[Key::Down, Key::Char('j')], Action::Down, None, None),
+    bind(&[Key::PageUp], Action::PageUp, None, None),
+    bind(
+        &[Key::PageDown, Key::Char(' ')],
+        Action::PageDown,
+        None,
+        None,
+    ),
+    bind(&[Key::Home, Key::Char('g')], Action::Top, None, None),
+    bind(&[Key::End, Key::Char('G')], Action::Bottom, None, None),
+    bind(
+        &[Key::Char('n')],
+        Action::NextFinding,
+        Some((1, "n/N finding")),
+        Some(("n  N", "next / previous finding")),
+    ),
+    bind(&[Key::Char('N')], Action::PrevFinding, None, None),
+    bind(
+        &[Key::Char('f')],
+        Action::FirstNonFinite,
+        Some((2, "f non-finite")),
+        Some(("f  d", "first non-finite record / first divergence")),
+    ),
+    bind(
+        &[Key::Char('d')],
+        Action::FirstDivergence,
+        Some((3, "d divergence")),
+        None,
+    ),
+    bind(
+        &[Key::Char('/')],
+        Action::StartSearch,
+        Some((5, "/ search")),
+        Some((
+            "/",
+            "regex search on stage names; / then Enter on an empty prompt repeats it",
+        )),
+    ),
+    bind(
+        &[Key::Char('r')],
+        Action::NextRank,
+        Some((6, "r rank")),
+        Some(("r  l", "next rank / next label window on this rank")),
+    ),
+    bind(
+        &[Key::Char('l')],
+        Action::NextWindow,
+        Some((7, "l window")),
+        None,
+    ),
+    bind(
+        &[Key::Tab],
+        Action::FocusNext,
+        Some((8, "Tab")),
+        Some(("Tab", "focus timeline or storage aliases")),
+    ),
+    bind(
+        &[Key::Enter],
+        Action::Enter,
+        Some((9, "Enter")),
+        Some(("Enter", "wide detail (timeline) / jump to member (aliases)")),
+    ),
+    bind(
+        &[Key::Char('t')],
+        Action::CompareTensors,
+        Some((4, "t tensors")),
+        Some((
+            "t",
+            "compare this stage's saved tensors, A vs B (Esc cancels, ↑↓ key)",
+        )),
+    ),
+    bind(
+        &[Key::Char('e')],
+        Action::Export,
+        Some((10, "e export")),
+        Some((
+            "e",
+            "export the first-mismatch report (Markdown, with compared tensors)",
+        )),
+    ),
+    Binding {
+        keys: &[],
+        action: None,
+        hint: None,
+        help: Some(("mouse", "wheel scrolls, click selects (timeline, ranks)")),
+    },
+    bind(
+        &[Key::Char('?')],
+        Action::ToggleHelp,
+        Some((11, "? help")),
+        Some(("? Esc q", "this help / close, quit / quit")),
+    ),
+    bind(&[Key::Esc], Action::Escape, None, None),
+    bind(&[Key::Char('q')], Action::Quit, Some((12, "q quit")), None),
+];
+
+/// The keys of [`Mode::Search`] besides text: every other character is typed into the prompt.
+pub static SEARCH: &[Binding] = &[
+    bind(&[Key::Backspace], Action::SearchBackspace, None, None),
+    bind(&[Key::Enter], Action::SearchSubmit, None, None),
+    bind(&[Key::Esc], Action::SearchCancel, None, None),
+];
+
+/// Keys that act in every mode: Ctrl-C quits even from the search prompt.
+pub static GLOBAL: &[Binding] = &[bind(&[Key::Ctrl('c')], Action::Quit, None, None)];
+
+fn lookup(table: &[Binding], key: Key) -> Option<Action> {
+    table
+        .iter()
+        .find(|b| b.keys.contains(&key))
+        .and_then(|b| b.action.clone())
+}
+
+/// What `key` does in `mode`, if anything. A Ctrl-chord without a binding of its own acts
+/// as its plain character.
+pub fn action_for(key: Key, mode: Mode) -> Option<Action> {
+    if let Some(action) = lookup(GLOBAL, key) {
+        return Some(action);
+    }
+    let key = match key {
+        Key::Ctrl(c) => Key::Char(c),
+        other => other,
+    };
+    match mode {
+        Mode::Normal => lookup(BINDINGS, key),
+        Mode::Search => lookup(SEARCH, key).or(match key {
+            Key::Char(c) => Some(Action::SearchChar(c)),
+            _ => None,
+        }),
+    }
+}
+
+/// The status bar's key hints, joined with ` · `, in their places (built once).
+pub fn status_hints() -> &'static str {
+    static HINTS: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+    HINTS.get_or_init(|| {
+        let mut hints: Vec<(u8, &str)> = BINDINGS.iter().filter_map(|b| b.hint).collect();
+        hints.sort_by_key(|(place, _)| *place);
+        hints
+            .iter()
+            .map(|(_, hint)| *hint)
+            .collect::<Vec<_>>()
+            .join(" · ")
+    })
+}
+
+/// The help overlay's key lines: (keys as written, explanation), in table order.
+pub fn help_lines() -> impl Iterator<Item = (&'static str, &'static str)> {
+    BINDINGS.iter().filter_map(|b| b.help)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_command_key_is_bound_once_and_documented() {
+        let mut seen = std::collections::HashSet::new();
+        for binding in BINDINGS {
+            for key in binding.keys {
+                assert!(seen.insert(*key), "{key:?} bound twice");
+            }
+        }
+        // Every bound row is explained by its own help line or one above it.
+        assert!(BINDINGS[0].help.is_some());
+        let places: Vec<u8> = BINDINGS
+            .iter()
+            .filter_map(|b| b.hint.map(|h| h.0))
+            .collect();
+        let mut sorted = places.clone();
+        sorted.sort_unstable();
+        sorted.dedup();
+        assert_eq!(sorted.len(), places.len(), "two hints in one place");
+    }
+
+    #[test]
+    fn context_decides_what_a_key_means() {
+        assert!(matches!(
+            action_for(Key::Char('q'), Mode::Normal),
+            Some(Action::Quit)
+        ));
+        assert!(matches!(
+            action_for(Key::Char('q'), Mode::Search),
+            Some(Action::SearchChar('q'))
+        ));
+        assert!(matches!(
+            action_for(Key::Esc, Mode::Search),
+            Some(Action::SearchCancel)
+        ));
+        assert!(matches!(
+            action_for(Key::Ctrl('c'), Mode::Search),
+            Some(Action::Quit)
+        ));
+        assert!(matches!(
+            action_for(Key::Ctrl('j'), Mode::Normal),
+            Some(Action::Down)
+        ));
+        assert!(action_for(Key::Char('z'), Mode::Normal).is_none());
+        assert!(action_for(Key::Tab, Mode::Search).is_none());
+    }
+}

@@ -1,0 +1,34 @@
+//! The windowed reader behind the [`Format`] contract.
+
+use std::path::Path;
+
+use super::FACTS;
+use super::is_windowed;
+use crate::model::formats::probe::MANIFEST_NAME;
+use crate::model::dump::{FormatFacts, SourceFormat, Warning, Window};
+use crate::model::formats::contract::{Format, FormatError};
+
+/// Windowed mega-kernel dumps (seed 003): `rank_R/window_NNNN/manifest.json`.
+pub struct Windowed;
+
+impl Format for Windowed {
+    fn id(&self) -> SourceFormat {
+        SourceFormat::Windowed
+    }
+    fn facts(&self) -> &'static FormatFacts {
+        &FACTS
+    }
+    fn file_names(&self) -> &'static [&'static str] {
+        &[MANIFEST_NAME]
+    }
+    /// By content ([`is_windowed`]): its manifests share the probe's file name.
+    fn claims(&self, _path: &Path, head: &[u8]) -> bool {
+        is_windowed(head)
+    }
+    fn read(&self, path: &Path, bytes: &[u8]) -> Result<(Window, Vec<Warning>), FormatError> {
+        super::load_window(path, bytes).map_err(|cause| FormatError::Windowed {
+            path: path.to_path_buf(),
+            cause,
+        })
+    }
+}

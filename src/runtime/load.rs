@@ -1,0 +1,147 @@
+//! Building a [`Session`] from files: the runtime reads, the app receives owned results.
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+
+use crate::app::Session;
+use crate::app::jobs::Source;
+use crate::app::session::{EMBEDDED, SavedTensors};
+use crate::embedded::ExamplePair;
+use crate::model::analysis::Analysis;
+use crate::model::analysis::compare::Tolerances;
+use crate::model::dump::{Dump, Window};
+use crate::model::ingest::{LoadError, Progress, load, read_window};
+
+/// Loads one or two captures from disk (each a manifest file or a directory).
+///
+/// # Errors
+/// The first input that cannot be loaded, named.
+pub fn open(
+    a: &Path,
+    b: Option<&Path>,
+    progress: &mut dyn FnMut(Progress),
+) -> Result<Session, LoadError> {
+    let dump_a = load(&[a.to_path_buf()], progress)?;
+    let dump_b = match b {
+        Some(b) => Some(load(&[b.to_path_buf()], progress)?),
+        None => None,
+    };
+    let title = match b {
+        Some(b) => format!("{} vs {}", a.display(), b.display()),
+        None => a.display().to_string(),
+    };
+    Ok(with_saved_tensors(Session {
+        title,
+        format: format_names(&dump_a, dump_b.as_ref()),
+        // Computed here, on the loading job's thread: the UI thread only installs it.
+        analysis: Analysis::compute(&dump_a, dump_b.as_ref(), &Tolerances::default()),
+        a: dump_a,
+        b: dump_b,
+        checkout: None,
+        saved: SavedTensors::default(),
+    }))
+}
+
+/// An example pair embedded in the binary (the default when no file is given), with the
+/// checkout it was built from when that still holds the same manifests (its saved tensors
+/// are there).
+///
+/// # Errors
+/// Only if an embedded manifest fails to parse, which the test-suite rules out.
+pub fn embedded(pair: &ExamplePair) -> Result<Session, LoadError> {
+    let side = |(source, bytes): &(String, &[u8])| -> Result<Dump, LoadError> {
+        let (manifest, warnings) = read_window(bytes, &PathBuf::from(source))?;
+        Ok(Dump {
+            windows: vec![manifest],
+            warnings,
+        })
+    };
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let same_on_disk = |(source, bytes): &(String, &[u8])| {
+        source
+            .strip_prefix(EMBEDDED)
+            .and_then(|rel| std::fs::read(root.join(rel)).ok())
+            .is_some_and(|disk| disk == *bytes)
+    };
+    let (a, b) = (side(&pair.a)?, side(&pair.b)?);
+    Ok(with_saved_tensors(Session {
+        title: format!("example {}", pair.name),
+        format: "dump_probe manifest (embedded example)".to_string(),
+        analysis: Analysis::compute(&a, Some(&b), &Tolerances::default()),
+        a,
+        b: Some(b),
+        checkout: (same_on_disk(&pair.a) && same_on_disk(&pair.b)).then(|| root.to_path_buf()),
+        saved: SavedTensors::default(),
+    }))
+}
+
+/// Opens `source`, reporting progress while reading files.
+///
+/// # Errors
+/// The load error, said for the user; an unknown example name.
+pub fn source(source: &Source, progress: &mut dyn FnMut(Progress)) -> Result<Session, String> {
+    match source {
+        Source::Files { a, b } => open(a, b.as_deref(), progress).map_err(|e| e.to_string()),
+        Source::Example(name) => match crate::embedded::example_pairs()
+            .into_iter()
+            .find(|p| &p.name == name)
+        {
+            Some(pair) => embedded(&pair).map_err(|e| e.to_string()),
+            None => Err(format!("no embedded example named {name:?}")),
+        },
+    }
+}
+
+/// `session` with [`Session::saved`] filled in: for every record naming a tensor file, the
+/// file when it resolves inside its window directory (as it lies on disk) and exists; the
+/// first such record of a `stage#occurrence` wins.
+pub fn with_saved_tensors(mut session: Session) -> Session {
+    let windows = |dump: &Dump| -> Vec<HashMap<String, PathBuf>> {
+        dump.windows
+            .iter()
+            .map(|window| saved_in(&session, window))
+            .collect()
+    };
+    let a = windows(&session.a);
+    let b = session.b.as_ref().map(windows).unwrap_or_default();
+    session.saved = SavedTensors { a, b };
+    session
+}
+
+fn saved_in(session: &Session, window: &Window) -> HashMap<String, PathBuf> {
+    let mut saved = HashMap::new();
+    let Some(on_disk) = session.on_disk(window) else {
+        return saved;
+    };
+    let dir = on_disk.window_dir();
+    for record in on_disk.records.iter().filter(|r| r.tensor_file.is_some()) {
+        let key = record.key();
+        if saved.contains_key(&key) {
+            continue;
+        }
+        if let Some(path) = record
+            .tensor_path(dir)
+            .ok()
+            .flatten()
+            .filter(|p| p.is_file())
+        {
+            saved.insert(key, path);
+        }
+    }
+    saved
+}
+
+/// The formats of the open captures, for the header: `msprobe dump`, or
+/// `dump_probe manifest vs msprobe dump` when the two differ.
+fn format_names(a: &Dump, b: Option<&Dump>) -> String {
+    let names = |d: &Dump| {
+        let mut names: Vec<&str> = d.windows.iter().map(|w| w.facts.name).collect();
+        names.sort_unstable();
+        names.dedup();
+        names.join(" + ")
+    };
+    match b.map(names) {
+        Some(nb) if nb != names(a) => format!("{} vs {nb}", names(a)),
+        _ => names(a),
+    }
+}

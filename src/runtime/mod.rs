@@ -1,0 +1,273 @@
+//! The workbench's runtime: the terminal, input, background jobs and the event loop, around
+//! [`crate::app::update`].
+//!
+//! Everything the workbench reacts to arrives as a [`Message`] on one channel: terminal
+//! input (read on its own thread, [`input`]), job events ([`jobs`]), and actions sent from
+//! outside (a watch timer, a test). The loop blocks on that channel, applies what arrives
+//! (draining what is queued, so a held key costs one frame), carries out the
+//! [`Effect`]s that `update` returns, and draws only when something arrived that
+//! changed the screen: an action, a resize, a job event. Idle, it neither wakes nor draws.
+//!
+//! [`Runtime`] is generic over the ratatui backend: [`run`] drives a real terminal, and
+//! headless runs ([`run_with`], or a `Runtime` over `TestBackend`) drive the same loop with
+//! scripted input.
+
+pub mod input;
+pub mod jobs;
+pub mod load;
+mod terminal;
+mod work;
+
+use std::io;
+use std::sync::mpsc::{Receiver, Sender, channel};
+
+use ratatui::Terminal;
+use ratatui::backend::Backend;
+use ratatui::crossterm::event::Event;
+use ratatui::layout::Rect;
+
+pub use crate::app::jobs::Source;
+use crate::app::jobs::{JobSpec, JobUpdate};
+use crate::app::{Action, App, Effect, update};
+use crate::ui;
+use jobs::Jobs;
+
+/// What arrives on the runtime's one channel.
+#[derive(Debug)]
+pub enum Message {
+    /// A terminal event: translated through the keymap or the UI's hit-testing.
+    Input(Event),
+    /// An action, applied as it is (a watch timer, a script).
+    Action(Action),
+    /// A job's event; dropped unless its job is its slot's current ([`Jobs::accept`]).
+    Job(JobUpdate),
+    /// The input source has ended (a script ran out): the loop returns once no job runs.
+    InputEnded,
+    /// Reading the terminal failed: the loop returns this error.
+    InputFailed(io::Error),
+}
+
+impl From<JobUpdate> for Message {
+    fn from(update: JobUpdate) -> Message {
+        Message::Job(update)
+    }
+}
+
+/// Runs the workbench on the terminal until the user quits; `source` is loaded in the
+/// background while the loading gauge is shown.
+///
+/// # Errors
+/// Terminal I/O errors; load errors are shown on screen instead.
+pub fn run(source: Source) -> io::Result<()> {
+    let no_color = std::env::var_os("NO_COLOR").is_some_and(|v| !v.is_empty());
+    let (guard, terminal) = terminal::TerminalGuard::take()?;
+    let mut runtime = Runtime::new(terminal, App::loading(no_color));
+    input::spawn_terminal_reader(runtime.sender());
+    runtime.perform(vec![Effect::Spawn(JobSpec::Load(source))]);
+    let result = runtime.run();
+    // Jobs are cancelled (children killed) before the terminal is given back.
+    drop(runtime);
+    drop(guard);
+    result
+}
+
+/// Runs the real loop headless: `app` on `terminal`, input from `script` (sent into the
+/// channel on its own thread), until the app quits or the script has ended and no job
+/// runs. Returns the app and the terminal, whose buffer holds the last frame.
+///
+/// # Errors
+/// The backend's errors.
+pub fn run_with<B>(
+    terminal: Terminal<B>,
+    app: App,
+    script: impl IntoIterator<Item = Message> + Send + 'static,
+) -> io::Result<(App, Terminal<B>)>
+where
+    B: Backend,
+    B::Error: Send + Sync + 'static,
+{
+    let mut runtime = Runtime::new(terminal, app);
+    input::spawn_script(runtime.sender(), script);
+    runtime.run()?;
+    Ok(runtime.into_parts())
+}
+
+/// The event loop's state: the terminal, the app, the channel and the jobs.
+pub struct Runtime<B: Backend> {
+    terminal: Terminal<B>,
+    app: App,
+    sender: Sender<Message>,
+    inbox: Receiver<Message>,
+    jobs: Jobs<Message>,
+    /// Headless tests: spawned jobs are made current but not run, and effects are logged.
+    hold_jobs: bool,
+    performed: Vec<Effect>,
+    /// Something changed since the last frame.
+    dirty: bool,
+    input_ended: bool,
+}
+
+impl<B> Runtime<B>
+where
+    B: Backend,
+    B::Error: Send + Sync + 'static,
+{
+    /// A runtime over `terminal` and `app`; the first [`Runtime::run`] draws a frame.
+    pub fn new(terminal: Terminal<B>, app: App) -> Runtime<B> {
+        let (sender, inbox) = channel();
+        Runtime {
+            terminal,
+            app,
+            jobs: Jobs::new(sender.clone()),
+            sender,
+            inbox,
+            hold_jobs: false,
+            performed: Vec::new(),
+            dirty: true,
+            input_ended: false,
+        }
+    }
+
+    /// For headless tests that script job events themselves: a spawned job becomes its
+    /// slot's current job (ids from 1 up, as always) but nothing runs it, and every effect
+    /// performed is kept for [`Runtime::take_effects`].
+    pub fn hold_jobs(mut self) -> Runtime<B> {
+        self.hold_jobs = true;
+        self
+    }
+
+    /// A sender into the loop's channel (input sources, job sinks, tests).
+    pub fn sender(&self) -> Sender<Message> {
+        self.sender.clone()
+    }
+
+    /// The app as the loop left it.
+    pub fn app(&self) -> &App {
+        &self.app
+    }
+
+    /// The app, to change it from outside the loop; the next frame is drawn anew.
+    pub fn app_mut(&mut self) -> &mut App {
+        self.dirty = true;
+        &mut self.app
+    }
+
+    /// The terminal (its backend holds the last frame).
+    pub fn terminal(&self) -> &Terminal<B> {
+        &self.terminal
+    }
+
+    /// The terminal, to resize a test backend; the next frame is drawn anew.
+    pub fn terminal_mut(&mut self) -> &mut Terminal<B> {
+        self.dirty = true;
+        &mut self.terminal
+    }
+
+    /// The jobs, to ask which is current in a slot.
+    pub fn jobs(&self) -> &Jobs<Message> {
+        &self.jobs
+    }
+
+    /// With [`Runtime::hold_jobs`]: the effects performed since the last call.
+    pub fn take_effects(&mut self) -> Vec<Effect> {
+        std::mem::take(&mut self.performed)
+    }
+
+    /// The app and the terminal, the runtime's jobs cancelled.
+    pub fn into_parts(self) -> (App, Terminal<B>) {
+        let Runtime { terminal, app, .. } = self;
+        (app, terminal)
+    }
+
+    /// The loop: draws when something changed, blocks for the next message, applies it and
+    /// everything queued behind it. Returns when the app quits, or when the input has ended
+    /// ([`Message::InputEnded`]) and no job runs (held jobs do not count); a later call
+    /// goes on from there.
+    ///
+    /// # Errors
+    /// The backend's errors; [`Message::InputFailed`].
+    pub fn run(&mut self) -> io::Result<()> {
+        loop {
+            if self.app.should_quit {
+                return Ok(());
+            }
+            if self.dirty {
+                self.draw()?;
+            }
+            if self.input_ended && (self.hold_jobs || !self.jobs.any_running()) {
+                self.input_ended = false;
+                return Ok(());
+            }
+            let Ok(message) = self.inbox.recv() else {
+                return Ok(());
+            };
+            self.handle(message)?;
+            while !self.app.should_quit {
+                let Ok(message) = self.inbox.try_recv() else {
+                    break;
+                };
+                self.handle(message)?;
+            }
+        }
+    }
+
+    /// Applies one message.
+    fn handle(&mut self, message: Message) -> io::Result<()> {
+        match message {
+            Message::Input(event) => {
+                let size = self.terminal.size().map_err(io::Error::other)?;
+                let area = Rect::new(0, 0, size.width, size.height);
+                if let Some(action) = input::translate(event, &self.app, area) {
+                    self.apply(action);
+                }
+            }
+            Message::Action(action) => self.apply(action),
+            Message::Job(update) => {
+                if let Some(update) = self.jobs.accept(update) {
+                    self.apply(Action::Job(update));
+                }
+            }
+            Message::InputEnded => self.input_ended = true,
+            Message::InputFailed(e) => return Err(e),
+        }
+        Ok(())
+    }
+
+    fn apply(&mut self, action: Action) {
+        let effects = update(&mut self.app, action);
+        self.dirty = true;
+        self.perform(effects);
+    }
+
+    /// Carries out effects: jobs started in their slots, or cancelled.
+    pub fn perform(&mut self, effects: Vec<Effect>) {
+        for effect in effects {
+            if self.hold_jobs {
+                match &effect {
+                    Effect::Spawn(spec) => drop(self.jobs.start(spec.slot())),
+                    Effect::Cancel(slot) => self.jobs.cancel(*slot),
+                }
+                self.performed.push(effect);
+                continue;
+            }
+            match effect {
+                Effect::Spawn(spec) => work::spawn(&mut self.jobs, spec),
+                Effect::Cancel(slot) => self.jobs.cancel(slot),
+            }
+        }
+    }
+
+    /// One frame: the timeline's height reported to the app when it changed, then drawn.
+    fn draw(&mut self) -> io::Result<()> {
+        let size = self.terminal.size().map_err(io::Error::other)?;
+        let areas = ui::layout(Rect::new(0, 0, size.width, size.height), &self.app);
+        if areas.timeline_rows() != self.app.view_height && self.app.loaded.is_some() {
+            update(&mut self.app, Action::ViewHeight(areas.timeline_rows()));
+        }
+        self.terminal
+            .draw(|frame| ui::draw(frame, &self.app))
+            .map_err(io::Error::other)?;
+        self.dirty = false;
+        Ok(())
+    }
+}
