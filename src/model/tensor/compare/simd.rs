@@ -457,8 +457,8 @@ unsafe fn block<RA: Reader, RB: Reader, const BF16: bool>(
 #[cfg(all(test, target_arch = "x86_64"))]
 mod tests {
     use super::super::kernel::{BF16, F32, chunk_portable};
-    use super::super::{DType, TensorView};
     use super::*;
+    use crate::model::tensor::read::{DType, TensorView};
 
     /// xorshift64: reproducible test data without a dependency.
     struct Rng(u64);

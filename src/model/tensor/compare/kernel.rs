@@ -13,7 +13,7 @@ use std::sync::OnceLock;
 use half::f16;
 
 use super::simd::Packed;
-use super::{DType, TensorView};
+use crate::model::tensor::read::{DType, TensorView};
 
 /// Reads one element: its value as `f64` and its ULP ordinal in the compared dtype.
 pub(super) trait Reader: Copy + Send + Sync {

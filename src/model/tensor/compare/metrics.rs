@@ -21,7 +21,7 @@ use rayon::prelude::*;
 use serde::Serialize;
 
 use super::kernel::{self, Accumulator, BF16, Cast, Decoded, F16, F32, F64, Reader, Rule};
-use super::{DType, TensorView};
+use crate::model::tensor::read::{DType, TensorView};
 
 /// The default absolute tolerance: a coarse screen, not a verdict (give `--atol`).
 pub const DEFAULT_ATOL: f64 = 1e-5;

@@ -3,7 +3,7 @@
 use serde::Serialize;
 
 use super::metrics::{self, CompareError, Metrics, Options, Progress};
-use super::{FileFormat, TensorFile};
+use crate::model::tensor::read::{DType, FileFormat, TensorFile};
 
 /// One file's side of a comparison, as reported.
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -190,7 +190,7 @@ pub fn options_for_captures(a: &TensorFile, b: &TensorFile) -> Options {
     match mixed {
         None => Options::default(),
         Some((da, db)) => Options {
-            cast: Some(super::DType::Float64),
+            cast: Some(DType::Float64),
             ulp_in: Some(if da.size() <= db.size() { da } else { db }).filter(|d| d.is_float()),
             ..Options::default()
         },
