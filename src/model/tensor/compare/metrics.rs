@@ -20,7 +20,9 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use rayon::prelude::*;
 use serde::Serialize;
 
-use super::kernel::{self, Accumulator, BF16, Cast, Decoded, F16, F32, F64, Reader, Rule};
+use super::accumulate::{Accumulator, Rule};
+use super::element::{BF16, Cast, Decoded, F16, F32, F64, Reader};
+use super::kernel;
 use crate::model::tensor::read::{DType, TensorView};
 
 /// The default absolute tolerance: a coarse screen, not a verdict (give `--atol`).
