@@ -5,7 +5,7 @@
 
 use std::sync::OnceLock;
 
-use super::element::Reader;
+use super::element::ElementReader;
 
 /// The thresholds of closeness and what is measured, fixed for one comparison.
 #[derive(Clone, Copy)]
@@ -158,7 +158,7 @@ impl Accumulator {
 
     /// One position, any values (the scalar path).
     #[inline(always)]
-    pub(super) fn step<RA: Reader, RB: Reader>(
+    pub(super) fn step<RA: ElementReader, RB: ElementReader>(
         &mut self,
         flat: usize,
         bytes_a: &[u8],

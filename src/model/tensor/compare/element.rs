@@ -16,7 +16,7 @@ pub(super) enum Packed {
 }
 
 /// Reads one element: its value as `f64` and its ULP ordinal in the compared dtype.
-pub(super) trait Reader: Copy + Send + Sync {
+pub(super) trait ElementReader: Copy + Send + Sync {
     /// Bytes per element in storage.
     fn size(self) -> usize;
     /// The value of the element whose bytes start `bytes`.
@@ -51,7 +51,7 @@ fn ordinal_of_bits(bits: u64, sign_bit: u64) -> i64 {
 /// float32 storage.
 #[derive(Clone, Copy)]
 pub(super) struct F32;
-impl Reader for F32 {
+impl ElementReader for F32 {
     #[inline(always)]
     fn size(self) -> usize {
         4
@@ -74,7 +74,7 @@ impl Reader for F32 {
 /// float64 storage.
 #[derive(Clone, Copy)]
 pub(super) struct F64;
-impl Reader for F64 {
+impl ElementReader for F64 {
     #[inline(always)]
     fn size(self) -> usize {
         8
@@ -93,7 +93,7 @@ impl Reader for F64 {
 /// bfloat16 storage: the top half of a float32.
 #[derive(Clone, Copy)]
 pub(super) struct BF16;
-impl Reader for BF16 {
+impl ElementReader for BF16 {
     #[inline(always)]
     fn size(self) -> usize {
         2
@@ -117,7 +117,7 @@ impl Reader for BF16 {
 /// float16 storage.
 #[derive(Clone, Copy)]
 pub(super) struct F16;
-impl Reader for F16 {
+impl ElementReader for F16 {
     #[inline(always)]
     fn size(self) -> usize {
         2
@@ -136,7 +136,7 @@ impl Reader for F16 {
 /// Any dtype through [`DType::decode`]: integers, bool, FP8.
 #[derive(Clone, Copy)]
 pub(super) struct Decoded(pub DType);
-impl Reader for Decoded {
+impl ElementReader for Decoded {
     fn size(self) -> usize {
         self.0.size()
     }
@@ -168,7 +168,7 @@ pub(super) struct Cast {
     pub to: DType,
     pub ulp: DType,
 }
-impl Reader for Cast {
+impl ElementReader for Cast {
     fn size(self) -> usize {
         self.from.size()
     }

@@ -10,7 +10,7 @@
 use std::ops::Range;
 
 use super::accumulate::{Accumulator, Rule};
-use super::element::Reader;
+use super::element::ElementReader;
 use crate::model::tensor::read::TensorView;
 
 /// Elements per lane group of the fast path.
@@ -53,7 +53,7 @@ impl Lanes {
 /// On x86-64 with AVX2 the same code is compiled a second time for AVX2 (twice the vector
 /// width for the lane arithmetic) and chosen at run time; results are identical, since no
 /// fused multiply-add is enabled.
-pub(super) fn chunk<RA: Reader, RB: Reader>(
+pub(super) fn chunk<RA: ElementReader, RB: ElementReader>(
     a: &TensorView,
     b: &TensorView,
     range: Range<usize>,
@@ -90,7 +90,7 @@ pub(super) fn chunk<RA: Reader, RB: Reader>(
 
 /// The storage bytes of the flat indices `range` of two contiguous views.
 #[inline(always)]
-fn contiguous_bytes<'v, RA: Reader, RB: Reader>(
+fn contiguous_bytes<'v, RA: ElementReader, RB: ElementReader>(
     a: &'v TensorView,
     b: &'v TensorView,
     range: &Range<usize>,
@@ -107,7 +107,7 @@ fn contiguous_bytes<'v, RA: Reader, RB: Reader>(
 
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx2")]
-fn chunk_avx2<RA: Reader, RB: Reader>(
+fn chunk_avx2<RA: ElementReader, RB: ElementReader>(
     a: &TensorView,
     b: &TensorView,
     range: Range<usize>,
@@ -119,7 +119,7 @@ fn chunk_avx2<RA: Reader, RB: Reader>(
 }
 
 #[inline(always)]
-pub(super) fn chunk_portable<RA: Reader, RB: Reader>(
+pub(super) fn chunk_portable<RA: ElementReader, RB: ElementReader>(
     a: &TensorView,
     b: &TensorView,
     range: Range<usize>,
@@ -147,7 +147,7 @@ pub(super) fn chunk_portable<RA: Reader, RB: Reader>(
 /// Storage order is logical order: groups of [`LANES`] finite pairs go through the lanes,
 /// any group with a non-finite value (and the tail) through [`Accumulator::step`].
 #[inline(always)]
-fn contiguous<RA: Reader, RB: Reader>(
+fn contiguous<RA: ElementReader, RB: ElementReader>(
     acc: &mut Accumulator,
     start: usize,
     bytes_a: &[u8],
@@ -235,7 +235,7 @@ fn contiguous<RA: Reader, RB: Reader>(
 /// Folds the lanes into `acc`: sums added, maxima compared with ties going to the lowest
 /// flat index (the first position attaining the maximum, as the scalar path finds it).
 #[inline(always)]
-fn fold<RA: Reader, RB: Reader>(
+fn fold<RA: ElementReader, RB: ElementReader>(
     acc: &mut Accumulator,
     lanes: &Lanes,
     bytes_a: &[u8],

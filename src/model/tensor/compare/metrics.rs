@@ -21,7 +21,7 @@ use rayon::prelude::*;
 use serde::Serialize;
 
 use super::accumulate::{Accumulator, Rule};
-use super::element::{BF16, Cast, Decoded, F16, F32, F64, Reader};
+use super::element::{BF16, Cast, Decoded, ElementReader, F16, F32, F64};
 use super::kernel;
 use crate::model::tensor::read::{DType, TensorView};
 
@@ -254,7 +254,7 @@ pub fn compare(
     Ok(finish(accumulated, a, b, compared_as, options))
 }
 
-fn run<RA: Reader, RB: Reader>(
+fn run<RA: ElementReader, RB: ElementReader>(
     a: &TensorView,
     b: &TensorView,
     options: &Options,

@@ -29,7 +29,7 @@ use std::sync::OnceLock;
 use std::arch::x86_64::*;
 
 use super::accumulate::{Accumulator, Rule, octaves};
-use super::element::{Packed, Reader};
+use super::element::{ElementReader, Packed};
 
 /// Positions per step.
 const WIDTH: usize = 8;
@@ -61,7 +61,7 @@ fn boundaries() -> &'static [f64; 2048] {
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx2")]
 #[allow(clippy::too_many_arguments)]
-pub(super) unsafe fn contiguous_avx2<RA: Reader, RB: Reader>(
+pub(super) unsafe fn contiguous_avx2<RA: ElementReader, RB: ElementReader>(
     acc: &mut Accumulator,
     start: usize,
     bytes_a: &[u8],
@@ -128,7 +128,7 @@ unsafe fn sum_pd(v: __m256d) -> f64 {
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx2")]
 #[allow(clippy::too_many_arguments)]
-unsafe fn block_avx2<RA: Reader, RB: Reader, const BF16: bool>(
+unsafe fn block_avx2<RA: ElementReader, RB: ElementReader, const BF16: bool>(
     acc: &mut Accumulator,
     start: usize,
     bytes_a: &[u8],
@@ -161,7 +161,7 @@ const NONFINITE: u32 = 1 << 31;
 #[cfg(target_arch = "x86_64")]
 #[inline(always)]
 #[allow(clippy::too_many_arguments)]
-unsafe fn block<RA: Reader, RB: Reader, const BF16: bool>(
+unsafe fn block<RA: ElementReader, RB: ElementReader, const BF16: bool>(
     acc: &mut Accumulator,
     start: usize,
     bytes_a: &[u8],
