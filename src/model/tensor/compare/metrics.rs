@@ -112,14 +112,24 @@ pub struct Location {
     pub b: f64,
 }
 
-/// Non-finite values by class and whether their positions agree.
+/// How many values of each non-finite class (NaN, +inf, -inf) each tensor holds, and whether
+/// they sit at the same positions in both (over all positions, not only finite pairs).
+///
+/// Not the scan's first non-finite record of a dump (`model::scan::NonFinite`): this one
+/// counts the elements of two saved tensors.
 #[derive(Debug, Clone, Default, PartialEq, Serialize)]
-pub struct NonFinite {
+pub struct NonFiniteCounts {
+    /// NaN elements of A.
     pub nan_a: u64,
+    /// NaN elements of B.
     pub nan_b: u64,
+    /// +inf elements of A.
     pub posinf_a: u64,
+    /// +inf elements of B.
     pub posinf_b: u64,
+    /// -inf elements of A.
     pub neginf_a: u64,
+    /// -inf elements of B.
     pub neginf_b: u64,
     /// Every position holds the same class (finite, NaN, +inf, -inf) in A and B.
     pub positions_agree: bool,
@@ -175,7 +185,7 @@ pub struct Metrics {
     /// `mismatches / numel` (0 for an empty tensor).
     pub mismatch_fraction: f64,
     pub first_mismatch: Option<Location>,
-    pub nonfinite: NonFinite,
+    pub nonfinite: NonFiniteCounts,
     /// Largest ULP distance in `ulp_dtype`; `None` for integer dtypes or when every position
     /// holds a NaN.
     pub max_ulp: Option<u64>,
@@ -343,7 +353,7 @@ fn finish(
             acc.mismatches as f64 / numel as f64
         },
         first_mismatch: locate(acc.first_mismatch),
-        nonfinite: NonFinite {
+        nonfinite: NonFiniteCounts {
             nan_a: acc.counts[0],
             nan_b: acc.counts[1],
             posinf_a: acc.counts[2],
