@@ -10,8 +10,11 @@ use super::element::ElementReader;
 /// The thresholds of closeness and what is measured, fixed for one comparison.
 #[derive(Clone, Copy)]
 pub(super) struct Rule {
+    /// Absolute tolerance, in the values' unit.
     pub atol: f64,
+    /// Relative tolerance, times `|b|`.
     pub rtol: f64,
+    /// NaN in both at one position counts as close.
     pub equal_nan: bool,
     /// Measure ULP distances (the compared dtype is floating).
     pub ulp: bool,
@@ -92,24 +95,37 @@ fn class(v: f64) -> Class {
 
 /// Running sums and firsts over a contiguous range of flat indices.
 pub(super) struct Accumulator {
+    /// Positions where both values are finite.
     pub finite_pairs: u64,
+    /// Σ |a - b| over finite pairs.
     pub sum_abs: f64,
+    /// Σ a·b over finite pairs.
     pub dot: f64,
+    /// Σ a² over finite pairs.
     pub norm_a: f64,
+    /// Σ b² over finite pairs.
     pub norm_b: f64,
+    /// Σ (a - b)² over finite pairs.
     pub norm_diff: f64,
+    /// Largest |a - b| over finite pairs (-1 before the first).
     pub max_abs: f64,
     /// (flat index, a, b) of the first position attaining `max_abs`.
     pub max_abs_at: Option<(usize, f64, f64)>,
+    /// Positions that are not close.
     pub mismatches: u64,
+    /// (flat index, a, b) of the first position that is not close.
     pub first_mismatch: Option<(usize, f64, f64)>,
     /// NaN, NaN, +inf, +inf, -inf, -inf counts of A and B.
     pub counts: [u64; 6],
+    /// (flat index, a, b) of the first position whose value classes differ.
     pub first_disagreement: Option<(usize, f64, f64)>,
+    /// Largest ULP distance measured.
     pub max_ulp: u64,
+    /// (flat index, a, b) of the first position attaining `max_ulp`.
     pub max_ulp_at: Option<(usize, f64, f64)>,
     /// Positions whose ULP distance was measured (neither value NaN).
     pub ulp_pairs: u64,
+    /// Positions where either value is not finite.
     pub nonfinite_pairs: u64,
     /// `ROWS` interleaved histograms: slot s of row r at `s * ROWS + r` (padded to a power
     /// of two so a masked index needs no bounds check).
@@ -118,6 +134,8 @@ pub(super) struct Accumulator {
 }
 
 impl Accumulator {
+    /// Nothing accumulated yet: zero sums and counts, no firsts, `max_abs` below any
+    /// difference.
     pub fn new() -> Self {
         Accumulator {
             finite_pairs: 0,
@@ -203,6 +221,7 @@ impl Accumulator {
         }
     }
 
+    /// Counts a position that is not close, remembering the first.
     #[inline(always)]
     pub(super) fn mismatch(&mut self, flat: usize, a: f64, b: f64) {
         self.mismatches += 1;

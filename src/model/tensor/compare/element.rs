@@ -164,8 +164,11 @@ impl ElementReader for Decoded {
 /// dtype `ulp` (the coarser side of a precision-change pair, else `to`).
 #[derive(Clone, Copy)]
 pub(super) struct Cast {
+    /// The dtype as stored.
     pub from: DType,
+    /// The dtype values are rounded to.
     pub to: DType,
+    /// The dtype ULP distances are counted in.
     pub ulp: DType,
 }
 impl ElementReader for Cast {

@@ -118,6 +118,8 @@ fn chunk_avx2<RA: ElementReader, RB: ElementReader>(
     chunk_portable(a, b, range, rule, ra, rb)
 }
 
+/// Accumulates the flat indices `range` of both views without the AVX2 kernel: the lane path
+/// for contiguous views, the scalar path position by position for strided ones.
 #[inline(always)]
 pub(super) fn chunk_portable<RA: ElementReader, RB: ElementReader>(
     a: &TensorView,

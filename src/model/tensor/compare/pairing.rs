@@ -8,7 +8,9 @@ use crate::model::tensor::read::{DType, FileFormat, TensorFile};
 /// One file's side of a comparison, as reported.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct FileSide {
+    /// The file's path as given, for display.
     pub path: String,
+    /// The container format told by the file's content.
     pub format: FileFormat,
     /// Tensors the file holds.
     pub tensors: usize,
@@ -32,6 +34,7 @@ pub struct PairResult {
     /// B's key when it differs from A's.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub key_b: Option<String>,
+    /// The comparison's results; `None` when the pair was not compared (see `error`).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub metrics: Option<Metrics>,
     /// Why the pair was not compared (shape or dtype differs).
@@ -42,12 +45,17 @@ pub struct PairResult {
 /// Every pair of two files, and the keys only one side holds.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct FileComparison {
+    /// File A (compared against B).
     pub a: FileSide,
+    /// File B, the reference of the closeness rule.
     pub b: FileSide,
+    /// The options every pair was compared with.
     pub options: Options,
     /// Keys in A's order.
     pub pairs: Vec<PairResult>,
+    /// Keys only A holds, in A's order.
     pub only_a: Vec<String>,
+    /// Keys only B holds, in B's order.
     pub only_b: Vec<String>,
     /// Every key paired, compared, and close.
     pub all_close: bool,

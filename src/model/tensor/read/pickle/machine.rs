@@ -55,6 +55,7 @@ type Step = Result<Option<ObjId>, String>;
 pub(super) struct Machine<'a, 'f> {
     data: &'a [u8],
     pos: usize,
+    /// The arena: every object created so far, by [`ObjId`].
     pub(super) objects: Vec<Value>,
     stack: Vec<ObjId>,
     /// Stack lengths at each open `MARK`.
@@ -62,6 +63,7 @@ pub(super) struct Machine<'a, 'f> {
     memo: HashMap<u64, ObjId>,
     /// Elements (ids, bytes) that copying operations may still create.
     budget: usize,
+    /// The caller's map from a persistent id's key to the storage's byte range.
     pub(super) load_storage: &'f mut dyn FnMut(&str) -> Result<Range<usize>, String>,
 }
 
@@ -108,6 +110,7 @@ impl Machine<'_, '_> {
         Ok(&rest[..end])
     }
 
+    /// Spends `n` elements of the copy budget; an error once it is exhausted.
     pub(super) fn charge(&mut self, n: usize) -> Result<(), String> {
         self.budget = self.budget.checked_sub(n).ok_or(
             "the pickle expands to more than 4 times its size (repeated copies of memoized objects)",
@@ -115,6 +118,7 @@ impl Machine<'_, '_> {
         Ok(())
     }
 
+    /// Adds `value` to the arena; an error beyond [`MAX_OBJECTS`].
     pub(super) fn new_object(&mut self, value: Value) -> Result<ObjId, String> {
         if self.objects.len() >= MAX_OBJECTS {
             return Err(format!("more than {MAX_OBJECTS} objects"));
@@ -178,6 +182,7 @@ impl Machine<'_, '_> {
         self.push_id(id)
     }
 
+    /// The text of str object `id`; an error naming `what` for any other kind.
     pub(super) fn str_of(&self, id: ObjId, what: &str) -> Result<&str, String> {
         match &self.objects[id] {
             Value::Str(s) => Ok(s),

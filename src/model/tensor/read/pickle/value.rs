@@ -14,11 +14,13 @@ pub type ObjId = usize;
 pub enum Value {
     /// Python's `None`.
     None,
+    /// `True` or `False` (`NEWTRUE`, `NEWFALSE`, protocol 0's `I01`/`I00`).
     Bool(bool),
     /// An integer within `i64` (every int, long and binint form).
     Int(i64),
     /// An integer outside `i64` (its digits are not kept).
     BigInt,
+    /// A float (`BINFLOAT`, protocol 0's `FLOAT`).
     Float(f64),
     /// Any string form (protocol 0 `STRING`, `BINUNICODE`, ...), as UTF-8.
     Str(String),
@@ -93,7 +95,7 @@ pub struct Tensor {
     pub storage: Range<usize>,
     /// First element's index in the storage, in elements.
     pub storage_offset: usize,
-    /// Logical shape (at most [`MAX_RANK`] dimensions; empty for a 0-d tensor).
+    /// Logical shape (at most [`MAX_RANK`](super::MAX_RANK) dimensions; empty for a 0-d tensor).
     pub shape: Vec<usize>,
     /// Strides in elements, one per dimension.
     pub strides: Vec<usize>,
