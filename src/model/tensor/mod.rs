@@ -1,22 +1,17 @@
 //! Saved tensors: safe readers for torch.save `.pt` archives and safetensors files, and the
 //! element-wise comparison of two tensors (docs/tensors.md).
 //!
-//! Readers never copy tensor data (the file is memory-mapped) and never run pickle code:
-//! `.pt` pickles are interpreted by a small stack machine that honours only torch's
-//! tensor-rebuild globals ([`pickle`]).
+//! Two layers, lowest first:
+//! - `read`: the readers. They never copy tensor data (the file is memory-mapped) and never
+//!   run pickle code: `.pt` pickles are interpreted by a small stack machine that honours only
+//!   torch's tensor-rebuild globals. Exposed here as [`TensorFile`], [`TensorEntry`],
+//!   [`TensorView`], [`DType`], [`FileFormat`] and [`TensorError`].
+//! - `compare`: the comparison of two views ([`metrics`]), of two files key by key
+//!   ([`pairing`]), and its plain-text rendering ([`text`]). It uses `read`, never the
+//!   reverse.
 
-pub mod dtype;
-pub mod file;
-mod kernel;
-pub mod metrics;
-pub mod pairing;
-pub mod pickle;
-pub mod pt;
-pub mod safetensors;
-mod simd;
-pub mod text;
-pub mod view;
+mod compare;
+mod read;
 
-pub use dtype::DType;
-pub use file::{FileFormat, TensorEntry, TensorError, TensorFile};
-pub use view::TensorView;
+pub use compare::{metrics, pairing, text};
+pub use read::{DType, FileFormat, TensorEntry, TensorError, TensorFile, TensorView};

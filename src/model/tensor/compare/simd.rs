@@ -20,7 +20,7 @@
 //!   per-lane row by (exponent field, at or above the octave's power of ten), the power of ten
 //!   gathered from a table; rows are turned into decades when the block ends.
 
-// The kernel is x86-64 only; elsewhere only `Packed` is used.
+// The kernel is x86-64 only; elsewhere its tables and constants are unused.
 #![cfg_attr(not(target_arch = "x86_64"), allow(dead_code, unused_imports))]
 
 use std::sync::OnceLock;
@@ -28,16 +28,8 @@ use std::sync::OnceLock;
 #[cfg(target_arch = "x86_64")]
 use std::arch::x86_64::*;
 
-use super::kernel::{Accumulator, Reader, Rule, octaves};
-
-/// The storage formats of the kernel.
-#[derive(Clone, Copy, PartialEq, Eq, Debug)]
-pub(super) enum Packed {
-    /// float32: the bits as they are.
-    F32,
-    /// bfloat16: the top half of a float32.
-    BF16,
-}
+use super::accumulate::{Accumulator, Rule, octaves};
+use super::element::{ElementReader, Packed};
 
 /// Positions per step.
 const WIDTH: usize = 8;
@@ -69,7 +61,7 @@ fn boundaries() -> &'static [f64; 2048] {
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx2")]
 #[allow(clippy::too_many_arguments)]
-pub(super) unsafe fn contiguous_avx2<RA: Reader, RB: Reader>(
+pub(super) unsafe fn contiguous_avx2<RA: ElementReader, RB: ElementReader>(
     acc: &mut Accumulator,
     start: usize,
     bytes_a: &[u8],
@@ -136,7 +128,7 @@ unsafe fn sum_pd(v: __m256d) -> f64 {
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx2")]
 #[allow(clippy::too_many_arguments)]
-unsafe fn block_avx2<RA: Reader, RB: Reader, const BF16: bool>(
+unsafe fn block_avx2<RA: ElementReader, RB: ElementReader, const BF16: bool>(
     acc: &mut Accumulator,
     start: usize,
     bytes_a: &[u8],
@@ -169,7 +161,7 @@ const NONFINITE: u32 = 1 << 31;
 #[cfg(target_arch = "x86_64")]
 #[inline(always)]
 #[allow(clippy::too_many_arguments)]
-unsafe fn block<RA: Reader, RB: Reader, const BF16: bool>(
+unsafe fn block<RA: ElementReader, RB: ElementReader, const BF16: bool>(
     acc: &mut Accumulator,
     start: usize,
     bytes_a: &[u8],
@@ -456,9 +448,11 @@ unsafe fn block<RA: Reader, RB: Reader, const BF16: bool>(
 
 #[cfg(all(test, target_arch = "x86_64"))]
 mod tests {
-    use super::super::kernel::{BF16, F32, chunk_portable};
-    use super::super::{DType, TensorView};
+    use super::super::element::{BF16, F32};
+    // The scalar path the kernel must agree with (a test-only edge back to `kernel`).
+    use super::super::kernel::chunk_portable;
     use super::*;
+    use crate::model::tensor::read::{DType, TensorView};
 
     /// xorshift64: reproducible test data without a dependency.
     struct Rng(u64);

@@ -9,9 +9,13 @@ use half::{bf16, f16};
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize)]
 #[serde(rename_all = "snake_case")]
 pub enum DType {
+    /// IEEE binary64 (`torch.float64`, `torch.double`), 8 bytes.
     Float64,
+    /// IEEE binary32 (`torch.float32`, `torch.float`), 4 bytes.
     Float32,
+    /// IEEE binary16 (`torch.float16`, `torch.half`), 2 bytes.
     Float16,
+    /// bfloat16: the top 16 bits of a float32 (8 exponent bits, 7 mantissa bits), 2 bytes.
     #[serde(rename = "bfloat16")]
     BFloat16,
     /// OCP FP8 E4M3, "fn" variant: no infinities, one NaN pattern per sign (S.1111.111).
@@ -20,11 +24,17 @@ pub enum DType {
     /// OCP FP8 E5M2: IEEE-like, with infinities and NaNs.
     #[serde(rename = "float8_e5m2")]
     Float8E5M2,
+    /// Signed 64-bit integer (`torch.int64`, `torch.long`), 8 bytes.
     Int64,
+    /// Signed 32-bit integer (`torch.int32`, `torch.int`), 4 bytes.
     Int32,
+    /// Signed 16-bit integer (`torch.int16`, `torch.short`), 2 bytes.
     Int16,
+    /// Signed 8-bit integer (`torch.int8`), 1 byte.
     Int8,
+    /// Unsigned 8-bit integer (`torch.uint8`), 1 byte.
     Uint8,
+    /// Boolean, one byte per element (0 is false, anything else true).
     Bool,
 }
 

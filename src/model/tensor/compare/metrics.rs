@@ -20,8 +20,10 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use rayon::prelude::*;
 use serde::Serialize;
 
-use super::kernel::{self, Accumulator, BF16, Cast, Decoded, F16, F32, F64, Reader, Rule};
-use super::{DType, TensorView};
+use super::accumulate::{Accumulator, Rule};
+use super::element::{BF16, Cast, Decoded, ElementReader, F16, F32, F64};
+use super::kernel;
+use crate::model::tensor::read::{DType, TensorView};
 
 /// The default absolute tolerance: a coarse screen, not a verdict (give `--atol`).
 pub const DEFAULT_ATOL: f64 = 1e-5;
@@ -83,14 +85,33 @@ pub struct Progress {
 /// Why two tensors were not compared.
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
 pub enum CompareError {
+    /// The shapes differ (no broadcasting).
     #[error("shape differs: {a:?} vs {b:?}")]
-    Shape { a: Vec<usize>, b: Vec<usize> },
+    Shape {
+        /// A's shape.
+        a: Vec<usize>,
+        /// B's shape.
+        b: Vec<usize>,
+    },
+    /// The dtypes differ and no [`Options::cast`] was given.
     #[error("dtype differs: {a} vs {b}; give --cast <dtype> to compare both rounded to one dtype")]
-    DType { a: DType, b: DType },
+    DType {
+        /// A's dtype.
+        a: DType,
+        /// B's dtype.
+        b: DType,
+    },
+    /// The tensors hold more elements than [`Options::max_elements`].
     #[error(
         "{numel} elements exceed the budget of {max} (a stride-0 expanded view?); give --max-elements to compare anyway"
     )]
-    TooLarge { numel: u64, max: u64 },
+    TooLarge {
+        /// Elements of each tensor.
+        numel: u64,
+        /// The budget.
+        max: u64,
+    },
+    /// [`Progress::cancel`] was set.
     #[error("cancelled")]
     Cancelled,
 }
@@ -110,14 +131,24 @@ pub struct Location {
     pub b: f64,
 }
 
-/// Non-finite values by class and whether their positions agree.
+/// How many values of each non-finite class (NaN, +inf, -inf) each tensor holds, and whether
+/// they sit at the same positions in both (over all positions, not only finite pairs).
+///
+/// Not the scan's first non-finite record of a dump (`model::scan::NonFinite`): this one
+/// counts the elements of two saved tensors.
 #[derive(Debug, Clone, Default, PartialEq, Serialize)]
-pub struct NonFinite {
+pub struct NonFiniteCounts {
+    /// NaN elements of A.
     pub nan_a: u64,
+    /// NaN elements of B.
     pub nan_b: u64,
+    /// +inf elements of A.
     pub posinf_a: u64,
+    /// +inf elements of B.
     pub posinf_b: u64,
+    /// -inf elements of A.
     pub neginf_a: u64,
+    /// -inf elements of B.
     pub neginf_b: u64,
     /// Every position holds the same class (finite, NaN, +inf, -inf) in A and B.
     pub positions_agree: bool,
@@ -141,45 +172,61 @@ pub struct Histogram {
 pub struct DecadeCount {
     /// `floor(log10 |a - b|)`.
     pub decade: i32,
+    /// Finite pairs whose `|a - b|` lies in the decade.
     pub count: u64,
 }
 
 /// Every metric of one pair of tensors (module docs give the definitions).
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct Metrics {
+    /// A's dtype as stored.
     pub dtype_a: DType,
+    /// B's dtype as stored.
     pub dtype_b: DType,
     /// The dtype values were compared in: the common dtype, or the `--cast` target.
     pub compared_as: DType,
+    /// The common shape, in elements per dimension (empty for a 0-d tensor).
     pub shape: Vec<usize>,
+    /// Elements of each tensor (the product of `shape`).
     pub numel: u64,
     /// Positions where both values are finite.
     pub finite_pairs: u64,
+    /// Largest `|a - b|` over finite pairs, in the values' unit; `None` without finite pairs.
     pub max_abs_diff: Option<f64>,
     /// The first position attaining `max_abs_diff`.
     pub max_abs_diff_at: Option<Location>,
+    /// Mean `|a - b|` over finite pairs; `None` without finite pairs.
     pub mean_abs_diff: Option<f64>,
-    /// `None` when either side's norm is zero.
+    /// `a·b / (||a||₂ ||b||₂)` over finite pairs; `None` when either side's norm is zero (or
+    /// the sums overflowed).
     pub cosine: Option<f64>,
-    /// `None` when B's norm is zero.
+    /// `||a - b||₂ / ||b||₂` over finite pairs; `None` when B's norm is zero (or the sums
+    /// overflowed).
     pub rel_l2: Option<f64>,
     /// No mismatch at all.
     pub allclose: bool,
+    /// The absolute tolerance applied ([`Options::atol`]).
     pub atol: f64,
+    /// The relative tolerance applied ([`Options::rtol`]).
     pub rtol: f64,
+    /// Whether NaN at one position in both counted as close ([`Options::equal_nan`]).
     pub equal_nan: bool,
     /// Positions that are not close.
     pub mismatches: u64,
     /// `mismatches / numel` (0 for an empty tensor).
     pub mismatch_fraction: f64,
+    /// The first position (in flat order) that is not close.
     pub first_mismatch: Option<Location>,
-    pub nonfinite: NonFinite,
+    /// NaN and infinity counts of each side, and whether their positions agree.
+    pub nonfinite: NonFiniteCounts,
     /// Largest ULP distance in `ulp_dtype`; `None` for integer dtypes or when every position
     /// holds a NaN.
     pub max_ulp: Option<u64>,
     /// The dtype ULPs are counted in (`compared_as`, or `Options::ulp_in`).
     pub ulp_dtype: Option<DType>,
+    /// The first position attaining `max_ulp`.
     pub max_ulp_at: Option<Location>,
+    /// Finite pairs by decade of `|a - b|`.
     pub histogram: Histogram,
 }
 
@@ -188,7 +235,7 @@ const CHUNK: usize = 1 << 20;
 
 /// Compares `a` with `b` (the reference) element by element.
 ///
-/// One pass over both tensors, split into chunks of [`CHUNK`] elements run on rayon's
+/// One pass over both tensors, split into chunks of 2^20 elements (`CHUNK`) run on rayon's
 /// pool; per-chunk sums are combined in chunk order, so results do not depend on the
 /// thread count. `progress.done` grows by each chunk's element count.
 ///
@@ -252,7 +299,7 @@ pub fn compare(
     Ok(finish(accumulated, a, b, compared_as, options))
 }
 
-fn run<RA: Reader, RB: Reader>(
+fn run<RA: ElementReader, RB: ElementReader>(
     a: &TensorView,
     b: &TensorView,
     options: &Options,
@@ -341,7 +388,7 @@ fn finish(
             acc.mismatches as f64 / numel as f64
         },
         first_mismatch: locate(acc.first_mismatch),
-        nonfinite: NonFinite {
+        nonfinite: NonFiniteCounts {
             nan_a: acc.counts[0],
             nan_b: acc.counts[1],
             posinf_a: acc.counts[2],

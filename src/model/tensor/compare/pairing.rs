@@ -3,12 +3,14 @@
 use serde::Serialize;
 
 use super::metrics::{self, CompareError, Metrics, Options, Progress};
-use super::{FileFormat, TensorFile};
+use crate::model::tensor::read::{DType, FileFormat, TensorFile};
 
 /// One file's side of a comparison, as reported.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct FileSide {
+    /// The file's path as given, for display.
     pub path: String,
+    /// The container format told by the file's content.
     pub format: FileFormat,
     /// Tensors the file holds.
     pub tensors: usize,
@@ -32,6 +34,7 @@ pub struct PairResult {
     /// B's key when it differs from A's.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub key_b: Option<String>,
+    /// The comparison's results; `None` when the pair was not compared (see `error`).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub metrics: Option<Metrics>,
     /// Why the pair was not compared (shape or dtype differs).
@@ -42,12 +45,17 @@ pub struct PairResult {
 /// Every pair of two files, and the keys only one side holds.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct FileComparison {
+    /// File A (compared against B).
     pub a: FileSide,
+    /// File B, the reference of the closeness rule.
     pub b: FileSide,
+    /// The options every pair was compared with.
     pub options: Options,
     /// Keys in A's order.
     pub pairs: Vec<PairResult>,
+    /// Keys only A holds, in A's order.
     pub only_a: Vec<String>,
+    /// Keys only B holds, in B's order.
     pub only_b: Vec<String>,
     /// Every key paired, compared, and close.
     pub all_close: bool,
@@ -190,7 +198,7 @@ pub fn options_for_captures(a: &TensorFile, b: &TensorFile) -> Options {
     match mixed {
         None => Options::default(),
         Some((da, db)) => Options {
-            cast: Some(super::DType::Float64),
+            cast: Some(DType::Float64),
             ulp_in: Some(if da.size() <= db.size() { da } else { db }).filter(|d| d.is_float()),
             ..Options::default()
         },

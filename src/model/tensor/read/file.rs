@@ -45,7 +45,9 @@ pub struct TensorEntry {
     /// Path of the tensor inside the saved object: `""` for a bare tensor, dict keys and
     /// list indices joined by `.` (`"q"`, `"layers.0.weight"`, `"2"`).
     pub key: String,
+    /// Element type.
     pub dtype: DType,
+    /// Logical shape, in elements per dimension (empty for a 0-d tensor).
     pub shape: Vec<usize>,
     /// Strides in elements.
     pub strides: Vec<usize>,
@@ -120,6 +122,7 @@ impl std::ops::Deref for Bytes {
 pub struct TensorFile {
     /// The path as given.
     pub path: PathBuf,
+    /// The container format, told by the content.
     pub format: FileFormat,
     /// Every tensor, in save order (pickle order for `.pt`, header order for safetensors).
     pub entries: Vec<TensorEntry>,
