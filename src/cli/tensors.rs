@@ -5,7 +5,8 @@ use std::path::PathBuf;
 use super::{CliError, Outcome};
 use crate::model::tensor::metrics::{self, Options, Progress};
 use crate::model::tensor::pairing::{Selection, compare_files};
-use crate::model::tensor::{DType, TensorFile, text};
+use crate::model::present;
+use crate::model::tensor::{DType, TensorFile};
 
 /// The options of `dumpview tensors`.
 #[derive(Debug, Clone, clap::Args)]
@@ -70,7 +71,7 @@ pub fn run(args: &TensorArgs, json: bool) -> Result<Outcome, CliError> {
     if json {
         println!("{}", serde_json::to_string_pretty(&comparison)?);
     } else {
-        print!("{}", text::render(&comparison));
+        print!("{}", present::tensors::render(&comparison));
     }
     Ok(if comparison.all_close {
         Outcome::Clean

@@ -26,7 +26,7 @@ use super::{Theme, centered};
 use crate::app::{App, TensorJob, TensorPopup};
 use crate::model::tensor::metrics::{Histogram, Location, Metrics};
 use crate::model::tensor::pairing::FileComparison;
-use crate::model::tensor::text::{display_key, num};
+use crate::model::present::tensors::{display_key, num};
 
 /// Width of the label column of the result's metric lines.
 const LABEL: usize = 16;

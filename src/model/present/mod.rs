@@ -6,4 +6,5 @@ pub mod number;
 pub mod report;
 pub mod scan;
 pub mod summary;
+pub mod tensors;
 pub mod vary;

@@ -118,7 +118,7 @@ impl Report {
                     let _ = writeln!(
                         md,
                         "```text\n{}```\n",
-                        crate::model::tensor::text::render(c)
+                        crate::model::present::tensors::render(c)
                     );
                 }
                 (None, Some(e)) => {

@@ -13,5 +13,5 @@
 mod compare;
 mod read;
 
-pub use compare::{metrics, pairing, text};
+pub use compare::{metrics, pairing};
 pub use read::{DType, FileFormat, TensorEntry, TensorError, TensorFile, TensorView};

@@ -6,7 +6,6 @@
 //!   `simd`;
 //! - [`metrics`]: two views compared in parallel chunks, the results;
 //! - [`pairing`]: two files compared key by key;
-//! - [`text`]: the plain-text rendering of a comparison (what `dumpview tensors` prints).
 //!
 //! Each module uses only those listed before it (`simd`'s tests also run `kernel`'s
 //! scalar path, to check that both agree).
@@ -17,4 +16,3 @@ mod kernel;
 pub mod metrics;
 pub mod pairing;
 mod simd;
-pub mod text;

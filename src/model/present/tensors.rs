@@ -3,8 +3,8 @@
 
 use std::fmt::Write;
 
-use super::metrics::{DEFAULT_ATOL, DEFAULT_RTOL, Histogram, Location, Metrics};
-use super::pairing::FileComparison;
+use crate::model::tensor::metrics::{DEFAULT_ATOL, DEFAULT_RTOL, Histogram, Location, Metrics};
+use crate::model::tensor::pairing::FileComparison;
 
 /// Bars of the histogram are at most this many characters wide.
 const BAR_WIDTH: usize = 40;
