@@ -137,7 +137,7 @@ fn unreadable_inputs_exit_2_naming_the_file() {
 /// needs no second look at the files; at the end every element is done.
 #[test]
 fn progress_total_is_set_by_the_comparison() {
-    use dumpview::model::tensor::metrics::Progress;
+    use dumpview::model::tensor::metrics::CompareProgress as Progress;
     use std::sync::atomic::Ordering;
     let (a, b) = (
         saved("a", "layers.3.mlp_up#1"),

@@ -2,7 +2,9 @@
 //! values: the lane-parallel contiguous path, the strided path and every dtype reader must
 //! agree with the definitions in docs/tensors.md.
 
-use dumpview::model::tensor::metrics::{CompareError, Metrics, Options, Progress, compare};
+use dumpview::model::tensor::metrics::{
+    CompareError, CompareProgress as Progress, Metrics, Options, compare,
+};
 use dumpview::model::tensor::{DType, TensorView};
 use proptest::prelude::*;
 

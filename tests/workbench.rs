@@ -431,7 +431,7 @@ fn several_ranks_show_the_overview_and_which_rank_diverges_first() {
 
 // ---- `t`: the selected stage's saved tensors, compared in the background ----
 
-use dumpview::model::tensor::metrics::Progress as TensorProgress;
+use dumpview::model::tensor::metrics::CompareProgress as TensorProgress;
 use dumpview::model::tensor::pairing::{FileComparison, compare_saved};
 use std::path::{Path, PathBuf};
 

@@ -6,7 +6,7 @@ use super::diff::ToleranceArgs;
 use super::{CliError, Outcome, inputs::load_capture};
 use crate::model::analysis::Analysis;
 use crate::model::analysis::report::Report;
-use crate::model::tensor::metrics::Progress;
+use crate::model::tensor::metrics::CompareProgress;
 use crate::model::tensor::pairing::compare_saved;
 
 /// Builds the report; writes it to `output` (JSON when it ends in `.json`, else Markdown)
@@ -32,7 +32,7 @@ pub fn run(
     let mut report = Report::build(&dump_a, dump_b.as_ref(), &analysis);
     if let Some(dump_b) = &dump_b {
         for saved in report.first_divergence_tensors(&dump_a, dump_b) {
-            let result = compare_saved(&saved.a, &saved.b, &Progress::default());
+            let result = compare_saved(&saved.a, &saved.b, &CompareProgress::default());
             report.add_window_tensor_comparison(saved.rank, Some(saved.window), saved.stage, result);
         }
         report.note_saved_rows(&dump_a, dump_b);

@@ -3,7 +3,7 @@
 use std::path::PathBuf;
 
 use super::{CliError, Outcome};
-use crate::model::tensor::metrics::{self, Options, Progress};
+use crate::model::tensor::metrics::{self, CompareProgress, Options};
 use crate::model::tensor::pairing::{Selection, compare_files};
 use crate::model::present;
 use crate::model::tensor::{DType, TensorFile};
@@ -67,7 +67,7 @@ pub fn run(args: &TensorArgs, json: bool) -> Result<Outcome, CliError> {
         Some(key) => Selection::Key(key),
         None => Selection::All,
     };
-    let comparison = compare_files(&a, &b, select, &options, &Progress::default())?;
+    let comparison = compare_files(&a, &b, select, &options, &CompareProgress::default())?;
     if json {
         println!("{}", serde_json::to_string_pretty(&comparison)?);
     } else {

@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 use super::jobs::{JobContext, JobError, JobOutput, JobProgress, JobUpdate, Jobs};
 use super::load;
 use crate::app::jobs::JobSpec;
-use crate::model::tensor::metrics::Progress as TensorProgress;
+use crate::model::tensor::metrics::CompareProgress as TensorProgress;
 use crate::model::tensor::pairing;
 
 /// How often a running tensor comparison reports its progress (and passes a cancel on).

@@ -72,7 +72,7 @@ impl Default for Options {
 
 /// Progress and cancellation shared between a comparison and whoever watches it.
 #[derive(Debug, Default)]
-pub struct Progress {
+pub struct CompareProgress {
     /// Elements compared so far (summed over every comparison sharing this value).
     pub done: AtomicU64,
     /// Elements to compare in all, set by [`super::pairing::compare_files`] before it starts
@@ -111,7 +111,7 @@ pub enum CompareError {
         /// The budget.
         max: u64,
     },
-    /// [`Progress::cancel`] was set.
+    /// [`CompareProgress::cancel`] was set.
     #[error("cancelled")]
     Cancelled,
 }
@@ -246,7 +246,7 @@ pub fn compare(
     a: &TensorView,
     b: &TensorView,
     options: &Options,
-    progress: &Progress,
+    progress: &CompareProgress,
 ) -> Result<Metrics, CompareError> {
     if a.shape() != b.shape() {
         return Err(CompareError::Shape {
@@ -303,7 +303,7 @@ fn run<RA: ElementReader, RB: ElementReader>(
     a: &TensorView,
     b: &TensorView,
     options: &Options,
-    progress: &Progress,
+    progress: &CompareProgress,
     ra: RA,
     rb: RB,
 ) -> Result<Accumulator, CompareError> {

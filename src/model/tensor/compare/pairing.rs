@@ -2,7 +2,7 @@
 
 use serde::Serialize;
 
-use super::metrics::{self, CompareError, Metrics, Options, Progress};
+use super::metrics::{self, CompareError, Metrics, Options, CompareProgress};
 use crate::model::tensor::read::{DType, FileFormat, TensorFile};
 
 /// One file's side of a comparison, as reported.
@@ -141,7 +141,7 @@ pub fn compare_files(
     b: &TensorFile,
     select: Selection,
     options: &Options,
-    progress: &Progress,
+    progress: &CompareProgress,
 ) -> Result<FileComparison, String> {
     let (pairs, only_a, only_b) = pair_keys(a, b, select)?;
     progress.total.fetch_add(
@@ -213,7 +213,7 @@ pub fn options_for_captures(a: &TensorFile, b: &TensorFile) -> Options {
 pub fn compare_saved(
     a: &std::path::Path,
     b: &std::path::Path,
-    progress: &Progress,
+    progress: &CompareProgress,
 ) -> Result<FileComparison, String> {
     let a = TensorFile::open(a).map_err(|e| e.to_string())?;
     let b = TensorFile::open(b).map_err(|e| e.to_string())?;
