@@ -404,7 +404,7 @@ fn several_ranks_show_the_overview_and_which_rank_diverges_first() {
     let mut app = two_ranks();
     let loaded = app.loaded.as_ref().unwrap();
     assert_eq!(loaded.overview.ranks, vec![0, 1]);
-    assert_eq!(loaded.diff.as_ref().unwrap().first_rank, Some(0));
+    assert_eq!(loaded.diff().unwrap().first_rank, Some(0));
     let screen = text(&render(&mut app, 140, 40));
     assert!(
         screen.contains("ranks × stages: rank 0 diverges first"),

@@ -126,24 +126,32 @@ pub struct Search {
 #[derive(Debug, Clone)]
 pub struct Loaded {
     pub session: Session,
-    pub scans_a: Vec<WindowScan>,
-    pub scans_b: Vec<WindowScan>,
-    pub diff: Option<DiffReport>,
     pub windows: Vec<WindowChoice>,
     /// The rank × stage overview, compressed once.
     pub overview: strip::Overview,
 }
 
 impl Loaded {
-    /// Scans both captures, diffs them and lists the selectable windows: the analysis the
-    /// workbench shows, computed once per installed capture.
-    // Kept apart from the App so a precomputed analysis can replace it in one place.
+    /// The scans of A's windows, in A's window order (the session's analysis).
+    pub fn scans_a(&self) -> &[WindowScan] {
+        &self.session.analysis.scans_a
+    }
+
+    /// The scans of B's windows (empty in scan mode).
+    pub fn scans_b(&self) -> &[WindowScan] {
+        &self.session.analysis.scans_b
+    }
+
+    /// A against B, in diff mode.
+    pub fn diff(&self) -> Option<&DiffReport> {
+        self.session.analysis.diff.as_ref()
+    }
+
+    /// Lists the selectable windows of `session` and compresses its overview. The analysis
+    /// itself came with the session, computed off the UI thread by the loading job.
     fn analyse(session: Session) -> Loaded {
-        // The analysis was computed with the session, off the UI thread.
-        let scans_a: Vec<WindowScan> = session.analysis.scans_a.clone();
-        let scans_b: Vec<WindowScan> = session.analysis.scans_b.clone();
-        let diff = session.analysis.diff.clone();
-        let windows = match (&diff, &session.b) {
+        let diff = session.analysis.diff.as_ref();
+        let windows = match (diff, &session.b) {
             (Some(report), Some(b)) => report
                 .windows
                 .iter()
@@ -175,12 +183,9 @@ impl Loaded {
                 })
                 .collect(),
         };
-        let overview = diff.as_ref().map(strip::Overview::of).unwrap_or_default();
+        let overview = diff.map(strip::Overview::of).unwrap_or_default();
         Loaded {
             session,
-            scans_a,
-            scans_b,
-            diff,
             windows,
             overview,
         }
@@ -302,15 +307,15 @@ impl App {
         self.window = index.min(loaded.windows.len() - 1);
         let choice = &loaded.windows[self.window];
         let a = &loaded.session.a.windows[choice.a];
-        self.rows = match (choice.pair, choice.b, &loaded.diff, &loaded.session.b) {
+        self.rows = match (choice.pair, choice.b, loaded.diff(), &loaded.session.b) {
             (Some(pair), Some(bi), Some(report), Some(b)) => rows::diff_rows(
                 a,
                 &b.windows[bi],
-                &loaded.scans_a[choice.a],
-                &loaded.scans_b[bi],
+                &loaded.scans_a()[choice.a],
+                &loaded.scans_b()[bi],
                 &report.windows[pair],
             ),
-            _ => rows::scan_rows(a, &loaded.scans_a[choice.a]),
+            _ => rows::scan_rows(a, &loaded.scans_a()[choice.a]),
         };
         self.strip_a = strip::RangeMax::new(self.rows.iter().map(|r| r.log_a));
         self.strip_b = strip::RangeMax::new(self.rows.iter().map(|r| r.log_b));
@@ -336,7 +341,7 @@ impl App {
     /// The window holding a first divergence: of the rank that diverges first, else any.
     fn diverging_window(&self) -> Option<usize> {
         let loaded = self.loaded.as_ref()?;
-        let report = loaded.diff.as_ref()?;
+        let report = loaded.diff()?;
         let diverges = |w: &WindowChoice| {
             w.pair
                 .is_some_and(|p| report.windows[p].first_divergence.is_some())
@@ -377,13 +382,13 @@ impl App {
         let (Some(loaded), Some(choice)) = (&self.loaded, self.choice()) else {
             return Vec::new();
         };
-        let mut groups: Vec<(char, &crate::model::analysis::scan::AliasGroup)> = loaded.scans_a[choice.a]
+        let mut groups: Vec<(char, &crate::model::analysis::scan::AliasGroup)> = loaded.scans_a()[choice.a]
             .alias_groups
             .iter()
             .map(|g| ('A', g))
             .collect();
         if let Some(bi) = choice.b {
-            groups.extend(loaded.scans_b[bi].alias_groups.iter().map(|g| ('B', g)));
+            groups.extend(loaded.scans_b()[bi].alias_groups.iter().map(|g| ('B', g)));
         }
         groups.sort_by_key(|(side, g)| (!g.stride_conflict, *side));
         groups
@@ -576,7 +581,7 @@ fn update_base(app: &mut App, action: Action, page: usize) -> Vec<Effect> {
                     found = app.rows.iter().position(|r| r.first_divergence);
                 }
             }
-            let what = if app.loaded.as_ref().is_some_and(|l| l.diff.is_some()) {
+            let what = if app.loaded.as_ref().is_some_and(|l| l.diff().is_some()) {
                 "divergence"
             } else {
                 "divergence in scan mode (open two captures)"

@@ -68,7 +68,7 @@ pub fn draw(frame: &mut Frame, app: &App, area: Rect, theme: Theme) {
         (Some(j), Some(bi), Some(dump)) => Some(&dump.windows[bi].records[j]),
         _ => None,
     };
-    let pair = match (row.pair, choice.pair, &loaded.diff) {
+    let pair = match (row.pair, choice.pair, loaded.diff()) {
         (Some(p), Some(w), Some(report)) => Some(&report.windows[w].pairs[p]),
         _ => None,
     };
@@ -82,7 +82,7 @@ pub fn draw(frame: &mut Frame, app: &App, area: Rect, theme: Theme) {
             Verdict::Structural { reason } => (format!("structural: {reason}"), theme.bad()),
         };
         lines.push(Line::from(Span::styled(text, style)));
-    } else if loaded.diff.is_some() {
+    } else if loaded.diff().is_some() {
         let side = if a.is_some() { "A" } else { "B" };
         lines.push(Line::from(Span::styled(
             format!("captured in {side} only: missing evidence"),
@@ -104,7 +104,7 @@ pub fn draw(frame: &mut Frame, app: &App, area: Rect, theme: Theme) {
     let sb = b.and_then(|r| r.stats.as_ref());
     // Columns that fit: stat, A, then B and rel in diff mode, then |A-B| when wide enough.
     let width = area.width.saturating_sub(2) as usize;
-    let diffing = loaded.diff.is_some();
+    let diffing = loaded.diff().is_some();
     let with_abs = diffing && width >= 52;
     let (wn, wv, wr) = if width < 41 { (7, 9, 7) } else { (9, 10, 9) };
     let row_text = |name: &str, va: String, vb: String, rel: String, abs: String| {

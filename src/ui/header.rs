@@ -11,7 +11,7 @@ use crate::model::analysis::diff::Identity;
 
 pub fn draw(frame: &mut Frame, app: &App, area: Rect, theme: Theme) {
     let Some(loaded) = &app.loaded else { return };
-    let mode = if loaded.diff.is_some() {
+    let mode = if loaded.diff().is_some() {
         "diff"
     } else {
         "scan"
@@ -45,7 +45,7 @@ pub fn draw(frame: &mut Frame, app: &App, area: Rect, theme: Theme) {
                 theme.side_b(),
             ));
         }
-        if let (Some(pair), Some(report)) = (choice.pair, &loaded.diff) {
+        if let (Some(pair), Some(report)) = (choice.pair, loaded.diff()) {
             if report.windows[pair].missing_data.is_some() {
                 second.push(Span::raw(" · "));
                 second.push(Span::styled("MISSING DATA", theme.bad()));

@@ -15,7 +15,7 @@ pub const LABEL_WIDTH: u16 = 7;
 pub fn draw(frame: &mut Frame, app: &App, area: Rect, theme: Theme) {
     let Some(loaded) = &app.loaded else { return };
     let overview = &loaded.overview;
-    let first = loaded.diff.as_ref().and_then(|d| d.first_rank);
+    let first = loaded.diff().and_then(|d| d.first_rank);
     let title = match first {
         Some(rank) => format!(" ranks × stages: rank {rank} diverges first "),
         None => " ranks × stages ".to_string(),

@@ -46,7 +46,7 @@ pub fn draw(frame: &mut Frame, app: &App, area: Rect, theme: Theme) {
         return;
     };
     let a = bars(&app.strip_a, rows, width, lo, hi);
-    let has_b = app.loaded.as_ref().is_some_and(|l| l.diff.is_some());
+    let has_b = app.loaded.as_ref().is_some_and(|l| l.diff().is_some());
     let column = (app.selected * width / rows).min(width - 1);
     let mut marker = " ".repeat(width);
     marker.replace_range(
