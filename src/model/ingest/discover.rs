@@ -1,5 +1,6 @@
 //! Finding the dump files under the inputs a user names.
 
+use std::collections::HashSet;
 use std::path::{Path, PathBuf};
 
 use super::error::LoadError;
@@ -9,8 +10,10 @@ use crate::model::formats::{self, msprobe::MSPROBE_NAME, probe::MANIFEST_NAME};
 ///
 /// A file is taken as it is, whatever its name; a directory is searched recursively for
 /// the file names of every registered format ([`formats::file_names`]: `manifest.json`,
-/// msprobe's `dump.json`; symbolic links
-/// are not followed, so a loop cannot hang the search).
+/// msprobe's `dump.json`). Symbolic links to files and directories are followed; a directory
+/// reached twice (by its device and inode) is searched once, so a link loop cannot hang the
+/// search and a linked run is not counted twice. (Evidence files a dump names keep their own
+/// rule, `dump::evidence`: a link there may not lead out of the dump.)
 ///
 /// # Errors
 /// A path that does not exist, or a directory without any manifest.
@@ -23,7 +26,8 @@ pub fn discover(inputs: &[PathBuf]) -> Result<Vec<PathBuf>, LoadError> {
         })?;
         if meta.is_dir() {
             let before = files.len();
-            find_manifests(input, &mut files).map_err(|e| LoadError::Input {
+            let mut visited = HashSet::new();
+            find_manifests(input, &mut visited, &mut files).map_err(|e| LoadError::Input {
                 path: input.clone(),
                 problem: format!("cannot list: {e}"),
             })?;
@@ -43,19 +47,85 @@ pub fn discover(inputs: &[PathBuf]) -> Result<Vec<PathBuf>, LoadError> {
     Ok(files)
 }
 
-fn find_manifests(dir: &Path, out: &mut Vec<PathBuf>) -> std::io::Result<()> {
+/// (device, inode) of a directory, where the platform has them.
+#[cfg(unix)]
+fn identity(meta: &std::fs::Metadata) -> Option<(u64, u64)> {
+    use std::os::unix::fs::MetadataExt;
+    Some((meta.dev(), meta.ino()))
+}
+
+#[cfg(not(unix))]
+fn identity(_meta: &std::fs::Metadata) -> Option<(u64, u64)> {
+    None
+}
+
+fn find_manifests(
+    dir: &Path,
+    visited: &mut HashSet<(u64, u64)>,
+    out: &mut Vec<PathBuf>,
+) -> std::io::Result<()> {
+    if let Some(id) = identity(&std::fs::metadata(dir)?) {
+        if !visited.insert(id) {
+            return Ok(());
+        }
+    }
     for entry in std::fs::read_dir(dir)? {
         let entry = entry?;
-        let kind = entry.file_type()?;
         let path = entry.path();
+        let mut kind = entry.file_type()?;
+        if kind.is_symlink() {
+            // Followed; a dangling link is skipped like any other non-manifest entry.
+            match std::fs::metadata(&path) {
+                Ok(meta) => kind = meta.file_type(),
+                Err(_) => continue,
+            }
+        }
         if kind.is_dir() {
-            find_manifests(&path, out)?;
-        } else if kind.is_file()
-            && formats::file_names().any(|name| entry.file_name() == name)
-        {
+            find_manifests(&path, visited, out)?;
+        } else if kind.is_file() && formats::file_names().any(|name| entry.file_name() == name) {
             out.push(path);
         }
     }
     Ok(())
 }
 
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn manifest_at(dir: &Path) {
+        std::fs::create_dir_all(dir).unwrap();
+        std::fs::write(dir.join("manifest.json"), "{}").unwrap();
+    }
+
+    #[cfg(unix)]
+    #[test]
+    fn links_are_followed_once_and_loops_end() {
+        use std::os::unix::fs::symlink;
+        let root = tempfile::tempdir().unwrap();
+        let outside = tempfile::tempdir().unwrap();
+        manifest_at(&root.path().join("tree/rank0/w"));
+        manifest_at(&outside.path().join("run_b/rank1/w"));
+        let tree = root.path().join("tree");
+        // A linked run, a loop back to the tree's root, a linked manifest file, a dangling link.
+        symlink(outside.path().join("run_b"), tree.join("x")).unwrap();
+        symlink(&tree, tree.join("rank0/loop")).unwrap();
+        std::fs::create_dir_all(tree.join("rank2/w")).unwrap();
+        symlink(
+            outside.path().join("run_b/rank1/w/manifest.json"),
+            tree.join("rank2/w/manifest.json"),
+        )
+        .unwrap();
+        symlink(root.path().join("gone"), tree.join("dangling")).unwrap();
+        let files = discover(std::slice::from_ref(&tree)).unwrap();
+        let names: Vec<String> = files
+            .iter()
+            .map(|f| f.strip_prefix(&tree).unwrap().display().to_string())
+            .collect();
+        assert_eq!(
+            names,
+            ["rank0/w/manifest.json", "rank2/w/manifest.json", "x/rank1/w/manifest.json"]
+        );
+    }
+}
