@@ -349,3 +349,33 @@ fn json_outputs_are_stable() {
         serde_json::json!({"identity": w["identity"], "missing_data": w["missing_data"], "paired": w["pairs"].as_array().unwrap().iter().map(|p| &p["key"]).collect::<Vec<_>>(), "only_b": w["only_b"], "first_divergence": w["first_divergence"]})
     );
 }
+
+/// Issue 11, item 2: an empty manifest in one rank directory of a tree costs that window only;
+/// `scan` shows the other ranks, names the file, and exits 1 (lost evidence).
+#[test]
+fn scan_of_a_tree_with_one_unreadable_rank_shows_the_others_and_names_it() {
+    let tree = tempfile::tempdir().unwrap();
+    let example = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("assets/examples/llama_fp16_overflow/a/rank0/match1-occ1/manifest.json");
+    for rank in 0..3 {
+        let dir = tree.path().join(format!("rank{rank}/match1-occ1"));
+        std::fs::create_dir_all(&dir).unwrap();
+        let text = std::fs::read_to_string(&example)
+            .unwrap()
+            .replacen("\"rank\": 0", &format!("\"rank\": {rank}"), 1);
+        std::fs::write(dir.join("manifest.json"), if rank == 1 { String::new() } else { text })
+            .unwrap();
+    }
+    let out = dumpview().arg("scan").arg(tree.path()).assert().code(1).get_output().clone();
+    let stdout = String::from_utf8(out.stdout).unwrap();
+    let stderr = String::from_utf8(out.stderr).unwrap();
+    assert!(stdout.contains("== rank 0,") && stdout.contains("== rank 2,"), "{stdout}");
+    assert!(!stdout.contains("== rank 1,"), "{stdout}");
+    let bad = tree.path().join("rank1/match1-occ1/manifest.json");
+    assert!(
+        stderr.contains(&format!("UNREADABLE WINDOW {}: not a valid manifest", bad.display())),
+        "{stderr}"
+    );
+    // Named on its own, the same file stays an input error.
+    dumpview().arg("scan").arg(&bad).assert().code(2);
+}

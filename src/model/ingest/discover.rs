@@ -18,33 +18,49 @@ use crate::model::formats::{self, msprobe::MSPROBE_NAME, probe::MANIFEST_NAME};
 /// # Errors
 /// A path that does not exist, or a directory without any manifest.
 pub fn discover(inputs: &[PathBuf]) -> Result<Vec<PathBuf>, LoadError> {
-    let mut files = Vec::new();
+    Ok(discover_named(inputs)?.into_iter().map(|(path, _)| path).collect())
+}
+
+/// [`discover`], saying of each file whether it was named as an input itself (`true`) or
+/// found in a directory search (`false`).
+///
+/// # Errors
+/// As [`discover`].
+pub fn discover_named(inputs: &[PathBuf]) -> Result<Vec<(PathBuf, bool)>, LoadError> {
+    let mut found = Vec::new();
     for input in inputs {
-        let meta = std::fs::metadata(input).map_err(|e| LoadError::Input {
-            path: input.clone(),
-            problem: format!("cannot read: {e}"),
-        })?;
-        if meta.is_dir() {
-            let before = files.len();
-            let mut visited = HashSet::new();
-            find_manifests(input, &mut visited, &mut files).map_err(|e| LoadError::Input {
-                path: input.clone(),
-                problem: format!("cannot list: {e}"),
-            })?;
-            if files.len() == before {
-                return Err(LoadError::Input {
-                    path: input.clone(),
-                    problem: format!(
-                        "no {MANIFEST_NAME} (dumpview probe, windowed dump) or {MSPROBE_NAME} (msprobe) found in this directory or below it"
-                    ),
-                });
-            }
-            files[before..].sort();
-        } else {
-            files.push(input.clone());
-        }
+        let mut files = Vec::new();
+        discover_one(input, &mut files)?;
+        let named = files.len() == 1 && files[0] == *input;
+        found.extend(files.into_iter().map(|f| (f, named)));
     }
-    Ok(files)
+    Ok(found)
+}
+
+fn discover_one(input: &PathBuf, files: &mut Vec<PathBuf>) -> Result<(), LoadError> {
+    let meta = std::fs::metadata(input).map_err(|e| LoadError::Input {
+        path: input.clone(),
+        problem: format!("cannot read: {e}"),
+    })?;
+    if !meta.is_dir() {
+        files.push(input.clone());
+        return Ok(());
+    }
+    let mut visited = HashSet::new();
+    find_manifests(input, &mut visited, files).map_err(|e| LoadError::Input {
+        path: input.clone(),
+        problem: format!("cannot list: {e}"),
+    })?;
+    if files.is_empty() {
+        return Err(LoadError::Input {
+            path: input.clone(),
+            problem: format!(
+                "no {MANIFEST_NAME} (dumpview probe, windowed dump) or {MSPROBE_NAME} (msprobe) found in this directory or below it"
+            ),
+        });
+    }
+    files.sort();
+    Ok(())
 }
 
 /// (device, inode) of a directory, where the platform has them.

@@ -14,7 +14,7 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 
 pub use check::{check_records, check_window, drop_escaping_evidence};
-pub use discover::discover;
+pub use discover::{discover, discover_named};
 pub use error::LoadError;
 
 use crate::model::dump::{Dump, Warning, Window};
@@ -40,10 +40,16 @@ pub struct Progress {
 ///
 /// `progress` is called after each file. Records stay in capture order.
 ///
+/// A file found in a directory search that cannot be read as a window costs only itself: the
+/// other windows load, and the dump gets an `UNREADABLE WINDOW` warning naming the file and the
+/// cause ([`Warning::unreadable_window`]).
+///
 /// # Errors
-/// The first input that cannot be found or whose header cannot be read.
+/// An input that cannot be found; a file named as an input itself that cannot be read; a
+/// directory none of whose files can be read (the first file's error).
 pub fn load(inputs: &[PathBuf], progress: &mut dyn FnMut(Progress)) -> Result<Dump, LoadError> {
-    let files = discover(inputs)?;
+    let found = discover_named(inputs)?;
+    let files: Vec<PathBuf> = found.iter().map(|(path, _)| path.clone()).collect();
     let sizes: Vec<u64> = files
         .iter()
         .map(|f| std::fs::metadata(f).map(|m| m.len()).unwrap_or(0))
@@ -58,9 +64,22 @@ pub fn load(inputs: &[PathBuf], progress: &mut dyn FnMut(Progress)) -> Result<Du
         records: 0,
     };
     let mut failed = None;
+    let mut first_unreadable = None;
     load_in_order(&files, &mut |index, loaded| {
         let (manifest, warnings) = match loaded {
             Ok(loaded) => loaded,
+            Err(error) if !found[index].1 => {
+                let path = &files[index];
+                let text = error.to_string();
+                let prefix = format!("{}: ", path.display());
+                let cause = text.strip_prefix(&prefix).unwrap_or(&text).to_string();
+                dump.warnings.push(Warning::unreadable_window(path, cause));
+                first_unreadable.get_or_insert(error);
+                state.files_done += 1;
+                state.bytes_done += sizes[index];
+                progress(state);
+                return true;
+            }
             Err(error) => {
                 failed = Some(error);
                 return false;
@@ -75,6 +94,9 @@ pub fn load(inputs: &[PathBuf], progress: &mut dyn FnMut(Progress)) -> Result<Du
         true
     });
     if let Some(error) = failed {
+        return Err(error);
+    }
+    if let (true, Some(error)) = (dump.windows.is_empty(), first_unreadable) {
         return Err(error);
     }
     dump.windows.sort_by(|a, b| {
@@ -222,7 +244,8 @@ mod tests {
     }
 
     #[test]
-    fn the_first_broken_file_in_order_is_the_error() {
+    fn an_unreadable_window_in_a_tree_costs_only_itself() {
+        // Issue 11, item 2: one broken rank no longer fails the whole tree.
         let dir = dump_dir();
         for rank in [5, 3] {
             let file = dir
@@ -230,12 +253,41 @@ mod tests {
                 .join(format!("rank{rank}/match1-occ1/{MANIFEST_NAME}"));
             std::fs::write(&file, "{\"format\": \"other\"}").unwrap();
         }
+        std::fs::write(dir.path().join(format!("rank6/match1-occ1/{MANIFEST_NAME}")), "").unwrap();
         let mut done = Vec::new();
-        let error = load(&[dir.path().to_path_buf()], &mut |p| {
-            done.push(p.files_done)
-        })
-        .unwrap_err();
+        let dump = load(&[dir.path().to_path_buf()], &mut |p| done.push(p.files_done)).unwrap();
+        let ranks: Vec<u32> = dump.windows.iter().map(|w| w.rank).collect();
+        assert_eq!(ranks, [0, 1, 2, 4, 7]);
+        assert_eq!(done, (1..=8).collect::<Vec<_>>());
+        let unreadable: Vec<String> = dump
+            .warnings
+            .iter()
+            .filter(|w| w.message.starts_with(crate::model::dump::UNREADABLE_WINDOW))
+            .map(|w| w.to_string())
+            .collect();
+        let file = |rank: u32| dir.path().join(format!("rank{rank}/match1-occ1/{MANIFEST_NAME}"));
+        assert_eq!(
+            unreadable,
+            [
+                format!(
+                    "UNREADABLE WINDOW {}: `format` is \"other\", expected \"dumpview.manifest\"",
+                    file(3).display()
+                ),
+                format!(
+                    "UNREADABLE WINDOW {}: `format` is \"other\", expected \"dumpview.manifest\"",
+                    file(5).display()
+                ),
+                format!(
+                    "UNREADABLE WINDOW {}: not a valid manifest: EOF while parsing a value at line 1 column 0",
+                    file(6).display()
+                ),
+            ]
+        );
+        // The same file named on its own is an error, and a tree with no readable window too.
+        let error = load(&[file(3)], &mut |_| {}).unwrap_err();
         assert!(error.to_string().contains("rank3"), "{error}");
-        assert_eq!(done, vec![1, 2, 3]);
+        let lone = tempfile::tempdir().unwrap();
+        std::fs::write(lone.path().join(MANIFEST_NAME), "garbage").unwrap();
+        assert!(load(&[lone.path().to_path_buf()], &mut |_| {}).is_err());
     }
 }
