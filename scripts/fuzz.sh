@@ -3,33 +3,53 @@
 #   manifest  fuzz/fuzz_targets/manifest.rs: the manifest parser, then scan and diff of what
 #             it kept;
 #   pt        fuzz/fuzz_targets/pt.rs: tensor files (torch.save zip archives: zip directory,
-#             pickle machine, flattening; safetensors), every element of every view read.
+#             pickle machine, flattening; safetensors), every element of every view read;
+#   msprobe   fuzz/fuzz_targets/msprobe.rs: an msprobe dump.json through msprobe::load_window
+#             (the one-pass JSON reader, entry names, leaf statistics), then scan and diff;
+#   windowed  fuzz/fuzz_targets/windowed.rs: a windowed dump's manifest.json through
+#             windowed::is_windowed and windowed::load_window, then scan and diff.
 #
-#   scripts/fuzz.sh [SECONDS] [libFuzzer options...]      default 60 s per target
+#   scripts/fuzz.sh [SECONDS] [libFuzzer options...]
+#
+# SECONDS is the total fuzzing time, split evenly over the four targets (default 120: 30 s
+# each; at least 1 s each); building the targets comes on top. Options after it go to every
+# target's libFuzzer (e.g. -jobs=2, -max_len=4096).
 #
 # Installs cargo-fuzz when missing. cargo-fuzz passes nightly-only flags (-Zsanitizer=address,
 # -Cpasses=sancov-module); on a stable toolchain RUSTC_BOOTSTRAP=1 lets it build.
 # Corpora (fuzz/corpus/<target>, ignored by git) are seeded from tests/fixtures/bad/ and a real
-# example manifest (manifest), and from tests/fixtures/tensors/*.pt, the data.pkl inside each
-# and tests/fixtures/bad_tensors/* (pt). Exits non-zero when libFuzzer finds a crash, a timeout
-# or an out-of-memory input (later targets are then not run); the input is left in
+# example manifest (manifest); from tests/fixtures/tensors/*.pt, the data.pkl inside each and
+# tests/fixtures/bad_tensors/* (pt); from tests/fixtures/msprobe/**/dump.json (msprobe); and
+# from tests/fixtures/windowed/**/manifest.json (windowed). Each target has a dictionary,
+# fuzz/<target>.dict. Exits non-zero when libFuzzer finds a crash, a timeout or an
+# out-of-memory input (later targets are then not run); the input is left in
 # fuzz/artifacts/<target>/ — reproduce it with
 #   RUSTC_BOOTSTRAP=1 cargo fuzz run <target> fuzz/artifacts/<target>/<file>
-# and add it to tests/fixtures/bad/ (manifest) or tests/fixtures/bad_tensors/ (pt) once fixed.
+# and, once fixed, add it to tests/fixtures/bad/ (manifest), tests/fixtures/bad_tensors/ (pt),
+# or as a regression test beside the reader's other tests (msprobe, windowed).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-seconds=${1:-60}
+targets=(manifest pt msprobe windowed)
+
+total=${1:-120}
 shift || true
-case $seconds in
+case $total in
     '' | *[!0-9]*) echo "usage: scripts/fuzz.sh [SECONDS] [libFuzzer options...]" >&2; exit 2 ;;
 esac
+seconds=$((total / ${#targets[@]}))
+[ "$seconds" -ge 1 ] || seconds=1
 
 if ! cargo fuzz --version >/dev/null 2>&1; then
     echo "== installing cargo-fuzz" >&2
     cargo install cargo-fuzz --locked
 fi
 export RUSTC_BOOTSTRAP=1
+
+# Build every target before fuzzing any, so a build error shows before the first target's time
+# is spent and the budget is fuzzing time only.
+echo "== building ${targets[*]}" >&2
+cargo fuzz build
 
 seed() { # copy $2 into corpus $1 under a name derived from its path
     local name
@@ -40,7 +60,7 @@ seed() { # copy $2 into corpus $1 under a name derived from its path
 run() { # run target $1 on corpus $2 with dictionary $3, then the caller's options
     local target=$1 corpus=$2 dict=$3
     shift 3
-    echo "== fuzzing $target for ${seconds} s" >&2
+    echo "== fuzzing $target for ${seconds} s (of ${total} s for ${#targets[@]} targets)" >&2
     # -timeout: an input that takes 10 s is a finding too (a hostile file must not hang a reader).
     cargo fuzz run "$target" "$corpus" -- \
         -max_total_time="$seconds" \
@@ -81,3 +101,19 @@ for path in sys.argv[2:]:
 PY
 fi
 run pt "$corpus" fuzz/pt.dict "$@"
+
+corpus=fuzz/corpus/msprobe
+mkdir -p "$corpus"
+while IFS= read -r -d '' file; do
+    seed "$corpus" "$file"
+done < <(find tests/fixtures/msprobe -name dump.json -type f -print0)
+# The largest fixtures are 700 KiB: mutating them whole runs ~60 inputs/s, their first 64 KiB
+# (cut short, which the reader must handle too) ~200/s.
+run msprobe "$corpus" fuzz/msprobe.dict -max_len=65536 "$@"
+
+corpus=fuzz/corpus/windowed
+mkdir -p "$corpus"
+while IFS= read -r -d '' file; do
+    seed "$corpus" "$file"
+done < <(find tests/fixtures/windowed -name manifest.json -type f -print0)
+run windowed "$corpus" fuzz/windowed.dict "$@"
