@@ -53,12 +53,16 @@ declare -A BIN_DIR=([current]="$ROOT/target/release")
 BUILDS="current"
 
 if [[ -n $BASELINE ]]; then
-    echo "== building baseline $BASELINE from a snapshot (same benchmark sources)"
+    echo "== building baseline $BASELINE from a snapshot"
     SNAP="$SCRATCH/baseline"
     mkdir -p "$SNAP"
     git -C "$ROOT" archive "$BASELINE" | tar -x -C "$SNAP"
-    mkdir -p "$SNAP/benches/load_diff"
-    cp "$ROOT"/benches/load_diff/*.rs "$SNAP/benches/load_diff/"
+    # The baseline's own benchmark sources where it has them (they name its module paths),
+    # else the working tree's.
+    if [[ ! -f $SNAP/benches/load_diff/load_diff.rs ]]; then
+        mkdir -p "$SNAP/benches/load_diff"
+        cp "$ROOT"/benches/load_diff/*.rs "$SNAP/benches/load_diff/"
+    fi
     # Untracked data the crate embeds at build time.
     [[ -d $SNAP/assets/examples ]] || cp -r "$ROOT/assets/examples" "$SNAP/assets/"
     if ! grep -q 'name = "load_diff"' "$SNAP/Cargo.toml"; then

@@ -6,7 +6,7 @@
 
 use std::path::Path;
 
-use dumpview::cli;
+use dumpview::model::present;
 use dumpview::model::analysis::compare::Tolerances;
 use dumpview::model::analysis::diff::diff;
 use dumpview::model::ingest::read_window;
@@ -30,12 +30,12 @@ fuzz_target!(|data: &[u8]| {
     let manifest = parsed.manifest;
 
     let scan = scan_window(&manifest);
-    let _ = cli::scan::render(&scan);
+    let _ = present::scan::text(&scan);
     let _ = serde_json::to_string(&scan);
 
     let windows = std::slice::from_ref(&manifest);
     let report = diff(windows, windows, &Tolerances::default());
-    let _ = cli::diff::render(&report);
+    let _ = present::diff::text(&report);
     let _ = serde_json::to_string(&report);
 
     // The loader's checks: duplicate keys, capture order, evidence paths.

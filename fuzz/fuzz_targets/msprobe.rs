@@ -7,11 +7,11 @@
 
 use std::path::Path;
 
-use dumpview::cli;
-use dumpview::model::compare::Tolerances;
-use dumpview::model::diff::diff;
-use dumpview::model::msprobe;
-use dumpview::model::scan::scan_window;
+use dumpview::model::present;
+use dumpview::model::analysis::compare::Tolerances;
+use dumpview::model::analysis::diff::diff;
+use dumpview::model::formats::msprobe;
+use dumpview::model::analysis::scan::scan_window;
 use libfuzzer_sys::fuzz_target;
 
 /// A dump directory that does not exist: construct.json and stack.json beside the dump are
@@ -24,11 +24,11 @@ fuzz_target!(|data: &[u8]| {
     };
 
     let scan = scan_window(&manifest);
-    let _ = cli::scan::render(&scan);
+    let _ = present::scan::text(&scan);
     let _ = serde_json::to_string(&scan);
 
     let windows = std::slice::from_ref(&manifest);
     let report = diff(windows, windows, &Tolerances::default());
-    let _ = cli::diff::render(&report);
+    let _ = present::diff::text(&report);
     let _ = serde_json::to_string(&report);
 });

@@ -8,11 +8,11 @@
 
 use std::path::Path;
 
-use dumpview::cli;
-use dumpview::model::compare::Tolerances;
-use dumpview::model::diff::diff;
-use dumpview::model::scan::scan_window;
-use dumpview::model::windowed;
+use dumpview::model::present;
+use dumpview::model::analysis::compare::Tolerances;
+use dumpview::model::analysis::diff::diff;
+use dumpview::model::analysis::scan::scan_window;
+use dumpview::model::formats::windowed;
 use libfuzzer_sys::fuzz_target;
 
 /// A window directory that does not exist, named as the writer names them (so the rank and
@@ -30,11 +30,11 @@ fuzz_target!(|data: &[u8]| {
     assert_eq!(manifest.label, format!("window_{:04}", manifest.match_index));
 
     let scan = scan_window(&manifest);
-    let _ = cli::scan::render(&scan);
+    let _ = present::scan::text(&scan);
     let _ = serde_json::to_string(&scan);
 
     let windows = std::slice::from_ref(&manifest);
     let report = diff(windows, windows, &Tolerances::default());
-    let _ = cli::diff::render(&report);
+    let _ = present::diff::text(&report);
     let _ = serde_json::to_string(&report);
 });
