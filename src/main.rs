@@ -218,6 +218,10 @@ fn main() -> ExitCode {
             json,
         ),
         Command::Summary { files } => cli::summary::run(&files, json),
+        // Nothing to say in JSON: refused rather than ignored.
+        Command::Probe { .. } | Command::Completions { .. } if json => {
+            Err("--json is not supported by `probe install` and `completions`".into())
+        }
         Command::Probe {
             action: ProbeAction::Install { dir },
         } => cli::probe_install::run(&dir).map(|path| {

@@ -379,3 +379,46 @@ fn scan_of_a_tree_with_one_unreadable_rank_shows_the_others_and_names_it() {
     // Named on its own, the same file stays an input error.
     dumpview().arg("scan").arg(&bad).assert().code(2);
 }
+
+/// Issue 11, items 10 and 13: the tolerance help comes from the rule's constants, and `--json`
+/// is refused where there is nothing to say in JSON.
+#[test]
+fn diff_help_states_the_checksum_defaults_and_json_is_refused_where_meaningless() {
+    let help = dumpview().args(["diff", "--help"]).assert().success().get_output().clone();
+    let help = String::from_utf8(help.stdout).unwrap();
+    assert!(
+        help.contains("pos_checksum 1e-3 within one dtype, 5e-2 across a precision change"),
+        "{help}"
+    );
+    let dir = tempfile::tempdir().unwrap();
+    let out = dumpview().args(["probe", "install", "--json"]).arg(dir.path()).assert().code(2);
+    let stderr = String::from_utf8(out.get_output().stderr.clone()).unwrap();
+    assert!(stderr.contains("--json is not supported"), "{stderr}");
+    assert!(!dir.path().join("dump_probe.py").exists());
+    dumpview().args(["completions", "bash", "--json"]).assert().code(2);
+}
+
+/// Issue 11, item 14: one non-finite record is "1 non-finite record".
+#[test]
+fn one_nonfinite_record_is_singular() {
+    let scan = dumpview::model::analysis::scan::WindowScan {
+        source: "m.json".into(),
+        rank: 0,
+        label: "l".into(),
+        match_index: 1,
+        occurrence: 1,
+        records: 3,
+        first_nonfinite: Some(dumpview::model::analysis::scan::NonFinite {
+            key: "s#1".into(),
+            seq: 2,
+            position: 2,
+            nan_count: 1,
+            inf_count: 0,
+            counts_known: true,
+        }),
+        nonfinite_records: 1,
+        alias_groups: Vec::new(),
+    };
+    let text = dumpview::model::present::scan::text(&scan);
+    assert!(text.contains("1 NaN, 0 inf; 1 non-finite record in all"), "{text}");
+}

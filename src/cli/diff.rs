@@ -4,22 +4,33 @@ use std::path::PathBuf;
 
 use super::{CliError, Outcome, inputs::load_capture};
 use crate::model::analysis::Analysis;
-use crate::model::analysis::compare::{Tolerance, Tolerances};
+use crate::model::analysis::compare::{
+    CHECKSUM_RTOL, CHECKSUM_RTOL_PRECISION_CHANGE, DEFAULT_ATOL, DEFAULT_RTOL, Tolerance, Tolerances,
+};
 use crate::model::analysis::diff::DiffReport;
 use crate::model::present;
 
 /// Tolerance options as given on the command line.
 #[derive(Debug, Clone, Default, clap::Args)]
 pub struct ToleranceArgs {
-    /// Relative tolerance for every statistic (default: 1e-2, pos_checksum 5e-2; a coarse screen).
-    #[arg(long)]
+    /// Relative tolerance for every statistic (the defaults: see the help text).
+    #[arg(long, help = rtol_help())]
     pub rtol: Option<f64>,
-    /// Absolute tolerance for every statistic (default 1e-6).
-    #[arg(long)]
+    /// Absolute tolerance for every statistic.
+    #[arg(long, help = format!("Absolute tolerance for every statistic (default {DEFAULT_ATOL:e})"))]
     pub atol: Option<f64>,
     /// One statistic's tolerance, STAT=RTOL:ATOL (STAT: max_abs, min, max, mean, l2, pos_checksum); repeatable.
     #[arg(long = "tol", value_name = "STAT=RTOL:ATOL")]
     pub per_stat: Vec<String>,
+}
+
+/// `--rtol`'s help, from the constants the rule uses (docs/diff.md).
+fn rtol_help() -> String {
+    format!(
+        "Relative tolerance for every statistic (default: {DEFAULT_RTOL:e}; pos_checksum \
+         {CHECKSUM_RTOL:e} within one dtype, {CHECKSUM_RTOL_PRECISION_CHANGE:e} across a \
+         precision change; a coarse screen)"
+    )
 }
 
 impl ToleranceArgs {

@@ -46,6 +46,15 @@ pub struct Tolerances {
     pub precision_change_checksum: Option<Tolerance>,
 }
 
+/// Default relative tolerance of every statistic but `pos_checksum` (docs/diff.md).
+pub const DEFAULT_RTOL: f64 = 1e-2;
+/// Default absolute tolerance of every statistic.
+pub const DEFAULT_ATOL: f64 = 1e-6;
+/// Default relative tolerance of `pos_checksum` between records of one dtype.
+pub const CHECKSUM_RTOL: f64 = 1e-3;
+/// Default relative tolerance of `pos_checksum` across a precision change (float32 vs bfloat16).
+pub const CHECKSUM_RTOL_PRECISION_CHANGE: f64 = 5e-2;
+
 impl Default for Tolerances {
     /// The coarse screen: `rtol = 1e-2` (bfloat16 rounding, ~4e-3, passes; a wrong kernel does
     /// not) and `atol = 1e-6` (absolute noise floor for tensors near zero); `pos_checksum` at
@@ -54,18 +63,18 @@ impl Default for Tolerances {
     /// change (bfloat16 noise over a few layers reaches ~1e-2).
     fn default() -> Self {
         let mut per_stat = [Tolerance {
-            rtol: 1e-2,
-            atol: 1e-6,
+            rtol: DEFAULT_RTOL,
+            atol: DEFAULT_ATOL,
         }; 6];
-        per_stat[5] = Tolerance {
-            rtol: 1e-3,
-            atol: 1e-6,
+        per_stat[POS_CHECKSUM] = Tolerance {
+            rtol: CHECKSUM_RTOL,
+            atol: DEFAULT_ATOL,
         };
         Tolerances {
             per_stat,
             precision_change_checksum: Some(Tolerance {
-                rtol: 5e-2,
-                atol: 1e-6,
+                rtol: CHECKSUM_RTOL_PRECISION_CHANGE,
+                atol: DEFAULT_ATOL,
             }),
         }
     }

@@ -71,13 +71,13 @@ impl Report {
             let _ = match &n.first {
                 Some(f) => writeln!(
                     md,
-                    "- side {}, rank {}: `{}` (position {}): {}; {} non-finite records",
+                    "- side {}, rank {}: `{}` (position {}): {}; {}",
                     n.side.to_ascii_uppercase(),
                     n.rank,
                     f.key,
                     f.position,
                     f.counts_text(),
-                    n.nonfinite_records
+                    crate::model::present::scan::records(n.nonfinite_records, "non-finite record")
                 ),
                 None => writeln!(
                     md,

@@ -36,8 +36,11 @@ pub fn text(scan: &WindowScan) -> String {
             let counts = nf.counts_text();
             let _ = writeln!(
                 out,
-                "first non-finite: {} (position {}, seq {}): {counts}; {} non-finite records in all",
-                nf.key, nf.position, nf.seq, scan.nonfinite_records
+                "first non-finite: {} (position {}, seq {}): {counts}; {} in all",
+                nf.key,
+                nf.position,
+                nf.seq,
+                records(scan.nonfinite_records, "non-finite record")
             );
         }
         None => out.push_str("first non-finite: none\n"),
@@ -84,4 +87,13 @@ fn render_group(group: &AliasGroup) -> String {
         );
     }
     out
+}
+
+/// `1 non-finite record`, `3 non-finite records`.
+pub fn records(n: usize, what: &str) -> String {
+    if n == 1 {
+        format!("1 {what}")
+    } else {
+        format!("{n} {what}s")
+    }
 }
