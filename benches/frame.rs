@@ -25,8 +25,8 @@ use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use dumpview::app::{Action, App, update};
-use dumpview::model::ingest::load;
 use dumpview::model::analysis::scan::scan_window;
+use dumpview::model::ingest::load;
 use dumpview::runtime::load;
 use dumpview::ui;
 use ratatui::Terminal;

@@ -8,9 +8,9 @@ use assert_cmd::Command;
 use dumpview::model::analysis::compare::Tolerances;
 use dumpview::model::analysis::diff::diff;
 use dumpview::model::analysis::layout::{self, View};
-use dumpview::model::ingest::{load, read_window};
-use dumpview::model::formats::probe::parse::parse_manifest;
 use dumpview::model::analysis::scan::scan_window;
+use dumpview::model::formats::probe::parse::parse_manifest;
+use dumpview::model::ingest::{load, read_window};
 
 fn root() -> &'static Path {
     Path::new(env!("CARGO_MANIFEST_DIR"))

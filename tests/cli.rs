@@ -75,7 +75,13 @@ fn summary_exits_1_on_a_non_finite_record_and_names_it() {
 #[test]
 fn summary_of_an_msprobe_dump_says_the_nonfinite_counts_are_unknown() {
     let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/msprobe/mlp_nan");
-    let out = dumpview().arg("summary").arg(&dir).assert().code(1).get_output().clone();
+    let out = dumpview()
+        .arg("summary")
+        .arg(&dir)
+        .assert()
+        .code(1)
+        .get_output()
+        .clone();
     let text = String::from_utf8(out.stdout).unwrap();
     assert!(
         text.contains(
@@ -84,13 +90,25 @@ fn summary_of_an_msprobe_dump_says_the_nonfinite_counts_are_unknown() {
         "{text}"
     );
     assert!(!text.contains(" NaN, "), "{text}");
-    let json = dumpview().args(["summary", "--json"]).arg(&dir).assert().code(1).get_output().clone();
+    let json = dumpview()
+        .args(["summary", "--json"])
+        .arg(&dir)
+        .assert()
+        .code(1)
+        .get_output()
+        .clone();
     let value: serde_json::Value = serde_json::from_slice(&json.stdout).unwrap();
     let first = &value[1]["first_nonfinite"];
     assert_eq!(first["key"], "Functional.linear.0.forward.input.0#1");
     assert_eq!(first["counts_known"], false);
     // The scan of the same window names the same record, from the same analysis.
-    let scan = dumpview().args(["scan", "--json"]).arg(&dir).assert().code(1).get_output().clone();
+    let scan = dumpview()
+        .args(["scan", "--json"])
+        .arg(&dir)
+        .assert()
+        .code(1)
+        .get_output()
+        .clone();
     let scan: serde_json::Value = serde_json::from_slice(&scan.stdout).unwrap();
     assert_eq!(scan["windows"][1]["first_nonfinite"], *first);
 }
@@ -360,20 +378,37 @@ fn scan_of_a_tree_with_one_unreadable_rank_shows_the_others_and_names_it() {
     for rank in 0..3 {
         let dir = tree.path().join(format!("rank{rank}/match1-occ1"));
         std::fs::create_dir_all(&dir).unwrap();
-        let text = std::fs::read_to_string(&example)
-            .unwrap()
-            .replacen("\"rank\": 0", &format!("\"rank\": {rank}"), 1);
-        std::fs::write(dir.join("manifest.json"), if rank == 1 { String::new() } else { text })
-            .unwrap();
+        let text = std::fs::read_to_string(&example).unwrap().replacen(
+            "\"rank\": 0",
+            &format!("\"rank\": {rank}"),
+            1,
+        );
+        std::fs::write(
+            dir.join("manifest.json"),
+            if rank == 1 { String::new() } else { text },
+        )
+        .unwrap();
     }
-    let out = dumpview().arg("scan").arg(tree.path()).assert().code(1).get_output().clone();
+    let out = dumpview()
+        .arg("scan")
+        .arg(tree.path())
+        .assert()
+        .code(1)
+        .get_output()
+        .clone();
     let stdout = String::from_utf8(out.stdout).unwrap();
     let stderr = String::from_utf8(out.stderr).unwrap();
-    assert!(stdout.contains("== rank 0,") && stdout.contains("== rank 2,"), "{stdout}");
+    assert!(
+        stdout.contains("== rank 0,") && stdout.contains("== rank 2,"),
+        "{stdout}"
+    );
     assert!(!stdout.contains("== rank 1,"), "{stdout}");
     let bad = tree.path().join("rank1/match1-occ1/manifest.json");
     assert!(
-        stderr.contains(&format!("UNREADABLE WINDOW {}: not a valid manifest", bad.display())),
+        stderr.contains(&format!(
+            "UNREADABLE WINDOW {}: not a valid manifest",
+            bad.display()
+        )),
         "{stderr}"
     );
     // Named on its own, the same file stays an input error.
@@ -384,18 +419,30 @@ fn scan_of_a_tree_with_one_unreadable_rank_shows_the_others_and_names_it() {
 /// is refused where there is nothing to say in JSON.
 #[test]
 fn diff_help_states_the_checksum_defaults_and_json_is_refused_where_meaningless() {
-    let help = dumpview().args(["diff", "--help"]).assert().success().get_output().clone();
+    let help = dumpview()
+        .args(["diff", "--help"])
+        .assert()
+        .success()
+        .get_output()
+        .clone();
     let help = String::from_utf8(help.stdout).unwrap();
     assert!(
         help.contains("pos_checksum 1e-3 within one dtype, 5e-2 across a precision change"),
         "{help}"
     );
     let dir = tempfile::tempdir().unwrap();
-    let out = dumpview().args(["probe", "install", "--json"]).arg(dir.path()).assert().code(2);
+    let out = dumpview()
+        .args(["probe", "install", "--json"])
+        .arg(dir.path())
+        .assert()
+        .code(2);
     let stderr = String::from_utf8(out.get_output().stderr.clone()).unwrap();
     assert!(stderr.contains("--json is not supported"), "{stderr}");
     assert!(!dir.path().join("dump_probe.py").exists());
-    dumpview().args(["completions", "bash", "--json"]).assert().code(2);
+    dumpview()
+        .args(["completions", "bash", "--json"])
+        .assert()
+        .code(2);
 }
 
 /// Issue 11, item 14: one non-finite record is "1 non-finite record".
@@ -420,5 +467,8 @@ fn one_nonfinite_record_is_singular() {
         alias_groups: Vec::new(),
     };
     let text = dumpview::model::present::scan::text(&scan);
-    assert!(text.contains("1 NaN, 0 inf; 1 non-finite record in all"), "{text}");
+    assert!(
+        text.contains("1 NaN, 0 inf; 1 non-finite record in all"),
+        "{text}"
+    );
 }

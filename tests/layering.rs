@@ -23,7 +23,11 @@ fn sources(dir: &str) -> Vec<(String, String)> {
             }
         } else if path.extension().is_some_and(|e| e == "rs") {
             let text = std::fs::read_to_string(&path).unwrap();
-            let rel = path.strip_prefix(&root).unwrap().to_string_lossy().into_owned();
+            let rel = path
+                .strip_prefix(&root)
+                .unwrap()
+                .to_string_lossy()
+                .into_owned();
             out.push((rel, code_of(&text)));
         }
     }
@@ -62,38 +66,72 @@ fn violations(dir: &str, forbidden: &[&str]) -> Vec<String> {
 
 #[test]
 fn the_model_uses_no_terminal_cli_or_watch_crate() {
-    let found = violations("model", &["ratatui", "crossterm", "clap", "notify::", "use notify"]);
+    let found = violations(
+        "model",
+        &["ratatui", "crossterm", "clap", "notify::", "use notify"],
+    );
     assert!(found.is_empty(), "{found:#?}");
 }
 
 #[test]
 fn each_model_layer_uses_only_the_layers_below_it() {
     let above_dump = [
-        "model::io", "model::formats", "model::ingest", "model::analysis", "model::present",
+        "model::io",
+        "model::formats",
+        "model::ingest",
+        "model::analysis",
+        "model::present",
         "model::tensor",
     ];
     let mut found = violations("model/dump", &above_dump);
     found.extend(violations(
         "model/io",
-        &["model::formats", "model::ingest", "model::analysis", "model::present"],
+        &[
+            "model::formats",
+            "model::ingest",
+            "model::analysis",
+            "model::present",
+        ],
     ));
     found.extend(violations(
         "model/tensor",
-        &["model::dump", "model::formats", "model::ingest", "model::analysis", "model::present"],
+        &[
+            "model::dump",
+            "model::formats",
+            "model::ingest",
+            "model::analysis",
+            "model::present",
+        ],
     ));
     found.extend(violations(
         "model/formats",
         &["model::ingest", "model::analysis", "model::present"],
     ));
-    found.extend(violations("model/ingest", &["model::analysis", "model::present"]));
+    found.extend(violations(
+        "model/ingest",
+        &["model::analysis", "model::present"],
+    ));
     // The analyses know the capture, not a format's files, and read no files themselves.
     found.extend(violations(
         "model/analysis",
-        &["model::formats", "model::ingest", "model::io", "std::fs", "File::open", "model::present"],
+        &[
+            "model::formats",
+            "model::ingest",
+            "model::io",
+            "std::fs",
+            "File::open",
+            "model::present",
+        ],
     ));
     found.extend(violations(
         "model/present",
-        &["model::formats", "model::ingest", "model::io", "std::fs", "File::open"],
+        &[
+            "model::formats",
+            "model::ingest",
+            "model::io",
+            "std::fs",
+            "File::open",
+        ],
     ));
     assert!(found.is_empty(), "{found:#?}");
 }
@@ -103,9 +141,20 @@ fn the_app_holds_no_terminal_threads_files_or_processes() {
     let found = violations(
         "app",
         &[
-            "ratatui", "crossterm", "std::thread", "thread::spawn", "std::fs", "fs::", "File::",
-            "std::process", "Command::", "crate::runtime", "crate::ui", "is_file()",
-            "canonicalize", "model::io",
+            "ratatui",
+            "crossterm",
+            "std::thread",
+            "thread::spawn",
+            "std::fs",
+            "fs::",
+            "File::",
+            "std::process",
+            "Command::",
+            "crate::runtime",
+            "crate::ui",
+            "is_file()",
+            "canonicalize",
+            "model::io",
         ],
     );
     assert!(found.is_empty(), "{found:#?}");
@@ -116,8 +165,17 @@ fn the_ui_draws_only() {
     let found = violations(
         "ui",
         &[
-            "crate::runtime", "crate::tui", "crossterm", "model::ingest", "model::formats",
-            "model::io", "std::fs", "fs::", "File::", "std::thread", "std::process",
+            "crate::runtime",
+            "crate::tui",
+            "crossterm",
+            "model::ingest",
+            "model::formats",
+            "model::io",
+            "std::fs",
+            "fs::",
+            "File::",
+            "std::thread",
+            "std::process",
         ],
     );
     assert!(found.is_empty(), "{found:#?}");
@@ -125,14 +183,20 @@ fn the_ui_draws_only() {
 
 #[test]
 fn the_cli_prints_the_model_and_nothing_of_the_workbench() {
-    let found = violations("cli", &["crate::app", "crate::ui", "crate::runtime", "crate::tui"]);
+    let found = violations(
+        "cli",
+        &["crate::app", "crate::ui", "crate::runtime", "crate::tui"],
+    );
     assert!(found.is_empty(), "{found:#?}");
 }
 
 /// The module a file of `src/` is (`model/formats/probe/mod.rs` → `model::formats::probe`).
 fn module_of(file: &str) -> String {
     let path = PathBuf::from(file.trim_end_matches(".rs"));
-    let mut parts: Vec<String> = path.iter().map(|p| p.to_string_lossy().into_owned()).collect();
+    let mut parts: Vec<String> = path
+        .iter()
+        .map(|p| p.to_string_lossy().into_owned())
+        .collect();
     if parts.last().is_some_and(|p| p == "mod") {
         parts.pop();
     }
@@ -148,7 +212,9 @@ fn references(module: &str, code: &str, known: &BTreeSet<String>) -> BTreeSet<St
         let mut best = None;
         for candidate in known {
             if (path == *candidate || path.starts_with(&format!("{candidate}::")))
-                && best.as_ref().is_none_or(|b: &String| candidate.len() > b.len())
+                && best
+                    .as_ref()
+                    .is_none_or(|b: &String| candidate.len() > b.len())
             {
                 best = Some(candidate.clone());
             }
@@ -165,7 +231,10 @@ fn references(module: &str, code: &str, known: &BTreeSet<String>) -> BTreeSet<St
         add(rest.trim_end_matches(':').to_string());
     }
     // A child module named by its bare name (`probe::Probe` in `formats`).
-    for child in known.iter().filter_map(|k| k.strip_prefix(&format!("{module}::"))) {
+    for child in known
+        .iter()
+        .filter_map(|k| k.strip_prefix(&format!("{module}::")))
+    {
         if child.contains("::") {
             continue;
         }

@@ -6,9 +6,9 @@ use std::path::{Path, PathBuf};
 
 use assert_cmd::Command;
 use dumpview::model::dump::Dump;
+use dumpview::model::dump::{Record, SourceFormat, Window};
 use dumpview::model::formats::FormatError;
 use dumpview::model::ingest::{LoadError, load};
-use dumpview::model::dump::{Window, Record, SourceFormat};
 
 fn fixture(path: &str) -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR"))

@@ -6,8 +6,8 @@ use std::path::Path;
 
 use dumpview::model::analysis::compare::Tolerances;
 use dumpview::model::analysis::diff::{WindowDiff, diff_windows};
-use dumpview::model::ingest::load;
 use dumpview::model::dump::Window;
+use dumpview::model::ingest::load;
 use proptest::prelude::*;
 
 fn window(pair: &str, side: &str) -> Window {

@@ -4,9 +4,9 @@ use std::path::{Path, PathBuf};
 
 use dumpview::model::analysis::compare::{Tolerances, Verdict};
 use dumpview::model::analysis::diff::{Cell, Identity, diff};
+use dumpview::model::analysis::scan::scan_window;
 use dumpview::model::dump::Dump;
 use dumpview::model::ingest::load;
-use dumpview::model::analysis::scan::scan_window;
 
 fn pair_dir(name: &str) -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR"))

@@ -2,12 +2,12 @@
 
 use std::path::{Path, PathBuf};
 
-use dumpview::model::analysis::compare::Tolerances;
-use dumpview::model::dump::Dump;
-use dumpview::model::ingest::load;
 use dumpview::model::analysis::Analysis;
+use dumpview::model::analysis::compare::Tolerances;
 use dumpview::model::analysis::report::Report;
 use dumpview::model::analysis::vary::{DEFAULT_THRESHOLD, vary};
+use dumpview::model::dump::Dump;
+use dumpview::model::ingest::load;
 
 fn side(pair: &str, side: &str) -> Dump {
     let path: PathBuf = Path::new(env!("CARGO_MANIFEST_DIR"))

@@ -7,8 +7,8 @@ use std::path::{Path, PathBuf};
 
 use assert_cmd::Command;
 use dumpview::model::dump::Dump;
+use dumpview::model::dump::{SourceFormat, Stats, Window};
 use dumpview::model::ingest::load;
-use dumpview::model::dump::{Window, SourceFormat, Stats};
 
 const KERNEL: &str = "pipeline_mk";
 

@@ -21,8 +21,8 @@ pub mod tensors;
 use regex::Regex;
 
 use crate::model::analysis::diff::DiffReport;
-use crate::model::ingest::Progress;
 use crate::model::analysis::scan::WindowScan;
+use crate::model::ingest::Progress;
 use jobs::{JobEvent, JobOutput, JobProgress, JobSpec, JobUpdate, Slot};
 pub use rows::{Row, RowState};
 pub use session::Session;
@@ -382,7 +382,8 @@ impl App {
         let (Some(loaded), Some(choice)) = (&self.loaded, self.choice()) else {
             return Vec::new();
         };
-        let mut groups: Vec<(char, &crate::model::analysis::scan::AliasGroup)> = loaded.scans_a()[choice.a]
+        let mut groups: Vec<(char, &crate::model::analysis::scan::AliasGroup)> = loaded.scans_a()
+            [choice.a]
             .alias_groups
             .iter()
             .map(|g| ('A', g))

@@ -5,8 +5,8 @@ use std::collections::{HashMap, HashSet};
 
 use crate::model::analysis::compare::Verdict;
 use crate::model::analysis::diff::WindowDiff;
-use crate::model::dump::{Window, Record};
 use crate::model::analysis::scan::WindowScan;
+use crate::model::dump::{Record, Window};
 
 /// How a row compares across the two captures.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

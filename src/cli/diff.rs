@@ -5,7 +5,8 @@ use std::path::PathBuf;
 use super::{CliError, Outcome, inputs::load_capture};
 use crate::model::analysis::Analysis;
 use crate::model::analysis::compare::{
-    CHECKSUM_RTOL, CHECKSUM_RTOL_PRECISION_CHANGE, DEFAULT_ATOL, DEFAULT_RTOL, Tolerance, Tolerances,
+    CHECKSUM_RTOL, CHECKSUM_RTOL_PRECISION_CHANGE, DEFAULT_ATOL, DEFAULT_RTOL, Tolerance,
+    Tolerances,
 };
 use crate::model::analysis::diff::DiffReport;
 use crate::model::present;
@@ -112,4 +113,3 @@ pub fn run(
         Outcome::Clean
     })
 }
-

@@ -33,7 +33,12 @@ pub fn run(
     if let Some(dump_b) = &dump_b {
         for saved in report.first_divergence_tensors(&dump_a, dump_b) {
             let result = compare_saved(&saved.a, &saved.b, &CompareProgress::default());
-            report.add_window_tensor_comparison(saved.rank, Some(saved.window), saved.stage, result);
+            report.add_window_tensor_comparison(
+                saved.rank,
+                Some(saved.window),
+                saved.stage,
+                result,
+            );
         }
         report.note_saved_rows(&dump_a, dump_b);
     }
@@ -83,7 +88,10 @@ pub struct TableArgs {
 }
 
 #[cfg(feature = "export")]
-fn export_table(rows: &[crate::model::analysis::table::StageRow], table: &TableArgs) -> Result<(), CliError> {
+fn export_table(
+    rows: &[crate::model::analysis::table::StageRow],
+    table: &TableArgs,
+) -> Result<(), CliError> {
     if let Some(path) = &table.csv {
         crate::export::write_csv(rows, path)?;
     }

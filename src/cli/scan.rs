@@ -36,4 +36,3 @@ pub fn run(paths: &[PathBuf], json: bool) -> Result<Outcome, CliError> {
         Outcome::Clean
     })
 }
-

@@ -48,7 +48,11 @@ pub fn run_embedded(json: bool) -> Result<Outcome, CliError> {
                 warnings: Vec::new(),
             };
             let analysis = Analysis::compute(&dump, None, &Tolerances::default());
-            sides.push(WindowSummary::of(&dump.windows[0], &analysis.scans_a[0], source));
+            sides.push(WindowSummary::of(
+                &dump.windows[0],
+                &analysis.scans_a[0],
+                source,
+            ));
         }
         text.push_str(&format!(
             "== {}: {}\n",

@@ -3,9 +3,9 @@
 use std::path::PathBuf;
 
 use super::{CliError, Outcome};
+use crate::model::present;
 use crate::model::tensor::metrics::{self, CompareProgress, Options};
 use crate::model::tensor::pairing::{Selection, compare_files};
-use crate::model::present;
 use crate::model::tensor::{DType, TensorFile};
 
 /// The options of `dumpview tensors`.

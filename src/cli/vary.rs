@@ -33,4 +33,3 @@ pub fn run(captures: &[PathBuf], threshold: f64, json: bool) -> Result<Outcome, 
         Outcome::Clean
     })
 }
-

@@ -24,9 +24,9 @@ use ratatui::widgets::{Bar, BarChart, BarGroup, Block, Borders, Clear, Gauge, Pa
 
 use super::{Theme, centered};
 use crate::app::{App, TensorJob, TensorPopup};
+use crate::model::present::tensors::{display_key, num};
 use crate::model::tensor::metrics::{Histogram, Location, Metrics};
 use crate::model::tensor::pairing::FileComparison;
-use crate::model::present::tensors::{display_key, num};
 
 /// Width of the label column of the result's metric lines.
 const LABEL: usize = 16;

@@ -12,7 +12,7 @@ use rayon::prelude::*;
 use serde::Serialize;
 
 use crate::model::analysis::compare::{Comparison, Tolerances, Verdict, compare_records};
-use crate::model::dump::{Dims, Window, Name, Record, keys_increase};
+use crate::model::dump::{Dims, Name, Record, Window, keys_increase};
 
 /// Hash maps over keys from the (untrusted) manifests: foldhash, seeded per process.
 type Map<K, V> = HashMap<K, V, foldhash::fast::RandomState>;

@@ -97,10 +97,17 @@ impl Analysis {
             let previous = self.diff.as_ref();
             diff::diff_reusing(&new.0.windows, &new_b.windows, &self.tolerances, |x, y| {
                 let reusable = unchanged(Some(old.0), x) && unchanged(old.1, y);
-                let (sa, sb) = (x.source.display().to_string(), y.source.display().to_string());
+                let (sa, sb) = (
+                    x.source.display().to_string(),
+                    y.source.display().to_string(),
+                );
                 previous
                     .filter(|_| reusable)
-                    .and_then(|p| p.windows.iter().find(|w| w.a.source == sa && w.b.source == sb))
+                    .and_then(|p| {
+                        p.windows
+                            .iter()
+                            .find(|w| w.a.source == sa && w.b.source == sb)
+                    })
                     .cloned()
             })
         });
@@ -115,7 +122,10 @@ impl Analysis {
     /// True when anything a user must look at was found: a non-finite record or a stride
     /// conflict in any window, or (with B) what [`DiffReport::found_something`] counts.
     pub fn found_something(&self) -> bool {
-        self.scans_a.iter().chain(&self.scans_b).any(WindowScan::found_something)
+        self.scans_a
+            .iter()
+            .chain(&self.scans_b)
+            .any(WindowScan::found_something)
             || self.diff.as_ref().is_some_and(DiffReport::found_something)
     }
 }
@@ -143,8 +153,11 @@ mod tests {
     use std::path::PathBuf;
 
     fn example(pair: &str) -> (Dump, Dump) {
-        let root = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("assets/examples").join(pair);
-        let load = |side: &str| crate::model::ingest::load(&[root.join(side)], &mut |_| {}).unwrap();
+        let root = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+            .join("assets/examples")
+            .join(pair);
+        let load =
+            |side: &str| crate::model::ingest::load(&[root.join(side)], &mut |_| {}).unwrap();
         (load("a"), load("b"))
     }
 

@@ -1,15 +1,14 @@
 //! The first-mismatch report: everything a colleague needs to act on a capture pair,
 //! as JSON (for tools) and Markdown (for an issue or a chat).
 
-
 use serde::Serialize;
 
 use crate::model::analysis::Analysis;
 use crate::model::analysis::compare::Tolerances;
 use crate::model::analysis::diff::{DiffReport, Identity, WindowDiff};
-use crate::model::dump::{Dump, StageKey, Warning, capture_regex};
-use crate::model::dump::Window;
 use crate::model::analysis::scan::{AliasGroup, NonFinite, WindowScan};
+use crate::model::dump::Window;
+use crate::model::dump::{Dump, StageKey, Warning, capture_regex};
 use crate::model::tensor::pairing::FileComparison;
 
 /// Lists longer than this are cut in the report (the full lists are in `dumpview diff --json`).
@@ -370,9 +369,7 @@ impl Report {
                 w.first_divergence.is_some() || w.identity.is_mismatch() || w.missing_data.is_some()
             })
     }
-
 }
-
 
 fn finding(w: &WindowDiff) -> WindowFinding {
     let first = w.first().cloned();
@@ -412,7 +409,6 @@ fn finding(w: &WindowDiff) -> WindowFinding {
         next_step,
     }
 }
-
 
 fn missing(report: &DiffReport) -> Vec<String> {
     let describe = |side: &str, w: &crate::model::analysis::diff::WindowRef| {

@@ -10,7 +10,7 @@ use std::collections::HashMap;
 use serde::Serialize;
 
 use crate::model::analysis::layout::{Expanded, Relation, View};
-use crate::model::dump::{Window, Record};
+use crate::model::dump::{Record, Window};
 
 /// Where the first NaN or infinity was captured in a window.
 #[derive(Debug, Clone, PartialEq, Serialize)]

@@ -63,5 +63,4 @@ impl WindowSummary {
             token_count: manifest.token_ids().map(|ids| ids.len()),
         }
     }
-
 }

@@ -11,7 +11,7 @@ use serde::Serialize;
 
 use crate::model::analysis::compare::STATS;
 use crate::model::analysis::diff::pair_windows;
-use crate::model::dump::{Window, Stats};
+use crate::model::dump::{Stats, Window};
 
 /// Default threshold: spreads up to this are float noise, not variability.
 pub const DEFAULT_THRESHOLD: f64 = 1e-6;

@@ -5,8 +5,8 @@
 //! Nothing here knows a file format or touches the file system, except [`evidence::resolve`],
 //! which must look at the file a path names to refuse symbolic links leading out of a dump.
 
-pub mod evidence;
 mod capture;
+pub mod evidence;
 mod record;
 mod stage_key;
 mod warning;

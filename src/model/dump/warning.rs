@@ -28,7 +28,11 @@ impl Warning {
 
 impl std::fmt::Display for Warning {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self.message.strip_prefix(UNREADABLE_WINDOW).and_then(|m| m.strip_prefix(": ")) {
+        match self
+            .message
+            .strip_prefix(UNREADABLE_WINDOW)
+            .and_then(|m| m.strip_prefix(": "))
+        {
             Some(cause) => write!(f, "{UNREADABLE_WINDOW} {}: {cause}", self.file.display()),
             None => write!(f, "{}: {}", self.file.display(), self.message),
         }

@@ -140,7 +140,6 @@ impl Context {
 }
 
 impl Window {
-
     /// The directory that holds this window's `tensors/` and `inputs/`.
     pub fn window_dir(&self) -> &Path {
         self.source.parent().unwrap_or(Path::new("."))

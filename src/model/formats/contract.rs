@@ -8,7 +8,6 @@ use crate::model::formats::msprobe::MsprobeError;
 use crate::model::formats::probe::ManifestError;
 use crate::model::formats::windowed::WindowedError;
 
-
 /// One dump format's reader.
 pub trait Format: Sync {
     /// Which format this is; every window it reads carries it.

@@ -28,4 +28,3 @@ pub fn by_id(id: SourceFormat) -> &'static dyn Format {
 pub fn file_names() -> impl Iterator<Item = &'static str> {
     REGISTRY.iter().flat_map(|f| f.file_names().iter().copied())
 }
-

@@ -10,10 +10,8 @@ use crate::model::dump::{Warning, Window, evidence, keys_increase};
 /// Applies every check to `window`: [`check_records`] and [`drop_escaping_evidence`], the two
 /// run side by side. Returns their warnings, in that order.
 pub fn check_window(window: &mut Window) -> Vec<Warning> {
-    let (mut checked, refused) = rayon::join(
-        || check_records(window),
-        || escaping_tensor_files(window),
-    );
+    let (mut checked, refused) =
+        rayon::join(|| check_records(window), || escaping_tensor_files(window));
     checked.extend(drop_refused_evidence(window, refused));
     checked
 }
@@ -54,8 +52,9 @@ fn drop_refused_evidence(manifest: &mut Window, refused: Vec<(usize, String)>) -
         });
         record.tensor_file = None;
     }
-    manifest.input_sets.retain(
-        |set| match evidence::resolve(&window_dir, &set.file) {
+    manifest
+        .input_sets
+        .retain(|set| match evidence::resolve(&window_dir, &set.file) {
             Ok(_) => true,
             Err(message) => {
                 warnings.push(Warning {
@@ -67,8 +66,7 @@ fn drop_refused_evidence(manifest: &mut Window, refused: Vec<(usize, String)>) -
                 });
                 false
             }
-        },
-    );
+        });
     warnings
 }
 
@@ -111,4 +109,3 @@ pub fn check_records(manifest: &Window) -> Vec<Warning> {
     }
     warnings
 }
-

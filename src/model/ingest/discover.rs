@@ -18,7 +18,10 @@ use crate::model::formats::{self, msprobe::MSPROBE_NAME, probe::MANIFEST_NAME};
 /// # Errors
 /// A path that does not exist, or a directory without any manifest.
 pub fn discover(inputs: &[PathBuf]) -> Result<Vec<PathBuf>, LoadError> {
-    Ok(discover_named(inputs)?.into_iter().map(|(path, _)| path).collect())
+    Ok(discover_named(inputs)?
+        .into_iter()
+        .map(|(path, _)| path)
+        .collect())
 }
 
 /// [`discover`], saying of each file whether it was named as an input itself (`true`) or
@@ -105,7 +108,6 @@ fn find_manifests(
     Ok(())
 }
 
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -141,7 +143,11 @@ mod tests {
             .collect();
         assert_eq!(
             names,
-            ["rank0/w/manifest.json", "rank2/w/manifest.json", "x/rank1/w/manifest.json"]
+            [
+                "rank0/w/manifest.json",
+                "rank2/w/manifest.json",
+                "x/rank1/w/manifest.json"
+            ]
         );
     }
 }

@@ -25,4 +25,3 @@ impl From<formats::probe::ManifestError> for LoadError {
         LoadError::Format(error.into())
     }
 }
-

@@ -253,9 +253,17 @@ mod tests {
                 .join(format!("rank{rank}/match1-occ1/{MANIFEST_NAME}"));
             std::fs::write(&file, "{\"format\": \"other\"}").unwrap();
         }
-        std::fs::write(dir.path().join(format!("rank6/match1-occ1/{MANIFEST_NAME}")), "").unwrap();
+        std::fs::write(
+            dir.path()
+                .join(format!("rank6/match1-occ1/{MANIFEST_NAME}")),
+            "",
+        )
+        .unwrap();
         let mut done = Vec::new();
-        let dump = load(&[dir.path().to_path_buf()], &mut |p| done.push(p.files_done)).unwrap();
+        let dump = load(&[dir.path().to_path_buf()], &mut |p| {
+            done.push(p.files_done)
+        })
+        .unwrap();
         let ranks: Vec<u32> = dump.windows.iter().map(|w| w.rank).collect();
         assert_eq!(ranks, [0, 1, 2, 4, 7]);
         assert_eq!(done, (1..=8).collect::<Vec<_>>());
@@ -265,7 +273,10 @@ mod tests {
             .filter(|w| w.message.starts_with(crate::model::dump::UNREADABLE_WINDOW))
             .map(|w| w.to_string())
             .collect();
-        let file = |rank: u32| dir.path().join(format!("rank{rank}/match1-occ1/{MANIFEST_NAME}"));
+        let file = |rank: u32| {
+            dir.path()
+                .join(format!("rank{rank}/match1-occ1/{MANIFEST_NAME}"))
+        };
         assert_eq!(
             unreadable,
             [

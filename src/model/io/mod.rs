@@ -77,17 +77,27 @@ mod tests {
         let large = dir.path().join("large.json");
         std::fs::write(&small, b"{}").unwrap();
         std::fs::write(&large, vec![b' '; MAP_FROM_BYTES as usize]).unwrap();
-        assert!(matches!(FileBytes::read(&small, true).unwrap(), FileBytes::Read(ref b) if &b[..] == b"{}"));
+        assert!(
+            matches!(FileBytes::read(&small, true).unwrap(), FileBytes::Read(ref b) if &b[..] == b"{}")
+        );
         assert!(
             matches!(FileBytes::read(&large, true).unwrap(), FileBytes::Mapped(ref m) if m.len() == MAP_FROM_BYTES as usize)
         );
-        assert!(matches!(FileBytes::read(&large, false).unwrap(), FileBytes::Read(_)));
+        assert!(matches!(
+            FileBytes::read(&large, false).unwrap(),
+            FileBytes::Read(_)
+        ));
         let missing = FileBytes::read(&dir.path().join("missing.json"), true).unwrap_err();
         assert_eq!(
             missing.kind(),
-            std::fs::read(dir.path().join("missing.json")).unwrap_err().kind()
+            std::fs::read(dir.path().join("missing.json"))
+                .unwrap_err()
+                .kind()
         );
         let directory = FileBytes::read(dir.path(), true).unwrap_err();
-        assert_eq!(directory.kind(), std::fs::read(dir.path()).unwrap_err().kind());
+        assert_eq!(
+            directory.kind(),
+            std::fs::read(dir.path()).unwrap_err().kind()
+        );
     }
 }

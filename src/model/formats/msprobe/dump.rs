@@ -14,11 +14,11 @@ use std::borrow::Cow;
 
 use rayon::prelude::*;
 
-use super::json::{self, Reader, Separator};
-use super::value::Value;
-use super::names::{self, EntryKeys, Keys};
 use super::error::MsprobeError;
+use super::json::{self, Reader, Separator};
+use super::names::{self, EntryKeys, Keys};
 use super::record;
+use super::value::Value;
 use crate::model::dump::{Name, Record};
 
 /// One entry of `data` that gave rows.
@@ -501,7 +501,12 @@ mod tests {
         assert_eq!(parsed.entries.len(), 1);
         let stop = parsed.stop.unwrap();
         assert_eq!(stop.offset, text.len());
-        assert!(parse(br#"{"task": "stat"#).unwrap_err().to_string().contains("byte 14"));
+        assert!(
+            parse(br#"{"task": "stat"#)
+                .unwrap_err()
+                .to_string()
+                .contains("byte 14")
+        );
         assert!(
             parse(br#"{"task": "statistics"}"#)
                 .unwrap_err()

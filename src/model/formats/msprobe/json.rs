@@ -11,8 +11,8 @@ use std::borrow::Cow;
 use std::fmt;
 
 use super::value::{Leaf, Scalar, Stat, Value, sizes};
-use crate::model::dump::dims;
 use crate::model::dump::Dims;
+use crate::model::dump::dims;
 
 /// Why reading stopped: what was wrong, and at which byte of the input.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -26,9 +26,9 @@ mod dump;
 mod error;
 mod format;
 mod json;
-mod value;
 mod names;
 mod record;
+mod value;
 
 use dump::{Parsed, parse};
 pub use error::MsprobeError;
@@ -46,7 +46,6 @@ pub static FACTS: FormatFacts = FormatFacts {
     missing_data_advice: "msprobe's level (L0 modules, L1 APIs, mix), scope or list may differ \
                           between the runs.",
 };
-
 
 /// Loads one msprobe `dump.json` (with the construct.json and stack.json beside it) as a
 /// window.

@@ -17,8 +17,8 @@
 use std::borrow::Cow;
 use std::collections::HashMap;
 
-use super::value::Value;
 use super::value::Leaf;
+use super::value::Value;
 
 /// What part of a call a row shows; decides its place in the entry (msprobe's `state`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]

@@ -153,4 +153,3 @@ pub(super) fn sizes(items: &[Value<'_>]) -> Option<Vec<u64>> {
         })
         .collect()
 }
-

@@ -37,4 +37,3 @@ impl Format for Probe {
         Ok((parsed.manifest, warnings))
     }
 }
-

@@ -82,7 +82,6 @@ pub enum ManifestError {
     },
 }
 
-
 impl ManifestError {
     /// Bytes from the start of the file to the problem, where known (a JSON type error is
     /// placed by line and column in its message instead).
@@ -106,7 +105,6 @@ impl ManifestError {
     }
 }
 
-
 /// Where and why parsing stopped early; the records before it were kept.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Stop {
@@ -127,4 +125,3 @@ impl fmt::Display for Stop {
         )
     }
 }
-

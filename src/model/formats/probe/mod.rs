@@ -14,7 +14,6 @@ pub use format::Probe;
 
 pub use header::{FACTS, FORMAT, MANIFEST_NAME, ManifestError, SCHEMA_VERSION};
 
-
 /// Reads and parses the manifest at `path`.
 ///
 /// # Errors

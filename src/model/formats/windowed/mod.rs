@@ -34,7 +34,6 @@ pub static FACTS: FormatFacts = FormatFacts {
     missing_data_advice: "The two captures recorded different sets of tensors.",
 };
 
-
 /// The only `schemaVersion` this build reads.
 pub const SCHEMA_VERSION: u64 = 4;
 
@@ -389,9 +388,13 @@ mod tests {
             err.to_string().contains("schemaVersion 3 is not supported"),
             "{err}"
         );
-        let err = Windowed.read(path, b"{\"schemaVersion\": 4, \"rank\": \"0\"}").unwrap_err();
+        let err = Windowed
+            .read(path, b"{\"schemaVersion\": 4, \"rank\": \"0\"}")
+            .unwrap_err();
         assert!(err.to_string().contains("`rank` is \"0\""), "{err}");
-        let err = Windowed.read(Path::new("m.json"), b"{\"schemaVersion\": 4}").unwrap_err();
+        let err = Windowed
+            .read(Path::new("m.json"), b"{\"schemaVersion\": 4}")
+            .unwrap_err();
         assert!(err.to_string().starts_with("m.json: no `rank`"), "{err}");
         let err = Windowed.read(path, b"{\"schema").unwrap_err();
         assert!(
