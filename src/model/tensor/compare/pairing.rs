@@ -2,7 +2,7 @@
 
 use serde::Serialize;
 
-use super::metrics::{self, CompareError, Metrics, Options, CompareProgress};
+use super::metrics::{self, CompareError, CompareProgress, Metrics, Options};
 use crate::model::tensor::read::{DType, FileFormat, TensorFile};
 
 /// One file's side of a comparison, as reported.
