@@ -6,12 +6,12 @@
 
 use std::path::Path;
 
-use dumpview::model::present;
 use dumpview::model::analysis::compare::Tolerances;
 use dumpview::model::analysis::diff::diff;
-use dumpview::model::ingest::read_window;
-use dumpview::model::formats::probe::parse::parse_manifest;
 use dumpview::model::analysis::scan::scan_window;
+use dumpview::model::formats::probe::parse::parse_manifest;
+use dumpview::model::ingest::read_window;
+use dumpview::model::present;
 use libfuzzer_sys::fuzz_target;
 
 /// A window directory that does not exist: evidence paths are checked by their text only,

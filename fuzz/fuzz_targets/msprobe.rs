@@ -7,11 +7,11 @@
 
 use std::path::Path;
 
-use dumpview::model::present;
 use dumpview::model::analysis::compare::Tolerances;
 use dumpview::model::analysis::diff::diff;
-use dumpview::model::formats::msprobe;
 use dumpview::model::analysis::scan::scan_window;
+use dumpview::model::formats::msprobe;
+use dumpview::model::present;
 use libfuzzer_sys::fuzz_target;
 
 /// A dump directory that does not exist: construct.json and stack.json beside the dump are

@@ -8,11 +8,11 @@
 
 use std::path::Path;
 
-use dumpview::model::present;
 use dumpview::model::analysis::compare::Tolerances;
 use dumpview::model::analysis::diff::diff;
 use dumpview::model::analysis::scan::scan_window;
 use dumpview::model::formats::windowed;
+use dumpview::model::present;
 use libfuzzer_sys::fuzz_target;
 
 /// A window directory that does not exist, named as the writer names them (so the rank and
@@ -27,7 +27,10 @@ fuzz_target!(|data: &[u8]| {
     };
     // As load_window documents: one occurrence, labelled by the window number.
     assert_eq!(manifest.occurrence, 1);
-    assert_eq!(manifest.label, format!("window_{:04}", manifest.match_index));
+    assert_eq!(
+        manifest.label,
+        format!("window_{:04}", manifest.match_index)
+    );
 
     let scan = scan_window(&manifest);
     let _ = present::scan::text(&scan);

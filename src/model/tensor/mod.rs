@@ -6,9 +6,9 @@
 //!   run pickle code: `.pt` pickles are interpreted by a small stack machine that honours only
 //!   torch's tensor-rebuild globals. Exposed here as [`TensorFile`], [`TensorEntry`],
 //!   [`TensorView`], [`DType`], [`FileFormat`] and [`TensorError`].
-//! - `compare`: the comparison of two views ([`metrics`]), of two files key by key
-//!   ([`pairing`]), and its plain-text rendering ([`text`]). It uses `read`, never the
-//!   reverse.
+//! - `compare`: the comparison of two views ([`metrics`]) and of two files key by key
+//!   ([`pairing`]). It uses `read`, never the reverse; the text rendering of a comparison is
+//!   `model::present::tensors`.
 
 mod compare;
 mod read;
