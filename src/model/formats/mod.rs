@@ -6,7 +6,7 @@
 //! file; [`crate::model::ingest`] is the one pipeline that discovers, reads and checks windows
 //! of every format alike.
 //!
-//! To add a format: a module here with a unit struct implementing [`Format`], a [`SourceFormat`]
+//! To add a format: a module here with a unit struct implementing [`Format`], a [`SourceFormat`](crate::model::dump::SourceFormat)
 //! variant, an entry in [`REGISTRY`], fixtures under `tests/fixtures/<format>/` and a fuzz target
 //! in `fuzz/fuzz_targets/` (scripts/fuzz.sh runs every target listed there).
 

@@ -1,6 +1,6 @@
 //! The one ingest pipeline: discover the dump files under the inputs ([`discover`]), read them
 //! in parallel with progress, each by the format that claims it ([`crate::model::formats`]),
-//! and apply the same checks to every window of every format ([`check`]).
+//! and apply the same checks to every window of every format ([`check_window`]).
 //!
 //! Every file becomes one [`Window`] (one rank's label window). A file cut short by a killed
 //! run keeps its records and adds a [`Warning`] naming the file and byte offset; a broken
