@@ -385,14 +385,7 @@ pub fn diff_windows(a: &Window, b: &Window, tolerances: &Tolerances) -> WindowDi
 
 /// `key: A vs B` for each metadata key (token ids aside) and topology field that differs.
 fn metadata_differences(a: &Window, b: &Window) -> Vec<String> {
-    let short = |v: Option<&serde_json::Value>| {
-        let text = v.map_or("(absent)".to_string(), |v| v.to_string());
-        if text.chars().count() > 60 {
-            format!("{}…", text.chars().take(59).collect::<String>())
-        } else {
-            text
-        }
-    };
+    let text = |v: Option<&serde_json::Value>| v.map_or("(absent)".to_string(), |v| v.to_string());
     let mut keys: Vec<&String> = a
         .metadata
         .keys()
@@ -406,17 +399,49 @@ fn metadata_differences(a: &Window, b: &Window) -> Vec<String> {
         .into_iter()
         .filter(|k| a.metadata.get(*k) != b.metadata.get(*k))
         .map(|k| {
-            format!(
-                "{k}: {} vs {}",
-                short(a.metadata.get(k)),
-                short(b.metadata.get(k))
-            )
+            let (x, y) = excerpts(&text(a.metadata.get(k)), &text(b.metadata.get(k)));
+            format!("{k}: {x} vs {y}")
         })
         .collect();
     if a.world_size != b.world_size {
         out.push(format!("world_size: {} vs {}", a.world_size, b.world_size));
     }
     out
+}
+
+/// At most this many characters of each side of a configuration difference are shown.
+const EXCERPT_CHARS: usize = 60;
+/// Characters shown before the first difference when the excerpt starts inside a string.
+const EXCERPT_BEFORE: usize = 20;
+
+/// Two values as shown side by side: whole when both are short, else the same window of each
+/// around their first differing character, with `…` where text is left out (two long strings
+/// that share a prefix would otherwise look identical).
+fn excerpts(a: &str, b: &str) -> (String, String) {
+    let (ca, cb): (Vec<char>, Vec<char>) = (a.chars().collect(), b.chars().collect());
+    if ca.len() <= EXCERPT_CHARS && cb.len() <= EXCERPT_CHARS {
+        return (a.to_string(), b.to_string());
+    }
+    let first = ca
+        .iter()
+        .zip(&cb)
+        .position(|(x, y)| x != y)
+        .unwrap_or(ca.len().min(cb.len()));
+    // Keep the start when the difference is within the first EXCERPT_BEFORE characters.
+    let start = first.saturating_sub(EXCERPT_BEFORE);
+    let cut = |chars: &[char]| {
+        let end = (start + EXCERPT_CHARS).min(chars.len());
+        let mut out = String::new();
+        if start > 0 {
+            out.push('…');
+        }
+        out.extend(&chars[start.min(end)..end]);
+        if end < chars.len() {
+            out.push('…');
+        }
+        out
+    };
+    (cut(&ca), cut(&cb))
 }
 
 /// Which records of two windows pair, as `diff_windows` needs it.
@@ -569,6 +594,29 @@ fn overview(windows: &[WindowDiff]) -> (Vec<String>, BTreeMap<u32, Vec<Cell>>) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn long_configuration_values_are_shown_where_they_differ() {
+        let a = "\"seeded:torch.manual_seed(0); LlamaForCausalLM(LlamaConfig(hidden_size=64, num_layers=2, rope_theta=10000.0))\"";
+        let b = "\"seeded:torch.manual_seed(0); LlamaForCausalLM(LlamaConfig(hidden_size=64, num_layers=2, rope_theta=500000.0))\"";
+        let (x, y) = excerpts(a, b);
+        assert_ne!(x, y);
+        assert_eq!(x, "…ayers=2, rope_theta=10000.0))\"");
+        assert_eq!(y, "…ayers=2, rope_theta=500000.0))\"");
+        // Short values are shown whole; a difference near the start keeps the start.
+        assert_eq!(
+            excerpts("\"fp32\"", "\"bf16\""),
+            ("\"fp32\"".into(), "\"bf16\"".into())
+        );
+        let (x, _) = excerpts(
+            &format!("x{}", "a".repeat(100)),
+            &format!("y{}", "a".repeat(100)),
+        );
+        assert!(
+            x.starts_with("xaaa") && x.ends_with('…') && x.chars().count() == 61,
+            "{x}"
+        );
+    }
     use crate::model::dump::{Mode, Stats};
 
     fn record(stage: &str, occurrence: u32, seq: u64, value: f64) -> Record {
