@@ -472,3 +472,38 @@ fn one_nonfinite_record_is_singular() {
         "{text}"
     );
 }
+
+/// Issue 11, item 11: the MISSING DATA advice follows the evidence. Two unrelated captures with
+/// no graph records are not told about graph mode; the eager vs graph pair still is.
+#[test]
+fn missing_data_advice_follows_the_evidence() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("assets/examples");
+    let out = dumpview()
+        .arg("diff")
+        .arg(root.join("llama_fp16_overflow/a"))
+        .arg(root.join("minilm_fp32_vs_bf16/a"))
+        .assert()
+        .code(1)
+        .get_output()
+        .clone();
+    let text = String::from_utf8(out.stdout).unwrap();
+    assert!(
+        text.contains("MISSING DATA: B holds 39 records against 119."),
+        "{text}"
+    );
+    assert!(!text.contains("graph mode"), "{text}");
+    assert!(text.contains("The labels differ"), "{text}");
+    let out = dumpview()
+        .arg("diff")
+        .arg(root.join("llama_eager_vs_graph/a"))
+        .arg(root.join("llama_eager_vs_graph/b"))
+        .assert()
+        .code(1)
+        .get_output()
+        .clone();
+    let text = String::from_utf8(out.stdout).unwrap();
+    assert!(
+        text.contains("In graph mode capture() inside the graph"),
+        "{text}"
+    );
+}

@@ -12,7 +12,7 @@ use rayon::prelude::*;
 use serde::Serialize;
 
 use crate::model::analysis::compare::{Comparison, Tolerances, Verdict, compare_records};
-use crate::model::dump::{Dims, Name, Record, Window, keys_increase};
+use crate::model::dump::{Dims, Mode, Name, Record, Window, keys_increase};
 
 /// Hash maps over keys from the (untrusted) manifests: foldhash, seeded per process.
 type Map<K, V> = HashMap<K, V, foldhash::fast::RandomState>;
@@ -506,10 +506,22 @@ fn match_records(a: &[Record], b: &[Record]) -> (Vec<(usize, usize)>, Vec<String
 /// The missing-data message when one side holds far fewer records than the other.
 fn record_drop(a: &Window, b: &Window) -> Option<String> {
     let (count_a, count_b) = (a.records.len(), b.records.len());
-    let why = if a.format == b.format {
-        a.facts.missing_data_advice
+    // The advice follows the evidence: graph-slot records on a side, then the format's own
+    // reasons, then differing labels; never a default story.
+    let graph = |w: &Window| w.records.iter().any(|r| r.mode == Mode::Graph);
+    let why = if a.format != b.format {
+        "The two captures are in different formats and name their stages differently.".to_string()
+    } else if graph(a) || graph(b) {
+        "In graph mode capture() inside the graph does not run at replay; only graph slots \
+         and code outside the graph are recorded."
+            .to_string()
+    } else if a.label != b.label && a.facts.records_input_ids {
+        format!(
+            "{} The labels differ ({:?} vs {:?}): these may be different requests.",
+            a.facts.missing_data_advice, a.label, b.label
+        )
     } else {
-        "The two captures are in different formats and name their stages differently."
+        a.facts.missing_data_advice.to_string()
     };
     let (small, large, side) = if count_b < count_a {
         (count_b, count_a, "B")

@@ -15,8 +15,7 @@ pub static FACTS: FormatFacts = FormatFacts {
     name: "dump_probe manifest",
     records_input_ids: true,
     counts_nonfinite: true,
-    missing_data_advice: "In graph mode capture() inside the graph does not run at replay; only \
-                          graph slots and code outside the graph are recorded.",
+    missing_data_advice: "The two captures recorded different sets of stages.",
 };
 
 /// The only `schema_version` this build reads.
