@@ -11,6 +11,7 @@ use std::path::{Path, PathBuf};
 use super::jobs::{JobEvent, JobOutput, JobProgress, JobSpec, Slot};
 use super::session::Side;
 use super::{App, Effect};
+use crate::model::dump::StageKey;
 use crate::model::dump::Window;
 use crate::model::tensor::pairing::FileComparison;
 
@@ -182,10 +183,9 @@ fn locate(app: &App) -> Result<Located, String> {
     }
 }
 
-/// `^stage$` for `stage#occurrence`, regex metacharacters escaped.
+/// `^stage$` for `stage#occurrence` (the one rule: [`StageKey`]).
 fn capture_regex(key: &str) -> String {
-    let stage = key.rsplit_once('#').map_or(key, |(s, _)| s);
-    format!("^{}$", regex::escape(stage))
+    crate::model::dump::capture_regex(StageKey::stage_of(key))
 }
 
 /// Esc while a job runs: ask the runtime to stop it (once).
