@@ -287,14 +287,20 @@ impl App {
     /// Makes `loaded` the open capture (the message names its load warnings); the caller
     /// chooses the window.
     fn install_loaded(&mut self, loaded: Loaded) {
-        let session = &loaded.session;
-        let warnings =
-            session.a.warnings.len() + session.b.as_ref().map_or(0, |b| b.warnings.len());
-        self.message = (warnings > 0)
-            .then(|| format!("{warnings} load warning(s): run `dumpview scan` to read them"));
         self.loaded = Some(loaded);
+        self.message = self.standing_message();
         self.loading = None;
         self.load_error = None;
+    }
+
+    /// What the status line says when no key has just said something: the open capture's load
+    /// warnings, if any.
+    fn standing_message(&self) -> Option<String> {
+        let session = &self.loaded.as_ref()?.session;
+        let warnings =
+            session.a.warnings.len() + session.b.as_ref().map_or(0, |b| b.warnings.len());
+        (warnings > 0)
+            .then(|| format!("{warnings} load warning(s): run `dumpview scan` to read them"))
     }
 
     fn select_window(&mut self, index: usize) {
@@ -458,6 +464,27 @@ pub fn update(app: &mut App, action: Action) -> Vec<Effect> {
 
 fn update_normal(app: &mut App, action: Action) -> Vec<Effect> {
     let page = app.view_height.max(1);
+    let from_user = !matches!(
+        action,
+        Action::Job(_) | Action::Resize(..) | Action::ViewHeight(_)
+    );
+    if app.help {
+        // The help overlay owns the keys while it is open: nothing moves unseen behind it.
+        match action {
+            Action::ToggleHelp | Action::Escape => app.help = false,
+            Action::Quit => app.should_quit = true,
+            Action::Job(_) | Action::Resize(..) | Action::ViewHeight(_) => {
+                return update_base(app, action, page);
+            }
+            _ => {}
+        }
+        return Vec::new();
+    }
+    if from_user {
+        // A message answers the key that set it; the next key replaces it (or the standing
+        // note of load warnings comes back), so nothing stays on screen after it stops being true.
+        app.message = app.standing_message();
+    }
     if app.tensor_popup.is_some() && !app.help {
         // The result popup is modal: it takes the keys it uses and drops the others, so
         // nothing moves unseen underneath it.
