@@ -97,18 +97,18 @@ const CASES: &[Case] = &[
         scan: 1,
         diff: 1,
         messages: &[
-            "truncated or damaged: stops being a valid manifest at byte 2408 (invalid type: string \"[1, 256]\", expected a sequence); kept the 2 records before it",
+            "record 2 (seq 2, at byte 2291): `shape`: invalid type: string \"[1, 256]\", expected a sequence; the record is left out",
         ],
-        records: Some(2),
+        records: Some(3),
     },
     Case {
         name: "seq_negative.json",
         scan: 1,
         diff: 1,
         messages: &[
-            "truncated or damaged: stops being a valid manifest at byte 1600 (invalid value: integer `-1`, expected u64); kept the 1 records before it",
+            "record 1 (seq unreadable, at byte 1591): `seq`: invalid value: integer `-1`, expected u64; the record is left out",
         ],
-        records: Some(1),
+        records: Some(3),
     },
     Case {
         name: "header_rank_is_string.json",
@@ -138,7 +138,7 @@ const CASES: &[Case] = &[
         scan: 1,
         diff: 1,
         messages: &[
-            "truncated or damaged: stops being a valid manifest at byte 3514 (missing field `dtype`); kept the 3 records before it",
+            "record 3 (seq 3, at byte 2918): `dtype`: missing field `dtype`; the record is left out",
         ],
         records: Some(3),
     },
@@ -672,4 +672,68 @@ fn every_prefix_of_a_real_manifest_parses_without_panic_and_keeps_more_as_it_gro
     // The header ends where "records" begins.
     let records_at = bytes.windows(9).position(|w| w == b"\"records\"").unwrap();
     assert!(header_complete_at.unwrap() <= records_at);
+}
+
+/// Issue 11, item 1: one bad value costs its field (a statistic that is not a number becomes
+/// null) or its record (a layout field of the wrong type), never the records after it; the
+/// warning names the record index, its seq, the field and the byte offset.
+#[test]
+fn one_bad_value_costs_one_field_or_one_record() {
+    let good = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("assets/examples/llama_fp16_overflow/a/rank0/match1-occ1/manifest.json");
+    let mut value: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&good).unwrap()).unwrap();
+    let records = value["records"].as_array_mut().unwrap();
+    assert_eq!(records.len(), 119);
+    let (seq4, seq10) = (
+        records[4]["seq"].as_u64().unwrap(),
+        records[10]["seq"].as_u64().unwrap(),
+    );
+    let key10 = format!(
+        "{}#{}",
+        records[10]["stage"].as_str().unwrap(),
+        records[10]["occurrence"]
+    );
+    records[4]["stats"]["max"] = "big".into();
+    records[10]["stride"] = "x".into();
+    let text = serde_json::to_string(&value).unwrap();
+    let records = value["records"].as_array().unwrap();
+    // Where record `index` starts in the damaged text.
+    let offset = |index: usize| {
+        text.find(&serde_json::to_string(&records[index]).unwrap())
+            .unwrap()
+    };
+    let path = Path::new("damaged.json");
+    let (window, warnings) = dumpview::model::ingest::read_window(text.as_bytes(), path).unwrap();
+    let (clean, _) =
+        dumpview::model::ingest::read_window(&std::fs::read(&good).unwrap(), path).unwrap();
+    // 118 records: only the one with a bad layout is left out; record 4 keeps every other stat.
+    assert_eq!(window.records.len(), 118);
+    assert!(window.records.iter().all(|r| r.key() != key10));
+    let (damaged, original) = (&window.records[4], &clean.records[4]);
+    assert_eq!(damaged.seq, seq4);
+    let (ds, os) = (
+        damaged.stats.as_ref().unwrap(),
+        original.stats.as_ref().unwrap(),
+    );
+    assert_eq!(ds.max, None);
+    assert_eq!(
+        (ds.min, ds.mean, ds.l2, ds.max_abs),
+        (os.min, os.mean, os.l2, os.max_abs)
+    );
+    assert_eq!(window.records[117], clean.records[118]);
+    let messages: Vec<&str> = warnings.iter().map(|w| w.message.as_str()).collect();
+    assert_eq!(
+        messages,
+        [
+            format!(
+                "record 4 (seq {seq4}, at byte {}): `stats.max`: statistic \"big\" is not a number, null, \"nan\", \"inf\" or \"-inf\"; that statistic is null (not compared); the record is kept",
+                offset(4)
+            ),
+            format!(
+                "record 10 (seq {seq10}, at byte {}): `stride`: invalid type: string \"x\", expected a sequence; the record is left out",
+                offset(10)
+            ),
+        ]
+    );
 }

@@ -34,6 +34,10 @@ impl Format for Probe {
                 message: format!("truncated or damaged: {stop}"),
             });
         }
+        warnings.extend(parsed.repaired.iter().map(|problem| Warning {
+            file: path.to_path_buf(),
+            message: problem.to_string(),
+        }));
         Ok((parsed.manifest, warnings))
     }
 }

@@ -35,6 +35,49 @@ pub struct Parsed {
 
     /// `Some` when the file ended or broke before its end; the manifest holds what came before.
     pub stopped: Option<Stop>,
+    /// Records that did not read as written, in file order: a statistic that is not a number
+    /// (made null: the pair is not compared on it) or a layout field of the wrong type (the
+    /// record is left out). Either costs that record alone, never the ones after it.
+    pub repaired: Vec<RecordProblem>,
+}
+
+/// One record of a manifest that did not read as written (see [`Parsed::repaired`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RecordProblem {
+    /// 0-based index of the record in the file's `records` array.
+    pub index: usize,
+    /// Its `seq`, when that field is readable.
+    pub seq: Option<u64>,
+    /// The field at fault (`stats.max`, `stride`).
+    pub field: String,
+    /// Bytes from the start of the file to the record.
+    pub byte_offset: u64,
+    /// What was wrong, from the JSON reader.
+    pub reason: String,
+    /// True when only the field was lost (a statistic made null); false when the record was
+    /// left out.
+    pub kept: bool,
+}
+
+impl fmt::Display for RecordProblem {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let seq = self
+            .seq
+            .map_or("seq unreadable".to_string(), |s| format!("seq {s}"));
+        write!(
+            f,
+            "record {} ({seq}, at byte {}): `{}`: {}; {}",
+            self.index,
+            self.byte_offset,
+            self.field,
+            self.reason,
+            if self.kept {
+                "that statistic is null (not compared); the record is kept"
+            } else {
+                "the record is left out"
+            }
+        )
+    }
 }
 
 #[derive(Default)]
@@ -50,6 +93,10 @@ struct Partial {
     metadata: Option<serde_json::Map<String, serde_json::Value>>,
     stats_dtype: Option<String>,
     records: Vec<Record>,
+    /// Problems of records that did not read as written (see [`Parsed::repaired`]).
+    repaired: Vec<RecordProblem>,
+    /// How many elements of `records` were met (read, repaired or left out).
+    records_seen: usize,
     input_sets: Vec<InputSet>,
     /// Set for the header pass of [`parse_by_lines`]: `records` must be [`PLACEHOLDER`].
     records_placeholder: bool,
@@ -88,7 +135,7 @@ pub fn parse_manifest(bytes: &[u8], path: &Path) -> Result<Parsed, ManifestError
 pub fn parse_one_pass(bytes: &[u8], path: &Path) -> Result<Parsed, ManifestError> {
     let mut partial = Partial::default();
     let mut deserializer = serde_json::Deserializer::from_slice(bytes);
-    let result = TopSeed(&mut partial)
+    let result = TopSeed(&mut partial, bytes)
         .deserialize(&mut deserializer)
         .and_then(|()| deserializer.end());
 
@@ -161,7 +208,12 @@ pub fn parse_one_pass(bytes: &[u8], path: &Path) -> Result<Parsed, ManifestError
         facts: &FACTS,
         context: None,
     };
-    Ok(Parsed { manifest, stopped })
+    let repaired = std::mem::take(&mut partial.repaired);
+    Ok(Parsed {
+        manifest,
+        stopped,
+        repaired,
+    })
 }
 
 /// The line-by-line road of [`parse_manifest`]: `Some` only for a complete, valid manifest
@@ -215,7 +267,7 @@ pub fn parse_by_lines(bytes: &[u8], path: &Path) -> Option<Parsed> {
         ..Partial::default()
     };
     let mut deserializer = serde_json::Deserializer::from_slice(&outside);
-    TopSeed(&mut partial)
+    TopSeed(&mut partial, &outside)
         .deserialize(&mut deserializer)
         .and_then(|()| deserializer.end())
         .ok()?;
@@ -245,6 +297,7 @@ pub fn parse_by_lines(bytes: &[u8], path: &Path) -> Option<Parsed> {
             context: None,
         },
         stopped: None,
+        repaired: Vec::new(),
     })
 }
 
@@ -461,7 +514,8 @@ fn strip_position(message: &str) -> String {
     }
 }
 
-struct TopSeed<'a>(&'a mut Partial);
+/// The top-level object, into `Partial`; the file's bytes place a repaired record.
+struct TopSeed<'a>(&'a mut Partial, &'a [u8]);
 
 impl<'de> DeserializeSeed<'de> for TopSeed<'_> {
     type Value = ();
@@ -508,7 +562,7 @@ impl<'de> Visitor<'de> for TopSeed<'_> {
                     }
                     p.placeholders_seen += 1;
                 }
-                "records" => map.next_value_seed(Sink(&mut p.records))?,
+                "records" => map.next_value_seed(RecordSink(p, self.1))?,
                 "input_sets" => map.next_value_seed(Sink(&mut p.input_sets))?,
                 _ => {
                     map.next_value::<IgnoredAny>()?;
@@ -518,6 +572,121 @@ impl<'de> Visitor<'de> for TopSeed<'_> {
         Ok(())
     }
 }
+
+/// The `records` array: each element is read as raw JSON first, then as a [`Record`]; an
+/// element that does not read is repaired or left out ([`repair`]) and the next one is read,
+/// so one bad value costs one field or one record, never the records after it. Only broken
+/// JSON (a file cut short) stops the array.
+struct RecordSink<'a>(&'a mut Partial, &'a [u8]);
+
+impl<'de> DeserializeSeed<'de> for RecordSink<'_> {
+    type Value = ();
+    fn deserialize<D: de::Deserializer<'de>>(self, deserializer: D) -> Result<(), D::Error> {
+        deserializer.deserialize_seq(self)
+    }
+}
+
+impl<'de> Visitor<'de> for RecordSink<'_> {
+    type Value = ();
+
+    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("an array of records")
+    }
+
+    fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<(), A::Error> {
+        let (p, bytes) = (self.0, self.1);
+        while let Some(raw) = seq.next_element::<&'de serde_json::value::RawValue>()? {
+            let index = p.records_seen;
+            p.records_seen += 1;
+            match serde_json::from_str::<Record>(raw.get()) {
+                Ok(record) => p.records.push(record),
+                Err(error) => {
+                    let at = (raw.get().as_ptr() as usize).saturating_sub(bytes.as_ptr() as usize);
+                    let (record, problems) = repair(raw.get(), index, at as u64, &error);
+                    p.records.extend(record);
+                    p.repaired.extend(problems);
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
+/// Statistic fields that may be made null when they are not numbers.
+const VALUE_STATS: [&str; 6] = ["max_abs", "min", "max", "mean", "l2", "pos_checksum"];
+
+/// A record whose raw JSON `text` did not read (`error`): every value statistic that is not a
+/// number is made null; then, when the record reads, it is kept; else the first field that
+/// does not read (found by putting the fields one by one on a minimal valid record) names why
+/// it is left out.
+fn repair(
+    text: &str,
+    index: usize,
+    byte_offset: u64,
+    error: &serde_json::Error,
+) -> (Option<Record>, Vec<RecordProblem>) {
+    let problem = |seq, field: String, reason: String, kept| RecordProblem {
+        index,
+        seq,
+        field,
+        byte_offset,
+        reason,
+        kept,
+    };
+    let Ok(serde_json::Value::Object(mut fields)) = serde_json::from_str(text) else {
+        let reason = strip_position(&error.to_string());
+        return (None, vec![problem(None, "(record)".into(), reason, false)]);
+    };
+    let seq = fields.get("seq").and_then(serde_json::Value::as_u64);
+    let mut problems = Vec::new();
+    if let Some(serde_json::Value::Object(stats)) = fields.get_mut("stats") {
+        for name in VALUE_STATS {
+            let Some(value) = stats.get(name) else {
+                continue;
+            };
+            if let Err(e) = serde_json::from_value::<crate::model::dump::StatValue>(value.clone()) {
+                let reason = strip_position(&e.to_string());
+                problems.push(problem(seq, format!("stats.{name}"), reason, true));
+                stats.insert(name.to_string(), serde_json::Value::Null);
+            }
+        }
+    }
+    let fields = serde_json::Value::Object(fields);
+    if let Ok(record) = serde_json::from_value::<Record>(fields.clone()) {
+        return (Some(record), problems);
+    }
+    // Which field: each on its own over a record that reads.
+    let mut base: serde_json::Value = serde_json::from_str(MINIMAL_RECORD).expect("valid");
+    let culprit = fields
+        .as_object()
+        .into_iter()
+        .flatten()
+        .find_map(|(key, value)| {
+            base[key.as_str()] = value.clone();
+            let result = serde_json::from_value::<Record>(base.clone());
+            base = serde_json::from_str(MINIMAL_RECORD).expect("valid");
+            result
+                .err()
+                .map(|e| (key.clone(), strip_position(&e.to_string())))
+        });
+    let (field, reason) = culprit.unwrap_or_else(|| {
+        let reason = serde_json::from_value::<Record>(fields)
+            .err()
+            .map_or_else(String::new, |e| strip_position(&e.to_string()));
+        // A required field that is absent: serde names it in backquotes.
+        let field = reason
+            .strip_prefix("missing field `")
+            .and_then(|rest| rest.split_once('`'))
+            .map_or("(record)".to_string(), |(name, _)| name.to_string());
+        (field, reason)
+    });
+    problems.retain(|p| p.field != field);
+    problems.push(problem(seq, field, reason, false));
+    (None, problems)
+}
+
+/// A record every field of which reads: the base [`repair`] puts fields on one at a time.
+const MINIMAL_RECORD: &str = r#"{"seq": 0, "stage": "s", "occurrence": 1, "mode": "eager", "dtype": "float32", "shape": [], "stride": [], "storage_offset": 0, "element_size": 4, "numel": 1, "storage_ptr": null, "storage_nbytes": null, "data_ptr": null, "device": "cpu", "device_format": null, "is_contiguous": true, "stats": null, "tensor_file": null}"#;
 
 /// Deserializes a JSON array by pushing each element into a vector the caller keeps,
 /// so elements parsed before an error are not lost with it.
