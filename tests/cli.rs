@@ -478,30 +478,25 @@ fn one_nonfinite_record_is_singular() {
 #[test]
 fn missing_data_advice_follows_the_evidence() {
     let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("assets/examples");
-    let out = dumpview()
-        .arg("diff")
-        .arg(root.join("llama_fp16_overflow/a"))
-        .arg(root.join("minilm_fp32_vs_bf16/a"))
-        .assert()
-        .code(1)
-        .get_output()
-        .clone();
-    let text = String::from_utf8(out.stdout).unwrap();
+    let diff_text = |a: &str, b: &str| {
+        let out = dumpview()
+            .arg("diff")
+            .arg(root.join(a))
+            .arg(root.join(b))
+            .assert()
+            .code(1)
+            .get_output()
+            .clone();
+        String::from_utf8(out.stdout).unwrap()
+    };
+    let text = diff_text("llama_fp16_overflow/a", "minilm_fp32_vs_bf16/a");
     assert!(
         text.contains("MISSING DATA: B holds 39 records against 119."),
         "{text}"
     );
     assert!(!text.contains("graph mode"), "{text}");
     assert!(text.contains("The labels differ"), "{text}");
-    let out = dumpview()
-        .arg("diff")
-        .arg(root.join("llama_eager_vs_graph/a"))
-        .arg(root.join("llama_eager_vs_graph/b"))
-        .assert()
-        .code(1)
-        .get_output()
-        .clone();
-    let text = String::from_utf8(out.stdout).unwrap();
+    let text = diff_text("llama_eager_vs_graph/a", "llama_eager_vs_graph/b");
     assert!(
         text.contains("In graph mode capture() inside the graph"),
         "{text}"
