@@ -502,3 +502,25 @@ fn missing_data_advice_follows_the_evidence() {
         "{text}"
     );
 }
+
+/// Issue 11, item 8: `summary` follows the exit rule of `scan`: a manifest cut short (all
+/// finite, no conflict) is lost evidence, exit 1, with the warning on stderr.
+#[test]
+fn summary_of_a_truncated_manifest_exits_1_like_scan() {
+    let file =
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/bad/truncated_mid_record.json");
+    for command in ["summary", "scan"] {
+        let out = dumpview()
+            .arg(command)
+            .arg(&file)
+            .assert()
+            .code(1)
+            .get_output()
+            .clone();
+        let stderr = String::from_utf8(out.stderr).unwrap();
+        assert!(
+            stderr.contains("truncated or damaged"),
+            "{command}: {stderr}"
+        );
+    }
+}

@@ -11,14 +11,17 @@ use crate::model::dump::Dump;
 
 /// Summarises each window of `files` (any format the loader reads: probe manifests, msprobe
 /// dump.json, windowed manifests, or directories of them); `Found` when any holds a
-/// non-finite record.
+/// non-finite record or a load lost evidence (a warning: the file was truncated or damaged,
+/// a record or field dropped, a path refused, a window unreadable), as for every subcommand.
 ///
 /// # Errors
 /// The first file that cannot be read or parsed, named in the message.
 pub fn run(files: &[std::path::PathBuf], json: bool) -> Result<Outcome, CliError> {
     let mut summaries = Vec::new();
+    let mut lost_evidence = false;
     for file in files {
         let dump = super::inputs::load_capture(std::slice::from_ref(file), json)?;
+        lost_evidence |= !dump.warnings.is_empty();
         let analysis = Analysis::compute(&dump, None, &Tolerances::default());
         for (window, scan) in dump.windows.iter().zip(&analysis.scans_a) {
             summaries.push(WindowSummary::of(
@@ -29,7 +32,10 @@ pub fn run(files: &[std::path::PathBuf], json: bool) -> Result<Outcome, CliError
         }
     }
     print(&summaries, json)?;
-    Ok(outcome(&summaries))
+    Ok(match outcome(&summaries) {
+        Outcome::Clean if lost_evidence => Outcome::Found,
+        found => found,
+    })
 }
 
 /// Summarises the example pairs embedded in the binary, with each pair's known answer.
