@@ -91,8 +91,13 @@ impl Analysis {
             (_, None) => Vec::new(),
         };
         let diff = new.1.map(|new_b| {
+            // The old window at the same source, equal to the new one.
             let unchanged = |old_dump: Option<&Dump>, window: &Window| {
-                old_dump.is_some_and(|d| d.windows.iter().any(|w| w == window))
+                old_dump.is_some_and(|d| {
+                    d.windows
+                        .iter()
+                        .any(|w| w.source == window.source && w == window)
+                })
             };
             let previous = self.diff.as_ref();
             diff::diff_reusing(&new.0.windows, &new_b.windows, &self.tolerances, |x, y| {

@@ -94,9 +94,6 @@ pub struct FormatFacts {
     /// Whether windows record the input's token ids (`metadata.token_ids`), so input identity
     /// can be checked; where they do not, identity is "not recorded", not "missing".
     pub records_input_ids: bool,
-    /// Whether NaN/inf elements are counted; where they are not, a non-finite record is known
-    /// only from a non-finite extreme and its counts are unknown.
-    pub counts_nonfinite: bool,
     /// Why a capture of this format may hold far fewer records than another of the same
     /// format, for the missing-data message.
     pub missing_data_advice: &'static str,
@@ -107,7 +104,6 @@ pub struct FormatFacts {
 pub static UNKNOWN_FORMAT: FormatFacts = FormatFacts {
     name: "unknown format",
     records_input_ids: true,
-    counts_nonfinite: true,
     missing_data_advice: "The two captures recorded different sets of tensors.",
 };
 

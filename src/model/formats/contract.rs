@@ -13,8 +13,8 @@ pub trait Format: Sync {
     /// Which format this is; every window it reads carries it.
     fn id(&self) -> SourceFormat;
 
-    /// What the analyses need to know of windows of this format (input ids recorded,
-    /// non-finite counts counted or inferred, advice when records go missing, its name).
+    /// What the analyses need to know of windows of this format (input ids recorded, advice
+    /// when records go missing, its name).
     fn facts(&self) -> &'static FormatFacts;
 
     /// File names a directory search collects for this format (`manifest.json`, `dump.json`).

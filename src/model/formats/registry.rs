@@ -2,7 +2,6 @@
 
 use std::path::Path;
 
-use crate::model::dump::SourceFormat;
 use crate::model::formats::contract::Format;
 use crate::model::formats::{msprobe, probe, windowed};
 
@@ -13,15 +12,6 @@ pub static REGISTRY: [&dyn Format; 3] = [&msprobe::Msprobe, &windowed::Windowed,
 /// The format that reads `path` (never `None` with today's registry: the probe claims the rest).
 pub fn claiming(path: &Path, head: &[u8]) -> Option<&'static dyn Format> {
     REGISTRY.iter().copied().find(|f| f.claims(path, head))
-}
-
-/// The format with this id.
-pub fn by_id(id: SourceFormat) -> &'static dyn Format {
-    REGISTRY
-        .iter()
-        .copied()
-        .find(|f| f.id() == id)
-        .expect("every SourceFormat is registered")
 }
 
 /// Every file name a directory search collects, over all formats.

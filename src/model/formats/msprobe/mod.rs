@@ -37,12 +37,11 @@ pub use format::Msprobe;
 /// The file an msprobe dump writes per step and rank.
 pub const MSPROBE_NAME: &str = "dump.json";
 
-/// msprobe's facts: no input ids; NaN/inf counts inferred from `Max`/`Min` (per record,
-/// `Stats::counts_known`).
+/// msprobe's facts: no input ids. (Its NaN/inf counts are inferred from `Max`/`Min`, which each
+/// record says itself: `Stats::counts_known`.)
 pub static FACTS: FormatFacts = FormatFacts {
     name: "msprobe dump",
     records_input_ids: false,
-    counts_nonfinite: false,
     missing_data_advice: "msprobe's level (L0 modules, L1 APIs, mix), scope or list may differ \
                           between the runs.",
 };

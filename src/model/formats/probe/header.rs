@@ -14,7 +14,6 @@ pub const MANIFEST_NAME: &str = "manifest.json";
 pub static FACTS: FormatFacts = FormatFacts {
     name: "dump_probe manifest",
     records_input_ids: true,
-    counts_nonfinite: true,
     missing_data_advice: "The two captures recorded different sets of stages.",
 };
 

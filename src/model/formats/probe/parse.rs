@@ -656,16 +656,15 @@ fn repair(
         return (Some(record), problems);
     }
     // Which field: each on its own over a record that reads.
-    let mut base: serde_json::Value = serde_json::from_str(MINIMAL_RECORD).expect("valid");
+    let minimal: serde_json::Value = serde_json::from_str(MINIMAL_RECORD).expect("valid");
     let culprit = fields
         .as_object()
         .into_iter()
         .flatten()
         .find_map(|(key, value)| {
+            let mut base = minimal.clone();
             base[key.as_str()] = value.clone();
-            let result = serde_json::from_value::<Record>(base.clone());
-            base = serde_json::from_str(MINIMAL_RECORD).expect("valid");
-            result
+            serde_json::from_value::<Record>(base)
                 .err()
                 .map(|e| (key.clone(), strip_position(&e.to_string())))
         });

@@ -30,7 +30,6 @@ pub use format::Windowed;
 pub static FACTS: FormatFacts = FormatFacts {
     name: "windowed dump (schemaVersion 4)",
     records_input_ids: false,
-    counts_nonfinite: true,
     missing_data_advice: "The two captures recorded different sets of tensors.",
 };
 
