@@ -31,7 +31,7 @@ fn default_command_summarises_every_embedded_pair() {
 }
 
 #[test]
-fn default_json_is_an_array_of_pairs() {
+fn default_json_lists_the_pairs_and_no_warnings() {
     let out = dumpview()
         .arg("--json")
         .assert()
@@ -40,7 +40,8 @@ fn default_json_is_an_array_of_pairs() {
         .stdout
         .clone();
     let value: serde_json::Value = serde_json::from_slice(&out).unwrap();
-    let pairs = value.as_array().unwrap();
+    assert_eq!(value["warnings"], serde_json::json!([]));
+    let pairs = value["pairs"].as_array().unwrap();
     assert_eq!(pairs.len(), dumpview::embedded::example_pairs().len());
     assert_eq!(pairs[0]["sides"].as_array().unwrap().len(), 2);
 }
@@ -65,7 +66,7 @@ fn summary_exits_1_on_a_non_finite_record_and_names_it() {
         .clone();
     let value: serde_json::Value = serde_json::from_slice(&out).unwrap();
     assert_eq!(
-        value[0]["first_nonfinite"]["key"],
+        value["windows"][0]["first_nonfinite"]["key"],
         pair.expected["first_nonfinite"]["b"]
     );
 }
@@ -98,7 +99,8 @@ fn summary_of_an_msprobe_dump_says_the_nonfinite_counts_are_unknown() {
         .get_output()
         .clone();
     let value: serde_json::Value = serde_json::from_slice(&json.stdout).unwrap();
-    let first = &value[1]["first_nonfinite"];
+    let first = &value["windows"][1]["first_nonfinite"];
+    assert_eq!(value["warnings"], serde_json::json!([]));
     assert_eq!(first["key"], "Functional.linear.0.forward.input.0#1");
     assert_eq!(first["counts_known"], false);
     // The scan of the same window names the same record, from the same analysis.

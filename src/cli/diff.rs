@@ -106,7 +106,7 @@ pub fn run(
     } else {
         print!("{}", present::diff::text(report));
     }
-    let damaged = !dump_a.warnings.is_empty() || !dump_b.warnings.is_empty();
+    let damaged = crate::model::dump::any_lost(dump_a.warnings.iter().chain(&dump_b.warnings));
     Ok(if report.found_something() || damaged {
         Outcome::Found
     } else {

@@ -31,3 +31,14 @@ impl Outcome {
 
 /// An error a command reports to the user before exiting with status 2.
 pub type CliError = Box<dyn std::error::Error + Send + Sync>;
+
+/// A subcommand's `--json` document: its own fields, plus `warnings` (every load warning, each
+/// with its `kind`), so every `--json` answer says what evidence it lacked.
+#[derive(serde::Serialize)]
+pub struct WithWarnings<'a, T: serde::Serialize> {
+    /// The subcommand's answer; its fields sit at the document's top level.
+    #[serde(flatten)]
+    pub body: &'a T,
+    /// The loaders' warnings, in load order.
+    pub warnings: &'a [crate::model::dump::Warning],
+}

@@ -29,7 +29,8 @@ pub fn run(paths: &[PathBuf], json: bool) -> Result<Outcome, CliError> {
         }
     }
     // A damaged input (records dropped, evidence refused) is something to look at too.
-    let found = scans.iter().any(WindowScan::found_something) || !dump.warnings.is_empty();
+    let found = scans.iter().any(WindowScan::found_something)
+        || crate::model::dump::any_lost(&dump.warnings);
     Ok(if found {
         Outcome::Found
     } else {

@@ -7,7 +7,7 @@ use crate::embedded::example_pairs;
 use crate::model::analysis::Analysis;
 use crate::model::analysis::compare::Tolerances;
 use crate::model::analysis::summary::WindowSummary;
-use crate::model::dump::Dump;
+use crate::model::dump::{Dump, Warning, any_lost};
 
 /// Summarises each window of `files` (any format the loader reads: probe manifests, msprobe
 /// dump.json, windowed manifests, or directories of them); `Found` when any holds a
@@ -18,10 +18,10 @@ use crate::model::dump::Dump;
 /// The first file that cannot be read or parsed, named in the message.
 pub fn run(files: &[std::path::PathBuf], json: bool) -> Result<Outcome, CliError> {
     let mut summaries = Vec::new();
-    let mut lost_evidence = false;
+    let mut warnings = Vec::new();
     for file in files {
         let dump = super::inputs::load_capture(std::slice::from_ref(file), json)?;
-        lost_evidence |= !dump.warnings.is_empty();
+        warnings.extend(dump.warnings.iter().cloned());
         let analysis = Analysis::compute(&dump, None, &Tolerances::default());
         for (window, scan) in dump.windows.iter().zip(&analysis.scans_a) {
             summaries.push(WindowSummary::of(
@@ -31,9 +31,9 @@ pub fn run(files: &[std::path::PathBuf], json: bool) -> Result<Outcome, CliError
             ));
         }
     }
-    print(&summaries, json)?;
+    print(&summaries, &warnings, json)?;
     Ok(match outcome(&summaries) {
-        Outcome::Clean if lost_evidence => Outcome::Found,
+        Outcome::Clean if any_lost(&warnings) => Outcome::Found,
         found => found,
     })
 }
@@ -76,7 +76,8 @@ pub fn run_embedded(json: bool) -> Result<Outcome, CliError> {
         all.push(serde_json::json!({"pair": pair.name, "sides": sides, "expected": pair.expected}));
     }
     if json {
-        println!("{}", serde_json::to_string_pretty(&all)?);
+        let document = serde_json::json!({"pairs": all, "warnings": []});
+        println!("{}", serde_json::to_string_pretty(&document)?);
     } else {
         print!("{text}");
         println!("(embedded example dumps; `dumpview summary FILE...` reads your own manifests)");
@@ -119,9 +120,10 @@ fn known_answer(expected: &serde_json::Value) -> String {
     }
 }
 
-fn print(summaries: &[WindowSummary], json: bool) -> Result<(), CliError> {
+fn print(summaries: &[WindowSummary], warnings: &[Warning], json: bool) -> Result<(), CliError> {
     if json {
-        println!("{}", serde_json::to_string_pretty(summaries)?);
+        let document = serde_json::json!({"windows": summaries, "warnings": warnings});
+        println!("{}", serde_json::to_string_pretty(&document)?);
     } else {
         for s in summaries {
             println!("{}", s.to_text());

@@ -69,7 +69,11 @@ pub fn run(args: &TensorArgs, json: bool) -> Result<Outcome, CliError> {
     };
     let comparison = compare_files(&a, &b, select, &options, &CompareProgress::default())?;
     if json {
-        println!("{}", serde_json::to_string_pretty(&comparison)?);
+        let document = super::WithWarnings {
+            body: &comparison,
+            warnings: &[],
+        };
+        println!("{}", serde_json::to_string_pretty(&document)?);
     } else {
         print!("{}", present::tensors::render(&comparison));
     }

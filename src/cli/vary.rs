@@ -18,18 +18,27 @@ pub fn run(captures: &[PathBuf], threshold: f64, json: bool) -> Result<Outcome, 
         return Err("--threshold must be a non-negative number".into());
     }
     let mut loaded = Vec::new();
+    let mut warnings = Vec::new();
     for capture in captures {
-        loaded.push(load_capture(std::slice::from_ref(capture), json)?.windows);
+        let dump = load_capture(std::slice::from_ref(capture), json)?;
+        warnings.extend(dump.warnings);
+        loaded.push(dump.windows);
     }
     let report = vary(&loaded, threshold);
     if json {
-        println!("{}", serde_json::to_string_pretty(&report)?);
+        let document = super::WithWarnings {
+            body: &report,
+            warnings: &warnings,
+        };
+        println!("{}", serde_json::to_string_pretty(&document)?);
     } else {
         print!("{}", present::vary::text(&report));
     }
-    Ok(if report.found_something() {
-        Outcome::Found
-    } else {
-        Outcome::Clean
-    })
+    Ok(
+        if report.found_something() || crate::model::dump::any_lost(&warnings) {
+            Outcome::Found
+        } else {
+            Outcome::Clean
+        },
+    )
 }

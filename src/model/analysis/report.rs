@@ -361,7 +361,7 @@ impl Report {
 
     /// True when the report holds something a user must act on.
     pub fn found_something(&self) -> bool {
-        !self.warnings.is_empty()
+        crate::model::dump::any_lost(&self.warnings)
             || self.nonfinite.iter().any(|n| n.first.is_some())
             || !self.alias_suspects.is_empty()
             || !self.missing_windows.is_empty()

@@ -15,5 +15,5 @@ mod window;
 pub use capture::Dump;
 pub use record::*;
 pub use stage_key::{StageKey, capture_regex};
-pub use warning::{UNREADABLE_WINDOW, Warning};
+pub use warning::{UNREADABLE_WINDOW, Warning, WarningKind, any_lost};
 pub use window::*;

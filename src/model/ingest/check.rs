@@ -42,14 +42,14 @@ fn drop_refused_evidence(manifest: &mut Window, refused: Vec<(usize, String)>) -
     let mut warnings = Vec::new();
     for (i, message) in refused {
         let record = &mut manifest.records[i];
-        warnings.push(Warning {
-            file: manifest.source.clone(),
-            message: format!(
+        warnings.push(Warning::lost(
+            manifest.source.clone(),
+            format!(
                 "{} (seq {}): {message}; the tensor file is not used",
                 record.key(),
                 record.seq
             ),
-        });
+        ));
         record.tensor_file = None;
     }
     manifest
@@ -57,13 +57,13 @@ fn drop_refused_evidence(manifest: &mut Window, refused: Vec<(usize, String)>) -
         .retain(|set| match evidence::resolve(&window_dir, &set.file) {
             Ok(_) => true,
             Err(message) => {
-                warnings.push(Warning {
-                    file: manifest.source.clone(),
-                    message: format!(
+                warnings.push(Warning::lost(
+                    manifest.source.clone(),
+                    format!(
                         "input set {}#{}: {message}; the input set is not used",
                         set.stage, set.occurrence
                     ),
-                });
+                ));
                 false
             }
         });
@@ -86,24 +86,24 @@ pub fn check_records(manifest: &Window) -> Vec<Warning> {
         };
         if let Some(first) = repeated {
             seen.insert((&record.stage, record.occurrence), first);
-            warnings.push(Warning {
-                file: manifest.source.clone(),
-                message: format!(
+            warnings.push(Warning::lost(
+                manifest.source.clone(),
+                format!(
                     "{} appears twice (seq {first} and {}); pairing uses seq {first}",
                     record.key(),
                     record.seq
                 ),
-            });
+            ));
         }
         if last_seq.is_some_and(|last| record.seq <= last) {
-            warnings.push(Warning {
-                file: manifest.source.clone(),
-                message: format!(
+            warnings.push(Warning::lost(
+                manifest.source.clone(),
+                format!(
                     "seq {} of {} is not after the previous record's",
                     record.seq,
                     record.key()
                 ),
-            });
+            ));
         }
         last_seq = Some(record.seq);
     }

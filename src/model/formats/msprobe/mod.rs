@@ -62,10 +62,7 @@ pub fn load_window(path: &Path, bytes: &[u8]) -> Result<(Window, Vec<Warning>), 
     };
     let (parsed, (sources, problems)) = rayon::join(|| parse(bytes), || context::read(dir));
     let parsed = parsed?;
-    let warn = |message: String| Warning {
-        file: path.to_path_buf(),
-        message,
-    };
+    let warn = |message: String| Warning::lost(path.to_path_buf(), message);
     let mut warnings: Vec<Warning> = problems.into_iter().map(warn).collect();
     if let Some(stop) = &parsed.stop {
         warnings.push(warn(format!(

@@ -29,15 +29,17 @@ impl Format for Probe {
         let parsed = parse::parse_manifest(bytes, path)?;
         let mut warnings = Vec::new();
         if let Some(stop) = &parsed.stopped {
-            warnings.push(Warning {
-                file: path.to_path_buf(),
-                message: format!("truncated or damaged: {stop}"),
-            });
+            warnings.push(Warning::lost(
+                path.to_path_buf(),
+                format!("truncated or damaged: {stop}"),
+            ));
         }
-        warnings.extend(parsed.repaired.iter().map(|problem| Warning {
-            file: path.to_path_buf(),
-            message: problem.to_string(),
-        }));
+        warnings.extend(
+            parsed
+                .repaired
+                .iter()
+                .map(|problem| Warning::lost(path.to_path_buf(), problem.to_string())),
+        );
         Ok((parsed.manifest, warnings))
     }
 }

@@ -73,10 +73,7 @@ pub fn load_window(path: &Path, bytes: &[u8]) -> Result<(Window, Vec<Warning>), 
     let error = |cause: WindowedError| cause;
     let mut warnings = Vec::new();
     let warn = |warnings: &mut Vec<Warning>, message: String| {
-        warnings.push(Warning {
-            file: path.to_path_buf(),
-            message,
-        });
+        warnings.push(Warning::lost(path.to_path_buf(), message));
     };
 
     let version = match read.header.get("schemaVersion") {
@@ -192,10 +189,10 @@ fn apply_measurements(
         let key = p.record.key();
         let Some(source) = &p.source else {
             let problem = p.problem.as_deref().unwrap_or("no file");
-            file_warnings.push(Warning {
-                file: path.to_path_buf(),
-                message: format!("{key} (seq {}): {problem}", p.record.seq),
-            });
+            file_warnings.push(Warning::lost(
+                path.to_path_buf(),
+                format!("{key} (seq {}): {problem}", p.record.seq),
+            ));
             continue;
         };
         match result {
@@ -208,40 +205,37 @@ fn apply_measurements(
                     p.record.stride = strides(&contiguous);
                 }
                 if let Some(stored) = source.stored_dtype.filter(|d| *d != m.dtype) {
-                    file_warnings.push(Warning {
-                        file: source.shown.clone(),
-                        message: format!(
+                    file_warnings.push(Warning::lost(
+                        source.shown.clone(),
+                        format!(
                             "{key}: the file holds {}, the manifest says storedDtype {}",
                             m.dtype, stored
                         ),
-                    });
+                    ));
                 }
                 let numel: usize = m.shape.iter().product();
                 if let Some(expected) = source.stored_numel.filter(|&n| n != numel as u64) {
-                    file_warnings.push(Warning {
-                        file: source.shown.clone(),
-                        message: format!(
+                    file_warnings.push(Warning::lost(source.shown.clone(), format!(
                             "{key}: the file holds {numel} elements (shape {:?}), the manifest {expected}; statistics are of the file",
                             m.shape
-                        ),
-                    });
+                        )));
                 }
                 p.record.stats = m.stats;
             }
-            Some(Err(problem)) => file_warnings.push(Warning {
-                file: source.shown.clone(),
-                message: format!("{key}: {problem}; no statistics for this record"),
-            }),
+            Some(Err(problem)) => file_warnings.push(Warning::lost(
+                source.shown.clone(),
+                format!("{key}: {problem}; no statistics for this record"),
+            )),
             None => {}
         }
     }
     if file_warnings.len() > MAX_FILE_WARNINGS {
         let more = file_warnings.len() - MAX_FILE_WARNINGS;
         file_warnings.truncate(MAX_FILE_WARNINGS);
-        file_warnings.push(Warning {
-            file: path.to_path_buf(),
-            message: format!("… and {more} more problems with this window's tensor files"),
-        });
+        file_warnings.push(Warning::lost(
+            path.to_path_buf(),
+            format!("… and {more} more problems with this window's tensor files"),
+        ));
     }
     file_warnings
 }
@@ -280,12 +274,12 @@ fn header_number(
                     value: v.clone(),
                 })?;
             if let Some(d) = from_dir.filter(|&d| d != n) {
-                warnings.push(Warning {
-                    file: path.to_path_buf(),
-                    message: format!(
+                warnings.push(Warning::lost(
+                    path.to_path_buf(),
+                    format!(
                         "`{field}` is {n} but the directory says {d} ({dir_pattern}); using {n}"
                     ),
-                });
+                ));
             }
             Ok(n)
         }
@@ -296,10 +290,7 @@ fn header_number(
 /// `tensorCount` / `taskCount` against what the lists hold, for invocations and tasks read whole.
 fn count_checks(read: &schema::Read, path: &Path, warnings: &mut Vec<Warning>) {
     let mut warn = |message: String| {
-        warnings.push(Warning {
-            file: path.to_path_buf(),
-            message,
-        });
+        warnings.push(Warning::lost(path.to_path_buf(), message));
     };
     for inv in read.invocations.iter().filter(|i| i.complete) {
         let id = inv.invocation_id.map_or("?".into(), |i| i.to_string());
