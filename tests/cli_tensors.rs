@@ -59,16 +59,35 @@ fn overflowing_stage_shows_where_fp16_went_infinite() {
     assert_eq!(m["allclose"], false);
 }
 
+/// One behaviour everywhere (issue 11, item 9): without `--cast` a float32/float16 pair is
+/// compared losslessly as float64 with ULPs counted in float16, the same numbers as `--cast
+/// float64` and as the workbench's `t` and the report (which call `compare_saved`).
 #[test]
-fn dtype_mismatch_without_cast_is_reported_not_compared() {
-    let (a, b) = (saved("a", "logits#1"), saved("b", "logits#1"));
-    let (code, out, _) = dumpview(&["tensors", &a, &b]);
-    assert_eq!(code, 1);
-    assert!(
-        out.contains("not compared: dtype differs: float32 vs float16"),
-        "{out}"
+fn a_precision_change_pair_compares_losslessly_and_counts_ulps_in_the_coarser_dtype() {
+    let (a, b) = (
+        saved("a", "layers.3.mlp_up#1"),
+        saved("b", "layers.3.mlp_up#1"),
     );
-    assert!(out.contains("--cast"), "{out}");
+    let (code, out, _) = dumpview(&["tensors", &a, &b, "--json"]);
+    assert_eq!(code, 1);
+    let json: Value = serde_json::from_str(&out).unwrap();
+    let m = &json["pairs"][0]["metrics"];
+    assert_eq!(m["compared_as"], "float64");
+    assert_eq!(m["ulp_dtype"], "float16");
+    let (_, cast64, _) = dumpview(&["tensors", &a, &b, "--cast", "float64", "--json"]);
+    let cast64: Value = serde_json::from_str(&cast64).unwrap();
+    assert_eq!(cast64["pairs"][0]["metrics"]["max_ulp"], m["max_ulp"]);
+    assert_eq!(cast64["pairs"][0]["metrics"]["ulp_dtype"], "float16");
+    let saved = dumpview::model::tensor::pairing::compare_saved(
+        std::path::Path::new(&a),
+        std::path::Path::new(&b),
+        &Default::default(),
+    )
+    .unwrap();
+    let workbench = saved.pairs[0].metrics.as_ref().unwrap();
+    assert_eq!(Some(workbench.max_ulp.unwrap()), m["max_ulp"].as_u64());
+    assert_eq!(m["max_ulp"], 7015);
+    assert_eq!(json["warnings"], serde_json::json!([]));
 }
 
 #[test]

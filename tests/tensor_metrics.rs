@@ -237,7 +237,7 @@ fn nonfinite_positions_and_equal_nan() {
 }
 
 #[test]
-fn shape_and_dtype_mismatch_are_errors_and_cast_compares() {
+fn shape_mismatch_is_an_error_and_precision_changes_compare_losslessly() {
     let a = f32_bytes(&[1.0, 2.0, 3.0]);
     let b: Vec<u8> = [1.0f32, 2.0, 3.0]
         .iter()
@@ -245,12 +245,20 @@ fn shape_and_dtype_mismatch_are_errors_and_cast_compares() {
         .collect();
     let va = view(&a, DType::Float32, &[3]);
     let vb = view(&b, DType::BFloat16, &[3]);
-    let err = compare(&va, &vb, &Options::default(), &Progress::default()).unwrap_err();
+    // A precision-change pair is compared as it is (float64), its ULPs counted in bfloat16.
+    let lossless = run(&va, &vb, &Options::default());
+    assert_eq!(lossless.compared_as, DType::Float64);
+    assert_eq!(lossless.ulp_dtype, Some(DType::BFloat16));
+    assert_eq!(lossless.max_ulp, Some(0));
+    // Only int64, not exact in float64, still needs a cast.
+    let ints: Vec<u8> = [1i64, 2, 3].iter().flat_map(|v| v.to_le_bytes()).collect();
+    let vi = view(&ints, DType::Int64, &[3]);
+    let err = compare(&va, &vi, &Options::default(), &Progress::default()).unwrap_err();
     assert_eq!(
         err,
         CompareError::DType {
             a: DType::Float32,
-            b: DType::BFloat16
+            b: DType::Int64
         }
     );
     assert!(err.to_string().contains("--cast"));

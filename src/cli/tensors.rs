@@ -27,8 +27,9 @@ pub struct TensorArgs {
     /// NaN in both at one position counts as close.
     #[arg(long)]
     pub equal_nan: bool,
-    /// Round both sides to DTYPE before comparing (needed when the dtypes differ), e.g.
-    /// float32, bfloat16, float16.
+    /// Round both sides to DTYPE before comparing, e.g. float32, bfloat16, float16. Without
+    /// it, tensors of different dtypes are compared losslessly as float64; ULPs are always
+    /// counted in the coarsest floating dtype of the two sides and the cast.
     /// Integer targets round to nearest and saturate (torch's `.to()` truncates and wraps).
     #[arg(long, value_name = "DTYPE", value_parser = parse_dtype)]
     pub cast: Option<DType>,

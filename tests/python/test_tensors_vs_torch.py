@@ -291,13 +291,24 @@ def dtype_name(dtype):
     return str(dtype).replace("torch.", "")
 
 
+MANTISSA_DIGITS = {torch.float64: 53, torch.float32: 24, torch.float16: 11, torch.bfloat16: 8}
+
+
+def ulp_dtype_of(*dtypes):
+    """docs/tensors.md: ULPs are counted in the coarsest floating dtype of both sides and the cast."""
+    floats = [d for d in dtypes if d in MANTISSA_DIGITS]
+    return min(floats, key=MANTISSA_DIGITS.get) if floats else None
+
+
 def reference_metrics(a, b, atol, rtol, equal_nan, cast=None):
+    ulp = ulp_dtype_of(a.dtype, b.dtype, *([cast] if cast is not None else []))
     if cast is not None:
-        a, b = a.to(cast), b.to(cast)
         compared = cast
-    else:
-        assert a.dtype == b.dtype, "mixed dtypes without --cast are not part of the spec"
+    elif a.dtype == b.dtype:
         compared = a.dtype
+    else:
+        compared = torch.float64  # a precision change is compared as it is: losslessly
+    a, b = a.to(compared), b.to(compared)
     shape = list(a.shape)
     af = a.detach().contiguous().reshape(-1).to(torch.float64)
     bf = b.detach().contiguous().reshape(-1).to(torch.float64)
@@ -339,9 +350,11 @@ def reference_metrics(a, b, atol, rtol, equal_nan, cast=None):
         "first_disagreement": None if dis is None else _location(dis, shape, af, bf),
     }
 
+    out["ulp_dtype"] = dtype_name(ulp) if ulp is not None and compared in ORD_VIEW else None
     if compared in ORD_VIEW:
         keep = (~torch.isnan(af)) & (~torch.isnan(bf))
-        oa, ob = _ord(a).tolist(), _ord(b).tolist()
+        # both values rounded to the ULP dtype first (from the compared values)
+        oa, ob = _ord(a.to(ulp)).tolist(), _ord(b.to(ulp)).tolist()
         best, at = None, None
         for i in torch.nonzero(keep).reshape(-1).tolist():
             u = abs(oa[i] - ob[i])  # Python ints: exact beyond int64
@@ -439,8 +452,8 @@ def metric_problems(actual, expected, dtype_a, dtype_b):
 
     exact("max_ulp", actual["max_ulp"], expected["max_ulp"], None if expected["max_ulp"] is None else "int")
     out += location_problems(actual["max_ulp_at"], expected["max_ulp_at"], "max_ulp_at")
-    if "ulp_dtype" in actual:  # docs/tensors.md: the compared dtype for `dumpview tensors`
-        want = expected["compared_as"] if expected["max_ulp"] is not None else None
+    if "ulp_dtype" in actual:  # docs/tensors.md: the coarsest floating dtype of both sides and the cast
+        want = expected["ulp_dtype"] if expected["max_ulp"] is not None else None
         exact("ulp_dtype", actual["ulp_dtype"], want)
 
     h, eh = actual["histogram"], expected["histogram"]
@@ -576,8 +589,25 @@ def test_cast_rounds_both_sides_then_compares(tmp_path, fmt, cast):
 
 
 @pytest.mark.parametrize("fmt", ["pt", "safetensors"])
-def test_mixed_dtypes_without_cast_are_an_error_pair(tmp_path, fmt):
+def test_mixed_dtypes_without_cast_compare_losslessly_in_float64(tmp_path, fmt):
+    """No --cast: float32 vs bfloat16 is compared as float64 (nothing rounded), ULPs in bfloat16,
+    exactly as `--cast float64` and as the workbench's and the report's comparisons."""
     tensors_a, tensors_b = _mixed_pair()
+    fa, fb = save_both(tmp_path, "a", tensors_a)[fmt], save_both(tmp_path, "b", tensors_b)[fmt]
+    proc, report = tensors_json(fa, fb)
+    (pair,) = report["pairs"]
+    expected = reference_metrics(tensors_a["m"], tensors_b["m"], **DEFAULTS)
+    assert expected["compared_as"] == "float64" and expected["ulp_dtype"] == "bfloat16"
+    assert_metrics(pair["metrics"], expected, torch.float32, torch.bfloat16, "m lossless")
+    _, cast64 = tensors_json(fa, fb, "--cast", "float64")
+    assert cast64["pairs"][0]["metrics"]["max_ulp"] == pair["metrics"]["max_ulp"]
+    assert proc.returncode == (0 if expected["allclose"] else 1)
+
+
+@pytest.mark.parametrize("fmt", ["pt", "safetensors"])
+def test_int64_against_another_dtype_needs_a_cast(tmp_path, fmt):
+    tensors_a = {"m": torch.arange(12, dtype=torch.int64)}
+    tensors_b = {"m": torch.arange(12, dtype=torch.float32)}
     fa, fb = save_both(tmp_path, "a", tensors_a)[fmt], save_both(tmp_path, "b", tensors_b)[fmt]
     proc, report = tensors_json(fa, fb)
     (pair,) = report["pairs"]
@@ -591,6 +621,11 @@ def test_cast_float32_of_bfloat16_is_exact(tmp_path):
     fa, fb = save_both(tmp_path, "a", tensors_a)["safetensors"], save_both(tmp_path, "b", tensors_b)["safetensors"]
     _, report = tensors_json(fa, fb, "--cast", "float32")
     expected = reference_metrics(tensors_a["m"], tensors_b["m"].float(), **DEFAULTS)
+    # ULPs are still counted in the coarser dtype of the files (bfloat16), not the cast's
+    in_bf16 = reference_metrics(tensors_a["m"], tensors_b["m"], cast=torch.float32, **DEFAULTS)
+    for key in ("max_ulp", "max_ulp_at", "ulp_dtype"):
+        expected[key] = in_bf16[key]
+    assert expected["ulp_dtype"] == "bfloat16"
     assert_metrics(report["pairs"][0]["metrics"], expected, torch.float32, torch.bfloat16, "m")
 
 

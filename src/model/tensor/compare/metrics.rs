@@ -39,12 +39,13 @@ pub struct Options {
     pub rtol: f64,
     /// Whether NaN in both at one position counts as close.
     pub equal_nan: bool,
-    /// Round both sides to this dtype before comparing (the only way to compare tensors of
-    /// different dtypes); `None` requires equal dtypes.
+    /// Round both sides to this dtype before comparing. `None` compares the values as they
+    /// are: in their dtype when both sides share it, else losslessly as float64 (an int64 on
+    /// either side of a mixed pair is refused: it is not exact in float64).
     pub cast: Option<DType>,
-    /// Count ULP distances in this dtype (both values rounded to it first) instead of the
-    /// compared dtype: a float32-vs-bfloat16 pair compared losslessly as float64 counts ULPs
-    /// of bfloat16.
+    /// Count ULP distances in this dtype (both values rounded to it first). `None`: the
+    /// coarsest floating dtype of the two sides and the cast, so a float32-vs-bfloat16 pair,
+    /// compared as float64, counts ULPs of bfloat16.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub ulp_in: Option<DType>,
     /// Refuse tensors of more elements than this ([`CompareError::TooLarge`]): a stride-0
@@ -93,8 +94,11 @@ pub enum CompareError {
         /// B's shape.
         b: Vec<usize>,
     },
-    /// The dtypes differ and no [`Options::cast`] was given.
-    #[error("dtype differs: {a} vs {b}; give --cast <dtype> to compare both rounded to one dtype")]
+    /// The dtypes differ, one is int64 (not exact in float64), and no [`Options::cast`] was
+    /// given.
+    #[error(
+        "dtype differs: {a} vs {b}, and int64 is not exact in float64; give --cast <dtype> to compare both rounded to one dtype"
+    )]
     DType {
         /// A's dtype.
         a: DType,
@@ -222,7 +226,7 @@ pub struct Metrics {
     /// Largest ULP distance in `ulp_dtype`; `None` for integer dtypes or when every position
     /// holds a NaN.
     pub max_ulp: Option<u64>,
-    /// The dtype ULPs are counted in (`compared_as`, or `Options::ulp_in`).
+    /// The dtype ULPs are counted in (`Options::ulp_in`, else the coarsest of the pair's dtypes).
     pub ulp_dtype: Option<DType>,
     /// The first position attaining `max_ulp`.
     pub max_ulp_at: Option<Location>,
@@ -257,6 +261,9 @@ pub fn compare(
     let compared_as = match options.cast {
         Some(cast) => cast,
         None if a.dtype() == b.dtype() => a.dtype(),
+        // Every value of every other dtype is exact in float64: a precision-change pair is
+        // compared as it is, never rounded first.
+        None if a.dtype() != DType::Int64 && b.dtype() != DType::Int64 => DType::Float64,
         None => {
             return Err(CompareError::DType {
                 a: a.dtype(),
@@ -270,19 +277,22 @@ pub fn compare(
             max: options.max_elements,
         });
     }
-    let ulp = options.ulp_in.unwrap_or(compared_as);
-    // Counting ULPs in another dtype takes the rounding reader even without a cast.
-    let cast = options.cast.or((ulp != compared_as).then_some(compared_as));
+    let ulp = ulp_dtype(a.dtype(), b.dtype(), options);
+    // Counting ULPs in another dtype, or reading two dtypes, takes the rounding reader.
+    let cast = options
+        .cast
+        .or((ulp != compared_as || a.dtype() != b.dtype()).then_some(compared_as));
     let accumulated = match (cast, a.dtype()) {
-        (None, DType::Float32) => run(a, b, options, progress, F32, F32),
-        (None, DType::BFloat16) => run(a, b, options, progress, BF16, BF16),
-        (None, DType::Float16) => run(a, b, options, progress, F16, F16),
-        (None, DType::Float64) => run(a, b, options, progress, F64, F64),
-        (None, dtype) => run(a, b, options, progress, Decoded(dtype), Decoded(dtype)),
+        (None, DType::Float32) => run(a, b, options, ulp, progress, F32, F32),
+        (None, DType::BFloat16) => run(a, b, options, ulp, progress, BF16, BF16),
+        (None, DType::Float16) => run(a, b, options, ulp, progress, F16, F16),
+        (None, DType::Float64) => run(a, b, options, ulp, progress, F64, F64),
+        (None, dtype) => run(a, b, options, ulp, progress, Decoded(dtype), Decoded(dtype)),
         (Some(cast), _) => run(
             a,
             b,
             options,
+            ulp,
             progress,
             Cast {
                 from: a.dtype(),
@@ -303,6 +313,7 @@ fn run<RA: ElementReader, RB: ElementReader>(
     a: &TensorView,
     b: &TensorView,
     options: &Options,
+    ulp: DType,
     progress: &CompareProgress,
     ra: RA,
     rb: RB,
@@ -311,11 +322,7 @@ fn run<RA: ElementReader, RB: ElementReader>(
         atol: options.atol,
         rtol: options.rtol,
         equal_nan: options.equal_nan,
-        ulp: options
-            .ulp_in
-            .or(options.cast)
-            .unwrap_or(a.dtype())
-            .is_float(),
+        ulp: ulp.is_float(),
     };
     let numel = a.numel();
     let chunks: Vec<Range<usize>> = (0..numel.div_ceil(CHUNK))
@@ -340,6 +347,17 @@ fn run<RA: ElementReader, RB: ElementReader>(
     Ok(total)
 }
 
+/// The dtype ULP distances are counted in: `options.ulp_in` when given, else the coarsest
+/// floating dtype of the two sides and the cast (float32 vs float16 compared as float64 counts
+/// float16 ULPs: "1 ULP" is one rounding of the lower precision), else the compared dtype.
+fn ulp_dtype(a: DType, b: DType, options: &Options) -> DType {
+    options
+        .ulp_in
+        .or_else(|| DType::coarsest_float([a, b].into_iter().chain(options.cast)))
+        .or(options.cast)
+        .unwrap_or(a)
+}
+
 /// The metrics of one comparison's accumulated sums.
 fn finish(
     acc: Accumulator,
@@ -357,7 +375,7 @@ fn finish(
         })
     };
     let numel = a.numel() as u64;
-    let ulp_dtype = options.ulp_in.unwrap_or(compared_as);
+    let ulp_dtype = ulp_dtype(a.dtype(), b.dtype(), options);
     let any = acc.finite_pairs > 0;
     let norms = acc.norm_a.sqrt() * acc.norm_b.sqrt();
     Metrics {

@@ -3,7 +3,7 @@
 use serde::Serialize;
 
 use super::metrics::{self, CompareError, CompareProgress, Metrics, Options};
-use crate::model::tensor::read::{DType, FileFormat, TensorFile};
+use crate::model::tensor::read::{FileFormat, TensorFile};
 
 /// One file's side of a comparison, as reported.
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -180,33 +180,9 @@ pub fn compare_files(
     })
 }
 
-/// The default options for comparing saved tensors of one stage from two captures: the
-/// coarse-screen tolerances, and a lossless cast to float64 when a paired dtype differs (a
-/// precision-change pair, fp32 vs bf16), so the values are compared as they are.
-///
-/// ULPs of such a pair are counted in the coarser dtype (fewer bytes: float16/bfloat16 of a
-/// float32 pair), where "1 ULP" means "the rounding the lower precision must make".
-pub fn options_for_captures(a: &TensorFile, b: &TensorFile) -> Options {
-    let mixed = pair_keys(a, b, Selection::All)
-        .ok()
-        .and_then(|(pairs, _, _)| {
-            pairs
-                .iter()
-                .map(|&(i, j)| (a.entries[i].dtype, b.entries[j].dtype))
-                .find(|(da, db)| da != db)
-        });
-    match mixed {
-        None => Options::default(),
-        Some((da, db)) => Options {
-            cast: Some(DType::Float64),
-            ulp_in: Some(if da.size() <= db.size() { da } else { db }).filter(|d| d.is_float()),
-            ..Options::default()
-        },
-    }
-}
-
 /// Opens and compares the saved tensors of one stage from two captures with
-/// [`options_for_captures`].
+/// the default [`Options`]: a precision-change pair is compared losslessly as float64 and its
+/// ULPs counted in the coarser dtype, as by `dumpview tensors`.
 ///
 /// # Errors
 /// A file that cannot be read (named), or "cancelled".
@@ -217,6 +193,6 @@ pub fn compare_saved(
 ) -> Result<FileComparison, String> {
     let a = TensorFile::open(a).map_err(|e| e.to_string())?;
     let b = TensorFile::open(b).map_err(|e| e.to_string())?;
-    let options = options_for_captures(&a, &b);
+    let options = Options::default();
     compare_files(&a, &b, Selection::All, &options, progress)
 }

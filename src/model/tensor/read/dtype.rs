@@ -116,6 +116,31 @@ impl DType {
         )
     }
 
+    /// Significand precision in bits, the implicit bit included (float64 53, float32 24,
+    /// float16 11, bfloat16 8, float8_e4m3fn 4, float8_e5m2 3); `None` for integers and bool.
+    /// The unit roundoff is `2^-digits`.
+    pub fn mantissa_digits(self) -> Option<u32> {
+        match self {
+            DType::Float64 => Some(53),
+            DType::Float32 => Some(24),
+            DType::Float16 => Some(11),
+            DType::BFloat16 => Some(8),
+            DType::Float8E4M3Fn => Some(4),
+            DType::Float8E5M2 => Some(3),
+            _ => None,
+        }
+    }
+
+    /// The floating type of fewest significand bits among `dtypes` (bfloat16 before float16:
+    /// 8 bits against 11), the dtype whose ULP says "one rounding of the lower precision".
+    pub fn coarsest_float(dtypes: impl IntoIterator<Item = DType>) -> Option<DType> {
+        dtypes
+            .into_iter()
+            .filter_map(|d| d.mantissa_digits().map(|m| (m, d)))
+            .min_by_key(|&(m, _)| m)
+            .map(|(_, d)| d)
+    }
+
     /// Decodes the element whose bytes start at `bytes[0]` (little-endian) to `f64`; exact for
     /// every type except int64 beyond 2^53. `bytes` holds at least [`DType::size`] bytes.
     #[inline]
