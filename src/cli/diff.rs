@@ -2,13 +2,14 @@
 
 use std::path::PathBuf;
 
-use super::{CliError, Outcome, inputs::load_capture};
+use super::{CliError, Outcome, inputs::load_captures};
 use crate::model::analysis::Analysis;
 use crate::model::analysis::compare::{
     CHECKSUM_RTOL, CHECKSUM_RTOL_PRECISION_CHANGE, DEFAULT_ATOL, DEFAULT_RTOL, Tolerance,
     Tolerances,
 };
 use crate::model::analysis::diff::DiffReport;
+use crate::model::dump::Dump;
 use crate::model::present;
 
 /// Tolerance options as given on the command line.
@@ -83,8 +84,9 @@ pub fn run(
     json: bool,
 ) -> Result<Outcome, CliError> {
     let tolerances = tolerance.tolerances()?;
-    let dump_a = load_capture(std::slice::from_ref(a), json)?;
-    let dump_b = load_capture(std::slice::from_ref(b), json)?;
+    let [dump_a, dump_b]: [Dump; 2] = load_captures(&[a.clone(), b.clone()], json)?
+        .try_into()
+        .expect("two captures in, two dumps out");
     let analysis = Analysis::compute_diff(&dump_a, &dump_b, &tolerances);
     let report = analysis.diff.as_ref().expect("a diff of two captures");
     if json {

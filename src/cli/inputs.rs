@@ -5,7 +5,7 @@ use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
 use crate::model::dump::Dump;
-use crate::model::ingest::{LoadError, Progress, load};
+use crate::model::ingest::{LoadError, Progress, load, same_input};
 
 /// A load slower than this shows progress (only on a terminal, never with `--json`).
 const PROGRESS_AFTER: Duration = Duration::from_secs(1);
@@ -40,4 +40,38 @@ pub fn load_capture(paths: &[PathBuf], json: bool) -> Result<Dump, LoadError> {
         eprintln!("dumpview: warning: {warning}");
     }
     Ok(dump)
+}
+
+/// Loads the captures of a comparison, each as [`load_capture`], and notes on the later of
+/// two that are one input ([`same_input`]: one path given twice, or identical records), so
+/// that an agreement by construction is never printed as good news. The note is printed and
+/// kept in that capture's warnings (the `--json` documents carry it).
+///
+/// # Errors
+/// As [`load`], for the first capture that cannot be loaded.
+pub fn load_captures(captures: &[PathBuf], json: bool) -> Result<Vec<Dump>, LoadError> {
+    let mut dumps: Vec<Dump> = Vec::with_capacity(captures.len());
+    for (i, path) in captures.iter().enumerate() {
+        let mut dump = load_capture(std::slice::from_ref(path), json)?;
+        let earlier = (0..i).find_map(|j| {
+            same_input(
+                std::slice::from_ref(&captures[j]),
+                &dumps[j],
+                std::slice::from_ref(path),
+                &dump,
+            )
+            .map(|note| (j, note))
+        });
+        if let Some((j, mut note)) = earlier {
+            note.message = if captures.len() > 2 {
+                format!("captures {} and {}: {}", j + 1, i + 1, note.message)
+            } else {
+                format!("A and B: {}", note.message)
+            };
+            eprintln!("dumpview: warning: {note}");
+            dump.warnings.push(note);
+        }
+        dumps.push(dump);
+    }
+    Ok(dumps)
 }

@@ -3,7 +3,7 @@
 use std::path::{Path, PathBuf};
 
 use super::diff::ToleranceArgs;
-use super::{CliError, Outcome, inputs::load_capture};
+use super::{CliError, Outcome, inputs::load_captures};
 use crate::model::analysis::Analysis;
 use crate::model::analysis::report::Report;
 use crate::model::tensor::metrics::CompareProgress;
@@ -23,11 +23,10 @@ pub fn run(
     json: bool,
 ) -> Result<Outcome, CliError> {
     let tolerances = tolerance.tolerances()?;
-    let dump_a = load_capture(&[a.to_path_buf()], json)?;
-    let dump_b = match b {
-        Some(b) => Some(load_capture(&[b.to_path_buf()], json)?),
-        None => None,
-    };
+    let inputs: Vec<PathBuf> = std::iter::once(a).chain(b).map(Path::to_path_buf).collect();
+    let mut dumps = load_captures(&inputs, json)?.into_iter();
+    let dump_a = dumps.next().expect("A is loaded");
+    let dump_b = dumps.next();
     let analysis = Analysis::compute(&dump_a, dump_b.as_ref(), &tolerances);
     let mut report = Report::build(&dump_a, dump_b.as_ref(), &analysis);
     if let Some(dump_b) = &dump_b {

@@ -2,7 +2,7 @@
 
 use std::path::PathBuf;
 
-use super::{CliError, Outcome, inputs::load_capture};
+use super::{CliError, Outcome, inputs::load_captures};
 use crate::model::analysis::vary::vary;
 use crate::model::present;
 
@@ -19,8 +19,7 @@ pub fn run(captures: &[PathBuf], threshold: f64, json: bool) -> Result<Outcome, 
     }
     let mut loaded = Vec::new();
     let mut warnings = Vec::new();
-    for capture in captures {
-        let dump = load_capture(std::slice::from_ref(capture), json)?;
+    for dump in load_captures(captures, json)? {
         warnings.extend(dump.warnings);
         loaded.push(dump.windows);
     }

@@ -10,7 +10,7 @@ use crate::embedded::ExamplePair;
 use crate::model::analysis::Analysis;
 use crate::model::analysis::compare::Tolerances;
 use crate::model::dump::{Dump, Window};
-use crate::model::ingest::{LoadError, Progress, load, read_window};
+use crate::model::ingest::{LoadError, Progress, load, read_window, same_input};
 
 /// Loads one or two captures from disk (each a manifest file or a directory).
 ///
@@ -22,10 +22,17 @@ pub fn open(
     progress: &mut dyn FnMut(Progress),
 ) -> Result<Session, LoadError> {
     let dump_a = load(&[a.to_path_buf()], progress)?;
-    let dump_b = match b {
+    let mut dump_b = match b {
         Some(b) => Some(load(&[b.to_path_buf()], progress)?),
         None => None,
     };
+    if let (Some(b), Some(dump_b)) = (b, dump_b.as_mut()) {
+        if let Some(mut note) = same_input(&[a.to_path_buf()], &dump_a, &[b.to_path_buf()], dump_b)
+        {
+            note.message = format!("A and B: {}", note.message);
+            dump_b.warnings.push(note);
+        }
+    }
     let title = match b {
         Some(b) => format!("{} vs {}", a.display(), b.display()),
         None => a.display().to_string(),

@@ -12,6 +12,7 @@ use rayon::prelude::*;
 use serde::Serialize;
 
 use crate::model::analysis::compare::{Comparison, Tolerances, Verdict, compare_records};
+use crate::model::analysis::scan::NonFinite;
 use crate::model::dump::{Dims, Mode, Name, Record, Window, keys_increase};
 
 /// Hash maps over keys from the (untrusted) manifests: foldhash, seeded per process.
@@ -200,6 +201,11 @@ pub struct WindowDiff {
     /// `arm()` metadata (other than token ids) and topology that differ: `key: A vs B`.
     /// Identity is judged from the token ids; these say what else the two runs changed.
     pub metadata_differences: Vec<String>,
+    /// A's first record holding NaN/inf, in A's capture order. A finding even when B holds
+    /// the same: two captures that agree on a NaN are both wrong.
+    pub first_nonfinite_a: Option<NonFinite>,
+    /// B's first record holding NaN/inf, in B's capture order.
+    pub first_nonfinite_b: Option<NonFinite>,
 }
 
 impl WindowDiff {
@@ -243,11 +249,16 @@ pub struct DiffReport {
 }
 
 impl DiffReport {
-    /// True when anything a user must look at was found: a divergence, an identity
-    /// mismatch, a large drop in record count (missing data), missing windows.
+    /// True when anything a user must look at was found: a divergence, a non-finite record
+    /// on either side, an identity mismatch, a large drop in record count (missing data),
+    /// missing windows.
     pub fn found_something(&self) -> bool {
         self.windows.iter().any(|w| {
-            w.first_divergence.is_some() || w.identity.is_mismatch() || w.missing_data.is_some()
+            w.first_divergence.is_some()
+                || w.identity.is_mismatch()
+                || w.missing_data.is_some()
+                || w.first_nonfinite_a.is_some()
+                || w.first_nonfinite_b.is_some()
         }) || !self.unpaired_a.is_empty()
             || !self.unpaired_b.is_empty()
     }
@@ -380,6 +391,8 @@ pub fn diff_windows(a: &Window, b: &Window, tolerances: &Tolerances) -> WindowDi
         only_b,
         first_divergence,
         precision_changes,
+        first_nonfinite_a: NonFinite::first_in(a),
+        first_nonfinite_b: NonFinite::first_in(b),
     }
 }
 

@@ -9,6 +9,7 @@
 mod check;
 mod discover;
 mod error;
+mod same;
 
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -16,6 +17,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 pub use check::{check_records, check_window, drop_escaping_evidence};
 pub use discover::{discover, discover_named};
 pub use error::LoadError;
+pub use same::same_input;
 
 use crate::model::dump::{Dump, Warning, Window};
 use crate::model::formats::{self, FormatError, HEAD_BYTES};

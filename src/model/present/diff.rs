@@ -88,6 +88,7 @@ fn render_window(w: &WindowDiff) -> String {
             out.push_str("first divergence: none: every paired record agrees within tolerance\n")
         }
     }
+    out.push_str(&render_nonfinite(w));
     let diverging = w
         .pairs
         .iter()
@@ -102,6 +103,25 @@ fn render_window(w: &WindowDiff) -> String {
     }
     out.push('\n');
     out
+}
+
+/// The first non-finite record of each side: a finding whether or not the sides agree.
+fn render_nonfinite(w: &WindowDiff) -> String {
+    let at = |n: &crate::model::analysis::scan::NonFinite| {
+        format!("{} (seq {}, {})", n.key, n.seq, n.counts_text())
+    };
+    match (&w.first_nonfinite_a, &w.first_nonfinite_b) {
+        (None, None) => String::new(),
+        (Some(a), Some(b)) if a.key == b.key && w.first_divergence.is_none() => format!(
+            "first non-finite: {} in both A and B: both captures hold NaN/inf there, so their agreement does not make either right\n",
+            at(a)
+        ),
+        (a, b) => format!(
+            "first non-finite: A {}; B {}\n",
+            a.as_ref().map_or("none".to_string(), at),
+            b.as_ref().map_or("none".to_string(), at)
+        ),
+    }
 }
 
 fn render_first(pair: &PairDiff) -> String {
