@@ -1,6 +1,6 @@
 //! `dumpview diff A B`: coverage, input identity and the first divergence, per rank.
 
-use std::path::PathBuf;
+use std::path::Path;
 
 use super::{CliError, Outcome, inputs::load_captures};
 use crate::model::analysis::Analysis;
@@ -78,13 +78,13 @@ impl ToleranceArgs {
 /// # Errors
 /// An input that cannot be loaded, or bad tolerance options.
 pub fn run(
-    a: &PathBuf,
-    b: &PathBuf,
+    a: &Path,
+    b: &Path,
     tolerance: &ToleranceArgs,
     json: bool,
 ) -> Result<Outcome, CliError> {
     let tolerances = tolerance.tolerances()?;
-    let [dump_a, dump_b]: [Dump; 2] = load_captures(&[a.clone(), b.clone()], json)?
+    let [dump_a, dump_b]: [Dump; 2] = load_captures(&[a.to_path_buf(), b.to_path_buf()], json)?
         .try_into()
         .expect("two captures in, two dumps out");
     let analysis = Analysis::compute_diff(&dump_a, &dump_b, &tolerances);
