@@ -35,6 +35,7 @@ on.  The manifest format is described in docs/manifest.md of the dumpview
 repository.
 """
 
+import atexit
 import json
 import os
 import re
@@ -151,6 +152,10 @@ class _State:
         self.storages = {}  # (device, storage_ptr) -> (weakref to the storage, storage_id)
         self.next_storage_id = 1
         self.warned = set()
+        self.arms = 0  # arm() calls seen, selected or not
+        self.last_rank = None  # the rank arm() last saw
+        self.written = []  # (manifest path, records) of each window written
+        self.report_at_exit = True  # _reset_for_tests turns it off: pytest's exit is not a run's
 
 
 _config = _Config(os.environ)
@@ -244,6 +249,8 @@ def arm(label, **metadata):
         calls += 1
         _state.labels[label] = (match, calls)
         rank = current_rank()
+        _state.arms += 1
+        _state.last_rank = rank
         if _config.ranks is not None and rank not in _config.ranks:
             return False
         if match != _config.match or calls != _config.occurrence:
@@ -701,7 +708,7 @@ def _read_back(rows):
 
 def _write_window(window):
     config = _config
-    directory = _new_window_dir(config.directory, window)
+    directory, attempt = _new_window_dir(config.directory, window)
     slots = [slot for slot in sorted(_state.slots.values(), key=lambda s: s.index) if slot.meta is not None]
     stat_rows = [r.stats for r in _state.records]
     stat_rows += [s.stats if s.meta["numel"] and not s.meta["dtype"].startswith("complex") else None for s in slots]
@@ -747,6 +754,7 @@ def _write_window(window):
         "label": window["label"],
         "match": window["match"],
         "occurrence": window["occurrence"],
+        "attempt": attempt,
         "rank": window["rank"],
         "world_size": window["world_size"],
         "metadata": _metadata_to_host(window["metadata"]),
@@ -764,6 +772,7 @@ def _write_window(window):
     }
     path = os.path.join(directory, "manifest.json")
     _atomic_write_text(path, _manifest_text(manifest))
+    _state.written.append((path, len(records)))
     return path
 
 
@@ -849,6 +858,8 @@ def _new_window_dir(root, window):
     Layout: <root>/rank<R>/match<M>-occ<O>/ ; if that exists (an earlier run
     into the same root) a suffix .2, .3, ... is added and a warning printed.
     os.mkdir is atomic, so two processes can never share a directory.
+    Returns (directory, attempt): attempt N is the directory with suffix .N
+    (1 for none), recorded in the manifest as ``attempt``.
     """
     base = os.path.join(root, "rank%d" % window["rank"], "match%d-occ%d" % (window["match"], window["occurrence"]))
     os.makedirs(os.path.dirname(base), exist_ok=True)
@@ -862,7 +873,7 @@ def _new_window_dir(root, window):
             candidate = "%s.%d" % (base, n)
     if candidate != base:
         _warn("%s already holds a dump; writing %s instead" % (base, candidate), key="exists:" + base)
-    return candidate
+    return candidate, n
 
 
 def _atomic_write_bytes(path, chunks):
@@ -942,11 +953,54 @@ def _safetensors_chunks(key, host):
     return [len(text).to_bytes(8, "little"), text, data]
 
 
+def _nothing_written_reason():
+    """Why an enabled probe on a selected rank wrote no window, in the user's terms."""
+    if _state.arms == 0:
+        return "arm() was never called"
+    labels = len(_state.labels)
+    if labels < _config.match:
+        return "no label matched DUMP_PROBE_MATCH=%d: %d label%s seen" % (
+            _config.match, labels, "" if labels == 1 else "s")
+    label, (_, calls) = next((l, v) for l, v in _state.labels.items() if v[0] == _config.match)
+    if calls < _config.occurrence:
+        return "DUMP_PROBE_OCCURRENCE=%d is beyond the %d call%s of label %r (match %d)" % (
+            _config.occurrence, calls, "" if calls == 1 else "s", label, _config.match)
+    return "the selected window of label %r was not written (see the warning above)" % label
+
+
+def _report_at_exit():
+    """At interpreter exit: the path of each window written, or one line saying why none was.
+
+    Silent when the probe is off, misconfigured (already said at import), or on a rank that
+    DUMP_PROBE_RANKS leaves out. Never raises.
+    """
+    try:
+        if not _state.report_at_exit or not _config.enabled or _config.error is not None:
+            return
+        rank = _state.last_rank if _state.last_rank is not None else current_rank()
+        if _config.ranks is not None and rank not in _config.ranks:
+            return
+        lines = ["wrote %s (%d record%s)" % (path, n, "" if n == 1 else "s") for path, n in _state.written]
+        if _active and _state.window is not None:
+            lines.append("the window of label %r is still armed at exit: finish() was never called, "
+                         "so it was not written" % _state.window["label"])
+        elif not _state.written:
+            lines.append("nothing written: " + _nothing_written_reason())
+        for line in lines:
+            sys.stderr.write("dump_probe: %s\n" % line)
+    except Exception:
+        pass
+
+
+atexit.register(_report_at_exit)
+
+
 def _reset_for_tests(env=None):
     """Re-read the environment and drop all state (used by the test-suite)."""
     global _config, _state, _active
     _active = False
     _config = _Config(os.environ if env is None else env)
     _state = _State(_config)
+    _state.report_at_exit = False
     if _config.enabled and _config.error:
         _warn(_config.error + "; the probe stays disarmed", key="config")

@@ -23,6 +23,8 @@ struct Args {
     /// Print JSON instead of text.
     #[arg(long, global = true)]
     json: bool,
+    #[command(flatten)]
+    attempts: cli::inputs::AttemptArgs,
 }
 
 const EXAMPLES: &str = "\
@@ -124,11 +126,15 @@ enum ProbeAction {
 /// The pair the workbench opens with no arguments: a non-finite record and a divergence.
 const DEFAULT_EXAMPLE: &str = "llama_fp16_overflow";
 
-fn workbench(source: dumpview::runtime::Source, json: bool) -> Result<Outcome, cli::CliError> {
+fn workbench(
+    source: dumpview::runtime::Source,
+    attempts: &cli::inputs::AttemptArgs,
+    json: bool,
+) -> Result<Outcome, cli::CliError> {
     use std::io::IsTerminal;
     // Input errors are found before the terminal is taken, so they reach stderr and exit 2.
     match &source {
-        dumpview::runtime::Source::Files { a, b } => {
+        dumpview::runtime::Source::Files { a, b, .. } => {
             let inputs: Vec<PathBuf> = std::iter::once(a.clone()).chain(b.clone()).collect();
             dumpview::model::ingest::discover(&inputs)?;
         }
@@ -145,9 +151,11 @@ fn workbench(source: dumpview::runtime::Source, json: bool) -> Result<Outcome, c
     if json || !std::io::stdout().is_terminal() {
         // No terminal to draw on (a pipe, a script): the same answers as text.
         return match source {
-            dumpview::runtime::Source::Files { a, b: None } => cli::scan::run(&[a], json),
-            dumpview::runtime::Source::Files { a, b: Some(b) } => {
-                cli::diff::run(&a, &b, &Default::default(), json)
+            dumpview::runtime::Source::Files { a, b: None, .. } => {
+                cli::scan::run(&[a], attempts, json)
+            }
+            dumpview::runtime::Source::Files { a, b: Some(b), .. } => {
+                cli::diff::run(&a, &b, &Default::default(), attempts, json)
             }
             dumpview::runtime::Source::Example(_) => cli::summary::run_embedded(json),
         };
@@ -166,6 +174,7 @@ fn main() -> ExitCode {
     }
     let args = Args::parse();
     let json = args.json;
+    let attempts = args.attempts;
     let command = match (args.command, args.captures.as_slice()) {
         (Some(command), _) => command,
         (None, []) => Command::Demo {
@@ -177,7 +186,10 @@ fn main() -> ExitCode {
                 dumpview::runtime::Source::Files {
                     a: a.clone(),
                     b: None,
+                    attempt_a: attempts.side(0),
+                    attempt_b: attempts.side(1),
                 },
+                &attempts,
                 json,
             ));
         }
@@ -186,7 +198,10 @@ fn main() -> ExitCode {
                 dumpview::runtime::Source::Files {
                     a: a.clone(),
                     b: Some(b.clone()),
+                    attempt_a: attempts.side(0),
+                    attempt_b: attempts.side(1),
                 },
+                &attempts,
                 json,
             ));
         }
@@ -194,15 +209,15 @@ fn main() -> ExitCode {
     let result = match command {
         Command::Demo { list: true, .. } => cli::summary::run_embedded(json),
         Command::Demo { pair, list: false } => {
-            workbench(dumpview::runtime::Source::Example(pair), json)
+            workbench(dumpview::runtime::Source::Example(pair), &attempts, json)
         }
-        Command::Scan { inputs } => cli::scan::run(&inputs, json),
+        Command::Scan { inputs } => cli::scan::run(&inputs, &attempts, json),
         Command::Tensors(args) => cli::tensors::run(&args, json),
-        Command::Diff { a, b, tolerance } => cli::diff::run(&a, &b, &tolerance, json),
+        Command::Diff { a, b, tolerance } => cli::diff::run(&a, &b, &tolerance, &attempts, json),
         Command::Vary {
             captures,
             threshold,
-        } => cli::vary::run(&captures, threshold, json),
+        } => cli::vary::run(&captures, threshold, &attempts, json),
         Command::Report {
             a,
             b,
@@ -215,9 +230,10 @@ fn main() -> ExitCode {
             output.as_deref(),
             &table,
             &tolerance,
+            &attempts,
             json,
         ),
-        Command::Summary { files } => cli::summary::run(&files, json),
+        Command::Summary { files } => cli::summary::run(&files, &attempts, json),
         // Nothing to say in JSON: refused rather than ignored.
         Command::Probe { .. } | Command::Completions { .. } if json => {
             Err("--json is not supported by `probe install` and `completions`".into())

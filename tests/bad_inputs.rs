@@ -233,7 +233,9 @@ const CASES: &[Case] = &[
         // A note (nothing lost): scan exits 0; the diff against a full capture is missing data.
         scan: 0,
         diff: 1,
-        messages: &["holds no records: nothing was captured in this window, so nothing here can be compared",],
+        messages: &[
+            "holds no records: nothing was captured in this window, so nothing here can be compared",
+        ],
         records: Some(0),
     },
     Case {

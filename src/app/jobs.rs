@@ -5,7 +5,7 @@
 
 use std::path::PathBuf;
 
-use crate::model::ingest::Progress;
+use crate::model::ingest::{Attempt, Progress};
 use crate::model::tensor::pairing::FileComparison;
 
 use super::Session;
@@ -37,6 +37,10 @@ pub enum Source {
         a: PathBuf,
         /// Capture B (diff mode), if any.
         b: Option<PathBuf>,
+        /// Which attempt of each of A's windows to keep.
+        attempt_a: Attempt,
+        /// Which attempt of each of B's windows to keep.
+        attempt_b: Attempt,
     },
     /// An embedded example pair, by name (`crate::embedded::example_pairs`).
     Example(String),

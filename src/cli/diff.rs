@@ -81,12 +81,14 @@ pub fn run(
     a: &Path,
     b: &Path,
     tolerance: &ToleranceArgs,
+    attempts: &super::inputs::AttemptArgs,
     json: bool,
 ) -> Result<Outcome, CliError> {
     let tolerances = tolerance.tolerances()?;
-    let [dump_a, dump_b]: [Dump; 2] = load_captures(&[a.to_path_buf(), b.to_path_buf()], json)?
-        .try_into()
-        .expect("two captures in, two dumps out");
+    let [dump_a, dump_b]: [Dump; 2] =
+        load_captures(&[a.to_path_buf(), b.to_path_buf()], attempts, json)?
+            .try_into()
+            .expect("two captures in, two dumps out");
     let analysis = Analysis::compute_diff(&dump_a, &dump_b, &tolerances);
     let report = analysis.diff.as_ref().expect("a diff of two captures");
     if json {

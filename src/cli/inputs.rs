@@ -5,16 +5,48 @@ use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
 use crate::model::dump::Dump;
-use crate::model::ingest::{LoadError, Progress, load, same_input};
+use crate::model::ingest::{Attempt, LoadError, Progress, load_attempt, same_input};
+
+/// Which attempt of a window re-run into one dump directory to compare (docs/manifest.md,
+/// "Attempts"): the newest unless asked.
+#[derive(Debug, Clone, Copy, Default, clap::Args)]
+pub struct AttemptArgs {
+    /// Use attempt N of every window on both sides (a re-run into the same DUMP_PROBE_DIR
+    /// writes `match1-occ1.2`, attempt 2); default: each window's newest attempt.
+    #[arg(long, global = true, value_name = "N", value_parser = clap::value_parser!(u32).range(1..))]
+    pub attempt: Option<u32>,
+    /// Attempt N for capture A only (overrides --attempt).
+    #[arg(long, global = true, value_name = "N", value_parser = clap::value_parser!(u32).range(1..))]
+    pub attempt_a: Option<u32>,
+    /// Attempt N for capture B only (overrides --attempt).
+    #[arg(long, global = true, value_name = "N", value_parser = clap::value_parser!(u32).range(1..))]
+    pub attempt_b: Option<u32>,
+}
+
+impl AttemptArgs {
+    /// The attempt for the `index`-th capture (0 is A, 1 is B; later captures of `vary`
+    /// follow `--attempt`).
+    pub fn side(&self, index: usize) -> Attempt {
+        let specific = match index {
+            0 => self.attempt_a,
+            1 => self.attempt_b,
+            _ => None,
+        };
+        specific
+            .or(self.attempt)
+            .map_or(Attempt::Newest, Attempt::Number)
+    }
+}
 
 /// A load slower than this shows progress (only on a terminal, never with `--json`).
 const PROGRESS_AFTER: Duration = Duration::from_secs(1);
 
-/// Loads `paths` as one capture, printing progress and warnings to stderr.
+/// Loads `paths` as one capture, keeping `attempt` of each window, printing progress and
+/// warnings to stderr.
 ///
 /// # Errors
-/// As [`load`].
-pub fn load_capture(paths: &[PathBuf], json: bool) -> Result<Dump, LoadError> {
+/// As [`load_attempt`].
+pub fn load_capture(paths: &[PathBuf], attempt: Attempt, json: bool) -> Result<Dump, LoadError> {
     let show = !json && std::io::stderr().is_terminal();
     let start = Instant::now();
     let mut shown = false;
@@ -32,7 +64,7 @@ pub fn load_capture(paths: &[PathBuf], json: bool) -> Result<Dump, LoadError> {
             let _ = std::io::stderr().flush();
         }
     };
-    let dump = load(paths, &mut report)?;
+    let dump = load_attempt(paths, attempt, &mut report)?;
     if shown {
         eprintln!();
     }
@@ -48,11 +80,15 @@ pub fn load_capture(paths: &[PathBuf], json: bool) -> Result<Dump, LoadError> {
 /// kept in that capture's warnings (the `--json` documents carry it).
 ///
 /// # Errors
-/// As [`load`], for the first capture that cannot be loaded.
-pub fn load_captures(captures: &[PathBuf], json: bool) -> Result<Vec<Dump>, LoadError> {
+/// As [`load_attempt`], for the first capture that cannot be loaded.
+pub fn load_captures(
+    captures: &[PathBuf],
+    attempts: &AttemptArgs,
+    json: bool,
+) -> Result<Vec<Dump>, LoadError> {
     let mut dumps: Vec<Dump> = Vec::with_capacity(captures.len());
     for (i, path) in captures.iter().enumerate() {
-        let mut dump = load_capture(std::slice::from_ref(path), json)?;
+        let mut dump = load_capture(std::slice::from_ref(path), attempts.side(i), json)?;
         let earlier = (0..i).find_map(|j| {
             same_input(
                 std::slice::from_ref(&captures[j]),

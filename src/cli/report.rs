@@ -20,11 +20,12 @@ pub fn run(
     output: Option<&Path>,
     table: &TableArgs,
     tolerance: &ToleranceArgs,
+    attempts: &super::inputs::AttemptArgs,
     json: bool,
 ) -> Result<Outcome, CliError> {
     let tolerances = tolerance.tolerances()?;
     let inputs: Vec<PathBuf> = std::iter::once(a).chain(b).map(Path::to_path_buf).collect();
-    let mut dumps = load_captures(&inputs, json)?.into_iter();
+    let mut dumps = load_captures(&inputs, attempts, json)?.into_iter();
     let dump_a = dumps.next().expect("A is loaded");
     let dump_b = dumps.next();
     let analysis = Analysis::compute(&dump_a, dump_b.as_ref(), &tolerances);

@@ -12,8 +12,12 @@ use crate::model::present;
 ///
 /// # Errors
 /// An input that cannot be loaded.
-pub fn run(paths: &[PathBuf], json: bool) -> Result<Outcome, CliError> {
-    let dump = load_capture(paths, json)?;
+pub fn run(
+    paths: &[PathBuf],
+    attempts: &super::inputs::AttemptArgs,
+    json: bool,
+) -> Result<Outcome, CliError> {
+    let dump = load_capture(paths, attempts.side(0), json)?;
     let analysis = Analysis::compute(&dump, None, &Tolerances::default());
     let scans = &analysis.scans_a;
     if json {

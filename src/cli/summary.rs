@@ -16,11 +16,15 @@ use crate::model::dump::{Dump, Warning, any_lost};
 ///
 /// # Errors
 /// The first file that cannot be read or parsed, named in the message.
-pub fn run(files: &[std::path::PathBuf], json: bool) -> Result<Outcome, CliError> {
+pub fn run(
+    files: &[std::path::PathBuf],
+    attempts: &super::inputs::AttemptArgs,
+    json: bool,
+) -> Result<Outcome, CliError> {
     let mut summaries = Vec::new();
     let mut warnings = Vec::new();
     for file in files {
-        let dump = super::inputs::load_capture(std::slice::from_ref(file), json)?;
+        let dump = super::inputs::load_capture(std::slice::from_ref(file), attempts.side(0), json)?;
         warnings.extend(dump.warnings.iter().cloned());
         let analysis = Analysis::compute(&dump, None, &Tolerances::default());
         for (window, scan) in dump.windows.iter().zip(&analysis.scans_a) {

@@ -10,7 +10,12 @@ use crate::model::present;
 ///
 /// # Errors
 /// Fewer than two captures, a negative threshold, or an input that cannot be loaded.
-pub fn run(captures: &[PathBuf], threshold: f64, json: bool) -> Result<Outcome, CliError> {
+pub fn run(
+    captures: &[PathBuf],
+    threshold: f64,
+    attempts: &super::inputs::AttemptArgs,
+    json: bool,
+) -> Result<Outcome, CliError> {
     if captures.len() < 2 {
         return Err("vary needs at least two captures of the same request".into());
     }
@@ -19,7 +24,7 @@ pub fn run(captures: &[PathBuf], threshold: f64, json: bool) -> Result<Outcome, 
     }
     let mut loaded = Vec::new();
     let mut warnings = Vec::new();
-    for dump in load_captures(captures, json)? {
+    for dump in load_captures(captures, attempts, json)? {
         warnings.extend(dump.warnings);
         loaded.push(dump.windows);
     }

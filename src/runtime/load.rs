@@ -10,9 +10,10 @@ use crate::embedded::ExamplePair;
 use crate::model::analysis::Analysis;
 use crate::model::analysis::compare::Tolerances;
 use crate::model::dump::{Dump, Window};
-use crate::model::ingest::{LoadError, Progress, load, read_window, same_input};
+use crate::model::ingest::{Attempt, LoadError, Progress, load_attempt, read_window, same_input};
 
-/// Loads one or two captures from disk (each a manifest file or a directory).
+/// Loads one or two captures from disk (each a manifest file or a directory), each window's
+/// newest attempt.
 ///
 /// # Errors
 /// The first input that cannot be loaded, named.
@@ -21,9 +22,22 @@ pub fn open(
     b: Option<&Path>,
     progress: &mut dyn FnMut(Progress),
 ) -> Result<Session, LoadError> {
-    let dump_a = load(&[a.to_path_buf()], progress)?;
+    open_attempts(a, b, [Attempt::Newest; 2], progress)
+}
+
+/// [`open`], keeping `attempts[0]` of each of A's windows and `attempts[1]` of B's.
+///
+/// # Errors
+/// The first input that cannot be loaded, named; an attempt a window lacks.
+pub fn open_attempts(
+    a: &Path,
+    b: Option<&Path>,
+    attempts: [Attempt; 2],
+    progress: &mut dyn FnMut(Progress),
+) -> Result<Session, LoadError> {
+    let dump_a = load_attempt(&[a.to_path_buf()], attempts[0], progress)?;
     let mut dump_b = match b {
-        Some(b) => Some(load(&[b.to_path_buf()], progress)?),
+        Some(b) => Some(load_attempt(&[b.to_path_buf()], attempts[1], progress)?),
         None => None,
     };
     if let (Some(b), Some(dump_b)) = (b, dump_b.as_mut()) {
@@ -88,7 +102,13 @@ pub fn embedded(pair: &ExamplePair) -> Result<Session, LoadError> {
 /// The load error, said for the user; an unknown example name.
 pub fn source(source: &Source, progress: &mut dyn FnMut(Progress)) -> Result<Session, String> {
     match source {
-        Source::Files { a, b } => open(a, b.as_deref(), progress).map_err(|e| e.to_string()),
+        Source::Files {
+            a,
+            b,
+            attempt_a,
+            attempt_b,
+        } => open_attempts(a, b.as_deref(), [*attempt_a, *attempt_b], progress)
+            .map_err(|e| e.to_string()),
         Source::Example(name) => match crate::embedded::example_pairs()
             .into_iter()
             .find(|p| &p.name == name)

@@ -8,6 +8,7 @@ use ratatui::widgets::Paragraph;
 use super::Theme;
 use crate::app::App;
 use crate::model::analysis::diff::Identity;
+use crate::model::present::attempt_text;
 
 pub fn draw(frame: &mut Frame, app: &App, area: Rect, theme: Theme) {
     let Some(loaded) = &app.loaded else { return };
@@ -25,11 +26,12 @@ pub fn draw(frame: &mut Frame, app: &App, area: Rect, theme: Theme) {
     if let Some(choice) = app.choice() {
         let a = &loaded.session.a.windows[choice.a];
         second.push(Span::raw(format!(
-            "rank {} · window {:?} (match {}, call {}) [{}/{}] · ",
+            "rank {} · window {:?} (match {}, call {}{}) [{}/{}] · ",
             choice.rank,
             a.label,
             a.match_index,
             a.occurrence,
+            attempt_text(a.attempt),
             app.window + 1,
             loaded.windows.len()
         )));
@@ -41,7 +43,12 @@ pub fn draw(frame: &mut Frame, app: &App, area: Rect, theme: Theme) {
             let w = &b.windows[bi];
             second.push(Span::raw(" · "));
             second.push(Span::styled(
-                format!("B {} rec (call {})", w.records.len(), w.occurrence),
+                format!(
+                    "B {} rec (call {}{})",
+                    w.records.len(),
+                    w.occurrence,
+                    attempt_text(w.attempt)
+                ),
                 theme.side_b(),
             ));
         }

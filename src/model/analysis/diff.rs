@@ -134,6 +134,8 @@ pub struct WindowRef {
     pub match_index: u32,
     /// Which call of that label this is (`DUMP_PROBE_OCCURRENCE`, 1-based).
     pub occurrence: u32,
+    /// Which run into the same dump directory wrote it ([`Window::attempt`]).
+    pub attempt: u32,
     /// Number of records in the window.
     pub records: usize,
 }
@@ -146,6 +148,7 @@ impl WindowRef {
             label: m.label.clone(),
             match_index: m.match_index,
             occurrence: m.occurrence,
+            attempt: m.attempt,
             records: m.records.len(),
         }
     }
@@ -787,6 +790,7 @@ mod tests {
                         label: "l".into(),
                         match_index: 1,
                         occurrence: 1,
+                        attempt: 1,
                         rank: rank as u32,
                         world_size: 4,
                         metadata: Default::default(),

@@ -42,6 +42,11 @@ pub struct Window {
     /// Which `arm()` call of that label this is, 1-based (`DUMP_PROBE_OCCURRENCE`: a chunked
     /// prefill's N-th chunk); msprobe step N + 1.
     pub occurrence: u32,
+    /// Which run into the same dump directory wrote this window, 1-based: the probe writes a
+    /// re-run's window to `match<M>-occ<O>.<N>` and records `attempt: N`. Read from the
+    /// directory name where the manifest does not say (older manifests); 1 for other formats.
+    #[serde(default)]
+    pub attempt: u32,
     /// torch.distributed rank of the writer (else `$RANK`, else 0).
     pub rank: u32,
     /// torch.distributed world size (else `$WORLD_SIZE`, else 1); 0 when unknown (windowed).

@@ -6,6 +6,7 @@
 //! run keeps its records and adds a [`Warning`] naming the file and byte offset; a broken
 //! header, an unknown schema version or an unreadable file is an error naming the file.
 
+mod attempts;
 mod check;
 mod discover;
 mod error;
@@ -14,6 +15,7 @@ mod same;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 
+pub use attempts::{Attempt, attempt_of_dir, choose_attempts};
 pub use check::{check_records, check_window, drop_escaping_evidence};
 pub use discover::{discover, discover_named};
 pub use error::LoadError;
@@ -50,6 +52,19 @@ pub struct Progress {
 /// An input that cannot be found; a file named as an input itself that cannot be read; a
 /// directory none of whose files can be read (the first file's error).
 pub fn load(inputs: &[PathBuf], progress: &mut dyn FnMut(Progress)) -> Result<Dump, LoadError> {
+    load_attempt(inputs, Attempt::Newest, progress)
+}
+
+/// [`load`], keeping the given attempt of each window re-run into one directory
+/// ([`choose_attempts`]).
+///
+/// # Errors
+/// As [`load`]; an [`Attempt::Number`] a window lacks.
+pub fn load_attempt(
+    inputs: &[PathBuf],
+    attempt: Attempt,
+    progress: &mut dyn FnMut(Progress),
+) -> Result<Dump, LoadError> {
     let found = discover_named(inputs)?;
     let files: Vec<PathBuf> = found.iter().map(|(path, _)| path.clone()).collect();
     let sizes: Vec<u64> = files
@@ -101,6 +116,7 @@ pub fn load(inputs: &[PathBuf], progress: &mut dyn FnMut(Progress)) -> Result<Du
     if let (true, Some(error)) = (dump.windows.is_empty(), first_unreadable) {
         return Err(error);
     }
+    choose_attempts(&mut dump, attempt)?;
     dump.windows.sort_by(|a, b| {
         (a.rank, a.match_index, a.occurrence, &a.source).cmp(&(
             b.rank,
@@ -181,6 +197,9 @@ pub fn read_window(bytes: &[u8], file: &Path) -> Result<(Window, Vec<Warning>), 
     let (mut window, mut warnings) = format.read(file, bytes)?;
     window.format = format.id();
     window.facts = format.facts();
+    if window.attempt == 0 {
+        window.attempt = attempt_of_dir(window.window_dir());
+    }
     warnings.extend(check_window(&mut window));
     Ok((window, warnings))
 }

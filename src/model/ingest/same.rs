@@ -55,6 +55,7 @@ fn same_content(a: &Window, b: &Window) -> bool {
         label,
         match_index,
         occurrence,
+        attempt: _,
         rank,
         world_size,
         metadata,

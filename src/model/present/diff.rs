@@ -34,18 +34,21 @@ pub fn text(report: &DiffReport) -> String {
 }
 
 fn render_window(w: &WindowDiff) -> String {
+    use super::attempt_text;
     let mut out = String::new();
     let _ = writeln!(
         out,
-        "== rank {}: A {:?} (match {}, call {}, {} records) vs B {:?} (match {}, call {}, {} records)",
+        "== rank {}: A {:?} (match {}, call {}{}, {} records) vs B {:?} (match {}, call {}{}, {} records)",
         w.rank,
         w.a.label,
         w.a.match_index,
         w.a.occurrence,
+        attempt_text(w.a.attempt),
         w.a.records,
         w.b.label,
         w.b.match_index,
         w.b.occurrence,
+        attempt_text(w.b.attempt),
         w.b.records
     );
     let _ = writeln!(out, "   A: {}\n   B: {}", w.a.source, w.b.source);

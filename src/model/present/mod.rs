@@ -8,3 +8,13 @@ pub mod scan;
 pub mod summary;
 pub mod tensors;
 pub mod vary;
+
+/// `, attempt N` for a window re-run into its dump directory (attempt 1 goes unsaid): how the
+/// diff text and the workbench header name [`crate::model::dump::Window::attempt`].
+pub fn attempt_text(attempt: u32) -> String {
+    if attempt > 1 {
+        format!(", attempt {attempt}")
+    } else {
+        String::new()
+    }
+}

@@ -158,6 +158,7 @@ pub fn load_window(path: &Path, bytes: &[u8]) -> Result<(Window, Vec<Warning>), 
         label: format!("window_{window:04}"),
         match_index: window,
         occurrence: 1,
+        attempt: 1,
         rank,
         // Not recorded by the writer: 0 means unknown (unless a `worldSize` field says).
         world_size: read

@@ -1,0 +1,170 @@
+//! Re-runs into one dump directory (issue 11, item 4): attempt 1 is `match1-occ1`, attempt N
+//! `match1-occ1.N`; every command uses the newest attempt and says so, `--attempt N` (both
+//! sides) and `--attempt-a/-b N` pick one, and the workbench header shows it.
+
+use std::path::{Path, PathBuf};
+
+use assert_cmd::Command;
+use ratatui::Terminal;
+use ratatui::backend::TestBackend;
+use serde_json::Value;
+
+use dumpview::app::App;
+use dumpview::model::ingest::Attempt;
+use dumpview::runtime::load;
+
+const PAIR: &str = "llama_fp16_overflow";
+
+fn example_manifest(side: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("assets/examples")
+        .join(PAIR)
+        .join(side)
+        .join("rank0/match1-occ1/manifest.json")
+}
+
+/// A dump directory re-run into: attempt 1 is example side `a` (finite), attempt 2 side `b`
+/// (float16, overflows). The manifests are older ones without an `attempt` field, so the
+/// attempts come from the directory names, as for dumps written before the field existed.
+fn rerun_dir() -> tempfile::TempDir {
+    let dir = tempfile::tempdir().unwrap();
+    for (name, side) in [("match1-occ1", "a"), ("match1-occ1.2", "b")] {
+        let window = dir.path().join("rank0").join(name);
+        std::fs::create_dir_all(&window).unwrap();
+        std::fs::copy(example_manifest(side), window.join("manifest.json")).unwrap();
+    }
+    dir
+}
+
+fn dumpview(args: &[&str]) -> (i32, Value, String) {
+    let out = Command::cargo_bin("dumpview")
+        .unwrap()
+        .args(args)
+        .output()
+        .unwrap();
+    (
+        out.status.code().unwrap_or(-1),
+        serde_json::from_slice(&out.stdout).unwrap_or(Value::Null),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+fn notes(json: &Value) -> Vec<&str> {
+    json["warnings"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|w| w["kind"] == "note")
+        .map(|w| w["message"].as_str().unwrap())
+        .collect()
+}
+
+#[test]
+fn the_newest_attempt_is_used_and_the_older_one_named() {
+    let dir = rerun_dir();
+    let path = dir.path().to_str().unwrap();
+    let (code, json, _) = dumpview(&["scan", path, "--json"]);
+    let windows = json["windows"].as_array().unwrap();
+    assert_eq!(windows.len(), 1);
+    assert!(
+        windows[0]["source"]
+            .as_str()
+            .unwrap()
+            .ends_with("match1-occ1.2/manifest.json")
+    );
+    // Attempt 2 is the float16 run: its first non-finite record is found (exit 1).
+    assert_eq!(windows[0]["first_nonfinite"]["key"], "layers.3.mlp_up#1");
+    assert_eq!(code, 1);
+    assert_eq!(
+        notes(&json),
+        [
+            "attempt 2 of 2 used (the newest); attempt 1 of this window left out (--attempt N picks one)"
+        ]
+    );
+}
+
+#[test]
+fn attempt_picks_one_on_both_sides_and_attempt_a_b_per_side() {
+    let dir = rerun_dir();
+    let path = dir.path().to_str().unwrap();
+    let (code, json, _) = dumpview(&["scan", path, "--attempt", "1", "--json"]);
+    assert_eq!(code, 0, "attempt 1 is the finite run");
+    assert!(
+        json["windows"][0]["source"]
+            .as_str()
+            .unwrap()
+            .ends_with("match1-occ1/manifest.json")
+    );
+    assert_eq!(
+        notes(&json),
+        [
+            "attempt 1 of 2 used (as --attempt asked); attempt 2 of this window left out (--attempt N picks one)"
+        ]
+    );
+    // The re-run against the first run: the example's own answer, from one directory.
+    let (_, json, _) = dumpview(&[
+        "diff",
+        path,
+        path,
+        "--attempt-a",
+        "1",
+        "--attempt-b",
+        "2",
+        "--json",
+    ]);
+    let (_, direct, _) = dumpview(&[
+        "diff",
+        example_manifest("a").to_str().unwrap(),
+        example_manifest("b").to_str().unwrap(),
+        "--json",
+    ]);
+    let first = |j: &Value| {
+        let w = &j["diff"]["windows"][0];
+        w["pairs"][w["first_divergence"].as_u64().unwrap() as usize]["key"].clone()
+    };
+    assert_eq!(first(&json), first(&direct));
+    assert_eq!(json["diff"]["windows"][0]["a"]["attempt"], 1);
+    assert_eq!(json["diff"]["windows"][0]["b"]["attempt"], 2);
+    // --attempt sets both sides; --attempt-b overrides it for B.
+    let (_, json, _) = dumpview(&[
+        "diff",
+        path,
+        path,
+        "--attempt",
+        "1",
+        "--attempt-b",
+        "2",
+        "--json",
+    ]);
+    assert_eq!(json["diff"]["windows"][0]["a"]["attempt"], 1);
+    assert_eq!(json["diff"]["windows"][0]["b"]["attempt"], 2);
+}
+
+#[test]
+fn an_attempt_that_does_not_exist_is_an_error_listing_those_that_do() {
+    let dir = rerun_dir();
+    let (code, _, stderr) = dumpview(&["scan", dir.path().to_str().unwrap(), "--attempt", "3"]);
+    assert_eq!(code, 2);
+    assert!(
+        stderr.contains("--attempt 3: rank 0 match 1 occurrence 1 has attempts 1, 2"),
+        "{stderr}"
+    );
+    let (code, _, stderr) = dumpview(&["scan", dir.path().to_str().unwrap(), "--attempt", "0"]);
+    assert_eq!(code, 2, "{stderr}");
+}
+
+#[test]
+fn the_workbench_header_shows_the_attempt() {
+    let dir = rerun_dir();
+    let session = load::open_attempts(dir.path(), None, [Attempt::Newest; 2], &mut |_| {}).unwrap();
+    let app = App::new(session, false);
+    let mut terminal = Terminal::new(TestBackend::new(140, 30)).unwrap();
+    terminal
+        .draw(|frame| dumpview::ui::draw(frame, &app))
+        .unwrap();
+    let buffer = terminal.backend().buffer();
+    let line: String = (0..buffer.area.width)
+        .map(|x| buffer[(x, 1)].symbol().to_string())
+        .collect();
+    assert!(line.contains("(match 1, call 1, attempt 2)"), "{line}");
+}

@@ -1,0 +1,80 @@
+"""At exit the probe says what it wrote, or why it wrote nothing (issue 11, item 5), and a re-run
+into the same directory records its attempt (item 4). Each case is a fresh interpreter: the
+report runs from atexit, and the environment is read at import."""
+
+import json
+import os
+
+import pytest
+
+from conftest import run_script, warning_lines
+
+TWO_LABELS = """
+    for label in ("first", "second"):
+        dp.arm(label)
+        dp.capture("x", torch.ones(3))
+        dp.finish()
+"""
+
+
+def _run(tmp_path, body=TWO_LABELS, **env):
+    full = {"DUMP_PROBE": "1", "DUMP_PROBE_DIR": str(tmp_path / "dumps")}
+    full.update(env)
+    proc = run_script(body, env=full)
+    assert proc.returncode == 0, proc.stderr
+    return warning_lines(proc.stderr)
+
+
+def test_a_written_window_prints_its_path_once(tmp_path):
+    path = os.path.join(str(tmp_path / "dumps"), "rank0", "match1-occ1", "manifest.json")
+    assert _run(tmp_path) == ["dump_probe: wrote %s (1 record)" % path]
+
+
+def test_no_label_matched_says_how_many_labels_were_seen(tmp_path):
+    assert _run(tmp_path, DUMP_PROBE_MATCH="5") == [
+        "dump_probe: nothing written: no label matched DUMP_PROBE_MATCH=5: 2 labels seen"
+    ]
+    assert not (tmp_path / "dumps").exists()
+
+
+def test_an_occurrence_beyond_the_calls_seen_says_so(tmp_path):
+    body = """
+        for _ in range(2):
+            dp.arm("req")
+            dp.capture("x", torch.ones(3))
+            dp.finish()
+    """
+    assert _run(tmp_path, body, DUMP_PROBE_OCCURRENCE="3") == [
+        "dump_probe: nothing written: DUMP_PROBE_OCCURRENCE=3 is beyond the 2 calls of label 'req' (match 1)"
+    ]
+
+
+def test_arm_never_called_and_a_window_never_finished(tmp_path):
+    assert _run(tmp_path, "pass") == ["dump_probe: nothing written: arm() was never called"]
+    body = """
+        dp.arm("req")
+        dp.capture("x", torch.ones(3))
+    """
+    assert _run(tmp_path, body) == [
+        "dump_probe: the window of label 'req' is still armed at exit: finish() was never called, so it was not written"
+    ]
+
+
+def test_ranks_left_out_and_a_disabled_probe_print_nothing(tmp_path):
+    assert _run(tmp_path, DUMP_PROBE_RANKS="1") == []
+    proc = run_script(TWO_LABELS, env={"DUMP_PROBE": "0", "DUMP_PROBE_DIR": str(tmp_path / "off")})
+    assert proc.returncode == 0 and proc.stderr == ""
+
+
+def test_a_rerun_records_its_attempt_and_the_first_run_stays_attempt_1(tmp_path):
+    _run(tmp_path)
+    lines = _run(tmp_path)
+    base = os.path.join(str(tmp_path / "dumps"), "rank0", "match1-occ1")
+    assert lines == [
+        "dump_probe: warning: %s already holds a dump; writing %s.2 instead" % (base, base),
+        "dump_probe: wrote %s.2%smanifest.json (1 record)" % (base, os.sep),
+    ]
+    with open(os.path.join(base, "manifest.json")) as handle:
+        assert json.load(handle)["attempt"] == 1
+    with open(os.path.join(base + ".2", "manifest.json")) as handle:
+        assert json.load(handle)["attempt"] == 2
