@@ -105,6 +105,28 @@ enum Command {
         #[arg(required = true)]
         files: Vec<PathBuf>,
     },
+    /// Follow dump directories as they are written: each window, its first non-finite
+    /// record, stride conflicts and (with --vs) its first divergence, as events on stdout
+    /// (one JSON object per line with --json), until interrupted.
+    Watch {
+        /// Directories (or manifests) to follow; several merge into one capture.
+        #[arg(required = true, value_name = "SOURCE")]
+        sources: Vec<String>,
+        /// Compare against this capture (itself followed): first_divergence events.
+        #[arg(long, value_name = "SOURCE")]
+        vs: Option<String>,
+        /// Stop at the first finding (exit 1).
+        #[arg(long)]
+        until_finding: bool,
+        /// Stop after S seconds.
+        #[arg(long, value_name = "S")]
+        timeout: Option<f64>,
+        /// Refresh every S seconds without file events (and the remote listing interval).
+        #[arg(long, value_name = "S", default_value_t = 1.0)]
+        poll: f64,
+        #[command(flatten)]
+        tolerance: ToleranceArgs,
+    },
     /// The capture probe (assets/dump_probe.py).
     Probe {
         #[command(subcommand)]
@@ -233,6 +255,23 @@ fn main() -> ExitCode {
             &attempts,
             json,
         ),
+        Command::Watch {
+            sources,
+            vs,
+            until_finding,
+            timeout,
+            poll,
+            tolerance,
+        } => watch(
+            &sources,
+            vs.as_deref(),
+            until_finding,
+            timeout,
+            poll,
+            &tolerance,
+            &attempts,
+            json,
+        ),
         Command::Summary { files } => cli::summary::run(&files, &attempts, json),
         // Nothing to say in JSON: refused rather than ignored.
         Command::Probe { .. } | Command::Completions { .. } if json => {
@@ -256,6 +295,50 @@ fn main() -> ExitCode {
         }
     };
     finish(result)
+}
+
+/// `dumpview watch`: the headless watch loop of the runtime, on stdout.
+#[allow(clippy::too_many_arguments)]
+fn watch(
+    sources: &[String],
+    vs: Option<&str>,
+    until_finding: bool,
+    timeout: Option<f64>,
+    poll: f64,
+    tolerance: &ToleranceArgs,
+    attempts: &cli::inputs::AttemptArgs,
+    json: bool,
+) -> Result<Outcome, cli::CliError> {
+    use dumpview::runtime::watch::{Followed, WatchOptions, headless};
+    let seconds = |name: &str, s: f64| {
+        if s.is_finite() && s > 0.0 {
+            Ok(std::time::Duration::from_secs_f64(s))
+        } else {
+            Err(format!("--{name} must be a positive number of seconds"))
+        }
+    };
+    let followed = |name: &str| Followed {
+        name: name.to_string(),
+        root: PathBuf::from(name),
+    };
+    let args = headless::Headless {
+        sources: sources.iter().map(|s| followed(s)).collect(),
+        vs: vs.map(followed),
+        json,
+        until_finding,
+        timeout: timeout.map(|t| seconds("timeout", t)).transpose()?,
+        tolerances: tolerance.tolerances()?,
+        options: WatchOptions {
+            poll: seconds("poll", poll)?,
+            attempt: attempts.side(0),
+        },
+    };
+    let code = headless::run(&args, &mut std::io::stdout().lock())?;
+    Ok(match code {
+        0 => Outcome::Clean,
+        1 => Outcome::Found,
+        _ => return Err("no source could be read at start".into()),
+    })
 }
 
 fn finish(result: Result<Outcome, cli::CliError>) -> ExitCode {

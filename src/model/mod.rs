@@ -23,3 +23,4 @@ pub mod ingest;
 pub mod io;
 pub mod present;
 pub mod tensor;
+pub mod watch;

@@ -16,6 +16,7 @@ pub mod input;
 pub mod jobs;
 pub mod load;
 mod terminal;
+pub mod watch;
 mod work;
 
 use std::io;

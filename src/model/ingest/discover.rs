@@ -40,7 +40,27 @@ pub fn discover_named(inputs: &[PathBuf]) -> Result<Vec<(PathBuf, bool)>, LoadEr
     Ok(found)
 }
 
+/// The dump files under a watched directory, in path order: as [`discover`] for one input,
+/// except that a directory holding none yet is empty, not an error (a watch may start before
+/// the run writes anything).
+///
+/// # Errors
+/// `input` missing, not readable, or not listable.
+pub fn discover_watched(input: &PathBuf) -> Result<Vec<PathBuf>, LoadError> {
+    let mut files = Vec::new();
+    discover_in(input, &mut files, true)?;
+    Ok(files)
+}
+
 fn discover_one(input: &PathBuf, files: &mut Vec<PathBuf>) -> Result<(), LoadError> {
+    discover_in(input, files, false)
+}
+
+fn discover_in(
+    input: &PathBuf,
+    files: &mut Vec<PathBuf>,
+    allow_empty: bool,
+) -> Result<(), LoadError> {
     let meta = std::fs::metadata(input).map_err(|e| LoadError::Input {
         path: input.clone(),
         problem: format!("cannot read: {e}"),
@@ -54,7 +74,7 @@ fn discover_one(input: &PathBuf, files: &mut Vec<PathBuf>) -> Result<(), LoadErr
         path: input.clone(),
         problem: format!("cannot list: {e}"),
     })?;
-    if files.is_empty() {
+    if files.is_empty() && !allow_empty {
         return Err(LoadError::Input {
             path: input.clone(),
             problem: format!(

@@ -10,6 +10,7 @@ mod attempts;
 mod check;
 mod discover;
 mod error;
+mod incremental;
 mod same;
 
 use std::path::{Path, PathBuf};
@@ -17,8 +18,9 @@ use std::sync::atomic::{AtomicBool, Ordering};
 
 pub use attempts::{Attempt, attempt_of_dir, choose_attempts};
 pub use check::{check_records, check_window, drop_escaping_evidence};
-pub use discover::{discover, discover_named};
+pub use discover::{discover, discover_named, discover_watched};
 pub use error::LoadError;
+pub use incremental::{Fingerprint, Incremental, RefreshStats};
 pub use same::same_input;
 
 use crate::model::dump::{Dump, Warning, Window};
@@ -117,7 +119,13 @@ pub fn load_attempt(
         return Err(error);
     }
     choose_attempts(&mut dump, attempt)?;
-    dump.windows.sort_by(|a, b| {
+    sort_windows(&mut dump.windows);
+    Ok(dump)
+}
+
+/// The one window order of a loaded capture: by rank, match, occurrence, then source path.
+fn sort_windows(windows: &mut [Window]) {
+    windows.sort_by(|a, b| {
         (a.rank, a.match_index, a.occurrence, &a.source).cmp(&(
             b.rank,
             b.match_index,
@@ -125,7 +133,6 @@ pub fn load_attempt(
             &b.source,
         ))
     });
-    Ok(dump)
 }
 
 type Loaded = Result<(Window, Vec<Warning>), LoadError>;

@@ -1,0 +1,166 @@
+//! A capture read again as its files change (watch mode): each dump file is re-read only
+//! when its fingerprint (size, modification time, inode) changed since the last read, and a
+//! watched file is never memory-mapped (a writer truncating a mapped file is a SIGBUS).
+
+use std::collections::{HashMap, HashSet};
+use std::path::PathBuf;
+
+use crate::model::dump::{Dump, Warning, Window};
+use crate::model::io::FileBytes;
+
+use super::{Attempt, LoadError, choose_attempts, discover_watched, read_window, sort_windows};
+
+/// What identifies one version of a file: a change of any field means "read it again". A
+/// file rewritten in place keeps its inode but changes size or time; a renamed-in manifest
+/// changes inode.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Fingerprint {
+    /// Bytes.
+    pub len: u64,
+    /// Modification time, nanoseconds since the Unix epoch.
+    pub mtime_ns: i128,
+    /// Inode number (0 where the platform has none).
+    pub inode: u64,
+}
+
+impl Fingerprint {
+    /// The fingerprint of `path` now.
+    ///
+    /// # Errors
+    /// As [`std::fs::metadata`].
+    pub fn of(path: &std::path::Path) -> std::io::Result<Fingerprint> {
+        let meta = std::fs::metadata(path)?;
+        let mtime_ns = meta
+            .modified()
+            .ok()
+            .and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok())
+            .map_or(0, |d| d.as_nanos() as i128);
+        #[cfg(unix)]
+        let inode = std::os::unix::fs::MetadataExt::ino(&meta);
+        #[cfg(not(unix))]
+        let inode = 0;
+        Ok(Fingerprint {
+            len: meta.len(),
+            mtime_ns,
+            inode,
+        })
+    }
+}
+
+/// One file's last reading.
+struct Cached {
+    /// `None` when the file changed while it was read: read it again next time.
+    fingerprint: Option<Fingerprint>,
+    /// The window and its warnings, or why the file could not be read as one.
+    result: Result<(Window, Vec<Warning>), String>,
+}
+
+/// What a [`Incremental::refresh`] did.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct RefreshStats {
+    /// Files read (new or changed).
+    pub read: usize,
+    /// Files whose last reading was reused.
+    pub reused: usize,
+    /// Files gone since the last refresh.
+    pub removed: usize,
+}
+
+/// The dump files under some watched directories, read incrementally.
+pub struct Incremental {
+    inputs: Vec<PathBuf>,
+    attempt: Attempt,
+    files: HashMap<PathBuf, Cached>,
+}
+
+impl Incremental {
+    /// Follows `inputs` (directories or files), keeping `attempt` of each window. Nothing
+    /// is read until [`Incremental::refresh`].
+    pub fn new(inputs: Vec<PathBuf>, attempt: Attempt) -> Incremental {
+        Incremental {
+            inputs,
+            attempt,
+            files: HashMap::new(),
+        }
+    }
+
+    /// The inputs followed.
+    pub fn inputs(&self) -> &[PathBuf] {
+        &self.inputs
+    }
+
+    /// Lists the inputs again and returns the capture as it is now: new and changed files are
+    /// read (never mapped), the others reused. A file that cannot be read as a window, or
+    /// that changed while it was read (a writer mid-rewrite), keeps its previous reading when
+    /// it has one and costs an `UNREADABLE WINDOW` warning otherwise; it is read again on the
+    /// next refresh.
+    ///
+    /// # Errors
+    /// An input that is missing or cannot be listed (a directory with no dump files yet is
+    /// an empty capture, not an error); an `--attempt` a window lacks.
+    pub fn refresh(&mut self) -> Result<(Dump, RefreshStats), LoadError> {
+        let mut listed = Vec::new();
+        for input in &self.inputs {
+            listed.extend(discover_watched(input)?);
+        }
+        let mut stats = RefreshStats::default();
+        let before = self.files.len();
+        let present: HashSet<&PathBuf> = listed.iter().collect();
+        self.files.retain(|path, _| present.contains(path));
+        stats.removed = before - self.files.len();
+        for path in &listed {
+            let now = Fingerprint::of(path).ok();
+            let fresh = self
+                .files
+                .get(path)
+                .is_some_and(|c| c.fingerprint.is_some() && c.fingerprint == now);
+            if fresh {
+                stats.reused += 1;
+                continue;
+            }
+            stats.read += 1;
+            let result = FileBytes::read(path, false)
+                .map_err(|e| format!("cannot read: {e}"))
+                .and_then(|bytes| read_window(&bytes, path).map_err(|e| e.to_string()));
+            // Read again next time if the file moved under the reader.
+            let after = Fingerprint::of(path).ok();
+            let stable = now.is_some() && now == after;
+            let previous = self.files.remove(path);
+            let result = match (result, previous) {
+                (Ok(read), _) => Ok(read),
+                // A half-written rewrite: keep what the last good reading held.
+                (
+                    Err(_),
+                    Some(Cached {
+                        result: Ok(old), ..
+                    }),
+                ) if !stable => Ok(old),
+                (Err(e), _) => Err(e),
+            };
+            self.files.insert(
+                path.clone(),
+                Cached {
+                    fingerprint: stable.then_some(now).flatten(),
+                    result,
+                },
+            );
+        }
+        let mut dump = Dump::default();
+        for path in &listed {
+            match &self.files[path].result {
+                Ok((window, warnings)) => {
+                    dump.windows.push(window.clone());
+                    dump.warnings.extend(warnings.iter().cloned());
+                }
+                Err(cause) => {
+                    let prefix = format!("{}: ", path.display());
+                    let cause = cause.strip_prefix(&prefix).unwrap_or(cause).to_string();
+                    dump.warnings.push(Warning::unreadable_window(path, cause));
+                }
+            }
+        }
+        choose_attempts(&mut dump, self.attempt)?;
+        sort_windows(&mut dump.windows);
+        Ok((dump, stats))
+    }
+}

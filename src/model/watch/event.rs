@@ -1,0 +1,259 @@
+//! [`WatchEvent`]: one line of `dumpview watch --json`.
+
+use serde::Serialize;
+use serde_json::{Value, json};
+
+use crate::model::analysis::Analysis;
+use crate::model::dump::{Dump, Warning, Window};
+
+/// The version of the event format (`v` of every event). Adding a field keeps it; renaming,
+/// removing or changing the meaning of one bumps it.
+pub const EVENT_VERSION: u32 = 1;
+
+/// Names one window across versions of a followed capture: the SOURCE it came from as the
+/// user wrote it, and the window's rank, label, match, occurrence and attempt.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize)]
+pub struct WindowKey {
+    /// The SOURCE as given (`run/`, `ssh://host/dump`, `host:dump`).
+    pub source: String,
+    /// torch.distributed rank.
+    pub rank: u32,
+    /// The window's label (request id).
+    pub label: String,
+    /// Which distinct label (`DUMP_PROBE_MATCH`).
+    #[serde(rename = "match")]
+    pub match_index: u32,
+    /// Which call of that label (`DUMP_PROBE_OCCURRENCE`).
+    pub occurrence: u32,
+    /// Which run into the dump directory wrote it.
+    pub attempt: u32,
+}
+
+impl WindowKey {
+    /// The key of `window`, read from `source`.
+    pub fn of(source: &str, window: &Window) -> WindowKey {
+        WindowKey {
+            source: source.to_string(),
+            rank: window.rank,
+            label: window.label.clone(),
+            match_index: window.match_index,
+            occurrence: window.occurrence,
+            attempt: window.attempt,
+        }
+    }
+}
+
+/// The state of a followed source, for `source` events and the workbench header.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum SourceState {
+    /// Listed and read.
+    Connected,
+    /// The last listing or read failed.
+    Lost,
+    /// Waiting before the next attempt (backoff).
+    Retrying,
+}
+
+/// One event: `kind` says which; `window` is set for the kinds that concern a window, and
+/// `body` holds the kind's own fields. Serialized flat: `{"v", "kind", "ts", "source",
+/// rank, label, match, occurrence, attempt (window kinds), …body}`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct WatchEvent {
+    /// `window`, `first_nonfinite`, `stride_conflict`, `first_divergence`, `source`, `warning`.
+    pub kind: &'static str,
+    /// Unix seconds when the event was made.
+    pub ts: f64,
+    /// The SOURCE it concerns.
+    pub source: String,
+    /// The window it concerns, for window kinds.
+    pub window: Option<WindowKey>,
+    /// The kind's fields (an object).
+    pub body: Value,
+}
+
+impl WatchEvent {
+    /// True for the kinds that are findings (a non-finite record, a stride conflict, a
+    /// divergence): what `--until-finding` stops at and what makes the exit status 1.
+    pub fn is_finding(&self) -> bool {
+        matches!(
+            self.kind,
+            "first_nonfinite" | "stride_conflict" | "first_divergence"
+        ) && !self.body.get("cleared").is_some_and(|c| c == true)
+    }
+
+    /// A `source` event: `state`, with why.
+    pub fn source(source: &str, state: SourceState, reason: &str, ts: f64) -> WatchEvent {
+        WatchEvent {
+            kind: "source",
+            ts,
+            source: source.to_string(),
+            window: None,
+            body: json!({"state": state, "reason": reason}),
+        }
+    }
+
+    /// A `warning` event for a loader warning of `source`.
+    pub fn warning(source: &str, warning: &Warning, ts: f64) -> WatchEvent {
+        WatchEvent {
+            kind: "warning",
+            ts,
+            source: source.to_string(),
+            window: None,
+            body: json!({
+                "file": warning.file,
+                "message": warning.message,
+                "warning_kind": warning.kind,
+            }),
+        }
+    }
+
+    /// The event as one JSON object.
+    pub fn to_json(&self) -> Value {
+        let mut out =
+            json!({"v": EVENT_VERSION, "kind": self.kind, "ts": self.ts, "source": self.source});
+        let object = out.as_object_mut().expect("an object");
+        if let Some(Value::Object(key)) = self.window.as_ref().map(|k| json!(k)) {
+            for (name, value) in key {
+                if name != "source" {
+                    object.insert(name, value);
+                }
+            }
+        }
+        if let Value::Object(body) = &self.body {
+            for (name, value) in body {
+                object.insert(name.clone(), value.clone());
+            }
+        }
+        out
+    }
+
+    /// The event for people: one line.
+    pub fn to_text(&self) -> String {
+        let at = self.window.as_ref().map_or(String::new(), |k| {
+            let attempt = crate::model::present::attempt_text(k.attempt);
+            format!(
+                " rank {} {:?} (match {}, call {}{attempt})",
+                k.rank, k.label, k.match_index, k.occurrence
+            )
+        });
+        let b = &self.body;
+        let what = match self.kind {
+            "window" => format!("{} records", b["records"]),
+            "first_nonfinite" if b.get("cleared").is_some() => {
+                "no non-finite record any more".to_string()
+            }
+            "first_nonfinite" => format!(
+                "FIRST NON-FINITE {} (seq {}, {})",
+                str_of(&b["stage"]),
+                b["seq"],
+                str_of(&b["counts"])
+            ),
+            "stride_conflict" => format!(
+                "STRIDE CONFLICT {}",
+                b["members"]
+                    .as_array()
+                    .map(|m| m.iter().map(str_of).collect::<Vec<_>>().join(" vs "))
+                    .unwrap_or_default()
+            ),
+            "first_divergence" if b.get("cleared").is_some() => {
+                "no divergence any more".to_string()
+            }
+            "first_divergence" => format!(
+                "FIRST DIVERGENCE {} ({}) against {}",
+                str_of(&b["stage"]),
+                str_of(&b["verdict"]["kind"]),
+                str_of(&b["vs"])
+            ),
+            "source" => format!("{} {}", str_of(&b["state"]), str_of(&b["reason"])),
+            "warning" => format!("warning: {}: {}", str_of(&b["file"]), str_of(&b["message"])),
+            other => other.to_string(),
+        };
+        format!("[{}] {}{at}: {what}", self.source, self.kind)
+    }
+}
+
+fn str_of(value: &Value) -> String {
+    value
+        .as_str()
+        .map_or_else(|| value.to_string(), str::to_string)
+}
+
+/// Everything a followed capture holds now, as events with timestamp `ts`: per window a
+/// `window` event (records), and its findings: `first_nonfinite` (the stage as
+/// `stage#occurrence`, with seq and counts), one `stride_conflict` per conflicting alias
+/// group (its members), and, when `analysis` has a diff against the `--vs` capture named
+/// `vs`, `first_divergence` (stage and verdict). A window whose finding went away gets the
+/// finding's kind with `cleared: true` (only when it had one: [`super::Tracker`] drops the
+/// rest). `sources[i]` is the SOURCE of `dump.windows[i]`.
+pub fn snapshot(
+    dump: &Dump,
+    sources: &[String],
+    analysis: &Analysis,
+    vs: Option<&str>,
+    ts: f64,
+) -> Vec<WatchEvent> {
+    let mut events = Vec::new();
+    for (i, window) in dump.windows.iter().enumerate() {
+        let source = &sources[i];
+        let key = WindowKey::of(source, window);
+        let event = |kind: &'static str, body: Value| WatchEvent {
+            kind,
+            ts,
+            source: source.clone(),
+            window: Some(key.clone()),
+            body,
+        };
+        events.push(event("window", json!({"records": window.records.len()})));
+        let Some(scan) = analysis.scans_a.get(i) else {
+            continue;
+        };
+        events.push(match &scan.first_nonfinite {
+            Some(n) => event(
+                "first_nonfinite",
+                json!({"stage": n.key, "seq": n.seq, "nan_count": n.nan_count,
+                       "inf_count": n.inf_count, "counts_known": n.counts_known,
+                       "counts": n.counts_text()}),
+            ),
+            None => event("first_nonfinite", json!({"cleared": true})),
+        });
+        let conflicts: Vec<Vec<&str>> = scan
+            .alias_groups
+            .iter()
+            .filter(|g| g.stride_conflict)
+            .map(|g| g.members.iter().map(|m| m.key.as_str()).collect())
+            .collect();
+        events.push(match conflicts.is_empty() {
+            true => event("stride_conflict", json!({"cleared": true})),
+            false => event(
+                "stride_conflict",
+                json!({"members": conflicts[0], "groups": conflicts}),
+            ),
+        });
+    }
+    if let (Some(diff), Some(vs)) = (&analysis.diff, vs) {
+        for w in &diff.windows {
+            let Some(i) = dump
+                .windows
+                .iter()
+                .position(|x| x.source.display().to_string() == w.a.source)
+            else {
+                continue;
+            };
+            let key = WindowKey::of(&sources[i], &dump.windows[i]);
+            let body = match w.first() {
+                Some(pair) => json!({"stage": pair.key, "position": pair.position,
+                                     "verdict": pair.comparison.verdict, "vs": vs}),
+                None => json!({"cleared": true, "vs": vs}),
+            };
+            events.push(WatchEvent {
+                kind: "first_divergence",
+                ts,
+                source: sources[i].clone(),
+                window: Some(key),
+                body,
+            });
+        }
+    }
+    events
+}

@@ -1,0 +1,93 @@
+//! [`Tracker`]: successive snapshots in, the events worth printing out.
+
+use std::collections::HashMap;
+
+use serde_json::Value;
+
+use super::{WatchEvent, WindowKey};
+
+/// Remembers the last event printed per (kind, window) and lets through only what changed:
+/// a later event of one kind for one window supersedes the earlier one; an unchanged finding
+/// is not repeated; a `cleared` finding is printed only if the window had that finding.
+#[derive(Debug, Default)]
+pub struct Tracker {
+    last: HashMap<(&'static str, Option<WindowKey>), Value>,
+}
+
+impl Tracker {
+    /// A tracker that has printed nothing.
+    pub fn new() -> Tracker {
+        Tracker::default()
+    }
+
+    /// The events of `snapshot` that differ from what was last printed for their kind and
+    /// window, in snapshot order; remembers them.
+    pub fn update(&mut self, snapshot: Vec<WatchEvent>) -> Vec<WatchEvent> {
+        let mut out = Vec::new();
+        for event in snapshot {
+            let key = (event.kind, event.window.clone());
+            let cleared = event.body.get("cleared").is_some_and(|c| c == true);
+            match self.last.get(&key) {
+                Some(previous) if *previous == event.body => continue,
+                None if cleared => continue,
+                _ => {}
+            }
+            self.last.insert(key, event.body.clone());
+            out.push(event);
+        }
+        out
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+
+    fn key(records: u32) -> WindowKey {
+        WindowKey {
+            source: "run/".into(),
+            rank: 0,
+            label: "req".into(),
+            match_index: 1,
+            occurrence: records,
+            attempt: 1,
+        }
+    }
+
+    fn event(kind: &'static str, body: Value) -> WatchEvent {
+        WatchEvent {
+            kind,
+            ts: 0.0,
+            source: "run/".into(),
+            window: Some(key(1)),
+            body,
+        }
+    }
+
+    #[test]
+    fn unchanged_findings_are_not_repeated_and_changed_ones_supersede() {
+        let mut tracker = Tracker::new();
+        let nan = || event("first_nonfinite", json!({"stage": "a#1", "seq": 3}));
+        assert_eq!(tracker.update(vec![nan()]).len(), 1);
+        assert!(tracker.update(vec![nan()]).is_empty());
+        let moved = event("first_nonfinite", json!({"stage": "b#1", "seq": 2}));
+        assert_eq!(tracker.update(vec![moved.clone()]), vec![moved]);
+        // Cleared: said once, because the window had a finding.
+        let cleared = event("first_nonfinite", json!({"cleared": true}));
+        assert_eq!(tracker.update(vec![cleared.clone()]), vec![cleared.clone()]);
+        assert!(tracker.update(vec![cleared]).is_empty());
+    }
+
+    #[test]
+    fn a_window_that_never_had_a_finding_prints_no_cleared_event() {
+        let mut tracker = Tracker::new();
+        let cleared = event("stride_conflict", json!({"cleared": true}));
+        assert!(tracker.update(vec![cleared]).is_empty());
+        let grew = |n: u32| event("window", json!({"records": n}));
+        assert_eq!(tracker.update(vec![grew(3)]).len(), 1);
+        assert_eq!(tracker.update(vec![grew(3)]).len(), 0);
+        assert_eq!(tracker.update(vec![grew(5)]).len(), 1);
+    }
+}

@@ -1,0 +1,235 @@
+//! `dumpview watch SOURCE… [--vs SOURCE] [--json]`: the findings of followed captures as
+//! events on stdout, one per line, until interrupted, `--until-finding` or `--timeout`.
+
+use std::collections::{BTreeMap, HashSet};
+use std::io::Write;
+use std::sync::mpsc::{RecvTimeoutError, channel};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use super::{Followed, Signal, WatchOptions, follow};
+use crate::model::analysis::Analysis;
+use crate::model::analysis::compare::Tolerances;
+use crate::model::dump::{Dump, Warning};
+use crate::model::ingest::Incremental;
+use crate::model::watch::{SourceState, Tracker, WatchEvent, snapshot};
+
+/// What `dumpview watch` was asked.
+#[derive(Debug, Clone)]
+pub struct Headless {
+    /// The sources merged into the followed capture.
+    pub sources: Vec<Followed>,
+    /// The capture compared against (`--vs`), itself followed.
+    pub vs: Option<Followed>,
+    /// One JSON object per line instead of text.
+    pub json: bool,
+    /// Stop at the first finding.
+    pub until_finding: bool,
+    /// Stop after this long.
+    pub timeout: Option<Duration>,
+    /// Tolerances of the `--vs` diff.
+    pub tolerances: Tolerances,
+    /// Poll interval and attempt.
+    pub options: WatchOptions,
+}
+
+/// Unix seconds now.
+pub fn now() -> f64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0.0, |d| d.as_secs_f64())
+}
+
+/// Runs the watch, writing events to `out`. Returns the exit status: 0 no finding, 1 a
+/// finding, 2 when no source could be read at start.
+///
+/// # Errors
+/// Writing to `out` failed (a closed pipe ends the watch quietly: that is `Ok`).
+pub fn run(args: &Headless, out: &mut dyn Write) -> std::io::Result<u8> {
+    let followed: Vec<&Followed> = args.sources.iter().chain(args.vs.as_ref()).collect();
+    let vs_index = args.vs.as_ref().map(|_| args.sources.len());
+    let unreachable: Vec<&&Followed> = followed.iter().filter(|f| !f.root.exists()).collect();
+    if unreachable.len() == args.sources.len()
+        || vs_index.is_some_and(|i| !followed[i].root.exists())
+    {
+        for f in unreachable {
+            let event = WatchEvent::source(
+                &f.name,
+                SourceState::Lost,
+                "no such file or directory",
+                now(),
+            );
+            write_event(out, &event, args.json)?;
+        }
+        return Ok(2);
+    }
+    let (signals, received) = channel();
+    let _followers: Vec<_> = followed
+        .iter()
+        .enumerate()
+        .map(|(i, f)| follow(i, f, args.options.poll, signals.clone()))
+        .collect();
+    drop(signals);
+    let mut captures: Vec<Incremental> = followed
+        .iter()
+        .map(|f| Incremental::new(vec![f.root.clone()], args.options.attempt))
+        .collect();
+    let mut dumps: Vec<Option<Dump>> = vec![None; followed.len()];
+    let mut states: Vec<Option<SourceState>> = vec![None; followed.len()];
+    let mut tracker = Tracker::new();
+    let mut warned: HashSet<(String, String)> = HashSet::new();
+    let deadline = args.timeout.map(|t| Instant::now() + t);
+    let mut found = false;
+    loop {
+        let wait = deadline.map_or(Duration::from_secs(3600), |d| {
+            d.saturating_duration_since(Instant::now())
+        });
+        let first = match received.recv_timeout(wait) {
+            Ok(signal) => signal,
+            Err(RecvTimeoutError::Timeout) if deadline.is_some_and(|d| Instant::now() >= d) => {
+                break;
+            }
+            Err(RecvTimeoutError::Timeout) => continue,
+            Err(RecvTimeoutError::Disconnected) => break,
+        };
+        let mut events = Vec::new();
+        let mut changed = vec![false; followed.len()];
+        for signal in std::iter::once(first).chain(received.try_iter()) {
+            match signal {
+                Signal::Changed(i) => changed[i] = true,
+                Signal::State(i, state, reason) => {
+                    events.push(WatchEvent::source(&followed[i].name, state, &reason, now()));
+                }
+            }
+        }
+        let mut reanalyse = false;
+        for (i, capture) in captures.iter_mut().enumerate().filter(|(i, _)| changed[*i]) {
+            match capture.refresh() {
+                Ok((dump, stats)) => {
+                    if states[i] != Some(SourceState::Connected) {
+                        states[i] = Some(SourceState::Connected);
+                        events.push(WatchEvent::source(
+                            &followed[i].name,
+                            SourceState::Connected,
+                            "reading",
+                            now(),
+                        ));
+                    }
+                    if dumps[i].is_none() || stats.read > 0 || stats.removed > 0 {
+                        dumps[i] = Some(dump);
+                        reanalyse = true;
+                    }
+                }
+                Err(error) => {
+                    if states[i] != Some(SourceState::Lost) {
+                        states[i] = Some(SourceState::Lost);
+                        events.push(WatchEvent::source(
+                            &followed[i].name,
+                            SourceState::Lost,
+                            &error.to_string(),
+                            now(),
+                        ));
+                    }
+                }
+            }
+        }
+        if reanalyse {
+            let (merged, sources, clashes) = merge(
+                &followed[..args.sources.len()],
+                &dumps[..args.sources.len()],
+            );
+            let vs_dump = vs_index.and_then(|i| dumps[i].as_ref());
+            let analysis = Analysis::compute(&merged, vs_dump, &args.tolerances);
+            let ts = now();
+            for (source, warning) in clashes.iter().map(|(s, w)| (s, w)).chain(
+                merged
+                    .warnings
+                    .iter()
+                    .map(|w| (source_of_warning(&sources, &merged, w), w)),
+            ) {
+                if warned.insert((warning.file.display().to_string(), warning.message.clone())) {
+                    events.push(WatchEvent::warning(source, warning, ts));
+                }
+            }
+            if let Some(vs_dump) = vs_dump {
+                let name = &followed[vs_index.expect("a --vs source")].name;
+                for warning in &vs_dump.warnings {
+                    if warned.insert((warning.file.display().to_string(), warning.message.clone()))
+                    {
+                        events.push(WatchEvent::warning(name, warning, ts));
+                    }
+                }
+            }
+            let vs_name = vs_index.map(|i| followed[i].name.as_str());
+            events.extend(tracker.update(snapshot(&merged, &sources, &analysis, vs_name, ts)));
+        }
+        for event in &events {
+            found |= event.is_finding();
+            if write_event(out, event, args.json).is_err() {
+                return Ok(u8::from(found));
+            }
+        }
+        if found && args.until_finding {
+            break;
+        }
+    }
+    Ok(u8::from(found))
+}
+
+fn write_event(out: &mut dyn Write, event: &WatchEvent, json: bool) -> std::io::Result<()> {
+    if json {
+        writeln!(out, "{}", event.to_json())?;
+    } else {
+        writeln!(out, "{}", event.to_text())?;
+    }
+    out.flush()
+}
+
+/// The windows of every source as one capture, with the SOURCE of each window, and a warning
+/// for each rank that two sources hold (their windows are told apart by source).
+fn merge(
+    followed: &[&Followed],
+    dumps: &[Option<Dump>],
+) -> (Dump, Vec<String>, Vec<(String, Warning)>) {
+    let mut merged = Dump::default();
+    let mut sources = Vec::new();
+    let mut ranks: BTreeMap<u32, Vec<usize>> = BTreeMap::new();
+    for (i, dump) in dumps.iter().enumerate() {
+        let Some(dump) = dump else { continue };
+        for window in &dump.windows {
+            let holders = ranks.entry(window.rank).or_default();
+            if !holders.contains(&i) {
+                holders.push(i);
+            }
+            merged.windows.push(window.clone());
+            sources.push(followed[i].name.clone());
+        }
+        merged.warnings.extend(dump.warnings.iter().cloned());
+    }
+    let clashes = ranks
+        .iter()
+        .filter(|(_, holders)| holders.len() > 1)
+        .map(|(rank, holders)| {
+            let names: Vec<&str> = holders.iter().map(|&i| followed[i].name.as_str()).collect();
+            (
+                names[0].to_string(),
+                Warning::note(
+                    followed[holders[0]].root.clone(),
+                    format!(
+                        "rank {rank} is in {}: its windows are keyed by (source, rank)",
+                        names.join(" and ")
+                    ),
+                ),
+            )
+        })
+        .collect();
+    (merged, sources, clashes)
+}
+
+/// The SOURCE whose window a warning's file belongs to (the first source when none does).
+fn source_of_warning<'s>(sources: &'s [String], merged: &Dump, warning: &Warning) -> &'s String {
+    merged
+        .windows
+        .iter()
+        .position(|w| warning.file.starts_with(w.window_dir()))
+        .map_or(&sources[0], |i| &sources[i])
+}

@@ -1,0 +1,83 @@
+//! Following dump directories as they are written: a [`follow`] thread per source reports
+//! into one channel that something may have changed ([`Signal`]); the consumer (the headless
+//! [`headless::run`] loop, or the workbench's watch thread) then refreshes each source's
+//! [`Incremental`] capture, which re-reads only the files that changed.
+//!
+//! Local directories are followed with notify's debounced events plus a periodic refresh
+//! (file systems without events, such as network mounts, still update, at the tick).
+
+pub mod headless;
+mod local;
+
+use std::path::PathBuf;
+use std::sync::mpsc::Sender;
+use std::time::Duration;
+
+use crate::model::ingest::Attempt;
+use crate::model::watch::SourceState;
+
+pub use local::follow_local;
+
+/// How often a followed source is refreshed without an event: the fallback for file systems
+/// without change events, and the remote listing interval (`--poll`).
+pub const DEFAULT_POLL: Duration = Duration::from_secs(1);
+
+/// Events are coalesced for this long after the first (a probe writes a manifest and renames
+/// it; msprobe rewrites dump.json in several writes).
+pub const SETTLE: Duration = Duration::from_millis(50);
+
+/// What a follower reports.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Signal {
+    /// Something under source `index` may have changed: refresh it.
+    Changed(usize),
+    /// Source `index` is now in `state`, for `reason`.
+    State(usize, SourceState, String),
+}
+
+/// One source to follow, as resolved to a local directory.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Followed {
+    /// The SOURCE as the user wrote it (events name it).
+    pub name: String,
+    /// The local directory or file it is read from.
+    pub root: PathBuf,
+}
+
+/// Options of a watch.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct WatchOptions {
+    /// The refresh interval without events.
+    pub poll: Duration,
+    /// Which attempt of each window.
+    pub attempt: Attempt,
+}
+
+impl Default for WatchOptions {
+    fn default() -> Self {
+        WatchOptions {
+            poll: DEFAULT_POLL,
+            attempt: Attempt::Newest,
+        }
+    }
+}
+
+/// Starts following `source` (number `index`), reporting into `signals` until the receiver
+/// is dropped. Returns the thread's guard: dropping it stops the notify watcher.
+///
+/// # Errors
+/// The watcher could not be set up (the directory is gone, inotify limits): the periodic
+/// refresh still runs, and the error is reported as a `source` state.
+pub fn follow(
+    index: usize,
+    source: &Followed,
+    poll: Duration,
+    signals: Sender<Signal>,
+) -> Follower {
+    follow_local(index, &source.root, poll, signals)
+}
+
+/// Keeps a follower running; dropping it stops it.
+pub struct Follower {
+    _watcher: Option<notify_debouncer_mini::Debouncer<notify::RecommendedWatcher>>,
+}

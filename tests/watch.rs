@@ -1,0 +1,250 @@
+//! `dumpview watch` on a local directory while files land in it (issue 12): the real binary,
+//! its JSON events read line by line as a script writes manifests the way the probe does (a
+//! temporary file renamed into place), and msprobe rewrites its dump.json (in place, cut short).
+
+use std::io::{BufRead, BufReader};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::mpsc::{Receiver, RecvTimeoutError, channel};
+use std::time::{Duration, Instant};
+
+use serde_json::Value;
+
+/// Generous: CI machines are shared; the benchmark measures latency, not this.
+const WAIT: Duration = Duration::from_secs(20);
+
+struct Watch {
+    child: Child,
+    lines: Receiver<Value>,
+}
+
+impl Watch {
+    fn start(args: &[&std::ffi::OsStr]) -> Watch {
+        let mut child = Command::new(env!("CARGO_BIN_EXE_dumpview"))
+            .arg("watch")
+            .args(args)
+            .args(["--json", "--poll", "0.2", "--timeout", "60"])
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        let stdout = child.stdout.take().unwrap();
+        let (send, lines) = channel();
+        std::thread::spawn(move || {
+            for line in BufReader::new(stdout).lines() {
+                let Ok(line) = line else { break };
+                let value: Value =
+                    serde_json::from_str(&line).expect("each line is one JSON object");
+                if send.send(value).is_err() {
+                    break;
+                }
+            }
+        });
+        Watch { child, lines }
+    }
+
+    /// The next event matching `wanted`, skipping others; panics after [`WAIT`].
+    fn next(&self, what: &str, wanted: impl Fn(&Value) -> bool) -> Value {
+        let deadline = Instant::now() + WAIT;
+        loop {
+            let left = deadline.saturating_duration_since(Instant::now());
+            match self.lines.recv_timeout(left) {
+                Ok(event) if wanted(&event) => return event,
+                Ok(_) => {}
+                Err(RecvTimeoutError::Timeout) => panic!("no {what} event within {WAIT:?}"),
+                Err(RecvTimeoutError::Disconnected) => panic!("watch ended before a {what} event"),
+            }
+        }
+    }
+}
+
+impl Drop for Watch {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn example(side: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("assets/examples/llama_fp16_overflow")
+        .join(side)
+        .join("rank0/match1-occ1/manifest.json")
+}
+
+/// Writes `side`'s example manifest as rank `rank` into `root`, as the probe does: a
+/// temporary file first, then renamed into place.
+fn land(root: &Path, side: &str, rank: u32) {
+    let mut manifest: Value =
+        serde_json::from_slice(&std::fs::read(example(side)).unwrap()).unwrap();
+    manifest["rank"] = rank.into();
+    let dir = root.join(format!("rank{rank}/match1-occ1"));
+    std::fs::create_dir_all(&dir).unwrap();
+    let partial = dir.join(".manifest.json.tmp");
+    let text = serde_json::to_vec_pretty(&manifest).unwrap();
+    // Half of it first: a reader must not mistake the partial file for a window.
+    std::fs::write(&partial, &text[..text.len() / 2]).unwrap();
+    std::thread::sleep(Duration::from_millis(300));
+    std::fs::write(&partial, &text).unwrap();
+    std::fs::rename(&partial, dir.join("manifest.json")).unwrap();
+}
+
+fn is(kind: &str) -> impl Fn(&Value) -> bool + '_ {
+    move |e| e["kind"] == kind
+}
+
+#[test]
+fn windows_and_their_first_non_finite_record_appear_as_they_land() {
+    let dir = tempfile::tempdir().unwrap();
+    let watch = Watch::start(&[dir.path().as_os_str()]);
+    let connected = watch.next("source", is("source"));
+    assert_eq!(connected["state"], "connected");
+    assert_eq!(connected["v"], 1);
+    land(dir.path(), "a", 0);
+    let window = watch.next("window", is("window"));
+    assert_eq!(
+        (window["rank"].clone(), window["records"].clone()),
+        (0.into(), 119.into())
+    );
+    assert_eq!(window["source"], dir.path().to_str().unwrap());
+    assert!(window["ts"].as_f64().unwrap() > 1.7e9);
+    // A new rank directory, whose run overflowed.
+    land(dir.path(), "b", 1);
+    let nonfinite = watch.next("first_nonfinite", |e| {
+        e["kind"] == "first_nonfinite" && e.get("cleared").is_none()
+    });
+    assert_eq!(nonfinite["rank"], 1);
+    assert_eq!(nonfinite["stage"], "layers.3.mlp_up#1");
+    assert_eq!(nonfinite["inf_count"], 4);
+    // Nothing repeats while nothing changes: the next events are source or none at all.
+    std::thread::sleep(Duration::from_millis(800));
+    let repeated: Vec<Value> = watch
+        .lines
+        .try_iter()
+        .filter(|e| e["kind"] != "source")
+        .collect();
+    assert!(repeated.is_empty(), "{repeated:?}");
+    // Replaced in place by the finite run: the finding is cleared, once.
+    land(dir.path(), "a", 1);
+    let cleared = watch.next("cleared", |e| {
+        e["kind"] == "first_nonfinite" && e["rank"] == 1
+    });
+    assert_eq!(cleared["cleared"], true);
+}
+
+#[test]
+fn until_finding_stops_at_the_first_finding_with_exit_1_and_vs_names_the_first_divergence() {
+    let dir = tempfile::tempdir().unwrap();
+    let b = example("b");
+    let child = Command::new(env!("CARGO_BIN_EXE_dumpview"))
+        .args([
+            "watch",
+            dir.path().to_str().unwrap(),
+            "--vs",
+            b.to_str().unwrap(),
+        ])
+        .args([
+            "--json",
+            "--until-finding",
+            "--poll",
+            "0.2",
+            "--timeout",
+            "60",
+        ])
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(Duration::from_millis(500));
+    land(dir.path(), "a", 0);
+    let out = child.wait_with_output().unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    let events: Vec<Value> = String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    let divergence = events
+        .iter()
+        .find(|e| e["kind"] == "first_divergence")
+        .expect("a divergence event");
+    // The same first divergence as `dumpview diff` of the two files.
+    let diff = Command::new(env!("CARGO_BIN_EXE_dumpview"))
+        .args([
+            "diff",
+            example("a").to_str().unwrap(),
+            b.to_str().unwrap(),
+            "--json",
+        ])
+        .output()
+        .unwrap();
+    let diff: Value = serde_json::from_slice(&diff.stdout).unwrap();
+    let w = &diff["diff"]["windows"][0];
+    let first = &w["pairs"][w["first_divergence"].as_u64().unwrap() as usize];
+    assert_eq!(divergence["stage"], first["key"]);
+    assert_eq!(divergence["verdict"], first["verdict"]);
+    assert_eq!(divergence["vs"], b.to_str().unwrap());
+}
+
+/// msprobe rewrites dump.json in place (same inode) every 1,000 entries, and a killed run
+/// leaves it cut short: what parses is read, with a warning, and read again when it changes.
+#[test]
+fn an_msprobe_dump_json_rewritten_in_place_and_truncated_is_read_again() {
+    let fixture =
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/msprobe/mlp_mix/step0/proc4841");
+    let dir = tempfile::tempdir().unwrap();
+    let rank = dir.path().join("step0/proc4841");
+    std::fs::create_dir_all(&rank).unwrap();
+    for name in ["construct.json", "stack.json"] {
+        std::fs::copy(fixture.join(name), rank.join(name)).unwrap();
+    }
+    let full = std::fs::read(fixture.join("dump.json")).unwrap();
+    let complete = Command::new(env!("CARGO_BIN_EXE_dumpview"))
+        .args([
+            "scan",
+            fixture.join("dump.json").to_str().unwrap(),
+            "--json",
+        ])
+        .output()
+        .unwrap();
+    let complete: Value = serde_json::from_slice(&complete.stdout).unwrap();
+    let records = complete["windows"][0]["records"].as_u64().unwrap();
+    // Cut short first, written in place.
+    std::fs::write(rank.join("dump.json"), &full[..full.len() * 2 / 3]).unwrap();
+    let watch = Watch::start(&[dir.path().as_os_str()]);
+    // The warning comes first (a refresh's warnings, then its windows and findings).
+    let warning = watch.next("warning", is("warning"));
+    assert_eq!(warning["warning_kind"], "lost_evidence");
+    assert!(
+        warning["file"].as_str().unwrap().ends_with("dump.json"),
+        "{warning}"
+    );
+    let partial = watch.next("window", is("window"));
+    assert!(partial["records"].as_u64().unwrap() < records, "{partial}");
+    // The same file, rewritten whole in place (same inode).
+    use std::io::Write;
+    let mut file = std::fs::OpenOptions::new()
+        .write(true)
+        .truncate(true)
+        .open(rank.join("dump.json"))
+        .unwrap();
+    file.write_all(&full).unwrap();
+    drop(file);
+    let whole = watch.next("window", |e| {
+        e["kind"] == "window" && e["records"] == records
+    });
+    assert_eq!(whole["label"], complete["windows"][0]["label"]);
+}
+
+#[test]
+fn a_source_that_cannot_be_read_at_start_exits_2() {
+    let out = Command::new(env!("CARGO_BIN_EXE_dumpview"))
+        .args(["watch", "/nonexistent/dumps", "--json", "--timeout", "5"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    let event: Value =
+        serde_json::from_slice(out.stdout.split(|&b| b == b'\n').next().unwrap()).unwrap();
+    assert_eq!(
+        (event["kind"].clone(), event["state"].clone()),
+        ("source".into(), "lost".into())
+    );
+}
