@@ -25,6 +25,13 @@ struct Args {
     json: bool,
     #[command(flatten)]
     attempts: cli::inputs::AttemptArgs,
+    /// Follow SOURCE in the workbench as dumps land (repeat for several; they merge into one
+    /// capture). Not with positional captures.
+    #[arg(long, value_name = "SOURCE", conflicts_with = "captures")]
+    watch: Vec<String>,
+    /// With --watch: diff mode against this capture, itself followed.
+    #[arg(long, value_name = "SOURCE", requires = "watch")]
+    vs: Option<String>,
 }
 
 const EXAMPLES: &str = "\
@@ -197,6 +204,14 @@ fn main() -> ExitCode {
     let args = Args::parse();
     let json = args.json;
     let attempts = args.attempts;
+    if !args.watch.is_empty() {
+        return finish(watch_workbench(
+            &args.watch,
+            args.vs.as_deref(),
+            &attempts,
+            json,
+        ));
+    }
     let command = match (args.command, args.captures.as_slice()) {
         (Some(command), _) => command,
         (None, []) => Command::Demo {
@@ -295,6 +310,49 @@ fn main() -> ExitCode {
         }
     };
     finish(result)
+}
+
+/// `dumpview --watch SOURCE… [--vs SOURCE]`: the workbench following the sources; without a
+/// terminal (a pipe, `--json`), the headless events instead.
+fn watch_workbench(
+    sources: &[String],
+    vs: Option<&str>,
+    attempts: &cli::inputs::AttemptArgs,
+    json: bool,
+) -> Result<Outcome, cli::CliError> {
+    use dumpview::runtime::watch::{Followed, WatchOptions};
+    use std::io::IsTerminal;
+    if json || !std::io::stdout().is_terminal() {
+        return watch(
+            sources,
+            vs,
+            false,
+            None,
+            1.0,
+            &Default::default(),
+            attempts,
+            json,
+        );
+    }
+    let followed = |name: &str| Followed {
+        name: name.to_string(),
+        root: PathBuf::from(name),
+    };
+    for source in sources.iter().map(String::as_str).chain(vs) {
+        if !std::path::Path::new(source).exists() {
+            return Err(format!("{source}: cannot watch: no such file or directory").into());
+        }
+    }
+    dumpview::runtime::run_watch(
+        sources.iter().map(|s| followed(s)).collect(),
+        vs.map(followed),
+        WatchOptions {
+            attempt: attempts.side(0),
+            ..WatchOptions::default()
+        },
+        Default::default(),
+    )?;
+    Ok(Outcome::Clean)
 }
 
 /// `dumpview watch`: the headless watch loop of the runtime, on stdout.

@@ -886,3 +886,37 @@ fn esc_cancels_a_running_tensor_comparison() {
     t.keys(&["q"]);
     assert_eq!(t.wait_exit(), (0, true));
 }
+
+/// Watch mode (issue 12): the workbench following a directory while a script writes
+/// manifests into it; the new window and its first non-finite record appear on screen
+/// without a key press, and the header says the watch is on.
+#[test]
+fn watch_shows_a_landing_window_and_its_first_non_finite_record_without_a_key() {
+    if !tmux_available() {
+        return;
+    }
+    let dumps = tempfile::tempdir().unwrap();
+    let root = dumps.path().to_str().unwrap().to_string();
+    let term = Term::start(140, 35, &["--watch", &root], &[]);
+    term.wait_text("watch: on · 1 source");
+    // Lands as the probe writes: a temporary file renamed into place.
+    let window = dumps.path().join("rank0/match1-occ1");
+    std::fs::create_dir_all(&window).unwrap();
+    let manifest = example("llama_fp16_overflow/b/rank0/match1-occ1/manifest.json");
+    std::fs::copy(manifest, window.join(".manifest.json.tmp")).unwrap();
+    std::fs::rename(
+        window.join(".manifest.json.tmp"),
+        window.join("manifest.json"),
+    )
+    .unwrap();
+    let screen = term.wait_loaded();
+    assert!(screen.text.contains("A 119 rec"), "{}", screen.text);
+    // Scan mode opens on the first non-finite record: its stage heads the detail panel.
+    let screen = term.wait("the first non-finite stage in the detail", |s| {
+        s.detail_title()
+            .is_some_and(|t| t.contains("layers.3.mlp_up#1"))
+    });
+    assert!(screen.text.contains("update 2"), "{}", screen.text);
+    term.keys(&["q"]);
+    assert_eq!(term.wait_exit().0, 0);
+}

@@ -17,6 +17,7 @@ pub mod rows;
 pub mod session;
 pub mod strip;
 pub mod tensors;
+pub mod watch;
 
 use regex::Regex;
 
@@ -92,6 +93,14 @@ pub enum Action {
     /// An event of a background job (progress, its result, its failure, its cancel). The
     /// runtime has already dropped events of jobs that are no longer their slot's current.
     Job(JobUpdate),
+    /// Watch mode: a new version of the followed captures, built on the watch thread.
+    Watched(Box<Session>),
+    /// Watch mode: followed source `index` is now in `state`, for `reason`.
+    WatchSource {
+        index: usize,
+        state: crate::model::watch::SourceState,
+        reason: String,
+    },
 }
 
 /// Work for the runtime; results come back as [`Action::Job`].
@@ -230,6 +239,8 @@ pub struct App {
     pub tensor_results: Vec<TensorResult>,
     /// The open result popup.
     pub tensor_popup: Option<TensorPopup>,
+    /// Watch mode's sources and their states; `None` when nothing is followed.
+    pub watch: Option<watch::WatchStatus>,
 }
 
 impl App {
@@ -266,6 +277,7 @@ impl App {
             tensor_job: None,
             tensor_results: Vec::new(),
             tensor_popup: None,
+            watch: None,
         }
     }
 
@@ -437,6 +449,22 @@ impl App {
 
 /// Applies one action; returns the effects for the runtime.
 pub fn update(app: &mut App, action: Action) -> Vec<Effect> {
+    // Watch updates arrive whatever the user is doing (a prompt, a popup): installed in place.
+    match action {
+        Action::Watched(session) => {
+            app.watched(*session);
+            return Vec::new();
+        }
+        Action::WatchSource {
+            index,
+            state,
+            reason,
+        } => {
+            app.watch_source(index, state, reason);
+            return Vec::new();
+        }
+        _ => {}
+    }
     if app.search.editing {
         match action {
             Action::SearchChar(c) => app.search.input.push(c),
@@ -530,6 +558,8 @@ fn update_base(app: &mut App, action: Action, page: usize) -> Vec<Effect> {
             app.select(selected);
         }
         Action::Job(JobUpdate { slot, event, .. }) => return on_job(app, slot, event),
+        // Handled first, in `update`.
+        Action::Watched(_) | Action::WatchSource { .. } => {}
         _ if app.loaded.is_none() => {}
         Action::Up if app.focus == Focus::Aliases => {
             app.alias_selected = app.alias_selected.saturating_sub(1)

@@ -160,7 +160,7 @@ fn saved_in(session: &Session, window: &Window) -> HashMap<String, PathBuf> {
 
 /// The formats of the open captures, for the header: `msprobe dump`, or
 /// `dump_probe manifest vs msprobe dump` when the two differ.
-fn format_names(a: &Dump, b: Option<&Dump>) -> String {
+pub(crate) fn format_names(a: &Dump, b: Option<&Dump>) -> String {
     let names = |d: &Dump| {
         let mut names: Vec<&str> = d.windows.iter().map(|w| w.facts.name).collect();
         names.sort_unstable();

@@ -72,6 +72,32 @@ pub fn run(source: Source) -> io::Result<()> {
     result
 }
 
+/// Runs the workbench following `sources` (merged into capture A) and, with `vs`, diffing
+/// against it (itself followed): each new version of the captures is installed in place as
+/// it lands, keeping the user's place.
+///
+/// # Errors
+/// Terminal I/O errors.
+pub fn run_watch(
+    sources: Vec<watch::Followed>,
+    vs: Option<watch::Followed>,
+    options: watch::WatchOptions,
+    tolerances: crate::model::analysis::compare::Tolerances,
+) -> io::Result<()> {
+    let no_color = std::env::var_os("NO_COLOR").is_some_and(|v| !v.is_empty());
+    let (guard, terminal) = terminal::TerminalGuard::take()?;
+    let mut app = App::loading(no_color);
+    let names = sources.iter().chain(&vs).map(|s| s.name.clone()).collect();
+    app.watch = Some(crate::app::watch::WatchStatus::of(names));
+    let mut runtime = Runtime::new(terminal, app);
+    input::spawn_terminal_reader(runtime.sender());
+    watch::workbench::spawn(sources, vs, options, tolerances, runtime.sender());
+    let result = runtime.run();
+    drop(runtime);
+    drop(guard);
+    result
+}
+
 /// Runs the real loop headless: `app` on `terminal`, input from `script` (sent into the
 /// channel on its own thread), until the app quits or the script has ended and no job
 /// runs. Returns the app and the terminal, whose buffer holds the last frame.

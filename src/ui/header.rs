@@ -79,6 +79,18 @@ pub fn draw(frame: &mut Frame, app: &App, area: Rect, theme: Theme) {
             second.push(Span::styled(text, style));
         }
     }
-    second.push(Span::styled(" · watch: off", theme.dim()));
+    match &app.watch {
+        Some(status) => {
+            let (text, healthy) = status.describe();
+            second.push(Span::raw(" · "));
+            second.push(Span::styled(
+                text,
+                if healthy { theme.good() } else { theme.bad() },
+            ));
+        }
+        // Nothing followed: nothing to say (an "off" switch the user never asked about
+        // only took room).
+        None => {}
+    }
     frame.render_widget(Paragraph::new(vec![first, Line::from(second)]), area);
 }

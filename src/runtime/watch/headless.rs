@@ -1,12 +1,12 @@
 //! `dumpview watch SOURCE… [--vs SOURCE] [--json]`: the findings of followed captures as
 //! events on stdout, one per line, until interrupted, `--until-finding` or `--timeout`.
 
-use std::collections::{BTreeMap, HashSet};
+use std::collections::HashSet;
 use std::io::Write;
 use std::sync::mpsc::{RecvTimeoutError, channel};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
-use super::{Followed, Signal, WatchOptions, follow};
+use super::{Followed, Signal, WatchOptions, follow, merge};
 use crate::model::analysis::Analysis;
 use crate::model::analysis::compare::Tolerances;
 use crate::model::dump::{Dump, Warning};
@@ -182,47 +182,6 @@ fn write_event(out: &mut dyn Write, event: &WatchEvent, json: bool) -> std::io::
         writeln!(out, "{}", event.to_text())?;
     }
     out.flush()
-}
-
-/// The windows of every source as one capture, with the SOURCE of each window, and a warning
-/// for each rank that two sources hold (their windows are told apart by source).
-fn merge(
-    followed: &[&Followed],
-    dumps: &[Option<Dump>],
-) -> (Dump, Vec<String>, Vec<(String, Warning)>) {
-    let mut merged = Dump::default();
-    let mut sources = Vec::new();
-    let mut ranks: BTreeMap<u32, Vec<usize>> = BTreeMap::new();
-    for (i, dump) in dumps.iter().enumerate() {
-        let Some(dump) = dump else { continue };
-        for window in &dump.windows {
-            let holders = ranks.entry(window.rank).or_default();
-            if !holders.contains(&i) {
-                holders.push(i);
-            }
-            merged.windows.push(window.clone());
-            sources.push(followed[i].name.clone());
-        }
-        merged.warnings.extend(dump.warnings.iter().cloned());
-    }
-    let clashes = ranks
-        .iter()
-        .filter(|(_, holders)| holders.len() > 1)
-        .map(|(rank, holders)| {
-            let names: Vec<&str> = holders.iter().map(|&i| followed[i].name.as_str()).collect();
-            (
-                names[0].to_string(),
-                Warning::note(
-                    followed[holders[0]].root.clone(),
-                    format!(
-                        "rank {rank} is in {}: its windows are keyed by (source, rank)",
-                        names.join(" and ")
-                    ),
-                ),
-            )
-        })
-        .collect();
-    (merged, sources, clashes)
 }
 
 /// The SOURCE whose window a warning's file belongs to (the first source when none does).

@@ -8,11 +8,14 @@
 
 pub mod headless;
 mod local;
+pub mod workbench;
 
+use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::sync::mpsc::Sender;
 use std::time::Duration;
 
+use crate::model::dump::{Dump, Warning};
 use crate::model::ingest::Attempt;
 use crate::model::watch::SourceState;
 
@@ -80,4 +83,45 @@ pub fn follow(
 /// Keeps a follower running; dropping it stops it.
 pub struct Follower {
     _watcher: Option<notify_debouncer_mini::Debouncer<notify::RecommendedWatcher>>,
+}
+
+/// The windows of every source as one capture, with the SOURCE of each window, and a warning
+/// for each rank that two sources hold (their windows are told apart by source).
+pub(crate) fn merge(
+    followed: &[&Followed],
+    dumps: &[Option<Dump>],
+) -> (Dump, Vec<String>, Vec<(String, Warning)>) {
+    let mut merged = Dump::default();
+    let mut sources = Vec::new();
+    let mut ranks: BTreeMap<u32, Vec<usize>> = BTreeMap::new();
+    for (i, dump) in dumps.iter().enumerate() {
+        let Some(dump) = dump else { continue };
+        for window in &dump.windows {
+            let holders = ranks.entry(window.rank).or_default();
+            if !holders.contains(&i) {
+                holders.push(i);
+            }
+            merged.windows.push(window.clone());
+            sources.push(followed[i].name.clone());
+        }
+        merged.warnings.extend(dump.warnings.iter().cloned());
+    }
+    let clashes = ranks
+        .iter()
+        .filter(|(_, holders)| holders.len() > 1)
+        .map(|(rank, holders)| {
+            let names: Vec<&str> = holders.iter().map(|&i| followed[i].name.as_str()).collect();
+            (
+                names[0].to_string(),
+                Warning::note(
+                    followed[holders[0]].root.clone(),
+                    format!(
+                        "rank {rank} is in {}: its windows are keyed by (source, rank)",
+                        names.join(" and ")
+                    ),
+                ),
+            )
+        })
+        .collect();
+    (merged, sources, clashes)
 }

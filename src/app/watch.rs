@@ -1,0 +1,71 @@
+//! Watch mode in the workbench: a new version of the followed captures arrives from the
+//! runtime's watch thread ([`super::Action::Watched`]) and is installed in place, keeping the
+//! user's place; each source's state is kept for the header.
+
+use crate::model::watch::SourceState;
+
+use super::{App, Session};
+
+/// What the header says about a watch.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct WatchStatus {
+    /// Each followed source: its name, its last state and why.
+    pub sources: Vec<(String, Option<SourceState>, String)>,
+    /// How many versions of the capture have been installed.
+    pub updates: u64,
+}
+
+impl WatchStatus {
+    /// A watch of `names`, nothing read yet.
+    pub fn of(names: Vec<String>) -> WatchStatus {
+        WatchStatus {
+            sources: names
+                .into_iter()
+                .map(|n| (n, None, String::new()))
+                .collect(),
+            updates: 0,
+        }
+    }
+
+    /// The header's words: `watch: on · 2 sources · update 5`, or the first lost source.
+    pub fn describe(&self) -> (String, bool) {
+        if let Some((name, _, reason)) = self
+            .sources
+            .iter()
+            .find(|(_, s, _)| matches!(s, Some(SourceState::Lost | SourceState::Retrying)))
+        {
+            return (format!("watch: LOST {name}: {reason} (retrying)"), false);
+        }
+        let n = self.sources.len();
+        (
+            format!(
+                "watch: on · {n} source{} · update {}",
+                if n == 1 { "" } else { "s" },
+                self.updates
+            ),
+            true,
+        )
+    }
+}
+
+impl App {
+    /// Installs a new version of the followed captures (the first one as a first open).
+    pub fn watched(&mut self, session: Session) {
+        if self.loaded.is_some() {
+            self.reload(session);
+        } else {
+            self.install(session);
+        }
+        if let Some(status) = &mut self.watch {
+            status.updates += 1;
+        }
+    }
+
+    /// Records that source `index` is in `state` for `reason`.
+    pub fn watch_source(&mut self, index: usize, state: SourceState, reason: String) {
+        if let Some(source) = self.watch.as_mut().and_then(|w| w.sources.get_mut(index)) {
+            source.1 = Some(state);
+            source.2 = reason;
+        }
+    }
+}
