@@ -79,18 +79,15 @@ pub fn draw(frame: &mut Frame, app: &App, area: Rect, theme: Theme) {
             second.push(Span::styled(text, style));
         }
     }
-    match &app.watch {
-        Some(status) => {
-            let (text, healthy) = status.describe();
-            second.push(Span::raw(" · "));
-            second.push(Span::styled(
-                text,
-                if healthy { theme.good() } else { theme.bad() },
-            ));
-        }
-        // Nothing followed: nothing to say (an "off" switch the user never asked about
-        // only took room).
-        None => {}
+    // Nothing followed: nothing to say (an "off" switch the user never asked about only
+    // took room).
+    if let Some(status) = &app.watch {
+        let (text, healthy) = status.describe();
+        second.push(Span::raw(" · "));
+        second.push(Span::styled(
+            text,
+            if healthy { theme.good() } else { theme.bad() },
+        ));
     }
     frame.render_widget(Paragraph::new(vec![first, Line::from(second)]), area);
 }
