@@ -6,7 +6,7 @@ use std::io::Write;
 use std::sync::mpsc::{RecvTimeoutError, channel};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
-use super::{Followed, Signal, WatchOptions, follow, merge};
+use super::{Followed, SETTLE, Signal, WatchOptions, follow, merge};
 use crate::model::analysis::Analysis;
 use crate::model::analysis::compare::Tolerances;
 use crate::model::dump::{Dump, Warning};
@@ -91,6 +91,8 @@ pub fn run(args: &Headless, out: &mut dyn Write) -> std::io::Result<u8> {
             Err(RecvTimeoutError::Timeout) => continue,
             Err(RecvTimeoutError::Disconnected) => break,
         };
+        // Let a burst (a write, then a rename) arrive before reading.
+        std::thread::sleep(SETTLE);
         let mut events = Vec::new();
         let mut changed = vec![false; followed.len()];
         for signal in std::iter::once(first).chain(received.try_iter()) {

@@ -1,47 +1,38 @@
-//! Following a local directory: notify's debounced events, and a tick every `poll` as the
-//! fallback for file systems that send none.
+//! Following a local directory: notify's file events, and a tick every `poll` as the
+//! fallback for file systems that send none. Bursts of events (a write then a rename, msprobe
+//! rewriting dump.json in several writes) are coalesced by the consumer ([`super::SETTLE`]).
 
 use std::path::Path;
 use std::sync::mpsc::Sender;
 use std::time::Duration;
 
-use notify::RecursiveMode;
-use notify_debouncer_mini::new_debouncer;
+use notify::{RecursiveMode, Watcher};
 
-use super::{Follower, SETTLE, Signal};
+use super::{Follower, Signal};
 use crate::model::watch::SourceState;
 
-/// Follows `root` (number `index`): a [`Signal::Changed`] on every debounced batch of file
-/// events under it, and one every `poll` regardless (the refresh re-reads only files whose
-/// size, time or inode changed, so a tick with nothing new costs a listing).
-pub fn follow_local(
-    index: usize,
-    root: &Path,
-    poll: Duration,
-    signals: Sender<Signal>,
-) -> Follower {
+/// Follows `root` (number `index`): a [`Signal::Changed`] on every file event under it, and
+/// one every `poll` regardless (the refresh re-reads only files whose size, time or inode
+/// changed, so a tick with nothing new costs a listing).
+pub fn follow_local(index: usize, root: &Path, poll: Duration, signals: Sender<Signal>) -> Follower {
     let events = signals.clone();
-    let watcher = new_debouncer(
-        SETTLE,
-        move |result: notify_debouncer_mini::DebounceEventResult| {
-            let signal = match result {
-                Ok(_) => Signal::Changed(index),
-                Err(error) => Signal::State(index, SourceState::Lost, error.to_string()),
-            };
-            let _ = events.send(signal);
-        },
-    );
+    let watcher = notify::recommended_watcher(move |result: notify::Result<notify::Event>| {
+        let signal = match result {
+            // Reads (access events) change nothing.
+            Ok(event) if event.kind.is_access() => return,
+            Ok(_) => Signal::Changed(index),
+            Err(error) => Signal::State(index, SourceState::Lost, error.to_string()),
+        };
+        let _ = events.send(signal);
+    });
     let watcher = match watcher {
-        Ok(mut debouncer) => match debouncer.watcher().watch(root, RecursiveMode::Recursive) {
-            Ok(()) => Some(debouncer),
+        Ok(mut watcher) => match watcher.watch(root, RecursiveMode::Recursive) {
+            Ok(()) => Some(watcher),
             Err(error) => {
                 let _ = signals.send(Signal::State(
                     index,
                     SourceState::Retrying,
-                    format!(
-                        "no file events ({error}); refreshing every {} ms",
-                        poll.as_millis()
-                    ),
+                    format!("no file events ({error}); refreshing every {} ms", poll.as_millis()),
                 ));
                 None
             }

@@ -3,7 +3,7 @@
 //! [`headless::run`] loop, or the workbench's watch thread) then refreshes each source's
 //! [`Incremental`] capture, which re-reads only the files that changed.
 //!
-//! Local directories are followed with notify's debounced events plus a periodic refresh
+//! Local directories are followed with notify's events plus a periodic refresh
 //! (file systems without events, such as network mounts, still update, at the tick).
 
 pub mod headless;
@@ -82,7 +82,7 @@ pub fn follow(
 
 /// Keeps a follower running; dropping it stops it.
 pub struct Follower {
-    _watcher: Option<notify_debouncer_mini::Debouncer<notify::RecommendedWatcher>>,
+    _watcher: Option<notify::RecommendedWatcher>,
 }
 
 /// The windows of every source as one capture, with the SOURCE of each window, and a warning

@@ -4,7 +4,7 @@
 
 use std::sync::mpsc::{Sender, channel};
 
-use super::{Followed, Signal, WatchOptions, follow, merge};
+use super::{Followed, SETTLE, Signal, WatchOptions, follow, merge};
 use crate::app::{Action, Session};
 use crate::model::analysis::Analysis;
 use crate::model::analysis::compare::Tolerances;
@@ -60,6 +60,8 @@ fn watch(
             .is_ok()
     };
     while let Ok(first) = received.recv() {
+        // Let a burst (a write, then a rename) arrive before reading.
+        std::thread::sleep(SETTLE);
         let mut changed = vec![false; followed.len()];
         for signal in std::iter::once(first).chain(received.try_iter()) {
             match signal {

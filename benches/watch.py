@@ -1,0 +1,150 @@
+"""Watch latency and idle cost (issue 12): one run, side by side, ending with a RESULT line.
+
+    .venv/bin/python benches/watch.py [--bin target/release/dumpview] [--landings 20] [--idle 60]
+
+- headless: `dumpview watch DIR --json` is started on an empty directory; a manifest is then
+  landed as the probe writes it (a temporary file renamed into place) as a new rank, 20 times;
+  the latency is from the rename to the `window` event of that rank on stdout.
+- screen: the workbench (`dumpview --watch DIR`) in tmux; the latency is from the rename to the
+  first capture of the pane whose header counts the new window (`[k/k]`).
+- idle: the CPU time (user + system, /proc/<pid>/stat) of a headless watch over --idle seconds
+  with nothing landing, as a fraction of one core.
+
+Goals: local <= 0.5 s (p95), idle CPU under 1% of one core. (Remote figures come with the ssh
+sources: docs/watch.md.)
+"""
+
+import argparse
+import json
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+MANIFEST = os.path.join(ROOT, "assets/examples/llama_fp16_overflow/a/rank0/match1-occ1/manifest.json")
+
+
+def land(root, rank):
+    """Write rank ``rank``'s manifest as the probe does; return the time of the rename."""
+    with open(MANIFEST) as handle:
+        manifest = json.load(handle)
+    manifest["rank"] = rank
+    window = os.path.join(root, "rank%d" % rank, "match1-occ1")
+    os.makedirs(window, exist_ok=True)
+    partial = os.path.join(window, ".manifest.json.tmp")
+    with open(partial, "w") as handle:
+        json.dump(manifest, handle)
+    renamed = time.monotonic()
+    os.rename(partial, os.path.join(window, "manifest.json"))
+    return renamed
+
+
+def percentile(values, q):
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(round(q * (len(ordered) - 1))))]
+
+
+def headless(binary, landings):
+    root = tempfile.mkdtemp(prefix="dv-watch-")
+    proc = subprocess.Popen([binary, "watch", root, "--json"], stdout=subprocess.PIPE, text=True)
+    seen = {}
+    def read():
+        for line in proc.stdout:
+            event = json.loads(line)
+            if event["kind"] == "window":
+                seen.setdefault(event["rank"], time.monotonic())
+    reader = threading.Thread(target=read, daemon=True)
+    reader.start()
+    time.sleep(1.0)
+    latencies = []
+    for rank in range(landings):
+        renamed = land(root, rank)
+        deadline = time.monotonic() + 10
+        while rank not in seen and time.monotonic() < deadline:
+            time.sleep(0.002)
+        latencies.append(seen.get(rank, float("inf")) - renamed)
+        time.sleep(0.2)
+    proc.kill()
+    proc.wait()
+    shutil.rmtree(root)
+    return latencies
+
+
+def screen(binary, landings):
+    if shutil.which("tmux") is None:
+        return []
+    root = tempfile.mkdtemp(prefix="dv-watch-screen-")
+    socket = os.path.join(root, "tmux.sock")
+    tmux = ["tmux", "-S", socket]
+    subprocess.run(tmux + ["new-session", "-d", "-x", "140", "-y", "35", binary, "--watch", root], check=True)
+    time.sleep(1.0)
+    latencies = []
+    try:
+        for rank in range(landings):
+            renamed = land(root, rank)
+            want = "[%d/%d]" % (1, rank + 1) if rank else "[1/1]"
+            deadline = time.monotonic() + 10
+            seen = float("inf")
+            while time.monotonic() < deadline:
+                text = subprocess.run(tmux + ["capture-pane", "-p"], capture_output=True, text=True).stdout
+                if "/%d]" % (rank + 1) in text:
+                    seen = time.monotonic()
+                    break
+                time.sleep(0.005)
+            latencies.append(seen - renamed)
+            time.sleep(0.2)
+    finally:
+        subprocess.run(tmux + ["kill-server"], capture_output=True)
+        shutil.rmtree(root, ignore_errors=True)
+    return latencies
+
+
+def idle_cpu(binary, seconds):
+    root = tempfile.mkdtemp(prefix="dv-watch-idle-")
+    land(root, 0)
+    proc = subprocess.Popen([binary, "watch", root, "--json"], stdout=subprocess.DEVNULL)
+    time.sleep(2.0)
+    def cpu():
+        with open("/proc/%d/stat" % proc.pid) as handle:
+            fields = handle.read().rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    start, t0 = cpu(), time.monotonic()
+    time.sleep(seconds)
+    used, elapsed = cpu() - start, time.monotonic() - t0
+    proc.kill()
+    proc.wait()
+    shutil.rmtree(root)
+    return used / elapsed
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--bin", default=os.path.join(ROOT, "target/release/dumpview"))
+    parser.add_argument("--landings", type=int, default=20)
+    parser.add_argument("--idle", type=float, default=60.0)
+    args = parser.parse_args()
+    if not os.path.exists(args.bin):
+        sys.exit("%s missing: cargo build --release first (or --bin)" % args.bin)
+    head = headless(args.bin, args.landings)
+    scr = screen(args.bin, args.landings)
+    idle = idle_cpu(args.bin, args.idle)
+    print("headless event latency: median %.3f s, p95 %.3f s over %d landings" % (
+        statistics.median(head), percentile(head, 0.95), len(head)))
+    if scr:
+        print("screen latency:         median %.3f s, p95 %.3f s over %d landings" % (
+            statistics.median(scr), percentile(scr, 0.95), len(scr)))
+    print("idle watch CPU:         %.3f%% of one core over %.0f s" % (100 * idle, args.idle))
+    print("RESULT local_event_p50_s=%.3f local_event_p95_s=%.3f local_screen_p50_s=%.3f "
+          "local_screen_p95_s=%.3f idle_cpu_pct=%.3f" % (
+              statistics.median(head), percentile(head, 0.95),
+              statistics.median(scr) if scr else float("nan"),
+              percentile(scr, 0.95) if scr else float("nan"), 100 * idle))
+
+
+if __name__ == "__main__":
+    main()
