@@ -79,6 +79,7 @@ pub fn run(args: &Headless, out: &mut dyn Write) -> std::io::Result<u8> {
     let mut warned: HashSet<(String, String)> = HashSet::new();
     let deadline = args.timeout.map(|t| Instant::now() + t);
     let mut found = false;
+    let mut last: Option<(Dump, Option<Dump>, Analysis)> = None;
     loop {
         let wait = deadline.map_or(Duration::from_secs(3600), |d| {
             d.saturating_duration_since(Instant::now())
@@ -140,7 +141,13 @@ pub fn run(args: &Headless, out: &mut dyn Write) -> std::io::Result<u8> {
                 &dumps[..args.sources.len()],
             );
             let vs_dump = vs_index.and_then(|i| dumps[i].as_ref());
-            let analysis = Analysis::compute(&merged, vs_dump, &args.tolerances);
+            // Only windows that changed are scanned and diffed again.
+            let analysis = match &last {
+                Some((old_a, old_b, old)) => {
+                    old.refresh((old_a, old_b.as_ref()), (&merged, vs_dump))
+                }
+                None => Analysis::compute(&merged, vs_dump, &args.tolerances),
+            };
             let ts = now();
             for (source, warning) in clashes.iter().map(|(s, w)| (s, w)).chain(
                 merged
@@ -163,6 +170,7 @@ pub fn run(args: &Headless, out: &mut dyn Write) -> std::io::Result<u8> {
             }
             let vs_name = vs_index.map(|i| followed[i].name.as_str());
             events.extend(tracker.update(snapshot(&merged, &sources, &analysis, vs_name, ts)));
+            last = Some((merged, vs_dump.cloned(), analysis));
         }
         for event in &events {
             found |= event.is_finding();

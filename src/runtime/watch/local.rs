@@ -14,7 +14,12 @@ use crate::model::watch::SourceState;
 /// Follows `root` (number `index`): a [`Signal::Changed`] on every file event under it, and
 /// one every `poll` regardless (the refresh re-reads only files whose size, time or inode
 /// changed, so a tick with nothing new costs a listing).
-pub fn follow_local(index: usize, root: &Path, poll: Duration, signals: Sender<Signal>) -> Follower {
+pub fn follow_local(
+    index: usize,
+    root: &Path,
+    poll: Duration,
+    signals: Sender<Signal>,
+) -> Follower {
     let events = signals.clone();
     let watcher = notify::recommended_watcher(move |result: notify::Result<notify::Event>| {
         let signal = match result {
@@ -32,7 +37,10 @@ pub fn follow_local(index: usize, root: &Path, poll: Duration, signals: Sender<S
                 let _ = signals.send(Signal::State(
                     index,
                     SourceState::Retrying,
-                    format!("no file events ({error}); refreshing every {} ms", poll.as_millis()),
+                    format!(
+                        "no file events ({error}); refreshing every {} ms",
+                        poll.as_millis()
+                    ),
                 ));
                 None
             }

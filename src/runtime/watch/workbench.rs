@@ -59,6 +59,7 @@ fn watch(
             }))
             .is_ok()
     };
+    let mut last: Option<(Dump, Option<Dump>, Analysis)> = None;
     while let Ok(first) = received.recv() {
         // Let a burst (a write, then a rename) arrive before reading.
         std::thread::sleep(SETTLE);
@@ -111,12 +112,21 @@ fn watch(
                 None => format!("watch {}", names.join(" + ")),
             },
             format: format_names(&a, b.as_ref()),
-            analysis: Analysis::compute(&a, b.as_ref(), tolerances),
+            // Only windows that changed are scanned and diffed again.
+            analysis: match &last {
+                Some((old_a, old_b, old)) => old.refresh((old_a, old_b.as_ref()), (&a, b.as_ref())),
+                None => Analysis::compute(&a, b.as_ref(), tolerances),
+            },
             a,
             b,
             checkout: None,
             saved: Default::default(),
         };
+        last = Some((
+            session.a.clone(),
+            session.b.clone(),
+            session.analysis.clone(),
+        ));
         let session = with_saved_tensors(session);
         if messages
             .send(Message::Action(Action::Watched(Box::new(session))))
