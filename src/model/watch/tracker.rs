@@ -22,8 +22,35 @@ impl Tracker {
 
     /// The events of `snapshot` that differ from what was last printed for their kind and
     /// window, in snapshot order; remembers them.
+    ///
+    /// A window printed before and absent from `snapshot` (its directory deleted) gets a
+    /// `window` event with `removed: true`, and its findings are forgotten.
     pub fn update(&mut self, snapshot: Vec<WatchEvent>) -> Vec<WatchEvent> {
         let mut out = Vec::new();
+        let present: std::collections::HashSet<&WindowKey> = snapshot
+            .iter()
+            .filter(|e| e.kind == "window")
+            .filter_map(|e| e.window.as_ref())
+            .collect();
+        let mut gone: Vec<WindowKey> = self
+            .last
+            .keys()
+            .filter(|(kind, _)| *kind == "window")
+            .filter_map(|(_, key)| key.clone())
+            .filter(|key| !present.contains(key))
+            .collect();
+        gone.sort();
+        let ts = snapshot.first().map_or(0.0, |e| e.ts);
+        for key in gone {
+            self.last.retain(|(_, k), _| k.as_ref() != Some(&key));
+            out.push(WatchEvent {
+                kind: "window",
+                ts,
+                source: key.source.clone(),
+                window: Some(key),
+                body: serde_json::json!({"records": 0, "removed": true}),
+            });
+        }
         for event in snapshot {
             let key = (event.kind, event.window.clone());
             let cleared = event.body.get("cleared").is_some_and(|c| c == true);
@@ -78,6 +105,21 @@ mod tests {
         let cleared = event("first_nonfinite", json!({"cleared": true}));
         assert_eq!(tracker.update(vec![cleared.clone()]), vec![cleared.clone()]);
         assert!(tracker.update(vec![cleared]).is_empty());
+    }
+
+    #[test]
+    fn a_deleted_window_is_said_once_and_its_findings_forgotten() {
+        let mut tracker = Tracker::new();
+        let window = event("window", json!({"records": 3}));
+        let nan = event("first_nonfinite", json!({"stage": "a#1", "seq": 3}));
+        assert_eq!(tracker.update(vec![window.clone(), nan.clone()]).len(), 2);
+        let removed = tracker.update(Vec::new());
+        assert_eq!(removed.len(), 1);
+        assert_eq!(removed[0].kind, "window");
+        assert_eq!(removed[0].body, json!({"records": 0, "removed": true}));
+        assert!(tracker.update(Vec::new()).is_empty());
+        // Back again: new, so printed again, findings included.
+        assert_eq!(tracker.update(vec![window, nan]).len(), 2);
     }
 
     #[test]
