@@ -152,7 +152,7 @@ fn workbench(source: dumpview::runtime::Source, json: bool) -> Result<Outcome, c
             dumpview::runtime::Source::Example(_) => cli::summary::run_embedded(json),
         };
     }
-    dumpview::runtime::run(source)?;
+    dumpview::runtime::run(source, Default::default())?;
     Ok(Outcome::Clean)
 }
 

@@ -56,6 +56,19 @@ impl Term {
     /// Starts `dumpview ARGS` in a `cols` x `rows` terminal, with `env` set for it (and
     /// NO_COLOR unset unless given, whatever the environment of the test).
     fn start(cols: u16, rows: u16, args: &[&str], env: &[(&str, &str)]) -> Term {
+        Term::start_gated(cols, rows, args, env, false)
+    }
+
+    /// As [`Term::start`]; with `recorded`, everything the program writes to the terminal
+    /// is kept in [`Term::recording`] (`tmux pipe-pane`), from its first byte: the shell
+    /// waits for the pipe before it starts the program.
+    fn start_gated(
+        cols: u16,
+        rows: u16,
+        args: &[&str],
+        env: &[(&str, &str)],
+        recorded: bool,
+    ) -> Term {
         let dir = tempfile::tempdir().expect("temp dir");
         // A private server: its socket lives (and goes) with the temp dir.
         let socket = dir
@@ -82,8 +95,13 @@ impl Term {
         // A small shell around the binary reports its exit status and whether it left the
         // terminal's modes (raw mode, echo, ...) as it found them, then waits for Enter, so
         // the pane's modes can be read after the exit; Enter then ends the pane.
+        let gate = if recorded {
+            "while [ ! -e go ]; do sleep 0.02; done; "
+        } else {
+            ""
+        };
         let script = format!(
-            "before=$(stty -g); {command}; status=$?; \
+            "{gate}before=$(stty -g); {command}; status=$?; \
              if [ \"$(stty -g)\" = \"$before\" ]; then tty=restored; else tty=CHANGED; fi; \
              printf '[{EXIT_MARK} %d, tty %s]\\n' \"$status\" \"$tty\"; read -r _"
         );
@@ -114,7 +132,27 @@ impl Term {
             "tmux new-session failed: {}",
             String::from_utf8_lossy(&out.stderr)
         );
+        if recorded {
+            let log = term.dir.path().join("output.log");
+            term.tmux_ok(&[
+                "pipe-pane",
+                "-O",
+                "-t",
+                "e2e",
+                &format!("cat >> {}", quote(log.to_str().expect("UTF-8 temp path"))),
+            ]);
+            std::fs::write(term.dir.path().join("go"), "").expect("write go");
+        }
         term
+    }
+
+    /// Everything the program wrote to the terminal so far (a [`Term::start_gated`] with
+    /// `recorded`).
+    fn recording(&self) -> String {
+        String::from_utf8_lossy(
+            &std::fs::read(self.dir.path().join("output.log")).unwrap_or_default(),
+        )
+        .into_owned()
     }
 
     fn tmux(&self, args: &[&str]) -> Output {
@@ -883,6 +921,65 @@ fn esc_cancels_a_running_tensor_comparison() {
         s.text
     );
     // Nothing runs now: q quits at once.
+    t.keys(&["q"]);
+    assert_eq!(t.wait_exit(), (0, true));
+}
+
+// The tester's note: an input that cannot be read opened the workbench on a "cannot open"
+// popup and exited 0. Now the error goes to stderr and the exit status is 2, before the
+// terminal is taken: no alternate screen, no mouse reporting was ever switched on.
+#[test]
+fn an_unreadable_input_exits_2_before_taking_the_terminal() {
+    if !tmux_available() {
+        return;
+    }
+    let bad = tempfile::tempdir().unwrap();
+    std::fs::write(bad.path().join("manifest.json"), "this is not json\n").unwrap();
+    let t = Term::start_gated(100, 30, &[bad.path().to_str().unwrap()], &[], true);
+    let (status, tty_restored) = t.wait_exit();
+    assert_eq!(status, 2, "exit status:\n{}", t.screen());
+    assert!(tty_restored);
+    let screen = t.screen();
+    assert!(
+        screen.contains("dumpview: error: ") && screen.contains("not a valid manifest"),
+        "{screen}"
+    );
+    let written = t.recording();
+    for (mode, escape) in [
+        ("alternate screen", "\x1b[?1049h"),
+        ("mouse capture", "\x1b[?1000h"),
+    ] {
+        assert!(
+            !written.contains(escape),
+            "the {mode} was switched on: {written:?}"
+        );
+    }
+    assert!(written.contains("not a valid manifest"), "{written:?}");
+
+    // The recording does see those modes when the workbench opens, so the check can fail.
+    let good = Term::start_gated(100, 30, &["demo"], &[], true);
+    good.wait_loaded();
+    good.keys(&["q"]);
+    assert_eq!(good.wait_exit(), (0, true));
+    assert!(good.recording().contains("\x1b[?1049h"));
+}
+
+// Esc in the main view closes what is open and otherwise does nothing; only q quits.
+#[test]
+fn esc_in_the_main_view_does_not_quit() {
+    if !tmux_available() {
+        return;
+    }
+    let t = Term::start(120, 36, &["demo", "--pair", "llama_fp16_overflow"], &[]);
+    t.wait_loaded();
+    t.keys(&["Escape"]);
+    t.keys(&["Escape"]);
+    t.keys(&["j"]);
+    let s = t.wait("j moved after two Esc", |s| {
+        s.timeline_position().is_some_and(|(sel, _)| sel == 76)
+    });
+    assert!(!s.text.contains(EXIT_MARK), "{}", s.text);
+    assert_eq!(t.pane("#{pane_dead}"), "0");
     t.keys(&["q"]);
     assert_eq!(t.wait_exit(), (0, true));
 }

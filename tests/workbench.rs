@@ -286,7 +286,10 @@ fn ranks_windows_help_and_quit() {
     assert_eq!(app.message.as_deref(), Some("rank 0 has one label window"));
     apply(&mut app, [Action::ToggleHelp, Action::Escape]);
     assert!(!app.help && !app.should_quit);
-    apply(&mut app, [Action::Escape]);
+    // Esc with nothing open never quits; q does.
+    apply(&mut app, [Action::Escape, Action::Escape]);
+    assert!(!app.should_quit);
+    apply(&mut app, [Action::Quit]);
     assert!(app.should_quit);
 }
 
@@ -683,9 +686,9 @@ fn esc_cancels_a_running_comparison_once() {
         app.tensor_results.is_empty(),
         "a cancelled comparison is not reported"
     );
-    // Nothing runs now: Esc quits as before.
+    // Nothing runs now: Esc has nothing to close and does not quit.
     apply(&mut app, [Action::Escape]);
-    assert!(app.should_quit);
+    assert!(!app.should_quit);
 }
 
 #[test]

@@ -5,6 +5,7 @@
 
 use std::path::PathBuf;
 
+use crate::model::analysis::compare::Tolerances;
 use crate::model::ingest::Progress;
 use crate::model::tensor::pairing::FileComparison;
 
@@ -28,7 +29,7 @@ pub enum Slot {
     Reload,
 }
 
-/// What to open: the input of a [`JobSpec::Load`].
+/// What to open: the input of a [`JobSpec::Load`] and of `crate::runtime::run`.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Source {
     /// One or two captures on disk (each a manifest file or a directory).
@@ -65,9 +66,14 @@ pub enum JobSpec {
         /// The session's title, sanitised into the file name.
         name_hint: String,
     },
-    /// Load the captures of `source`; progress [`JobProgress::Load`], result
-    /// [`JobOutput::Loaded`].
-    Load(Source),
+    /// Load the captures of `source` and diff them under `tolerances`; progress
+    /// [`JobProgress::Load`], result [`JobOutput::Loaded`].
+    Load {
+        /// What to open.
+        source: Source,
+        /// The diff's tolerances (the workbench's `--rtol`, `--atol`, `--tol`).
+        tolerances: Tolerances,
+    },
 }
 
 impl JobSpec {
@@ -76,7 +82,7 @@ impl JobSpec {
         match self {
             JobSpec::Compare { .. } => Slot::Compare,
             JobSpec::Export { .. } => Slot::Export,
-            JobSpec::Load(_) => Slot::Reload,
+            JobSpec::Load { .. } => Slot::Reload,
         }
     }
 }

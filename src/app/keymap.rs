@@ -185,10 +185,23 @@ pub static BINDINGS: &[Binding] = &[
         &[Key::Char('?')],
         Action::ToggleHelp,
         Some((11, "? help")),
-        Some(("? Esc q", "this help / close, quit / quit")),
+        Some(("?", "this help (? or Esc closes it)")),
     ),
-    bind(&[Key::Esc], Action::Escape, None, None),
-    bind(&[Key::Char('q')], Action::Quit, Some((12, "q quit")), None),
+    bind(
+        &[Key::Esc],
+        Action::Escape,
+        None,
+        Some((
+            "Esc",
+            "close a popup, cancel a comparison, narrow the detail; never quits",
+        )),
+    ),
+    bind(
+        &[Key::Char('q')],
+        Action::Quit,
+        Some((12, "q quit")),
+        Some(("q  Ctrl-C", "quit")),
+    ),
 ];
 
 /// The keys of [`Mode::Search`] besides text: every other character is typed into the prompt.

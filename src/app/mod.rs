@@ -72,9 +72,11 @@ pub enum Action {
     CompareTensors,
     /// `?`.
     ToggleHelp,
-    /// `q`, Esc (Esc first closes help, the search prompt or the tensor popup, cancels a
-    /// running tensor comparison, or narrows the wide detail).
+    /// `q` (and Ctrl-C anywhere).
     Quit,
+    /// Esc: closes what is open (help, the search prompt, the tensor popup), cancels a
+    /// running tensor comparison, narrows the wide detail, gives the focus back to the
+    /// timeline, or clears the status message; it never quits.
     Escape,
     /// Mouse wheel over the timeline.
     Scroll(i64),
@@ -230,6 +232,9 @@ pub struct App {
     pub tensor_results: Vec<TensorResult>,
     /// The open result popup.
     pub tensor_popup: Option<TensorPopup>,
+    /// The directory the workbench was started in, as the runtime found it: where `e`
+    /// proposes to write the report. `None`: unknown (headless runs), shown as `./`.
+    pub working_dir: Option<std::path::PathBuf>,
 }
 
 impl App {
@@ -266,6 +271,7 @@ impl App {
             tensor_job: None,
             tensor_results: Vec::new(),
             tensor_popup: None,
+            working_dir: None,
         }
     }
 
@@ -518,8 +524,12 @@ fn update_base(app: &mut App, action: Action, page: usize) -> Vec<Effect> {
                 return tensors::cancel(app);
             } else if app.wide_detail {
                 app.wide_detail = false;
+            } else if app.focus == Focus::Aliases {
+                app.focus = Focus::Timeline;
             } else {
-                app.should_quit = true;
+                // Nothing open: Esc clears what the status bar says (the standing note of
+                // load warnings stays), and never quits: `q` does.
+                app.search.error = None;
             }
         }
         Action::ToggleHelp => app.help = !app.help,

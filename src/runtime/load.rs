@@ -12,13 +12,27 @@ use crate::model::analysis::compare::Tolerances;
 use crate::model::dump::{Dump, Window};
 use crate::model::ingest::{LoadError, Progress, load, read_window};
 
-/// Loads one or two captures from disk (each a manifest file or a directory).
+/// Loads one or two captures from disk (each a manifest file or a directory), diffed under
+/// the default tolerances.
 ///
 /// # Errors
 /// The first input that cannot be loaded, named.
 pub fn open(
     a: &Path,
     b: Option<&Path>,
+    progress: &mut dyn FnMut(Progress),
+) -> Result<Session, LoadError> {
+    open_with(a, b, &Tolerances::default(), progress)
+}
+
+/// [`open`], diffed under `tolerances`.
+///
+/// # Errors
+/// The first input that cannot be loaded, named.
+pub fn open_with(
+    a: &Path,
+    b: Option<&Path>,
+    tolerances: &Tolerances,
     progress: &mut dyn FnMut(Progress),
 ) -> Result<Session, LoadError> {
     let dump_a = load(&[a.to_path_buf()], progress)?;
@@ -34,7 +48,7 @@ pub fn open(
         title,
         format: format_names(&dump_a, dump_b.as_ref()),
         // Computed here, on the loading job's thread: the UI thread only installs it.
-        analysis: Analysis::compute(&dump_a, dump_b.as_ref(), &Tolerances::default()),
+        analysis: Analysis::compute(&dump_a, dump_b.as_ref(), tolerances),
         a: dump_a,
         b: dump_b,
         checkout: None,
@@ -49,6 +63,23 @@ pub fn open(
 /// # Errors
 /// Only if an embedded manifest fails to parse, which the test-suite rules out.
 pub fn embedded(pair: &ExamplePair) -> Result<Session, LoadError> {
+    embedded_in(
+        pair,
+        Path::new(env!("CARGO_MANIFEST_DIR")),
+        &Tolerances::default(),
+    )
+}
+
+/// [`embedded`], with `root` taken for the checkout the binary was built from, diffed under
+/// `tolerances`.
+///
+/// # Errors
+/// Only if an embedded manifest fails to parse, which the test-suite rules out.
+pub fn embedded_in(
+    pair: &ExamplePair,
+    root: &Path,
+    tolerances: &Tolerances,
+) -> Result<Session, LoadError> {
     let side = |(source, bytes): &(String, &[u8])| -> Result<Dump, LoadError> {
         let (manifest, warnings) = read_window(bytes, &PathBuf::from(source))?;
         Ok(Dump {
@@ -56,7 +87,6 @@ pub fn embedded(pair: &ExamplePair) -> Result<Session, LoadError> {
             warnings,
         })
     };
-    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
     let same_on_disk = |(source, bytes): &(String, &[u8])| {
         source
             .strip_prefix(EMBEDDED)
@@ -67,7 +97,7 @@ pub fn embedded(pair: &ExamplePair) -> Result<Session, LoadError> {
     Ok(with_saved_tensors(Session {
         title: format!("example {}", pair.name),
         format: "dump_probe manifest (embedded example)".to_string(),
-        analysis: Analysis::compute(&a, Some(&b), &Tolerances::default()),
+        analysis: Analysis::compute(&a, Some(&b), tolerances),
         a,
         b: Some(b),
         checkout: (same_on_disk(&pair.a) && same_on_disk(&pair.b)).then(|| root.to_path_buf()),
@@ -75,18 +105,25 @@ pub fn embedded(pair: &ExamplePair) -> Result<Session, LoadError> {
     }))
 }
 
-/// Opens `source`, reporting progress while reading files.
+/// Opens `source`, diffed under `tolerances`, reporting progress while reading files.
 ///
 /// # Errors
 /// The load error, said for the user; an unknown example name.
-pub fn source(source: &Source, progress: &mut dyn FnMut(Progress)) -> Result<Session, String> {
+pub fn source(
+    source: &Source,
+    tolerances: &Tolerances,
+    progress: &mut dyn FnMut(Progress),
+) -> Result<Session, String> {
     match source {
-        Source::Files { a, b } => open(a, b.as_deref(), progress).map_err(|e| e.to_string()),
+        Source::Files { a, b } => {
+            open_with(a, b.as_deref(), tolerances, progress).map_err(|e| e.to_string())
+        }
         Source::Example(name) => match crate::embedded::example_pairs()
             .into_iter()
             .find(|p| &p.name == name)
         {
-            Some(pair) => embedded(&pair).map_err(|e| e.to_string()),
+            Some(pair) => embedded_in(&pair, Path::new(env!("CARGO_MANIFEST_DIR")), tolerances)
+                .map_err(|e| e.to_string()),
             None => Err(format!("no embedded example named {name:?}")),
         },
     }

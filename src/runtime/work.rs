@@ -17,7 +17,7 @@ use crate::model::tensor::pairing;
 const TENSOR_PROGRESS_EVERY: Duration = Duration::from_millis(100);
 
 /// How often loading reports its progress at most.
-const LOAD_PROGRESS_EVERY: Duration = Duration::from_millis(30);
+pub(super) const LOAD_PROGRESS_EVERY: Duration = Duration::from_millis(30);
 
 /// Starts `spec` as the current job of its slot.
 pub fn spawn<E: From<JobUpdate> + Send + 'static>(jobs: &mut Jobs<E>, spec: JobSpec) {
@@ -36,7 +36,7 @@ pub fn spawn<E: From<JobUpdate> + Send + 'static>(jobs: &mut Jobs<E>, spec: JobS
                     .map_err(JobError::Failed)
             });
         }
-        JobSpec::Load(source) => {
+        JobSpec::Load { source, tolerances } => {
             jobs.spawn(slot, "loading", move |cx| {
                 let mut last = Instant::now();
                 let mut progress = |p| {
@@ -45,7 +45,7 @@ pub fn spawn<E: From<JobUpdate> + Send + 'static>(jobs: &mut Jobs<E>, spec: JobS
                         cx.progress(JobProgress::Load(p));
                     }
                 };
-                load::source(&source, &mut progress)
+                load::source(&source, &tolerances, &mut progress)
                     .map(|session| JobOutput::Loaded(Box::new(session)))
                     .map_err(JobError::Failed)
             });
