@@ -931,3 +931,287 @@ fn t_runs_the_comparison_as_a_job_and_its_result_opens_the_popup() {
         "{screen}"
     );
 }
+
+// ---- issue 11, item 16: laid out by priority, cut visibly ----
+
+/// The inner lines of the box whose top border holds `title` (text between its side borders).
+fn boxed(screen: &str, title: &str) -> Vec<String> {
+    let lines: Vec<&str> = screen.lines().collect();
+    let (top, x) = lines
+        .iter()
+        .enumerate()
+        .find_map(|(y, l)| {
+            let at = l.find(title)?;
+            let x = l[..at].chars().rev().position(|c| c == '┌')?;
+            Some((y, l[..at].chars().count() - 1 - x))
+        })
+        .unwrap_or_else(|| panic!("no box titled {title:?}:\n{screen}"));
+    let mut inner = Vec::new();
+    for line in &lines[top + 1..] {
+        let chars: Vec<char> = line.chars().collect();
+        if chars.get(x) != Some(&'│') {
+            break;
+        }
+        let text: String = chars[x + 1..].iter().take_while(|&&c| c != '│').collect();
+        inner.push(text.trim_end().to_string());
+    }
+    inner
+}
+
+#[test]
+fn help_lines_wrap_under_their_own_column_and_scroll_when_tall() {
+    let mut app = example("llama_fp16_overflow");
+    update(&mut app, Action::ToggleHelp);
+    // 140 columns: as wide as its longest line, nothing wraps.
+    let screen = text(&render(&mut app, 140, 40));
+    let help = boxed(&screen, "help (? or Esc closes)");
+    assert!(
+        help.iter()
+            .any(|l| l.ends_with("/ then Enter on an empty prompt repeats it")),
+        "{screen}"
+    );
+    assert!(!help.iter().any(|l| l.trim() == "it"), "{screen}");
+    // 80x24: explanations wrap under their column, never back to column 0; the overlay is
+    // taller than the terminal, so it scrolls and says what is below.
+    let screen = text(&render(&mut app, 80, 24));
+    let help = boxed(&screen, "help (? or Esc closes)");
+    let headings = ["keys", "timeline glyphs (non-finite, comparison, alias)"];
+    for line in &help {
+        let indent = line.len() - line.trim_start().len();
+        assert!(
+            line.is_empty() || headings.contains(&line.as_str()) || indent == 2 || indent >= 13,
+            "{line:?} in\n{screen}"
+        );
+    }
+    assert!(
+        help.iter().any(|l| l.starts_with("             ")),
+        "{screen}"
+    );
+    assert!(screen.contains("below · ↑↓ PgUp PgDn scroll"), "{screen}");
+    apply(&mut app, [Action::Bottom]);
+    let screen = text(&render(&mut app, 80, 24));
+    assert!(
+        screen.contains("stride-conflicting storage alias"),
+        "G shows the last line:\n{screen}"
+    );
+    assert_eq!(key(&app), UP, "the timeline did not move under the help");
+}
+
+#[test]
+fn pos_checksum_is_never_cut_where_the_detail_has_room() {
+    let mut app = example("llama_fp16_overflow");
+    for (width, height, wide) in [(80, 24, false), (140, 40, false), (140, 40, true)] {
+        app.wide_detail = wide;
+        let screen = text(&render(&mut app, width, height));
+        let detail = boxed(&screen, "detail");
+        assert!(
+            detail
+                .iter()
+                .any(|l| l.starts_with("pos_checksum -2.647e5")),
+            "{width}x{height} wide={wide}:\n{screen}"
+        );
+    }
+}
+
+#[test]
+fn the_kept_rows_stay_on_their_tensor_line_and_b_stays_in_view() {
+    let mut app = example("llama_fp16_overflow");
+    let screen = text(&render(&mut app, 140, 40));
+    let detail = boxed(&screen, "detail");
+    let tensors: Vec<&String> = detail
+        .iter()
+        .filter(|l| l.contains("8 of 12 rows"))
+        .collect();
+    assert_eq!(tensors.len(), 2, "{screen}");
+    assert!(
+        tensors
+            .iter()
+            .all(|l| l.starts_with("  tensor 8 of 12 rows · ") && l.ends_with(".safetensors")),
+        "{tensors:?}"
+    );
+    assert!(
+        detail.last().unwrap().starts_with("  tensor"),
+        "B's tensor line is the last one shown:\n{screen}"
+    );
+    assert!(
+        detail.iter().any(|l| l == "B float16 12×688 on cpu"),
+        "{screen}"
+    );
+}
+
+#[test]
+fn at_80x24_hints_shapes_and_layouts_give_way_visibly() {
+    let mut app = example("llama_kv_alias");
+    let all_shapes: std::collections::HashSet<String> =
+        app.loaded.as_ref().unwrap().session.a.windows[0]
+            .records
+            .iter()
+            .map(|r| {
+                r.shape
+                    .iter()
+                    .map(u64::to_string)
+                    .collect::<Vec<_>>()
+                    .join("×")
+            })
+            .collect();
+    for wide in [false, true] {
+        app.wide_detail = wide;
+        let screen = text(&render(&mut app, 80, 24));
+        let status = screen.lines().last().unwrap();
+        assert!(status.ends_with("? help · q quit"), "{status:?}");
+        // Every shape cell is whole or ends in `…`: never `12×4` for `12×4×64`.
+        for line in boxed(&screen, "timeline").iter().skip(1) {
+            let cell = line.split(' ').next_back().unwrap();
+            assert!(
+                cell.ends_with('…') || all_shapes.contains(cell),
+                "shape cell {cell:?} of {line:?} (wide={wide}):\n{screen}"
+            );
+        }
+        // The detail says how many of its lines are not shown.
+        assert!(screen.contains("more lines: "), "{screen}");
+    }
+}
+
+#[test]
+fn the_header_keeps_missing_data_and_identity_when_narrow() {
+    let mut app = example("llama_eager_vs_graph");
+    for width in [60, 80, 140] {
+        let screen = text(&render(&mut app, width, 24));
+        let second = screen.lines().nth(1).unwrap();
+        assert!(
+            second.contains("MISSING DATA") && second.contains("input: same 13 ids"),
+            "{width}: {second:?}"
+        );
+        assert!(second.chars().count() <= usize::from(width));
+        if width < 140 {
+            assert!(second.contains('…'), "what gave way is marked: {second:?}");
+        }
+    }
+}
+
+#[test]
+fn the_strip_marks_the_selection_in_diff_mode_too() {
+    let mut app = example("llama_fp16_overflow");
+    let screen = text(&render(&mut app, 140, 40));
+    let lines: Vec<&str> = screen.lines().collect();
+    let b = lines.iter().position(|l| l.starts_with("│B ")).unwrap();
+    assert!(lines[b + 1].contains('▲'), "{screen}");
+    // At the selected row's place: 74 of 119 rows across 136 columns.
+    let x = lines[b + 1].chars().position(|c| c == '▲').unwrap();
+    assert_eq!(x, 3 + 74 * 136 / 119);
+}
+
+// ---- issue 11, item 18 ----
+
+#[test]
+fn the_dtype_column_shows_both_sides_where_they_differ() {
+    let mut app = example("llama_fp16_overflow");
+    let screen = text(&render(&mut app, 140, 40));
+    let line = screen
+        .lines()
+        .find(|l| l.contains(" layers.3.mlp_up#1 "))
+        .unwrap();
+    assert!(line.contains(" f32/f16 "), "{line:?}");
+    // A pair of one dtype shows it once.
+    let mut app = example("llama_kv_alias");
+    let screen = text(&render(&mut app, 140, 40));
+    let line = screen
+        .lines()
+        .find(|l| l.contains(" layers.0.k_cache_read#1 "))
+        .unwrap();
+    assert!(line.contains(" f32 ") && !line.contains('/'), "{line:?}");
+}
+
+#[test]
+fn scan_mode_calls_nothing_a_and_offers_no_d_or_t() {
+    let mut app = scan_of("llama_fp16_overflow", "b");
+    let screen = text(&render(&mut app, 140, 40));
+    let detail = boxed(&screen, "detail");
+    assert!(
+        detail
+            .iter()
+            .any(|l| l.starts_with("stat ") && l.ends_with("value")),
+        "{screen}"
+    );
+    assert!(
+        detail.iter().any(|l| l == "float16 12×688 on cpu"),
+        "{screen}"
+    );
+    assert!(!detail.iter().any(|l| l.starts_with("A ")), "{screen}");
+    assert!(screen.contains(" 119 records "), "{screen}");
+    assert!(!screen.contains("A 119"), "{screen}");
+    assert!(
+        screen.lines().any(|l| l.starts_with("│  █")),
+        "the strip has no A: {screen}"
+    );
+    let status = screen.lines().last().unwrap();
+    assert!(
+        !status.contains("d divergence") && !status.contains("t tensors"),
+        "{status}"
+    );
+    update(&mut app, Action::ToggleHelp);
+    let help = boxed(&text(&render(&mut app, 140, 40)), "help (? or Esc closes)");
+    assert!(
+        !help
+            .iter()
+            .any(|l| l.starts_with("  d ") || l.starts_with("  t ")),
+        "{help:#?}"
+    );
+    assert!(help.iter().any(|l| l.starts_with("  f ")), "{help:#?}");
+}
+
+#[test]
+fn the_window_counter_counts_the_ranks_windows_as_l_does() {
+    let mut app = two_ranks();
+    let screen = text(&render(&mut app, 140, 40));
+    let second = screen.lines().nth(1).unwrap();
+    assert!(
+        second.starts_with("rank 0 [1/2] · window [1/1] "),
+        "{second:?}"
+    );
+    apply(&mut app, [Action::NextRank, Action::NextWindow]);
+    assert_eq!(app.message.as_deref(), Some("rank 1 has one label window"));
+    let screen = text(&render(&mut app, 140, 40));
+    let second = screen.lines().nth(1).unwrap();
+    assert!(
+        second.starts_with("rank 1 [2/2] · window [1/1] "),
+        "{second:?}"
+    );
+}
+
+#[test]
+fn g_and_capital_g_move_in_the_alias_panel() {
+    let mut app = example("llama_kv_alias");
+    let selected = app.selected;
+    let members: usize = app
+        .alias_groups()
+        .iter()
+        .map(|(_, g)| g.members.len())
+        .sum();
+    apply(&mut app, [Action::FocusNext, Action::Bottom]);
+    assert_eq!(app.alias_selected, members - 1);
+    apply(&mut app, [Action::Top]);
+    assert_eq!(app.alias_selected, 0);
+    apply(&mut app, [Action::PageDown]);
+    assert_eq!(app.alias_selected, app.view_height.min(members - 1));
+    assert_eq!(app.selected, selected, "the timeline did not move");
+}
+
+#[test]
+fn msprobe_records_say_what_msprobe_does_not_record() {
+    let dir = std::path::Path::new("tests/fixtures/msprobe/mlp_nan");
+    let mut app = bench(App::new(load::open(dir, None, &mut |_| {}).unwrap(), false));
+    let screen = text(&render(&mut app, 140, 40));
+    let detail = boxed(&screen, "detail");
+    assert!(
+        detail
+            .iter()
+            .any(|l| l == "  storage, device: not recorded by msprobe dump"),
+        "{screen}"
+    );
+    assert!(detail.iter().any(|l| l == "float32 3×8"), "{screen}");
+    assert!(
+        !screen.contains(" on  ") && !screen.contains("· eager") && !screen.contains("at –"),
+        "{screen}"
+    );
+}

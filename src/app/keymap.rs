@@ -71,6 +71,9 @@ pub struct Binding {
     /// The help overlay line this row opens: keys as written there, and the explanation.
     /// `None`: the row is explained by the line of a row above it.
     pub help: Option<(&'static str, &'static str)>,
+    /// The row acts on two captures (diff mode): with one capture open, neither the status
+    /// bar nor the help offers it (the key still says why it does nothing).
+    pub needs_b: bool,
 }
 
 const fn bind(
@@ -84,6 +87,23 @@ const fn bind(
         action: Some(action),
         hint,
         help,
+        needs_b: false,
+    }
+}
+
+/// [`bind`] for a row that needs two captures ([`Binding::needs_b`]).
+const fn bind_diff(
+    keys: &'static [Key],
+    action: Action,
+    hint: Option<(u8, &'static str)>,
+    help: Option<(&'static str, &'static str)>,
+) -> Binding {
+    Binding {
+        keys,
+        action: Some(action),
+        hint,
+        help,
+        needs_b: true,
     }
 }
 
@@ -116,13 +136,13 @@ pub static BINDINGS: &[Binding] = &[
         &[Key::Char('f')],
         Action::FirstNonFinite,
         Some((2, "f non-finite")),
-        Some(("f  d", "first non-finite record / first divergence")),
+        Some(("f", "first non-finite record")),
     ),
-    bind(
+    bind_diff(
         &[Key::Char('d')],
         Action::FirstDivergence,
         Some((3, "d divergence")),
-        None,
+        Some(("d", "first divergence (of the rank that diverges first)")),
     ),
     bind(
         &[Key::Char('/')],
@@ -157,13 +177,13 @@ pub static BINDINGS: &[Binding] = &[
         Some((9, "Enter")),
         Some(("Enter", "wide detail (timeline) / jump to member (aliases)")),
     ),
-    bind(
+    bind_diff(
         &[Key::Char('t')],
         Action::CompareTensors,
         Some((4, "t tensors")),
         Some((
             "t",
-            "compare this stage's saved tensors, A vs B (Esc cancels, ↑↓ key)",
+            "compare this stage's saved tensors of A and B (Esc cancels)",
         )),
     ),
     bind(
@@ -172,7 +192,7 @@ pub static BINDINGS: &[Binding] = &[
         Some((10, "e export")),
         Some((
             "e",
-            "export the first-mismatch report (Markdown, with compared tensors)",
+            "export the first-mismatch report, compared tensors included",
         )),
     ),
     Binding {
@@ -180,6 +200,7 @@ pub static BINDINGS: &[Binding] = &[
         action: None,
         hint: None,
         help: Some(("mouse", "wheel scrolls, click selects (timeline, ranks)")),
+        needs_b: false,
     },
     bind(
         &[Key::Char('?')],
@@ -193,7 +214,7 @@ pub static BINDINGS: &[Binding] = &[
         None,
         Some((
             "Esc",
-            "close a popup, cancel a comparison, narrow the detail; never quits",
+            "closes a popup, cancels a comparison, narrows the detail",
         )),
     ),
     bind(
@@ -240,23 +261,39 @@ pub fn action_for(key: Key, mode: Mode) -> Option<Action> {
     }
 }
 
-/// The status bar's key hints, joined with ` · `, in their places (built once).
-pub fn status_hints() -> &'static str {
-    static HINTS: std::sync::OnceLock<String> = std::sync::OnceLock::new();
-    HINTS.get_or_init(|| {
-        let mut hints: Vec<(u8, &str)> = BINDINGS.iter().filter_map(|b| b.hint).collect();
-        hints.sort_by_key(|(place, _)| *place);
-        hints
-            .iter()
-            .map(|(_, hint)| *hint)
-            .collect::<Vec<_>>()
-            .join(" · ")
-    })
+/// One key hint of the status bar.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Hint {
+    /// As shown: `n/N finding`.
+    pub text: &'static str,
+    /// Kept when the bar is too narrow for every hint (`? help`, `q quit`): the others give
+    /// way, from the last place on.
+    pub pinned: bool,
 }
 
-/// The help overlay's key lines: (keys as written, explanation), in table order.
-pub fn help_lines() -> impl Iterator<Item = (&'static str, &'static str)> {
-    BINDINGS.iter().filter_map(|b| b.help)
+/// The status bar's key hints in their places, those that need two captures only when
+/// `diffing`.
+pub fn status_hints(diffing: bool) -> Vec<Hint> {
+    let mut hints: Vec<(u8, Hint)> = BINDINGS
+        .iter()
+        .filter(|b| diffing || !b.needs_b)
+        .filter_map(|b| {
+            let (place, text) = b.hint?;
+            let pinned = matches!(b.action, Some(Action::ToggleHelp | Action::Quit));
+            Some((place, Hint { text, pinned }))
+        })
+        .collect();
+    hints.sort_by_key(|(place, _)| *place);
+    hints.into_iter().map(|(_, hint)| hint).collect()
+}
+
+/// The help overlay's key lines: (keys as written, explanation), in table order; those that
+/// need two captures only when `diffing`.
+pub fn help_lines(diffing: bool) -> impl Iterator<Item = (&'static str, &'static str)> {
+    BINDINGS
+        .iter()
+        .filter(move |b| diffing || !b.needs_b)
+        .filter_map(|b| b.help)
 }
 
 #[cfg(test)]
@@ -307,5 +344,26 @@ mod tests {
         ));
         assert!(action_for(Key::Char('z'), Mode::Normal).is_none());
         assert!(action_for(Key::Tab, Mode::Search).is_none());
+    }
+
+    #[test]
+    fn scan_mode_offers_no_key_that_needs_two_captures() {
+        let texts =
+            |diffing| -> Vec<&str> { status_hints(diffing).iter().map(|h| h.text).collect() };
+        assert!(texts(true).contains(&"d divergence") && texts(true).contains(&"t tensors"));
+        assert!(
+            !texts(false)
+                .iter()
+                .any(|t| t.starts_with("d ") || t.starts_with("t "))
+        );
+        let keys: Vec<&str> = help_lines(false).map(|(k, _)| k).collect();
+        assert!(!keys.contains(&"d") && !keys.contains(&"t"), "{keys:?}");
+        assert!(help_lines(true).any(|(k, _)| k == "t"));
+        let pinned: Vec<&str> = status_hints(false)
+            .iter()
+            .filter(|h| h.pinned)
+            .map(|h| h.text)
+            .collect();
+        assert_eq!(pinned, ["? help", "q quit"]);
     }
 }

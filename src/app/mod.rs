@@ -91,6 +91,9 @@ pub enum Action {
     Resize(u16, u16),
     /// The timeline's visible height, as last drawn (rows).
     ViewHeight(usize),
+    /// How far the open overlay (help, warnings) can scroll, as last drawn: its lines
+    /// beyond those in view.
+    OverlayScrollMax(usize),
     /// An event of a background job (progress, its result, its failure, its cancel). The
     /// runtime has already dropped events of jobs that are no longer their slot's current.
     Job(JobUpdate),
@@ -210,9 +213,16 @@ pub struct App {
     pub strip_range: Option<(f64, f64)>,
     /// Rows that are findings (`n`/`N` stops), counted once per window.
     pub findings: usize,
+    /// The selected row, as a position in the view ([`App::row_index`] gives its index
+    /// into `rows`; without the filter the two are the same).
     pub selected: usize,
-    /// First visible timeline row.
+    /// First visible timeline row (a view position).
     pub offset: usize,
+    /// `a`: the timeline shows only rows with a finding ([`Row::kept_by_filter`]).
+    pub filter: bool,
+    /// With the filter on, the indices into `rows` of the rows in view, in order; `None`:
+    /// every row is in view.
+    pub visible: Option<Vec<usize>>,
     /// Timeline rows visible in the last frame.
     pub view_height: usize,
     pub focus: Focus,
@@ -220,6 +230,12 @@ pub struct App {
     pub wide_detail: bool,
     pub search: Search,
     pub help: bool,
+    /// The first line of the open overlay (help, warnings) in view; Up, Down, PgUp, PgDn,
+    /// g and G move it while the overlay is open.
+    pub overlay_scroll: usize,
+    /// The largest [`App::overlay_scroll`] the last frame allowed (reported by the runtime,
+    /// [`Action::OverlayScrollMax`]).
+    pub overlay_scroll_max: usize,
     pub message: Option<String>,
     pub should_quit: bool,
     /// Glyph-only marks, no colours (NO_COLOR).
@@ -258,12 +274,16 @@ impl App {
             findings: 0,
             selected: 0,
             offset: 0,
+            filter: false,
+            visible: None,
             view_height: 20,
             focus: Focus::Timeline,
             alias_selected: 0,
             wide_detail: false,
             search: Search::default(),
             help: false,
+            overlay_scroll: 0,
+            overlay_scroll_max: usize::MAX,
             message: None,
             should_quit: false,
             no_color,
@@ -365,18 +385,44 @@ impl App {
             .map(|(i, _)| i)
     }
 
-    /// Selects row `index` (clamped) and scrolls it into view.
-    pub fn select(&mut self, index: usize) {
-        if self.rows.is_empty() {
+    /// Selects view position `position` (clamped) and scrolls it into view.
+    pub fn select(&mut self, position: usize) {
+        if self.view_len() == 0 {
             return;
         }
-        self.selected = index.min(self.rows.len() - 1);
+        self.selected = position.min(self.view_len() - 1);
         let height = self.view_height.max(1);
         if self.selected < self.offset {
             self.offset = self.selected;
         } else if self.selected >= self.offset + height {
             self.offset = self.selected + 1 - height;
         }
+    }
+
+    /// True with two captures open (diff mode).
+    pub fn diffing(&self) -> bool {
+        self.loaded.as_ref().is_some_and(|l| l.diff().is_some())
+    }
+
+    /// Where the current window is, counted as `r` and `l` move: `(rank, ranks)`, the rank's
+    /// place among the loaded ranks (1-based) and their number, and `(window, windows)`,
+    /// the window's place among its rank's label windows and their number.
+    pub fn window_place(&self) -> Option<((usize, usize), (usize, usize))> {
+        let windows = &self.loaded.as_ref()?.windows;
+        let rank = windows.get(self.window)?.rank;
+        let mut ranks: Vec<u32> = Vec::new();
+        for w in windows {
+            if !ranks.contains(&w.rank) {
+                ranks.push(w.rank);
+            }
+        }
+        let rank_place = ranks.iter().position(|&r| r == rank).map_or(0, |i| i + 1);
+        let of_rank = windows.iter().filter(|w| w.rank == rank).count();
+        let window_place = windows[..=self.window]
+            .iter()
+            .filter(|w| w.rank == rank)
+            .count();
+        Some(((rank_place, ranks.len()), (window_place, of_rank)))
     }
 
     /// The current window choice.
@@ -386,7 +432,20 @@ impl App {
 
     /// The selected row.
     pub fn row(&self) -> Option<&Row> {
-        self.rows.get(self.selected)
+        if self.selected >= self.view_len() {
+            return None;
+        }
+        self.rows.get(self.row_index(self.selected))
+    }
+
+    /// Rows in view: all of them, or those the filter keeps.
+    pub fn view_len(&self) -> usize {
+        self.visible.as_ref().map_or(self.rows.len(), Vec::len)
+    }
+
+    /// The index into `rows` of view position `position` (`position < view_len()`).
+    pub fn row_index(&self, position: usize) -> usize {
+        self.visible.as_ref().map_or(position, |v| v[position])
     }
 
     /// Alias groups of the current window: (side, group), conflicts first.
@@ -472,14 +531,23 @@ fn update_normal(app: &mut App, action: Action) -> Vec<Effect> {
     let page = app.view_height.max(1);
     let from_user = !matches!(
         action,
-        Action::Job(_) | Action::Resize(..) | Action::ViewHeight(_)
+        Action::Job(_) | Action::Resize(..) | Action::ViewHeight(_) | Action::OverlayScrollMax(_)
     );
     if app.help {
         // The help overlay owns the keys while it is open: nothing moves unseen behind it.
         match action {
             Action::ToggleHelp | Action::Escape => app.help = false,
             Action::Quit => app.should_quit = true,
-            Action::Job(_) | Action::Resize(..) | Action::ViewHeight(_) => {
+            Action::Up => scroll_overlay(app, -1),
+            Action::Down => scroll_overlay(app, 1),
+            Action::PageUp => scroll_overlay(app, -(page as i64)),
+            Action::PageDown => scroll_overlay(app, page as i64),
+            Action::Top => scroll_overlay(app, i64::MIN / 2),
+            Action::Bottom => scroll_overlay(app, i64::MAX / 2),
+            Action::Job(_)
+            | Action::Resize(..)
+            | Action::ViewHeight(_)
+            | Action::OverlayScrollMax(_) => {
                 return update_base(app, action, page);
             }
             _ => {}
@@ -504,6 +572,7 @@ fn update_normal(app: &mut App, action: Action) -> Vec<Effect> {
             | Action::ToggleHelp
             | Action::Resize(..)
             | Action::ViewHeight(_)
+            | Action::OverlayScrollMax(_)
             | Action::Job(_) => return update_base(app, action, page),
             _ => {}
         }
@@ -532,7 +601,14 @@ fn update_base(app: &mut App, action: Action, page: usize) -> Vec<Effect> {
                 app.search.error = None;
             }
         }
-        Action::ToggleHelp => app.help = !app.help,
+        Action::ToggleHelp => {
+            app.help = !app.help;
+            app.overlay_scroll = 0;
+        }
+        Action::OverlayScrollMax(max) => {
+            app.overlay_scroll_max = max;
+            app.overlay_scroll = app.overlay_scroll.min(max);
+        }
         Action::Resize(w, h) => app.size = (w, h),
         Action::ViewHeight(h) => {
             app.view_height = h.max(1);
@@ -551,6 +627,22 @@ fn update_base(app: &mut App, action: Action, page: usize) -> Vec<Effect> {
                 .map(|(_, g)| g.members.len())
                 .sum();
             app.alias_selected = (app.alias_selected + 1).min(members.saturating_sub(1));
+        }
+        Action::PageUp | Action::PageDown | Action::Top | Action::Bottom
+            if app.focus == Focus::Aliases =>
+        {
+            let members: usize = app
+                .alias_groups()
+                .iter()
+                .map(|(_, g)| g.members.len())
+                .sum();
+            let last = members.saturating_sub(1);
+            app.alias_selected = match action {
+                Action::PageUp => app.alias_selected.saturating_sub(page),
+                Action::PageDown => (app.alias_selected + page).min(last),
+                Action::Top => 0,
+                _ => last,
+            };
         }
         Action::Up => app.select(app.selected.saturating_sub(1)),
         Action::Down => app.select(app.selected + 1),
@@ -703,6 +795,14 @@ fn update_base(app: &mut App, action: Action, page: usize) -> Vec<Effect> {
         | Action::SearchCancel => {}
     }
     Vec::new()
+}
+
+/// Moves the open overlay's first line by `delta`, within what the last frame allowed.
+fn scroll_overlay(app: &mut App, delta: i64) {
+    let max = app.overlay_scroll_max.min(i64::MAX as usize) as i64;
+    app.overlay_scroll = (app.overlay_scroll as i64)
+        .saturating_add(delta)
+        .clamp(0, max) as usize;
 }
 
 /// An event of a background job, by slot.

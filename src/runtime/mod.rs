@@ -365,12 +365,21 @@ where
         }
     }
 
-    /// One frame: the timeline's height reported to the app when it changed, then drawn.
+    /// One frame: the terminal's size, the timeline's height and the open overlay's scroll
+    /// range reported to the app when they changed, then drawn.
     fn draw(&mut self) -> io::Result<()> {
         let size = self.terminal.size().map_err(io::Error::other)?;
-        let areas = ui::layout(Rect::new(0, 0, size.width, size.height), &self.app);
+        let area = Rect::new(0, 0, size.width, size.height);
+        if (size.width, size.height) != self.app.size {
+            update(&mut self.app, Action::Resize(size.width, size.height));
+        }
+        let areas = ui::layout(area, &self.app);
         if areas.timeline_rows() != self.app.view_height && self.app.loaded.is_some() {
             update(&mut self.app, Action::ViewHeight(areas.timeline_rows()));
+        }
+        let scroll_max = ui::overlay_scroll_max(area, &self.app);
+        if scroll_max != self.app.overlay_scroll_max {
+            update(&mut self.app, Action::OverlayScrollMax(scroll_max));
         }
         self.terminal
             .draw(|frame| ui::draw(frame, &self.app))

@@ -1,54 +1,96 @@
 //! Header: what is open, which rank and label window, whether the inputs are the same.
+//!
+//! Both lines are laid out by priority ([`super::format::bar`]): the mode, the rank, MISSING
+//! DATA and the input identity stay longest; the watch state gives way first, then the
+//! window label is cut, then the match and call, the window and the record counts go, each
+//! leaving a `…`.
 
 use ratatui::Frame;
 use ratatui::layout::Rect;
-use ratatui::text::{Line, Span};
 use ratatui::widgets::Paragraph;
 
 use super::Theme;
+use super::format::{Piece, bar};
 use crate::app::App;
 use crate::model::analysis::diff::Identity;
 
+const SEPARATOR: &str = " · ";
+
 pub fn draw(frame: &mut Frame, app: &App, area: Rect, theme: Theme) {
     let Some(loaded) = &app.loaded else { return };
-    let mode = if loaded.diff().is_some() {
-        "diff"
-    } else {
-        "scan"
-    };
-    let first = Line::from(vec![
-        Span::styled("dumpview", theme.title()),
-        Span::raw(format!(" · {mode} · {} · ", loaded.session.title)),
-        Span::styled(loaded.session.format.clone(), theme.dim()),
-    ]);
+    let width = usize::from(area.width);
+    let diffing = loaded.diff().is_some();
+    let mode = if diffing { "diff" } else { "scan" };
+    let first = vec![
+        Piece::new("dumpview", theme.title(), 0),
+        Piece::new(mode, ratatui::style::Style::new(), 0),
+        // The inputs' paths are cut before the format's name is.
+        Piece::shrinking(
+            loaded.session.title.clone(),
+            ratatui::style::Style::new(),
+            2,
+            16,
+        )
+        .cut_at(4),
+        Piece::shrinking(loaded.session.format.clone(), theme.dim(), 3, 12),
+    ];
     let mut second = Vec::new();
-    if let Some(choice) = app.choice() {
+    if let (Some(choice), Some(((rank_at, ranks), (window_at, windows)))) =
+        (app.choice(), app.window_place())
+    {
         let a = &loaded.session.a.windows[choice.a];
-        second.push(Span::raw(format!(
-            "rank {} · window {:?} (match {}, call {}) [{}/{}] · ",
-            choice.rank,
-            a.label,
-            a.match_index,
-            a.occurrence,
-            app.window + 1,
-            loaded.windows.len()
-        )));
-        second.push(Span::styled(
-            format!("A {} rec", a.records.len()),
-            theme.side_a(),
+        let rank = if ranks > 1 {
+            format!("rank {} [{rank_at}/{ranks}]", choice.rank)
+        } else {
+            format!("rank {}", choice.rank)
+        };
+        second.push(Piece::new(rank, ratatui::style::Style::new(), 0));
+        // The counter first: the label is what gets cut.
+        let counter = format!("window [{window_at}/{windows}] ");
+        second.push(
+            Piece::shrinking(
+                format!("{counter}{:?}", a.label),
+                ratatui::style::Style::new(),
+                4,
+                counter.len() + 6,
+            )
+            .cut_at(6),
+        );
+        second.push(Piece::new(
+            format!("(match {}, call {})", a.match_index, a.occurrence),
+            ratatui::style::Style::new(),
+            5,
         ));
+        if diffing {
+            second.push(Piece::new(
+                format!("A {}", a.records.len()),
+                theme.side_a(),
+                3,
+            ));
+        } else {
+            second.push(Piece::new(
+                format!("{} records", a.records.len()),
+                ratatui::style::Style::new(),
+                3,
+            ));
+        }
         if let (Some(bi), Some(b)) = (choice.b, &loaded.session.b) {
             let w = &b.windows[bi];
-            second.push(Span::raw(" · "));
-            second.push(Span::styled(
-                format!("B {} rec (call {})", w.records.len(), w.occurrence),
+            // B's call only where it is not A's (a chunked prefill's other chunk).
+            let call = if w.occurrence == a.occurrence {
+                String::new()
+            } else {
+                format!(" (B call {})", w.occurrence)
+            };
+            second.push(Piece::new(
+                format!("B {} rec{call}", w.records.len()),
                 theme.side_b(),
+                3,
             ));
         }
         if let (Some(pair), Some(report)) = (choice.pair, loaded.diff()) {
             if report.windows[pair].missing_data.is_some() {
-                second.push(Span::raw(" · "));
-                second.push(Span::styled("MISSING DATA", theme.bad()));
+                second.push(Piece::new("MISSING DATA", theme.bad(), 0));
             }
             let identity = &report.windows[pair].identity;
             let (text, style) = match identity {
@@ -68,10 +110,15 @@ pub fn draw(frame: &mut Frame, app: &App, area: Rect, theme: Theme) {
                     ("input: not recorded by format".to_string(), theme.dim())
                 }
             };
-            second.push(Span::raw(" · "));
-            second.push(Span::styled(text, style));
+            second.push(Piece::new(text, style, 1));
         }
     }
-    second.push(Span::styled(" · watch: off", theme.dim()));
-    frame.render_widget(Paragraph::new(vec![first, Line::from(second)]), area);
+    second.push(Piece::new("watch: off", theme.dim(), 7));
+    frame.render_widget(
+        Paragraph::new(vec![
+            bar(first, SEPARATOR, ratatui::style::Style::new(), width),
+            bar(second, SEPARATOR, ratatui::style::Style::new(), width),
+        ]),
+        area,
+    );
 }
