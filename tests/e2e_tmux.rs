@@ -983,3 +983,37 @@ fn esc_in_the_main_view_does_not_quit() {
     t.keys(&["q"]);
     assert_eq!(t.wait_exit(), (0, true));
 }
+
+// Item 19: load warnings are read in the workbench (`w`), not by quitting for `dumpview scan`.
+#[test]
+fn w_shows_the_load_warnings_and_esc_closes_them() {
+    if !tmux_available() {
+        return;
+    }
+    let bad =
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/bad/truncated_mid_record.json");
+    let t = Term::start(120, 36, &[bad.to_str().unwrap()], &[]);
+    let s = t.wait_loaded();
+    assert!(
+        s.status()
+            .starts_with("1 load warning (1 lost evidence): w lists them"),
+        "{:?}",
+        s.status()
+    );
+    t.keys(&["w"]);
+    let s = t.wait_text("load warnings: 1 (1 lost evidence, 0 notes)");
+    for expected in [
+        "LOST EVIDENCE",
+        "truncated_mid_record.json",
+        "stops being a valid manifest at byte 3914",
+    ] {
+        assert!(s.text.contains(expected), "{expected:?} in\n{}", s.text);
+    }
+    // The view owns the keys: j does not move the timeline behind it.
+    t.keys(&["j"]);
+    t.keys(&["Escape"]);
+    let s = t.wait("the view closed", |s| !s.text.contains("LOST EVIDENCE"));
+    assert_eq!(s.timeline_position().map(|p| p.0), Some(1), "{}", s.text);
+    t.keys(&["q"]);
+    assert_eq!(t.wait_exit(), (0, true));
+}

@@ -1215,3 +1215,105 @@ fn msprobe_records_say_what_msprobe_does_not_record() {
         "{screen}"
     );
 }
+
+// ---- issue 11, item 19: the load warnings, read in the workbench ----
+
+#[test]
+fn w_lists_the_load_warnings_with_their_kind_and_owns_the_keys() {
+    use dumpview::model::dump::Warning;
+    let bad = Path::new("tests/fixtures/bad/truncated_mid_record.json");
+    let mut session = load::open(bad, None, &mut |_| {}).unwrap();
+    session.a.warnings.push(Warning::note(
+        "tests/fixtures/bad/attempt_1.json",
+        "an older attempt of this window was ignored",
+    ));
+    let mut app = bench(App::new(session, false));
+    assert_eq!(
+        app.message.as_deref(),
+        Some("2 load warnings (1 lost evidence): w lists them")
+    );
+    let screen = text(&render(&mut app, 140, 40));
+    assert!(
+        screen
+            .lines()
+            .next()
+            .unwrap()
+            .ends_with("2 load warnings: w"),
+        "{screen}"
+    );
+    let (selected, offset) = (app.selected, app.offset);
+    apply(&mut app, [Action::ToggleWarnings]);
+    assert!(app.warnings_open);
+    let screen = text(&render(&mut app, 140, 40));
+    let view = boxed(&screen, "load warnings: 2 (1 lost evidence, 1 note)");
+    assert!(
+        view[0].starts_with("LOST EVIDENCE  tests/fixtures/bad/truncated_mid_record.json"),
+        "{view:#?}"
+    );
+    assert!(
+        view[1].starts_with("  truncated or damaged: stops being a valid manifest at byte 3914"),
+        "{view:#?}"
+    );
+    assert!(
+        view.iter()
+            .any(|l| l.starts_with("note           tests/fixtures/bad/attempt_1.json")),
+        "{view:#?}"
+    );
+    assert!(
+        view.iter()
+            .any(|l| l == "  an older attempt of this window was ignored")
+    );
+    // The view owns the keys: nothing moves or opens behind it.
+    apply(
+        &mut app,
+        [
+            Action::Down,
+            Action::Bottom,
+            Action::Enter,
+            Action::NextFinding,
+            Action::ToggleHelp,
+        ],
+    );
+    assert_eq!((app.selected, app.offset), (selected, offset));
+    assert!(!app.wide_detail && !app.help && app.warnings_open);
+    apply(&mut app, [Action::Escape]);
+    assert!(!app.warnings_open && !app.should_quit);
+    apply(&mut app, [Action::ToggleWarnings, Action::ToggleWarnings]);
+    assert!(!app.warnings_open, "w closes it too");
+}
+
+#[test]
+fn many_warnings_scroll_and_a_clean_capture_has_none() {
+    use dumpview::model::dump::Warning;
+    let bad = Path::new("tests/fixtures/bad/truncated_mid_record.json");
+    let mut session = load::open(bad, None, &mut |_| {}).unwrap();
+    for i in 0..30 {
+        session
+            .a
+            .warnings
+            .push(Warning::note(format!("rank{i}/manifest.json"), "noted"));
+    }
+    let mut app = bench(App::new(session, false));
+    apply(&mut app, [Action::ToggleWarnings]);
+    let screen = text(&render(&mut app, 80, 24));
+    assert!(screen.contains("below · ↑↓ PgUp PgDn scroll"), "{screen}");
+    assert!(!screen.contains("rank29/manifest.json"), "{screen}");
+    apply(&mut app, [Action::Bottom]);
+    let screen = text(&render(&mut app, 80, 24));
+    assert!(screen.contains("rank29/manifest.json"), "{screen}");
+    assert_eq!(app.overlay_scroll, app.overlay_scroll_max);
+    apply(&mut app, [Action::Up]);
+    assert_eq!(
+        app.overlay_scroll,
+        app.overlay_scroll_max - 1,
+        "one Up, one line"
+    );
+
+    let mut clean = example("llama_fp16_overflow");
+    apply(&mut clean, [Action::ToggleWarnings]);
+    assert!(!clean.warnings_open);
+    assert_eq!(
+        clean.message.as_deref(),
+        Some("no load warnings: every input was read whole")
+    );
+}

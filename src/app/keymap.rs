@@ -4,8 +4,8 @@
 //! three places at once.
 //!
 //! Context decides first: while the search prompt is open ([`Mode::Search`]) characters are
-//! text, not commands. The tensor result popup is modal in [`super::update`], which keeps the
-//! keys it uses and drops the others.
+//! text, not commands. The help, the load warnings view and the tensor result popup are
+//! modal in [`super::update`], which keeps the keys each uses and drops the others.
 
 use super::{Action, App};
 
@@ -193,6 +193,15 @@ pub static BINDINGS: &[Binding] = &[
         Some((
             "e",
             "export the first-mismatch report, compared tensors included",
+        )),
+    ),
+    bind(
+        &[Key::Char('w')],
+        Action::ToggleWarnings,
+        None,
+        Some((
+            "w",
+            "load warnings: what was lost or noted reading the inputs",
         )),
     ),
     Binding {

@@ -72,6 +72,9 @@ pub enum Action {
     CompareTensors,
     /// `?`.
     ToggleHelp,
+    /// `w`: the load warnings of the open captures (what was lost or noted while reading
+    /// them); `w` or Esc closes the view.
+    ToggleWarnings,
     /// `q` (and Ctrl-C anywhere).
     Quit,
     /// Esc: closes what is open (help, the search prompt, the tensor popup), cancels a
@@ -230,6 +233,8 @@ pub struct App {
     pub wide_detail: bool,
     pub search: Search,
     pub help: bool,
+    /// The load warnings view is open (`w`).
+    pub warnings_open: bool,
     /// The first line of the open overlay (help, warnings) in view; Up, Down, PgUp, PgDn,
     /// g and G move it while the overlay is open.
     pub overlay_scroll: usize,
@@ -282,6 +287,7 @@ impl App {
             wide_detail: false,
             search: Search::default(),
             help: false,
+            warnings_open: false,
             overlay_scroll: 0,
             overlay_scroll_max: usize::MAX,
             message: None,
@@ -322,11 +328,46 @@ impl App {
     /// What the status line says when no key has just said something: the open capture's load
     /// warnings, if any.
     fn standing_message(&self) -> Option<String> {
-        let session = &self.loaded.as_ref()?.session;
-        let warnings =
-            session.a.warnings.len() + session.b.as_ref().map_or(0, |b| b.warnings.len());
-        (warnings > 0)
-            .then(|| format!("{warnings} load warning(s): run `dumpview scan` to read them"))
+        let (all, lost) = self.warning_counts();
+        (all > 0).then(|| {
+            let lost = if lost > 0 {
+                format!(" ({lost} lost evidence)")
+            } else {
+                String::new()
+            };
+            format!(
+                "{all} load warning{}{lost}: w lists them",
+                if all == 1 { "" } else { "s" }
+            )
+        })
+    }
+
+    /// The load warnings of the open captures, A's then B's, each with its side (`'A'`,
+    /// `'B'`).
+    pub fn warnings(&self) -> Vec<(char, &crate::model::dump::Warning)> {
+        let Some(loaded) = &self.loaded else {
+            return Vec::new();
+        };
+        let session = &loaded.session;
+        session
+            .a
+            .warnings
+            .iter()
+            .map(|w| ('A', w))
+            .chain(
+                session
+                    .b
+                    .iter()
+                    .flat_map(|b| b.warnings.iter().map(|w| ('B', w))),
+            )
+            .collect()
+    }
+
+    /// How many load warnings the open captures have, and how many of them lost evidence.
+    pub fn warning_counts(&self) -> (usize, usize) {
+        let warnings = self.warnings();
+        let lost = warnings.iter().filter(|(_, w)| w.loses_evidence()).count();
+        (warnings.len(), lost)
     }
 
     fn select_window(&mut self, index: usize) {
@@ -554,6 +595,27 @@ fn update_normal(app: &mut App, action: Action) -> Vec<Effect> {
         }
         return Vec::new();
     }
+    if app.warnings_open {
+        // The warnings view owns the keys while it is open, as the help does.
+        match action {
+            Action::ToggleWarnings | Action::Escape => app.warnings_open = false,
+            Action::Quit => app.should_quit = true,
+            Action::Up => scroll_overlay(app, -1),
+            Action::Down => scroll_overlay(app, 1),
+            Action::PageUp => scroll_overlay(app, -(page as i64)),
+            Action::PageDown => scroll_overlay(app, page as i64),
+            Action::Top => scroll_overlay(app, i64::MIN / 2),
+            Action::Bottom => scroll_overlay(app, i64::MAX / 2),
+            Action::Job(_)
+            | Action::Resize(..)
+            | Action::ViewHeight(_)
+            | Action::OverlayScrollMax(_) => {
+                return update_base(app, action, page);
+            }
+            _ => {}
+        }
+        return Vec::new();
+    }
     if from_user {
         // A message answers the key that set it; the next key replaces it (or the standing
         // note of load warnings comes back), so nothing stays on screen after it stops being true.
@@ -605,6 +667,16 @@ fn update_base(app: &mut App, action: Action, page: usize) -> Vec<Effect> {
             app.help = !app.help;
             app.overlay_scroll = 0;
         }
+        Action::ToggleWarnings if app.loaded.is_some() => {
+            if app.warnings().is_empty() {
+                app.message = Some("no load warnings: every input was read whole".to_string());
+            } else {
+                app.warnings_open = true;
+                app.overlay_scroll = 0;
+                app.tensor_popup = None;
+            }
+        }
+        Action::ToggleWarnings => {}
         Action::OverlayScrollMax(max) => {
             app.overlay_scroll_max = max;
             app.overlay_scroll = app.overlay_scroll.min(max);

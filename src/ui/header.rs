@@ -21,7 +21,7 @@ pub fn draw(frame: &mut Frame, app: &App, area: Rect, theme: Theme) {
     let width = usize::from(area.width);
     let diffing = loaded.diff().is_some();
     let mode = if diffing { "diff" } else { "scan" };
-    let first = vec![
+    let mut first = vec![
         Piece::new("dumpview", theme.title(), 0),
         Piece::new(mode, ratatui::style::Style::new(), 0),
         // The inputs' paths are cut before the format's name is.
@@ -34,6 +34,17 @@ pub fn draw(frame: &mut Frame, app: &App, area: Rect, theme: Theme) {
         .cut_at(4),
         Piece::shrinking(loaded.session.format.clone(), theme.dim(), 3, 12),
     ];
+    let (warnings, lost) = app.warning_counts();
+    if warnings > 0 {
+        first.push(Piece::new(
+            format!(
+                "{warnings} load warning{}: w",
+                if warnings == 1 { "" } else { "s" }
+            ),
+            if lost > 0 { theme.bad() } else { theme.warn() },
+            1,
+        ));
+    }
     let mut second = Vec::new();
     if let (Some(choice), Some(((rank_at, ranks), (window_at, windows)))) =
         (app.choice(), app.window_place())

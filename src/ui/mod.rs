@@ -9,8 +9,8 @@
 //! ├ rank × stage overview (several ranks only) ──────────────────────────┤
 //! └ status: keys, messages, search prompt ───────────────────────────────┘
 //! ```
-//! Popups (tensor comparison progress and result, help, load progress, errors) are drawn
-//! last, over the rest.
+//! Popups (tensor comparison progress and result, load warnings, help, load progress,
+//! errors) are drawn last, over the rest.
 
 mod aliases;
 mod detail;
@@ -23,6 +23,7 @@ mod strip;
 mod tensors;
 mod theme;
 mod timeline;
+mod warnings;
 
 use ratatui::Frame;
 use ratatui::layout::{Constraint, Layout, Rect};
@@ -169,6 +170,8 @@ pub fn layout(area: Rect, app: &App) -> Areas {
 pub fn overlay_scroll_max(area: Rect, app: &App) -> usize {
     if app.help {
         help::scroll_max(area, app)
+    } else if app.warnings_open {
+        warnings::scroll_max(area, app)
     } else {
         0
     }
@@ -203,6 +206,9 @@ pub fn draw(frame: &mut Frame, app: &App) {
     }
     status::draw(frame, app, areas.status, theme);
     tensors::draw(frame, app, area, theme);
+    if app.warnings_open {
+        warnings::draw(frame, app, area, theme);
+    }
     if app.help {
         help::draw(frame, app, area, theme);
     }
