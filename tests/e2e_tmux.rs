@@ -477,7 +477,8 @@ fn search_selects_a_match_and_reports_a_bad_regex() {
     );
 }
 
-// (c) `e` writes the report into the working directory and says so.
+// (c) `e` shows the path first (the working directory), Enter writes the report there and
+// says so; a path that cannot be written says where it tried and why, and `e` opens on it.
 #[test]
 fn export_writes_the_report_to_the_working_directory() {
     if !tmux_available() {
@@ -488,6 +489,16 @@ fn export_writes_the_report_to_the_working_directory() {
         s.shows_detail(FIRST_DIVERGENCE)
     });
     t.keys(&["e"]);
+    // tmux starts the program in the temp dir, possibly under a symbolic link (macOS /tmp).
+    let dir = std::fs::canonicalize(t.path()).unwrap();
+    let s = t.wait_text("export the first-mismatch report");
+    assert!(
+        s.text.contains(&format!("to {}/▏", dir.display())),
+        "the working directory is proposed:\n{}",
+        s.text
+    );
+    assert!(reports(t.path()).is_empty(), "nothing written before Enter");
+    t.keys(&["Enter"]);
     let s = t.wait("the export message", |s| {
         s.status().contains("report exported to")
     });
@@ -516,6 +527,37 @@ fn export_writes_the_report_to_the_working_directory() {
     let text = std::fs::read_to_string(&reports[0]).unwrap();
     assert!(text.contains("# First-mismatch report"), "{text}");
     assert!(text.contains(FIRST_DIVERGENCE), "{text}");
+
+    // A path that cannot be written: where it tried, and why.
+    std::fs::write(t.path().join("plain"), "").unwrap();
+    let bad = dir.join("plain/r.md");
+    t.keys(&["e"]);
+    t.wait_text("export the first-mismatch report");
+    t.keys(&["C-u"]);
+    t.wait_text("to ▏");
+    t.type_text(bad.to_str().unwrap());
+    t.wait_text("r.md▏");
+    t.keys(&["Enter"]);
+    let s = t.wait("the failure", |s| s.text.contains("export failed: "));
+    let said = s.text.replace('\n', " ");
+    assert!(
+        said.contains(&format!(
+            "could not create {}: Not a directory",
+            bad.display()
+        )),
+        "{}",
+        s.text
+    );
+    t.keys(&["e"]);
+    let s = t.wait_text("export the first-mismatch report");
+    assert!(
+        s.text.contains(&format!("to {}▏", bad.display())),
+        "e opens on the failed path:\n{}",
+        s.text
+    );
+    t.keys(&["Escape"]);
+    t.keys(&["q"]);
+    assert_eq!(t.wait_exit(), (0, true));
 }
 
 // (d) Two captures by absolute path: the stride conflicts are counted, and Enter on the alias
@@ -825,6 +867,8 @@ fn t_compares_the_saved_tensors_and_the_report_includes_them() {
         s.text
     );
     t.keys(&["e"]);
+    t.wait_text("export the first-mismatch report");
+    t.keys(&["Enter"]);
     t.wait("the export message", |s| {
         s.status().contains("report exported to")
     });

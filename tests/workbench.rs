@@ -259,18 +259,18 @@ fn alias_panel_focus_and_jump_to_a_member() {
 #[test]
 fn export_is_an_effect_with_a_generation_and_stale_results_are_dropped() {
     let mut app = example("llama_fp16_overflow");
-    let effects = apply(&mut app, [Action::Export]);
+    let effects = apply(&mut app, [Action::Export, Action::ExportSubmit]);
     let [Effect::Spawn(JobSpec::Export { markdown, .. })] = effects.as_slice() else {
         panic!("{effects:?}")
     };
     let generation = app.0.jobs().current(Slot::Export).unwrap().0;
     assert_eq!(generation, 1);
     assert!(markdown.contains("`layers.3.mlp_up#1`"));
-    apply(&mut app, [Action::Export]);
+    apply(&mut app, [Action::Export, Action::ExportSubmit]);
     apply(&mut app, [exported(1, Ok("old.md".into()))]);
     assert_eq!(
         app.message.as_deref(),
-        Some("exporting the report…"),
+        Some("exporting the report to ./…"),
         "a stale result is dropped"
     );
     apply(&mut app, [exported(2, Ok("new.md".into()))]);
@@ -632,7 +632,7 @@ fn a_finished_comparison_opens_the_popup_and_goes_into_the_exported_report() {
         [done(2, "logits#1", Ok(compared("logits#1"))), Action::Enter],
     );
     assert_eq!(app.tensor_results.len(), 2);
-    let effects = apply(&mut app, [Action::Export]);
+    let effects = apply(&mut app, [Action::Export, Action::ExportSubmit]);
     let [Effect::Spawn(JobSpec::Export { markdown, .. })] = effects.as_slice() else {
         panic!("{effects:?}")
     };
@@ -1315,5 +1315,119 @@ fn many_warnings_scroll_and_a_clean_capture_has_none() {
     assert_eq!(
         clean.message.as_deref(),
         Some("no load warnings: every input was read whole")
+    );
+}
+
+// ---- issue 11, item 20: the export path, shown and editable before anything is written ----
+
+#[test]
+fn e_shows_the_path_first_and_the_prompt_owns_the_keys() {
+    let mut app = example("llama_fp16_overflow");
+    app.working_dir = Some(PathBuf::from("/work/runs"));
+    let selected = app.selected;
+    assert!(
+        apply(&mut app, [Action::Export]).is_empty(),
+        "nothing written yet"
+    );
+    assert_eq!(app.export.as_ref().unwrap().input, "/work/runs/");
+    let screen = text(&render(&mut app, 100, 30));
+    let prompt = boxed(&screen, "export the first-mismatch report");
+    assert_eq!(prompt[0], "to /work/runs/▏", "{screen}");
+    assert!(
+        prompt
+            .iter()
+            .any(|l| l.contains("Enter writes · Esc cancels")),
+        "{screen}"
+    );
+    // Keys are text: q, j and e do not quit, move or export.
+    let typed: Vec<Action> = "qje.md".chars().map(Action::ExportChar).collect();
+    apply(&mut app, typed);
+    apply(&mut app, [Action::ExportBackspace, Action::ExportBackspace]);
+    assert_eq!(app.export.as_ref().unwrap().input, "/work/runs/qje.");
+    assert!(!app.should_quit && app.selected == selected);
+    apply(&mut app, [Action::ExportClear]);
+    for c in "/tmp/mine.md".chars() {
+        apply(&mut app, [Action::ExportChar(c)]);
+    }
+    let effects = apply(&mut app, [Action::ExportSubmit]);
+    let [Effect::Spawn(JobSpec::Export { target, .. })] = effects.as_slice() else {
+        panic!("{effects:?}")
+    };
+    assert_eq!(target, &PathBuf::from("/tmp/mine.md"));
+    assert!(app.export.is_none());
+    assert_eq!(
+        app.message.as_deref(),
+        Some("exporting the report to /tmp/mine.md…")
+    );
+    // Written: the next prompt proposes that directory.
+    apply(
+        &mut app,
+        [exported(1, Ok("/tmp/mine.md".into())), Action::Export],
+    );
+    assert_eq!(app.export.as_ref().unwrap().input, "/tmp/");
+    // Esc cancels without writing.
+    assert!(apply(&mut app, [Action::Escape]).is_empty());
+    assert!(app.export.is_none() && !app.should_quit);
+    assert_eq!(
+        app.message.as_deref(),
+        Some("export cancelled: nothing written")
+    );
+    // An empty path is refused in the prompt.
+    apply(&mut app, [Action::Export, Action::ExportClear]);
+    assert!(apply(&mut app, [Action::ExportSubmit]).is_empty());
+    assert_eq!(
+        app.export.as_ref().unwrap().error.as_deref(),
+        Some("give a directory or a file name")
+    );
+}
+
+#[test]
+fn a_failed_export_says_where_and_why_and_e_opens_on_that_path() {
+    let mut app = example("llama_fp16_overflow");
+    app.working_dir = Some(PathBuf::from("/read-only"));
+    apply(&mut app, [Action::Export, Action::ExportSubmit]);
+    let why = "could not create /read-only/dumpview-report-example_llama_fp16_overflow-1.md: \
+               Read-only file system (os error 30)";
+    apply(&mut app, [exported(1, Err(why.into()))]);
+    assert_eq!(
+        app.message.as_deref(),
+        Some(format!("export failed: {why} · e to choose another path").as_str())
+    );
+    // The long message is not cut at 80 columns: it wraps onto the status lines.
+    let screen = text(&render(&mut app, 80, 24));
+    let status: String = screen
+        .lines()
+        .skip(21)
+        .map(str::trim)
+        .collect::<Vec<_>>()
+        .join(" ");
+    assert!(
+        status.contains("Read-only file system (os error 30)"),
+        "{screen}"
+    );
+    apply(&mut app, [Action::Export]);
+    assert_eq!(app.export.as_ref().unwrap().input, "/read-only/");
+}
+
+#[test]
+fn the_export_job_writes_where_the_prompt_said() {
+    use ratatui::crossterm::event::KeyCode;
+    let dir = tempfile::tempdir().unwrap();
+    let mut app = example_app("llama_fp16_overflow");
+    app.working_dir = Some(dir.path().to_path_buf());
+    let terminal = Terminal::new(TestBackend::new(100, 30)).unwrap();
+    let script = [key_press(KeyCode::Char('e')), key_press(KeyCode::Enter)];
+    let (app, _) = dumpview::runtime::run_with(terminal, app, script).unwrap();
+    let written = dir
+        .path()
+        .join("dumpview-report-example_llama_fp16_overflow-1.md");
+    assert_eq!(
+        app.message.as_deref(),
+        Some(format!("report exported to {}", written.display()).as_str())
+    );
+    assert!(
+        std::fs::read_to_string(&written)
+            .unwrap()
+            .contains("# First-mismatch report")
     );
 }

@@ -58,13 +58,17 @@ pub enum JobSpec {
         /// B's saved tensor file.
         b: PathBuf,
     },
-    /// Write `markdown` to a new file in the current directory named after `name_hint`
-    /// (never replacing one); result [`JobOutput::Exported`].
+    /// Write `markdown` to `target`: into a new file named after `name_hint` when `target`
+    /// is a directory (or ends with `/`), else to `target` itself; never replacing a file.
+    /// Result [`JobOutput::Exported`] (the path written); a failure names the path it tried
+    /// and why.
     Export {
         /// The report.
         markdown: String,
         /// The session's title, sanitised into the file name.
         name_hint: String,
+        /// Where, as typed in the export prompt (`~/` is the home directory).
+        target: PathBuf,
     },
     /// Load the captures of `source` and diff them under `tolerances`; progress
     /// [`JobProgress::Load`], result [`JobOutput::Loaded`].

@@ -38,19 +38,23 @@ pub enum Key {
     Backspace,
 }
 
-/// Which keys are live: the search prompt takes text, everything else takes commands.
+/// Which keys are live: the prompts take text, everything else takes commands.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Mode {
     /// Commands ([`BINDINGS`]).
     Normal,
     /// Typing a search pattern ([`SEARCH`], any other character is text).
     Search,
+    /// Typing the export path ([`EXPORT`], any other character is text).
+    Export,
 }
 
 impl Mode {
     /// The mode `app` is in.
     pub fn of(app: &App) -> Mode {
-        if app.search.editing {
+        if app.export.is_some() {
+            Mode::Export
+        } else if app.search.editing {
             Mode::Search
         } else {
             Mode::Normal
@@ -192,7 +196,7 @@ pub static BINDINGS: &[Binding] = &[
         Some((10, "e export")),
         Some((
             "e",
-            "export the first-mismatch report, compared tensors included",
+            "export the first-mismatch report (the path is asked for first)",
         )),
     ),
     bind(
@@ -241,6 +245,14 @@ pub static SEARCH: &[Binding] = &[
     bind(&[Key::Esc], Action::SearchCancel, None, None),
 ];
 
+/// The keys of [`Mode::Export`] besides text: every other character is typed into the path.
+pub static EXPORT: &[Binding] = &[
+    bind(&[Key::Backspace], Action::ExportBackspace, None, None),
+    bind(&[Key::Ctrl('u')], Action::ExportClear, None, None),
+    bind(&[Key::Enter], Action::ExportSubmit, None, None),
+    bind(&[Key::Esc], Action::ExportCancel, None, None),
+];
+
 /// Keys that act in every mode: Ctrl-C quits even from the search prompt.
 pub static GLOBAL: &[Binding] = &[bind(&[Key::Ctrl('c')], Action::Quit, None, None)];
 
@@ -257,17 +269,23 @@ pub fn action_for(key: Key, mode: Mode) -> Option<Action> {
     if let Some(action) = lookup(GLOBAL, key) {
         return Some(action);
     }
+    let table = match mode {
+        Mode::Normal => BINDINGS,
+        Mode::Search => SEARCH,
+        Mode::Export => EXPORT,
+    };
+    if let Some(action) = lookup(table, key) {
+        return Some(action);
+    }
     let key = match key {
         Key::Ctrl(c) => Key::Char(c),
         other => other,
     };
-    match mode {
-        Mode::Normal => lookup(BINDINGS, key),
-        Mode::Search => lookup(SEARCH, key).or(match key {
-            Key::Char(c) => Some(Action::SearchChar(c)),
-            _ => None,
-        }),
-    }
+    lookup(table, key).or(match (mode, key) {
+        (Mode::Search, Key::Char(c)) => Some(Action::SearchChar(c)),
+        (Mode::Export, Key::Char(c)) => Some(Action::ExportChar(c)),
+        _ => None,
+    })
 }
 
 /// One key hint of the status bar.
@@ -353,6 +371,23 @@ mod tests {
         ));
         assert!(action_for(Key::Char('z'), Mode::Normal).is_none());
         assert!(action_for(Key::Tab, Mode::Search).is_none());
+        // The export prompt: text, Ctrl-U clears, Esc cancels, Ctrl-C still quits.
+        assert!(matches!(
+            action_for(Key::Char('q'), Mode::Export),
+            Some(Action::ExportChar('q'))
+        ));
+        assert!(matches!(
+            action_for(Key::Ctrl('u'), Mode::Export),
+            Some(Action::ExportClear)
+        ));
+        assert!(matches!(
+            action_for(Key::Esc, Mode::Export),
+            Some(Action::ExportCancel)
+        ));
+        assert!(matches!(
+            action_for(Key::Ctrl('c'), Mode::Export),
+            Some(Action::Quit)
+        ));
     }
 
     #[test]

@@ -7,6 +7,8 @@
 //! says which key sends which action.
 
 #[warn(missing_docs)]
+pub mod export;
+#[warn(missing_docs)]
 pub mod jobs;
 #[warn(missing_docs)]
 pub mod keymap;
@@ -65,8 +67,14 @@ pub enum Action {
     FocusNext,
     /// Enter: on the timeline, toggle the wide detail view; on the alias panel, jump to the member.
     Enter,
-    /// `e`: export the first-mismatch report.
+    /// `e`: opens the export prompt on the path the report would be written to; characters,
+    /// Backspace, Ctrl-U (clear), Enter (write) and Esc (cancel) edit it.
     Export,
+    ExportChar(char),
+    ExportBackspace,
+    ExportClear,
+    ExportSubmit,
+    ExportCancel,
     /// `t`: compare the selected stage's saved tensors of A and B in the background; on a
     /// stage already compared, show the kept result again.
     CompareTensors,
@@ -256,6 +264,11 @@ pub struct App {
     /// The directory the workbench was started in, as the runtime found it: where `e`
     /// proposes to write the report. `None`: unknown (headless runs), shown as `./`.
     pub working_dir: Option<std::path::PathBuf>,
+    /// The open export prompt (`e`).
+    pub export: Option<export::ExportPrompt>,
+    /// What the next export prompt opens on: the path last tried (kept after a failure), or
+    /// the directory of the report last written.
+    pub export_last: Option<String>,
 }
 
 impl App {
@@ -298,6 +311,8 @@ impl App {
             tensor_results: Vec::new(),
             tensor_popup: None,
             working_dir: None,
+            export: None,
+            export_last: None,
         }
     }
 
@@ -543,6 +558,35 @@ impl App {
 
 /// Applies one action; returns the effects for the runtime.
 pub fn update(app: &mut App, action: Action) -> Vec<Effect> {
+    if let Some(prompt) = app.export.as_mut() {
+        // The export prompt owns the keys while it is open: characters are the path.
+        match action {
+            Action::ExportChar(c) => {
+                prompt.input.push(c);
+                prompt.error = None;
+            }
+            Action::ExportBackspace => {
+                prompt.input.pop();
+                prompt.error = None;
+            }
+            Action::ExportClear => {
+                prompt.input.clear();
+                prompt.error = None;
+            }
+            Action::ExportSubmit => return export::submit(app),
+            Action::ExportCancel | Action::Escape => {
+                app.export = None;
+                app.message = Some("export cancelled: nothing written".to_string());
+            }
+            Action::Quit => app.should_quit = true,
+            Action::Job(_)
+            | Action::Resize(..)
+            | Action::ViewHeight(_)
+            | Action::OverlayScrollMax(_) => return update_base(app, action, app.view_height),
+            _ => {}
+        }
+        return Vec::new();
+    }
     if app.search.editing {
         match action {
             Action::SearchChar(c) => app.search.input.push(c),
@@ -841,30 +885,17 @@ fn update_base(app: &mut App, action: Action, page: usize) -> Vec<Effect> {
                 }
             }
         },
-        Action::Export => {
-            let loaded = app.loaded.as_ref().expect("loaded");
-            let mut report = crate::model::analysis::report::Report::build(
-                &loaded.session.a,
-                loaded.session.b.as_ref(),
-                &loaded.session.analysis,
-            );
-            for kept in &app.tensor_results {
-                report.add_tensor_comparison(kept.rank, kept.stage.clone(), kept.result.clone());
-            }
-            if let Some(b) = &loaded.session.b {
-                report.note_saved_rows(&loaded.session.a, b);
-            }
-            app.message = Some("exporting the report…".to_string());
-            return vec![Effect::Spawn(JobSpec::Export {
-                markdown: report.to_markdown(),
-                name_hint: loaded.session.title.clone(),
-            })];
-        }
+        Action::Export => export::open(app),
         Action::CompareTensors => return tensors::start(app),
         Action::SearchChar(_)
         | Action::SearchBackspace
         | Action::SearchSubmit
-        | Action::SearchCancel => {}
+        | Action::SearchCancel
+        | Action::ExportChar(_)
+        | Action::ExportBackspace
+        | Action::ExportClear
+        | Action::ExportSubmit
+        | Action::ExportCancel => {}
     }
     Vec::new()
 }
@@ -881,10 +912,8 @@ fn scroll_overlay(app: &mut App, delta: i64) {
 fn on_job(app: &mut App, slot: Slot, event: JobEvent) -> Vec<Effect> {
     match (slot, event) {
         (Slot::Compare, event) => tensors::on_event(app, event),
-        (Slot::Export, JobEvent::Done(JobOutput::Exported(path))) => {
-            app.message = Some(format!("report exported to {path}"));
-        }
-        (Slot::Export, JobEvent::Failed(e)) => app.message = Some(format!("export failed: {e}")),
+        (Slot::Export, JobEvent::Done(JobOutput::Exported(path))) => export::written(app, &path),
+        (Slot::Export, JobEvent::Failed(e)) => export::failed(app, &e),
         (Slot::Reload, JobEvent::Progress(JobProgress::Load(p))) if app.loaded.is_none() => {
             app.loading = Some(p);
         }

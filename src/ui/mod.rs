@@ -14,6 +14,7 @@
 
 mod aliases;
 mod detail;
+mod export;
 mod format;
 mod header;
 mod help;
@@ -209,6 +210,7 @@ pub fn draw(frame: &mut Frame, app: &App) {
     if app.warnings_open {
         warnings::draw(frame, app, area, theme);
     }
+    export::draw(frame, app, area, theme);
     if app.help {
         help::draw(frame, app, area, theme);
     }
