@@ -1431,3 +1431,81 @@ fn the_export_job_writes_where_the_prompt_said() {
             .contains("# First-mismatch report")
     );
 }
+
+// ---- issue 11, item 21: a regenerated example is not "not on disk" ----
+
+/// The status bar's lines (every row below the last panel's border), joined.
+fn status_of(screen: &str) -> String {
+    let all: Vec<&str> = screen.lines().collect();
+    let last_border = all.iter().rposition(|l| l.starts_with('└')).unwrap();
+    all[last_border + 1..]
+        .iter()
+        .map(|l| l.trim())
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
+#[test]
+fn t_on_a_regenerated_example_says_so_and_where_to_compare_its_tensors() {
+    // A checkout whose example was regenerated: the manifests differ from the embedded ones
+    // by a byte, the tensors are there.
+    let root = tempfile::tempdir().unwrap();
+    for side in ["a", "b"] {
+        let from = Path::new(FP16).join(side).join("rank0/match1-occ1");
+        let to = root
+            .path()
+            .join("assets/examples/llama_fp16_overflow")
+            .join(side)
+            .join("rank0/match1-occ1");
+        std::fs::create_dir_all(to.join("tensors")).unwrap();
+        let mut manifest = std::fs::read(from.join("manifest.json")).unwrap();
+        manifest.push(b'\n');
+        std::fs::write(to.join("manifest.json"), manifest).unwrap();
+        std::fs::copy(
+            from.join(format!("tensors/{UP}.safetensors")),
+            to.join(format!("tensors/{UP}.safetensors")),
+        )
+        .unwrap();
+    }
+    let pair = example_pairs()
+        .into_iter()
+        .find(|p| p.name == "llama_fp16_overflow")
+        .unwrap();
+    let session = load::embedded_in(&pair, root.path(), &Default::default()).unwrap();
+    let dir = root.path().join("assets/examples/llama_fp16_overflow");
+    assert_eq!(session.checkout, None);
+    assert_eq!(session.checkout_differs.as_deref(), Some(dir.as_path()));
+    let mut app = bench(App::new(session, false));
+    assert!(apply(&mut app, [Action::CompareTensors]).is_empty());
+    let said = format!(
+        "{0} was regenerated since this dumpview was built: its saved tensors are not the \
+         embedded run's. Compare them there with `dumpview {0}/a {0}/b`, or rebuild dumpview",
+        dir.display()
+    );
+    assert_eq!(app.message.as_deref(), Some(said.as_str()));
+    assert!(!said.contains("not on disk"));
+    // Shown whole at 140 columns: wrapped onto the status lines, not cut.
+    let screen = text(&render(&mut app, 140, 40));
+    assert!(status_of(&screen).starts_with(&said), "{screen}");
+}
+
+#[test]
+fn t_away_from_any_checkout_is_said_whole_at_140_columns() {
+    let pair = example_pairs()
+        .into_iter()
+        .find(|p| p.name == "llama_fp16_overflow")
+        .unwrap();
+    let nowhere = tempfile::tempdir().unwrap();
+    let session = load::embedded_in(&pair, nowhere.path(), &Default::default()).unwrap();
+    assert_eq!(
+        (session.checkout.as_ref(), session.checkout_differs.as_ref()),
+        (None, None)
+    );
+    let mut app = bench(App::new(session, false));
+    apply(&mut app, [Action::CompareTensors]);
+    let said = app.message.clone().unwrap();
+    assert!(said.contains("not on disk here"), "{said}");
+    assert!(said.chars().count() > 140);
+    let screen = text(&render(&mut app, 140, 40));
+    assert!(status_of(&screen).starts_with(&said), "{screen}");
+}

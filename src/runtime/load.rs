@@ -52,6 +52,7 @@ pub fn open_with(
         a: dump_a,
         b: dump_b,
         checkout: None,
+        checkout_differs: None,
         saved: SavedTensors::default(),
     }))
 }
@@ -93,6 +94,12 @@ pub fn embedded_in(
             .and_then(|rel| std::fs::read(root.join(rel)).ok())
             .is_some_and(|disk| disk == *bytes)
     };
+    let on_disk = |(source, _): &(String, &[u8])| {
+        source
+            .strip_prefix(EMBEDDED)
+            .is_some_and(|rel| root.join(rel).is_file())
+    };
+    let same = same_on_disk(&pair.a) && same_on_disk(&pair.b);
     let (a, b) = (side(&pair.a)?, side(&pair.b)?);
     Ok(with_saved_tensors(Session {
         title: format!("example {}", pair.name),
@@ -100,7 +107,9 @@ pub fn embedded_in(
         analysis: Analysis::compute(&a, Some(&b), tolerances),
         a,
         b: Some(b),
-        checkout: (same_on_disk(&pair.a) && same_on_disk(&pair.b)).then(|| root.to_path_buf()),
+        checkout: same.then(|| root.to_path_buf()),
+        checkout_differs: (!same && on_disk(&pair.a) && on_disk(&pair.b))
+            .then(|| root.join("assets/examples").join(&pair.name)),
         saved: SavedTensors::default(),
     }))
 }
