@@ -1061,3 +1061,57 @@ fn w_shows_the_load_warnings_and_esc_closes_them() {
     t.keys(&["q"]);
     assert_eq!(t.wait_exit(), (0, true));
 }
+
+// Item 22: the workbench takes the diff's tolerances, and `a` filters the timeline to the rows
+// with a finding.
+#[test]
+fn tolerances_on_the_workbench_and_the_filter() {
+    if !tmux_available() {
+        return;
+    }
+    let a = example("llama_chunked_prefill/a");
+    let b = example("llama_chunked_prefill/b");
+    let t = Term::start(
+        140,
+        40,
+        &[
+            "--rtol",
+            "1e-9",
+            "--atol",
+            "0",
+            a.to_str().unwrap(),
+            b.to_str().unwrap(),
+        ],
+        &[],
+    );
+    let s = t.wait("the first divergence under the tight tolerances", |s| {
+        s.shows_detail("layers.0.k_cache_read#1")
+    });
+    assert!(
+        s.lines()[0]
+            .trim_end()
+            .ends_with("tolerances: rtol 1e-9 atol 0e0"),
+        "{}",
+        s.text
+    );
+    let (_, total) = s.timeline_position().unwrap();
+    assert_eq!(total, 119);
+    t.keys(&["a"]);
+    let s = t.wait("the filtered timeline", |s| {
+        s.text.contains(" hidden · (a shows all)")
+    });
+    let (_, shown) = s.timeline_position().unwrap();
+    assert!(shown < total, "{}", s.text);
+    assert!(s.shows_detail("layers.0.k_cache_read#1"), "{}", s.text);
+    assert!(
+        !s.text.contains(" runner.input_ids#1 "),
+        "an agreeing pair is hidden:\n{}",
+        s.text
+    );
+    t.keys(&["a"]);
+    t.wait("every row again", |s| {
+        s.timeline_position().map(|p| p.1) == Some(total)
+    });
+    t.keys(&["q"]);
+    assert_eq!(t.wait_exit(), (0, true));
+}

@@ -1509,3 +1509,217 @@ fn t_away_from_any_checkout_is_said_whole_at_140_columns() {
     let screen = text(&render(&mut app, 140, 40));
     assert!(status_of(&screen).starts_with(&said), "{screen}");
 }
+
+// ---- issue 11, item 22: the diff's tolerances on the workbench, and the filter (`a`) ----
+
+#[test]
+fn a_shows_only_rows_with_a_finding_and_keeps_the_selection_on_one() {
+    let mut app = example("llama_kv_alias");
+    let kept: Vec<String> = app
+        .rows
+        .iter()
+        .filter(|r| r.kept_by_filter())
+        .map(|r| r.key.clone())
+        .collect();
+    let hidden = app.rows.len() - kept.len();
+    assert!(hidden > 0 && !kept.is_empty());
+    assert!(
+        app.rows
+            .iter()
+            .filter(|r| !r.kept_by_filter())
+            .all(|r| r.state == dumpview::app::RowState::Agrees && !r.conflict),
+        "in diff mode only agreeing pairs are hidden"
+    );
+    // On a hidden row (the first, which agrees), `a` moves to the next row with a finding.
+    apply(&mut app, [Action::Top]);
+    assert!(!app.row().unwrap().kept_by_filter());
+    apply(&mut app, [Action::ToggleFilter]);
+    assert!(app.filter);
+    assert_eq!(app.view_len(), kept.len());
+    assert_eq!(key(&app), kept[0]);
+    assert_eq!(
+        app.message.as_deref(),
+        Some(
+            format!(
+                "filter: {hidden} agreeing pairs hidden, {} shown (a shows all)",
+                kept.len()
+            )
+            .as_str()
+        )
+    );
+    // Movement stays in view.
+    apply(&mut app, [Action::Down]);
+    assert_eq!(key(&app), kept[1]);
+    apply(&mut app, [Action::Bottom]);
+    assert_eq!(key(&app), kept[kept.len() - 1]);
+    apply(&mut app, [Action::Top, Action::FirstDivergence]);
+    assert_eq!(key(&app), "layers.0.k_cache_read#1");
+    let at = kept
+        .iter()
+        .position(|k| k == "layers.0.k_cache_read#1")
+        .unwrap()
+        + 1;
+    let screen = text(&render(&mut app, 140, 40));
+    assert!(
+        screen.contains(&format!(
+            " timeline {at}/{} · 109 findings · {hidden} hidden · (a shows all) ",
+            kept.len()
+        )),
+        "{screen}"
+    );
+    for line in boxed(&screen, "timeline").iter().skip(1) {
+        let key = line.split_whitespace().find(|w| w.contains('#')).unwrap();
+        assert!(kept.iter().any(|k| k == key), "{key} is hidden: {line}");
+    }
+    // `a` again: every row, the same one selected.
+    apply(&mut app, [Action::ToggleFilter]);
+    assert!(!app.filter && app.visible.is_none());
+    assert_eq!(key(&app), "layers.0.k_cache_read#1");
+    assert_eq!(app.row_index(app.selected), app.selected);
+}
+
+#[test]
+fn jumps_to_hidden_rows_say_so() {
+    let mut app = example("llama_kv_alias");
+    apply(&mut app, [Action::ToggleFilter]);
+    // A search whose matches are all hidden says so and stays.
+    let before = key(&app).to_string();
+    apply(&mut app, [Action::StartSearch]);
+    for c in "^embed".chars() {
+        apply(&mut app, [Action::SearchChar(c)]);
+    }
+    apply(&mut app, [Action::SearchSubmit]);
+    assert_eq!(key(&app), before);
+    assert_eq!(
+        app.message.as_deref(),
+        Some("only rows the filter hides match /^embed/: a shows all")
+    );
+    // An alias member without a finding of its own: the jump turns the filter off.
+    let groups = app.alias_groups();
+    let (index, member) = groups
+        .iter()
+        .flat_map(|(_, g)| g.members.iter())
+        .enumerate()
+        .find(|(_, m)| {
+            !app.rows
+                .iter()
+                .find(|r| r.key == m.key)
+                .unwrap()
+                .kept_by_filter()
+        })
+        .map(|(i, m)| (i, m.key.clone()))
+        .unwrap();
+    drop(groups);
+    apply(&mut app, [Action::FocusNext]);
+    app.alias_selected = index;
+    apply(&mut app, [Action::Enter]);
+    assert_eq!(key(&app), member);
+    assert!(!app.filter);
+    assert_eq!(
+        app.message.as_deref(),
+        Some(format!("filter off: {member} has no finding of its own").as_str())
+    );
+}
+
+#[test]
+fn in_scan_mode_the_filter_keeps_non_finite_and_conflicting_records() {
+    let mut app = scan_of("llama_fp16_overflow", "b");
+    apply(&mut app, [Action::ToggleFilter]);
+    assert!(app.filter);
+    let visible: Vec<&dumpview::app::Row> = (0..app.view_len())
+        .map(|p| &app.rows[app.row_index(p)])
+        .collect();
+    assert!(visible.iter().all(|r| r.nonfinite_a || r.conflict));
+    assert_eq!(
+        visible.len(),
+        app.rows
+            .iter()
+            .filter(|r| r.nonfinite_a || r.conflict)
+            .count()
+    );
+    assert_eq!(visible[0].key, "layers.3.mlp_up#1");
+    assert_eq!(
+        app.message.as_deref(),
+        Some(
+            format!(
+                "filter: {} finite records outside stride conflicts hidden, {} shown (a shows all)",
+                app.rows.len() - visible.len(),
+                visible.len()
+            )
+            .as_str()
+        )
+    );
+    // A capture with nothing to keep is not filtered to nothing.
+    let mut clean = scan_of("llama_chunked_prefill", "a");
+    apply(&mut clean, [Action::ToggleFilter]);
+    assert!(!clean.filter);
+    assert_eq!(
+        clean.message.as_deref(),
+        Some("no row has a finding: the filter would hide all 119")
+    );
+}
+
+#[test]
+fn the_filter_stays_across_windows_and_says_when_one_shows_nothing() {
+    let mut app = two_ranks();
+    apply(&mut app, [Action::ToggleFilter]);
+    assert!(app.filter && app.view_len() > 0);
+    // Rank 1 agrees everywhere: the filter stays on, the view is empty and says why.
+    apply(&mut app, [Action::NextRank]);
+    assert!(app.filter);
+    assert_eq!(app.view_len(), 0);
+    assert!(app.row().is_none());
+    assert_eq!(
+        app.message.as_deref(),
+        Some("no row of this window has a finding: the filter hides all 119 (a shows all)")
+    );
+    let screen = text(&render(&mut app, 140, 40));
+    assert!(
+        screen.contains(" timeline 0/0 · 0 findings · 119 hidden · (a shows all) "),
+        "{screen}"
+    );
+    apply(
+        &mut app,
+        [Action::Down, Action::NextFinding, Action::ToggleFilter],
+    );
+    assert!(!app.filter);
+    assert_eq!(app.view_len(), 119);
+}
+
+#[test]
+fn snapshot_filter_kv_alias_80x24() {
+    let mut app = example("llama_kv_alias");
+    update(&mut app, Action::ToggleFilter);
+    insta::assert_snapshot!("filter_kv_alias_80x24", text(&render(&mut app, 80, 24)));
+}
+
+#[test]
+fn tolerances_given_to_the_workbench_are_its_diffs() {
+    use dumpview::model::analysis::compare::Tolerances;
+    // The chunked prefill pair agrees under the default screen, not at rtol 1e-9, atol 0.
+    let (a, b) = (
+        Path::new("assets/examples/llama_chunked_prefill/a"),
+        Path::new("assets/examples/llama_chunked_prefill/b"),
+    );
+    let default = bench(App::new(
+        load::open(a, Some(b), &mut |_| {}).unwrap(),
+        false,
+    ));
+    assert!(!default.rows.iter().any(|r| r.first_divergence));
+    let tight = Tolerances::uniform(1e-9, 0.0);
+    let mut app = bench(App::new(
+        load::open_with(a, Some(b), &tight, &mut |_| {}).unwrap(),
+        false,
+    ));
+    assert_eq!(key(&app), "layers.0.k_cache_read#1");
+    assert!(app.row().unwrap().first_divergence);
+    let screen = text(&render(&mut app, 140, 40));
+    assert!(
+        screen
+            .lines()
+            .next()
+            .unwrap()
+            .ends_with("tolerances: rtol 1e-9 atol 0e0"),
+        "{screen}"
+    );
+}

@@ -116,7 +116,7 @@ pub static BINDINGS: &[Binding] = &[
     bind(
         &[Key::Up, Key::Char('k')],
         Action::Up,
-        Some((0, "↑↓ jk move")),
+        None,
         Some(("↑ ↓  j k", "move; PgUp PgDn page; g G first, last row")),
     ),
     bind(&[Key::Down, Key::Char('j')], Action::Down, None, None),
@@ -158,27 +158,33 @@ pub static BINDINGS: &[Binding] = &[
         )),
     ),
     bind(
+        &[Key::Char('a')],
+        Action::ToggleFilter,
+        Some((6, "a filter")),
+        Some(("a", "hide the rows without a finding (a again shows all)")),
+    ),
+    bind(
         &[Key::Char('r')],
         Action::NextRank,
-        Some((6, "r rank")),
+        Some((7, "r rank")),
         Some(("r  l", "next rank / next label window on this rank")),
     ),
     bind(
         &[Key::Char('l')],
         Action::NextWindow,
-        Some((7, "l window")),
+        Some((8, "l window")),
         None,
     ),
     bind(
         &[Key::Tab],
         Action::FocusNext,
-        Some((8, "Tab")),
+        Some((10, "Tab aliases")),
         Some(("Tab", "focus timeline or storage aliases")),
     ),
     bind(
         &[Key::Enter],
         Action::Enter,
-        Some((9, "Enter")),
+        None,
         Some(("Enter", "wide detail (timeline) / jump to member (aliases)")),
     ),
     bind_diff(
@@ -193,7 +199,7 @@ pub static BINDINGS: &[Binding] = &[
     bind(
         &[Key::Char('e')],
         Action::Export,
-        Some((10, "e export")),
+        Some((9, "e export")),
         Some((
             "e",
             "export the first-mismatch report (the path is asked for first)",
@@ -218,7 +224,7 @@ pub static BINDINGS: &[Binding] = &[
     bind(
         &[Key::Char('?')],
         Action::ToggleHelp,
-        Some((11, "? help")),
+        Some((12, "? help")),
         Some(("?", "this help (? or Esc closes it)")),
     ),
     bind(
@@ -233,7 +239,7 @@ pub static BINDINGS: &[Binding] = &[
     bind(
         &[Key::Char('q')],
         Action::Quit,
-        Some((12, "q quit")),
+        Some((13, "q quit")),
         Some(("q  Ctrl-C", "quit")),
     ),
 ];

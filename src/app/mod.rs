@@ -9,6 +9,8 @@
 #[warn(missing_docs)]
 pub mod export;
 #[warn(missing_docs)]
+mod filter;
+#[warn(missing_docs)]
 pub mod jobs;
 #[warn(missing_docs)]
 pub mod keymap;
@@ -54,6 +56,8 @@ pub enum Action {
     /// `f`: first non-finite; `d`: first divergence.
     FirstNonFinite,
     FirstDivergence,
+    /// `a`: show only the rows with a finding ([`Row::kept_by_filter`]), or all again.
+    ToggleFilter,
     /// `/` opens the search prompt; characters, backspace, Enter and Esc edit it.
     StartSearch,
     SearchChar(char),
@@ -412,6 +416,13 @@ impl App {
             (x, y) => x.or(y),
         };
         self.findings = self.rows.iter().filter(|r| r.is_finding()).count();
+        self.refilter();
+        if self.view_len() == 0 && !self.rows.is_empty() {
+            self.message = Some(format!(
+                "no row of this window has a finding: the filter hides all {} (a shows all)",
+                self.rows.len()
+            ));
+        }
         self.selected = 0;
         self.offset = 0;
         self.alias_selected = 0;
@@ -422,7 +433,7 @@ impl App {
             .position(|r| r.first_divergence)
             .or_else(|| self.rows.iter().position(|r| r.first_nonfinite))
         {
-            self.select(i);
+            self.select_near(i);
         }
     }
 
@@ -522,11 +533,12 @@ impl App {
         groups
     }
 
+    /// Selects row `found` (an index into `rows`), or says there is no `what`.
     fn jump_to(&mut self, found: Option<usize>, what: &str) {
         match found {
             Some(i) => {
-                self.select(i);
                 self.message = None;
+                self.select_row(i);
             }
             None => self.message = Some(format!("no {what}")),
         }
@@ -546,11 +558,21 @@ impl App {
             Ok(re) => {
                 self.search.error = None;
                 self.search.last = Some(pattern.to_string());
-                let n = self.rows.len();
+                // The next match in view after the selected row, wrapping around.
+                let n = self.view_len();
                 let found = (1..=n)
                     .map(|k| (self.selected + k) % n)
+                    .map(|p| self.row_index(p))
                     .find(|&i| re.is_match(&self.rows[i].key));
-                self.jump_to(found, &format!("stage matches /{pattern}/"));
+                let hidden =
+                    found.is_none() && self.filter && self.rows.iter().any(|r| re.is_match(&r.key));
+                if hidden {
+                    self.message = Some(format!(
+                        "only rows the filter hides match /{pattern}/: a shows all"
+                    ));
+                } else {
+                    self.jump_to(found, &format!("stage matches /{pattern}/"));
+                }
             }
         }
     }
@@ -767,16 +789,16 @@ fn update_base(app: &mut App, action: Action, page: usize) -> Vec<Effect> {
         Action::Top => app.select(0),
         Action::Bottom => app.select(usize::MAX),
         Action::Scroll(delta) => {
-            let max_offset = app.rows.len().saturating_sub(app.view_height);
+            let max_offset = app.view_len().saturating_sub(app.view_height);
             app.offset = (app.offset as i64 + delta).clamp(0, max_offset as i64) as usize;
             let (lo, hi) = (app.offset, app.offset + app.view_height.saturating_sub(1));
             app.selected = app
                 .selected
-                .clamp(lo, hi.min(app.rows.len().saturating_sub(1)));
+                .clamp(lo, hi.min(app.view_len().saturating_sub(1)));
         }
         Action::ClickRow(visible) => {
             let target = app.offset + visible;
-            if target < app.rows.len() {
+            if target < app.view_len() {
                 app.focus = Focus::Timeline;
                 app.select(target);
             }
@@ -802,18 +824,24 @@ fn update_base(app: &mut App, action: Action, page: usize) -> Vec<Effect> {
                     }
                     let index = (fraction.clamp(0.0, 1.0) * app.rows.len().saturating_sub(1) as f64)
                         .round() as usize;
-                    app.select(index);
+                    app.select_near(index);
                 }
             }
         }
+        Action::NextFinding | Action::PrevFinding if app.row().is_none() => {
+            app.message = Some("no row in view".to_string());
+        }
         Action::NextFinding => {
-            let found = (app.selected + 1..app.rows.len()).find(|&i| app.rows[i].is_finding());
+            let current = app.row_index(app.selected);
+            let found = (current + 1..app.rows.len()).find(|&i| app.rows[i].is_finding());
             app.jump_to(found, "finding below");
         }
         Action::PrevFinding => {
-            let found = (0..app.selected).rev().find(|&i| app.rows[i].is_finding());
+            let current = app.row_index(app.selected);
+            let found = (0..current).rev().find(|&i| app.rows[i].is_finding());
             app.jump_to(found, "finding above");
         }
+        Action::ToggleFilter => app.toggle_filter(),
         Action::FirstNonFinite => {
             let found = app.rows.iter().position(|r| r.first_nonfinite);
             app.jump_to(found, "non-finite record");

@@ -12,9 +12,37 @@ use ratatui::widgets::Paragraph;
 use super::Theme;
 use super::format::{Piece, bar};
 use crate::app::App;
+use crate::model::analysis::compare::{STATS, Tolerance, Tolerances};
 use crate::model::analysis::diff::Identity;
 
 const SEPARATOR: &str = " · ";
+
+/// The diff's tolerances where they are not the defaults: `rtol 1e-3 atol 1e-6` when one
+/// pair holds for every statistic, else each statistic that differs from its default.
+pub fn tolerances(tolerances: &Tolerances) -> Option<String> {
+    let defaults = Tolerances::default();
+    if *tolerances == defaults {
+        return None;
+    }
+    let changed: Vec<(&str, Tolerance)> = STATS
+        .iter()
+        .zip(tolerances.per_stat.iter().zip(&defaults.per_stat))
+        .filter(|(_, (t, d))| t != d)
+        .map(|(name, (t, _))| (*name, *t))
+        .collect();
+    let first = tolerances.per_stat[0];
+    if tolerances.per_stat.iter().all(|t| *t == first) {
+        return Some(format!(
+            "tolerances: rtol {:e} atol {:e}",
+            first.rtol, first.atol
+        ));
+    }
+    let listed: Vec<String> = changed
+        .iter()
+        .map(|(name, t)| format!("{name} {:e}:{:e}", t.rtol, t.atol))
+        .collect();
+    Some(format!("tolerances: {}", listed.join(", ")))
+}
 
 pub fn draw(frame: &mut Frame, app: &App, area: Rect, theme: Theme) {
     let Some(loaded) = &app.loaded else { return };
@@ -34,6 +62,9 @@ pub fn draw(frame: &mut Frame, app: &App, area: Rect, theme: Theme) {
         .cut_at(4),
         Piece::shrinking(loaded.session.format.clone(), theme.dim(), 3, 12),
     ];
+    if let Some(text) = tolerances(&loaded.session.analysis.tolerances) {
+        first.push(Piece::shrinking(text, theme.warn(), 1, 16).cut_at(3));
+    }
     let (warnings, lost) = app.warning_counts();
     if warnings > 0 {
         first.push(Piece::new(

@@ -6,6 +6,7 @@ use ratatui::style::Style;
 use ratatui::text::{Line, Span};
 use ratatui::widgets::{Block, Row as TableRow, Table};
 
+use super::format::{Piece, bar};
 use super::{Theme, format};
 use crate::app::{App, Focus, Row, RowState};
 use crate::model::dump::Record;
@@ -181,21 +182,36 @@ pub fn draw(frame: &mut Frame, app: &App, area: Rect, theme: Theme) {
             TableRow::new(columns).style(style)
         })
         .collect();
-    let mut title = vec![
-        Span::styled(" timeline ", theme.title()),
-        Span::raw(format!(
-            "{}/{} · {} findings ",
-            (app.selected + 1).min(total),
-            total,
-            app.findings
-        )),
+    // The position and what the filter hides stay; the rest gives way in a narrow panel.
+    let mut pieces = vec![
+        Piece::new("timeline", theme.title(), 0),
+        Piece::new(
+            format!("{}/{}", (app.selected + 1).min(total), total),
+            Style::new(),
+            0,
+        ),
+        Piece::new(format!("{} findings", app.findings), Style::new(), 1),
     ];
     if app.filter {
-        title.push(Span::styled(
-            format!("· {} hidden (a shows all) ", app.rows.len() - total),
+        pieces.push(Piece::new(
+            format!("{} hidden", app.rows.len() - total),
             theme.warn(),
+            0,
         ));
+        pieces.push(Piece::new("(a shows all)", theme.warn(), 3));
     }
+    let mut title = bar(
+        pieces,
+        " · ",
+        Style::new(),
+        usize::from(area.width.saturating_sub(4)),
+    );
+    // `timeline 5/109`, not `timeline · 5/109`.
+    if let Some(sep) = title.spans.get_mut(1).filter(|s| s.content == " · ") {
+        sep.content = " ".into();
+    }
+    title.spans.insert(0, Span::raw(" "));
+    title.spans.push(Span::raw(" "));
     let border = if app.focus == Focus::Timeline {
         theme.focused_border()
     } else {
@@ -215,11 +231,7 @@ pub fn draw(frame: &mut Frame, app: &App, area: Rect, theme: Theme) {
     header.extend(["stage#occ", "dtype", "shape"]);
     let table = Table::new(body, constraints)
         .header(TableRow::new(header).style(theme.dim()))
-        .block(
-            Block::bordered()
-                .title(Line::from(title))
-                .border_style(border),
-        );
+        .block(Block::bordered().title(title).border_style(border));
     frame.render_widget(table, area);
 }
 
