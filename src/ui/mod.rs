@@ -107,7 +107,7 @@ impl Areas {
 const TIMELINE_MIN: u16 = 40;
 
 /// The layout of `area` for `app`, by priority: the status bar takes the lines its message
-/// needs; the detail takes its natural width where the timeline keeps [`TIMELINE_MIN`]
+/// needs; the detail takes its natural width where the timeline keeps `TIMELINE_MIN`
 /// columns; in the right column the detail gets every line it has when it can, the alias
 /// panel what is left (at least a line, more with stride conflicts or the focus).
 pub fn layout(area: Rect, app: &App) -> Areas {
