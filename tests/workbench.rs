@@ -1723,3 +1723,31 @@ fn tolerances_given_to_the_workbench_are_its_diffs() {
         "{screen}"
     );
 }
+
+#[test]
+fn the_detail_says_what_gives_it_room() {
+    let mut app = example("llama_kv_alias");
+    let note = |app: &mut Bench| {
+        let screen = text(&render(app, 140, 40));
+        screen
+            .lines()
+            .find_map(|l| {
+                l.split("more lines: ")
+                    .nth(1)
+                    .map(|r| r.split(" ─").next().unwrap().to_string())
+            })
+            .unwrap_or_default()
+    };
+    // The alias panel focused takes half the column: Tab gives the room back (Enter would
+    // jump to a member).
+    apply(&mut app, [Action::FocusNext]);
+    assert_eq!(note(&mut app), "Tab to the timeline");
+    apply(&mut app, [Action::FocusNext]);
+    assert_eq!(
+        note(&mut app),
+        "",
+        "every line shown with the timeline focused"
+    );
+    let screen = text(&render(&mut app, 80, 24));
+    assert!(screen.contains("more lines: Enter widens"), "{screen}");
+}

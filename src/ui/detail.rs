@@ -434,7 +434,11 @@ pub fn draw(frame: &mut Frame, app: &App, area: Rect, theme: Theme) {
     let rows = usize::from(area.height.saturating_sub(2));
     let (lines, left_out) = choose(entries(app, width, theme), rows);
     if left_out > 0 {
-        let how = if app.wide_detail {
+        // What gives the detail more room: Tab back from the alias panel, Enter on the
+        // timeline (wider and taller), else a bigger terminal.
+        let how = if app.focus == crate::app::Focus::Aliases {
+            "Tab to the timeline"
+        } else if app.wide_detail {
             "enlarge the terminal"
         } else {
             "Enter widens"
