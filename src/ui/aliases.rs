@@ -10,21 +10,18 @@ use ratatui::widgets::{Block, Paragraph};
 
 use super::{Theme, format};
 use crate::app::{App, Focus};
+use crate::model::analysis::scan::AliasGroup;
 
-/// Rows (borders included) the panel needs to show every group and member (at least 3: a
-/// line that says there are none).
-pub fn needed(app: &App) -> u16 {
-    let lines: usize = app
-        .alias_groups()
-        .iter()
-        .map(|(_, g)| 1 + g.members.len())
-        .sum();
-    (lines.max(1) + 2).min(usize::from(u16::MAX)) as u16
-}
-
-/// True when a group of the current window has a stride conflict.
-pub fn has_conflicts(app: &App) -> bool {
-    app.alias_groups().iter().any(|(_, g)| g.stride_conflict)
+/// Rows (borders included) the panel needs to show every one of `groups` (those of
+/// [`App::alias_groups`]) and their members (at least 3: a line that says there are none),
+/// and whether any of them has a stride conflict.
+pub fn needed(groups: &[(char, &AliasGroup)]) -> (u16, bool) {
+    let lines: usize = groups.iter().map(|(_, g)| 1 + g.members.len()).sum();
+    let conflicts = groups.iter().any(|(_, g)| g.stride_conflict);
+    (
+        (lines.max(1) + 2).min(usize::from(u16::MAX)) as u16,
+        conflicts,
+    )
 }
 
 pub fn draw(frame: &mut Frame, app: &App, area: Rect, theme: Theme) {

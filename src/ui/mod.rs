@@ -136,10 +136,10 @@ pub fn layout(area: Rect, app: &App) -> Areas {
     let [timeline, side] =
         Layout::horizontal([Constraint::Min(20), Constraint::Length(detail_width)]).areas(body);
     let (core, full) = detail::needed(app, side.width);
-    let alias_want = aliases::needed(app);
+    let (alias_want, conflicts) = aliases::needed(&app.alias_groups());
     let alias_min = if app.focus == Focus::Aliases {
         alias_want.min((side.height / 2).max(3))
-    } else if !app.wide_detail && aliases::has_conflicts(app) {
+    } else if !app.wide_detail && conflicts {
         alias_want.min(6)
     } else {
         3
