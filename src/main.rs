@@ -20,6 +20,9 @@ struct Args {
     /// Captures to open in the workbench: A, or A and B.
     #[arg(num_args = 0..=2, value_name = "CAPTURE")]
     captures: Vec<PathBuf>,
+    /// The diff's tolerances, as `dumpview diff` takes them (the workbench's diff mode).
+    #[command(flatten)]
+    tolerance: ToleranceArgs,
     /// Print JSON instead of text.
     #[arg(long, global = true)]
     json: bool,
@@ -38,6 +41,7 @@ const EXAMPLES: &str = "\
 Examples:
   dumpview                                   the workbench on an embedded example pair
   dumpview run_fp32/ run_bf16/               the workbench on two captures
+  dumpview --rtol 1e-3 run_fp32/ run_bf16/   the same under other tolerances
   dumpview scan dump_a/                      first non-finite record and storage aliases
   dumpview diff dump_fp32/ dump_bf16/        where two captures first diverge
   dumpview diff a.json b.json --rtol 1e-3 --tol mean=1e-4:1e-7
@@ -60,6 +64,8 @@ enum Command {
         /// Print the embedded pairs and their known answers instead.
         #[arg(long)]
         list: bool,
+        #[command(flatten)]
+        tolerance: ToleranceArgs,
     },
     /// Per window: storage aliases (stride conflicts first) and the first non-finite record.
     Scan {
@@ -155,12 +161,27 @@ enum ProbeAction {
 /// The pair the workbench opens with no arguments: a non-finite record and a divergence.
 const DEFAULT_EXAMPLE: &str = "llama_fp16_overflow";
 
+/// True when any tolerance option was given.
+fn tolerances_given(tolerance: &ToleranceArgs) -> bool {
+    tolerance.rtol.is_some() || tolerance.atol.is_some() || !tolerance.per_stat.is_empty()
+}
+
 fn workbench(
     source: dumpview::runtime::Source,
+    tolerance: &ToleranceArgs,
     attempts: &cli::inputs::AttemptArgs,
     json: bool,
 ) -> Result<Outcome, cli::CliError> {
     use std::io::IsTerminal;
+    let tolerances = tolerance.tolerances()?;
+    if tolerances_given(tolerance)
+        && matches!(&source, dumpview::runtime::Source::Files { b: None, .. })
+    {
+        return Err(
+            "--rtol, --atol and --tol compare two captures: give A and B (`dumpview A` scans one)"
+                .into(),
+        );
+    }
     // Input errors are found before the terminal is taken, so they reach stderr and exit 2.
     match &source {
         dumpview::runtime::Source::Files { a, b, .. } => {
@@ -184,12 +205,12 @@ fn workbench(
                 cli::scan::run(&[a], attempts, json)
             }
             dumpview::runtime::Source::Files { a, b: Some(b), .. } => {
-                cli::diff::run(&a, &b, &Default::default(), attempts, json)
+                cli::diff::run(&a, &b, tolerance, attempts, json)
             }
             dumpview::runtime::Source::Example(_) => cli::summary::run_embedded(json),
         };
     }
-    dumpview::runtime::run(source)?;
+    dumpview::runtime::run(source, tolerances)?;
     Ok(Outcome::Clean)
 }
 
@@ -217,6 +238,7 @@ fn main() -> ExitCode {
         (None, []) => Command::Demo {
             pair: DEFAULT_EXAMPLE.to_string(),
             list: false,
+            tolerance: args.tolerance,
         },
         (None, [a]) => {
             return finish(workbench(
@@ -226,6 +248,7 @@ fn main() -> ExitCode {
                     attempt_a: attempts.side(0),
                     attempt_b: attempts.side(1),
                 },
+                &args.tolerance,
                 &attempts,
                 json,
             ));
@@ -238,6 +261,7 @@ fn main() -> ExitCode {
                     attempt_a: attempts.side(0),
                     attempt_b: attempts.side(1),
                 },
+                &args.tolerance,
                 &attempts,
                 json,
             ));
@@ -245,9 +269,16 @@ fn main() -> ExitCode {
     };
     let result = match command {
         Command::Demo { list: true, .. } => cli::summary::run_embedded(json),
-        Command::Demo { pair, list: false } => {
-            workbench(dumpview::runtime::Source::Example(pair), &attempts, json)
-        }
+        Command::Demo {
+            pair,
+            list: false,
+            tolerance,
+        } => workbench(
+            dumpview::runtime::Source::Example(pair),
+            &tolerance,
+            &attempts,
+            json,
+        ),
         Command::Scan { inputs } => cli::scan::run(&inputs, &attempts, json),
         Command::Tensors(args) => cli::tensors::run(&args, json),
         Command::Diff { a, b, tolerance } => cli::diff::run(&a, &b, &tolerance, &attempts, json),

@@ -156,7 +156,14 @@ fn an_attempt_that_does_not_exist_is_an_error_listing_those_that_do() {
 #[test]
 fn the_workbench_header_shows_the_attempt() {
     let dir = rerun_dir();
-    let session = load::open_attempts(dir.path(), None, [Attempt::Newest; 2], &mut |_| {}).unwrap();
+    let session = load::open_with(
+        dir.path(),
+        None,
+        [Attempt::Newest; 2],
+        &Default::default(),
+        &mut |_| {},
+    )
+    .unwrap();
     let app = App::new(session, false);
     let mut terminal = Terminal::new(TestBackend::new(140, 30)).unwrap();
     terminal

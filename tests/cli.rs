@@ -526,3 +526,53 @@ fn summary_of_a_truncated_manifest_exits_1_like_scan() {
         );
     }
 }
+
+/// Issue 11, item 22: `dumpview --rtol 1e-3 A B` was rejected. The workbench takes the diff's
+/// tolerance options; without a terminal it answers as `dumpview diff` does with them.
+#[test]
+fn the_workbench_takes_the_diffs_tolerances() {
+    let (a, b) = (
+        example("llama_chunked_prefill", "a"),
+        example("llama_chunked_prefill", "b"),
+    );
+    let tight = ["--rtol", "1e-9", "--atol", "0"];
+    let workbench: Vec<&str> = tight
+        .iter()
+        .copied()
+        .chain([a.as_str(), b.as_str()])
+        .collect();
+    let (code, out, err) = run_in_repo(&workbench);
+    let diff: Vec<&str> = ["diff", a.as_str(), b.as_str()]
+        .into_iter()
+        .chain(tight)
+        .collect();
+    let (diff_code, diff_out, _) = run_in_repo(&diff);
+    assert_eq!(
+        (code, out.as_str()),
+        (diff_code, diff_out.as_str()),
+        "{err}"
+    );
+    assert_eq!(code, 1);
+    assert!(
+        out.contains("first divergence: layers.0.k_cache_read#1"),
+        "{out}"
+    );
+    // The same pair under the defaults agrees.
+    assert_eq!(run_in_repo(&[a.as_str(), b.as_str()]).0, 0);
+    // `--tol` too, and its errors are usage errors.
+    let (code, out, _) = run_in_repo(&["--tol", "l2=1e-9:0", a.as_str(), b.as_str()]);
+    assert_eq!(code, 1, "{out}");
+    let (code, _, err) = run_in_repo(&["--tol", "median=1:0", a.as_str(), b.as_str()]);
+    assert_eq!(code, 2);
+    assert!(err.contains("unknown statistic \"median\""), "{err}");
+    // One capture has nothing to compare: refused, not ignored.
+    let (code, _, err) = run_in_repo(&["--rtol", "1e-3", a.as_str()]);
+    assert_eq!(code, 2);
+    assert!(
+        err.contains("--rtol, --atol and --tol compare two captures: give A and B"),
+        "{err}"
+    );
+    // The embedded demo takes them as well.
+    let (code, _, err) = run_in_repo(&["demo", "--rtol", "1e-3"]);
+    assert_ne!(code, 2, "{err}");
+}

@@ -56,6 +56,19 @@ impl Term {
     /// Starts `dumpview ARGS` in a `cols` x `rows` terminal, with `env` set for it (and
     /// NO_COLOR unset unless given, whatever the environment of the test).
     fn start(cols: u16, rows: u16, args: &[&str], env: &[(&str, &str)]) -> Term {
+        Term::start_gated(cols, rows, args, env, false)
+    }
+
+    /// As [`Term::start`]; with `recorded`, everything the program writes to the terminal
+    /// is kept in [`Term::recording`] (`tmux pipe-pane`), from its first byte: the shell
+    /// waits for the pipe before it starts the program.
+    fn start_gated(
+        cols: u16,
+        rows: u16,
+        args: &[&str],
+        env: &[(&str, &str)],
+        recorded: bool,
+    ) -> Term {
         let dir = tempfile::tempdir().expect("temp dir");
         // A private server: its socket lives (and goes) with the temp dir.
         let socket = dir
@@ -82,8 +95,13 @@ impl Term {
         // A small shell around the binary reports its exit status and whether it left the
         // terminal's modes (raw mode, echo, ...) as it found them, then waits for Enter, so
         // the pane's modes can be read after the exit; Enter then ends the pane.
+        let gate = if recorded {
+            "while [ ! -e go ]; do sleep 0.02; done; "
+        } else {
+            ""
+        };
         let script = format!(
-            "before=$(stty -g); {command}; status=$?; \
+            "{gate}before=$(stty -g); {command}; status=$?; \
              if [ \"$(stty -g)\" = \"$before\" ]; then tty=restored; else tty=CHANGED; fi; \
              printf '[{EXIT_MARK} %d, tty %s]\\n' \"$status\" \"$tty\"; read -r _"
         );
@@ -114,7 +132,27 @@ impl Term {
             "tmux new-session failed: {}",
             String::from_utf8_lossy(&out.stderr)
         );
+        if recorded {
+            let log = term.dir.path().join("output.log");
+            term.tmux_ok(&[
+                "pipe-pane",
+                "-O",
+                "-t",
+                "e2e",
+                &format!("cat >> {}", quote(log.to_str().expect("UTF-8 temp path"))),
+            ]);
+            std::fs::write(term.dir.path().join("go"), "").expect("write go");
+        }
         term
+    }
+
+    /// Everything the program wrote to the terminal so far (a [`Term::start_gated`] with
+    /// `recorded`).
+    fn recording(&self) -> String {
+        String::from_utf8_lossy(
+            &std::fs::read(self.dir.path().join("output.log")).unwrap_or_default(),
+        )
+        .into_owned()
     }
 
     fn tmux(&self, args: &[&str]) -> Output {
@@ -439,7 +477,8 @@ fn search_selects_a_match_and_reports_a_bad_regex() {
     );
 }
 
-// (c) `e` writes the report into the working directory and says so.
+// (c) `e` shows the path first (the working directory), Enter writes the report there and
+// says so; a path that cannot be written says where it tried and why, and `e` opens on it.
 #[test]
 fn export_writes_the_report_to_the_working_directory() {
     if !tmux_available() {
@@ -450,6 +489,16 @@ fn export_writes_the_report_to_the_working_directory() {
         s.shows_detail(FIRST_DIVERGENCE)
     });
     t.keys(&["e"]);
+    // tmux starts the program in the temp dir, possibly under a symbolic link (macOS /tmp).
+    let dir = std::fs::canonicalize(t.path()).unwrap();
+    let s = t.wait_text("export the first-mismatch report");
+    assert!(
+        s.text.contains(&format!("to {}/▏", dir.display())),
+        "the working directory is proposed:\n{}",
+        s.text
+    );
+    assert!(reports(t.path()).is_empty(), "nothing written before Enter");
+    t.keys(&["Enter"]);
     let s = t.wait("the export message", |s| {
         s.status().contains("report exported to")
     });
@@ -478,6 +527,37 @@ fn export_writes_the_report_to_the_working_directory() {
     let text = std::fs::read_to_string(&reports[0]).unwrap();
     assert!(text.contains("# First-mismatch report"), "{text}");
     assert!(text.contains(FIRST_DIVERGENCE), "{text}");
+
+    // A path that cannot be written: where it tried, and why.
+    std::fs::write(t.path().join("plain"), "").unwrap();
+    let bad = dir.join("plain/r.md");
+    t.keys(&["e"]);
+    t.wait_text("export the first-mismatch report");
+    t.keys(&["C-u"]);
+    t.wait_text("to ▏");
+    t.type_text(bad.to_str().unwrap());
+    t.wait_text("r.md▏");
+    t.keys(&["Enter"]);
+    let s = t.wait("the failure", |s| s.text.contains("export failed: "));
+    let said = s.text.replace('\n', " ");
+    assert!(
+        said.contains(&format!(
+            "could not create {}: Not a directory",
+            bad.display()
+        )),
+        "{}",
+        s.text
+    );
+    t.keys(&["e"]);
+    let s = t.wait_text("export the first-mismatch report");
+    assert!(
+        s.text.contains(&format!("to {}▏", bad.display())),
+        "e opens on the failed path:\n{}",
+        s.text
+    );
+    t.keys(&["Escape"]);
+    t.keys(&["q"]);
+    assert_eq!(t.wait_exit(), (0, true));
 }
 
 // (d) Two captures by absolute path: the stride conflicts are counted, and Enter on the alias
@@ -787,6 +867,8 @@ fn t_compares_the_saved_tensors_and_the_report_includes_them() {
         s.text
     );
     t.keys(&["e"]);
+    t.wait_text("export the first-mismatch report");
+    t.keys(&["Enter"]);
     t.wait("the export message", |s| {
         s.status().contains("report exported to")
     });
@@ -910,7 +992,7 @@ fn watch_shows_a_landing_window_and_its_first_non_finite_record_without_a_key() 
     )
     .unwrap();
     let screen = term.wait_loaded();
-    assert!(screen.text.contains("A 119 rec"), "{}", screen.text);
+    assert!(screen.text.contains("119 records"), "{}", screen.text);
     // Scan mode opens on the first non-finite record: its stage heads the detail panel.
     let screen = term.wait("the first non-finite stage in the detail", |s| {
         s.detail_title()
@@ -919,4 +1001,151 @@ fn watch_shows_a_landing_window_and_its_first_non_finite_record_without_a_key() 
     assert!(screen.text.contains("update 2"), "{}", screen.text);
     term.keys(&["q"]);
     assert_eq!(term.wait_exit().0, 0);
+}
+
+// The tester's note: an input that cannot be read opened the workbench on a "cannot open"
+// popup and exited 0. Now the error goes to stderr and the exit status is 2, before the
+// terminal is taken: no alternate screen, no mouse reporting was ever switched on.
+#[test]
+fn an_unreadable_input_exits_2_before_taking_the_terminal() {
+    if !tmux_available() {
+        return;
+    }
+    let bad = tempfile::tempdir().unwrap();
+    std::fs::write(bad.path().join("manifest.json"), "this is not json\n").unwrap();
+    let t = Term::start_gated(100, 30, &[bad.path().to_str().unwrap()], &[], true);
+    let (status, tty_restored) = t.wait_exit();
+    assert_eq!(status, 2, "exit status:\n{}", t.screen());
+    assert!(tty_restored);
+    let screen = t.screen();
+    assert!(
+        screen.contains("dumpview: error: ") && screen.contains("not a valid manifest"),
+        "{screen}"
+    );
+    let written = t.recording();
+    for (mode, escape) in [
+        ("alternate screen", "\x1b[?1049h"),
+        ("mouse capture", "\x1b[?1000h"),
+    ] {
+        assert!(
+            !written.contains(escape),
+            "the {mode} was switched on: {written:?}"
+        );
+    }
+    assert!(written.contains("not a valid manifest"), "{written:?}");
+
+    // The recording does see those modes when the workbench opens, so the check can fail.
+    let good = Term::start_gated(100, 30, &["demo"], &[], true);
+    good.wait_loaded();
+    good.keys(&["q"]);
+    assert_eq!(good.wait_exit(), (0, true));
+    assert!(good.recording().contains("\x1b[?1049h"));
+}
+
+// Esc in the main view closes what is open and otherwise does nothing; only q quits.
+#[test]
+fn esc_in_the_main_view_does_not_quit() {
+    if !tmux_available() {
+        return;
+    }
+    let t = Term::start(120, 36, &["demo", "--pair", "llama_fp16_overflow"], &[]);
+    t.wait_loaded();
+    t.keys(&["Escape"]);
+    t.keys(&["Escape"]);
+    t.keys(&["j"]);
+    let s = t.wait("j moved after two Esc", |s| {
+        s.timeline_position().is_some_and(|(sel, _)| sel == 76)
+    });
+    assert!(!s.text.contains(EXIT_MARK), "{}", s.text);
+    assert_eq!(t.pane("#{pane_dead}"), "0");
+    t.keys(&["q"]);
+    assert_eq!(t.wait_exit(), (0, true));
+}
+
+// Item 19: load warnings are read in the workbench (`w`), not by quitting for `dumpview scan`.
+#[test]
+fn w_shows_the_load_warnings_and_esc_closes_them() {
+    if !tmux_available() {
+        return;
+    }
+    let bad =
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/bad/truncated_mid_record.json");
+    let t = Term::start(120, 36, &[bad.to_str().unwrap()], &[]);
+    let s = t.wait_loaded();
+    assert!(
+        s.status()
+            .starts_with("1 load warning (1 lost evidence): w lists them"),
+        "{:?}",
+        s.status()
+    );
+    t.keys(&["w"]);
+    let s = t.wait_text("load warnings: 1 (1 lost evidence, 0 notes)");
+    for expected in [
+        "LOST EVIDENCE",
+        "truncated_mid_record.json",
+        "stops being a valid manifest at byte 3914",
+    ] {
+        assert!(s.text.contains(expected), "{expected:?} in\n{}", s.text);
+    }
+    // The view owns the keys: j does not move the timeline behind it.
+    t.keys(&["j"]);
+    t.keys(&["Escape"]);
+    let s = t.wait("the view closed", |s| !s.text.contains("LOST EVIDENCE"));
+    assert_eq!(s.timeline_position().map(|p| p.0), Some(1), "{}", s.text);
+    t.keys(&["q"]);
+    assert_eq!(t.wait_exit(), (0, true));
+}
+
+// Item 22: the workbench takes the diff's tolerances, and `a` filters the timeline to the rows
+// with a finding.
+#[test]
+fn tolerances_on_the_workbench_and_the_filter() {
+    if !tmux_available() {
+        return;
+    }
+    let a = example("llama_chunked_prefill/a");
+    let b = example("llama_chunked_prefill/b");
+    let t = Term::start(
+        140,
+        40,
+        &[
+            "--rtol",
+            "1e-9",
+            "--atol",
+            "0",
+            a.to_str().unwrap(),
+            b.to_str().unwrap(),
+        ],
+        &[],
+    );
+    let s = t.wait("the first divergence under the tight tolerances", |s| {
+        s.shows_detail("layers.0.k_cache_read#1")
+    });
+    assert!(
+        s.lines()[0]
+            .trim_end()
+            .ends_with("tolerances: rtol 1e-9 atol 0e0"),
+        "{}",
+        s.text
+    );
+    let (_, total) = s.timeline_position().unwrap();
+    assert_eq!(total, 119);
+    t.keys(&["a"]);
+    let s = t.wait("the filtered timeline", |s| {
+        s.text.contains(" hidden · (a shows all)")
+    });
+    let (_, shown) = s.timeline_position().unwrap();
+    assert!(shown < total, "{}", s.text);
+    assert!(s.shows_detail("layers.0.k_cache_read#1"), "{}", s.text);
+    assert!(
+        !s.text.contains(" runner.input_ids#1 "),
+        "an agreeing pair is hidden:\n{}",
+        s.text
+    );
+    t.keys(&["a"]);
+    t.wait("every row again", |s| {
+        s.timeline_position().map(|p| p.1) == Some(total)
+    });
+    t.keys(&["q"]);
+    assert_eq!(t.wait_exit(), (0, true));
 }

@@ -57,3 +57,46 @@ fn status_messages_do_not_outlive_their_truth() {
     update(&mut app, Action::NextRank);
     assert_eq!(app.message.as_deref(), Some("only rank 0 is loaded"));
 }
+
+/// The tester's note: Esc in the main view quit the workbench. It closes and clears (the wide
+/// detail, the alias focus, a search error); only `q` quits.
+#[test]
+fn esc_closes_and_clears_but_never_quits() {
+    let mut app = app("llama_kv_alias");
+    for action in [Action::Enter, Action::FocusNext] {
+        update(&mut app, action);
+    }
+    assert!(app.wide_detail);
+    assert_eq!(app.focus, dumpview::app::Focus::Aliases);
+    update(&mut app, Action::Escape);
+    assert!(!app.wide_detail, "the first Esc narrows the detail");
+    update(&mut app, Action::Escape);
+    assert_eq!(
+        app.focus,
+        dumpview::app::Focus::Timeline,
+        "the next gives the focus back"
+    );
+    for c in ['/', '('] {
+        update(
+            &mut app,
+            if c == '/' {
+                Action::StartSearch
+            } else {
+                Action::SearchChar(c)
+            },
+        );
+    }
+    update(&mut app, Action::SearchSubmit);
+    assert!(app.search.error.is_some());
+    update(&mut app, Action::Escape);
+    assert!(
+        app.search.error.is_none(),
+        "then it clears the search error"
+    );
+    for _ in 0..3 {
+        update(&mut app, Action::Escape);
+    }
+    assert!(!app.should_quit, "Esc never quits");
+    update(&mut app, Action::Quit);
+    assert!(app.should_quit);
+}

@@ -146,3 +146,18 @@ fn a_reload_keeps_the_open_panels() {
     assert_eq!(app.wide_detail, wide);
     assert_eq!((app.selected, app.offset), (50, 45));
 }
+
+#[test]
+fn a_reload_keeps_the_filter_and_the_selected_stage() {
+    let mut app = App::new(two_ranks(), false);
+    update(&mut app, Action::ViewHeight(10));
+    update(&mut app, Action::ToggleFilter);
+    update(&mut app, Action::NextFinding);
+    let (stage, shown) = (key(&app).to_string(), app.view_len());
+    assert!(app.filter && shown < app.rows.len());
+    app.reload(two_ranks());
+    assert!(app.filter, "the filter stays on");
+    assert_eq!(app.view_len(), shown);
+    assert_eq!(key(&app), stage);
+    assert!(app.row().unwrap().kept_by_filter());
+}

@@ -259,18 +259,18 @@ fn alias_panel_focus_and_jump_to_a_member() {
 #[test]
 fn export_is_an_effect_with_a_generation_and_stale_results_are_dropped() {
     let mut app = example("llama_fp16_overflow");
-    let effects = apply(&mut app, [Action::Export]);
+    let effects = apply(&mut app, [Action::Export, Action::ExportSubmit]);
     let [Effect::Spawn(JobSpec::Export { markdown, .. })] = effects.as_slice() else {
         panic!("{effects:?}")
     };
     let generation = app.0.jobs().current(Slot::Export).unwrap().0;
     assert_eq!(generation, 1);
     assert!(markdown.contains("`layers.3.mlp_up#1`"));
-    apply(&mut app, [Action::Export]);
+    apply(&mut app, [Action::Export, Action::ExportSubmit]);
     apply(&mut app, [exported(1, Ok("old.md".into()))]);
     assert_eq!(
         app.message.as_deref(),
-        Some("exporting the report…"),
+        Some("exporting the report to ./…"),
         "a stale result is dropped"
     );
     apply(&mut app, [exported(2, Ok("new.md".into()))]);
@@ -286,7 +286,10 @@ fn ranks_windows_help_and_quit() {
     assert_eq!(app.message.as_deref(), Some("rank 0 has one label window"));
     apply(&mut app, [Action::ToggleHelp, Action::Escape]);
     assert!(!app.help && !app.should_quit);
-    apply(&mut app, [Action::Escape]);
+    // Esc with nothing open never quits; q does.
+    apply(&mut app, [Action::Escape, Action::Escape]);
+    assert!(!app.should_quit);
+    apply(&mut app, [Action::Quit]);
     assert!(app.should_quit);
 }
 
@@ -629,7 +632,7 @@ fn a_finished_comparison_opens_the_popup_and_goes_into_the_exported_report() {
         [done(2, "logits#1", Ok(compared("logits#1"))), Action::Enter],
     );
     assert_eq!(app.tensor_results.len(), 2);
-    let effects = apply(&mut app, [Action::Export]);
+    let effects = apply(&mut app, [Action::Export, Action::ExportSubmit]);
     let [Effect::Spawn(JobSpec::Export { markdown, .. })] = effects.as_slice() else {
         panic!("{effects:?}")
     };
@@ -683,9 +686,9 @@ fn esc_cancels_a_running_comparison_once() {
         app.tensor_results.is_empty(),
         "a cancelled comparison is not reported"
     );
-    // Nothing runs now: Esc quits as before.
+    // Nothing runs now: Esc has nothing to close and does not quit.
     apply(&mut app, [Action::Escape]);
-    assert!(app.should_quit);
+    assert!(!app.should_quit);
 }
 
 #[test]
@@ -927,4 +930,824 @@ fn t_runs_the_comparison_as_a_job_and_its_result_opens_the_popup() {
         screen.contains("allclose NO: 318 of 5504 mismatch"),
         "{screen}"
     );
+}
+
+// ---- issue 11, item 16: laid out by priority, cut visibly ----
+
+/// The inner lines of the box whose top border holds `title` (text between its side borders).
+fn boxed(screen: &str, title: &str) -> Vec<String> {
+    let lines: Vec<&str> = screen.lines().collect();
+    let (top, x) = lines
+        .iter()
+        .enumerate()
+        .find_map(|(y, l)| {
+            let at = l.find(title)?;
+            let x = l[..at].chars().rev().position(|c| c == '┌')?;
+            Some((y, l[..at].chars().count() - 1 - x))
+        })
+        .unwrap_or_else(|| panic!("no box titled {title:?}:\n{screen}"));
+    let mut inner = Vec::new();
+    for line in &lines[top + 1..] {
+        let chars: Vec<char> = line.chars().collect();
+        if chars.get(x) != Some(&'│') {
+            break;
+        }
+        let text: String = chars[x + 1..].iter().take_while(|&&c| c != '│').collect();
+        inner.push(text.trim_end().to_string());
+    }
+    inner
+}
+
+#[test]
+fn help_lines_wrap_under_their_own_column_and_scroll_when_tall() {
+    let mut app = example("llama_fp16_overflow");
+    update(&mut app, Action::ToggleHelp);
+    // 140 columns: as wide as its longest line, nothing wraps.
+    let screen = text(&render(&mut app, 140, 40));
+    let help = boxed(&screen, "help (? or Esc closes)");
+    assert!(
+        help.iter()
+            .any(|l| l.ends_with("/ then Enter on an empty prompt repeats it")),
+        "{screen}"
+    );
+    assert!(!help.iter().any(|l| l.trim() == "it"), "{screen}");
+    // 80x24: explanations wrap under their column, never back to column 0; the overlay is
+    // taller than the terminal, so it scrolls and says what is below.
+    let screen = text(&render(&mut app, 80, 24));
+    let help = boxed(&screen, "help (? or Esc closes)");
+    let headings = ["keys", "timeline glyphs (non-finite, comparison, alias)"];
+    for line in &help {
+        let indent = line.len() - line.trim_start().len();
+        assert!(
+            line.is_empty() || headings.contains(&line.as_str()) || indent == 2 || indent >= 13,
+            "{line:?} in\n{screen}"
+        );
+    }
+    assert!(
+        help.iter().any(|l| l.starts_with("             ")),
+        "{screen}"
+    );
+    assert!(screen.contains("below · ↑↓ PgUp PgDn scroll"), "{screen}");
+    apply(&mut app, [Action::Bottom]);
+    let screen = text(&render(&mut app, 80, 24));
+    assert!(
+        screen.contains("stride-conflicting storage alias"),
+        "G shows the last line:\n{screen}"
+    );
+    assert_eq!(key(&app), UP, "the timeline did not move under the help");
+}
+
+#[test]
+fn pos_checksum_is_never_cut_where_the_detail_has_room() {
+    let mut app = example("llama_fp16_overflow");
+    for (width, height, wide) in [(80, 24, false), (140, 40, false), (140, 40, true)] {
+        app.wide_detail = wide;
+        let screen = text(&render(&mut app, width, height));
+        let detail = boxed(&screen, "detail");
+        assert!(
+            detail
+                .iter()
+                .any(|l| l.starts_with("pos_checksum -2.647e5")),
+            "{width}x{height} wide={wide}:\n{screen}"
+        );
+    }
+}
+
+#[test]
+fn the_kept_rows_stay_on_their_tensor_line_and_b_stays_in_view() {
+    let mut app = example("llama_fp16_overflow");
+    let screen = text(&render(&mut app, 140, 40));
+    let detail = boxed(&screen, "detail");
+    let tensors: Vec<&String> = detail
+        .iter()
+        .filter(|l| l.contains("8 of 12 rows"))
+        .collect();
+    assert_eq!(tensors.len(), 2, "{screen}");
+    assert!(
+        tensors
+            .iter()
+            .all(|l| l.starts_with("  tensor 8 of 12 rows · ") && l.ends_with(".safetensors")),
+        "{tensors:?}"
+    );
+    assert!(
+        detail.last().unwrap().starts_with("  tensor"),
+        "B's tensor line is the last one shown:\n{screen}"
+    );
+    assert!(
+        detail.iter().any(|l| l == "B float16 12×688 on cpu"),
+        "{screen}"
+    );
+}
+
+#[test]
+fn at_80x24_hints_shapes_and_layouts_give_way_visibly() {
+    let mut app = example("llama_kv_alias");
+    let all_shapes: std::collections::HashSet<String> =
+        app.loaded.as_ref().unwrap().session.a.windows[0]
+            .records
+            .iter()
+            .map(|r| {
+                r.shape
+                    .iter()
+                    .map(u64::to_string)
+                    .collect::<Vec<_>>()
+                    .join("×")
+            })
+            .collect();
+    for wide in [false, true] {
+        app.wide_detail = wide;
+        let screen = text(&render(&mut app, 80, 24));
+        let status = screen.lines().last().unwrap();
+        assert!(status.ends_with("? help · q quit"), "{status:?}");
+        // Every shape cell is whole or ends in `…`: never `12×4` for `12×4×64`.
+        for line in boxed(&screen, "timeline").iter().skip(1) {
+            let cell = line.split(' ').next_back().unwrap();
+            assert!(
+                cell.ends_with('…') || all_shapes.contains(cell),
+                "shape cell {cell:?} of {line:?} (wide={wide}):\n{screen}"
+            );
+        }
+        // The detail says how many of its lines are not shown.
+        assert!(screen.contains("more lines: "), "{screen}");
+    }
+}
+
+#[test]
+fn the_header_keeps_missing_data_and_identity_when_narrow() {
+    let mut app = example("llama_eager_vs_graph");
+    for width in [60, 80, 140] {
+        let screen = text(&render(&mut app, width, 24));
+        let second = screen.lines().nth(1).unwrap();
+        assert!(
+            second.contains("MISSING DATA") && second.contains("input: same 13 ids"),
+            "{width}: {second:?}"
+        );
+        assert!(second.chars().count() <= usize::from(width));
+        if width < 140 {
+            assert!(second.contains('…'), "what gave way is marked: {second:?}");
+        }
+    }
+}
+
+#[test]
+fn the_strip_marks_the_selection_in_diff_mode_too() {
+    let mut app = example("llama_fp16_overflow");
+    let screen = text(&render(&mut app, 140, 40));
+    let lines: Vec<&str> = screen.lines().collect();
+    let b = lines.iter().position(|l| l.starts_with("│B ")).unwrap();
+    assert!(lines[b + 1].contains('▲'), "{screen}");
+    // At the selected row's place: 74 of 119 rows across 136 columns.
+    let x = lines[b + 1].chars().position(|c| c == '▲').unwrap();
+    assert_eq!(x, 3 + 74 * 136 / 119);
+}
+
+// ---- issue 11, item 18 ----
+
+#[test]
+fn the_dtype_column_shows_both_sides_where_they_differ() {
+    let mut app = example("llama_fp16_overflow");
+    let screen = text(&render(&mut app, 140, 40));
+    let line = screen
+        .lines()
+        .find(|l| l.contains(" layers.3.mlp_up#1 "))
+        .unwrap();
+    assert!(line.contains(" f32/f16 "), "{line:?}");
+    // A pair of one dtype shows it once.
+    let mut app = example("llama_kv_alias");
+    let screen = text(&render(&mut app, 140, 40));
+    let line = screen
+        .lines()
+        .find(|l| l.contains(" layers.0.k_cache_read#1 "))
+        .unwrap();
+    assert!(line.contains(" f32 ") && !line.contains('/'), "{line:?}");
+}
+
+#[test]
+fn scan_mode_calls_nothing_a_and_offers_no_d_or_t() {
+    let mut app = scan_of("llama_fp16_overflow", "b");
+    let screen = text(&render(&mut app, 140, 40));
+    let detail = boxed(&screen, "detail");
+    assert!(
+        detail
+            .iter()
+            .any(|l| l.starts_with("stat ") && l.ends_with("value")),
+        "{screen}"
+    );
+    assert!(
+        detail.iter().any(|l| l == "float16 12×688 on cpu"),
+        "{screen}"
+    );
+    assert!(!detail.iter().any(|l| l.starts_with("A ")), "{screen}");
+    assert!(screen.contains(" 119 records"), "{screen}");
+    assert!(!screen.contains("A 119"), "{screen}");
+    assert!(
+        screen.lines().any(|l| l.starts_with("│  █")),
+        "the strip has no A: {screen}"
+    );
+    let status = screen.lines().last().unwrap();
+    assert!(
+        !status.contains("d divergence") && !status.contains("t tensors"),
+        "{status}"
+    );
+    update(&mut app, Action::ToggleHelp);
+    let help = boxed(&text(&render(&mut app, 140, 40)), "help (? or Esc closes)");
+    assert!(
+        !help
+            .iter()
+            .any(|l| l.starts_with("  d ") || l.starts_with("  t ")),
+        "{help:#?}"
+    );
+    assert!(help.iter().any(|l| l.starts_with("  f ")), "{help:#?}");
+}
+
+#[test]
+fn the_window_counter_counts_the_ranks_windows_as_l_does() {
+    let mut app = two_ranks();
+    let screen = text(&render(&mut app, 140, 40));
+    let second = screen.lines().nth(1).unwrap();
+    assert!(
+        second.starts_with("rank 0 [1/2] · window [1/1] "),
+        "{second:?}"
+    );
+    apply(&mut app, [Action::NextRank, Action::NextWindow]);
+    assert_eq!(app.message.as_deref(), Some("rank 1 has one label window"));
+    let screen = text(&render(&mut app, 140, 40));
+    let second = screen.lines().nth(1).unwrap();
+    assert!(
+        second.starts_with("rank 1 [2/2] · window [1/1] "),
+        "{second:?}"
+    );
+}
+
+#[test]
+fn g_and_capital_g_move_in_the_alias_panel() {
+    let mut app = example("llama_kv_alias");
+    let selected = app.selected;
+    let members: usize = app
+        .alias_groups()
+        .iter()
+        .map(|(_, g)| g.members.len())
+        .sum();
+    apply(&mut app, [Action::FocusNext, Action::Bottom]);
+    assert_eq!(app.alias_selected, members - 1);
+    apply(&mut app, [Action::Top]);
+    assert_eq!(app.alias_selected, 0);
+    apply(&mut app, [Action::PageDown]);
+    assert_eq!(app.alias_selected, app.view_height.min(members - 1));
+    assert_eq!(app.selected, selected, "the timeline did not move");
+}
+
+#[test]
+fn msprobe_records_say_what_msprobe_does_not_record() {
+    let dir = std::path::Path::new("tests/fixtures/msprobe/mlp_nan");
+    let mut app = bench(App::new(load::open(dir, None, &mut |_| {}).unwrap(), false));
+    let screen = text(&render(&mut app, 140, 40));
+    let detail = boxed(&screen, "detail");
+    assert!(
+        detail
+            .iter()
+            .any(|l| l == "  storage, device: not recorded by msprobe dump"),
+        "{screen}"
+    );
+    assert!(detail.iter().any(|l| l == "float32 3×8"), "{screen}");
+    assert!(
+        !screen.contains(" on  ") && !screen.contains("· eager") && !screen.contains("at –"),
+        "{screen}"
+    );
+}
+
+// ---- issue 11, item 19: the load warnings, read in the workbench ----
+
+#[test]
+fn w_lists_the_load_warnings_with_their_kind_and_owns_the_keys() {
+    use dumpview::model::dump::Warning;
+    let bad = Path::new("tests/fixtures/bad/truncated_mid_record.json");
+    let mut session = load::open(bad, None, &mut |_| {}).unwrap();
+    session.a.warnings.push(Warning::note(
+        "tests/fixtures/bad/attempt_1.json",
+        "an older attempt of this window was ignored",
+    ));
+    let mut app = bench(App::new(session, false));
+    assert_eq!(
+        app.message.as_deref(),
+        Some("2 load warnings (1 lost evidence): w lists them")
+    );
+    let screen = text(&render(&mut app, 140, 40));
+    assert!(
+        screen
+            .lines()
+            .next()
+            .unwrap()
+            .ends_with("2 load warnings: w"),
+        "{screen}"
+    );
+    let (selected, offset) = (app.selected, app.offset);
+    apply(&mut app, [Action::ToggleWarnings]);
+    assert!(app.warnings_open);
+    let screen = text(&render(&mut app, 140, 40));
+    let view = boxed(&screen, "load warnings: 2 (1 lost evidence, 1 note)");
+    assert!(
+        view[0].starts_with("LOST EVIDENCE  tests/fixtures/bad/truncated_mid_record.json"),
+        "{view:#?}"
+    );
+    assert!(
+        view[1].starts_with("  truncated or damaged: stops being a valid manifest at byte 3914"),
+        "{view:#?}"
+    );
+    assert!(
+        view.iter()
+            .any(|l| l.starts_with("note           tests/fixtures/bad/attempt_1.json")),
+        "{view:#?}"
+    );
+    assert!(
+        view.iter()
+            .any(|l| l == "  an older attempt of this window was ignored")
+    );
+    // The view owns the keys: nothing moves or opens behind it.
+    apply(
+        &mut app,
+        [
+            Action::Down,
+            Action::Bottom,
+            Action::Enter,
+            Action::NextFinding,
+            Action::ToggleHelp,
+        ],
+    );
+    assert_eq!((app.selected, app.offset), (selected, offset));
+    assert!(!app.wide_detail && !app.help && app.warnings_open);
+    apply(&mut app, [Action::Escape]);
+    assert!(!app.warnings_open && !app.should_quit);
+    apply(&mut app, [Action::ToggleWarnings, Action::ToggleWarnings]);
+    assert!(!app.warnings_open, "w closes it too");
+}
+
+#[test]
+fn many_warnings_scroll_and_a_clean_capture_has_none() {
+    use dumpview::model::dump::Warning;
+    let bad = Path::new("tests/fixtures/bad/truncated_mid_record.json");
+    let mut session = load::open(bad, None, &mut |_| {}).unwrap();
+    for i in 0..30 {
+        session
+            .a
+            .warnings
+            .push(Warning::note(format!("rank{i}/manifest.json"), "noted"));
+    }
+    let mut app = bench(App::new(session, false));
+    apply(&mut app, [Action::ToggleWarnings]);
+    let screen = text(&render(&mut app, 80, 24));
+    assert!(screen.contains("below · ↑↓ PgUp PgDn scroll"), "{screen}");
+    assert!(!screen.contains("rank29/manifest.json"), "{screen}");
+    apply(&mut app, [Action::Bottom]);
+    let screen = text(&render(&mut app, 80, 24));
+    assert!(screen.contains("rank29/manifest.json"), "{screen}");
+    assert_eq!(app.overlay_scroll, app.overlay_scroll_max);
+    apply(&mut app, [Action::Up]);
+    assert_eq!(
+        app.overlay_scroll,
+        app.overlay_scroll_max - 1,
+        "one Up, one line"
+    );
+
+    let mut clean = example("llama_fp16_overflow");
+    apply(&mut clean, [Action::ToggleWarnings]);
+    assert!(!clean.warnings_open);
+    assert_eq!(
+        clean.message.as_deref(),
+        Some("no load warnings: every input was read whole")
+    );
+}
+
+// ---- issue 11, item 20: the export path, shown and editable before anything is written ----
+
+#[test]
+fn e_shows_the_path_first_and_the_prompt_owns_the_keys() {
+    let mut app = example("llama_fp16_overflow");
+    app.working_dir = Some(PathBuf::from("/work/runs"));
+    let selected = app.selected;
+    assert!(
+        apply(&mut app, [Action::Export]).is_empty(),
+        "nothing written yet"
+    );
+    assert_eq!(app.export.as_ref().unwrap().input, "/work/runs/");
+    let screen = text(&render(&mut app, 100, 30));
+    let prompt = boxed(&screen, "export the first-mismatch report");
+    assert_eq!(prompt[0], "to /work/runs/▏", "{screen}");
+    assert!(
+        prompt
+            .iter()
+            .any(|l| l.contains("Enter writes · Esc cancels")),
+        "{screen}"
+    );
+    // Keys are text: q, j and e do not quit, move or export.
+    let typed: Vec<Action> = "qje.md".chars().map(Action::ExportChar).collect();
+    apply(&mut app, typed);
+    apply(&mut app, [Action::ExportBackspace, Action::ExportBackspace]);
+    assert_eq!(app.export.as_ref().unwrap().input, "/work/runs/qje.");
+    assert!(!app.should_quit && app.selected == selected);
+    apply(&mut app, [Action::ExportClear]);
+    for c in "/tmp/mine.md".chars() {
+        apply(&mut app, [Action::ExportChar(c)]);
+    }
+    let effects = apply(&mut app, [Action::ExportSubmit]);
+    let [Effect::Spawn(JobSpec::Export { target, .. })] = effects.as_slice() else {
+        panic!("{effects:?}")
+    };
+    assert_eq!(target, &PathBuf::from("/tmp/mine.md"));
+    assert!(app.export.is_none());
+    assert_eq!(
+        app.message.as_deref(),
+        Some("exporting the report to /tmp/mine.md…")
+    );
+    // Written: the next prompt proposes that directory.
+    apply(
+        &mut app,
+        [exported(1, Ok("/tmp/mine.md".into())), Action::Export],
+    );
+    assert_eq!(app.export.as_ref().unwrap().input, "/tmp/");
+    // Esc cancels without writing.
+    assert!(apply(&mut app, [Action::Escape]).is_empty());
+    assert!(app.export.is_none() && !app.should_quit);
+    assert_eq!(
+        app.message.as_deref(),
+        Some("export cancelled: nothing written")
+    );
+    // An empty path is refused in the prompt.
+    apply(&mut app, [Action::Export, Action::ExportClear]);
+    assert!(apply(&mut app, [Action::ExportSubmit]).is_empty());
+    assert_eq!(
+        app.export.as_ref().unwrap().error.as_deref(),
+        Some("give a directory or a file name")
+    );
+}
+
+#[test]
+fn a_failed_export_says_where_and_why_and_e_opens_on_that_path() {
+    let mut app = example("llama_fp16_overflow");
+    app.working_dir = Some(PathBuf::from("/read-only"));
+    apply(&mut app, [Action::Export, Action::ExportSubmit]);
+    let why = "could not create /read-only/dumpview-report-example_llama_fp16_overflow-1.md: \
+               Read-only file system (os error 30)";
+    apply(&mut app, [exported(1, Err(why.into()))]);
+    assert_eq!(
+        app.message.as_deref(),
+        Some(format!("export failed: {why} · e to choose another path").as_str())
+    );
+    // The long message is not cut at 80 columns: it wraps onto the status lines.
+    let screen = text(&render(&mut app, 80, 24));
+    let status: String = screen
+        .lines()
+        .skip(21)
+        .map(str::trim)
+        .collect::<Vec<_>>()
+        .join(" ");
+    assert!(
+        status.contains("Read-only file system (os error 30)"),
+        "{screen}"
+    );
+    apply(&mut app, [Action::Export]);
+    assert_eq!(app.export.as_ref().unwrap().input, "/read-only/");
+}
+
+#[test]
+fn the_export_job_writes_where_the_prompt_said() {
+    use ratatui::crossterm::event::KeyCode;
+    let dir = tempfile::tempdir().unwrap();
+    let mut app = example_app("llama_fp16_overflow");
+    app.working_dir = Some(dir.path().to_path_buf());
+    let terminal = Terminal::new(TestBackend::new(100, 30)).unwrap();
+    let script = [key_press(KeyCode::Char('e')), key_press(KeyCode::Enter)];
+    let (app, _) = dumpview::runtime::run_with(terminal, app, script).unwrap();
+    let written = dir
+        .path()
+        .join("dumpview-report-example_llama_fp16_overflow-1.md");
+    assert_eq!(
+        app.message.as_deref(),
+        Some(format!("report exported to {}", written.display()).as_str())
+    );
+    assert!(
+        std::fs::read_to_string(&written)
+            .unwrap()
+            .contains("# First-mismatch report")
+    );
+}
+
+// ---- issue 11, item 21: a regenerated example is not "not on disk" ----
+
+/// The status bar's lines (every row below the last panel's border), joined.
+fn status_of(screen: &str) -> String {
+    let all: Vec<&str> = screen.lines().collect();
+    let last_border = all.iter().rposition(|l| l.starts_with('└')).unwrap();
+    all[last_border + 1..]
+        .iter()
+        .map(|l| l.trim())
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
+#[test]
+fn t_on_a_regenerated_example_says_so_and_where_to_compare_its_tensors() {
+    // A checkout whose example was regenerated: the manifests differ from the embedded ones
+    // by a byte, the tensors are there.
+    let root = tempfile::tempdir().unwrap();
+    for side in ["a", "b"] {
+        let from = Path::new(FP16).join(side).join("rank0/match1-occ1");
+        let to = root
+            .path()
+            .join("assets/examples/llama_fp16_overflow")
+            .join(side)
+            .join("rank0/match1-occ1");
+        std::fs::create_dir_all(to.join("tensors")).unwrap();
+        let mut manifest = std::fs::read(from.join("manifest.json")).unwrap();
+        manifest.push(b'\n');
+        std::fs::write(to.join("manifest.json"), manifest).unwrap();
+        std::fs::copy(
+            from.join(format!("tensors/{UP}.safetensors")),
+            to.join(format!("tensors/{UP}.safetensors")),
+        )
+        .unwrap();
+    }
+    let pair = example_pairs()
+        .into_iter()
+        .find(|p| p.name == "llama_fp16_overflow")
+        .unwrap();
+    let session = load::embedded_in(&pair, root.path(), &Default::default()).unwrap();
+    let dir = root.path().join("assets/examples/llama_fp16_overflow");
+    assert_eq!(session.checkout, None);
+    assert_eq!(session.checkout_differs.as_deref(), Some(dir.as_path()));
+    let mut app = bench(App::new(session, false));
+    assert!(apply(&mut app, [Action::CompareTensors]).is_empty());
+    let said = format!(
+        "{0} was regenerated since this dumpview was built: its saved tensors are not the \
+         embedded run's. Compare them there with `dumpview {0}/a {0}/b`, or rebuild dumpview",
+        dir.display()
+    );
+    assert_eq!(app.message.as_deref(), Some(said.as_str()));
+    assert!(!said.contains("not on disk"));
+    // Shown whole at 140 columns: wrapped onto the status lines, not cut.
+    let screen = text(&render(&mut app, 140, 40));
+    assert!(status_of(&screen).starts_with(&said), "{screen}");
+}
+
+#[test]
+fn t_away_from_any_checkout_is_said_whole_at_140_columns() {
+    let pair = example_pairs()
+        .into_iter()
+        .find(|p| p.name == "llama_fp16_overflow")
+        .unwrap();
+    let nowhere = tempfile::tempdir().unwrap();
+    let session = load::embedded_in(&pair, nowhere.path(), &Default::default()).unwrap();
+    assert_eq!(
+        (session.checkout.as_ref(), session.checkout_differs.as_ref()),
+        (None, None)
+    );
+    let mut app = bench(App::new(session, false));
+    apply(&mut app, [Action::CompareTensors]);
+    let said = app.message.clone().unwrap();
+    assert!(said.contains("not on disk here"), "{said}");
+    assert!(said.chars().count() > 140);
+    let screen = text(&render(&mut app, 140, 40));
+    assert!(status_of(&screen).starts_with(&said), "{screen}");
+}
+
+// ---- issue 11, item 22: the diff's tolerances on the workbench, and the filter (`a`) ----
+
+#[test]
+fn a_shows_only_rows_with_a_finding_and_keeps_the_selection_on_one() {
+    let mut app = example("llama_kv_alias");
+    let kept: Vec<String> = app
+        .rows
+        .iter()
+        .filter(|r| r.kept_by_filter())
+        .map(|r| r.key.clone())
+        .collect();
+    let hidden = app.rows.len() - kept.len();
+    assert!(hidden > 0 && !kept.is_empty());
+    assert!(
+        app.rows
+            .iter()
+            .filter(|r| !r.kept_by_filter())
+            .all(|r| r.state == dumpview::app::RowState::Agrees && !r.conflict),
+        "in diff mode only agreeing pairs are hidden"
+    );
+    // On a hidden row (the first, which agrees), `a` moves to the next row with a finding.
+    apply(&mut app, [Action::Top]);
+    assert!(!app.row().unwrap().kept_by_filter());
+    apply(&mut app, [Action::ToggleFilter]);
+    assert!(app.filter);
+    assert_eq!(app.view_len(), kept.len());
+    assert_eq!(key(&app), kept[0]);
+    assert_eq!(
+        app.message.as_deref(),
+        Some(
+            format!(
+                "filter: {hidden} agreeing pairs hidden, {} shown (a shows all)",
+                kept.len()
+            )
+            .as_str()
+        )
+    );
+    // Movement stays in view.
+    apply(&mut app, [Action::Down]);
+    assert_eq!(key(&app), kept[1]);
+    apply(&mut app, [Action::Bottom]);
+    assert_eq!(key(&app), kept[kept.len() - 1]);
+    apply(&mut app, [Action::Top, Action::FirstDivergence]);
+    assert_eq!(key(&app), "layers.0.k_cache_read#1");
+    let at = kept
+        .iter()
+        .position(|k| k == "layers.0.k_cache_read#1")
+        .unwrap()
+        + 1;
+    let screen = text(&render(&mut app, 140, 40));
+    assert!(
+        screen.contains(&format!(
+            " timeline {at}/{} · 109 findings · {hidden} hidden · (a shows all) ",
+            kept.len()
+        )),
+        "{screen}"
+    );
+    for line in boxed(&screen, "timeline").iter().skip(1) {
+        let key = line.split_whitespace().find(|w| w.contains('#')).unwrap();
+        assert!(kept.iter().any(|k| k == key), "{key} is hidden: {line}");
+    }
+    // `a` again: every row, the same one selected.
+    apply(&mut app, [Action::ToggleFilter]);
+    assert!(!app.filter && app.visible.is_none());
+    assert_eq!(key(&app), "layers.0.k_cache_read#1");
+    assert_eq!(app.row_index(app.selected), app.selected);
+}
+
+#[test]
+fn jumps_to_hidden_rows_say_so() {
+    let mut app = example("llama_kv_alias");
+    apply(&mut app, [Action::ToggleFilter]);
+    // A search whose matches are all hidden says so and stays.
+    let before = key(&app).to_string();
+    apply(&mut app, [Action::StartSearch]);
+    for c in "^embed".chars() {
+        apply(&mut app, [Action::SearchChar(c)]);
+    }
+    apply(&mut app, [Action::SearchSubmit]);
+    assert_eq!(key(&app), before);
+    assert_eq!(
+        app.message.as_deref(),
+        Some("only rows the filter hides match /^embed/: a shows all")
+    );
+    // An alias member without a finding of its own: the jump turns the filter off.
+    let groups = app.alias_groups();
+    let (index, member) = groups
+        .iter()
+        .flat_map(|(_, g)| g.members.iter())
+        .enumerate()
+        .find(|(_, m)| {
+            !app.rows
+                .iter()
+                .find(|r| r.key == m.key)
+                .unwrap()
+                .kept_by_filter()
+        })
+        .map(|(i, m)| (i, m.key.clone()))
+        .unwrap();
+    drop(groups);
+    apply(&mut app, [Action::FocusNext]);
+    app.alias_selected = index;
+    apply(&mut app, [Action::Enter]);
+    assert_eq!(key(&app), member);
+    assert!(!app.filter);
+    assert_eq!(
+        app.message.as_deref(),
+        Some(format!("filter off: {member} has no finding of its own").as_str())
+    );
+}
+
+#[test]
+fn in_scan_mode_the_filter_keeps_non_finite_and_conflicting_records() {
+    let mut app = scan_of("llama_fp16_overflow", "b");
+    apply(&mut app, [Action::ToggleFilter]);
+    assert!(app.filter);
+    let visible: Vec<&dumpview::app::Row> = (0..app.view_len())
+        .map(|p| &app.rows[app.row_index(p)])
+        .collect();
+    assert!(visible.iter().all(|r| r.nonfinite_a || r.conflict));
+    assert_eq!(
+        visible.len(),
+        app.rows
+            .iter()
+            .filter(|r| r.nonfinite_a || r.conflict)
+            .count()
+    );
+    assert_eq!(visible[0].key, "layers.3.mlp_up#1");
+    assert_eq!(
+        app.message.as_deref(),
+        Some(
+            format!(
+                "filter: {} finite records outside stride conflicts hidden, {} shown (a shows all)",
+                app.rows.len() - visible.len(),
+                visible.len()
+            )
+            .as_str()
+        )
+    );
+    // A capture with nothing to keep is not filtered to nothing.
+    let mut clean = scan_of("llama_chunked_prefill", "a");
+    apply(&mut clean, [Action::ToggleFilter]);
+    assert!(!clean.filter);
+    assert_eq!(
+        clean.message.as_deref(),
+        Some("no row has a finding: the filter would hide all 119")
+    );
+}
+
+#[test]
+fn the_filter_stays_across_windows_and_says_when_one_shows_nothing() {
+    let mut app = two_ranks();
+    apply(&mut app, [Action::ToggleFilter]);
+    assert!(app.filter && app.view_len() > 0);
+    // Rank 1 agrees everywhere: the filter stays on, the view is empty and says why.
+    apply(&mut app, [Action::NextRank]);
+    assert!(app.filter);
+    assert_eq!(app.view_len(), 0);
+    assert!(app.row().is_none());
+    assert_eq!(
+        app.message.as_deref(),
+        Some("no row of this window has a finding: the filter hides all 119 (a shows all)")
+    );
+    let screen = text(&render(&mut app, 140, 40));
+    assert!(
+        screen.contains(" timeline 0/0 · 0 findings · 119 hidden · (a shows all) "),
+        "{screen}"
+    );
+    apply(
+        &mut app,
+        [Action::Down, Action::NextFinding, Action::ToggleFilter],
+    );
+    assert!(!app.filter);
+    assert_eq!(app.view_len(), 119);
+}
+
+#[test]
+fn snapshot_filter_kv_alias_80x24() {
+    let mut app = example("llama_kv_alias");
+    update(&mut app, Action::ToggleFilter);
+    insta::assert_snapshot!("filter_kv_alias_80x24", text(&render(&mut app, 80, 24)));
+}
+
+#[test]
+fn tolerances_given_to_the_workbench_are_its_diffs() {
+    use dumpview::model::analysis::compare::Tolerances;
+    // The chunked prefill pair agrees under the default screen, not at rtol 1e-9, atol 0.
+    let (a, b) = (
+        Path::new("assets/examples/llama_chunked_prefill/a"),
+        Path::new("assets/examples/llama_chunked_prefill/b"),
+    );
+    let default = bench(App::new(
+        load::open(a, Some(b), &mut |_| {}).unwrap(),
+        false,
+    ));
+    assert!(!default.rows.iter().any(|r| r.first_divergence));
+    let tight = Tolerances::uniform(1e-9, 0.0);
+    let mut app = bench(App::new(
+        load::open_with(a, Some(b), Default::default(), &tight, &mut |_| {}).unwrap(),
+        false,
+    ));
+    assert_eq!(key(&app), "layers.0.k_cache_read#1");
+    assert!(app.row().unwrap().first_divergence);
+    let screen = text(&render(&mut app, 140, 40));
+    assert!(
+        screen
+            .lines()
+            .next()
+            .unwrap()
+            .ends_with("tolerances: rtol 1e-9 atol 0e0"),
+        "{screen}"
+    );
+}
+
+#[test]
+fn the_detail_says_what_gives_it_room() {
+    let mut app = example("llama_kv_alias");
+    let note = |app: &mut Bench| {
+        let screen = text(&render(app, 140, 40));
+        screen
+            .lines()
+            .find_map(|l| {
+                l.split("more lines: ")
+                    .nth(1)
+                    .map(|r| r.split(" ─").next().unwrap().to_string())
+            })
+            .unwrap_or_default()
+    };
+    // The alias panel focused takes half the column: Tab gives the room back (Enter would
+    // jump to a member).
+    apply(&mut app, [Action::FocusNext]);
+    assert_eq!(note(&mut app), "Tab to the timeline");
+    apply(&mut app, [Action::FocusNext]);
+    assert_eq!(
+        note(&mut app),
+        "",
+        "every line shown with the timeline focused"
+    );
+    let screen = text(&render(&mut app, 80, 24));
+    assert!(screen.contains("more lines: Enter widens"), "{screen}");
 }

@@ -5,6 +5,7 @@
 
 use std::path::PathBuf;
 
+use crate::model::analysis::compare::Tolerances;
 use crate::model::ingest::{Attempt, Progress};
 use crate::model::tensor::pairing::FileComparison;
 
@@ -28,7 +29,7 @@ pub enum Slot {
     Reload,
 }
 
-/// What to open: the input of a [`JobSpec::Load`].
+/// What to open: the input of a [`JobSpec::Load`] and of `crate::runtime::run`.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Source {
     /// One or two captures on disk (each a manifest file or a directory).
@@ -61,17 +62,26 @@ pub enum JobSpec {
         /// B's saved tensor file.
         b: PathBuf,
     },
-    /// Write `markdown` to a new file in the current directory named after `name_hint`
-    /// (never replacing one); result [`JobOutput::Exported`].
+    /// Write `markdown` to `target`: into a new file named after `name_hint` when `target`
+    /// is a directory (or ends with `/`), else to `target` itself; never replacing a file.
+    /// Result [`JobOutput::Exported`] (the path written); a failure names the path it tried
+    /// and why.
     Export {
         /// The report.
         markdown: String,
         /// The session's title, sanitised into the file name.
         name_hint: String,
+        /// Where, as typed in the export prompt (`~/` is the home directory).
+        target: PathBuf,
     },
-    /// Load the captures of `source`; progress [`JobProgress::Load`], result
-    /// [`JobOutput::Loaded`].
-    Load(Source),
+    /// Load the captures of `source` and diff them under `tolerances`; progress
+    /// [`JobProgress::Load`], result [`JobOutput::Loaded`].
+    Load {
+        /// What to open.
+        source: Source,
+        /// The diff's tolerances (the workbench's `--rtol`, `--atol`, `--tol`).
+        tolerances: Tolerances,
+    },
 }
 
 impl JobSpec {
@@ -80,7 +90,7 @@ impl JobSpec {
         match self {
             JobSpec::Compare { .. } => Slot::Compare,
             JobSpec::Export { .. } => Slot::Export,
-            JobSpec::Load(_) => Slot::Reload,
+            JobSpec::Load { .. } => Slot::Reload,
         }
     }
 }

@@ -4,8 +4,8 @@
 //! three places at once.
 //!
 //! Context decides first: while the search prompt is open ([`Mode::Search`]) characters are
-//! text, not commands. The tensor result popup is modal in [`super::update`], which keeps the
-//! keys it uses and drops the others.
+//! text, not commands. The help, the load warnings view and the tensor result popup are
+//! modal in [`super::update`], which keeps the keys each uses and drops the others.
 
 use super::{Action, App};
 
@@ -38,19 +38,23 @@ pub enum Key {
     Backspace,
 }
 
-/// Which keys are live: the search prompt takes text, everything else takes commands.
+/// Which keys are live: the prompts take text, everything else takes commands.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Mode {
     /// Commands ([`BINDINGS`]).
     Normal,
     /// Typing a search pattern ([`SEARCH`], any other character is text).
     Search,
+    /// Typing the export path ([`EXPORT`], any other character is text).
+    Export,
 }
 
 impl Mode {
     /// The mode `app` is in.
     pub fn of(app: &App) -> Mode {
-        if app.search.editing {
+        if app.export.is_some() {
+            Mode::Export
+        } else if app.search.editing {
             Mode::Search
         } else {
             Mode::Normal
@@ -71,6 +75,9 @@ pub struct Binding {
     /// The help overlay line this row opens: keys as written there, and the explanation.
     /// `None`: the row is explained by the line of a row above it.
     pub help: Option<(&'static str, &'static str)>,
+    /// The row acts on two captures (diff mode): with one capture open, neither the status
+    /// bar nor the help offers it (the key still says why it does nothing).
+    pub needs_b: bool,
 }
 
 const fn bind(
@@ -84,6 +91,23 @@ const fn bind(
         action: Some(action),
         hint,
         help,
+        needs_b: false,
+    }
+}
+
+/// [`bind`] for a row that needs two captures ([`Binding::needs_b`]).
+const fn bind_diff(
+    keys: &'static [Key],
+    action: Action,
+    hint: Option<(u8, &'static str)>,
+    help: Option<(&'static str, &'static str)>,
+) -> Binding {
+    Binding {
+        keys,
+        action: Some(action),
+        hint,
+        help,
+        needs_b: true,
     }
 }
 
@@ -92,7 +116,7 @@ pub static BINDINGS: &[Binding] = &[
     bind(
         &[Key::Up, Key::Char('k')],
         Action::Up,
-        Some((0, "↑↓ jk move")),
+        None,
         Some(("↑ ↓  j k", "move; PgUp PgDn page; g G first, last row")),
     ),
     bind(&[Key::Down, Key::Char('j')], Action::Down, None, None),
@@ -116,13 +140,13 @@ pub static BINDINGS: &[Binding] = &[
         &[Key::Char('f')],
         Action::FirstNonFinite,
         Some((2, "f non-finite")),
-        Some(("f  d", "first non-finite record / first divergence")),
+        Some(("f", "first non-finite record")),
     ),
-    bind(
+    bind_diff(
         &[Key::Char('d')],
         Action::FirstDivergence,
         Some((3, "d divergence")),
-        None,
+        Some(("d", "first divergence (of the rank that diverges first)")),
     ),
     bind(
         &[Key::Char('/')],
@@ -134,45 +158,60 @@ pub static BINDINGS: &[Binding] = &[
         )),
     ),
     bind(
+        &[Key::Char('a')],
+        Action::ToggleFilter,
+        Some((6, "a filter")),
+        Some(("a", "hide the rows without a finding (a again shows all)")),
+    ),
+    bind(
         &[Key::Char('r')],
         Action::NextRank,
-        Some((6, "r rank")),
+        Some((7, "r rank")),
         Some(("r  l", "next rank / next label window on this rank")),
     ),
     bind(
         &[Key::Char('l')],
         Action::NextWindow,
-        Some((7, "l window")),
+        Some((8, "l window")),
         None,
     ),
     bind(
         &[Key::Tab],
         Action::FocusNext,
-        Some((8, "Tab")),
+        Some((10, "Tab aliases")),
         Some(("Tab", "focus timeline or storage aliases")),
     ),
     bind(
         &[Key::Enter],
         Action::Enter,
-        Some((9, "Enter")),
+        None,
         Some(("Enter", "wide detail (timeline) / jump to member (aliases)")),
     ),
-    bind(
+    bind_diff(
         &[Key::Char('t')],
         Action::CompareTensors,
         Some((4, "t tensors")),
         Some((
             "t",
-            "compare this stage's saved tensors, A vs B (Esc cancels, ↑↓ key)",
+            "compare this stage's saved tensors of A and B (Esc cancels)",
         )),
     ),
     bind(
         &[Key::Char('e')],
         Action::Export,
-        Some((10, "e export")),
+        Some((9, "e export")),
         Some((
             "e",
-            "export the first-mismatch report (Markdown, with compared tensors)",
+            "export the first-mismatch report (the path is asked for first)",
+        )),
+    ),
+    bind(
+        &[Key::Char('w')],
+        Action::ToggleWarnings,
+        None,
+        Some((
+            "w",
+            "load warnings: what was lost or noted reading the inputs",
         )),
     ),
     Binding {
@@ -180,15 +219,29 @@ pub static BINDINGS: &[Binding] = &[
         action: None,
         hint: None,
         help: Some(("mouse", "wheel scrolls, click selects (timeline, ranks)")),
+        needs_b: false,
     },
     bind(
         &[Key::Char('?')],
         Action::ToggleHelp,
-        Some((11, "? help")),
-        Some(("? Esc q", "this help / close, quit / quit")),
+        Some((12, "? help")),
+        Some(("?", "this help (? or Esc closes it)")),
     ),
-    bind(&[Key::Esc], Action::Escape, None, None),
-    bind(&[Key::Char('q')], Action::Quit, Some((12, "q quit")), None),
+    bind(
+        &[Key::Esc],
+        Action::Escape,
+        None,
+        Some((
+            "Esc",
+            "closes a popup, cancels a comparison, narrows the detail",
+        )),
+    ),
+    bind(
+        &[Key::Char('q')],
+        Action::Quit,
+        Some((13, "q quit")),
+        Some(("q  Ctrl-C", "quit")),
+    ),
 ];
 
 /// The keys of [`Mode::Search`] besides text: every other character is typed into the prompt.
@@ -196,6 +249,14 @@ pub static SEARCH: &[Binding] = &[
     bind(&[Key::Backspace], Action::SearchBackspace, None, None),
     bind(&[Key::Enter], Action::SearchSubmit, None, None),
     bind(&[Key::Esc], Action::SearchCancel, None, None),
+];
+
+/// The keys of [`Mode::Export`] besides text: every other character is typed into the path.
+pub static EXPORT: &[Binding] = &[
+    bind(&[Key::Backspace], Action::ExportBackspace, None, None),
+    bind(&[Key::Ctrl('u')], Action::ExportClear, None, None),
+    bind(&[Key::Enter], Action::ExportSubmit, None, None),
+    bind(&[Key::Esc], Action::ExportCancel, None, None),
 ];
 
 /// Keys that act in every mode: Ctrl-C quits even from the search prompt.
@@ -214,36 +275,58 @@ pub fn action_for(key: Key, mode: Mode) -> Option<Action> {
     if let Some(action) = lookup(GLOBAL, key) {
         return Some(action);
     }
+    let table = match mode {
+        Mode::Normal => BINDINGS,
+        Mode::Search => SEARCH,
+        Mode::Export => EXPORT,
+    };
+    if let Some(action) = lookup(table, key) {
+        return Some(action);
+    }
     let key = match key {
         Key::Ctrl(c) => Key::Char(c),
         other => other,
     };
-    match mode {
-        Mode::Normal => lookup(BINDINGS, key),
-        Mode::Search => lookup(SEARCH, key).or(match key {
-            Key::Char(c) => Some(Action::SearchChar(c)),
-            _ => None,
-        }),
-    }
-}
-
-/// The status bar's key hints, joined with ` · `, in their places (built once).
-pub fn status_hints() -> &'static str {
-    static HINTS: std::sync::OnceLock<String> = std::sync::OnceLock::new();
-    HINTS.get_or_init(|| {
-        let mut hints: Vec<(u8, &str)> = BINDINGS.iter().filter_map(|b| b.hint).collect();
-        hints.sort_by_key(|(place, _)| *place);
-        hints
-            .iter()
-            .map(|(_, hint)| *hint)
-            .collect::<Vec<_>>()
-            .join(" · ")
+    lookup(table, key).or(match (mode, key) {
+        (Mode::Search, Key::Char(c)) => Some(Action::SearchChar(c)),
+        (Mode::Export, Key::Char(c)) => Some(Action::ExportChar(c)),
+        _ => None,
     })
 }
 
-/// The help overlay's key lines: (keys as written, explanation), in table order.
-pub fn help_lines() -> impl Iterator<Item = (&'static str, &'static str)> {
-    BINDINGS.iter().filter_map(|b| b.help)
+/// One key hint of the status bar.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Hint {
+    /// As shown: `n/N finding`.
+    pub text: &'static str,
+    /// Kept when the bar is too narrow for every hint (`? help`, `q quit`): the others give
+    /// way, from the last place on.
+    pub pinned: bool,
+}
+
+/// The status bar's key hints in their places, those that need two captures only when
+/// `diffing`.
+pub fn status_hints(diffing: bool) -> Vec<Hint> {
+    let mut hints: Vec<(u8, Hint)> = BINDINGS
+        .iter()
+        .filter(|b| diffing || !b.needs_b)
+        .filter_map(|b| {
+            let (place, text) = b.hint?;
+            let pinned = matches!(b.action, Some(Action::ToggleHelp | Action::Quit));
+            Some((place, Hint { text, pinned }))
+        })
+        .collect();
+    hints.sort_by_key(|(place, _)| *place);
+    hints.into_iter().map(|(_, hint)| hint).collect()
+}
+
+/// The help overlay's key lines: (keys as written, explanation), in table order; those that
+/// need two captures only when `diffing`.
+pub fn help_lines(diffing: bool) -> impl Iterator<Item = (&'static str, &'static str)> {
+    BINDINGS
+        .iter()
+        .filter(move |b| diffing || !b.needs_b)
+        .filter_map(|b| b.help)
 }
 
 #[cfg(test)]
@@ -294,5 +377,43 @@ mod tests {
         ));
         assert!(action_for(Key::Char('z'), Mode::Normal).is_none());
         assert!(action_for(Key::Tab, Mode::Search).is_none());
+        // The export prompt: text, Ctrl-U clears, Esc cancels, Ctrl-C still quits.
+        assert!(matches!(
+            action_for(Key::Char('q'), Mode::Export),
+            Some(Action::ExportChar('q'))
+        ));
+        assert!(matches!(
+            action_for(Key::Ctrl('u'), Mode::Export),
+            Some(Action::ExportClear)
+        ));
+        assert!(matches!(
+            action_for(Key::Esc, Mode::Export),
+            Some(Action::ExportCancel)
+        ));
+        assert!(matches!(
+            action_for(Key::Ctrl('c'), Mode::Export),
+            Some(Action::Quit)
+        ));
+    }
+
+    #[test]
+    fn scan_mode_offers_no_key_that_needs_two_captures() {
+        let texts =
+            |diffing| -> Vec<&str> { status_hints(diffing).iter().map(|h| h.text).collect() };
+        assert!(texts(true).contains(&"d divergence") && texts(true).contains(&"t tensors"));
+        assert!(
+            !texts(false)
+                .iter()
+                .any(|t| t.starts_with("d ") || t.starts_with("t "))
+        );
+        let keys: Vec<&str> = help_lines(false).map(|(k, _)| k).collect();
+        assert!(!keys.contains(&"d") && !keys.contains(&"t"), "{keys:?}");
+        assert!(help_lines(true).any(|(k, _)| k == "t"));
+        let pinned: Vec<&str> = status_hints(false)
+            .iter()
+            .filter(|h| h.pinned)
+            .map(|h| h.text)
+            .collect();
+        assert_eq!(pinned, ["? help", "q quit"]);
     }
 }

@@ -7,6 +7,10 @@
 //! says which key sends which action.
 
 #[warn(missing_docs)]
+pub mod export;
+#[warn(missing_docs)]
+mod filter;
+#[warn(missing_docs)]
 pub mod jobs;
 #[warn(missing_docs)]
 pub mod keymap;
@@ -53,6 +57,8 @@ pub enum Action {
     /// `f`: first non-finite; `d`: first divergence.
     FirstNonFinite,
     FirstDivergence,
+    /// `a`: show only the rows with a finding ([`Row::kept_by_filter`]), or all again.
+    ToggleFilter,
     /// `/` opens the search prompt; characters, backspace, Enter and Esc edit it.
     StartSearch,
     SearchChar(char),
@@ -66,16 +72,27 @@ pub enum Action {
     FocusNext,
     /// Enter: on the timeline, toggle the wide detail view; on the alias panel, jump to the member.
     Enter,
-    /// `e`: export the first-mismatch report.
+    /// `e`: opens the export prompt on the path the report would be written to; characters,
+    /// Backspace, Ctrl-U (clear), Enter (write) and Esc (cancel) edit it.
     Export,
+    ExportChar(char),
+    ExportBackspace,
+    ExportClear,
+    ExportSubmit,
+    ExportCancel,
     /// `t`: compare the selected stage's saved tensors of A and B in the background; on a
     /// stage already compared, show the kept result again.
     CompareTensors,
     /// `?`.
     ToggleHelp,
-    /// `q`, Esc (Esc first closes help, the search prompt or the tensor popup, cancels a
-    /// running tensor comparison, or narrows the wide detail).
+    /// `w`: the load warnings of the open captures (what was lost or noted while reading
+    /// them); `w` or Esc closes the view.
+    ToggleWarnings,
+    /// `q` (and Ctrl-C anywhere).
     Quit,
+    /// Esc: closes what is open (help, the search prompt, the tensor popup), cancels a
+    /// running tensor comparison, narrows the wide detail, gives the focus back to the
+    /// timeline, or clears the status message; it never quits.
     Escape,
     /// Mouse wheel over the timeline.
     Scroll(i64),
@@ -90,6 +107,9 @@ pub enum Action {
     Resize(u16, u16),
     /// The timeline's visible height, as last drawn (rows).
     ViewHeight(usize),
+    /// How far the open overlay (help, warnings) can scroll, as last drawn: its lines
+    /// beyond those in view.
+    OverlayScrollMax(usize),
     /// An event of a background job (progress, its result, its failure, its cancel). The
     /// runtime has already dropped events of jobs that are no longer their slot's current.
     Job(JobUpdate),
@@ -217,9 +237,16 @@ pub struct App {
     pub strip_range: Option<(f64, f64)>,
     /// Rows that are findings (`n`/`N` stops), counted once per window.
     pub findings: usize,
+    /// The selected row, as a position in the view ([`App::row_index`] gives its index
+    /// into `rows`; without the filter the two are the same).
     pub selected: usize,
-    /// First visible timeline row.
+    /// First visible timeline row (a view position).
     pub offset: usize,
+    /// `a`: the timeline shows only rows with a finding ([`Row::kept_by_filter`]).
+    pub filter: bool,
+    /// With the filter on, the indices into `rows` of the rows in view, in order; `None`:
+    /// every row is in view.
+    pub visible: Option<Vec<usize>>,
     /// Timeline rows visible in the last frame.
     pub view_height: usize,
     pub focus: Focus,
@@ -227,6 +254,14 @@ pub struct App {
     pub wide_detail: bool,
     pub search: Search,
     pub help: bool,
+    /// The load warnings view is open (`w`).
+    pub warnings_open: bool,
+    /// The first line of the open overlay (help, warnings) in view; Up, Down, PgUp, PgDn,
+    /// g and G move it while the overlay is open.
+    pub overlay_scroll: usize,
+    /// The largest [`App::overlay_scroll`] the last frame allowed (reported by the runtime,
+    /// [`Action::OverlayScrollMax`]).
+    pub overlay_scroll_max: usize,
     pub message: Option<String>,
     pub should_quit: bool,
     /// Glyph-only marks, no colours (NO_COLOR).
@@ -241,6 +276,14 @@ pub struct App {
     pub tensor_popup: Option<TensorPopup>,
     /// Watch mode's sources and their states; `None` when nothing is followed.
     pub watch: Option<watch::WatchStatus>,
+    /// The directory the workbench was started in, as the runtime found it: where `e`
+    /// proposes to write the report. `None`: unknown (headless runs), shown as `./`.
+    pub working_dir: Option<std::path::PathBuf>,
+    /// The open export prompt (`e`).
+    pub export: Option<export::ExportPrompt>,
+    /// What the next export prompt opens on: the path last tried (kept after a failure), or
+    /// the directory of the report last written.
+    pub export_last: Option<String>,
 }
 
 impl App {
@@ -264,12 +307,17 @@ impl App {
             findings: 0,
             selected: 0,
             offset: 0,
+            filter: false,
+            visible: None,
             view_height: 20,
             focus: Focus::Timeline,
             alias_selected: 0,
             wide_detail: false,
             search: Search::default(),
             help: false,
+            warnings_open: false,
+            overlay_scroll: 0,
+            overlay_scroll_max: usize::MAX,
             message: None,
             should_quit: false,
             no_color,
@@ -278,6 +326,9 @@ impl App {
             tensor_results: Vec::new(),
             tensor_popup: None,
             watch: None,
+            working_dir: None,
+            export: None,
+            export_last: None,
         }
     }
 
@@ -308,11 +359,46 @@ impl App {
     /// What the status line says when no key has just said something: the open capture's load
     /// warnings, if any.
     fn standing_message(&self) -> Option<String> {
-        let session = &self.loaded.as_ref()?.session;
-        let warnings =
-            session.a.warnings.len() + session.b.as_ref().map_or(0, |b| b.warnings.len());
-        (warnings > 0)
-            .then(|| format!("{warnings} load warning(s): run `dumpview scan` to read them"))
+        let (all, lost) = self.warning_counts();
+        (all > 0).then(|| {
+            let lost = if lost > 0 {
+                format!(" ({lost} lost evidence)")
+            } else {
+                String::new()
+            };
+            format!(
+                "{all} load warning{}{lost}: w lists them",
+                if all == 1 { "" } else { "s" }
+            )
+        })
+    }
+
+    /// The load warnings of the open captures, A's then B's, each with its side (`'A'`,
+    /// `'B'`).
+    pub fn warnings(&self) -> Vec<(char, &crate::model::dump::Warning)> {
+        let Some(loaded) = &self.loaded else {
+            return Vec::new();
+        };
+        let session = &loaded.session;
+        session
+            .a
+            .warnings
+            .iter()
+            .map(|w| ('A', w))
+            .chain(
+                session
+                    .b
+                    .iter()
+                    .flat_map(|b| b.warnings.iter().map(|w| ('B', w))),
+            )
+            .collect()
+    }
+
+    /// How many load warnings the open captures have, and how many of them lost evidence.
+    pub fn warning_counts(&self) -> (usize, usize) {
+        let warnings = self.warnings();
+        let lost = warnings.iter().filter(|(_, w)| w.loses_evidence()).count();
+        (warnings.len(), lost)
     }
 
     fn select_window(&mut self, index: usize) {
@@ -342,6 +428,13 @@ impl App {
             (x, y) => x.or(y),
         };
         self.findings = self.rows.iter().filter(|r| r.is_finding()).count();
+        self.refilter();
+        if self.view_len() == 0 && !self.rows.is_empty() {
+            self.message = Some(format!(
+                "no row of this window has a finding: the filter hides all {} (a shows all)",
+                self.rows.len()
+            ));
+        }
         self.selected = 0;
         self.offset = 0;
         self.alias_selected = 0;
@@ -352,7 +445,7 @@ impl App {
             .position(|r| r.first_divergence)
             .or_else(|| self.rows.iter().position(|r| r.first_nonfinite))
         {
-            self.select(i);
+            self.select_near(i);
         }
     }
 
@@ -371,18 +464,44 @@ impl App {
             .map(|(i, _)| i)
     }
 
-    /// Selects row `index` (clamped) and scrolls it into view.
-    pub fn select(&mut self, index: usize) {
-        if self.rows.is_empty() {
+    /// Selects view position `position` (clamped) and scrolls it into view.
+    pub fn select(&mut self, position: usize) {
+        if self.view_len() == 0 {
             return;
         }
-        self.selected = index.min(self.rows.len() - 1);
+        self.selected = position.min(self.view_len() - 1);
         let height = self.view_height.max(1);
         if self.selected < self.offset {
             self.offset = self.selected;
         } else if self.selected >= self.offset + height {
             self.offset = self.selected + 1 - height;
         }
+    }
+
+    /// True with two captures open (diff mode).
+    pub fn diffing(&self) -> bool {
+        self.loaded.as_ref().is_some_and(|l| l.diff().is_some())
+    }
+
+    /// Where the current window is, counted as `r` and `l` move: `(rank, ranks)`, the rank's
+    /// place among the loaded ranks (1-based) and their number, and `(window, windows)`,
+    /// the window's place among its rank's label windows and their number.
+    pub fn window_place(&self) -> Option<((usize, usize), (usize, usize))> {
+        let windows = &self.loaded.as_ref()?.windows;
+        let rank = windows.get(self.window)?.rank;
+        let mut ranks: Vec<u32> = Vec::new();
+        for w in windows {
+            if !ranks.contains(&w.rank) {
+                ranks.push(w.rank);
+            }
+        }
+        let rank_place = ranks.iter().position(|&r| r == rank).map_or(0, |i| i + 1);
+        let of_rank = windows.iter().filter(|w| w.rank == rank).count();
+        let window_place = windows[..=self.window]
+            .iter()
+            .filter(|w| w.rank == rank)
+            .count();
+        Some(((rank_place, ranks.len()), (window_place, of_rank)))
     }
 
     /// The current window choice.
@@ -392,7 +511,20 @@ impl App {
 
     /// The selected row.
     pub fn row(&self) -> Option<&Row> {
-        self.rows.get(self.selected)
+        if self.selected >= self.view_len() {
+            return None;
+        }
+        self.rows.get(self.row_index(self.selected))
+    }
+
+    /// Rows in view: all of them, or those the filter keeps.
+    pub fn view_len(&self) -> usize {
+        self.visible.as_ref().map_or(self.rows.len(), Vec::len)
+    }
+
+    /// The index into `rows` of view position `position` (`position < view_len()`).
+    pub fn row_index(&self, position: usize) -> usize {
+        self.visible.as_ref().map_or(position, |v| v[position])
     }
 
     /// Alias groups of the current window: (side, group), conflicts first.
@@ -413,11 +545,12 @@ impl App {
         groups
     }
 
+    /// Selects row `found` (an index into `rows`), or says there is no `what`.
     fn jump_to(&mut self, found: Option<usize>, what: &str) {
         match found {
             Some(i) => {
-                self.select(i);
                 self.message = None;
+                self.select_row(i);
             }
             None => self.message = Some(format!("no {what}")),
         }
@@ -437,11 +570,21 @@ impl App {
             Ok(re) => {
                 self.search.error = None;
                 self.search.last = Some(pattern.to_string());
-                let n = self.rows.len();
+                // The next match in view after the selected row, wrapping around.
+                let n = self.view_len();
                 let found = (1..=n)
                     .map(|k| (self.selected + k) % n)
+                    .map(|p| self.row_index(p))
                     .find(|&i| re.is_match(&self.rows[i].key));
-                self.jump_to(found, &format!("stage matches /{pattern}/"));
+                let hidden =
+                    found.is_none() && self.filter && self.rows.iter().any(|r| re.is_match(&r.key));
+                if hidden {
+                    self.message = Some(format!(
+                        "only rows the filter hides match /{pattern}/: a shows all"
+                    ));
+                } else {
+                    self.jump_to(found, &format!("stage matches /{pattern}/"));
+                }
             }
         }
     }
@@ -464,6 +607,35 @@ pub fn update(app: &mut App, action: Action) -> Vec<Effect> {
             return Vec::new();
         }
         _ => {}
+    }
+    if let Some(prompt) = app.export.as_mut() {
+        // The export prompt owns the keys while it is open: characters are the path.
+        match action {
+            Action::ExportChar(c) => {
+                prompt.input.push(c);
+                prompt.error = None;
+            }
+            Action::ExportBackspace => {
+                prompt.input.pop();
+                prompt.error = None;
+            }
+            Action::ExportClear => {
+                prompt.input.clear();
+                prompt.error = None;
+            }
+            Action::ExportSubmit => return export::submit(app),
+            Action::ExportCancel | Action::Escape => {
+                app.export = None;
+                app.message = Some("export cancelled: nothing written".to_string());
+            }
+            Action::Quit => app.should_quit = true,
+            Action::Job(_)
+            | Action::Resize(..)
+            | Action::ViewHeight(_)
+            | Action::OverlayScrollMax(_) => return update_base(app, action, app.view_height),
+            _ => {}
+        }
+        return Vec::new();
     }
     if app.search.editing {
         match action {
@@ -494,14 +666,44 @@ fn update_normal(app: &mut App, action: Action) -> Vec<Effect> {
     let page = app.view_height.max(1);
     let from_user = !matches!(
         action,
-        Action::Job(_) | Action::Resize(..) | Action::ViewHeight(_)
+        Action::Job(_) | Action::Resize(..) | Action::ViewHeight(_) | Action::OverlayScrollMax(_)
     );
     if app.help {
         // The help overlay owns the keys while it is open: nothing moves unseen behind it.
         match action {
             Action::ToggleHelp | Action::Escape => app.help = false,
             Action::Quit => app.should_quit = true,
-            Action::Job(_) | Action::Resize(..) | Action::ViewHeight(_) => {
+            Action::Up => scroll_overlay(app, -1),
+            Action::Down => scroll_overlay(app, 1),
+            Action::PageUp => scroll_overlay(app, -(page as i64)),
+            Action::PageDown => scroll_overlay(app, page as i64),
+            Action::Top => scroll_overlay(app, i64::MIN / 2),
+            Action::Bottom => scroll_overlay(app, i64::MAX / 2),
+            Action::Job(_)
+            | Action::Resize(..)
+            | Action::ViewHeight(_)
+            | Action::OverlayScrollMax(_) => {
+                return update_base(app, action, page);
+            }
+            _ => {}
+        }
+        return Vec::new();
+    }
+    if app.warnings_open {
+        // The warnings view owns the keys while it is open, as the help does.
+        match action {
+            Action::ToggleWarnings | Action::Escape => app.warnings_open = false,
+            Action::Quit => app.should_quit = true,
+            Action::Up => scroll_overlay(app, -1),
+            Action::Down => scroll_overlay(app, 1),
+            Action::PageUp => scroll_overlay(app, -(page as i64)),
+            Action::PageDown => scroll_overlay(app, page as i64),
+            Action::Top => scroll_overlay(app, i64::MIN / 2),
+            Action::Bottom => scroll_overlay(app, i64::MAX / 2),
+            Action::Job(_)
+            | Action::Resize(..)
+            | Action::ViewHeight(_)
+            | Action::OverlayScrollMax(_) => {
                 return update_base(app, action, page);
             }
             _ => {}
@@ -526,6 +728,7 @@ fn update_normal(app: &mut App, action: Action) -> Vec<Effect> {
             | Action::ToggleHelp
             | Action::Resize(..)
             | Action::ViewHeight(_)
+            | Action::OverlayScrollMax(_)
             | Action::Job(_) => return update_base(app, action, page),
             _ => {}
         }
@@ -546,11 +749,32 @@ fn update_base(app: &mut App, action: Action, page: usize) -> Vec<Effect> {
                 return tensors::cancel(app);
             } else if app.wide_detail {
                 app.wide_detail = false;
+            } else if app.focus == Focus::Aliases {
+                app.focus = Focus::Timeline;
             } else {
-                app.should_quit = true;
+                // Nothing open: Esc clears what the status bar says (the standing note of
+                // load warnings stays), and never quits: `q` does.
+                app.search.error = None;
             }
         }
-        Action::ToggleHelp => app.help = !app.help,
+        Action::ToggleHelp => {
+            app.help = !app.help;
+            app.overlay_scroll = 0;
+        }
+        Action::ToggleWarnings if app.loaded.is_some() => {
+            if app.warnings().is_empty() {
+                app.message = Some("no load warnings: every input was read whole".to_string());
+            } else {
+                app.warnings_open = true;
+                app.overlay_scroll = 0;
+                app.tensor_popup = None;
+            }
+        }
+        Action::ToggleWarnings => {}
+        Action::OverlayScrollMax(max) => {
+            app.overlay_scroll_max = max;
+            app.overlay_scroll = app.overlay_scroll.min(max);
+        }
         Action::Resize(w, h) => app.size = (w, h),
         Action::ViewHeight(h) => {
             app.view_height = h.max(1);
@@ -572,6 +796,22 @@ fn update_base(app: &mut App, action: Action, page: usize) -> Vec<Effect> {
                 .sum();
             app.alias_selected = (app.alias_selected + 1).min(members.saturating_sub(1));
         }
+        Action::PageUp | Action::PageDown | Action::Top | Action::Bottom
+            if app.focus == Focus::Aliases =>
+        {
+            let members: usize = app
+                .alias_groups()
+                .iter()
+                .map(|(_, g)| g.members.len())
+                .sum();
+            let last = members.saturating_sub(1);
+            app.alias_selected = match action {
+                Action::PageUp => app.alias_selected.saturating_sub(page),
+                Action::PageDown => (app.alias_selected + page).min(last),
+                Action::Top => 0,
+                _ => last,
+            };
+        }
         Action::Up => app.select(app.selected.saturating_sub(1)),
         Action::Down => app.select(app.selected + 1),
         Action::PageUp => app.select(app.selected.saturating_sub(page)),
@@ -579,16 +819,16 @@ fn update_base(app: &mut App, action: Action, page: usize) -> Vec<Effect> {
         Action::Top => app.select(0),
         Action::Bottom => app.select(usize::MAX),
         Action::Scroll(delta) => {
-            let max_offset = app.rows.len().saturating_sub(app.view_height);
+            let max_offset = app.view_len().saturating_sub(app.view_height);
             app.offset = (app.offset as i64 + delta).clamp(0, max_offset as i64) as usize;
             let (lo, hi) = (app.offset, app.offset + app.view_height.saturating_sub(1));
             app.selected = app
                 .selected
-                .clamp(lo, hi.min(app.rows.len().saturating_sub(1)));
+                .clamp(lo, hi.min(app.view_len().saturating_sub(1)));
         }
         Action::ClickRow(visible) => {
             let target = app.offset + visible;
-            if target < app.rows.len() {
+            if target < app.view_len() {
                 app.focus = Focus::Timeline;
                 app.select(target);
             }
@@ -614,18 +854,24 @@ fn update_base(app: &mut App, action: Action, page: usize) -> Vec<Effect> {
                     }
                     let index = (fraction.clamp(0.0, 1.0) * app.rows.len().saturating_sub(1) as f64)
                         .round() as usize;
-                    app.select(index);
+                    app.select_near(index);
                 }
             }
         }
+        Action::NextFinding | Action::PrevFinding if app.row().is_none() => {
+            app.message = Some("no row in view".to_string());
+        }
         Action::NextFinding => {
-            let found = (app.selected + 1..app.rows.len()).find(|&i| app.rows[i].is_finding());
+            let current = app.row_index(app.selected);
+            let found = (current + 1..app.rows.len()).find(|&i| app.rows[i].is_finding());
             app.jump_to(found, "finding below");
         }
         Action::PrevFinding => {
-            let found = (0..app.selected).rev().find(|&i| app.rows[i].is_finding());
+            let current = app.row_index(app.selected);
+            let found = (0..current).rev().find(|&i| app.rows[i].is_finding());
             app.jump_to(found, "finding above");
         }
+        Action::ToggleFilter => app.toggle_filter(),
         Action::FirstNonFinite => {
             let found = app.rows.iter().position(|r| r.first_nonfinite);
             app.jump_to(found, "non-finite record");
@@ -697,42 +943,35 @@ fn update_base(app: &mut App, action: Action, page: usize) -> Vec<Effect> {
                 }
             }
         },
-        Action::Export => {
-            let loaded = app.loaded.as_ref().expect("loaded");
-            let mut report = crate::model::analysis::report::Report::build(
-                &loaded.session.a,
-                loaded.session.b.as_ref(),
-                &loaded.session.analysis,
-            );
-            for kept in &app.tensor_results {
-                report.add_tensor_comparison(kept.rank, kept.stage.clone(), kept.result.clone());
-            }
-            if let Some(b) = &loaded.session.b {
-                report.note_saved_rows(&loaded.session.a, b);
-            }
-            app.message = Some("exporting the report…".to_string());
-            return vec![Effect::Spawn(JobSpec::Export {
-                markdown: report.to_markdown(),
-                name_hint: loaded.session.title.clone(),
-            })];
-        }
+        Action::Export => export::open(app),
         Action::CompareTensors => return tensors::start(app),
         Action::SearchChar(_)
         | Action::SearchBackspace
         | Action::SearchSubmit
-        | Action::SearchCancel => {}
+        | Action::SearchCancel
+        | Action::ExportChar(_)
+        | Action::ExportBackspace
+        | Action::ExportClear
+        | Action::ExportSubmit
+        | Action::ExportCancel => {}
     }
     Vec::new()
+}
+
+/// Moves the open overlay's first line by `delta`, within what the last frame allowed.
+fn scroll_overlay(app: &mut App, delta: i64) {
+    let max = app.overlay_scroll_max.min(i64::MAX as usize) as i64;
+    app.overlay_scroll = (app.overlay_scroll as i64)
+        .saturating_add(delta)
+        .clamp(0, max) as usize;
 }
 
 /// An event of a background job, by slot.
 fn on_job(app: &mut App, slot: Slot, event: JobEvent) -> Vec<Effect> {
     match (slot, event) {
         (Slot::Compare, event) => tensors::on_event(app, event),
-        (Slot::Export, JobEvent::Done(JobOutput::Exported(path))) => {
-            app.message = Some(format!("report exported to {path}"));
-        }
-        (Slot::Export, JobEvent::Failed(e)) => app.message = Some(format!("export failed: {e}")),
+        (Slot::Export, JobEvent::Done(JobOutput::Exported(path))) => export::written(app, &path),
+        (Slot::Export, JobEvent::Failed(e)) => export::failed(app, &e),
         (Slot::Reload, JobEvent::Progress(JobProgress::Load(p))) if app.loaded.is_none() => {
             app.loading = Some(p);
         }

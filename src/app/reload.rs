@@ -59,10 +59,10 @@ impl App {
             .key
             .as_ref()
             .and_then(|key| self.rows.iter().position(|r| &r.key == key));
-        let max_offset = self.rows.len().saturating_sub(self.view_height.max(1));
+        let max_offset = self.view_len().saturating_sub(self.view_height.max(1));
         self.offset = place.offset.min(max_offset);
         match found {
-            Some(index) => self.select(index),
+            Some(index) => self.select_near(index),
             None => {
                 self.select(place.selected);
                 if let Some(key) = place.key {

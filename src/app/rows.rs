@@ -63,6 +63,20 @@ impl Row {
     }
 }
 
+impl Row {
+    /// True for rows the filter (`a`) keeps: anything but an agreeing pair (diff mode; a
+    /// pair that agrees stays when it holds NaN or inf or is in a stride-conflicting alias
+    /// group), and in scan mode records that hold NaN or inf or are in a stride-conflicting
+    /// alias group. Rows of one side only (missing evidence) are kept.
+    pub fn kept_by_filter(&self) -> bool {
+        match self.state {
+            RowState::Single => self.nonfinite_a || self.conflict,
+            RowState::Agrees => self.conflict || self.nonfinite_a || self.nonfinite_b,
+            _ => true,
+        }
+    }
+}
+
 /// log10(max_abs) for the strip plot; +inf marks a record holding NaN or inf.
 fn log_max_abs(record: &Record) -> Option<f64> {
     let stats = record.stats.as_ref()?;

@@ -33,6 +33,12 @@ pub struct Session {
     /// manifests name their saved tensors relative to a window directory that exists only
     /// there (tensors are memory-mapped from files, never from the binary).
     pub checkout: Option<PathBuf>,
+    /// For an embedded example without a [`Session::checkout`]: the pair's directory in the
+    /// checkout the binary was built from, when it still holds the pair but its manifests
+    /// differ from the embedded ones (the examples were regenerated since the build). Its
+    /// saved tensors belong to that other run, so they are not compared with the embedded
+    /// statistics; the user is told to open the directory instead.
+    pub checkout_differs: Option<PathBuf>,
     /// The saved tensor files found on disk when the session was built.
     pub saved: SavedTensors,
 }

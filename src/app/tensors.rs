@@ -131,6 +131,15 @@ fn locate(app: &App) -> Result<Located, String> {
     }
     let side = |side: Side, index: usize, window: &Window| -> Result<Option<PathBuf>, String> {
         if loaded.session.on_disk(window).is_none() {
+            if let Some(dir) = &loaded.session.checkout_differs {
+                // The files are there, from another run: say so, and where to compare them.
+                let dir = dir.display();
+                return Err(format!(
+                    "{dir} was regenerated since this dumpview was built: its saved tensors \
+                     are not the embedded run's. Compare them there with `dumpview {dir}/a \
+                     {dir}/b`, or rebuild dumpview"
+                ));
+            }
             // `embedded:assets/examples/<pair>/a/...`: name the pair's directory.
             let source = window.source.to_string_lossy();
             let pair: PathBuf = Path::new(source.trim_start_matches("embedded:"))

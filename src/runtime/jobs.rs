@@ -94,7 +94,8 @@ impl JobContext {
         self.cancel.is_cancelled()
     }
 
-    fn send(&self, event: JobEvent) {
+    /// Sends this job's final (or any) event into the runtime's channel.
+    pub fn send(&self, event: JobEvent) {
         (self.sink)(JobUpdate {
             id: self.id,
             slot: self.slot,

@@ -12,8 +12,8 @@ use crate::model::analysis::compare::Tolerances;
 use crate::model::dump::{Dump, Window};
 use crate::model::ingest::{Attempt, LoadError, Progress, load_attempt, read_window, same_input};
 
-/// Loads one or two captures from disk (each a manifest file or a directory), each window's
-/// newest attempt.
+/// Loads one or two captures from disk (each a manifest file or a directory): each window's
+/// newest attempt, diffed under the default tolerances.
 ///
 /// # Errors
 /// The first input that cannot be loaded, named.
@@ -22,17 +22,19 @@ pub fn open(
     b: Option<&Path>,
     progress: &mut dyn FnMut(Progress),
 ) -> Result<Session, LoadError> {
-    open_attempts(a, b, [Attempt::Newest; 2], progress)
+    open_with(a, b, [Attempt::Newest; 2], &Tolerances::default(), progress)
 }
 
-/// [`open`], keeping `attempts[0]` of each of A's windows and `attempts[1]` of B's.
+/// [`open`], keeping `attempts[0]` of each of A's windows and `attempts[1]` of B's, diffed
+/// under `tolerances`.
 ///
 /// # Errors
 /// The first input that cannot be loaded, named; an attempt a window lacks.
-pub fn open_attempts(
+pub fn open_with(
     a: &Path,
     b: Option<&Path>,
     attempts: [Attempt; 2],
+    tolerances: &Tolerances,
     progress: &mut dyn FnMut(Progress),
 ) -> Result<Session, LoadError> {
     let dump_a = load_attempt(&[a.to_path_buf()], attempts[0], progress)?;
@@ -55,10 +57,11 @@ pub fn open_attempts(
         title,
         format: format_names(&dump_a, dump_b.as_ref()),
         // Computed here, on the loading job's thread: the UI thread only installs it.
-        analysis: Analysis::compute(&dump_a, dump_b.as_ref(), &Tolerances::default()),
+        analysis: Analysis::compute(&dump_a, dump_b.as_ref(), tolerances),
         a: dump_a,
         b: dump_b,
         checkout: None,
+        checkout_differs: None,
         saved: SavedTensors::default(),
     }))
 }
@@ -70,6 +73,23 @@ pub fn open_attempts(
 /// # Errors
 /// Only if an embedded manifest fails to parse, which the test-suite rules out.
 pub fn embedded(pair: &ExamplePair) -> Result<Session, LoadError> {
+    embedded_in(
+        pair,
+        Path::new(env!("CARGO_MANIFEST_DIR")),
+        &Tolerances::default(),
+    )
+}
+
+/// [`embedded`], with `root` taken for the checkout the binary was built from, diffed under
+/// `tolerances`.
+///
+/// # Errors
+/// Only if an embedded manifest fails to parse, which the test-suite rules out.
+pub fn embedded_in(
+    pair: &ExamplePair,
+    root: &Path,
+    tolerances: &Tolerances,
+) -> Result<Session, LoadError> {
     let side = |(source, bytes): &(String, &[u8])| -> Result<Dump, LoadError> {
         let (manifest, warnings) = read_window(bytes, &PathBuf::from(source))?;
         Ok(Dump {
@@ -77,43 +97,61 @@ pub fn embedded(pair: &ExamplePair) -> Result<Session, LoadError> {
             warnings,
         })
     };
-    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
     let same_on_disk = |(source, bytes): &(String, &[u8])| {
         source
             .strip_prefix(EMBEDDED)
             .and_then(|rel| std::fs::read(root.join(rel)).ok())
             .is_some_and(|disk| disk == *bytes)
     };
+    let on_disk = |(source, _): &(String, &[u8])| {
+        source
+            .strip_prefix(EMBEDDED)
+            .is_some_and(|rel| root.join(rel).is_file())
+    };
+    let same = same_on_disk(&pair.a) && same_on_disk(&pair.b);
     let (a, b) = (side(&pair.a)?, side(&pair.b)?);
     Ok(with_saved_tensors(Session {
         title: format!("example {}", pair.name),
         format: "dump_probe manifest (embedded example)".to_string(),
-        analysis: Analysis::compute(&a, Some(&b), &Tolerances::default()),
+        analysis: Analysis::compute(&a, Some(&b), tolerances),
         a,
         b: Some(b),
-        checkout: (same_on_disk(&pair.a) && same_on_disk(&pair.b)).then(|| root.to_path_buf()),
+        checkout: same.then(|| root.to_path_buf()),
+        checkout_differs: (!same && on_disk(&pair.a) && on_disk(&pair.b))
+            .then(|| root.join("assets/examples").join(&pair.name)),
         saved: SavedTensors::default(),
     }))
 }
 
-/// Opens `source`, reporting progress while reading files.
+/// Opens `source`, diffed under `tolerances`, reporting progress while reading files.
 ///
 /// # Errors
 /// The load error, said for the user; an unknown example name.
-pub fn source(source: &Source, progress: &mut dyn FnMut(Progress)) -> Result<Session, String> {
+pub fn source(
+    source: &Source,
+    tolerances: &Tolerances,
+    progress: &mut dyn FnMut(Progress),
+) -> Result<Session, String> {
     match source {
         Source::Files {
             a,
             b,
             attempt_a,
             attempt_b,
-        } => open_attempts(a, b.as_deref(), [*attempt_a, *attempt_b], progress)
-            .map_err(|e| e.to_string()),
+        } => open_with(
+            a,
+            b.as_deref(),
+            [*attempt_a, *attempt_b],
+            tolerances,
+            progress,
+        )
+        .map_err(|e| e.to_string()),
         Source::Example(name) => match crate::embedded::example_pairs()
             .into_iter()
             .find(|p| &p.name == name)
         {
-            Some(pair) => embedded(&pair).map_err(|e| e.to_string()),
+            Some(pair) => embedded_in(&pair, Path::new(env!("CARGO_MANIFEST_DIR")), tolerances)
+                .map_err(|e| e.to_string()),
             None => Err(format!("no embedded example named {name:?}")),
         },
     }

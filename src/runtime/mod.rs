@@ -20,7 +20,8 @@ pub mod watch;
 mod work;
 
 use std::io;
-use std::sync::mpsc::{Receiver, Sender, channel};
+use std::sync::mpsc::{Receiver, RecvTimeoutError, Sender, channel};
+use std::time::{Duration, Instant};
 
 use ratatui::Terminal;
 use ratatui::backend::Backend;
@@ -28,8 +29,9 @@ use ratatui::crossterm::event::Event;
 use ratatui::layout::Rect;
 
 pub use crate::app::jobs::Source;
-use crate::app::jobs::{JobSpec, JobUpdate};
+use crate::app::jobs::{JobEvent, JobOutput, JobProgress, JobUpdate, Slot};
 use crate::app::{Action, App, Effect, update};
+use crate::model::analysis::compare::Tolerances;
 use crate::ui;
 use jobs::Jobs;
 
@@ -54,22 +56,121 @@ impl From<JobUpdate> for Message {
     }
 }
 
-/// Runs the workbench on the terminal until the user quits; `source` is loaded in the
-/// background while the loading gauge is shown.
+/// Why the workbench could not run (the binary prints it and exits 2).
+#[derive(Debug)]
+pub enum RunError {
+    /// The captures could not be opened: found before the terminal was taken when the load
+    /// fails within [`PRELOAD_WAIT`], else behind the loading gauge, which then closes.
+    Load(String),
+    /// The terminal could not be set up, read or drawn on.
+    Terminal(io::Error),
+}
+
+impl std::fmt::Display for RunError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            RunError::Load(message) => f.write_str(message),
+            RunError::Terminal(error) => write!(f, "terminal: {error}"),
+        }
+    }
+}
+
+impl std::error::Error for RunError {}
+
+/// How long [`run`] waits for the load before it takes the terminal: a load that fails or
+/// ends sooner (an unreadable input fails at once) never shows the loading gauge.
+pub const PRELOAD_WAIT: Duration = Duration::from_millis(300);
+
+/// What the loading thread started by [`run`] reports.
+enum Preload {
+    Progress(crate::model::ingest::Progress),
+    Done(Result<Box<crate::app::Session>, String>),
+}
+
+/// Runs the workbench on the terminal until the user quits. `source` is loaded (and
+/// diffed under `tolerances`) on its own thread, started before the terminal is taken: a
+/// load that ends within [`PRELOAD_WAIT`] opens the workbench on its result, or returns its
+/// error without touching the terminal; a longer one goes on behind the loading gauge.
 ///
 /// # Errors
-/// Terminal I/O errors; load errors are shown on screen instead.
-pub fn run(source: Source) -> io::Result<()> {
+/// [`RunError::Load`] when the captures cannot be opened (the terminal is given back
+/// first); [`RunError::Terminal`] on terminal I/O errors.
+pub fn run(source: Source, tolerances: Tolerances) -> Result<(), RunError> {
     let no_color = std::env::var_os("NO_COLOR").is_some_and(|v| !v.is_empty());
-    let (guard, terminal) = terminal::TerminalGuard::take()?;
-    let mut runtime = Runtime::new(terminal, App::loading(no_color));
+    let (preload, loaded) = channel();
+    std::thread::spawn(move || {
+        let mut last = Instant::now();
+        let progress_sink = preload.clone();
+        let mut progress = |p| {
+            if last.elapsed() > work::LOAD_PROGRESS_EVERY {
+                last = Instant::now();
+                let _ = progress_sink.send(Preload::Progress(p));
+            }
+        };
+        let result = jobs::caught("loading", || {
+            load::source(&source, &tolerances, &mut progress)
+                .map(Box::new)
+                .map_err(jobs::JobError::Failed)
+        })
+        .map_err(|e| match e {
+            jobs::JobError::Failed(message) => message,
+            jobs::JobError::Cancelled => "loading was cancelled".to_string(),
+        });
+        let _ = preload.send(Preload::Done(result));
+    });
+    let deadline = Instant::now() + PRELOAD_WAIT;
+    let mut progress = None;
+    let first = loop {
+        match loaded.recv_timeout(deadline.saturating_duration_since(Instant::now())) {
+            Ok(Preload::Progress(p)) => progress = Some(p),
+            Ok(Preload::Done(result)) => break Some(result),
+            Err(RecvTimeoutError::Timeout) => break None,
+            Err(RecvTimeoutError::Disconnected) => {
+                break Some(Err("loading stopped without a result".to_string()));
+            }
+        }
+    };
+    let still_loading = first.is_none();
+    let mut app = match first {
+        Some(Err(error)) => return Err(RunError::Load(error)),
+        Some(Ok(session)) => App::new(*session, no_color),
+        None => {
+            let mut app = App::loading(no_color);
+            app.loading = progress.or(app.loading);
+            app
+        }
+    };
+    app.working_dir = std::env::current_dir().ok();
+    let (guard, terminal) = terminal::TerminalGuard::take().map_err(RunError::Terminal)?;
+    let mut runtime = Runtime::new(terminal, app);
+    runtime.end_on_load_error = true;
+    if still_loading {
+        // The loading thread becomes the Reload slot's current job: its events go through
+        // the one channel like any job's.
+        let cx = runtime.jobs.start(Slot::Reload);
+        std::thread::spawn(move || {
+            for event in loaded {
+                match event {
+                    Preload::Progress(p) => cx.progress(JobProgress::Load(p)),
+                    Preload::Done(Ok(session)) => {
+                        cx.send(JobEvent::Done(JobOutput::Loaded(session)))
+                    }
+                    Preload::Done(Err(error)) => cx.send(JobEvent::Failed(error)),
+                }
+            }
+        });
+    }
     input::spawn_terminal_reader(runtime.sender());
-    runtime.perform(vec![Effect::Spawn(JobSpec::Load(source))]);
     let result = runtime.run();
+    let load_error = match runtime.app() {
+        app if app.loaded.is_none() => app.load_error.clone(),
+        _ => None,
+    };
     // Jobs are cancelled (children killed) before the terminal is given back.
     drop(runtime);
     drop(guard);
-    result
+    result.map_err(RunError::Terminal)?;
+    load_error.map_or(Ok(()), |e| Err(RunError::Load(e)))
 }
 
 /// Runs the workbench following `sources` (merged into capture A) and, with `vs`, diffing
@@ -132,6 +233,8 @@ pub struct Runtime<B: Backend> {
     /// Something changed since the last frame.
     dirty: bool,
     input_ended: bool,
+    /// [`run`]: the loop ends when the first load fails (the error goes to stderr).
+    end_on_load_error: bool,
 }
 
 impl<B> Runtime<B>
@@ -152,6 +255,7 @@ where
             performed: Vec::new(),
             dirty: true,
             input_ended: false,
+            end_on_load_error: false,
         }
     }
 
@@ -215,7 +319,11 @@ where
     /// The backend's errors; [`Message::InputFailed`].
     pub fn run(&mut self) -> io::Result<()> {
         loop {
-            if self.app.should_quit {
+            if self.app.should_quit
+                || (self.end_on_load_error
+                    && self.app.loaded.is_none()
+                    && self.app.load_error.is_some())
+            {
                 return Ok(());
             }
             if self.dirty {
@@ -284,12 +392,21 @@ where
         }
     }
 
-    /// One frame: the timeline's height reported to the app when it changed, then drawn.
+    /// One frame: the terminal's size, the timeline's height and the open overlay's scroll
+    /// range reported to the app when they changed, then drawn.
     fn draw(&mut self) -> io::Result<()> {
         let size = self.terminal.size().map_err(io::Error::other)?;
-        let areas = ui::layout(Rect::new(0, 0, size.width, size.height), &self.app);
+        let area = Rect::new(0, 0, size.width, size.height);
+        if (size.width, size.height) != self.app.size {
+            update(&mut self.app, Action::Resize(size.width, size.height));
+        }
+        let areas = ui::layout(area, &self.app);
         if areas.timeline_rows() != self.app.view_height && self.app.loaded.is_some() {
             update(&mut self.app, Action::ViewHeight(areas.timeline_rows()));
+        }
+        let scroll_max = ui::overlay_scroll_max(area, &self.app);
+        if scroll_max != self.app.overlay_scroll_max {
+            update(&mut self.app, Action::OverlayScrollMax(scroll_max));
         }
         self.terminal
             .draw(|frame| ui::draw(frame, &self.app))

@@ -1,7 +1,7 @@
 //! What each [`JobSpec`] does when the runtime runs it: the bodies of the jobs.
 
 use std::io::Write;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::sync::mpsc::{RecvTimeoutError, channel};
@@ -17,7 +17,7 @@ use crate::model::tensor::pairing;
 const TENSOR_PROGRESS_EVERY: Duration = Duration::from_millis(100);
 
 /// How often loading reports its progress at most.
-const LOAD_PROGRESS_EVERY: Duration = Duration::from_millis(30);
+pub(super) const LOAD_PROGRESS_EVERY: Duration = Duration::from_millis(30);
 
 /// Starts `spec` as the current job of its slot.
 pub fn spawn<E: From<JobUpdate> + Send + 'static>(jobs: &mut Jobs<E>, spec: JobSpec) {
@@ -29,14 +29,15 @@ pub fn spawn<E: From<JobUpdate> + Send + 'static>(jobs: &mut Jobs<E>, spec: JobS
         JobSpec::Export {
             markdown,
             name_hint,
+            target,
         } => {
             jobs.spawn(slot, "the export", move |_| {
-                write_report(&markdown, &name_hint)
+                write_report(&markdown, &name_hint, &target)
                     .map(JobOutput::Exported)
                     .map_err(JobError::Failed)
             });
         }
-        JobSpec::Load(source) => {
+        JobSpec::Load { source, tolerances } => {
             jobs.spawn(slot, "loading", move |cx| {
                 let mut last = Instant::now();
                 let mut progress = |p| {
@@ -45,7 +46,7 @@ pub fn spawn<E: From<JobUpdate> + Send + 'static>(jobs: &mut Jobs<E>, spec: JobS
                         cx.progress(JobProgress::Load(p));
                     }
                 };
-                load::source(&source, &mut progress)
+                load::source(&source, &tolerances, &mut progress)
                     .map(|session| JobOutput::Loaded(Box::new(session)))
                     .map_err(JobError::Failed)
             });
@@ -95,8 +96,52 @@ fn compare(cx: &JobContext, a: PathBuf, b: PathBuf) -> Result<JobOutput, JobErro
     result.map(JobOutput::Compared)
 }
 
-/// Writes the report to a new file in the current directory; never replaces one.
-fn write_report(markdown: &str, name_hint: &str) -> Result<String, String> {
+/// `~/…` with the home directory for `~`; any other path as it is.
+fn expand_home(path: &Path) -> PathBuf {
+    match (path.strip_prefix("~"), std::env::var_os("HOME")) {
+        (Ok(rest), Some(home)) => PathBuf::from(home).join(rest),
+        _ => path.to_path_buf(),
+    }
+}
+
+/// Writes the report to `target`: a new `dumpview-report-<name_hint>-N.md` (the first N
+/// free) when `target` is a directory or ends with `/`, else `target` itself. Never
+/// replaces a file. Returns the path written, as shown to the user.
+///
+/// # Errors
+/// Where it tried and why: a missing directory, a file that exists, the system's error
+/// (permission denied, a read-only file system).
+pub(super) fn write_report(
+    markdown: &str,
+    name_hint: &str,
+    target: &Path,
+) -> Result<String, String> {
+    let target = expand_home(target);
+    let as_directory = target.as_os_str().to_string_lossy().ends_with('/') || target.is_dir();
+    let create = |path: &Path| {
+        std::fs::OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .open(path)
+    };
+    let write = |path: &Path, mut file: std::fs::File| {
+        file.write_all(markdown.as_bytes())
+            .map(|()| path.display().to_string())
+            .map_err(|e| format!("could not write {}: {e}", path.display()))
+    };
+    if !as_directory {
+        return match create(&target) {
+            Ok(file) => write(&target, file),
+            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => Err(format!(
+                "{} exists: not replaced (give another name or a directory)",
+                target.display()
+            )),
+            Err(e) => Err(format!("could not create {}: {e}", target.display())),
+        };
+    }
+    if !target.is_dir() {
+        return Err(format!("{}: no such directory", target.display()));
+    }
     let stem: String = name_hint
         .chars()
         .map(|c| {
@@ -109,20 +154,69 @@ fn write_report(markdown: &str, name_hint: &str) -> Result<String, String> {
         .take(60)
         .collect();
     for n in 1..1000 {
-        let path = PathBuf::from(format!("dumpview-report-{stem}-{n}.md"));
-        match std::fs::OpenOptions::new()
-            .write(true)
-            .create_new(true)
-            .open(&path)
-        {
-            Ok(mut file) => {
-                file.write_all(markdown.as_bytes())
-                    .map_err(|e| format!("{}: {e}", path.display()))?;
-                return Ok(path.display().to_string());
-            }
+        let path = target.join(format!("dumpview-report-{stem}-{n}.md"));
+        match create(&path) {
+            Ok(file) => return write(&path, file),
             Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => continue,
-            Err(e) => return Err(format!("{}: {e}", path.display())),
+            Err(e) => return Err(format!("could not create {}: {e}", path.display())),
         }
     }
-    Err("too many reports with this name in the current directory".to_string())
+    Err(format!(
+        "{}: 999 reports with this name already; give a file name",
+        target.display()
+    ))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::write_report;
+
+    #[test]
+    fn a_directory_gets_a_new_file_and_a_file_name_is_written_as_named() {
+        let dir = tempfile::tempdir().unwrap();
+        let target = format!("{}/", dir.path().display());
+        let first = write_report("# r", "example x/y", std::path::Path::new(&target)).unwrap();
+        assert!(
+            first.ends_with("dumpview-report-example_x_y-1.md"),
+            "{first}"
+        );
+        let second = write_report("# r", "example x/y", dir.path()).unwrap();
+        assert!(
+            second.ends_with("dumpview-report-example_x_y-2.md"),
+            "{second}"
+        );
+        let named = dir.path().join("mine.md");
+        assert_eq!(
+            write_report("# mine", "x", &named).unwrap(),
+            named.display().to_string()
+        );
+        assert_eq!(std::fs::read_to_string(&named).unwrap(), "# mine");
+        // Never over an existing file.
+        let again = write_report("# other", "x", &named).unwrap_err();
+        assert_eq!(
+            again,
+            format!(
+                "{} exists: not replaced (give another name or a directory)",
+                named.display()
+            )
+        );
+        assert_eq!(std::fs::read_to_string(&named).unwrap(), "# mine");
+    }
+
+    #[test]
+    fn a_failure_says_where_it_tried_and_why() {
+        let dir = tempfile::tempdir().unwrap();
+        let missing = dir.path().join("no/such/dir/");
+        let error = write_report("# r", "x", &missing).unwrap_err();
+        assert_eq!(error, format!("{}: no such directory", missing.display()));
+        // A file where a directory should be: the system's reason, and the path tried.
+        std::fs::write(dir.path().join("plain"), "").unwrap();
+        let inside = dir.path().join("plain/r.md");
+        let error = write_report("# r", "x", &inside).unwrap_err();
+        assert!(
+            error.starts_with(&format!("could not create {}: ", inside.display()))
+                && error.to_lowercase().contains("not a directory"),
+            "{error}"
+        );
+    }
 }

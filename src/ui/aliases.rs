@@ -10,22 +10,47 @@ use ratatui::widgets::{Block, Paragraph};
 
 use super::{Theme, format};
 use crate::app::{App, Focus};
+use crate::model::analysis::scan::AliasGroup;
+
+/// Rows (borders included) the panel needs to show every one of `groups` (those of
+/// [`App::alias_groups`]) and their members (at least 3: a line that says there are none),
+/// and whether any of them has a stride conflict.
+pub fn needed(groups: &[(char, &AliasGroup)]) -> (u16, bool) {
+    let lines: usize = groups.iter().map(|(_, g)| 1 + g.members.len()).sum();
+    let conflicts = groups.iter().any(|(_, g)| g.stride_conflict);
+    (
+        (lines.max(1) + 2).min(usize::from(u16::MAX)) as u16,
+        conflicts,
+    )
+}
 
 pub fn draw(frame: &mut Frame, app: &App, area: Rect, theme: Theme) {
     let groups = app.alias_groups();
     let conflicts = groups.iter().filter(|(_, g)| g.stride_conflict).count();
+    let groups_text = format!(
+        "{} group{}, ",
+        groups.len(),
+        if groups.len() == 1 { "" } else { "s" }
+    );
+    let conflicts_text = format!(
+        "{conflicts} conflict{} ",
+        if conflicts == 1 { "" } else { "s" }
+    );
+    // The counts stay longest: the name, then the word "groups" give way in a narrow panel.
+    let room = usize::from(area.width.saturating_sub(2));
+    let (name, groups_text) = [" storage aliases ", " aliases ", " "]
+        .into_iter()
+        .map(|name| (name, groups_text.clone()))
+        .chain([(" ", format!("{}, ", groups.len()))])
+        .find(|(name, groups)| {
+            format::width(name) + format::width(groups) + format::width(&conflicts_text) <= room
+        })
+        .unwrap_or((" ", format!("{}, ", groups.len())));
     let title = Line::from(vec![
-        Span::styled(" storage aliases ", theme.title()),
-        Span::raw(format!(
-            "{} group{}, ",
-            groups.len(),
-            if groups.len() == 1 { "" } else { "s" }
-        )),
+        Span::styled(name, theme.title()),
+        Span::raw(groups_text),
         Span::styled(
-            format!(
-                "{conflicts} conflict{} ",
-                if conflicts == 1 { "" } else { "s" }
-            ),
+            conflicts_text,
             if conflicts > 0 {
                 theme.bad()
             } else {

@@ -1,161 +1,340 @@
-//! Detail of the selected stage: A vs B statistics with differences, logical and physical layout.
+//! Detail of the selected stage: A vs B statistics with differences, the source format's
+//! context, logical and physical layout.
+//!
+//! Laid out by priority: every line has a level ([`KEY`] … [`CONTEXT`]); when the panel is
+//! too short for all of them, the lines of the levels that fit whole are shown with the
+//! first lines of the next, and the bottom border says how many lines are not shown. Lines are never wrapped by the widget: each is cut with `…`
+//! to the panel's width (a path keeps its end), or wrapped here under a hanging indent (the
+//! format's context), so what is counted is what is drawn.
 
 use ratatui::Frame;
 use ratatui::layout::Rect;
 use ratatui::style::Style;
 use ratatui::text::{Line, Span};
-use ratatui::widgets::{Block, Paragraph, Wrap};
+use ratatui::widgets::{Block, Paragraph};
 
+use super::format::{Piece, bar};
 use super::{Theme, format};
 use crate::app::App;
 use crate::model::analysis::compare::{STATS, Verdict};
-use crate::model::dump::{Record, Stats};
+use crate::model::dump::{Mode, Record, Stats};
+
+/// The stage and the verdict.
+const KEY: u8 = 0;
+/// The statistics table.
+const TABLE: u8 = 1;
+/// Each side's dtype, shape and device.
+const SUMMARY: u8 = 2;
+/// Each side's stride, offset and storage.
+const STRIDE: u8 = 3;
+/// Each side's saved tensor.
+const TENSOR: u8 = 4;
+/// What the source format adds (msprobe's module and stack, a windowed dump's roles): often
+/// many lines, so last; a panel too short for all of them shows their first lines.
+const CONTEXT: u8 = 5;
+
+/// Width of the statistic names' column: `pos_checksum`, the longest.
+const NAME: usize = 12;
+/// Indent of a context line's continuation: under its value.
+const CONTEXT_INDENT: usize = 9;
+
+struct Entry {
+    level: u8,
+    line: Line<'static>,
+}
 
 fn stat(stats: Option<&Stats>, name: &str) -> Option<f64> {
     stats?.get(name)
 }
 
-fn layout_lines(side: &str, r: &Record, style: Style) -> Vec<Line<'static>> {
-    let ptr = r.storage_ptr.map_or("–".to_string(), |p| format!("{p:#x}"));
-    let id = r.storage_id.map_or("–".to_string(), |i| i.to_string());
-    let fmt = r.device_format.map_or("–".to_string(), |f| f.to_string());
-    let mut lines = vec![
-        Line::from(vec![
-            Span::styled(format!("{side} "), style),
-            Span::raw(format!(
-                "{} {} on {} · {}",
-                r.dtype,
-                format::shape(&r.shape),
-                r.device,
-                r.mode_name()
-            )),
-        ]),
-        Line::from(format!(
-            "  stride {} offset {} {}",
-            format::stride(&r.stride),
-            r.storage_offset,
-            if r.is_contiguous {
-                "contiguous"
-            } else {
-                "non-contiguous"
-            }
-        )),
-        Line::from(format!(
-            "  storage {id} at {ptr} · {} B · format {fmt}",
-            r.storage_nbytes.unwrap_or(0)
-        )),
-    ];
-    if let Some(file) = r.tensor_file.as_deref() {
-        let rows = match (r.rows_kept, r.rows_total) {
-            (Some(k), Some(t)) if k < t => format!(" ({k} of {t} rows)"),
-            _ => String::new(),
-        };
-        lines.push(Line::from(format!("  tensor {file}{rows}")));
-    }
-    lines
+fn counts(s: Option<&Stats>) -> String {
+    s.map_or("–".to_string(), |s| {
+        if s.counts_known {
+            format!("{}/{}", s.nan_count, s.inf_count)
+        } else {
+            // Inferred from max/min by a format that counts nothing: yes/no, not a count.
+            let seen = |n: u64| if n > 0 { "yes" } else { "no" };
+            format!("{}/{}?", seen(s.nan_count), seen(s.inf_count))
+        }
+    })
 }
 
-pub fn draw(frame: &mut Frame, app: &App, area: Rect, theme: Theme) {
-    let block = Block::bordered().title(Span::styled(" detail ", theme.title()));
-    let (Some(loaded), Some(choice), Some(row)) = (&app.loaded, app.choice(), app.row()) else {
-        frame.render_widget(block, area);
-        return;
+/// One side's layout lines: `side` is `Some(("A", style))` in diff mode, `None` in scan
+/// mode (one capture is not "A"); `format_name` names the source format for what it does
+/// not record.
+fn layout_entries(
+    side: Option<(&str, Style)>,
+    r: &Record,
+    format_name: &str,
+    width: usize,
+) -> Vec<Entry> {
+    let mut summary = format!("{} {}", r.dtype, format::shape(&r.shape));
+    if !r.device.is_empty() {
+        summary.push_str(&format!(" on {}", r.device));
+    }
+    if r.mode == Mode::Graph {
+        summary.push_str(" · graph slot");
+    }
+    let summary = match side {
+        Some((label, style)) => Line::from(vec![
+            Span::styled(format!("{label} "), style),
+            Span::raw(format::fit(&summary, width.saturating_sub(2))),
+        ]),
+        None => Line::from(format::fit(&summary, width)),
     };
-    let a = row
-        .a
-        .map(|i| &loaded.session.a.windows[choice.a].records[i]);
-    let b = match (row.b, choice.b, &loaded.session.b) {
-        (Some(j), Some(bi), Some(dump)) => Some(&dump.windows[bi].records[j]),
+    let plain = Style::new();
+    let indent = || Piece::new(" ", plain, 0);
+    let stride = bar(
+        vec![
+            indent(),
+            Piece::new(format!("stride {}", format::stride(&r.stride)), plain, 0),
+            Piece::new(format!("offset {}", r.storage_offset), plain, 1),
+            Piece::new(
+                if r.is_contiguous {
+                    "contiguous"
+                } else {
+                    "non-contiguous"
+                },
+                plain,
+                2,
+            ),
+        ],
+        " ",
+        plain,
+        width,
+    );
+    let recorded = r.storage_ptr.is_some() || r.storage_id.is_some() || r.storage_nbytes.is_some();
+    // The continuation lines of a "not recorded" storage line.
+    let mut not_recorded: Vec<Line<'static>> = Vec::new();
+    let storage = if recorded {
+        let mut pieces = vec![
+            indent(),
+            Piece::new(
+                format!(
+                    "storage {}",
+                    r.storage_id.map_or("–".to_string(), |i| i.to_string())
+                ),
+                plain,
+                0,
+            ),
+            Piece::new(
+                format!(
+                    "at {}",
+                    r.storage_ptr.map_or("–".to_string(), |p| format!("{p:#x}"))
+                ),
+                plain,
+                1,
+            ),
+            Piece::new(
+                r.storage_nbytes
+                    .map_or("size –".to_string(), |n| format!("{n} B")),
+                plain,
+                2,
+            ),
+        ];
+        if let Some(f) = r.device_format {
+            pieces.push(Piece::new(format!("device format {f}"), plain, 3));
+        }
+        bar(pieces, " ", plain, width)
+    } else {
+        // Said in full, wrapped: what a format does not record is worth reading.
+        let what = if r.device.is_empty() {
+            "storage, device"
+        } else {
+            "storage"
+        };
+        let text = format!("{what}: not recorded by {format_name}");
+        let mut lines = format::wrap(&text, width.saturating_sub(2), 2)
+            .into_iter()
+            .map(|l| Line::from(format!("  {l}")));
+        let first = lines.next().unwrap_or_default();
+        not_recorded.extend(lines);
+        first
+    };
+    let mut entries = vec![
+        Entry {
+            level: SUMMARY,
+            line: summary,
+        },
+        Entry {
+            level: STRIDE,
+            line: stride,
+        },
+        Entry {
+            level: STRIDE,
+            line: storage,
+        },
+    ];
+    entries.extend(not_recorded.into_iter().map(|line| Entry {
+        level: STRIDE,
+        line,
+    }));
+    if let Some(file) = r.tensor_file.as_deref() {
+        // What was kept, then the path cut from its start (the file name says the most; the
+        // stage is the panel's title already).
+        let rows = match (r.rows_kept, r.rows_total) {
+            (Some(k), Some(t)) if k < t => format!("{k} of {t} rows · "),
+            _ => String::new(),
+        };
+        let head = format!("  tensor {rows}");
+        let room = width.saturating_sub(format::width(&head));
+        entries.push(Entry {
+            level: TENSOR,
+            line: Line::from(format::fit(
+                &format!("{head}{}", format::fit_start(file, room)),
+                width,
+            )),
+        });
+    }
+    entries
+}
+
+/// Every line the detail would show for the selected row in `width` columns, in order.
+fn entries(app: &App, width: usize, theme: Theme) -> Vec<Entry> {
+    let (Some(loaded), Some(choice), Some(row)) = (&app.loaded, app.choice(), app.row()) else {
+        return Vec::new();
+    };
+    let window_a = &loaded.session.a.windows[choice.a];
+    let window_b = choice
+        .b
+        .and_then(|bi| loaded.session.b.as_ref().map(|d| &d.windows[bi]));
+    let a = row.a.map(|i| &window_a.records[i]);
+    let b = match (row.b, window_b) {
+        (Some(j), Some(w)) => Some(&w.records[j]),
         _ => None,
     };
     let pair = match (row.pair, choice.pair, loaded.diff()) {
         (Some(p), Some(w), Some(report)) => Some(&report.windows[w].pairs[p]),
         _ => None,
     };
-    let mut lines = vec![Line::from(Span::styled(row.key.clone(), theme.title()))];
-    if let Some(p) = pair {
-        let (text, style) = match &p.comparison.verdict {
+    let diffing = loaded.diff().is_some();
+    let mut out = vec![Entry {
+        level: KEY,
+        line: Line::from(Span::styled(format::fit(&row.key, width), theme.title())),
+    }];
+    let verdict = if let Some(p) = pair {
+        Some(match &p.comparison.verdict {
             Verdict::Agree => ("agrees within tolerance".to_string(), theme.good()),
             Verdict::Magnitude => ("statistics differ".to_string(), theme.warn()),
             Verdict::ValuesMoved => ("values moved (checksum only)".to_string(), theme.warn()),
             Verdict::NonFinite => ("NaN/inf counts differ".to_string(), theme.bad()),
             Verdict::Structural { reason } => (format!("structural: {reason}"), theme.bad()),
-        };
-        lines.push(Line::from(Span::styled(text, style)));
-    } else if loaded.diff().is_some() {
+        })
+    } else if diffing {
         let side = if a.is_some() { "A" } else { "B" };
-        lines.push(Line::from(Span::styled(
+        Some((
             format!("captured in {side} only: missing evidence"),
             theme.missing(),
-        )));
-    }
-    let counts = |s: Option<&Stats>| {
-        s.map_or("–".to_string(), |s| {
-            if s.counts_known {
-                format!("{}/{}", s.nan_count, s.inf_count)
-            } else {
-                // Inferred from max/min by a format that counts nothing: yes/no, not a count.
-                let seen = |n: u64| if n > 0 { "yes" } else { "no" };
-                format!("{}/{}?", seen(s.nan_count), seen(s.inf_count))
-            }
-        })
+        ))
+    } else {
+        None
     };
+    if let Some((text, style)) = verdict {
+        out.push(Entry {
+            level: KEY,
+            line: Line::from(Span::styled(format::fit(&text, width), style)),
+        });
+    }
+
+    // The statistics: values sized to what is shown (numbers are never cut), then the names
+    // as wide as what is left allows, up to `pos_checksum`.
     let sa = a.and_then(|r| r.stats.as_ref());
     let sb = b.and_then(|r| r.stats.as_ref());
-    // Columns that fit: stat, A, then B and rel in diff mode, then |A-B| when wide enough.
-    let width = area.width.saturating_sub(2) as usize;
-    let diffing = loaded.diff().is_some();
-    let with_abs = diffing && width >= 52;
-    let (wn, wv, wr) = if width < 41 { (7, 9, 7) } else { (9, 10, 9) };
-    let row_text = |name: &str, va: String, vb: String, rel: String, abs: String| {
-        let mut t = format!("{:<wn$} {:>wv$}", format::fit(name, wn), va);
+    let diffs: Vec<_> = STATS
+        .iter()
+        .map(|name| pair.and_then(|p| p.comparison.stats.iter().find(|d| d.name == *name)))
+        .collect();
+    let values_a: Vec<String> = STATS.iter().map(|n| format::num(stat(sa, n))).collect();
+    let values_b: Vec<String> = STATS.iter().map(|n| format::num(stat(sb, n))).collect();
+    let rels: Vec<String> = diffs
+        .iter()
+        .map(|d| {
+            d.and_then(|d| d.rel_diff)
+                .map_or("–".to_string(), |r| format!("{r:.1e}"))
+        })
+        .collect();
+    let abss: Vec<String> = diffs
+        .iter()
+        .map(|d| format::num(d.and_then(|d| d.abs_diff)))
+        .collect();
+    let widest = |values: &[String], header: &str| {
+        values
+            .iter()
+            .map(|v| format::width(v))
+            .chain([format::width(header)])
+            .max()
+            .unwrap_or(1)
+    };
+    let (ca, cb) = (counts(sa), counts(sb));
+    let first_header = if diffing { "A" } else { "value" };
+    let wa = widest(&values_a, first_header).max(format::width(&ca));
+    let wb = widest(&values_b, "B").max(format::width(&cb));
+    let wr = widest(&rels, "rel");
+    let wabs = widest(&abss, "|A-B|");
+    // Values and their separators, and the exceeds mark.
+    let core = if diffing {
+        wa + 1 + wb + 1 + wr + 1
+    } else {
+        wa
+    };
+    let name_width = width.saturating_sub(core + 1).clamp(4, NAME);
+    let with_abs = diffing && width >= NAME + 1 + core + 2 + wabs;
+    let row_text = |name: &str, va: &str, vb: &str, rel: &str, abs: &str| {
+        let mut t = format!("{:<name_width$} {va:>wa$}", format::fit(name, name_width));
         if diffing {
-            t.push_str(&format!(" {vb:>wv$} {rel:>wr$}"));
+            t.push_str(&format!(" {vb:>wb$} {rel:>wr$}"));
         }
         if with_abs {
-            t.push_str(&format!(" {abs:>9}"));
+            t.push_str(&format!("  {abs:>wabs$}"));
         }
         t
     };
-    lines.push(Line::from(Span::styled(
-        row_text("stat", "A".into(), "B".into(), "rel".into(), "|A-B|".into()),
-        theme.dim(),
-    )));
-    lines.push(Line::from(row_text(
-        "nan/inf",
-        counts(sa),
-        counts(sb),
-        String::new(),
-        String::new(),
-    )));
-    for name in STATS {
-        let d = pair.and_then(|p| p.comparison.stats.iter().find(|d| d.name == name));
-        let exceeds = d.is_some_and(|d| d.exceeds);
-        let text = row_text(
-            name,
-            format::num(stat(sa, name)),
-            format::num(stat(sb, name)),
-            d.and_then(|d| d.rel_diff)
-                .map_or("–".to_string(), |r| format!("{r:.1e}")),
-            format::num(d.and_then(|d| d.abs_diff)),
-        );
+    out.push(Entry {
+        level: TABLE,
+        line: Line::from(Span::styled(
+            format::fit(&row_text("stat", first_header, "B", "rel", "|A-B|"), width),
+            theme.dim(),
+        )),
+    });
+    out.push(Entry {
+        level: TABLE,
+        line: Line::from(format::fit(&row_text("nan/inf", &ca, &cb, "", ""), width)),
+    });
+    for (i, name) in STATS.iter().enumerate() {
+        let exceeds = diffs[i].is_some_and(|d| d.exceeds);
+        let text = row_text(name, &values_a[i], &values_b[i], &rels[i], &abss[i]);
         let style = if exceeds { theme.bad() } else { Style::new() };
-        lines.push(Line::from(Span::styled(
-            format!("{text}{}", if exceeds { "<" } else { "" }),
-            style,
-        )));
+        out.push(Entry {
+            level: TABLE,
+            line: Line::from(Span::styled(
+                format::fit(&format!("{text}{}", if exceeds { "<" } else { "" }), width),
+                style,
+            )),
+        });
+    }
+
+    let sides = [
+        (a, "A", theme.side_a(), window_a.facts.name),
+        (
+            b,
+            "B",
+            theme.side_b(),
+            window_b.map_or("", |w| w.facts.name),
+        ),
+    ];
+    for (record, label, style, format_name) in sides {
+        if let Some(r) = record {
+            let side = diffing.then_some((label, style));
+            out.extend(layout_entries(side, r, format_name, width));
+        }
     }
     // What the source format adds (msprobe's module and stack, a windowed dump's roles).
-    for (side, window, index) in [
-        ("A", Some(&loaded.session.a.windows[choice.a]), row.a),
-        (
-            "B",
-            choice
-                .b
-                .and_then(|bi| loaded.session.b.as_ref().map(|d| &d.windows[bi])),
-            row.b,
-        ),
-    ] {
+    let context_a = row
+        .a
+        .zip(window_a.context.as_ref())
+        .map(|(i, c)| c.of(i))
+        .unwrap_or_default();
+    for (side, window, index) in [("A", Some(window_a), row.a), ("B", window_b, row.b)] {
         let (Some(window), Some(index)) = (window, index) else {
             continue;
         };
@@ -163,34 +342,115 @@ pub fn draw(frame: &mut Frame, app: &App, area: Rect, theme: Theme) {
             continue;
         };
         let notes = context.of(index);
-        if notes.is_empty()
-            || (side == "B"
-                && row.a.is_some()
-                && loaded.session.a.windows[choice.a]
-                    .context
-                    .as_ref()
-                    .is_some_and(|c| c.of(row.a.unwrap_or(0)) == notes))
-        {
+        if notes.is_empty() || (side == "B" && notes == context_a) {
             continue;
         }
-        lines.push(Line::from(Span::styled(
-            format!("{side} context"),
-            theme.dim(),
-        )));
+        let title = if diffing {
+            format!("{side} context")
+        } else {
+            "context".to_string()
+        };
+        out.push(Entry {
+            level: CONTEXT,
+            line: Line::from(Span::styled(title, theme.dim())),
+        });
         for (label, value) in notes {
-            lines.push(Line::from(format!("{label:<8} {value}")));
+            let label = format!("{label:<8} ");
+            let indent = format::width(&label).min(CONTEXT_INDENT.max(width / 3));
+            let parts = format::wrap(value, width.saturating_sub(indent), 0);
+            for (i, part) in parts.into_iter().enumerate() {
+                let lead = if i == 0 {
+                    format::fit(&label, indent)
+                } else {
+                    " ".repeat(indent)
+                };
+                out.push(Entry {
+                    level: CONTEXT,
+                    line: Line::from(format!("{lead}{part}")),
+                });
+            }
         }
     }
-    if let Some(r) = a {
-        lines.extend(layout_lines("A", r, theme.side_a()));
+
+    out
+}
+
+/// Of `entries`, those shown in `rows` rows, in order: every line of the levels that fit
+/// whole, then the first lines of the next level; the number left out.
+fn choose(entries: Vec<Entry>, rows: usize) -> (Vec<Line<'static>>, usize) {
+    let total = entries.len();
+    let fits = |l: u8| entries.iter().filter(|e| e.level <= l).count() <= rows;
+    let whole = (KEY..=CONTEXT).rev().find(|&l| fits(l));
+    let mut room =
+        rows.saturating_sub(whole.map_or(0, |l| entries.iter().filter(|e| e.level <= l).count()));
+    let next = whole.map_or(KEY, |l| l + 1);
+    // A single line of the next level would be a heading alone.
+    if room < 2 {
+        room = 0;
     }
-    if let Some(r) = b {
-        lines.extend(layout_lines("B", r, theme.side_b()));
-    }
-    frame.render_widget(
-        Paragraph::new(lines)
-            .wrap(Wrap { trim: false })
-            .block(block),
-        area,
+    let shown: Vec<Line<'static>> = entries
+        .into_iter()
+        .filter(|e| {
+            if whole.is_some_and(|l| e.level <= l) {
+                true
+            } else if e.level == next && room > 0 {
+                room -= 1;
+                true
+            } else {
+                false
+            }
+        })
+        .map(|e| e.line)
+        .collect();
+    let left_out = total - shown.len();
+    (shown, left_out)
+}
+
+/// Rows (borders included) the detail needs for the selected row in a panel `width`
+/// columns wide: `(core, full)`, with the lines up to each side's dtype and shape, and with
+/// every line.
+pub fn needed(app: &App, width: u16) -> (u16, u16) {
+    let entries = entries(
+        app,
+        usize::from(width.saturating_sub(2)),
+        Theme { color: false },
     );
+    let core = entries.iter().filter(|e| e.level <= SUMMARY).count();
+    (core as u16 + 2, entries.len() as u16 + 2)
+}
+
+/// The width (borders included) at which the statistics table shows whole names next to
+/// A, B and rel (|A-B| needs more).
+pub fn natural_width(app: &App) -> u16 {
+    // Values of the compact number format take at most 10 columns, rel 6.
+    let diffing = app.diffing();
+    let core = if diffing { 10 + 1 + 10 + 1 + 6 + 1 } else { 10 };
+    (2 + NAME + 1 + core) as u16
+}
+
+pub fn draw(frame: &mut Frame, app: &App, area: Rect, theme: Theme) {
+    let mut block = Block::bordered().title(Span::styled(" detail ", theme.title()));
+    let width = usize::from(area.width.saturating_sub(2));
+    let rows = usize::from(area.height.saturating_sub(2));
+    let (lines, left_out) = choose(entries(app, width, theme), rows);
+    if left_out > 0 {
+        // What gives the detail more room: Tab back from the alias panel, Enter on the
+        // timeline (wider and taller), else a bigger terminal.
+        let how = if app.focus == crate::app::Focus::Aliases {
+            "Tab to the timeline"
+        } else if app.wide_detail {
+            "enlarge the terminal"
+        } else {
+            "Enter widens"
+        };
+        let note = format!(
+            " {left_out} more line{}: {how} ",
+            if left_out == 1 { "" } else { "s" }
+        );
+        block = block.title_bottom(Span::styled(
+            format::fit(&note, width.saturating_sub(2)),
+            theme.dim(),
+        ));
+    }
+    frame.render_widget(Paragraph::new(lines).block(block), area);
 }

@@ -1,61 +1,144 @@
 //! Header: what is open, which rank and label window, whether the inputs are the same.
+//!
+//! Both lines are laid out by priority ([`super::format::bar`]): the mode, the rank, MISSING
+//! DATA and the input identity stay longest; the watch state gives way first, then the
+//! window label is cut, then the match and call, the window and the record counts go, each
+//! leaving a `…`.
 
 use ratatui::Frame;
 use ratatui::layout::Rect;
-use ratatui::text::{Line, Span};
 use ratatui::widgets::Paragraph;
 
 use super::Theme;
+use super::format::{Piece, bar};
 use crate::app::App;
+use crate::model::analysis::compare::{STATS, Tolerance, Tolerances};
 use crate::model::analysis::diff::Identity;
 use crate::model::present::attempt_text;
 
+const SEPARATOR: &str = " · ";
+
+/// The diff's tolerances where they are not the defaults: `rtol 1e-3 atol 1e-6` when one
+/// pair holds for every statistic, else each statistic that differs from its default.
+pub fn tolerances(tolerances: &Tolerances) -> Option<String> {
+    let defaults = Tolerances::default();
+    if *tolerances == defaults {
+        return None;
+    }
+    let changed: Vec<(&str, Tolerance)> = STATS
+        .iter()
+        .zip(tolerances.per_stat.iter().zip(&defaults.per_stat))
+        .filter(|(_, (t, d))| t != d)
+        .map(|(name, (t, _))| (*name, *t))
+        .collect();
+    let first = tolerances.per_stat[0];
+    if tolerances.per_stat.iter().all(|t| *t == first) {
+        return Some(format!(
+            "tolerances: rtol {:e} atol {:e}",
+            first.rtol, first.atol
+        ));
+    }
+    let listed: Vec<String> = changed
+        .iter()
+        .map(|(name, t)| format!("{name} {:e}:{:e}", t.rtol, t.atol))
+        .collect();
+    Some(format!("tolerances: {}", listed.join(", ")))
+}
+
 pub fn draw(frame: &mut Frame, app: &App, area: Rect, theme: Theme) {
     let Some(loaded) = &app.loaded else { return };
-    let mode = if loaded.diff().is_some() {
-        "diff"
-    } else {
-        "scan"
-    };
-    let first = Line::from(vec![
-        Span::styled("dumpview", theme.title()),
-        Span::raw(format!(" · {mode} · {} · ", loaded.session.title)),
-        Span::styled(loaded.session.format.clone(), theme.dim()),
-    ]);
-    let mut second = Vec::new();
-    if let Some(choice) = app.choice() {
-        let a = &loaded.session.a.windows[choice.a];
-        second.push(Span::raw(format!(
-            "rank {} · window {:?} (match {}, call {}{}) [{}/{}] · ",
-            choice.rank,
-            a.label,
-            a.match_index,
-            a.occurrence,
-            attempt_text(a.attempt),
-            app.window + 1,
-            loaded.windows.len()
-        )));
-        second.push(Span::styled(
-            format!("A {} rec", a.records.len()),
-            theme.side_a(),
+    let width = usize::from(area.width);
+    let diffing = loaded.diff().is_some();
+    let mode = if diffing { "diff" } else { "scan" };
+    let mut first = vec![
+        Piece::new("dumpview", theme.title(), 0),
+        Piece::new(mode, ratatui::style::Style::new(), 0),
+        // The inputs' paths are cut before the format's name is.
+        Piece::shrinking(
+            loaded.session.title.clone(),
+            ratatui::style::Style::new(),
+            2,
+            16,
+        )
+        .cut_at(4),
+        Piece::shrinking(loaded.session.format.clone(), theme.dim(), 3, 12),
+    ];
+    if let Some(text) = tolerances(&loaded.session.analysis.tolerances) {
+        first.push(Piece::shrinking(text, theme.warn(), 1, 16).cut_at(3));
+    }
+    let (warnings, lost) = app.warning_counts();
+    if warnings > 0 {
+        first.push(Piece::new(
+            format!(
+                "{warnings} load warning{}: w",
+                if warnings == 1 { "" } else { "s" }
+            ),
+            if lost > 0 { theme.bad() } else { theme.warn() },
+            1,
         ));
+    }
+    let mut second = Vec::new();
+    if let (Some(choice), Some(((rank_at, ranks), (window_at, windows)))) =
+        (app.choice(), app.window_place())
+    {
+        let a = &loaded.session.a.windows[choice.a];
+        let rank = if ranks > 1 {
+            format!("rank {} [{rank_at}/{ranks}]", choice.rank)
+        } else {
+            format!("rank {}", choice.rank)
+        };
+        second.push(Piece::new(rank, ratatui::style::Style::new(), 0));
+        // The counter first: the label is what gets cut.
+        let counter = format!("window [{window_at}/{windows}] ");
+        second.push(
+            Piece::shrinking(
+                format!("{counter}{:?}", a.label),
+                ratatui::style::Style::new(),
+                4,
+                counter.len() + 6,
+            )
+            .cut_at(6),
+        );
+        second.push(Piece::new(
+            format!(
+                "(match {}, call {}{})",
+                a.match_index,
+                a.occurrence,
+                attempt_text(a.attempt)
+            ),
+            ratatui::style::Style::new(),
+            5,
+        ));
+        if diffing {
+            second.push(Piece::new(
+                format!("A {}", a.records.len()),
+                theme.side_a(),
+                3,
+            ));
+        } else {
+            second.push(Piece::new(
+                format!("{} records", a.records.len()),
+                ratatui::style::Style::new(),
+                3,
+            ));
+        }
         if let (Some(bi), Some(b)) = (choice.b, &loaded.session.b) {
             let w = &b.windows[bi];
-            second.push(Span::raw(" · "));
-            second.push(Span::styled(
-                format!(
-                    "B {} rec (call {}{})",
-                    w.records.len(),
-                    w.occurrence,
-                    attempt_text(w.attempt)
-                ),
+            // B's call only where it is not A's (a chunked prefill's other chunk).
+            let call = if w.occurrence == a.occurrence && w.attempt == a.attempt {
+                String::new()
+            } else {
+                format!(" (B call {}{})", w.occurrence, attempt_text(w.attempt))
+            };
+            second.push(Piece::new(
+                format!("B {} rec{call}", w.records.len()),
                 theme.side_b(),
+                3,
             ));
         }
         if let (Some(pair), Some(report)) = (choice.pair, loaded.diff()) {
             if report.windows[pair].missing_data.is_some() {
-                second.push(Span::raw(" · "));
-                second.push(Span::styled("MISSING DATA", theme.bad()));
+                second.push(Piece::new("MISSING DATA", theme.bad(), 0));
             }
             let identity = &report.windows[pair].identity;
             let (text, style) = match identity {
@@ -75,19 +158,21 @@ pub fn draw(frame: &mut Frame, app: &App, area: Rect, theme: Theme) {
                     ("input: not recorded by format".to_string(), theme.dim())
                 }
             };
-            second.push(Span::raw(" · "));
-            second.push(Span::styled(text, style));
+            second.push(Piece::new(text, style, 1));
         }
     }
-    // Nothing followed: nothing to say (an "off" switch the user never asked about only
-    // took room).
+    // Nothing followed: nothing to say (an "off" the user never asked about only took room).
     if let Some(status) = &app.watch {
         let (text, healthy) = status.describe();
-        second.push(Span::raw(" · "));
-        second.push(Span::styled(
-            text,
-            if healthy { theme.good() } else { theme.bad() },
-        ));
+        let style = if healthy { theme.good() } else { theme.bad() };
+        // A lost source is as loud as MISSING DATA; a healthy watch gives way early.
+        second.push(Piece::new(text, style, if healthy { 6 } else { 0 }));
     }
-    frame.render_widget(Paragraph::new(vec![first, Line::from(second)]), area);
+    frame.render_widget(
+        Paragraph::new(vec![
+            bar(first, SEPARATOR, ratatui::style::Style::new(), width),
+            bar(second, SEPARATOR, ratatui::style::Style::new(), width),
+        ]),
+        area,
+    );
 }

@@ -1,12 +1,16 @@
 //! The help overlay: keys (from the one keymap, `app::keymap`) and the meaning of every glyph.
+//!
+//! As wide as its longest line where the terminal allows; narrower, each explanation wraps at
+//! word boundaries under its own column (never back to column 0). Taller than the terminal,
+//! it scrolls (↑↓, PgUp PgDn, g G) and its bottom border says what is below.
 
 use ratatui::Frame;
 use ratatui::layout::Rect;
 use ratatui::text::{Line, Span};
-use ratatui::widgets::{Block, Clear, Paragraph, Wrap};
+use ratatui::widgets::{Block, Clear, Paragraph};
 
-use super::{Theme, centered};
-use crate::app::keymap;
+use super::{Theme, centered, format};
+use crate::app::{App, keymap};
 
 const GLYPHS: &[(&str, &str)] = &[
     ("!  n", "first non-finite record / holds NaN or inf"),
@@ -23,31 +27,108 @@ const GLYPHS: &[(&str, &str)] = &[
         "X  =",
         "stride-conflicting storage alias / alias without conflict",
     ),
+    (
+        "f32/f16",
+        "dtype (or shape) of A / of B, where the two differ",
+    ),
 ];
 
-/// Draws the overlay centred in `area`.
-pub fn draw(frame: &mut Frame, area: Rect, theme: Theme) {
-    let mut lines = vec![Line::from(Span::styled("keys", theme.title()))];
-    lines.extend(keymap::help_lines().map(|(k, v)| Line::from(format!("  {k:<10} {v}"))));
-    lines.push(Line::from(""));
-    lines.push(Line::from(Span::styled(
-        "timeline glyphs (non-finite, comparison, alias)",
-        theme.title(),
-    )));
-    lines.extend(
+/// Width of the keys column.
+const KEYS: usize = 10;
+/// Where an explanation starts: two spaces, the keys, one space.
+const TEXT: usize = 2 + KEYS + 1;
+/// Widest the overlay gets.
+const MAX_WIDTH: usize = 110;
+
+/// The overlay's content for `app`: (is a heading, keys, explanation).
+fn content(app: &App) -> Vec<(bool, &'static str, &'static str)> {
+    let diffing = app.diffing();
+    let mut out = vec![(true, "", "keys")];
+    out.extend(keymap::help_lines(diffing).map(|(k, v)| (false, k, v)));
+    out.push((false, "", ""));
+    out.push((true, "", "timeline glyphs (non-finite, comparison, alias)"));
+    out.extend(
         GLYPHS
             .iter()
-            .map(|(k, v)| Line::from(format!("  {k:<10} {v}"))),
+            .filter(|(k, _)| diffing || !matches!(*k, "◆" | "≠ ⇄ # N" | "·  A  B" | "f32/f16"))
+            .map(|(k, v)| (false, *k, *v)),
     );
-    // Rows once wrapped (a line longer than the popup takes two), plus the border.
-    let inner = usize::from(area.width.min(84).saturating_sub(2)).max(1);
-    let rows: usize = lines.iter().map(|l| l.width().div_ceil(inner).max(1)).sum();
-    let popup = centered(area, 84, (rows + 2) as u16);
+    out
+}
+
+/// The popup's width in `area` and its lines, wrapped to it.
+fn lines(app: &App, area: Rect, theme: Theme) -> (u16, Vec<Line<'static>>) {
+    let content = content(app);
+    let natural = content
+        .iter()
+        .map(|(heading, _, v)| {
+            if *heading {
+                format::width(v)
+            } else {
+                TEXT + format::width(v)
+            }
+        })
+        .max()
+        .unwrap_or(0)
+        + 2;
+    let width = natural
+        .min(MAX_WIDTH)
+        .min(usize::from(area.width.saturating_sub(2)));
+    let inner = width.saturating_sub(2).max(TEXT + 8);
+    let mut lines = Vec::new();
+    for (heading, keys, text) in content {
+        if heading {
+            lines.push(Line::from(Span::styled(text, theme.title())));
+            continue;
+        }
+        let wrapped = format::wrap(text, inner - TEXT, 0);
+        for (i, part) in wrapped.into_iter().enumerate() {
+            let keys = if i == 0 { keys } else { "" };
+            lines.push(Line::from(format!("  {keys:<KEYS$} {part}")));
+        }
+    }
+    (width as u16, lines)
+}
+
+/// Rows the popup takes in `area` (borders included), and how many lines it holds.
+fn height(area: Rect, count: usize) -> u16 {
+    (count + 2).min(usize::from(area.height.saturating_sub(2)).max(3)) as u16
+}
+
+/// How far the overlay can scroll in `area`.
+pub fn scroll_max(area: Rect, app: &App) -> usize {
+    let (_, lines) = lines(app, area, Theme { color: false });
+    let rows = usize::from(height(area, lines.len()).saturating_sub(2));
+    lines.len().saturating_sub(rows)
+}
+
+/// Draws the overlay centred in `area`, scrolled to `app.overlay_scroll`.
+pub fn draw(frame: &mut Frame, app: &App, area: Rect, theme: Theme) {
+    let (width, lines) = lines(app, area, theme);
+    let count = lines.len();
+    let popup = centered(area, width, height(area, count));
+    let rows = usize::from(popup.height.saturating_sub(2));
+    let first = app.overlay_scroll.min(count.saturating_sub(rows));
+    let mut block = Block::bordered().title(" help (? or Esc closes) ");
+    if count > rows {
+        let below = count - first - rows;
+        block = block.title_bottom(Span::styled(
+            format!(
+                " lines {}-{} of {count}{} · ↑↓ PgUp PgDn scroll ",
+                first + 1,
+                first + rows,
+                if below > 0 {
+                    format!(", {below} below")
+                } else {
+                    String::new()
+                }
+            ),
+            theme.dim(),
+        ));
+    }
     frame.render_widget(Clear, popup);
     frame.render_widget(
-        Paragraph::new(lines)
-            .wrap(Wrap { trim: false })
-            .block(Block::bordered().title(" help (? or Esc closes) ")),
+        Paragraph::new(lines.into_iter().skip(first).take(rows).collect::<Vec<_>>()).block(block),
         popup,
     );
 }

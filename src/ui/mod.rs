@@ -9,11 +9,12 @@
 //! ├ rank × stage overview (several ranks only) ──────────────────────────┤
 //! └ status: keys, messages, search prompt ───────────────────────────────┘
 //! ```
-//! Popups (tensor comparison progress and result, help, load progress, errors) are drawn
-//! last, over the rest.
+//! Popups (tensor comparison progress and result, load warnings, help, load progress,
+//! errors) are drawn last, over the rest.
 
 mod aliases;
 mod detail;
+mod export;
 mod format;
 mod header;
 mod help;
@@ -23,12 +24,13 @@ mod strip;
 mod tensors;
 mod theme;
 mod timeline;
+mod warnings;
 
 use ratatui::Frame;
 use ratatui::layout::{Constraint, Layout, Rect};
 use ratatui::widgets::{Block, Clear, Gauge, Paragraph, Wrap};
 
-use crate::app::App;
+use crate::app::{App, Focus};
 pub use overview::LABEL_WIDTH as OVERVIEW_LABEL_WIDTH;
 pub use theme::Theme;
 
@@ -101,7 +103,13 @@ impl Areas {
     }
 }
 
-/// The layout of `area` for `app`.
+/// The timeline's width below which the detail stops growing to its natural width.
+const TIMELINE_MIN: u16 = 40;
+
+/// The layout of `area` for `app`, by priority: the status bar takes the lines its message
+/// needs; the detail takes its natural width where the timeline keeps `TIMELINE_MIN`
+/// columns; in the right column the detail gets every line it has when it can, the alias
+/// panel what is left (at least a line, more with stride conflicts or the focus).
 pub fn layout(area: Rect, app: &App) -> Areas {
     let ranks = app.loaded.as_ref().map_or(0, |l| l.overview.ranks.len());
     let overview_height = if ranks > 1 {
@@ -109,26 +117,42 @@ pub fn layout(area: Rect, app: &App) -> Areas {
     } else {
         0
     };
+    // The strip plot: one line per side; the selection is marked on its bottom border.
+    let strip_height = if app.diffing() { 4 } else { 3 };
     let [header, body, strip, overview, status] = Layout::vertical([
         Constraint::Length(2),
         Constraint::Min(6),
-        Constraint::Length(4),
+        Constraint::Length(strip_height),
         Constraint::Length(overview_height),
-        Constraint::Length(1),
+        Constraint::Length(status::height(app, area.width)),
     ])
     .areas(area);
     let detail_width = if app.wide_detail {
         body.width * 2 / 3
     } else {
-        (body.width * 45 / 100).max(38)
+        (body.width * 45 / 100)
+            .max(detail::natural_width(app).min(body.width.saturating_sub(TIMELINE_MIN)))
     };
     let [timeline, side] =
         Layout::horizontal([Constraint::Min(20), Constraint::Length(detail_width)]).areas(body);
-    let alias_height = if app.alias_groups().is_empty() {
-        3
+    let (core, full) = detail::needed(app, side.width);
+    let (alias_want, conflicts) = aliases::needed(&app.alias_groups());
+    let alias_min = if app.focus == Focus::Aliases {
+        alias_want.min((side.height / 2).max(3))
+    } else if !app.wide_detail && conflicts {
+        alias_want.min(6)
     } else {
-        side.height * 2 / 5
+        3
     };
+    let mut alias_height = side
+        .height
+        .saturating_sub(full)
+        .min(alias_want)
+        .max(alias_min);
+    if app.focus != Focus::Aliases && side.height.saturating_sub(alias_height) < core {
+        // The detail keeps its core (the statistics and each side's dtype and shape).
+        alias_height = alias_height.min(side.height.saturating_sub(core).max(3));
+    }
     let [detail, aliases] =
         Layout::vertical([Constraint::Min(6), Constraint::Length(alias_height)]).areas(side);
     Areas {
@@ -139,6 +163,18 @@ pub fn layout(area: Rect, app: &App) -> Areas {
         strip,
         overview,
         status,
+    }
+}
+
+/// How far the open overlay (help, warnings) can scroll in a frame of size `area`: its
+/// lines beyond those in view (0 when none is open).
+pub fn overlay_scroll_max(area: Rect, app: &App) -> usize {
+    if app.help {
+        help::scroll_max(area, app)
+    } else if app.warnings_open {
+        warnings::scroll_max(area, app)
+    } else {
+        0
     }
 }
 
@@ -171,8 +207,12 @@ pub fn draw(frame: &mut Frame, app: &App) {
     }
     status::draw(frame, app, areas.status, theme);
     tensors::draw(frame, app, area, theme);
+    if app.warnings_open {
+        warnings::draw(frame, app, area, theme);
+    }
+    export::draw(frame, app, area, theme);
     if app.help {
-        help::draw(frame, area, theme);
+        help::draw(frame, app, area, theme);
     }
 }
 

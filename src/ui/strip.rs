@@ -45,31 +45,26 @@ pub fn draw(frame: &mut Frame, app: &App, area: Rect, theme: Theme) {
         frame.render_widget(block, area);
         return;
     };
-    let a = bars(&app.strip_a, rows, width, lo, hi);
-    let has_b = app.loaded.as_ref().is_some_and(|l| l.diff().is_some());
-    let column = (app.selected * width / rows).min(width - 1);
-    let mut marker = " ".repeat(width);
-    marker.replace_range(
-        marker
-            .char_indices()
-            .nth(column)
-            .map_or(0..0, |(i, c)| i..i + c.len_utf8()),
-        "▲",
-    );
+    // One capture is not "A": in scan mode its line has no side label.
+    let diffing = app.diffing();
+    let label = |side: &'static str| if diffing { side } else { "  " };
     let mut lines = vec![Line::from(vec![
-        Span::styled("A ", theme.side_a()),
-        Span::styled(a, theme.side_a()),
+        Span::styled(label("A "), theme.side_a()),
+        Span::styled(bars(&app.strip_a, rows, width, lo, hi), theme.side_a()),
     ])];
-    if has_b {
-        let b = bars(&app.strip_b, rows, width, lo, hi);
+    if diffing {
         lines.push(Line::from(vec![
-            Span::styled("B ", theme.side_b()),
-            Span::styled(b, theme.side_b()),
+            Span::styled(label("B "), theme.side_b()),
+            Span::styled(bars(&app.strip_b, rows, width, lo, hi), theme.side_b()),
         ]));
     }
-    lines.push(Line::from(vec![
-        Span::raw("  "),
-        Span::styled(marker, Style::new()),
-    ]));
     frame.render_widget(Paragraph::new(lines).block(block), area);
+    // The selection, on the bottom border under its column (the plot spans every row, the
+    // filter's hidden ones too).
+    let selected = app.row().map_or(0, |_| app.row_index(app.selected));
+    let column = (selected * width / rows).min(width - 1);
+    let (x, y) = (area.x + 3 + column as u16, area.y + area.height - 1);
+    if let Some(cell) = frame.buffer_mut().cell_mut((x, y)) {
+        cell.set_symbol("▲").set_style(Style::new());
+    }
 }

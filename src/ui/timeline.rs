@@ -6,8 +6,10 @@ use ratatui::style::Style;
 use ratatui::text::{Line, Span};
 use ratatui::widgets::{Block, Row as TableRow, Table};
 
+use super::format::{Piece, bar};
 use super::{Theme, format};
 use crate::app::{App, Focus, Row, RowState};
+use crate::model::dump::Record;
 
 /// The three glyph columns of a row: non-finite, comparison, alias. Legend in the help overlay.
 pub fn glyphs(row: &Row) -> [char; 3] {
@@ -62,6 +64,64 @@ pub fn row_style(row: &Row, theme: Theme) -> Style {
     }
 }
 
+/// The cells of one timeline row besides its glyphs and key: seq, dtype, shape. Where A
+/// and B differ, dtype and shape read `A/B` (`f32/f16`), so B's side is never hidden.
+fn cells(a: Option<&Record>, b: Option<&Record>) -> (String, String, String) {
+    let Some(first) = a.or(b) else {
+        return (String::new(), String::new(), String::new());
+    };
+    let (dtype, shape) = match (a, b) {
+        (Some(a), Some(b)) => (
+            if a.dtype == b.dtype {
+                format::dtype(&a.dtype)
+            } else {
+                format!("{}/{}", format::dtype(&a.dtype), format::dtype(&b.dtype))
+            },
+            if a.shape == b.shape {
+                format::shape(&a.shape)
+            } else {
+                format!("{}/{}", format::shape(&a.shape), format::shape(&b.shape))
+            },
+        ),
+        _ => (format::dtype(&first.dtype), format::shape(&first.shape)),
+    };
+    (first.seq.to_string(), dtype, shape)
+}
+
+/// Column widths of the timeline for `inner` columns inside its border, by priority: the
+/// glyphs and the stage key first (at least [`KEY_MIN`]), then shape and dtype as wide as
+/// their widest visible cell; seq gives way first, then shape is cut (with `…`).
+struct Widths {
+    seq: u16,
+    key: u16,
+    dtype: u16,
+    shape: u16,
+}
+
+/// The key column's width below which the others give way.
+const KEY_MIN: usize = 18;
+
+fn widths(inner: usize, seq: usize, dtype: usize, shape: usize) -> Widths {
+    let (mut seq, dtype, mut shape) = (seq.max(3), dtype.max(5), shape.max(5));
+    // Glyphs (3) and the spaces between five columns (4).
+    let fixed = |seq: usize, shape: usize| 3 + 4 + seq + dtype + shape - usize::from(seq == 0);
+    if inner.saturating_sub(fixed(seq, shape)) < KEY_MIN {
+        seq = 0;
+    }
+    if inner.saturating_sub(fixed(seq, shape)) < KEY_MIN {
+        shape = shape
+            .saturating_sub(KEY_MIN - inner.saturating_sub(fixed(seq, shape)))
+            .max(5);
+    }
+    let key = inner.saturating_sub(fixed(seq, shape)).max(8);
+    Widths {
+        seq: seq as u16,
+        key: key as u16,
+        dtype: dtype as u16,
+        shape: shape as u16,
+    }
+}
+
 pub fn draw(frame: &mut Frame, app: &App, area: Rect, theme: Theme) {
     let Some(loaded) = &app.loaded else { return };
     let Some(choice) = app.choice() else { return };
@@ -70,87 +130,128 @@ pub fn draw(frame: &mut Frame, app: &App, area: Rect, theme: Theme) {
         .b
         .and_then(|bi| loaded.session.b.as_ref().map(|d| &d.windows[bi]));
     let height = area.height.saturating_sub(3) as usize;
+    let total = app.view_len();
     // The selection is always on screen, even before the runtime has reported this height.
-    let mut start = app.offset.min(app.rows.len());
+    let mut start = app.offset.min(total);
     if app.selected < start {
         start = app.selected;
     } else if height > 0 && app.selected >= start + height {
         start = app.selected + 1 - height;
     }
-    let end = (start + height).min(app.rows.len());
+    let end = (start + height).min(total);
     // Column widths from the visible rows only: the cost stays per frame, not per record.
-    let cells: Vec<(String, String, String)> = app.rows[start..end]
+    let visible: Vec<(usize, &Row)> = (start..end)
+        .map(|position| (position, &app.rows[app.row_index(position)]))
+        .collect();
+    let cells: Vec<(String, String, String)> = visible
         .iter()
-        .map(|row| {
-            let record = row
-                .a
-                .map(|i| &a.records[i])
-                .or_else(|| row.b.and_then(|j| b.map(|b| &b.records[j])));
-            record.map_or((String::new(), String::new(), String::new()), |r| {
-                (
-                    r.seq.to_string(),
-                    format::dtype(&r.dtype),
-                    format::shape(&r.shape),
-                )
-            })
+        .map(|(_, row)| {
+            cells(
+                row.a.map(|i| &a.records[i]),
+                row.b.and_then(|j| b.map(|b| &b.records[j])),
+            )
         })
         .collect();
-    let seq_width = cells.iter().map(|c| c.0.len()).max().unwrap_or(1).max(3) as u16;
-    let shape_width = cells
-        .iter()
-        .map(|c| c.2.chars().count())
-        .max()
-        .unwrap_or(5)
-        .clamp(5, 16) as u16;
-    let key_width = (area.width as usize)
-        .saturating_sub(2 + 3 + seq_width as usize + 4 + shape_width as usize + 4)
-        .max(8);
-    let body: Vec<TableRow> = app.rows[start..end]
+    let widest = |f: fn(&(String, String, String)) -> &String| {
+        cells.iter().map(|c| format::width(f(c))).max().unwrap_or(0)
+    };
+    let w = widths(
+        usize::from(area.width.saturating_sub(2)),
+        widest(|c| &c.0),
+        widest(|c| &c.1),
+        widest(|c| &c.2),
+    );
+    let body: Vec<TableRow> = visible
         .iter()
         .zip(cells)
-        .enumerate()
-        .map(|(i, (row, (seq, dtype, shape)))| {
+        .map(|((position, row), (seq, dtype, shape))| {
             let [g1, g2, g3] = glyphs(row);
             let mut style = row_style(row, theme);
-            if start + i == app.selected {
+            if *position == app.selected {
                 style = style.patch(theme.selected());
             }
-            TableRow::new(vec![
-                Line::from(format!("{g1}{g2}{g3}")),
-                Line::from(seq),
-                Line::from(format::fit(&row.key, key_width)),
-                Line::from(dtype),
-                Line::from(shape),
-            ])
-            .style(style)
+            let mut columns = vec![Line::from(format!("{g1}{g2}{g3}"))];
+            if w.seq > 0 {
+                columns.push(Line::from(seq));
+            }
+            columns.extend([
+                Line::from(format::fit(&row.key, usize::from(w.key))),
+                Line::from(format::fit(&dtype, usize::from(w.dtype))),
+                Line::from(format::fit(&shape, usize::from(w.shape))),
+            ]);
+            TableRow::new(columns).style(style)
         })
         .collect();
-    let findings = app.findings;
-    let title = Line::from(vec![
-        Span::styled(" timeline ", theme.title()),
-        Span::raw(format!(
-            "{}/{} · {} findings ",
-            app.selected + 1,
-            app.rows.len(),
-            findings
-        )),
-    ]);
+    // The position and what the filter hides stay; the rest gives way in a narrow panel.
+    let mut pieces = vec![
+        Piece::new("timeline", theme.title(), 0),
+        Piece::new(
+            format!("{}/{}", (app.selected + 1).min(total), total),
+            Style::new(),
+            0,
+        ),
+        Piece::new(format!("{} findings", app.findings), Style::new(), 1),
+    ];
+    if app.filter {
+        pieces.push(Piece::new(
+            format!("{} hidden", app.rows.len() - total),
+            theme.warn(),
+            0,
+        ));
+        pieces.push(Piece::new("(a shows all)", theme.warn(), 3));
+    }
+    let mut title = bar(
+        pieces,
+        " · ",
+        Style::new(),
+        usize::from(area.width.saturating_sub(4)),
+    );
+    // `timeline 5/109`, not `timeline · 5/109`.
+    if let Some(sep) = title.spans.get_mut(1).filter(|s| s.content == " · ") {
+        sep.content = " ".into();
+    }
+    title.spans.insert(0, Span::raw(" "));
+    title.spans.push(Span::raw(" "));
     let border = if app.focus == Focus::Timeline {
         theme.focused_border()
     } else {
         Style::new()
     };
-    let table = Table::new(
-        body,
-        [
-            Constraint::Length(3),
-            Constraint::Length(seq_width),
-            Constraint::Min(8),
-            Constraint::Length(4),
-            Constraint::Length(shape_width),
-        ],
-    )
-    .header(TableRow::new(vec!["", "seq", "stage#occ", "dtype", "shape"]).style(theme.dim()))
-    .block(Block::bordered().title(title).border_style(border));
+    let mut constraints = vec![Constraint::Length(3)];
+    let mut header = vec![""];
+    if w.seq > 0 {
+        constraints.push(Constraint::Length(w.seq));
+        header.push("seq");
+    }
+    constraints.extend([
+        Constraint::Length(w.key),
+        Constraint::Length(w.dtype),
+        Constraint::Length(w.shape),
+    ]);
+    header.extend(["stage#occ", "dtype", "shape"]);
+    let table = Table::new(body, constraints)
+        .header(TableRow::new(header).style(theme.dim()))
+        .block(Block::bordered().title(title).border_style(border));
     frame.render_widget(table, area);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn columns_give_way_by_priority() {
+        // Wide: every column as wide as its widest cell, the key takes the rest.
+        let w = widths(100, 3, 7, 7);
+        assert_eq!(
+            (w.seq, w.dtype, w.shape, w.key),
+            (3, 7, 7, 100 - 3 - 4 - 3 - 7 - 7)
+        );
+        // 80 columns (38 inside the timeline): seq gives way so the key keeps 18.
+        let w = widths(38, 3, 7, 7);
+        assert_eq!((w.seq, w.dtype, w.shape, w.key), (0, 7, 7, 18));
+        // Narrower still: the shape is cut (never below its header), then the key.
+        let w = widths(32, 3, 7, 12);
+        assert_eq!((w.seq, w.shape, w.key), (0, 5, 14));
+    }
 }

@@ -120,6 +120,7 @@ fn watch(
             a,
             b,
             checkout: None,
+            checkout_differs: None,
             saved: Default::default(),
         };
         last = Some((

@@ -1,0 +1,108 @@
+//! The load warnings view (`w`): every warning of the open captures with its kind (lost
+//! evidence or a note), its side and its file, the message wrapped under it; scrolls like
+//! the help.
+//!
+//! ```text
+//! ┌ load warnings: 2 (1 lost evidence, 1 note) · w or Esc closes ─────────────────┐
+//! │LOST EVIDENCE  A rank0/match1-occ1/manifest.json                               │
+//! │  truncated or damaged: stops being a valid manifest at byte 3914 (EOF while   │
+//! │  parsing a string); kept the 4 records before it                              │
+//! │note           B rank0/match1-occ2/manifest.json                               │
+//! │  an older attempt of this window was ignored                                  │
+//! └───────────────────────────────────────────────────────────────────────────────┘
+//! ```
+
+use ratatui::Frame;
+use ratatui::layout::Rect;
+use ratatui::text::{Line, Span};
+use ratatui::widgets::{Block, Clear, Paragraph};
+
+use super::{Theme, centered, format};
+use crate::app::App;
+use crate::model::dump::WarningKind;
+
+/// Widest the view gets.
+const MAX_WIDTH: u16 = 120;
+/// Width of the kind column.
+const KIND: usize = 14;
+
+/// The view's width in `area` and its lines.
+fn lines(app: &App, area: Rect, theme: Theme) -> (u16, Vec<Line<'static>>) {
+    let width = area.width.saturating_sub(4).min(MAX_WIDTH);
+    let inner = usize::from(width.saturating_sub(2)).max(KIND + 8);
+    let diffing = app.diffing();
+    let mut lines = Vec::new();
+    for (side, warning) in app.warnings() {
+        let (kind, style) = match warning.kind {
+            WarningKind::LostEvidence => ("LOST EVIDENCE", theme.bad()),
+            WarningKind::Note => ("note", theme.dim()),
+        };
+        let side = if diffing {
+            format!("{side} ")
+        } else {
+            String::new()
+        };
+        let file = warning.file.display().to_string();
+        let room = inner.saturating_sub(KIND + 1 + side.len());
+        lines.push(Line::from(vec![
+            Span::styled(format!("{kind:<KIND$} "), style),
+            Span::raw(format!("{side}{}", format::fit_start(&file, room))),
+        ]));
+        for part in format::wrap(&warning.message, inner - 2, 0) {
+            lines.push(Line::from(format!("  {part}")));
+        }
+    }
+    (width, lines)
+}
+
+fn height(area: Rect, count: usize) -> u16 {
+    (count + 2).min(usize::from(area.height.saturating_sub(2)).max(3)) as u16
+}
+
+/// How far the view can scroll in `area`.
+pub fn scroll_max(area: Rect, app: &App) -> usize {
+    let (_, lines) = lines(app, area, Theme { color: false });
+    let rows = usize::from(height(area, lines.len()).saturating_sub(2));
+    lines.len().saturating_sub(rows)
+}
+
+/// Draws the view centred in `area`, scrolled to `app.overlay_scroll`.
+pub fn draw(frame: &mut Frame, app: &App, area: Rect, theme: Theme) {
+    let (width, lines) = lines(app, area, theme);
+    let count = lines.len();
+    let popup = centered(area, width, height(area, count));
+    let rows = usize::from(popup.height.saturating_sub(2));
+    let first = app.overlay_scroll.min(count.saturating_sub(rows));
+    let (all, lost) = app.warning_counts();
+    let notes = all - lost;
+    let plural = |n: usize, word: &str| format!("{n} {word}{}", if n == 1 { "" } else { "s" });
+    let title = format!(
+        " load warnings: {all} ({lost} lost evidence, {}) · w or Esc closes ",
+        plural(notes, "note")
+    );
+    let mut block = Block::bordered().title(Span::styled(
+        format::fit(&title, usize::from(width.saturating_sub(2))),
+        theme.title(),
+    ));
+    if count > rows {
+        let below = count - first - rows;
+        block = block.title_bottom(Span::styled(
+            format!(
+                " lines {}-{} of {count}{} · ↑↓ PgUp PgDn scroll ",
+                first + 1,
+                first + rows,
+                if below > 0 {
+                    format!(", {below} below")
+                } else {
+                    String::new()
+                }
+            ),
+            theme.dim(),
+        ));
+    }
+    frame.render_widget(Clear, popup);
+    frame.render_widget(
+        Paragraph::new(lines.into_iter().skip(first).take(rows).collect::<Vec<_>>()).block(block),
+        popup,
+    );
+}
