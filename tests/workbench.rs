@@ -356,8 +356,11 @@ fn highlighted_rows_have_their_styles() {
         Color::Red,
         "non-finite rows after it are red text"
     );
-    let (x, y) = find(&buffer, "layers.3.mlp_gate#1");
+    let (x, y) = find(&buffer, "layers.3.post_norm#1");
     assert_eq!(buffer[(x, y)].fg, Color::Reset, "agreeing rows are plain");
+    // float16 rounding moved this checksum within its bound, above one moved row's shift.
+    let (x, y) = find(&buffer, "layers.3.mlp_gate#1");
+    assert_eq!(buffer[(x, y)].fg, Color::DarkGray, "inconclusive rows are dim");
 }
 
 #[test]

@@ -74,6 +74,7 @@ fn scalar(record: &mut Record, v: f64) {
         pos_checksum: None,
         // One element: whether it is NaN or inf is known exactly.
         counts_known: true,
+        reduced_in_dtype: false,
     });
 }
 
@@ -137,6 +138,8 @@ fn tensor_stats(stats: &[Stat; 4], numel: u64) -> Option<Stats> {
         l2,
         pos_checksum: None,
         counts_known: false,
+        // msprobe computes Mean and Norm in the tensor's dtype (float16 sums overflow at 65504).
+        reduced_in_dtype: true,
     })
 }
 
