@@ -223,7 +223,7 @@ DUMPVIEW_RULE = (
     "examples/pair_tools.dumpview_first_divergence): records paired by stage#occurrence in a's capture order; "
     "a pair is (1) structural when shape or dtype kind (floating / integer / bool) differs (float32 vs "
     "bfloat16 is a precision change, compared by value); (2) not_compared when either side has no statistics "
-    "(empty tensors of one shape agree); (3) non_finite when nan_count or inf_count differ; (4) magnitude when "
+    "(records without elements, empty tensors, of one shape agree); (3) non_finite when nan_count or inf_count differ; (4) magnitude when "
     "one of max_abs, min, max, mean, l2 has |a - b| > atol + rtol * scale, scale max(|a|, |b|), for mean the "
     "larger rms = l2 / sqrt(finite_count); (5) values_moved when pos_checksum moves by more than "
     "atol + bound * scale, scale max(l2_a, l2_b, |pos_checksum_a|, |pos_checksum_b|), bound = max(rtol, "
@@ -270,8 +270,9 @@ def checksum_rows(shape):
 
 
 def is_empty(record):
-    """A tensor with a zero-sized dimension: nothing to compare, so equal shapes agree."""
-    return 0 in list(record["shape"])
+    """A record without elements (an empty tensor): nothing to compare, so equal shapes agree."""
+    numel = record.get("numel")
+    return numel == 0 if numel is not None else 0 in list(record["shape"])
 
 
 def _number(value):

@@ -360,7 +360,11 @@ fn highlighted_rows_have_their_styles() {
     assert_eq!(buffer[(x, y)].fg, Color::Reset, "agreeing rows are plain");
     // float16 rounding moved this checksum within its bound, above one moved row's shift.
     let (x, y) = find(&buffer, "layers.3.mlp_gate#1");
-    assert_eq!(buffer[(x, y)].fg, Color::DarkGray, "inconclusive rows are dim");
+    assert_eq!(
+        buffer[(x, y)].fg,
+        Color::DarkGray,
+        "inconclusive rows are dim"
+    );
 }
 
 #[test]

@@ -121,9 +121,10 @@ def stream_diff_json(path, want, chunk=1 << 24):
     The window object is read key by key, in whatever order it is written: every field but
     `pairs` is decoded whole (they are small: only_a/only_b are lists of keys), `pairs` is read
     one element at a time and only the wanted ones are kept.  When first_divergence comes after
-    `pairs` (as the streamed diff --json writes it), its pair is the first one whose verdict is not
-    `agree` (the first divergence is by definition the first pair that does not agree); should
-    that not hold, the file is read a second time to fetch the pair at that index."""
+    `pairs` (as the streamed diff --json writes it), its pair is the first one whose verdict
+    diverges (not agree, checksum_inconclusive or not_compared: the first divergence is by
+    definition the first such pair); should that not hold, the file is read a second time to fetch
+    the pair at that index."""
     found, count, fields, first_pair = _stream_window(path, want, chunk, None)
     fd = fields["first_divergence"]
     if fd is not None and (first_pair is None or first_pair[0] != fd):
@@ -231,7 +232,8 @@ def _stream_window(path, want, chunk, pick):
                     if target is not None:
                         if count == target:
                             picked = (count, pair)
-                    elif pick is None and "first_divergence" not in fields and pair["verdict"]["kind"] != "agree":
+                    elif (pick is None and "first_divergence" not in fields
+                          and pair["verdict"]["kind"] not in NOT_DIVERGING):
                         picked = (count, pair)
                 count += 1
                 if want is None or pair["key"] in want:
@@ -580,7 +582,10 @@ def expected_verdict(row, rtol=1e-2, atol=1e-6):
     structural = (row["NPU Tensor Shape"] != row["Bench Tensor Shape"]
                   or _dtype_kind(row["NPU Dtype"]) != _dtype_kind(row["Bench Dtype"]))
     shape = _shape(row, "NPU")
-    empty = isinstance(shape, list) and 0 in shape and not structural
+    # No elements on either side (dumpview's records with numel 0): an empty tensor, a None argument (msprobe's
+    # table: dtype and shape N/A), a torch.Size (its value is its shape): nothing beyond the shape to differ.
+    empty = not structural and ((isinstance(shape, list) and 0 in shape and row["NPU Dtype"].startswith("torch."))
+                                or row["NPU Dtype"] in ("N/A", "None", "torch.Size"))
     if a is None or b is None:
         if structural:
             return "structural", []

@@ -280,7 +280,8 @@ pub enum Verdict {
     ChecksumInconclusive,
     /// Nothing was compared: statistics on neither side or on one side only (a float8 view, a
     /// dtype the dump tool cannot reduce, a string argument), or no statistic recorded on both.
-    /// Missing evidence, never a divergence.
+    /// Missing evidence, never a divergence. (Records without elements, an empty tensor or a
+    /// `None` argument, agree when their shapes and dtype kinds do.)
     NotCompared {
         /// Why, e.g. `no statistics on either side` or `statistics on side A only`.
         reason: String,
@@ -564,9 +565,10 @@ fn exclusion(
     })
 }
 
-/// True for a tensor with a zero-sized dimension: nothing in it to compare.
+/// True for a record with no elements: an empty tensor, a `None` argument, a `torch.Size`
+/// (whose value is its shape): nothing beyond its shape and dtype to differ.
 fn is_empty(record: &Record) -> bool {
-    record.shape.contains(&0)
+    record.numel == 0
 }
 
 /// Compares two records captured at the same `stage#occurrence`.
@@ -582,7 +584,7 @@ pub fn compare_records(a: &Record, b: &Record, tolerances: &Tolerances) -> Compa
     let (Some(sa), Some(sb)) = (&a.stats, &b.stats) else {
         let verdict = match (structural, &a.stats, &b.stats) {
             (Some(reason), _, _) => Verdict::Structural { reason },
-            // Equal shapes with a zero in them: no element on either side to differ.
+            // Equal shapes and no element on either side: nothing else to differ.
             (None, _, _) if is_empty(a) && is_empty(b) => Verdict::Agree,
             (None, None, None) => Verdict::NotCompared {
                 reason: "no statistics on either side".to_string(),
@@ -917,9 +919,9 @@ mod tests {
             }
         );
         assert!(!verdict(&with, &without).diverges());
-        // An empty tensor of one shape on both sides: nothing to differ.
+        // An empty tensor (or a None argument) of one shape on both sides: nothing to differ.
         let mut empty = without.clone();
-        empty.shape = vec![0, 4].into();
+        (empty.shape, empty.numel) = (vec![0, 4].into(), 0);
         assert_eq!(verdict(&empty, &empty), Verdict::Agree);
         // Statistics objects whose every value is null.
         let mut nulls = with.clone();

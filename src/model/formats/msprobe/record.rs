@@ -47,12 +47,14 @@ pub fn record(seq: u64, stage: Name, leaf: Option<&Leaf<'_>>) -> Record {
         &Scalar::Number(v) => scalar(&mut record, v),
         &Scalar::Bool(b) => scalar(&mut record, f64::from(u8::from(b))),
         Scalar::Sizes(sizes) if leaf.kind == "torch.Size" => {
-            // msprobe shows a size in its shape column, so a changed size is a shape change.
+            // msprobe shows a size in its shape column, so a changed size is a shape change;
+            // no elements beyond it (numel 0): equal sizes are equal values.
             record.stride = strides(&contiguous(sizes));
             record.shape = sizes.clone();
         }
-        // Strings, slices, dtypes, devices, process groups: named, not compared.
-        _ => {}
+        // Strings, slices, dtypes, devices, process groups: one value each, named, not
+        // reduced to statistics, so not compared.
+        _ => record.numel = 1,
     }
     record
 }
@@ -237,8 +239,8 @@ mod tests {
             ("torch.Size", &[2, 3][..], None)
         );
         let r = read(r#"{"type":"str","value":"mean"}"#);
-        assert_eq!((&*r.dtype, r.numel, r.stats), ("str", 0, None));
+        assert_eq!((&*r.dtype, r.numel, r.stats), ("str", 1, None));
         let r = record(0, Name::new("x"), None);
-        assert_eq!((&*r.dtype, r.stats), ("None", None));
+        assert_eq!((&*r.dtype, r.numel, r.stats), ("None", 0, None));
     }
 }
