@@ -217,6 +217,14 @@ fn inconclusive_checksums_are_said_plainly_and_exit_0() {
             .unwrap()
             .contains(&serde_json::json!("inconclusive"))
     );
+    let report = diff(
+        &side("bfloat16/eager").windows,
+        &side("bfloat16/fused").windows,
+        &Tolerances::default(),
+    );
+    let rows = dumpview::model::analysis::table::stage_rows(&report);
+    let row = rows.iter().find(|r| r.key == "layers.0.mlp_act#1").unwrap();
+    assert_eq!(row.status, "checksum_inconclusive");
     // The report lists them in its own line.
     let out = dumpview().args(["report"]).arg(&a).arg(&b).assert();
     let md = String::from_utf8(out.get_output().stdout.clone()).unwrap();
@@ -255,6 +263,11 @@ fn a_pair_without_statistics_is_not_compared_and_hides_no_divergence() {
         report.table[&0],
         [Cell::Agrees, Cell::Missing, Cell::Diverges]
     );
+    let statuses: Vec<&str> = dumpview::model::analysis::table::stage_rows(&report)
+        .iter()
+        .map(|r| r.status)
+        .collect();
+    assert_eq!(statuses, ["agree", "not_compared", "magnitude"]);
 
     let (a, b) = (dir("not_compared/a"), dir("not_compared/b"));
     let out = dumpview().arg("diff").arg(&a).arg(&b).assert().code(1);

@@ -177,10 +177,11 @@ fn dtype_max(dtype: &str) -> Option<f64> {
 }
 
 /// The rows of `pos_checksum`'s matrix view of `shape` (docs/manifest.md): the product of all
-/// dimensions but the last; 1 for a 0-d tensor.
+/// dimensions but the last (saturating at `u64::MAX`: a damaged manifest may hold any sizes);
+/// 1 for a 0-d tensor.
 pub fn checksum_rows(shape: &[u64]) -> u64 {
     match shape.split_last() {
-        Some((_, leading)) => leading.iter().product(),
+        Some((_, leading)) => leading.iter().fold(1u64, |n, &d| n.saturating_mul(d)),
         None => 1,
     }
 }
@@ -631,7 +632,7 @@ pub fn compare_records(a: &Record, b: &Record, tolerances: &Tolerances) -> Compa
         Verdict::ValuesMoved
     } else if checksum_bound.is_some_and(|c| c.beyond_rtol && c.bound > c.moved_row) {
         Verdict::ChecksumInconclusive
-    } else if !compared && !(is_empty(a) && is_empty(b)) {
+    } else if !(compared || is_empty(a) && is_empty(b)) {
         Verdict::NotCompared {
             reason: "no statistic recorded on both sides".to_string(),
         }
@@ -953,6 +954,7 @@ mod tests {
         assert_eq!(checksum_rows(&[128, 8, 64]), 1024);
         assert_eq!(checksum_rows(&[512]), 1);
         assert_eq!(checksum_rows(&[]), 1);
+        assert_eq!(checksum_rows(&[u64::MAX, 3, 8]), u64::MAX);
     }
 
     fn record_with(stats: Stats) -> Record {
