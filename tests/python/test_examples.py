@@ -278,8 +278,13 @@ def test_first_divergence_matches_the_rust_binary(pair):
     assert (rust_key, rust_kind) == (found, kind) == FIRST_DIVERGENCE[pair]
     if first is not None:
         assert [d["name"] for d in window["pairs"][first]["stats"] if d["exceeds"]] == exceeding
-    # every paired record, not just the first divergence
-    python_pairs = pt.dumpview_pairs(manifest(pair, "a"), manifest(pair, "b"))
+    assert_every_pair_follows_the_reference(window, manifest(pair, "a"), manifest(pair, "b"))
+
+
+def assert_every_pair_follows_the_reference(window, a, b):
+    """Every pair of `dumpview diff --json`'s window has the reference's verdict, exceeding statistics, rel_diff
+    and bounds."""
+    python_pairs = pt.dumpview_pairs(a, b)
     assert [p["key"] for p in window["pairs"]] == [k for k, _, _ in python_pairs]
     for rust, (k, ra, rb) in zip(window["pairs"], python_pairs):
         kind, _, stats = pt.dumpview_compare_records(ra, rb)
@@ -297,6 +302,28 @@ def test_first_divergence_matches_the_rust_binary(pair):
                     assert d_rust[field] == d_py[field], (k, d_py["name"], field)
                 else:
                     assert math.isclose(d_rust[field], d_py[field], **tol), (k, d_py["name"], field)
+
+
+VERDICT_FIXTURES = os.path.join(ROOT, "tests", "fixtures", "verdicts")
+
+
+@pytest.mark.parametrize("dtype", ["float32", "bfloat16", "float16"])
+@pytest.mark.parametrize("other", ["fused", "swapped"])
+def test_verdict_fixtures_follow_the_reference(dtype, other):
+    """On the rounding-noise and row-swap fixtures (tests/fixtures/verdicts), where the checksum's noise bound
+    decides, the binary gives every pair the reference's verdict and bounds."""
+    if not os.path.isfile(DUMPVIEW):
+        pytest.skip("target/debug/dumpview is not built (run `cargo build`): Rust cross-check skipped")
+    sides = [os.path.join(VERDICT_FIXTURES, dtype, side) for side in ("eager", other)]
+    proc = subprocess.run([DUMPVIEW, "diff", "--json"] + sides, capture_output=True, text=True, cwd=ROOT)
+    assert proc.returncode == (1 if other == "swapped" else 0), proc.stderr
+    window = json.loads(proc.stdout)["diff"]["windows"][0]
+    a, b = (pt.load(pt.find_manifest(d, 1)) for d in sides)
+    assert_every_pair_follows_the_reference(window, a, b)
+    found, kind, _ = pt.dumpview_first_divergence(a, b)
+    assert (found, kind) == ((None, "agree") if other == "fused" else ("layers.1.k_cache_write#1", "values_moved"))
+    inconclusive = [p["key"] for p in window["pairs"] if p["verdict"]["kind"] == "checksum_inconclusive"]
+    assert window["checksum_inconclusive"] == len(inconclusive)
 
 
 def evidence_slack(sa, sb):
