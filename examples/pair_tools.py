@@ -5,7 +5,7 @@ environment, the way a user runs two configurations: dump_probe reads the
 environment once, at import.  The comparison helpers here only serve the
 scripts' own verification and the figures written into expected.json.
 dumpview_first_divergence is an independent Python reference of dumpview diff's
-rule (src/model/compare.rs, src/model/diff.rs), used for every pair's
+rule (src/model/analysis/compare.rs, src/model/analysis/diff.rs), used for every pair's
 first_divergence.
 """
 
@@ -194,28 +194,51 @@ def paired(a, b):
 
 # ----------------------------------------------------------------------------- dumpview's diff rule
 
-# Default tolerances of dumpview diff (src/model/compare.rs, `Tolerances::default`).
+# Default tolerances of dumpview diff (src/model/analysis/compare.rs, `Tolerances::default`).
 DEFAULT_RTOL = 1e-2
 DEFAULT_ATOL = 1e-6
 POS_CHECKSUM_RTOL = 1e-3
 POS_CHECKSUM_ATOL = 1e-6
-# pos_checksum's tolerance for pairs whose dtypes differ within one kind (float32 vs bfloat16).
-PRECISION_CHANGE_CHECKSUM = (5e-2, 1e-6)
 DEFAULT_TOLERANCES = {name: (DEFAULT_RTOL, DEFAULT_ATOL) for name in VALUE_STATS}
 DEFAULT_TOLERANCES["pos_checksum"] = (POS_CHECKSUM_RTOL, POS_CHECKSUM_ATOL)
+# The checksum's rounding-noise bound (compare.rs `ChecksumNoise::default`; docs/diff.md, "The checksum's
+# noise bound"): bound = max(rtol, roundoff_factor * u, evidence_factor * e), u the unit roundoff of the
+# coarser dtype, e the per-element change the magnitude statistics show; a checksum moved beyond rtol but
+# within the bound is checksum_inconclusive where the bound exceeds moved_row_shift / sqrt(rows).
+CHECKSUM_NOISE = dict(roundoff_factor=2.0, evidence_factor=4.0, moved_row_shift=0.05)
+# Unit roundoff u = 2**-p of a floating dtype with p significand bits (compare.rs `unit_roundoff`).
+UNIT_ROUNDOFF = {"float64": 2.0 ** -53, "double": 2.0 ** -53, "float32": 2.0 ** -24, "float": 2.0 ** -24,
+                 "float16": 2.0 ** -11, "half": 2.0 ** -11, "bfloat16": 2.0 ** -8}
+# The largest finite value of a dtype (compare.rs `dtype_max`): a statistic may be its dump's overflow
+# only while max_abs is inside it.
+DTYPE_MAX = {"float16": 65504.0, "half": 65504.0, "bfloat16": 3.3895313892515355e38,
+             "float32": 3.4028234663852886e38, "float": 3.4028234663852886e38,
+             "float8_e4m3fn": 448.0, "float8_e4m3fnuz": 240.0, "float8_e5m2": 57344.0, "float8_e5m2fnuz": 57344.0}
+# Statistics that are accumulations (sums): the only ones a dump tool's own arithmetic can overflow.
+ACCUMULATED_STATS = ("mean", "l2", "pos_checksum")
+VERDICTS_NOT_DIVERGING = ("agree", "checksum_inconclusive", "not_compared")
 
 DUMPVIEW_RULE = (
-    "dumpview diff's rule (src/model/compare.rs, src/model/diff.rs; reference: "
+    "dumpview diff's rule (src/model/analysis/compare.rs, src/model/analysis/diff.rs; reference: "
     "examples/pair_tools.dumpview_first_divergence): records paired by stage#occurrence in a's capture order; "
-    "the first divergence is the first pair that (1) differs in shape or in dtype kind (floating / integer / "
-    "bool; float32 vs bfloat16 is a precision change, compared by value): structural; (2) differs in "
-    "nan_count or inf_count: non_finite; (3) has a statistic with |a - b| > atol + rtol * scale, where scale "
-    "is max(|a|, |b|) for max_abs, min, max, l2, the larger rms = l2 / sqrt(finite_count) of the two sides "
-    "for mean, and max(l2_a, l2_b, |pos_checksum_a|, |pos_checksum_b|) for pos_checksum; a statistic null on "
-    "one side only differs, equal values (equal infinities included) never do: magnitude when one of max_abs, "
-    "min, max, mean, l2 differs, values_moved when only pos_checksum does. Default tolerances: rtol=%g, "
-    "atol=%g for every statistic except pos_checksum rtol=%g, atol=%g (rtol=%g across a precision change)"
-    % (DEFAULT_RTOL, DEFAULT_ATOL, POS_CHECKSUM_RTOL, POS_CHECKSUM_ATOL, PRECISION_CHANGE_CHECKSUM[0]))
+    "a pair is (1) structural when shape or dtype kind (floating / integer / bool) differs (float32 vs "
+    "bfloat16 is a precision change, compared by value); (2) not_compared when either side has no statistics "
+    "(records without elements, empty tensors, of one shape agree); (3) non_finite when nan_count or inf_count differ; (4) magnitude when "
+    "one of max_abs, min, max, mean, l2 has |a - b| > atol + rtol * scale, scale max(|a|, |b|), for mean the "
+    "larger rms = l2 / sqrt(finite_count); (5) values_moved when pos_checksum moves by more than "
+    "atol + bound * scale, scale max(l2_a, l2_b, |pos_checksum_a|, |pos_checksum_b|), bound = max(rtol, "
+    "%g * u, %g * e), u the unit roundoff of the coarser dtype (float32 2^-24, bfloat16 2^-8, float16 2^-11), "
+    "e = max(n |mean_a - mean_b|, sqrt(n) |l2_a - l2_b|, max(l2_a, l2_b) * r) / scale with n = finite_count and "
+    "r the larger of |a - b| / max(|a|, |b|) of min and of max; (6) checksum_inconclusive when it moved beyond atol + rtol * scale but not "
+    "beyond the bound and the bound exceeds %g / sqrt(rows), rows = the product of all but the last dimension; "
+    "(7) not_compared when no statistic was recorded on both sides; else agree. A statistic recorded on one "
+    "side only, or a mean, l2 or pos_checksum that is non-finite while that side's max_abs is finite and inside "
+    "its dtype's range (the dump tool's own accumulation overflowed), is not compared; equal values (equal "
+    "infinities included) never differ, another non-finite value always does. The first divergence is the "
+    "first pair that is structural, non_finite, magnitude or values_moved. Default tolerances: rtol=%g, atol=%g "
+    "for every statistic except pos_checksum rtol=%g, atol=%g"
+    % (CHECKSUM_NOISE["roundoff_factor"], CHECKSUM_NOISE["evidence_factor"], CHECKSUM_NOISE["moved_row_shift"],
+       DEFAULT_RTOL, DEFAULT_ATOL, POS_CHECKSUM_RTOL, POS_CHECKSUM_ATOL))
 
 
 def dtype_kind(dtype):
@@ -227,6 +250,29 @@ def dtype_kind(dtype):
     if dtype.startswith("complex"):
         return "complex"
     return "integer"
+
+
+def unit_roundoff(dtype):
+    """u = 2**-p for a floating dtype with p significand bits; float8 e4m3 2**-4, e5m2 2**-3; 0 otherwise
+    (integers and bools are exact; an unknown name is taken as exact)."""
+    if dtype in UNIT_ROUNDOFF:
+        return UNIT_ROUNDOFF[dtype]
+    if dtype.startswith("float8_e4m3"):
+        return 2.0 ** -4
+    if dtype.startswith("float8_e5m2"):
+        return 2.0 ** -3
+    return 0.0
+
+
+def checksum_rows(shape):
+    """The rows of pos_checksum's matrix view: the product of all but the last dimension (a 0-d tensor: 1)."""
+    return math.prod(shape[:-1]) if len(shape) else 1
+
+
+def is_empty(record):
+    """A record without elements (an empty tensor): nothing to compare, so equal shapes agree."""
+    numel = record.get("numel")
+    return numel == 0 if numel is not None else 0 in list(record["shape"])
 
 
 def _number(value):
@@ -264,15 +310,20 @@ def _rms(stats):
     return l2 / math.sqrt(float(finite))
 
 
-def compare_stat(name, sa, sb, rtol, atol):
-    """One statistic of two stats objects: dict(name, a, b, abs_diff, rel_diff, bound, exceeds)."""
+def _scale(name, sa, sb):
+    """The scale statistic ``name`` is compared against (docs/diff.md, "Tolerances")."""
     va, vb = _number(sa.get(name)), _number(sb.get(name))
     if name == "mean":
-        scale = _larger(_rms(sa), _rms(sb))
-    elif name == "pos_checksum":
-        scale = _larger(_larger(_number(sa.get("l2")), _number(sb.get("l2"))), _larger(va, vb))
-    else:
-        scale = _larger(va, vb)
+        return _larger(_rms(sa), _rms(sb))
+    if name == "pos_checksum":
+        return _larger(_larger(_number(sa.get("l2")), _number(sb.get("l2"))), _larger(va, vb))
+    return _larger(va, vb)
+
+
+def compare_stat(name, sa, sb, rtol, atol):
+    """One statistic of two stats objects: dict(name, a, b, abs_diff, rel_diff, bound, exceeds, excluded)."""
+    va, vb = _number(sa.get(name)), _number(sb.get(name))
+    scale = _scale(name, sa, sb)
     if va is not None and vb is not None and va == vb:  # equal infinities included
         abs_diff, exceeds = 0.0, False
     elif va is not None and vb is not None and math.isfinite(va) and math.isfinite(vb):
@@ -289,19 +340,92 @@ def compare_stat(name, sa, sb, rtol, atol):
     else:
         rel_diff = None
     bound = atol + rtol * scale if scale is not None and math.isfinite(scale) else None
-    return dict(name=name, a=va, b=vb, abs_diff=abs_diff, rel_diff=rel_diff, bound=bound, exceeds=exceeds)
+    return dict(name=name, a=va, b=vb, abs_diff=abs_diff, rel_diff=rel_diff, bound=bound, exceeds=exceeds,
+                excluded=None)
 
 
-def dumpview_compare_records(ra, rb, tolerances=None):
+def _finite_change(sa, sb, name):
+    x, y = _number(sa.get(name)), _number(sb.get(name))
+    if x is None or y is None or not (math.isfinite(x) and math.isfinite(y)):
+        return 0.0
+    return abs(x - y)
+
+
+def _finite_rel(sa, sb, name):
+    x, y = _number(sa.get(name)), _number(sb.get(name))
+    if x is None or y is None or not (math.isfinite(x) and math.isfinite(y)) or max(abs(x), abs(y)) == 0.0:
+        return 0.0
+    return abs(x - y) / max(abs(x), abs(y))
+
+
+def noise_evidence(sa, sb, scale):
+    """e of the checksum's noise bound (compare.rs `noise_evidence`): the per-element change the magnitude
+    statistics show, relative to the checksum's scale, as three estimates of what moves the checksum by about
+    e * scale / 3: the change of the sum n * mean and of sqrt(n) * l2 (projections of every element with
+    weights of rms 1, as the checksum is one with weights of rms 1/3), and l2 times the largest relative
+    change of min or max (a relative rounding of every element). 0 without a common finite_count or a
+    positive finite scale."""
+    n = sa.get("finite_count")
+    if not n or n != sb.get("finite_count") or scale is None or not (scale > 0.0 and math.isfinite(scale)):
+        return 0.0
+    l2 = [v for v in (_number(sa.get("l2")), _number(sb.get("l2"))) if v is not None and math.isfinite(v)]
+    spread = max(l2) * max(_finite_rel(sa, sb, "min"), _finite_rel(sa, sb, "max")) if l2 else 0.0
+    return max(n * _finite_change(sa, sb, "mean"), math.sqrt(n) * _finite_change(sa, sb, "l2"), spread) / scale
+
+
+def _checksum_with_noise(d, ra, rb, sa, sb, rtol, atol, noise):
+    """pos_checksum's comparison ``d`` held to the noise bound; adds d["checksum_bound"] (compare.rs
+    `ChecksumBound`)."""
+    va, vb = d["a"], d["b"]
+    if va is None or vb is None or not (math.isfinite(va) and math.isfinite(vb)):
+        return d
+    scale = _scale("pos_checksum", sa, sb)
+    if scale is None or not math.isfinite(scale):
+        return d
+    u = max(unit_roundoff(ra["dtype"]), unit_roundoff(rb["dtype"]))
+    roundoff = noise["roundoff_factor"] * u
+    evidence = noise["evidence_factor"] * noise_evidence(sa, sb, scale)
+    bound = max(rtol, roundoff, evidence)
+    rows = max(checksum_rows(list(ra["shape"])), 1)
+    d["checksum_bound"] = dict(rtol=rtol, roundoff=roundoff, evidence=evidence, bound=bound,
+                               moved_row=noise["moved_row_shift"] / math.sqrt(rows), rows=rows,
+                               beyond_rtol=d["exceeds"])
+    d["bound"] = atol + bound * scale
+    d["exceeds"] = d["abs_diff"] > d["bound"]
+    return d
+
+
+def _overflowed(name, record, stats, value):
+    """A mean, l2 or pos_checksum that is non-finite while max_abs is finite and inside the dtype's range:
+    the dump tool's own accumulation overflowed (msprobe reduces a float16 tensor in float16)."""
+    if name not in ACCUMULATED_STATS or value is None or math.isfinite(value):
+        return False
+    top = _number(stats.get("max_abs"))
+    return top is not None and math.isfinite(top) and top <= DTYPE_MAX.get(record["dtype"], math.inf)
+
+
+def _exclusion(name, ra, rb, sa, sb):
+    """Why statistic ``name`` is not compared (compare.rs `Exclusion`): "one_side" (recorded on one side only),
+    "overflow" (the dump tool's own overflow on a side), or None."""
+    va, vb = _number(sa.get(name)), _number(sb.get(name))
+    if (va is None) != (vb is None):
+        return "one_side"
+    if _overflowed(name, ra, sa, va) or _overflowed(name, rb, sb, vb):
+        return "overflow"
+    return None
+
+
+def dumpview_compare_records(ra, rb, tolerances=None, noise="default"):
     """(verdict kind, reason or None, [compare_stat dicts]) of two records paired at one stage#occurrence.
 
-    Kinds: agree, structural, non_finite, magnitude, values_moved; tolerances maps a statistic to
-    (rtol, atol), DEFAULT_TOLERANCES when None."""
-    defaults = tolerances is None
-    tolerances = dict(DEFAULT_TOLERANCES if defaults else tolerances)
+    Kinds: agree, structural, not_compared, non_finite, magnitude, values_moved, checksum_inconclusive.
+    tolerances maps a statistic to (rtol, atol); None: DEFAULT_TOLERANCES with the checksum's noise bound
+    CHECKSUM_NOISE. Explicit tolerances hold the checksum to its own rtol (as `dumpview diff --rtol` does)
+    unless ``noise`` (a CHECKSUM_NOISE-like dict) is given."""
+    if noise == "default":
+        noise = CHECKSUM_NOISE if tolerances is None else None
+    tolerances = DEFAULT_TOLERANCES if tolerances is None else tolerances
     kind_a, kind_b = dtype_kind(ra["dtype"]), dtype_kind(rb["dtype"])
-    if defaults and ra["dtype"] != rb["dtype"] and kind_a == kind_b:
-        tolerances["pos_checksum"] = PRECISION_CHANGE_CHECKSUM
     if list(ra["shape"]) != list(rb["shape"]):
         structural = "shape %s vs %s" % (list(ra["shape"]), list(rb["shape"]))
     elif kind_a != kind_b:
@@ -312,12 +436,22 @@ def dumpview_compare_records(ra, rb, tolerances=None):
     if sa is None or sb is None:
         if structural is not None:
             return "structural", structural, []
-        if (sa is None) != (sb is None):
-            return "structural", "statistics on one side only", []
-        return "agree", None, []
-    stats = [compare_stat(name, sa, sb, *tolerances[name]) for name in VALUE_STATS]
+        if is_empty(ra) and is_empty(rb):
+            return "agree", None, []
+        if sa is None and sb is None:
+            return "not_compared", "no statistics on either side", []
+        return "not_compared", "statistics on side %s only" % ("A" if sa is not None else "B"), []
+    stats = []
+    for name in VALUE_STATS:
+        d = compare_stat(name, sa, sb, *tolerances[name])
+        excluded = _exclusion(name, ra, rb, sa, sb)
+        if excluded is not None:
+            d["excluded"], d["exceeds"] = excluded, False
+        elif name == "pos_checksum" and noise is not None:
+            d = _checksum_with_noise(d, ra, rb, sa, sb, *tolerances[name], noise)
+        stats.append(d)
     magnitude = any(d["exceeds"] for d in stats if d["name"] != "pos_checksum")
-    checksum = any(d["exceeds"] for d in stats if d["name"] == "pos_checksum")
+    checksum = next(d for d in stats if d["name"] == "pos_checksum")
     if structural is not None:
         return "structural", structural, stats
     if sa["nan_count"] != sb["nan_count"] or sa["inf_count"] != sb["inf_count"]:
@@ -325,8 +459,16 @@ def dumpview_compare_records(ra, rb, tolerances=None):
             sa["nan_count"], sb["nan_count"], sa["inf_count"], sb["inf_count"]), stats
     if magnitude:
         return "magnitude", None, stats
-    if checksum:
+    if checksum["exceeds"]:
         return "values_moved", None, stats
+    bound = checksum.get("checksum_bound")
+    if bound is not None and bound["beyond_rtol"] and bound["bound"] > bound["moved_row"]:
+        return "checksum_inconclusive", "pos_checksum moved %.3g of its scale: beyond rtol %g, within the rounding " \
+            "bound %.3g, which is above what one moved row of %d shifts (%.3g)" % (
+                checksum["rel_diff"], bound["rtol"], bound["bound"], bound["rows"], bound["moved_row"]), stats
+    compared = [d for d in stats if d["excluded"] is None and not (d["a"] is None and d["b"] is None)]
+    if not compared and not (is_empty(ra) and is_empty(rb)):
+        return "not_compared", "no statistic recorded on both sides", stats
     return "agree", None, stats
 
 
@@ -349,21 +491,16 @@ def dumpview_pairs(a_manifest, b_manifest):
 
 def dumpview_first_divergence(a_manifest, b_manifest, tolerances=None):
     """Independent Python reference of dumpview diff's first divergence of one window pair: it mirrors
-    src/model/compare.rs (`compare_stat`, `compare_records`, `Tolerances::default`) and
-    src/model/diff.rs (`diff_windows`): records pair by (stage, occurrence) in A's capture order;
-    the first pair whose verdict is not agree is the first divergence. A pair is structural when
-    shapes or dtype kinds (floating / integer / bool) differ (float32 vs bfloat16 is a precision
-    change, compared by value), non_finite when nan_count or inf_count differ, magnitude when one of
-    max_abs, min, max, mean, l2 exceeds |a - b| > atol + rtol * scale, values_moved when only
-    pos_checksum does; scale is max(|a|, |b|), for mean the larger rms l2 / sqrt(finite_count), for
-    pos_checksum max(l2_a, l2_b, |pos_checksum_a|, |pos_checksum_b|); a statistic null on one side
-    only exceeds, equal values (equal infinities included) never do. Defaults DEFAULT_RTOL /
-    DEFAULT_ATOL, pos_checksum POS_CHECKSUM_RTOL / POS_CHECKSUM_ATOL. Returns (stage#N or None,
-    verdict kind ("agree" when nothing diverges), names of the exceeding statistics in report order).
+    src/model/analysis/compare.rs (`compare_records`, `Tolerances::default`, `ChecksumNoise::default`)
+    and src/model/analysis/diff.rs (`diff_windows`): records pair by (stage, occurrence) in A's capture
+    order; the first pair whose verdict diverges (structural, non_finite, magnitude or values_moved, as
+    dumpview_compare_records and DUMPVIEW_RULE define them) is the first divergence; agree,
+    checksum_inconclusive and not_compared pairs are passed over. Returns (stage#N or None, verdict kind
+    ("agree" when nothing diverges), names of the exceeding statistics in report order).
     """
     for k, ra, rb in dumpview_pairs(a_manifest, b_manifest):
         kind, _, stats = dumpview_compare_records(ra, rb, tolerances)
-        if kind != "agree":
+        if kind not in VERDICTS_NOT_DIVERGING:
             return k, kind, [d["name"] for d in stats if d["exceeds"]]
     return None, "agree", []
 

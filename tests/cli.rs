@@ -429,7 +429,10 @@ fn diff_help_states_the_checksum_defaults_and_json_is_refused_where_meaningless(
         .clone();
     let help = String::from_utf8(help.stdout).unwrap();
     assert!(
-        help.contains("pos_checksum 1e-3 within one dtype, 5e-2 across a precision change"),
+        help.contains(
+            "pos_checksum 1e-3, widened to the larger of 2 unit roundoffs of the coarser dtype and 4 \
+             times the change the magnitudes show"
+        ),
         "{help}"
     );
     let dir = tempfile::tempdir().unwrap();

@@ -201,8 +201,15 @@ fn diff_of_two_steps_pairs_rows_as_msprobe_does() {
         .stdout
         .clone();
     let text = String::from_utf8(out).unwrap();
+    // cross_entropy's `reduction` string is named, not compared: the one pair without statistics.
     assert!(
-        text.contains("coverage: 2661 paired, 161 only in A, 161 only in B"),
+        text.contains(
+            "coverage: 2661 paired, 1 not compared (no statistics on either side), 161 only in A, 161 only in B"
+        ),
+        "{text}"
+    );
+    assert!(
+        text.contains("not compared: Functional.cross_entropy.0.forward.input.reduction#1\n"),
         "{text}"
     );
     assert!(
@@ -491,6 +498,117 @@ fn generated_steps_load_as_two_windows_of_one_rank() {
     assert_eq!(&*mask.dtype, "bool");
     let (_, grads) = record(w, "Module.head.Head.parameters_grad.0.weight");
     assert_eq!(&*grads.shape, &[4, 16]);
+}
+
+const FP16: &str = "tests/fixtures/msprobe/mlp_fp16/float16";
+const FP32: &str = "tests/fixtures/msprobe/mlp_fp16/float32";
+const LARGE_WEIGHT: &str = "Functional.linear.2.forward.input.1";
+const FIRST_OVERFLOW: &str = "Functional.linear.2.forward.output.0";
+
+/// Issue 11, item 7: msprobe reduces a float16 tensor in float16, so the large last weight's
+/// `Norm` is inf although its every element is finite; that is msprobe's overflow, not the
+/// model's: the weight is not the first divergence, the linear's output (which does overflow
+/// float16) is, and the overflowed Norm is named in every output.
+#[test]
+fn a_norm_msprobe_overflowed_in_float16_is_named_and_not_a_divergence() {
+    let w = window("mlp_fp16/float16");
+    let (position, weight) = record(&w, LARGE_WEIGHT);
+    let s = weight.stats.as_ref().unwrap();
+    assert_eq!(
+        (&*weight.dtype, &*weight.shape),
+        ("float16", &[256, 256][..])
+    );
+    assert!(
+        s.max_abs.is_some_and(|m| m.is_finite() && m <= 65504.0),
+        "{s:?}"
+    );
+    assert_eq!(
+        (s.l2, s.nan_count, s.inf_count),
+        (Some(f64::INFINITY), 0, 0)
+    );
+    assert!(s.reduced_in_dtype);
+    assert_eq!(position, 27);
+    let (output_position, _) = record(&w, FIRST_OVERFLOW);
+    assert_eq!(output_position, 29);
+
+    // scan: the first non-finite row is the output, not the weight.
+    let out = dumpview().args(["scan", FP16]).assert().code(1);
+    let text = String::from_utf8(out.get_output().stdout.clone()).unwrap();
+    assert!(
+        text.contains(&format!(
+            "first non-finite: {FIRST_OVERFLOW}#1 (position 29, seq 29): NaN/inf present (counts unknown)"
+        )),
+        "{text}"
+    );
+
+    // diff: float16 (A, msprobe's target) against float32 (B, the golden).
+    let out = dumpview().args(["diff", FP16, FP32]).assert().code(1);
+    let text = String::from_utf8(out.get_output().stdout.clone()).unwrap();
+    assert!(
+        text.contains(&format!(
+            "first divergence: {FIRST_OVERFLOW}#1 (position 29, seq 29 / 29): NaN/inf counts differ"
+        )),
+        "{text}"
+    );
+    assert!(
+        text.contains("overflowed in the dump tool (not compared): 2 paired records"),
+        "{text}"
+    );
+    assert!(
+        text.contains(&format!(
+            "   {LARGE_WEIGHT}#1: l2 overflowed in the dump's float16 accumulation on side A (inf while every element is finite, max_abs 4.6592e4)"
+        )),
+        "{text}"
+    );
+    let out = dumpview()
+        .args(["diff", "--json", FP16, FP32])
+        .assert()
+        .code(1);
+    let json: serde_json::Value = serde_json::from_slice(&out.get_output().stdout).unwrap();
+    let w = &json["diff"]["windows"][0];
+    assert_eq!(w["first_divergence"], 29);
+    assert_eq!(w["overflowed"], 2);
+    let weight = &w["pairs"][27];
+    assert_eq!(
+        (&weight["key"], &weight["verdict"]["kind"]),
+        (
+            &serde_json::json!(format!("{LARGE_WEIGHT}#1")),
+            &serde_json::json!("agree")
+        )
+    );
+    let l2 = &weight["stats"][4];
+    assert_eq!(
+        (&l2["name"], &l2["exceeds"]),
+        (&serde_json::json!("l2"), &serde_json::json!(false))
+    );
+    assert_eq!(l2["excluded"]["kind"], "overflow");
+    assert_eq!(l2["excluded"]["side"], "a");
+    // The parameters row of the module holds the same weight.
+    assert_eq!(
+        w["pairs"][31]["key"],
+        "Module.4.Linear.forward.0.parameters.weight#1"
+    );
+    assert_eq!(w["pairs"][31]["stats"][4]["excluded"]["kind"], "overflow");
+
+    // report: named in the findings of the window.
+    let out = dumpview().args(["report", FP16, FP32]).assert().code(1);
+    let md = String::from_utf8(out.get_output().stdout.clone()).unwrap();
+    assert!(
+        md.contains("- overflowed in the dump tool, not compared (2 pairs):"),
+        "{md}"
+    );
+    assert!(
+        md.contains(&format!(
+            "  - {LARGE_WEIGHT}#1: l2 overflowed in the dump's float16 accumulation on side A"
+        )),
+        "{md}"
+    );
+    assert!(
+        md.contains(&format!(
+            "- first divergence: `{FIRST_OVERFLOW}#1` (position 29"
+        )),
+        "{md}"
+    );
 }
 
 /// `MSPROBE_BENCH=path/to/dump.json cargo test --release --test msprobe -- --ignored`:

@@ -359,8 +359,15 @@ fn highlighted_rows_have_their_styles() {
         Color::Red,
         "non-finite rows after it are red text"
     );
-    let (x, y) = find(&buffer, "layers.3.mlp_gate#1");
+    let (x, y) = find(&buffer, "layers.3.post_norm#1");
     assert_eq!(buffer[(x, y)].fg, Color::Reset, "agreeing rows are plain");
+    // float16 rounding moved this checksum within its bound, above one moved row's shift.
+    let (x, y) = find(&buffer, "layers.3.mlp_gate#1");
+    assert_eq!(
+        buffer[(x, y)].fg,
+        Color::DarkGray,
+        "inconclusive rows are dim"
+    );
 }
 
 #[test]
@@ -1562,7 +1569,7 @@ fn a_shows_only_rows_with_a_finding_and_keeps_the_selection_on_one() {
     let screen = text(&render(&mut app, 140, 40));
     assert!(
         screen.contains(&format!(
-            " timeline {at}/{} · 109 findings · {hidden} hidden · (a shows all) ",
+            " timeline {at}/{} · 72 findings · {hidden} hidden · (a shows all) ",
             kept.len()
         )),
         "{screen}"

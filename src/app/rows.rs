@@ -16,6 +16,10 @@ pub enum RowState {
     Agrees,
     Diverges,
     ValuesMoved,
+    /// The position checksum moved within a rounding bound above one moved row's shift.
+    ChecksumInconclusive,
+    /// No statistics to compare (on either side, or on one side only): missing evidence.
+    NotCompared,
     Structural,
     NonFiniteDiff,
     OnlyA,
@@ -176,6 +180,8 @@ pub fn diff_rows(
             Some(Verdict::Agree) => RowState::Agrees,
             Some(Verdict::Magnitude) => RowState::Diverges,
             Some(Verdict::ValuesMoved) => RowState::ValuesMoved,
+            Some(Verdict::ChecksumInconclusive) => RowState::ChecksumInconclusive,
+            Some(Verdict::NotCompared { .. }) => RowState::NotCompared,
             Some(Verdict::Structural { .. }) => RowState::Structural,
             Some(Verdict::NonFinite) => RowState::NonFiniteDiff,
         };

@@ -68,9 +68,10 @@ pub struct Overview {
 fn severity(cell: Cell) -> u8 {
     match cell {
         Cell::Agrees => 0,
-        Cell::Missing => 1,
-        Cell::Diverges => 2,
-        Cell::NonFinite => 3,
+        Cell::Inconclusive => 1,
+        Cell::Missing => 2,
+        Cell::Diverges => 3,
+        Cell::NonFinite => 4,
     }
 }
 

@@ -5,8 +5,7 @@ use std::path::Path;
 use super::{CliError, Outcome, inputs::load_captures};
 use crate::model::analysis::Analysis;
 use crate::model::analysis::compare::{
-    CHECKSUM_RTOL, CHECKSUM_RTOL_PRECISION_CHANGE, DEFAULT_ATOL, DEFAULT_RTOL, Tolerance,
-    Tolerances,
+    CHECKSUM_NOISE, CHECKSUM_RTOL, DEFAULT_ATOL, DEFAULT_RTOL, Tolerance, Tolerances,
 };
 use crate::model::analysis::diff::DiffReport;
 use crate::model::dump::Dump;
@@ -28,10 +27,13 @@ pub struct ToleranceArgs {
 
 /// `--rtol`'s help, from the constants the rule uses (docs/diff.md).
 fn rtol_help() -> String {
+    let noise = CHECKSUM_NOISE;
     format!(
         "Relative tolerance for every statistic (default: {DEFAULT_RTOL:e}; pos_checksum \
-         {CHECKSUM_RTOL:e} within one dtype, {CHECKSUM_RTOL_PRECISION_CHANGE:e} across a \
-         precision change; a coarse screen)"
+         {CHECKSUM_RTOL:e}, widened to the larger of {} unit roundoffs of the coarser dtype and \
+         {} times the change the magnitudes show; a coarse screen). Setting it, or pos_checksum's \
+         --tol, holds the checksum to that tolerance alone",
+        noise.roundoff_factor, noise.evidence_factor
     )
 }
 

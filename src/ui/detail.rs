@@ -217,6 +217,11 @@ fn entries(app: &App, width: usize, theme: Theme) -> Vec<Entry> {
             Verdict::Agree => ("agrees within tolerance".to_string(), theme.good()),
             Verdict::Magnitude => ("statistics differ".to_string(), theme.warn()),
             Verdict::ValuesMoved => ("values moved (checksum only)".to_string(), theme.warn()),
+            Verdict::ChecksumInconclusive => (
+                "checksum inconclusive (within rounding; a moved row would hide)".to_string(),
+                theme.dim(),
+            ),
+            Verdict::NotCompared { reason } => (format!("not compared: {reason}"), theme.missing()),
             Verdict::NonFinite => ("NaN/inf counts differ".to_string(), theme.bad()),
             Verdict::Structural { reason } => (format!("structural: {reason}"), theme.bad()),
         })

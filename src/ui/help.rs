@@ -24,6 +24,10 @@ const GLYPHS: &[(&str, &str)] = &[
         "agrees / captured in A only / in B only (missing evidence)",
     ),
     (
+        "?  ∅",
+        "checksum inconclusive / not compared (no statistics)",
+    ),
+    (
         "X  =",
         "stride-conflicting storage alias / alias without conflict",
     ),

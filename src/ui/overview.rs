@@ -44,6 +44,7 @@ pub fn draw(frame: &mut Frame, app: &App, area: Rect, theme: Theme) {
                 let (glyph, style) = match overview.worst(ri, from, to) {
                     Some(Cell::Agrees) => ('·', theme.good()),
                     Some(Cell::Diverges) => ('≠', theme.warn()),
+                    Some(Cell::Inconclusive) => ('?', theme.dim()),
                     Some(Cell::NonFinite) => ('!', theme.bad()),
                     Some(Cell::Missing) | None => ('∅', theme.missing()),
                 };

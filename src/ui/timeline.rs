@@ -28,6 +28,8 @@ pub fn glyphs(row: &Row) -> [char; 3] {
             RowState::Agrees => '·',
             RowState::Diverges => '≠',
             RowState::ValuesMoved => '⇄',
+            RowState::ChecksumInconclusive => '?',
+            RowState::NotCompared => '∅',
             RowState::Structural => '#',
             RowState::NonFiniteDiff => 'N',
             RowState::OnlyA => 'A',
@@ -58,7 +60,8 @@ pub fn row_style(row: &Row, theme: Theme) -> Style {
             | RowState::ValuesMoved
             | RowState::Structural
             | RowState::NonFiniteDiff => theme.warn(),
-            RowState::OnlyA | RowState::OnlyB => theme.missing(),
+            RowState::OnlyA | RowState::OnlyB | RowState::NotCompared => theme.missing(),
+            RowState::ChecksumInconclusive => theme.dim(),
             _ => Style::new(),
         }
     }

@@ -121,9 +121,10 @@ def stream_diff_json(path, want, chunk=1 << 24):
     The window object is read key by key, in whatever order it is written: every field but
     `pairs` is decoded whole (they are small: only_a/only_b are lists of keys), `pairs` is read
     one element at a time and only the wanted ones are kept.  When first_divergence comes after
-    `pairs` (as the streamed diff --json writes it), its pair is the first one whose verdict is not
-    `agree` (the first divergence is by definition the first pair that does not agree); should
-    that not hold, the file is read a second time to fetch the pair at that index."""
+    `pairs` (as the streamed diff --json writes it), its pair is the first one whose verdict
+    diverges (not agree, checksum_inconclusive or not_compared: the first divergence is by
+    definition the first such pair); should that not hold, the file is read a second time to fetch
+    the pair at that index."""
     found, count, fields, first_pair = _stream_window(path, want, chunk, None)
     fd = fields["first_divergence"]
     if fd is not None and (first_pair is None or first_pair[0] != fd):
@@ -231,7 +232,8 @@ def _stream_window(path, want, chunk, pick):
                     if target is not None:
                         if count == target:
                             picked = (count, pair)
-                    elif pick is None and "first_divergence" not in fields and pair["verdict"]["kind"] != "agree":
+                    elif (pick is None and "first_divergence" not in fields
+                          and pair["verdict"]["kind"] not in NOT_DIVERGING):
                         picked = (count, pair)
                 count += 1
                 if want is None or pair["key"] in want:
@@ -450,7 +452,7 @@ def first_divergences(rows, report):
     if w.get("first_divergence") is not None:
         pair = w["pairs"][w["first_divergence"]]
         dv = (table_index.get(pair["key"]), pair["key"], pair["verdict"]["kind"])
-    diverging = {p["key"] for p in w["pairs"] if p["verdict"]["kind"] != "agree"}
+    diverging = {p["key"] for p in w["pairs"] if p["verdict"]["kind"] not in NOT_DIVERGING}
     errors = [(row["NPU Name"], k) for row, k in zip(rows, keys) if row["Result"] == "error"]
     return dict(msprobe_first_error=ms, dumpview_first=dv, dumpview_diverging=diverging, msprobe_errors=errors)
 
@@ -464,6 +466,11 @@ def first_divergences(rows, report):
 _STAT_CELLS = {"max": ("NPU max", "Bench max"), "min": ("NPU min", "Bench min"),
                "mean": ("NPU mean", "Bench mean"), "l2": ("NPU l2norm", "Bench l2norm")}
 MAGNITUDE_STATS = ("max_abs", "min", "max", "mean", "l2")
+# Verdicts that are neither agreement nor a divergence, and agreement: never a first divergence.
+NOT_DIVERGING = ("agree", "checksum_inconclusive", "not_compared")
+# The largest finite value of a dtype (compare.rs `dtype_max`): a sum that is non-finite while max_abs is
+# finite and inside it is msprobe's own overflow (it reduces a float16 tensor in float16).
+_DTYPE_MAX = {"float16": 65504.0, "bfloat16": 3.3895313892515355e38, "float32": 3.4028234663852886e38}
 _SCALAR_DTYPES = ("<class 'int'>", "<class 'float'>", "<class 'bool'>")
 
 
@@ -535,8 +542,9 @@ def _rms(s):
 
 
 def stat_exceeds(a, b, scale, rtol, atol):
-    """docs/diff.md: |a - b| > atol + rtol * scale; equal values (equal infinities too) never differ, a value
-    undefined or non-finite on one side only always does, a statistic on neither side is not compared."""
+    """docs/diff.md: |a - b| > atol + rtol * scale; equal values (equal infinities too) never differ, another
+    non-finite value always does, a statistic on neither side is not compared (one recorded on one side only,
+    or overflowed in msprobe's own arithmetic, is left out by expected_verdict before this)."""
     if a is None and b is None:
         return False
     if a is not None and b is not None and a == b:
@@ -546,19 +554,50 @@ def stat_exceeds(a, b, scale, rtol, atol):
     return abs(a - b) > atol + rtol * (scale or 0.0)
 
 
+def _shape(row, side):
+    try:
+        return json.loads(row[side + " Tensor Shape"])
+    except (ValueError, KeyError):
+        return None
+
+
+def _overflowed(name, s, dtype):
+    """docs/diff.md: a mean or l2 that is non-finite while max_abs is finite and inside the dtype's range is the
+    dump tool's own overflow (msprobe computes Mean and Norm in the tensor's dtype)."""
+    v, top = s[name], s["max_abs"]
+    if name not in ("mean", "l2") or v is None or math.isfinite(v) or top is None or not math.isfinite(top):
+        return False
+    return top <= _DTYPE_MAX.get(dtype.replace("torch.", ""), math.inf)
+
+
 def expected_verdict(row, rtol=1e-2, atol=1e-6):
     """(verdict kind, [exceeding magnitude statistics]) that dumpview's rule gives msprobe's row ``row``
-    (A = NPU, B = Bench): structural (shape, or dtype kind floating/integer/bool, differs; or statistics on
-    one side only), non_finite (NaN/inf presence differs), magnitude (one of max_abs/min/max/mean/l2 beyond
-    atol + rtol x scale: max(|a|, |b|), for mean the larger RMS l2/sqrt(finite_count)), else agree.
-    float32 vs bfloat16 is a precision change: compared by value."""
+    (A = NPU, B = Bench): structural (shape, or dtype kind floating/integer/bool, differs), not_compared
+    (statistics on neither side or on one side only, or no statistic on both; empty tensors of one shape
+    agree), non_finite (NaN/inf presence differs), magnitude (one of max_abs/min/max/mean/l2 beyond
+    atol + rtol x scale: max(|a|, |b|), for mean the larger RMS l2/sqrt(finite_count)), else agree. A statistic
+    on one side only, or a mean/l2 that overflowed in msprobe's own arithmetic, is not compared. float32 vs
+    bfloat16 is a precision change: compared by value."""
     a, b = row_stats(row, "NPU"), row_stats(row, "Bench")
     structural = (row["NPU Tensor Shape"] != row["Bench Tensor Shape"]
                   or _dtype_kind(row["NPU Dtype"]) != _dtype_kind(row["Bench Dtype"]))
+    shape = _shape(row, "NPU")
+    # No elements on either side (dumpview's records with numel 0): an empty tensor, a None argument (msprobe's
+    # table: dtype and shape N/A), a torch.Size (its value is its shape): nothing beyond the shape to differ.
+    empty = not structural and ((isinstance(shape, list) and 0 in shape and row["NPU Dtype"].startswith("torch."))
+                                or row["NPU Dtype"] in ("N/A", "None", "torch.Size"))
     if a is None or b is None:
-        return ("structural" if structural or (a is None) != (b is None) else "agree"), []
-    exceeding = []
+        if structural:
+            return "structural", []
+        return ("agree" if empty else "not_compared"), []
+    exceeding, compared = [], 0
     for name in MAGNITUDE_STATS:
+        if (a[name] is None) != (b[name] is None):
+            continue  # recorded on one side only
+        if _overflowed(name, a, row["NPU Dtype"]) or _overflowed(name, b, row["Bench Dtype"]):
+            continue
+        if a[name] is not None:
+            compared += 1
         scale = _larger(_rms(a), _rms(b)) if name == "mean" else _larger(a[name], b[name])
         if stat_exceeds(a[name], b[name], scale, rtol, atol):
             exceeding.append(name)
@@ -568,6 +607,8 @@ def expected_verdict(row, rtol=1e-2, atol=1e-6):
         kind = "non_finite"
     elif exceeding:
         kind = "magnitude"
+    elif not compared and not empty:
+        kind = "not_compared"
     else:
         kind = "agree"
     return kind, exceeding
@@ -582,9 +623,9 @@ def expected_divergences(rows, rtol=1e-2, atol=1e-6):
         if row["Bench Name"] == "N/A":
             continue
         verdicts[key] = expected_verdict(row, rtol, atol)
-        if first is None and verdicts[key][0] != "agree":
+        if first is None and verdicts[key][0] not in NOT_DIVERGING:
             first = (i, key, verdicts[key][0])
-    diverging = {k for k, (kind, _) in verdicts.items() if kind != "agree"}
+    diverging = {k for k, (kind, _) in verdicts.items() if kind not in NOT_DIVERGING}
     return dict(verdicts=verdicts, diverging=diverging, first=first)
 
 

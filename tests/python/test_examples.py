@@ -244,7 +244,7 @@ def test_first_divergence_is_dumpviews_rule(pair):
     want_key, want_kind = FIRST_DIVERGENCE[pair]
     assert e["first_divergence"] == want_key
     assert e["divergence_rule"] == pt.DUMPVIEW_RULE
-    assert "src/model/compare.rs" in e["divergence_rule"]
+    assert "src/model/analysis/compare.rs" in e["divergence_rule"]
     found, kind, exceeding = pt.dumpview_first_divergence(manifest(pair, "a"), manifest(pair, "b"))
     assert (found, kind) == (want_key, want_kind)
     assert (exceeding == []) == (found is None)
@@ -278,21 +278,61 @@ def test_first_divergence_matches_the_rust_binary(pair):
     assert (rust_key, rust_kind) == (found, kind) == FIRST_DIVERGENCE[pair]
     if first is not None:
         assert [d["name"] for d in window["pairs"][first]["stats"] if d["exceeds"]] == exceeding
-    # every paired record, not just the first divergence
-    python_pairs = pt.dumpview_pairs(manifest(pair, "a"), manifest(pair, "b"))
+    assert_every_pair_follows_the_reference(window, manifest(pair, "a"), manifest(pair, "b"))
+
+
+def assert_every_pair_follows_the_reference(window, a, b):
+    """Every pair of `dumpview diff --json`'s window has the reference's verdict, exceeding statistics, rel_diff
+    and bounds."""
+    python_pairs = pt.dumpview_pairs(a, b)
     assert [p["key"] for p in window["pairs"]] == [k for k, _, _ in python_pairs]
     for rust, (k, ra, rb) in zip(window["pairs"], python_pairs):
         kind, _, stats = pt.dumpview_compare_records(ra, rb)
         assert rust["verdict"]["kind"] == kind, k
         assert [d["exceeds"] for d in rust["stats"]] == [d["exceeds"] for d in stats], k
         # serde_json's default float parser may be one ulp off Python's correctly rounded one, so the
-        # figures agree to rounding, not bit for bit: rel_diff (|a - b| / scale) to 1e-12 absolute.
+        # figures agree to rounding, not bit for bit: rel_diff (|a - b| / scale) to 1e-12 absolute, bounds to
+        # 1e-12 relative, and the checksum's bound also to what its evidence term e (differences of nearly
+        # equal statistics, times n or sqrt(n)) moves when each statistic is one ulp off.
         for d_rust, d_py in zip(rust["stats"], stats):
-            for field, tol in (("rel_diff", dict(rel_tol=0.0, abs_tol=1e-12)), ("bound", dict(rel_tol=1e-12))):
+            slack = evidence_slack(ra["stats"], rb["stats"]) if d_py.get("checksum_bound") else 0.0
+            for field, tol in (("rel_diff", dict(rel_tol=0.0, abs_tol=1e-12)),
+                               ("bound", dict(rel_tol=1e-12, abs_tol=slack))):
                 if d_rust[field] is None or d_py[field] is None:
                     assert d_rust[field] == d_py[field], (k, d_py["name"], field)
                 else:
                     assert math.isclose(d_rust[field], d_py[field], **tol), (k, d_py["name"], field)
+
+
+VERDICT_FIXTURES = os.path.join(ROOT, "tests", "fixtures", "verdicts")
+
+
+@pytest.mark.parametrize("dtype", ["float32", "bfloat16", "float16"])
+@pytest.mark.parametrize("other", ["fused", "swapped"])
+def test_verdict_fixtures_follow_the_reference(dtype, other):
+    """On the rounding-noise and row-swap fixtures (tests/fixtures/verdicts), where the checksum's noise bound
+    decides, the binary gives every pair the reference's verdict and bounds."""
+    if not os.path.isfile(DUMPVIEW):
+        pytest.skip("target/debug/dumpview is not built (run `cargo build`): Rust cross-check skipped")
+    sides = [os.path.join(VERDICT_FIXTURES, dtype, side) for side in ("eager", other)]
+    proc = subprocess.run([DUMPVIEW, "diff", "--json"] + sides, capture_output=True, text=True, cwd=ROOT)
+    assert proc.returncode == (1 if other == "swapped" else 0), proc.stderr
+    window = json.loads(proc.stdout)["diff"]["windows"][0]
+    a, b = (pt.load(pt.find_manifest(d, 1)) for d in sides)
+    assert_every_pair_follows_the_reference(window, a, b)
+    found, kind, _ = pt.dumpview_first_divergence(a, b)
+    assert (found, kind) == ((None, "agree") if other == "fused" else ("layers.1.k_cache_write#1", "values_moved"))
+    inconclusive = [p["key"] for p in window["pairs"] if p["verdict"]["kind"] == "checksum_inconclusive"]
+    assert window["checksum_inconclusive"] == len(inconclusive)
+
+
+def evidence_slack(sa, sb):
+    """How far atol + c * e * scale (the checksum's evidence term, docs/diff.md) moves when every statistic is one
+    ulp off: c * (n * ulp(mean) + sqrt(n) * ulp(max(l2, |min|, |max|))) * 2 sides * 2 for margin."""
+    n = sa["finite_count"] or 0
+    top = max(abs(v) for s in (sa, sb) for v in (pt._number(s[k]) for k in ("l2", "min", "max")) if v is not None)
+    mean = max(abs(pt._number(s["mean"]) or 0.0) for s in (sa, sb))
+    return pt.CHECKSUM_NOISE["evidence_factor"] * 4 * (n * math.ulp(mean) + math.sqrt(n) * math.ulp(top))
 
 
 def test_total_size_is_commit_sized():
@@ -323,10 +363,17 @@ def test_fp16_overflow_first_divergence_and_saved_tensor():
     assert e["first_divergence"] == "layers.3.mlp_up#1"
     a, b = manifest("llama_fp16_overflow", "a"), manifest("llama_fp16_overflow", "b")
     assert pt.dumpview_first_divergence(a, b)[:2] == ("layers.3.mlp_up#1", "non_finite")
-    # float32 vs float16 is a precision change: every earlier pair agrees by value
+    # float32 vs float16 is a precision change, compared by value: no earlier pair diverges. Five move their
+    # position checksum a little beyond 1e-3 (float16 rounding), within the bound their moved magnitudes allow,
+    # which is above one moved row's shift of these 12- and 48-row tensors: inconclusive, not values_moved.
     pairs = pt.dumpview_pairs(a, b)
     position = [k for k, _, _ in pairs].index("layers.3.mlp_up#1")
-    assert position > 0 and all(pt.dumpview_compare_records(ra, rb)[0] == "agree" for _, ra, rb in pairs[:position])
+    earlier = {k: pt.dumpview_compare_records(ra, rb)[0] for k, ra, rb in pairs[:position]}
+    assert position > 0 and set(earlier.values()) == {"agree", "checksum_inconclusive"}
+    inconclusive = [k for k, v in earlier.items() if v == "checksum_inconclusive"]
+    assert inconclusive == ["layers.2.q#1", "layers.2.mlp_up#1", "layers.3.q_rope#1", "layers.3.o_proj#1",
+                            "layers.3.mlp_gate#1"]
+    assert json.loads(e["notes"])["checksum_inconclusive_before"] == inconclusive
     record, (shape, values) = saved_tensor("llama_fp16_overflow", "b", "layers.3.mlp_up#1")
     assert record["rows_kept"] == 8 and record["rows_total"] == 12 and record["truncated"] is True
     assert shape == [8, 688]
@@ -521,7 +568,16 @@ def test_minilm_first_divergence_is_the_sentence_embedding_max():
     assert first == e["first_divergence"] == "sentence_embedding#1"
     assert (kind, exceeding) == ("magnitude", ["max"])
     verdicts = [pt.dumpview_compare_records(ra, rb) for _, ra, rb in pt.dumpview_pairs(a, b)]
-    assert [v[0] for v in verdicts] == ["agree"] * 38 + ["magnitude"]  # bfloat16 is compared by value
+    # bfloat16 is compared by value: nothing diverges before the last stage; where rounding moves the position
+    # checksum and the bound allowing for it is above one moved row's shift (0.05 / sqrt(92 rows)), the checksum
+    # is inconclusive, never values_moved.
+    kinds = [v[0] for v in verdicts]
+    assert kinds[-1] == "magnitude"
+    assert {k: kinds[:-1].count(k) for k in set(kinds[:-1])} == {"agree": 10, "checksum_inconclusive": 28}
+    for v in verdicts[:-1]:
+        if v[0] == "checksum_inconclusive":
+            bound = v[2][-1]["checksum_bound"]
+            assert bound["rows"] == 92 and bound["beyond_rtol"] and bound["bound"] > bound["moved_row"]
     stat = {d["name"]: d for d in verdicts[-1][2]}["max"]
     assert stat["exceeds"] and abs(stat["rel_diff"] - 1.05e-2) < 1e-4
     notes = json.loads(e["notes"])
@@ -529,12 +585,14 @@ def test_minilm_first_divergence_is_the_sentence_embedding_max():
     assert notes["first_divergence_exceeding"]["max"]["rel_diff"] == stat["rel_diff"]
     assert list(notes["relative_difference_per_stage"])[:2] == ["embeddings#1", "layers.0.attention.query#1"]
     # Judged against itself, the near-zero mean of layers.1.attention.key would already exceed 1e-2;
-    # dumpview judges a mean against the tensor's rms, so that stage agrees.
+    # dumpview judges a mean against the tensor's rms, so that stage does not diverge (its checksum is
+    # inconclusive, its mean within tolerance).
     ib = by_key(b)
     naive = next(key(r) for r in in_order(a)
                  if any(rel(r["stats"][n], ib[key(r)]["stats"][n]) > 1e-2 for n in ("max_abs", "mean", "l2")))
     assert naive == notes["naive_first_exceeding"]["stage"] == "layers.1.attention.key#1"
-    assert notes["dumpview_per_stage"][naive]["verdict"] == "agree"
+    assert notes["dumpview_per_stage"][naive]["verdict"] == "checksum_inconclusive"
+    assert notes["dumpview_per_stage"][naive]["mean"] < 1e-2
 
 
 def test_minilm_final_embedding_cosine():
@@ -566,7 +624,8 @@ def synthetic_stats(**overrides):
 def synthetic_record(seq, stage, dtype="float32", shape=(10, 10), stats="default", occurrence=1):
     numel = shape[0] * shape[1]
     return dict(seq=seq, stage=stage, occurrence=occurrence, mode="eager", dtype=dtype, shape=list(shape),
-                stride=[shape[1], 1], storage_offset=0, element_size=2 if dtype == "bfloat16" else 4, numel=numel,
+                stride=[shape[1], 1], storage_offset=0, element_size=2 if dtype in ("bfloat16", "float16") else 4,
+                numel=numel,
                 storage_ptr=None, storage_id=None, storage_nbytes=None, data_ptr=None, device="cpu",
                 device_format=None, is_contiguous=True,
                 stats=synthetic_stats() if stats == "default" else stats, tensor_file=None)
@@ -581,21 +640,36 @@ SYNTHETIC_CASES = [
     # rms = 10 / sqrt(100) = 1: a mean moving from 1e-4 to 2e-3 is 0.19% of it
     ("mean_near_zero", dict(stats=synthetic_stats(mean=1e-4)), dict(stats=synthetic_stats(mean=2e-3)), "agree", []),
     ("mean_beyond_rms", dict(), dict(stats=synthetic_stats(mean=0.1 + 0.02)), "magnitude", ["mean"]),
-    # One dtype: the checksum screen is 1e-3 of l2 (0.05% passes, 4% is a move)
+    # float32 with equal magnitudes: the checksum's bound is its rtol, 1e-3 of l2 (0.05% passes, 4% is a move)
     ("checksum_moved", dict(), dict(stats=synthetic_stats(pos_checksum=1.4)), "values_moved", ["pos_checksum"]),
     ("checksum_noise", dict(), dict(stats=synthetic_stats(pos_checksum=1.005)), "agree", []),
-    # Across a precision change it is 5e-2: 4% is rounding noise, 10% a move
-    ("checksum_noise_bf16", dict(), dict(dtype="bfloat16", stats=synthetic_stats(pos_checksum=1.4)), "agree", []),
+    # bfloat16 on one side: the bound is 2 unit roundoffs, 2 * 2^-8 = 7.8e-3 of l2. 0.5% is within it; with 10
+    # rows one moved row shifts ~0.05 / sqrt(10) = 1.6e-2, above the bound, so the move would have shown: agree;
+    # with 1000 rows (~1.6e-3) it would hide under the bound: inconclusive. 4% with equal magnitudes is a move.
+    ("checksum_rounding_bf16", dict(), dict(dtype="bfloat16", stats=synthetic_stats(pos_checksum=1.05)), "agree", []),
+    ("checksum_inconclusive_bf16", dict(shape=(1000, 10)),
+     dict(dtype="bfloat16", shape=(1000, 10), stats=synthetic_stats(pos_checksum=1.05)), "checksum_inconclusive", []),
+    ("checksum_moved_4pct_bf16", dict(), dict(dtype="bfloat16", stats=synthetic_stats(pos_checksum=1.4)),
+     "values_moved", ["pos_checksum"]),
     ("checksum_moved_bf16", dict(), dict(dtype="bfloat16", stats=synthetic_stats(pos_checksum=2.0)), "values_moved",
      ["pos_checksum"]),
+    # The mean moved by 0.5% of the rms (within its rtol): the sum by 100 * 0.005 = 0.5, e = 0.5 / l2 = 0.05, so
+    # the checksum may move 4 * e = 0.2 of l2; its 4% move is inconclusive (one moved row of 10 shifts ~1.6e-2).
+    ("checksum_with_moved_mean", dict(), dict(stats=synthetic_stats(mean=0.105, pos_checksum=1.4)),
+     "checksum_inconclusive", []),
     ("max_1_percent", dict(), dict(stats=synthetic_stats(max=3.0 * 1.0102)), "magnitude", ["max"]),
     ("equal_infinities", dict(stats=synthetic_stats(l2="inf", inf_count=1, finite_count=99)),
      dict(stats=synthetic_stats(l2="inf", inf_count=1, finite_count=99)), "agree", []),
-    ("nan_statistic", dict(stats=synthetic_stats(mean="nan")), dict(stats=synthetic_stats(mean="nan")),
-     "magnitude", ["mean"]),
-    ("null_one_side", dict(), dict(stats=synthetic_stats(mean=None)), "magnitude", ["mean"]),
-    ("stats_one_side", dict(), dict(stats=None), "structural", []),
-    ("stats_neither_side", dict(stats=None), dict(stats=None), "agree", []),
+    # A sum that is non-finite while max_abs is finite is the dump tool's own overflow: not compared.
+    ("nan_statistic", dict(stats=synthetic_stats(mean="nan")), dict(stats=synthetic_stats(mean="nan")), "agree", []),
+    ("l2_overflow_fp16", dict(dtype="float16", stats=synthetic_stats(l2="inf")), dict(dtype="float16"), "agree", []),
+    # A statistic recorded on one side only says nothing about the values: not compared.
+    ("null_one_side", dict(), dict(stats=synthetic_stats(mean=None)), "agree", []),
+    # No statistics on one side or on both: the pair is not compared (missing evidence, never a divergence);
+    # empty tensors of one shape have nothing to differ.
+    ("stats_one_side", dict(), dict(stats=None), "not_compared", []),
+    ("stats_neither_side", dict(stats=None), dict(stats=None), "not_compared", []),
+    ("empty_both", dict(shape=(0, 10), stats=None), dict(shape=(0, 10), stats=None), "agree", []),
 ]
 
 

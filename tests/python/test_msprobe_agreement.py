@@ -34,7 +34,9 @@ First divergence -- the two tools answer different questions, by design:
 - dumpview's first divergence is the first pair in A's capture order (= msprobe's table order) with
   a shape or dtype-kind difference, a non-finite difference, or any of max_abs/min/max/mean/l2
   beyond rtol 1e-2 x scale (+ atol 1e-6), inputs and parameters included; float32 vs bfloat16 is a
-  precision change compared by value, not a divergence.
+  precision change compared by value, not a divergence.  Rows without statistics (string arguments,
+  such as cross_entropy's `reduction`) are not_compared, never a divergence; a None argument on both
+  sides agrees (nothing to differ); a Mean or Norm that msprobe's own arithmetic overflowed is left out.
 
 So dumpview stops at the first changed value, msprobe at the first entry whose output error is out
 of proportion to its inputs', or at any dtype difference.  Asserted, besides the observed rows of

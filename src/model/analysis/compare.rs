@@ -9,9 +9,17 @@
 //! |---|---|
 //! | `max_abs`, `min`, `max`, `l2` | `max(|a|, |b|)` |
 //! | `mean` | the larger root-mean-square, `l2 / sqrt(finite_count)`: a mean near zero is compared to the tensor's magnitude, not to itself |
-//! | `pos_checksum` | the largest of the two `l2` and the two checksums: moving one row of `rows` changes it by about `l2 / sqrt(rows)`; rounding noise (`ε·l2`, or `ε·checksum` for same-signed values whose errors correlate) does not |
+//! | `pos_checksum` | the largest of the two `l2` and the two checksums |
 //!
-//! A statistic differs when `|a − b| > atol + rtol · scale`.
+//! A statistic differs when `|a − b| > atol + rtol · scale`. The position checksum is held to
+//! a bound that also follows rounding ([`ChecksumNoise`]): the unit roundoff of the coarser
+//! dtype and the per-element change the magnitude statistics show (docs/diff.md, "The
+//! checksum's noise bound", has the derivation and the measurements behind its factors).
+//!
+//! Two kinds of statistic are not compared at all ([`Exclusion`]): one recorded on one side
+//! only (it says nothing about the values), and a sum (`mean`, `l2`, `pos_checksum`) that is
+//! non-finite while every element is finite, which is the dump tool's own overflow (msprobe
+//! reduces a float16 tensor in float16, so a `Norm` above 65504 is written as inf).
 
 use serde::Serialize;
 
@@ -21,6 +29,7 @@ use crate::model::dump::{Record, Stats};
 pub const STATS: [&str; 6] = ["max_abs", "min", "max", "mean", "l2", "pos_checksum"];
 /// Indexes into [`STATS`] of the statistics compared against a scale of their own.
 const MEAN: usize = 3;
+const L2: usize = 4;
 const POS_CHECKSUM: usize = 5;
 
 /// `rtol` and `atol` of one statistic.
@@ -32,35 +41,59 @@ pub struct Tolerance {
     pub atol: f64,
 }
 
-/// Per-statistic tolerances, indexed like [`STATS`], and the checksum tolerance for pairs
-/// whose dtypes differ in precision.
+/// How far the position checksum may move by rounding alone (docs/diff.md, "The checksum's
+/// noise bound").
+///
+/// The checksum of a pair differs when it moves by more than `atol + bound · scale`, with
+/// `bound = max(rtol, roundoff_factor · u, evidence_factor · e)`: `u` the unit roundoff of the
+/// coarser of the two dtypes ([`unit_roundoff`]), `e` the per-element change the magnitude
+/// statistics show, relative to the checksum's scale ([`noise_evidence`]). A checksum that moved
+/// beyond `rtol` but not beyond the bound is [`Verdict::ChecksumInconclusive`] where the bound
+/// is above `moved_row_shift / sqrt(rows)`, the shift of one moved row.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+pub struct ChecksumNoise {
+    /// `k`: rounding noise of up to `k` unit roundoffs of the coarser dtype is passed (where
+    /// `c · e` understated the noise, measured bfloat16 pairs needed up to 1.3; 2 also keeps
+    /// float16's floor, 9.8e-4, at the same-dtype `rtol`).
+    pub roundoff_factor: f64,
+    /// `c`: the checksum may move `c · e` (independent element errors move it by about `e / 3`;
+    /// measured ratios to `e` reached 3.0, and 8.5 where `k · u` held the noise).
+    pub evidence_factor: f64,
+    /// `s`: one moved row of `rows` shifts the checksum by about `s / sqrt(rows)` of its scale
+    /// (measured medians of single-row swaps 0.039 at 128 rows and 0.083 at 1024; 0.3 is the
+    /// mean for rows unrelated to each other).
+    pub moved_row_shift: f64,
+}
+
+/// The default [`ChecksumNoise`]: `k = 2`, `c = 4`, `s = 0.05` (docs/diff.md).
+pub const CHECKSUM_NOISE: ChecksumNoise = ChecksumNoise {
+    roundoff_factor: 2.0,
+    evidence_factor: 4.0,
+    moved_row_shift: 0.05,
+};
+
+/// Per-statistic tolerances, indexed like [`STATS`], and the checksum's noise bound.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct Tolerances {
-    /// One tolerance per statistic, in [`STATS`] order (`per_stat[5]`: `pos_checksum` between
-    /// records of one dtype).
+    /// One tolerance per statistic, in [`STATS`] order (`per_stat[5]`: `pos_checksum`).
     pub per_stat: [Tolerance; 6],
-    /// Used for `pos_checksum` instead of `per_stat[5]` when the two dtypes differ within one
-    /// kind (float32 vs bfloat16): rounding then moves every element, and the checksum, a
-    /// random projection of the values, sees that noise at about a third of the element-wise
-    /// relative error. `None` when the user set the checksum's tolerance.
-    pub precision_change_checksum: Option<Tolerance>,
+    /// The checksum's rounding-noise bound on top of its `rtol`; `None` when the user set the
+    /// checksum's tolerance (or every statistic's): the checksum is then held to it alone.
+    pub checksum_noise: Option<ChecksumNoise>,
 }
 
 /// Default relative tolerance of every statistic but `pos_checksum` (docs/diff.md).
 pub const DEFAULT_RTOL: f64 = 1e-2;
 /// Default absolute tolerance of every statistic.
 pub const DEFAULT_ATOL: f64 = 1e-6;
-/// Default relative tolerance of `pos_checksum` between records of one dtype.
+/// Default relative tolerance of `pos_checksum`: the screen of a pair of one dtype, below
+/// which the checksum agrees whatever the noise bound.
 pub const CHECKSUM_RTOL: f64 = 1e-3;
-/// Default relative tolerance of `pos_checksum` across a precision change (float32 vs bfloat16).
-pub const CHECKSUM_RTOL_PRECISION_CHANGE: f64 = 5e-2;
 
 impl Default for Tolerances {
     /// The coarse screen: `rtol = 1e-2` (bfloat16 rounding, ~4e-3, passes; a wrong kernel does
     /// not) and `atol = 1e-6` (absolute noise floor for tensors near zero); `pos_checksum` at
-    /// `rtol = 1e-3` between records of one dtype (a moved row of `rows` changes it by about
-    /// `0.3 / sqrt(rows)`, summation-order noise by ~1e-6) and `rtol = 5e-2` across a precision
-    /// change (bfloat16 noise over a few layers reaches ~1e-2).
+    /// `rtol = 1e-3` (summation-order noise is ~1e-6) with the noise bound [`CHECKSUM_NOISE`].
     fn default() -> Self {
         let mut per_stat = [Tolerance {
             rtol: DEFAULT_RTOL,
@@ -72,24 +105,22 @@ impl Default for Tolerances {
         };
         Tolerances {
             per_stat,
-            precision_change_checksum: Some(Tolerance {
-                rtol: CHECKSUM_RTOL_PRECISION_CHANGE,
-                atol: DEFAULT_ATOL,
-            }),
+            checksum_noise: Some(CHECKSUM_NOISE),
         }
     }
 }
 
 impl Tolerances {
-    /// The same `rtol` and `atol` for every statistic, whatever the dtypes.
+    /// The same `rtol` and `atol` for every statistic, whatever the dtypes, and no noise bound.
     pub fn uniform(rtol: f64, atol: f64) -> Self {
         Tolerances {
             per_stat: [Tolerance { rtol, atol }; 6],
-            precision_change_checksum: None,
+            checksum_noise: None,
         }
     }
 
-    /// Sets one statistic's tolerance (for `pos_checksum`, across precision changes too).
+    /// Sets one statistic's tolerance (for `pos_checksum`, the noise bound goes: the checksum
+    /// is then held to `tolerance` alone).
     ///
     /// # Errors
     /// `name` is not one of [`STATS`].
@@ -99,30 +130,83 @@ impl Tolerances {
             .position(|&s| s == name)
             .ok_or_else(|| format!("unknown statistic {name:?}; one of {}", STATS.join(", ")))?;
         self.per_stat[index] = tolerance;
-        if name == "pos_checksum" {
-            self.precision_change_checksum = None;
+        if index == POS_CHECKSUM {
+            self.checksum_noise = None;
         }
         Ok(())
     }
 
-    /// The tolerance of statistic `name` (one of [`STATS`]) for a pair with or without a precision change.
-    pub fn of(&self, name: &str, precision_change: bool) -> Tolerance {
-        self.at(
-            STATS
-                .iter()
-                .position(|&s| s == name)
-                .expect("a known statistic"),
-            precision_change,
-        )
+    /// The tolerance of statistic `name` (one of [`STATS`]).
+    ///
+    /// # Panics
+    /// `name` is not one of [`STATS`].
+    pub fn of(&self, name: &str) -> Tolerance {
+        self.per_stat[STATS
+            .iter()
+            .position(|&s| s == name)
+            .expect("a known statistic")]
     }
+}
 
-    /// [`Tolerances::of`] the statistic `STATS[index]`.
-    pub fn at(&self, index: usize, precision_change: bool) -> Tolerance {
-        match self.precision_change_checksum {
-            Some(t) if precision_change && index == POS_CHECKSUM => t,
-            _ => self.per_stat[index],
-        }
+/// Unit roundoff `u = 2^-p` of a floating dtype with `p` significand bits (implicit bit
+/// included): float64 2^-53, float32 2^-24, float16 2^-11, bfloat16 2^-8, float8 e4m3 2^-4,
+/// e5m2 2^-3. 0 for integers, bools and names it does not know (taken as exact).
+pub fn unit_roundoff(dtype: &str) -> f64 {
+    match dtype {
+        "float64" | "double" => 2f64.powi(-53),
+        "float32" | "float" => 2f64.powi(-24),
+        "float16" | "half" => 2f64.powi(-11),
+        "bfloat16" => 2f64.powi(-8),
+        d if d.starts_with("float8_e4m3") => 2f64.powi(-4),
+        d if d.starts_with("float8_e5m2") => 2f64.powi(-3),
+        _ => 0.0,
     }
+}
+
+/// The largest finite value of a floating dtype; `None` where unknown (or unbounded).
+fn dtype_max(dtype: &str) -> Option<f64> {
+    match dtype {
+        "float16" | "half" => Some(65504.0),
+        "bfloat16" => Some(3.389_531_389_251_535_5e38),
+        "float32" | "float" => Some(f64::from(f32::MAX)),
+        "float8_e4m3fn" => Some(448.0),
+        "float8_e4m3fnuz" => Some(240.0),
+        "float8_e5m2" | "float8_e5m2fnuz" => Some(57344.0),
+        _ => None,
+    }
+}
+
+/// The rows of `pos_checksum`'s matrix view of `shape` (docs/manifest.md): the product of all
+/// dimensions but the last (saturating at `u64::MAX`: a damaged manifest may hold any sizes);
+/// 1 for a 0-d tensor.
+pub fn checksum_rows(shape: &[u64]) -> u64 {
+    match shape.split_last() {
+        Some((_, leading)) => leading.iter().fold(1u64, |n, &d| n.saturating_mul(d)),
+        None => 1,
+    }
+}
+
+/// Why a statistic of a pair was not compared.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ExclusionKind {
+    /// Recorded on one side only: it says nothing about the values.
+    OneSide,
+    /// A sum that is non-finite although every element is finite and inside its dtype's range:
+    /// the dump tool's own accumulation overflowed.
+    Overflow,
+}
+
+/// A statistic left out of a pair's verdict, and why.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Exclusion {
+    /// Why.
+    pub kind: ExclusionKind,
+    /// The side the reason applies to: `"a"`, `"b"` or `"both"`.
+    pub side: &'static str,
+    /// For people, e.g. `l2 overflowed in the dump's float16 accumulation on side A (inf while
+    /// every element is finite, max_abs 2.516e2)`.
+    pub text: String,
 }
 
 /// One statistic of a pair, with its difference and the bound it was held to.
@@ -142,37 +226,77 @@ pub struct StatDiff {
     /// `MaxRelativeErr` … `NormRelativeErr`, there as a percentage): 0 when equal, +inf when
     /// `b` is 0 and `a` is not; null when either side is undefined or non-finite.
     pub rel_err: Option<f64>,
-    /// `atol + rtol · scale`.
+    /// `atol + rtol · scale`; for `pos_checksum` under the noise bound, `atol + bound · scale`
+    /// ([`ChecksumBound::bound`]).
     pub bound: Option<f64>,
     /// True when `|a − b| > bound`, or one side is undefined or non-finite and the two are not
-    /// equal (equal values, equal infinities included, never exceed).
+    /// equal (equal values, equal infinities included, never exceed); false when excluded.
     pub exceeds: bool,
+    /// Why this statistic is not part of the verdict; absent when it is.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub excluded: Option<Exclusion>,
+}
+
+/// The bound a pair's position checksum was held to, term by term (docs/diff.md, "The
+/// checksum's noise bound"); all but `rows` relative to the checksum's scale.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+pub struct ChecksumBound {
+    /// The checksum's `rtol`.
+    pub rtol: f64,
+    /// `k · u`, `u` the unit roundoff of the coarser dtype.
+    pub roundoff: f64,
+    /// `c · e`, `e` the per-element change the magnitude statistics show.
+    pub evidence: f64,
+    /// `max(rtol, roundoff, evidence)`.
+    pub bound: f64,
+    /// `rows` of the checksum's matrix view ([`checksum_rows`]).
+    pub rows: u64,
+    /// `s / sqrt(rows)`: about what one moved row shifts.
+    pub moved_row: f64,
+    /// Whether the checksum moved by more than `atol + rtol · scale`.
+    pub beyond_rtol: bool,
 }
 
 /// How a paired record compares.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 #[serde(tag = "kind", rename_all = "snake_case")]
 pub enum Verdict {
-    /// Every statistic within tolerance.
+    /// Every compared statistic within tolerance.
     Agree,
     /// Shape, or the kind of dtype (floating / integer / bool), differs.
     Structural {
-        /// What differs, e.g. `shape [2, 3] vs [3, 2]`, `dtype float32 vs int64`, or
-        /// `statistics on one side only`.
+        /// What differs, e.g. `shape [2, 3] vs [3, 2]` or `dtype float32 vs int64`.
         reason: String,
     },
     /// NaN or infinity counts differ: always a divergence.
     NonFinite,
     /// Magnitude statistics differ beyond tolerance.
     Magnitude,
-    /// Magnitudes agree but the position checksum does not: values were moved (a permutation).
+    /// Magnitudes agree but the position checksum moved beyond its noise bound: values were
+    /// moved (a permutation).
     ValuesMoved,
+    /// Magnitudes agree; the position checksum moved beyond its `rtol` but within its rounding
+    /// bound, and that bound is above what one moved row shifts: rounding noise and a moved row
+    /// cannot be told apart. Not a divergence, not agreement.
+    ChecksumInconclusive,
+    /// Nothing was compared: statistics on neither side or on one side only (a float8 view, a
+    /// dtype the dump tool cannot reduce, a string argument), or no statistic recorded on both.
+    /// Missing evidence, never a divergence. (Records without elements, an empty tensor or a
+    /// `None` argument, agree when their shapes and dtype kinds do.)
+    NotCompared {
+        /// Why, e.g. `no statistics on either side` or `statistics on side A only`.
+        reason: String,
+    },
 }
 
 impl Verdict {
-    /// True for every verdict but `Agree`.
+    /// True for the verdicts a first divergence is made of: structural, non-finite, magnitude
+    /// and values moved (not agree, checksum inconclusive or not compared).
     pub fn diverges(&self) -> bool {
-        *self != Verdict::Agree
+        !matches!(
+            self,
+            Verdict::Agree | Verdict::ChecksumInconclusive | Verdict::NotCompared { .. }
+        )
     }
 }
 
@@ -185,6 +309,9 @@ pub struct Comparison {
     pub stats: Vec<StatDiff>,
     /// The dtypes differ within one kind (float32 vs bfloat16): a precision change, compared by value.
     pub precision_change: bool,
+    /// The position checksum's noise bound, when the checksum was compared under one.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub checksum_bound: Option<ChecksumBound>,
 }
 
 /// dtype family: values of different families are not comparable as numbers.
@@ -207,7 +334,7 @@ fn stat_at(stats: &Stats, index: usize) -> Option<f64> {
         1 => stats.min,
         2 => stats.max,
         MEAN => stats.mean,
-        4 => stats.l2,
+        L2 => stats.l2,
         POS_CHECKSUM => stats.pos_checksum,
         _ => None,
     }
@@ -228,7 +355,7 @@ fn larger(x: Option<f64>, y: Option<f64>) -> Option<f64> {
     }
 }
 
-/// Compares one statistic of two stats objects.
+/// Compares one statistic of two stats objects, plainly: no exclusion, no noise bound.
 pub fn compare_stat(name: &'static str, a: &Stats, b: &Stats, tolerance: Tolerance) -> StatDiff {
     match STATS.iter().position(|&s| s == name) {
         Some(index) => compare_stat_at(index, a, b, tolerance),
@@ -236,15 +363,25 @@ pub fn compare_stat(name: &'static str, a: &Stats, b: &Stats, tolerance: Toleran
     }
 }
 
-/// [`compare_stat`] of `STATS[index]`.
-fn compare_stat_at(index: usize, a: &Stats, b: &Stats, tolerance: Tolerance) -> StatDiff {
+/// The scale `STATS[index]` is compared against (the module table).
+fn scale_at(index: usize, a: &Stats, b: &Stats) -> Option<f64> {
     let (va, vb) = (stat_at(a, index), stat_at(b, index));
-    let scale = match index {
+    match index {
         MEAN => larger(rms(a), rms(b)),
         POS_CHECKSUM => larger(larger(a.l2, b.l2), larger(va, vb)),
         _ => larger(va, vb),
-    };
-    compare_values(STATS[index], va, vb, scale, tolerance)
+    }
+}
+
+/// [`compare_stat`] of `STATS[index]`.
+fn compare_stat_at(index: usize, a: &Stats, b: &Stats, tolerance: Tolerance) -> StatDiff {
+    compare_values(
+        STATS[index],
+        stat_at(a, index),
+        stat_at(b, index),
+        scale_at(index, a, b),
+        tolerance,
+    )
 }
 
 /// One statistic's difference, held to `atol + rtol · scale`.
@@ -288,7 +425,151 @@ fn compare_values(
         rel_err,
         bound,
         exceeds,
+        excluded: None,
     }
+}
+
+/// `e` of the checksum's noise bound: the per-element change the magnitude statistics show,
+/// relative to the checksum's `scale`, as three estimates of what moves the checksum by about
+/// `e · scale / 3` (docs/diff.md, "The checksum's noise bound"): the change of the sum
+/// `n · mean` and of `sqrt(n) · l2` (projections of every element with weights of
+/// root-mean-square 1; the checksum is one with weights of root-mean-square 1/3), and `l2`
+/// times the largest relative change of `min` or `max` (a relative rounding of every element).
+/// 0 without a common `finite_count` or a positive finite scale.
+pub fn noise_evidence(a: &Stats, b: &Stats, scale: f64) -> f64 {
+    let Some(n) = a
+        .finite_count
+        .filter(|&n| n > 0 && Some(n) == b.finite_count)
+    else {
+        return 0.0;
+    };
+    if !(scale > 0.0 && scale.is_finite()) {
+        return 0.0;
+    }
+    let finite = |x: Option<f64>, y: Option<f64>| match (x, y) {
+        (Some(x), Some(y)) if x.is_finite() && y.is_finite() => Some((x, y)),
+        _ => None,
+    };
+    let change = |x, y| finite(x, y).map_or(0.0, |(x, y): (f64, f64)| (x - y).abs());
+    let relative = |x, y| {
+        finite(x, y)
+            .filter(|(x, y)| x.abs().max(y.abs()) > 0.0)
+            .map_or(0.0, |(x, y)| (x - y).abs() / x.abs().max(y.abs()))
+    };
+    let l2 = [a.l2, b.l2]
+        .into_iter()
+        .flatten()
+        .filter(|v| v.is_finite())
+        .reduce(f64::max);
+    let spread = l2.map_or(0.0, |l2| {
+        l2 * relative(a.min, b.min).max(relative(a.max, b.max))
+    });
+    let n = n as f64;
+    (n * change(a.mean, b.mean))
+        .max(n.sqrt() * change(a.l2, b.l2))
+        .max(spread)
+        / scale
+}
+
+/// Holds the position checksum `d` (compared at its `rtol`) to the noise bound instead.
+fn checksum_under_noise(
+    d: &mut StatDiff,
+    records: (&Record, &Record),
+    stats: (&Stats, &Stats),
+    tolerance: Tolerance,
+    noise: ChecksumNoise,
+) -> Option<ChecksumBound> {
+    let (Some(va), Some(vb)) = (d.a, d.b) else {
+        return None;
+    };
+    let scale = scale_at(POS_CHECKSUM, stats.0, stats.1)?;
+    if !(va.is_finite() && vb.is_finite() && scale.is_finite()) {
+        return None;
+    }
+    let u = unit_roundoff(&records.0.dtype).max(unit_roundoff(&records.1.dtype));
+    let roundoff = noise.roundoff_factor * u;
+    let evidence = noise.evidence_factor * noise_evidence(stats.0, stats.1, scale);
+    let bound = tolerance.rtol.max(roundoff).max(evidence);
+    let rows = checksum_rows(&records.0.shape).max(1);
+    let checksum = ChecksumBound {
+        rtol: tolerance.rtol,
+        roundoff,
+        evidence,
+        bound,
+        rows,
+        moved_row: noise.moved_row_shift / (rows as f64).sqrt(),
+        beyond_rtol: d.exceeds,
+    };
+    let limit = tolerance.atol + bound * scale;
+    d.bound = Some(limit);
+    d.exceeds = (va - vb).abs() > limit;
+    Some(checksum)
+}
+
+/// The text of an overflowed statistic on one side, when it is one: a sum (`mean`, `l2`,
+/// `pos_checksum`) that is non-finite while the side's `max_abs` is finite and inside the
+/// record's dtype range.
+fn overflow(index: usize, record: &Record, stats: &Stats, side: char) -> Option<String> {
+    let value = stat_at(stats, index)?;
+    let top = stats.max_abs?;
+    let inside = top.is_finite() && dtype_max(&record.dtype).is_none_or(|max| top <= max);
+    if index < MEAN || value.is_finite() || !inside {
+        return None;
+    }
+    let arithmetic = if stats.reduced_in_dtype {
+        format!("the dump's {} accumulation", record.dtype)
+    } else {
+        "the dump tool's own accumulation".to_string()
+    };
+    Some(format!(
+        "{} overflowed in {arithmetic} on side {} ({value} while every element is finite, max_abs {top:.4e})",
+        STATS[index],
+        side.to_ascii_uppercase()
+    ))
+}
+
+/// Why `STATS[index]` of a pair is not compared, if it is not.
+fn exclusion(
+    index: usize,
+    records: (&Record, &Record),
+    stats: (&Stats, &Stats),
+) -> Option<Exclusion> {
+    let (va, vb) = (stat_at(stats.0, index), stat_at(stats.1, index));
+    if va.is_some() != vb.is_some() {
+        let side = if va.is_some() { "a" } else { "b" };
+        return Some(Exclusion {
+            kind: ExclusionKind::OneSide,
+            side,
+            text: format!(
+                "{} recorded on side {} only",
+                STATS[index],
+                side.to_ascii_uppercase()
+            ),
+        });
+    }
+    let over_a = overflow(index, records.0, stats.0, 'a');
+    let over_b = overflow(index, records.1, stats.1, 'b');
+    let side = match (&over_a, &over_b) {
+        (Some(_), Some(_)) => "both",
+        (Some(_), None) => "a",
+        (None, Some(_)) => "b",
+        (None, None) => return None,
+    };
+    Some(Exclusion {
+        kind: ExclusionKind::Overflow,
+        side,
+        text: [over_a, over_b]
+            .into_iter()
+            .flatten()
+            .collect::<Vec<_>>()
+            .join("; "),
+    })
+}
+
+/// True for a record with no elements: an empty tensor, a `None` argument, a `torch.Size`
+/// (whose value is its shape): nothing beyond its shape and dtype to differ.
+fn is_empty(record: &Record) -> bool {
+    record.numel == 0
 }
 
 /// Compares two records captured at the same `stage#occurrence`.
@@ -302,32 +583,59 @@ pub fn compare_records(a: &Record, b: &Record, tolerances: &Tolerances) -> Compa
         None
     };
     let (Some(sa), Some(sb)) = (&a.stats, &b.stats) else {
-        let verdict = match structural {
-            Some(reason) => Verdict::Structural { reason },
-            None if a.stats.is_some() != b.stats.is_some() => Verdict::Structural {
-                reason: "statistics on one side only".to_string(),
+        let verdict = match (structural, &a.stats, &b.stats) {
+            (Some(reason), _, _) => Verdict::Structural { reason },
+            // Equal shapes and no element on either side: nothing else to differ.
+            (None, _, _) if is_empty(a) && is_empty(b) => Verdict::Agree,
+            (None, None, None) => Verdict::NotCompared {
+                reason: "no statistics on either side".to_string(),
             },
-            None => Verdict::Agree,
+            (None, Some(_), _) | (None, _, Some(_)) => Verdict::NotCompared {
+                reason: format!(
+                    "statistics on side {} only",
+                    if a.stats.is_some() { "A" } else { "B" }
+                ),
+            },
         };
         return Comparison {
             verdict,
             stats: Vec::new(),
             precision_change,
+            checksum_bound: None,
         };
     };
+    let mut checksum_bound = None;
     let stats: Vec<StatDiff> = (0..STATS.len())
-        .map(|i| compare_stat_at(i, sa, sb, tolerances.at(i, precision_change)))
+        .map(|i| {
+            let tolerance = tolerances.per_stat[i];
+            let mut d = compare_stat_at(i, sa, sb, tolerance);
+            if let Some(excluded) = exclusion(i, (a, b), (sa, sb)) {
+                d.exceeds = false;
+                d.excluded = Some(excluded);
+            } else if let (POS_CHECKSUM, Some(noise)) = (i, tolerances.checksum_noise) {
+                checksum_bound = checksum_under_noise(&mut d, (a, b), (sa, sb), tolerance, noise);
+            }
+            d
+        })
         .collect();
-    let magnitude_differs = stats.iter().any(|d| d.name != "pos_checksum" && d.exceeds);
-    let checksum_differs = stats.iter().any(|d| d.name == "pos_checksum" && d.exceeds);
+    let magnitude_differs = stats[..POS_CHECKSUM].iter().any(|d| d.exceeds);
+    let compared = stats
+        .iter()
+        .any(|d| d.excluded.is_none() && (d.a.is_some() || d.b.is_some()));
     let verdict = if let Some(reason) = structural {
         Verdict::Structural { reason }
     } else if sa.nan_count != sb.nan_count || sa.inf_count != sb.inf_count {
         Verdict::NonFinite
     } else if magnitude_differs {
         Verdict::Magnitude
-    } else if checksum_differs {
+    } else if stats[POS_CHECKSUM].exceeds {
         Verdict::ValuesMoved
+    } else if checksum_bound.is_some_and(|c| c.beyond_rtol && c.bound > c.moved_row) {
+        Verdict::ChecksumInconclusive
+    } else if !(compared || is_empty(a) && is_empty(b)) {
+        Verdict::NotCompared {
+            reason: "no statistic recorded on both sides".to_string(),
+        }
     } else {
         Verdict::Agree
     };
@@ -335,6 +643,7 @@ pub fn compare_records(a: &Record, b: &Record, tolerances: &Tolerances) -> Compa
         verdict,
         stats,
         precision_change,
+        checksum_bound,
     }
 }
 
@@ -354,6 +663,7 @@ mod tests {
             l2: Some(l2),
             pos_checksum: Some(checksum),
             counts_known: true,
+            reduced_in_dtype: false,
         }
     }
 
@@ -377,15 +687,18 @@ mod tests {
 
     #[test]
     fn stat_indexes_name_their_statistics() {
-        assert_eq!((STATS[MEAN], STATS[POS_CHECKSUM]), ("mean", "pos_checksum"));
+        assert_eq!(
+            (STATS[MEAN], STATS[L2], STATS[POS_CHECKSUM]),
+            ("mean", "l2", "pos_checksum")
+        );
         let a = stats(-3.0, 3.0, 0.1, 10.0, 1.0, 100);
         let b = stats(-2.0, 3.5, 0.3, 12.0, 1.7, 100);
         let tolerances = Tolerances::default();
         for (i, &name) in STATS.iter().enumerate() {
-            assert_eq!(tolerances.at(i, true), tolerances.of(name, true));
+            assert_eq!(tolerances.per_stat[i], tolerances.of(name));
             assert_eq!(
-                compare_stat(name, &a, &b, tolerances.of(name, false)),
-                compare_stat_at(i, &a, &b, tolerances.at(i, false))
+                compare_stat(name, &a, &b, tolerances.of(name)),
+                compare_stat_at(i, &a, &b, tolerances.per_stat[i])
             );
         }
     }
@@ -393,7 +706,7 @@ mod tests {
     #[test]
     fn checksum_alone_differing_is_values_moved() {
         let a = stats(-3.0, 3.0, 0.1, 10.0, 1.0, 100);
-        let b = stats(-3.0, 3.0, 0.1, 10.0, 2.0, 100); // 10% of l2: beyond the 5% checksum screen
+        let b = stats(-3.0, 3.0, 0.1, 10.0, 2.0, 100); // 10% of l2: far beyond any noise bound
         let ra = record_with(a);
         let rb = record_with(b);
         assert_eq!(
@@ -451,6 +764,197 @@ mod tests {
             )
             .exceeds
         );
+    }
+
+    /// A [128 tokens, 8 heads, 64] tensor: 1024 checksum rows, one moved row shifts ~1.6e-3.
+    fn kv(dtype: &str, checksum: f64) -> Record {
+        let mut r = record_with(stats(-4.0, 4.0, 0.01, 100.0, checksum, 65536));
+        r.dtype = dtype.into();
+        r.shape = vec![128, 8, 64].into();
+        r
+    }
+
+    #[test]
+    fn the_checksum_bound_follows_the_dtype_and_the_row_count() {
+        let tolerances = Tolerances::default();
+        // Moved 0.3% of l2 with identical magnitudes.
+        let (a, b) = (kv("bfloat16", 10.0), kv("bfloat16", 10.3));
+        let c = compare_records(&a, &b, &tolerances);
+        // bfloat16: bound 2 · 2^-8 = 7.8e-3, above one moved row of 1024 (0.05 / 32).
+        assert_eq!(c.verdict, Verdict::ChecksumInconclusive);
+        let bound = c.checksum_bound.unwrap();
+        assert_eq!(
+            (bound.bound, bound.rows, bound.moved_row, bound.beyond_rtol),
+            (2f64.powi(-7), 1024, 0.05 / 32.0, true)
+        );
+        assert_eq!(
+            c.stats[POS_CHECKSUM].bound,
+            Some(1e-6 + 2f64.powi(-7) * 100.0)
+        );
+        // float32 and float16 (2 · 2^-11 < 1e-3): the same move is beyond the bound.
+        for dtype in ["float32", "float16"] {
+            let c = compare_records(&kv(dtype, 10.0), &kv(dtype, 10.3), &tolerances);
+            assert_eq!(c.verdict, Verdict::ValuesMoved, "{dtype}");
+            assert_eq!(c.checksum_bound.unwrap().bound, CHECKSUM_RTOL, "{dtype}");
+        }
+        // A precision change takes the coarser dtype's roundoff.
+        let c = compare_records(&kv("float32", 10.0), &kv("bfloat16", 10.3), &tolerances);
+        assert_eq!(c.verdict, Verdict::ChecksumInconclusive);
+        // Beyond the bfloat16 bound: moved.
+        let c = compare_records(&kv("bfloat16", 10.0), &kv("bfloat16", 11.0), &tolerances);
+        assert_eq!(c.verdict, Verdict::ValuesMoved);
+        // Within rtol: agree, whatever the bound.
+        let c = compare_records(&kv("bfloat16", 10.0), &kv("bfloat16", 10.05), &tolerances);
+        assert_eq!(c.verdict, Verdict::Agree);
+        // Four rows: one moved row shifts ~0.025, above the bound: a move would have shown.
+        let (mut a, mut b) = (kv("bfloat16", 10.0), kv("bfloat16", 10.3));
+        a.shape = vec![4, 16384].into();
+        b.shape = a.shape.clone();
+        assert_eq!(compare_records(&a, &b, &tolerances).verdict, Verdict::Agree);
+        // Explicit tolerances hold the checksum to its rtol alone.
+        let mut plain = Tolerances::default();
+        plain.set("pos_checksum", plain.of("pos_checksum")).unwrap();
+        let c = compare_records(&kv("bfloat16", 10.0), &kv("bfloat16", 10.3), &plain);
+        assert_eq!((c.verdict, c.checksum_bound), (Verdict::ValuesMoved, None));
+    }
+
+    #[test]
+    fn magnitudes_that_moved_widen_the_checksum_bound() {
+        // float32, the mean moved by 1e-5 of 65536 elements: the sum by 0.655, e = 6.55e-3 of l2.
+        let a = kv("float32", 10.0);
+        let mut b = kv("float32", 10.3);
+        b.stats.as_mut().unwrap().mean = Some(0.01 + 1e-5);
+        let c = compare_records(&a, &b, &Tolerances::default());
+        let bound = c.checksum_bound.unwrap();
+        let e = 65536.0 * ((0.01f64 + 1e-5) - 0.01).abs() / 100.0;
+        assert!((bound.evidence - 4.0 * e).abs() < 1e-15, "{bound:?}");
+        assert_eq!(bound.bound, bound.evidence);
+        assert_eq!(c.verdict, Verdict::ChecksumInconclusive);
+        // l2 counts with sqrt(n): moved by 1e-3 → e = 256 · 1e-3 / 100.
+        let mut b = kv("float32", 10.3);
+        b.stats.as_mut().unwrap().l2 = Some(100.001);
+        let bound = compare_records(&a, &b, &Tolerances::default())
+            .checksum_bound
+            .unwrap();
+        assert!(
+            (bound.evidence - 4.0 * 256.0 * 1e-3 / 100.001).abs() < 1e-9,
+            "{bound:?}"
+        );
+        // min and max by their relative change, times l2: max 4 → 4.01 is 2.5e-3 of it.
+        let mut b = kv("float32", 10.3);
+        b.stats.as_mut().unwrap().max = Some(4.01);
+        let bound = compare_records(&a, &b, &Tolerances::default())
+            .checksum_bound
+            .unwrap();
+        assert!(
+            (bound.evidence - 4.0 * 0.01 / 4.01).abs() < 1e-12,
+            "{bound:?}"
+        );
+    }
+
+    #[test]
+    fn the_dump_tools_own_overflow_is_not_compared() {
+        // msprobe: a float16 weight whose Norm overflowed float16 while Max/Min are finite.
+        let mut a = record_with(stats(-300.0, 250.0, 0.5, 1.0, 0.0, 65536));
+        a.dtype = "float16".into();
+        {
+            let s = a.stats.as_mut().unwrap();
+            s.l2 = Some(f64::INFINITY);
+            s.pos_checksum = None;
+            s.reduced_in_dtype = true;
+        }
+        let mut b = record_with(stats(-300.0, 250.0, 0.5, 70000.0, 0.0, 65536));
+        b.stats.as_mut().unwrap().pos_checksum = None;
+        let c = compare_records(&a, &b, &Tolerances::default());
+        assert_eq!(c.verdict, Verdict::Agree);
+        let l2 = &c.stats[L2];
+        let excluded = l2.excluded.as_ref().unwrap();
+        assert_eq!(
+            (excluded.kind, excluded.side),
+            (ExclusionKind::Overflow, "a")
+        );
+        assert!(
+            excluded
+                .text
+                .starts_with("l2 overflowed in the dump's float16 accumulation on side A (inf"),
+            "{}",
+            excluded.text
+        );
+        assert!(!l2.exceeds);
+        // max_abs itself non-finite: the data overflowed, not the tool; compared as before.
+        a.stats.as_mut().unwrap().max_abs = Some(f64::INFINITY);
+        assert!(compare_records(&a, &b, &Tolerances::default()).stats[L2].exceeds);
+    }
+
+    #[test]
+    fn a_statistic_on_one_side_only_is_not_compared() {
+        let a = record_with(stats(-3.0, 3.0, 0.1, 10.0, 1.0, 100));
+        let mut b = a.clone();
+        b.stats.as_mut().unwrap().mean = None;
+        let c = compare_records(&a, &b, &Tolerances::default());
+        assert_eq!(c.verdict, Verdict::Agree);
+        let excluded = c.stats[MEAN].excluded.as_ref().unwrap();
+        assert_eq!(
+            (excluded.kind, excluded.side, excluded.text.as_str()),
+            (ExclusionKind::OneSide, "a", "mean recorded on side A only")
+        );
+    }
+
+    #[test]
+    fn pairs_without_statistics_are_not_compared() {
+        let with = record_with(stats(-3.0, 3.0, 0.1, 10.0, 1.0, 100));
+        let mut without = with.clone();
+        without.stats = None;
+        let verdict =
+            |a: &Record, b: &Record| compare_records(a, b, &Tolerances::default()).verdict;
+        assert_eq!(
+            verdict(&without, &without),
+            Verdict::NotCompared {
+                reason: "no statistics on either side".to_string()
+            }
+        );
+        assert_eq!(
+            verdict(&with, &without),
+            Verdict::NotCompared {
+                reason: "statistics on side A only".to_string()
+            }
+        );
+        assert!(!verdict(&with, &without).diverges());
+        // An empty tensor (or a None argument) of one shape on both sides: nothing to differ.
+        let mut empty = without.clone();
+        (empty.shape, empty.numel) = (vec![0, 4].into(), 0);
+        assert_eq!(verdict(&empty, &empty), Verdict::Agree);
+        // Statistics objects whose every value is null.
+        let mut nulls = with.clone();
+        let s = nulls.stats.as_mut().unwrap();
+        (s.max_abs, s.min, s.max, s.mean, s.l2, s.pos_checksum) =
+            (None, None, None, None, None, None);
+        assert_eq!(
+            verdict(&nulls, &nulls),
+            Verdict::NotCompared {
+                reason: "no statistic recorded on both sides".to_string()
+            }
+        );
+        // A shape change is structural whatever the statistics.
+        let mut other = without.clone();
+        other.shape = vec![4, 2].into();
+        assert!(matches!(
+            verdict(&without, &other),
+            Verdict::Structural { .. }
+        ));
+    }
+
+    #[test]
+    fn unit_roundoff_and_rows() {
+        assert_eq!(unit_roundoff("bfloat16"), 1.0 / 256.0);
+        assert_eq!(unit_roundoff("float16"), 1.0 / 2048.0);
+        assert_eq!(unit_roundoff("float32"), 2f64.powi(-24));
+        assert_eq!(unit_roundoff("float8_e4m3fn"), 1.0 / 16.0);
+        assert_eq!(unit_roundoff("int64"), 0.0);
+        assert_eq!(checksum_rows(&[128, 8, 64]), 1024);
+        assert_eq!(checksum_rows(&[512]), 1);
+        assert_eq!(checksum_rows(&[]), 1);
+        assert_eq!(checksum_rows(&[u64::MAX, 3, 8]), u64::MAX);
     }
 
     fn record_with(stats: Stats) -> Record {

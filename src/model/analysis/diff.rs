@@ -3,15 +3,18 @@
 //! Windows pair by rank (and, with several windows on a rank, by label, then
 //! by label number and call); records within a window pair by
 //! `stage#occurrence`, never by raw call count. The first divergence is the
-//! first pair, in A's capture order, whose [`Verdict`] is not `Agree`.
-//! Records on one side only are *missing evidence*: listed, never agreement.
+//! first pair, in A's capture order, whose [`Verdict`] diverges ([`Verdict::diverges`]:
+//! not agree, checksum inconclusive or not compared). Records on one side only, and pairs
+//! without statistics, are *missing evidence*: listed and counted, never agreement.
 
 use std::collections::{BTreeMap, HashMap, HashSet};
 
 use rayon::prelude::*;
 use serde::Serialize;
 
-use crate::model::analysis::compare::{Comparison, Tolerances, Verdict, compare_records};
+use crate::model::analysis::compare::{
+    Comparison, ExclusionKind, Tolerances, Verdict, compare_records,
+};
 use crate::model::analysis::scan::NonFinite;
 use crate::model::dump::{Dims, Mode, Name, Record, Window, keys_increase};
 
@@ -197,6 +200,15 @@ pub struct WindowDiff {
     pub only_b: Vec<String>,
     /// Index into `pairs` of the first divergence.
     pub first_divergence: Option<usize>,
+    /// Pairs not compared ([`Verdict::NotCompared`]: no statistics on either side or on one
+    /// side only): missing evidence, never a divergence.
+    pub not_compared: usize,
+    /// Pairs whose position checksum is inconclusive ([`Verdict::ChecksumInconclusive`]): it
+    /// moved within its rounding bound, which is above what one moved row shifts.
+    pub checksum_inconclusive: usize,
+    /// Pairs with a statistic the dump tool's own accumulation overflowed (not compared:
+    /// [`crate::model::analysis::compare::ExclusionKind::Overflow`]).
+    pub overflowed: usize,
     /// Set when one side holds far fewer records (graph mode keeps only slots and code outside the graph).
     pub missing_data: Option<String>,
     /// Pairs whose dtypes differ within one kind (e.g. float32 vs bfloat16).
@@ -216,6 +228,22 @@ impl WindowDiff {
     pub fn first(&self) -> Option<&PairDiff> {
         self.first_divergence.map(|i| &self.pairs[i])
     }
+
+    /// `(key, text)` of every statistic the dump tool's own accumulation overflowed (not
+    /// compared), in `pairs` order.
+    pub fn overflowed_stats(&self) -> Vec<(String, String)> {
+        self.pairs
+            .iter()
+            .flat_map(|p| {
+                p.comparison.stats.iter().filter_map(|d| {
+                    d.excluded
+                        .as_ref()
+                        .filter(|e| e.kind == ExclusionKind::Overflow)
+                        .map(|e| (p.key.clone(), e.text.clone()))
+                })
+            })
+            .collect()
+    }
 }
 
 /// How one rank stands at one stage, for the rank × stage overview.
@@ -228,8 +256,26 @@ pub enum Cell {
     Diverges,
     /// Diverges and holds NaN/inf on at least one side.
     NonFinite,
-    /// The rank has no pair at this stage: captured on one side only, or not at all.
+    /// The rank has no evidence at this stage: captured on one side only, not at all, or
+    /// paired without statistics (not compared).
     Missing,
+    /// The pair's position checksum is inconclusive: neither agreement nor a divergence.
+    Inconclusive,
+}
+
+impl Cell {
+    /// The cell of a pair with this verdict.
+    pub fn of(verdict: &Verdict) -> Cell {
+        match verdict {
+            Verdict::Agree => Cell::Agrees,
+            Verdict::NonFinite => Cell::NonFinite,
+            Verdict::NotCompared { .. } => Cell::Missing,
+            Verdict::ChecksumInconclusive => Cell::Inconclusive,
+            Verdict::Structural { .. } | Verdict::Magnitude | Verdict::ValuesMoved => {
+                Cell::Diverges
+            }
+        }
+    }
 }
 
 /// The whole diff of two captures.
@@ -378,10 +424,17 @@ pub fn diff_windows(a: &Window, b: &Window, tolerances: &Tolerances) -> WindowDi
             .collect_into_vec(&mut pairs),
     }
     let first_divergence = pairs.iter().position(|p| p.comparison.verdict.diverges());
-    let precision_changes = pairs
-        .iter()
-        .filter(|p| p.comparison.precision_change)
-        .count();
+    let count = |f: fn(&PairDiff) -> bool| pairs.iter().filter(|p| f(p)).count();
+    let precision_changes = count(|p| p.comparison.precision_change);
+    let not_compared = count(|p| matches!(p.comparison.verdict, Verdict::NotCompared { .. }));
+    let checksum_inconclusive = count(|p| p.comparison.verdict == Verdict::ChecksumInconclusive);
+    let overflowed = count(|p| {
+        p.comparison.stats.iter().any(|d| {
+            d.excluded
+                .as_ref()
+                .is_some_and(|e| e.kind == ExclusionKind::Overflow)
+        })
+    });
     WindowDiff {
         metadata_differences: metadata_differences(a, b),
         rank: a.rank,
@@ -393,6 +446,9 @@ pub fn diff_windows(a: &Window, b: &Window, tolerances: &Tolerances) -> WindowDi
         only_a,
         only_b,
         first_divergence,
+        not_compared,
+        checksum_inconclusive,
+        overflowed,
         precision_changes,
         first_nonfinite_a: NonFinite::first_in(a),
         first_nonfinite_b: NonFinite::first_in(b),
@@ -609,11 +665,7 @@ fn overview(windows: &[WindowDiff]) -> (Vec<String>, BTreeMap<u32, Vec<Cell>>) {
             .or_insert_with(|| vec![Cell::Missing; stages.len()]);
         for (i, p) in w.pairs.iter().enumerate() {
             let at = if step { i } else { column[p.key.as_str()] };
-            row[at] = match &p.comparison.verdict {
-                Verdict::Agree => Cell::Agrees,
-                Verdict::NonFinite => Cell::NonFinite,
-                _ => Cell::Diverges,
-            };
+            row[at] = Cell::of(&p.comparison.verdict);
         }
     }
     (stages, table)
@@ -677,6 +729,7 @@ mod tests {
                 l2: Some(value),
                 pos_checksum: Some(value / 2.0),
                 counts_known: true,
+                reduced_in_dtype: false,
             }),
             tensor_file: None,
             rows_kept: None,
@@ -758,11 +811,7 @@ mod tests {
                 .entry(w.rank)
                 .or_insert_with(|| vec![Cell::Missing; stages.len()]);
             for p in &w.pairs {
-                row[column[&p.key]] = match &p.comparison.verdict {
-                    Verdict::Agree => Cell::Agrees,
-                    Verdict::NonFinite => Cell::NonFinite,
-                    _ => Cell::Diverges,
-                };
+                row[column[&p.key]] = Cell::of(&p.comparison.verdict);
             }
         }
         (stages, table)

@@ -4,7 +4,7 @@
 use serde::Serialize;
 
 use crate::model::analysis::Analysis;
-use crate::model::analysis::compare::Tolerances;
+use crate::model::analysis::compare::{Tolerances, Verdict};
 use crate::model::analysis::diff::{DiffReport, Identity, WindowDiff};
 use crate::model::analysis::scan::{AliasGroup, NonFinite, WindowScan};
 use crate::model::dump::Window;
@@ -82,8 +82,23 @@ pub struct WindowFinding {
     pub metadata_differences: Vec<String>,
     /// The first divergence with both sides' statistics, their differences and bounds.
     pub first_divergence: Option<crate::model::analysis::diff::PairDiff>,
-    /// Number of pairs whose verdict is not agree.
+    /// Number of pairs whose verdict diverges ([`crate::model::analysis::compare::Verdict::diverges`]).
     pub diverging_pairs: usize,
+    /// Number of pairs not compared (no statistics on either side, or on one side only):
+    /// missing evidence.
+    pub not_compared: usize,
+    /// The first `LIST_LIMIT` of them, each `key (reason)`.
+    pub not_compared_keys: Vec<String>,
+    /// Number of pairs whose position checksum is inconclusive (moved within a rounding bound
+    /// that is above what one moved row shifts): neither agreement nor a divergence.
+    pub checksum_inconclusive: usize,
+    /// The first `LIST_LIMIT` of them.
+    pub checksum_inconclusive_keys: Vec<String>,
+    /// Statistics the dump tool's own accumulation overflowed (not compared), `key: text`,
+    /// the first `LIST_LIMIT`; `overflowed_pairs` counts the pairs.
+    pub overflowed: Vec<String>,
+    /// Number of pairs with an overflowed statistic.
+    pub overflowed_pairs: usize,
     /// A capture command that saves the diverging stage's tensors on the next run.
     pub next_step: Option<String>,
 }
@@ -405,6 +420,31 @@ fn finding(w: &WindowDiff) -> WindowFinding {
             .iter()
             .filter(|p| p.comparison.verdict.diverges())
             .count(),
+        not_compared: w.not_compared,
+        not_compared_keys: w
+            .pairs
+            .iter()
+            .filter_map(|p| match &p.comparison.verdict {
+                Verdict::NotCompared { reason } => Some(format!("{} ({reason})", p.key)),
+                _ => None,
+            })
+            .take(LIST_LIMIT)
+            .collect(),
+        checksum_inconclusive: w.checksum_inconclusive,
+        checksum_inconclusive_keys: w
+            .pairs
+            .iter()
+            .filter(|p| p.comparison.verdict == Verdict::ChecksumInconclusive)
+            .map(|p| p.key.clone())
+            .take(LIST_LIMIT)
+            .collect(),
+        overflowed: w
+            .overflowed_stats()
+            .into_iter()
+            .take(LIST_LIMIT)
+            .map(|(key, text)| format!("{key}: {text}"))
+            .collect(),
+        overflowed_pairs: w.overflowed,
         first_divergence: first,
         next_step,
     }

@@ -31,7 +31,8 @@ pub struct StageRow {
     pub position: usize,
     /// `stage#occurrence`.
     pub key: String,
-    /// `agree`, `structural`, `non_finite`, `magnitude`, `values_moved`, `only_a`, `only_b`.
+    /// `agree`, `structural`, `non_finite`, `magnitude`, `values_moved`,
+    /// `checksum_inconclusive`, `not_compared`, `only_a`, `only_b`.
     pub status: &'static str,
     /// A's dtype; `None` for an unpaired row.
     pub dtype_a: Option<String>,
@@ -52,6 +53,8 @@ fn status(verdict: &Verdict) -> &'static str {
         Verdict::NonFinite => "non_finite",
         Verdict::Magnitude => "magnitude",
         Verdict::ValuesMoved => "values_moved",
+        Verdict::ChecksumInconclusive => "checksum_inconclusive",
+        Verdict::NotCompared { .. } => "not_compared",
     }
 }
 

@@ -66,6 +66,12 @@ pub struct Stats {
     /// workbench shows it as unknown.
     #[serde(default = "counted")]
     pub counts_known: bool,
+    /// Whether the dump tool reduced `mean` and `l2` in the tensor's own dtype (msprobe: a
+    /// float16 tensor's `Norm` is a float16 sum, so it can overflow where no element does); the
+    /// probe reduces in float32 or float64 and leaves this false. Names the arithmetic of an
+    /// overflowed statistic (docs/diff.md, "Statistics that are not compared").
+    #[serde(default)]
+    pub reduced_in_dtype: bool,
 }
 
 fn counted() -> bool {

@@ -2,6 +2,7 @@
 
 use std::fmt::Write;
 
+use crate::model::analysis::compare::{ChecksumBound, Verdict};
 use crate::model::analysis::diff::{DiffReport, PairDiff, WindowDiff};
 
 /// The text form of a diff.
@@ -60,16 +61,19 @@ fn render_window(w: &WindowDiff) -> String {
             w.metadata_differences.join("; ")
         );
     }
+    let unpaired = !w.only_a.is_empty() || !w.only_b.is_empty();
     let _ = writeln!(
         out,
-        "coverage: {} paired, {} only in A, {} only in B{}",
+        "coverage: {} paired{}, {} only in A, {} only in B{}",
         w.pairs.len(),
+        not_compared_counts(w),
         w.only_a.len(),
         w.only_b.len(),
-        if w.only_a.is_empty() && w.only_b.is_empty() {
-            ""
-        } else {
-            " (unpaired stages are missing evidence)"
+        match (unpaired, w.not_compared > 0) {
+            (false, false) => "",
+            (true, false) => " (unpaired stages are missing evidence)",
+            (false, true) => " (pairs not compared are missing evidence)",
+            (true, true) => " (unpaired stages and pairs not compared are missing evidence)",
         }
     );
     if let Some(message) = &w.missing_data {
@@ -82,10 +86,19 @@ fn render_window(w: &WindowDiff) -> String {
             w.precision_changes
         );
     }
+    out.push_str(&render_unjudged(w));
     match w.first() {
         Some(pair) => out.push_str(&render_first(pair)),
         None if w.pairs.is_empty() => {
             out.push_str("first divergence: nothing paired, nothing compared\n")
+        }
+        None if w.checksum_inconclusive + w.not_compared > 0 => {
+            let _ = writeln!(
+                out,
+                "first divergence: none among the compared records ({} checksum inconclusive, {} \
+                 not compared: see above)",
+                w.checksum_inconclusive, w.not_compared
+            );
         }
         None => {
             out.push_str("first divergence: none: every paired record agrees within tolerance\n")
@@ -127,14 +140,119 @@ fn render_nonfinite(w: &WindowDiff) -> String {
     }
 }
 
+/// At most this many keys are listed per kind of pair that is neither agreement nor a
+/// divergence (`--json` has them all).
+const LISTED: usize = 8;
+
+/// `, 1 not compared (no statistics on either side)` for the coverage line; empty for none.
+fn not_compared_counts(w: &WindowDiff) -> String {
+    if w.not_compared == 0 {
+        return String::new();
+    }
+    let mut reasons: Vec<(&str, usize)> = Vec::new();
+    for p in &w.pairs {
+        if let Verdict::NotCompared { reason } = &p.comparison.verdict {
+            match reasons.iter_mut().find(|(r, _)| *r == reason.as_str()) {
+                Some((_, n)) => *n += 1,
+                None => reasons.push((reason, 1)),
+            }
+        }
+    }
+    let parts: Vec<String> = reasons
+        .iter()
+        .map(|(reason, n)| {
+            if reasons.len() == 1 {
+                (*reason).to_string()
+            } else {
+                format!("{n} {reason}")
+            }
+        })
+        .collect();
+    format!(", {} not compared ({})", w.not_compared, parts.join("; "))
+}
+
+/// The pairs that are neither agreement nor a divergence, said plainly: not compared,
+/// checksum inconclusive, and statistics the dump tool overflowed.
+fn render_unjudged(w: &WindowDiff) -> String {
+    let mut out = String::new();
+    let list = |keys: Vec<String>, total: usize| {
+        let more = total.saturating_sub(keys.len());
+        let mut text = keys.join(", ");
+        if more > 0 {
+            let _ = write!(text, ", … {more} more");
+        }
+        text
+    };
+    if w.not_compared > 0 {
+        let keys = w
+            .pairs
+            .iter()
+            .filter(|p| matches!(p.comparison.verdict, Verdict::NotCompared { .. }))
+            .take(LISTED)
+            .map(|p| p.key.clone())
+            .collect();
+        let _ = writeln!(out, "not compared: {}", list(keys, w.not_compared));
+    }
+    if w.checksum_inconclusive > 0 {
+        let inconclusive: Vec<&PairDiff> = w
+            .pairs
+            .iter()
+            .filter(|p| p.comparison.verdict == Verdict::ChecksumInconclusive)
+            .collect();
+        let first = inconclusive[0];
+        let moved = first
+            .comparison
+            .stats
+            .iter()
+            .find(|d| d.name == "pos_checksum")
+            .and_then(|d| d.rel_diff);
+        let _ = writeln!(
+            out,
+            "CHECKSUM INCONCLUSIVE: {} paired records: magnitudes agree, the position checksum moved \
+             beyond its rtol but within the rounding its dtypes and magnitudes allow, and that bound \
+             is above what one moved row shifts: rounding and a moved row cannot be told apart here \
+             (not a divergence; to decide, save these tensors with DUMP_PROBE_TENSOR and compare them)",
+            w.checksum_inconclusive
+        );
+        if let (Some(bound), Some(moved)) = (first.comparison.checksum_bound, moved) {
+            let _ = writeln!(
+                out,
+                "   first {}: moved {moved:.2e}, rounding bound {:.2e}, one moved row of {} ~{:.2e}",
+                first.key, bound.bound, bound.rows, bound.moved_row
+            );
+        }
+        let keys = inconclusive
+            .iter()
+            .take(LISTED)
+            .map(|p| p.key.clone())
+            .collect();
+        let _ = writeln!(out, "   {}", list(keys, w.checksum_inconclusive));
+    }
+    if w.overflowed > 0 {
+        let _ = writeln!(
+            out,
+            "overflowed in the dump tool (not compared): {} paired records",
+            w.overflowed
+        );
+        for (key, text) in w.overflowed_stats().into_iter().take(LISTED) {
+            let _ = writeln!(out, "   {key}: {text}");
+        }
+        if w.overflowed > LISTED {
+            let _ = writeln!(out, "   … {} more", w.overflowed - LISTED);
+        }
+    }
+    out
+}
+
 fn render_first(pair: &PairDiff) -> String {
-    use crate::model::analysis::compare::Verdict;
     let mut out = String::new();
     let what = match &pair.comparison.verdict {
         Verdict::Structural { reason } => format!("structural: {reason}"),
         Verdict::NonFinite => "NaN/inf counts differ".to_string(),
         Verdict::Magnitude => "statistics differ beyond tolerance".to_string(),
-        Verdict::ValuesMoved => "VALUES MOVED: magnitudes agree, the position checksum does not (a permutation: wrong block table, misplaced cache write)".to_string(),
+        Verdict::ValuesMoved => "VALUES MOVED: magnitudes agree, the position checksum moved beyond its rounding bound (a permutation: wrong block table, misplaced cache write)".to_string(),
+        Verdict::ChecksumInconclusive => "checksum inconclusive".to_string(),
+        Verdict::NotCompared { reason } => format!("not compared: {reason}"),
         Verdict::Agree => "agrees".to_string(),
     };
     let _ = writeln!(
@@ -159,9 +277,30 @@ fn render_first(pair: &PairDiff) -> String {
                 d.abs_diff.map_or("-".to_string(), |x| format!("{x:.3e}")),
                 d.rel_diff.map_or("-".to_string(), |x| format!("{x:.2e}")),
                 d.bound.map_or("-".to_string(), |x| format!("{x:.2e}")),
-                if d.exceeds { "  <-" } else { "" }
+                match (&d.excluded, d.exceeds) {
+                    (Some(_), _) => "  (not compared)",
+                    (None, true) => "  <-",
+                    (None, false) => "",
+                }
             );
+        }
+        for d in &pair.comparison.stats {
+            if let Some(excluded) = &d.excluded {
+                let _ = writeln!(out, "   not compared: {}", excluded.text);
+            }
+        }
+        if let Some(bound) = pair.comparison.checksum_bound {
+            let _ = writeln!(out, "   {}", checksum_bound_text(&bound));
         }
     }
     out
+}
+
+/// The checksum's bound, term by term, as one line.
+pub fn checksum_bound_text(bound: &ChecksumBound) -> String {
+    format!(
+        "pos_checksum bound: max(rtol {:.1e}, rounding of the dtypes {:.2e}, change the magnitudes \
+         show {:.2e}) = {:.2e} of its scale; one moved row of {} shifts ~{:.2e}",
+        bound.rtol, bound.roundoff, bound.evidence, bound.bound, bound.rows, bound.moved_row
+    )
 }

@@ -140,8 +140,15 @@ impl Report {
                 .map(|(name, tol)| format!("{name} rtol {:e} atol {:e}", tol.rtol, tol.atol))
                 .collect();
             let across = t
-                .precision_change_checksum
-                .map(|c| format!("; pos_checksum across a precision change rtol {:e}", c.rtol))
+                .checksum_noise
+                .map(|c| {
+                    format!(
+                        "; pos_checksum widened by rounding to max(rtol, {} unit roundoffs of the \
+                         coarser dtype, {} times the change the magnitudes show), inconclusive \
+                         where that is above one moved row ({} / sqrt(rows))",
+                        c.roundoff_factor, c.evidence_factor, c.moved_row_shift
+                    )
+                })
                 .unwrap_or_default();
             let _ = writeln!(
                 md,
@@ -157,11 +164,49 @@ impl Report {
             let _ = writeln!(md, "- A: `{}`\n- B: `{}`", w.a, w.b);
             let _ = writeln!(
                 md,
-                "- coverage: {} paired, {} only in A, {} only in B",
-                w.paired, w.only_a, w.only_b
+                "- coverage: {} paired ({} not compared), {} only in A, {} only in B",
+                w.paired, w.not_compared, w.only_a, w.only_b
             );
             if let Some(message) = &w.missing_data {
                 let _ = writeln!(md, "- **{message}**");
+            }
+            let listed = |keys: &[String], total: usize| {
+                let mut text = keys
+                    .iter()
+                    .map(|k| format!("`{k}`"))
+                    .collect::<Vec<_>>()
+                    .join(", ");
+                if total > keys.len() {
+                    text.push_str(&format!(", … {} more", total - keys.len()));
+                }
+                text
+            };
+            if w.not_compared > 0 {
+                let _ = writeln!(
+                    md,
+                    "- not compared (missing evidence): {}",
+                    listed(&w.not_compared_keys, w.not_compared)
+                );
+            }
+            if w.checksum_inconclusive > 0 {
+                let _ = writeln!(
+                    md,
+                    "- **checksum inconclusive** ({} pairs: magnitudes agree, the position checksum \
+                     moved within the rounding its dtypes and magnitudes allow, which is above what \
+                     one moved row shifts; neither agreement nor a divergence): {}",
+                    w.checksum_inconclusive,
+                    listed(&w.checksum_inconclusive_keys, w.checksum_inconclusive)
+                );
+            }
+            if w.overflowed_pairs > 0 {
+                let _ = writeln!(
+                    md,
+                    "- overflowed in the dump tool, not compared ({} pairs):",
+                    w.overflowed_pairs
+                );
+                for line in &w.overflowed {
+                    let _ = writeln!(md, "  - {line}");
+                }
             }
             match &w.first_divergence {
                 None => {
@@ -186,7 +231,11 @@ impl Report {
                                 md,
                                 "| {}{} | {} | {} | {} | {} | {} |",
                                 d.name,
-                                if d.exceeds { " **(exceeds)**" } else { "" },
+                                match (&d.excluded, d.exceeds) {
+                                    (Some(_), _) => " (not compared)",
+                                    (None, true) => " **(exceeds)**",
+                                    (None, false) => "",
+                                },
                                 num(d.a),
                                 num(d.b),
                                 num(d.abs_diff),
@@ -195,6 +244,18 @@ impl Report {
                             );
                         }
                         md.push('\n');
+                        for d in &p.comparison.stats {
+                            if let Some(excluded) = &d.excluded {
+                                let _ = writeln!(md, "Not compared: {}.\n", excluded.text);
+                            }
+                        }
+                        if let Some(bound) = &p.comparison.checksum_bound {
+                            let _ = writeln!(
+                                md,
+                                "{}.\n",
+                                crate::model::present::diff::checksum_bound_text(bound)
+                            );
+                        }
                     }
                     match &w.next_step {
                         Some(step) => {
@@ -227,7 +288,10 @@ fn verdict_text(v: &Verdict) -> String {
         Verdict::NonFinite => "NaN/inf counts differ".to_string(),
         Verdict::Magnitude => "statistics differ beyond tolerance".to_string(),
         Verdict::ValuesMoved => {
-            "values moved (magnitudes agree, the position checksum does not)".to_string()
+            "values moved (magnitudes agree, the position checksum moved beyond its rounding bound)"
+                .to_string()
         }
+        Verdict::ChecksumInconclusive => "checksum inconclusive".to_string(),
+        Verdict::NotCompared { reason } => format!("not compared ({reason})"),
     }
 }

@@ -47,12 +47,14 @@ pub fn record(seq: u64, stage: Name, leaf: Option<&Leaf<'_>>) -> Record {
         &Scalar::Number(v) => scalar(&mut record, v),
         &Scalar::Bool(b) => scalar(&mut record, f64::from(u8::from(b))),
         Scalar::Sizes(sizes) if leaf.kind == "torch.Size" => {
-            // msprobe shows a size in its shape column, so a changed size is a shape change.
+            // msprobe shows a size in its shape column, so a changed size is a shape change;
+            // no elements beyond it (numel 0): equal sizes are equal values.
             record.stride = strides(&contiguous(sizes));
             record.shape = sizes.clone();
         }
-        // Strings, slices, dtypes, devices, process groups: named, not compared.
-        _ => {}
+        // Strings, slices, dtypes, devices, process groups: one value each, named, not
+        // reduced to statistics, so not compared.
+        _ => record.numel = 1,
     }
     record
 }
@@ -74,6 +76,7 @@ fn scalar(record: &mut Record, v: f64) {
         pos_checksum: None,
         // One element: whether it is NaN or inf is known exactly.
         counts_known: true,
+        reduced_in_dtype: false,
     });
 }
 
@@ -137,6 +140,8 @@ fn tensor_stats(stats: &[Stat; 4], numel: u64) -> Option<Stats> {
         l2,
         pos_checksum: None,
         counts_known: false,
+        // msprobe computes Mean and Norm in the tensor's dtype (float16 sums overflow at 65504).
+        reduced_in_dtype: true,
     })
 }
 
@@ -234,8 +239,8 @@ mod tests {
             ("torch.Size", &[2, 3][..], None)
         );
         let r = read(r#"{"type":"str","value":"mean"}"#);
-        assert_eq!((&*r.dtype, r.numel, r.stats), ("str", 0, None));
+        assert_eq!((&*r.dtype, r.numel, r.stats), ("str", 1, None));
         let r = record(0, Name::new("x"), None);
-        assert_eq!((&*r.dtype, r.stats), ("None", None));
+        assert_eq!((&*r.dtype, r.numel, r.stats), ("None", 0, None));
     }
 }

@@ -537,6 +537,7 @@ impl<'a> Cursor<'a> {
             l2,
             pos_checksum,
             counts_known: true,
+            reduced_in_dtype: false,
         })
     }
 

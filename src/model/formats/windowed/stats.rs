@@ -114,6 +114,7 @@ impl Partial {
             l2: Some(self.sum_sq.sqrt()),
             pos_checksum: Some(self.checksum),
             counts_known: true,
+            reduced_in_dtype: false,
         }
     }
 }
