@@ -1,17 +1,20 @@
 //! The `dumpview` binary: argument parsing and exit status; the work lives in the library.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
 use dumpview::cli::{self, Outcome, diff::ToleranceArgs};
+use dumpview::remote;
 
 /// Find where the numbers of a model run first go wrong.
 ///
 /// `dumpview A` opens the terminal workbench on capture A (scan mode), `dumpview A B`
 /// on two captures (diff mode); with nothing given it opens an example pair built into
 /// the binary. A capture is a manifest written by dump_probe.py, or a directory searched
-/// for manifest.json files. Subcommands answer the same questions headless.
+/// for manifest.json files; on another machine, `ssh://[user@]host[:port]/path` or
+/// `[user@]host:path` (read through ssh into a local cache). Subcommands answer the same
+/// questions headless.
 #[derive(Parser)]
 #[command(version, after_help = EXAMPLES, args_conflicts_with_subcommands = true)]
 struct Args {
@@ -25,6 +28,133 @@ struct Args {
     json: bool,
     #[command(flatten)]
     attempts: cli::inputs::AttemptArgs,
+    #[command(flatten)]
+    remote: RemoteArgs,
+}
+
+/// How captures on other machines (`ssh://host/path`, `host:path`) are reached
+/// (docs/remote.md).
+#[derive(Debug, Clone, Default, clap::Args)]
+struct RemoteArgs {
+    /// The ssh program and its options for remote captures, split like a shell would (e.g.
+    /// "ssh -F ~/.ssh/gpu_config"); default: $DUMPVIEW_SSH, else ssh.
+    #[arg(long, global = true, value_name = "CMD")]
+    ssh_command: Option<String>,
+    /// Trust a remote host's key the first time it is seen, recording it in known_hosts
+    /// (StrictHostKeyChecking=accept-new); a changed key is still refused.
+    #[arg(long, global = true)]
+    accept_new_host_key: bool,
+    /// The local cache of remote captures [default: $XDG_CACHE_HOME/dumpview/remote].
+    #[arg(long, global = true, value_name = "DIR")]
+    cache_dir: Option<PathBuf>,
+    /// The cache's cap, e.g. 2G or 500M; least recently used files go first [default: 2G].
+    #[arg(long, global = true, value_name = "SIZE", value_parser = remote::parse_size)]
+    cache_size: Option<u64>,
+    /// Seconds between two listings of a watched remote source [default: 1].
+    #[arg(long, global = true, value_name = "S", value_parser = parse_poll)]
+    poll: Option<std::time::Duration>,
+}
+
+fn parse_poll(text: &str) -> Result<std::time::Duration, String> {
+    text.parse::<f64>()
+        .ok()
+        .filter(|s| s.is_finite() && *s > 0.0)
+        .map(std::time::Duration::from_secs_f64)
+        .ok_or_else(|| format!("{text:?}: not a number of seconds above 0"))
+}
+
+/// The captures' local paths: a remote SOURCE becomes its mirror's root after one snapshot
+/// (`remote::snapshot`); the mirrors stay alive (their connections open) until this is
+/// dropped at exit, which ends their ssh masters.
+struct Sources {
+    args: RemoteArgs,
+    json: bool,
+    options: Option<remote::SshOptions>,
+    mirrors: Vec<remote::Mirror>,
+}
+
+impl Sources {
+    fn new(args: RemoteArgs, json: bool) -> Sources {
+        Sources {
+            args,
+            json,
+            options: None,
+            mirrors: Vec::new(),
+        }
+    }
+
+    /// The local path to read for `path` as the user wrote it.
+    fn local(&mut self, path: &Path) -> Result<PathBuf, cli::CliError> {
+        let Some(text) = path.to_str() else {
+            return Ok(path.to_path_buf());
+        };
+        let spec = match remote::parse_source(text)? {
+            remote::SourceSpec::Local(local) => return Ok(local),
+            remote::SourceSpec::Remote(spec) => spec,
+        };
+        if let Some(mirror) = self.mirrors.iter().find(|m| m.spec() == &spec) {
+            return Ok(mirror.root().to_path_buf());
+        }
+        if self.options.is_none() {
+            remote::install_exit_cleanup()?;
+            let a = &self.args;
+            self.options = Some(remote::SshOptions::new(
+                a.ssh_command.as_deref(),
+                a.accept_new_host_key,
+                a.cache_dir.clone(),
+                a.cache_size,
+                a.poll,
+            )?);
+        }
+        let options = self.options.as_ref().expect("just set");
+        let snapshot = remote::snapshot(&spec, options).map_err(|error| {
+            // `run:10:00` in the current directory reads as host `run`: say how to read it.
+            let mut message = error.to_string();
+            if path.exists() {
+                message.push_str(&format!(
+                    "; {text} is also a local path here: write ./{text} to read that"
+                ));
+            }
+            message
+        })?;
+        let mirror = &snapshot.mirror;
+        if mirror.lister() != remote::Lister::GnuFind {
+            eprintln!(
+                "dumpview: note: {}: no GNU find on the remote host; listing with {}",
+                mirror.source(),
+                mirror.lister().describe()
+            );
+        }
+        for warning in &snapshot.report.warnings {
+            eprintln!("dumpview: warning: {}: {warning}", mirror.source());
+        }
+        if !self.json && std::io::IsTerminal::is_terminal(&std::io::stderr()) {
+            eprintln!(
+                "dumpview: {}: {} dump files, {} fetched ({:.1} MB)",
+                mirror.source(),
+                snapshot.report.listed,
+                snapshot.report.changed.len(),
+                (snapshot.report.bytes + snapshot.statistics_bytes) as f64 / 1e6
+            );
+        }
+        let root = mirror.root().to_path_buf();
+        self.mirrors.push(snapshot.mirror);
+        Ok(root)
+    }
+
+    /// [`Sources::local`] for each of `paths`.
+    fn locals(&mut self, paths: &[PathBuf]) -> Result<Vec<PathBuf>, cli::CliError> {
+        paths.iter().map(|p| self.local(p)).collect()
+    }
+
+    /// Brings `file` into the cache when it lies in a remote capture's mirror (a saved
+    /// tensor a report compares); nothing for a local file.
+    fn fetch(&mut self, file: &Path) -> Result<(), String> {
+        match self.mirrors.iter_mut().find(|m| file.starts_with(m.root())) {
+            Some(mirror) => mirror.fetch(file).map_err(|e| e.to_string()),
+            None => Ok(()),
+        }
+    }
 }
 
 const EXAMPLES: &str = "\
@@ -175,65 +305,97 @@ fn main() -> ExitCode {
     let args = Args::parse();
     let json = args.json;
     let attempts = args.attempts;
-    let command = match (args.command, args.captures.as_slice()) {
+    // Declared before everything that reads the captures, so it is dropped last: its
+    // mirrors' ssh masters end when main returns.
+    let mut sources = Sources::new(args.remote, json);
+    let result = run(args.command, &args.captures, &attempts, json, &mut sources);
+    let code = finish(result);
+    drop(sources);
+    code
+}
+
+fn run(
+    command: Option<Command>,
+    captures: &[PathBuf],
+    attempts: &cli::inputs::AttemptArgs,
+    json: bool,
+    sources: &mut Sources,
+) -> Result<Outcome, cli::CliError> {
+    let attempts = *attempts;
+    let command = match (command, captures) {
         (Some(command), _) => command,
         (None, []) => Command::Demo {
             pair: DEFAULT_EXAMPLE.to_string(),
             list: false,
         },
         (None, [a]) => {
-            return finish(workbench(
+            return workbench(
                 dumpview::runtime::Source::Files {
-                    a: a.clone(),
+                    a: sources.local(a)?,
                     b: None,
                     attempt_a: attempts.side(0),
                     attempt_b: attempts.side(1),
                 },
                 &attempts,
                 json,
-            ));
+            );
         }
         (None, [a, b, ..]) => {
-            return finish(workbench(
+            return workbench(
                 dumpview::runtime::Source::Files {
-                    a: a.clone(),
-                    b: Some(b.clone()),
+                    a: sources.local(a)?,
+                    b: Some(sources.local(b)?),
                     attempt_a: attempts.side(0),
                     attempt_b: attempts.side(1),
                 },
                 &attempts,
                 json,
-            ));
+            );
         }
     };
-    let result = match command {
+    match command {
         Command::Demo { list: true, .. } => cli::summary::run_embedded(json),
         Command::Demo { pair, list: false } => {
             workbench(dumpview::runtime::Source::Example(pair), &attempts, json)
         }
-        Command::Scan { inputs } => cli::scan::run(&inputs, &attempts, json),
-        Command::Tensors(args) => cli::tensors::run(&args, json),
-        Command::Diff { a, b, tolerance } => cli::diff::run(&a, &b, &tolerance, &attempts, json),
+        Command::Scan { inputs } => cli::scan::run(&sources.locals(&inputs)?, &attempts, json),
+        Command::Tensors(mut args) => {
+            args.a = sources.local(&args.a)?;
+            args.b = sources.local(&args.b)?;
+            cli::tensors::run(&args, json)
+        }
+        Command::Diff { a, b, tolerance } => cli::diff::run(
+            &sources.local(&a)?,
+            &sources.local(&b)?,
+            &tolerance,
+            &attempts,
+            json,
+        ),
         Command::Vary {
             captures,
             threshold,
-        } => cli::vary::run(&captures, threshold, &attempts, json),
+        } => cli::vary::run(&sources.locals(&captures)?, threshold, &attempts, json),
         Command::Report {
             a,
             b,
             output,
             table,
             tolerance,
-        } => cli::report::run(
-            &a,
-            b.as_deref(),
-            output.as_deref(),
-            &table,
-            &tolerance,
-            &attempts,
-            json,
-        ),
-        Command::Summary { files } => cli::summary::run(&files, &attempts, json),
+        } => {
+            let a = sources.local(&a)?;
+            let b = b.map(|b| sources.local(&b)).transpose()?;
+            cli::report::run(
+                &a,
+                b.as_deref(),
+                output.as_deref(),
+                &table,
+                &tolerance,
+                &attempts,
+                json,
+                &mut |file| sources.fetch(file),
+            )
+        }
+        Command::Summary { files } => cli::summary::run(&sources.locals(&files)?, &attempts, json),
         // Nothing to say in JSON: refused rather than ignored.
         Command::Probe { .. } | Command::Completions { .. } if json => {
             Err("--json is not supported by `probe install` and `completions`".into())
@@ -254,8 +416,7 @@ fn main() -> ExitCode {
             );
             Ok(Outcome::Clean)
         }
-    };
-    finish(result)
+    }
 }
 
 fn finish(result: Result<Outcome, cli::CliError>) -> ExitCode {
