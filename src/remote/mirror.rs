@@ -36,6 +36,12 @@ pub const FULL_LISTING_EVERY: Duration = Duration::from_secs(10);
 /// Files fetched at once over one connection (sshd allows 10 sessions per connection).
 pub const PARALLEL_FETCHES: usize = 4;
 
+/// A file rewritten in place (same inode, other size or mtime) is fetched only once its
+/// mtime is this old at the listing's start: a writer that truncated it and is still writing
+/// (msprobe's `open(…, "w")`) is not caught half way. New files (the probe renames complete
+/// manifests into place) come at once.
+pub const SETTLE: Duration = Duration::from_millis(500);
+
 /// How many times [`Mirror::fetch`] reads a file that keeps changing before giving up.
 const FETCH_TRIES: usize = 3;
 
@@ -250,6 +256,12 @@ impl Mirror {
             .map_err(RemoteError::in_session)
     }
 
+    /// Makes the next [`Mirror::sync`] list everything (and so notice removed files) even
+    /// when an incremental listing is due.
+    pub fn request_full_listing(&mut self) {
+        self.needs_full = true;
+    }
+
     /// One listing of the remote path, and a fetch of every dump file that is new or
     /// changed (by path, inode, size and mtime); removes the copies of files that are gone.
     /// The first sync, one after a reconnection, and one every [`FULL_LISTING_EVERY`] list
@@ -352,6 +364,14 @@ impl Mirror {
                         cache::touch(&local);
                     }
                 }
+                Some(old)
+                    if old.inode == meta.inode
+                        && meta
+                            .age_at(&listing.started)
+                            .is_some_and(|age| age < SETTLE.as_secs_f64()) =>
+                {
+                    report.deferred.push(local);
+                }
                 old => plans.push(Plan {
                     rel: rel.clone(),
                     local,
@@ -379,7 +399,7 @@ impl Mirror {
 
         let results = self.fetch_all(&plans);
         let mut first_error = None;
-        let mut all_done = true;
+        let mut all_done = report.deferred.is_empty();
         for (Plan { rel, local, .. }, result) in plans.into_iter().zip(results) {
             match result {
                 Ok(Fetched::Done { meta, bytes }) => {
@@ -450,7 +470,7 @@ impl Mirror {
             .filter(|m| cached == Some(m.size))
             .cloned();
         for _ in 0..FETCH_TRIES {
-            match self.fetch_whole(&rel, &local, unless.as_ref())? {
+            match self.fetch_whole(&rel, &local, unless.as_ref(), None)? {
                 Fetched::Done { meta, bytes } => {
                     self.add_used(bytes);
                     self.on_demand.insert(rel, meta);
@@ -496,7 +516,7 @@ impl Mirror {
             self.reconnect()?;
         }
         let results = self.run_parallel(&plans, |mirror, (rel, local, unless)| {
-            mirror.fetch_whole(rel, local, unless.as_ref())
+            mirror.fetch_whole(rel, local, unless.as_ref(), None)
         });
         let mut bytes = 0;
         let mut keep = HashSet::new();
@@ -562,9 +582,9 @@ impl Mirror {
                     && plan.listed.inode == old.inode
                     && plan.listed.size > old.size =>
             {
-                mirror.fetch_grown(&plan.rel, &plan.local, old)
+                mirror.fetch_grown(&plan.rel, &plan.local, old, &plan.listed)
             }
-            _ => mirror.fetch_whole(&plan.rel, &plan.local, None),
+            _ => mirror.fetch_whole(&plan.rel, &plan.local, None, Some(&plan.listed)),
         })
     }
 
@@ -607,19 +627,21 @@ impl Mirror {
             .collect()
     }
 
-    /// Fetches the whole file into the cache (unless it is `unless` already).
+    /// Fetches the whole file into the cache (unless it is `unless` already; unstable unless
+    /// it is `expect`, what the listing said of it).
     fn fetch_whole(
         &self,
         rel: &[u8],
         local: &Path,
         unless: Option<&RemoteMeta>,
+        expect: Option<&RemoteMeta>,
     ) -> Result<Fetched, RemoteError> {
         let temp = Temp::create(local)?;
         let mut sink = MetaThenBytes::new(&temp.file);
         let ran = self
             .connection
             .run(
-                &script::fetch(&self.remote_of(rel), 0, self.lister, unless),
+                &script::fetch(&self.remote_of(rel), 0, self.lister, unless, expect),
                 &mut sink,
                 local,
             )
@@ -643,6 +665,7 @@ impl Mirror {
         rel: &[u8],
         local: &Path,
         old: &RemoteMeta,
+        listed: &RemoteMeta,
     ) -> Result<Fetched, RemoteError> {
         let from = old.size - OVERLAP_BYTES.min(old.size);
         let temp = Temp::create(local)?;
@@ -656,7 +679,7 @@ impl Mirror {
         let ran = self
             .connection
             .run(
-                &script::fetch(&self.remote_of(rel), from, self.lister, None),
+                &script::fetch(&self.remote_of(rel), from, self.lister, None, Some(listed)),
                 &mut sink,
                 local,
             )
@@ -667,7 +690,7 @@ impl Mirror {
         }
         let meta = self.fetched_meta(rel, &sink)?;
         let whole_again = |this: &Mirror| -> Result<Fetched, RemoteError> {
-            Ok(match this.fetch_whole(rel, local, None)? {
+            Ok(match this.fetch_whole(rel, local, None, Some(listed))? {
                 Fetched::Done { meta, bytes: b } => Fetched::Done {
                     meta,
                     bytes: bytes + b,

@@ -29,7 +29,8 @@ pub use cache::{MirrorState, STATE_DIR, evict, write_atomically};
 pub use control::{control_dir, install_exit_cleanup, shutdown};
 pub use error::RemoteError;
 pub use mirror::{
-    FULL_LISTING_EVERY, Mirror, OVERLAP_BYTES, PARALLEL_FETCHES, SyncReport, WATERMARK_OVERLAP_S,
+    FULL_LISTING_EVERY, Mirror, OVERLAP_BYTES, PARALLEL_FETCHES, SETTLE, SyncReport,
+    WATERMARK_OVERLAP_S,
 };
 pub use options::{
     DEFAULT_CACHE_SIZE, DEFAULT_CONNECT_TIMEOUT_S, DEFAULT_POLL, SSH_COMMAND_ENV, SshOptions,

@@ -262,6 +262,12 @@ pub struct RemoteMeta {
 }
 
 impl RemoteMeta {
+    /// Seconds from this file's mtime to `now` (a remote time as the listing prints it);
+    /// `None` when either does not read as a number.
+    pub fn age_at(&self, now: &str) -> Option<f64> {
+        Some(now.parse::<f64>().ok()? - self.mtime.parse::<f64>().ok()?)
+    }
+
     /// `inode size mtime`, as the scripts print it.
     pub fn line(&self) -> String {
         format!("{} {} {}", self.inode, self.size, self.mtime)
@@ -385,8 +391,15 @@ fn truncate(text: &str) -> String {
 
 /// Script: the file `file` from byte `from` on: first its `inode size mtime` and a newline,
 /// then the bytes; exits [`status::UNSTABLE`] when the file's identity changed while it was
-/// read, [`status::UNCHANGED`] (printing nothing) when it is `unless` already.
-pub fn fetch(file: &[u8], from: u64, lister: Lister, unless: Option<&RemoteMeta>) -> Vec<u8> {
+/// read or is not `expect` (what the listing said: it changed since), and
+/// [`status::UNCHANGED`] (printing nothing) when it is `unless` already.
+pub fn fetch(
+    file: &[u8],
+    from: u64,
+    lister: Lister,
+    unless: Option<&RemoteMeta>,
+    expect: Option<&RemoteMeta>,
+) -> Vec<u8> {
     let mut script = b"LC_ALL=C; export LC_ALL\n".to_vec();
     script.extend(assign("f", file));
     script.extend_from_slice(lister.meta_function().as_bytes());
@@ -396,6 +409,10 @@ pub fn fetch(file: &[u8], from: u64, lister: Lister, unless: Option<&RemoteMeta>
     if let Some(meta) = unless {
         script.extend(assign("u", meta.line().as_bytes()));
         script.extend_from_slice(b"[ \"$a\" = \"$u\" ] && exit 10\n");
+    }
+    if let Some(meta) = expect {
+        script.extend(assign("e", meta.line().as_bytes()));
+        script.extend_from_slice(b"[ \"$a\" = \"$e\" ] || exit 5\n");
     }
     script.extend_from_slice(b"printf '%s\\n' \"$a\"\n");
     match from {
