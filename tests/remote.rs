@@ -339,3 +339,738 @@ fn only_what_changed_is_listed_and_fetched_and_removed_files_go() {
     let report = again.sync().unwrap();
     assert_eq!((report.bytes, report.changed.len()), (0, 0), "{report:?}");
 }
+
+/// `text` as it appears inside a JSON string.
+fn json_escaped(text: &str) -> String {
+    let quoted = serde_json::to_string(text).unwrap();
+    quoted[1..quoted.len() - 1].to_string()
+}
+
+/// Files named `pwned*` anywhere under `dir`.
+fn pwned(dir: &Path) -> Vec<PathBuf> {
+    let mut found = Vec::new();
+    let mut stack = vec![dir.to_path_buf()];
+    while let Some(d) = stack.pop() {
+        let Ok(entries) = std::fs::read_dir(&d) else {
+            continue;
+        };
+        for entry in entries.flatten() {
+            if entry.file_name().to_string_lossy().starts_with("pwned") {
+                found.push(entry.path());
+            }
+            if entry.file_type().is_ok_and(|t| t.is_dir()) {
+                stack.push(entry.path());
+            }
+        }
+    }
+    found
+}
+
+#[test]
+fn hostile_directory_names_are_taken_literally_and_nothing_runs() {
+    let Some(server) = Sshd::start() else { return };
+    let work = tempfile::tempdir().unwrap();
+    let root = work
+        .path()
+        .join("dumps")
+        .join("$(touch pwned-root) it's; `touch pwned-tick`\nand more");
+    let names = [
+        "with space",
+        "quote'd \"double\"",
+        "semi;colon && touch pwned-and",
+        "$(touch pwned-subst)",
+        "new\nline",
+        "`touch pwned-backtick`",
+        "$HOME ${PATH} $((1+1))",
+        "-rf",
+        "back\\slash\\n",
+        "*glob? [x]",
+        "| touch pwned-pipe",
+    ];
+    let window = repo("assets/examples/llama_kv_alias/a/rank0/match1-occ1");
+    for name in names {
+        copy_tree(&window, &root.join(name).join("rank0/match1-occ1"));
+    }
+    let local = dumpview()
+        .args(["scan", "--json"])
+        .arg(&root)
+        .output()
+        .unwrap();
+    let local_json = String::from_utf8(local.stdout).unwrap();
+    assert!(local_json.contains("\"windows\""));
+    for (form, source) in [("url", server.url(&root)), ("scp", server.scp(&root))] {
+        let cache = work.path().join(format!("cache-{form}"));
+        let (code, json) = scan_json(&server, &cache, &source);
+        assert_eq!(Some(code), local.status.code());
+        let host = match form {
+            "url" => format!("127.0.0.1_{}", server.port),
+            _ => support::sshd::ALIAS.to_string(),
+        };
+        let mirrored = std::fs::canonicalize(&cache)
+            .unwrap()
+            .join(host)
+            .join(root.strip_prefix("/").unwrap());
+        assert_eq!(dump_files(&mirrored), dump_files(&root), "{form}");
+        let json = json.replace(
+            &json_escaped(&mirrored.display().to_string()),
+            &json_escaped(&root.display().to_string()),
+        );
+        assert_eq!(json, local_json, "{form}");
+    }
+    for dir in [
+        server.home(),
+        work.path().to_path_buf(),
+        std::env::current_dir().unwrap(),
+    ] {
+        assert!(pwned(&dir).is_empty(), "something ran: {:?}", pwned(&dir));
+    }
+}
+
+/// Every file and directory under `root`: path, kind, mode, size, mtime, inode, bytes.
+fn tree_with_metadata(root: &Path) -> Vec<String> {
+    use std::os::unix::fs::MetadataExt;
+    let mut out = Vec::new();
+    let mut stack = vec![root.to_path_buf()];
+    while let Some(dir) = stack.pop() {
+        for entry in std::fs::read_dir(&dir).unwrap() {
+            let entry = entry.unwrap();
+            let meta = std::fs::symlink_metadata(entry.path()).unwrap();
+            let bytes = match meta.is_file() {
+                true => std::fs::read(entry.path()).unwrap(),
+                false => Vec::new(),
+            };
+            out.push(
+                format!(
+                    "{} {:o} {} {}.{} {} {:x?}",
+                    entry.path().display(),
+                    meta.mode(),
+                    meta.len(),
+                    meta.mtime(),
+                    meta.mtime_nsec(),
+                    meta.ino(),
+                    &bytes[..bytes.len().min(64)]
+                ) + &format!(" {}", bytes.iter().map(|&b| u64::from(b)).sum::<u64>()),
+            );
+            if meta.is_dir() {
+                stack.push(entry.path());
+            }
+        }
+    }
+    out.sort();
+    out
+}
+
+#[test]
+fn reading_a_remote_capture_writes_nothing_on_the_remote_side() {
+    let Some(server) = Sshd::start() else { return };
+    let work = tempfile::tempdir().unwrap();
+    let dump = work.path().join("remote");
+    copy_tree(&repo("assets/examples/llama_fp16_overflow"), &dump);
+    copy_tree(
+        &repo("tests/fixtures/msprobe/mlp_tensor"),
+        &dump.join("msprobe"),
+    );
+    let before = tree_with_metadata(&dump);
+    let home_before = tree_with_metadata(&server.home());
+    let cache = work.path().join("cache");
+    let (a, b) = (server.url(&dump.join("a")), server.url(&dump.join("b")));
+    let common = ["--ssh-command", &server.ssh_command(), "--cache-dir"];
+    for args in [
+        vec!["scan", &a],
+        vec!["diff", &a, &b],
+        vec!["report", &a, &b],
+        vec!["summary", &b],
+        vec!["vary", &a, &b],
+    ] {
+        let out = dumpview()
+            .args(&args)
+            .args(common)
+            .arg(&cache)
+            .output()
+            .unwrap();
+        assert!(
+            out.status.code().is_some_and(|c| c < 2),
+            "{args:?}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+    let mut mirror = open(&server, &cache, &dump.join("msprobe"));
+    mirror.sync().unwrap();
+    let tensor = mirror
+        .root()
+        .join("step0/proc6122/dump_tensor_data/Tensor.__add__.0.forward.input.0.pt");
+    mirror.fetch(&tensor).unwrap();
+    assert!(tensor.is_file());
+    drop(mirror);
+    assert_eq!(tree_with_metadata(&dump), before, "the remote tree changed");
+    assert_eq!(
+        tree_with_metadata(&server.home()),
+        home_before,
+        "the remote HOME/TMPDIR changed"
+    );
+    assert!(home_before.is_empty(), "{home_before:?}");
+}
+
+/// The control masters running for `server` (processes of its ssh_config with
+/// ControlMaster=yes).
+fn masters(server: &Sshd) -> Vec<String> {
+    support::sshd::processes_mentioning(&server.ssh_config().display().to_string())
+        .into_iter()
+        .filter(|p| p.contains("ControlMaster=yes"))
+        .collect()
+}
+
+fn wait_for(what: &str, mut done: impl FnMut() -> bool) {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    while !done() {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "timed out waiting for {what}"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+}
+
+/// The control directories `/tmp/dvssh-<pid>-*` of process `pid`.
+fn control_dirs(pid: u32) -> Vec<PathBuf> {
+    std::fs::read_dir("/tmp")
+        .unwrap()
+        .flatten()
+        .filter(|e| {
+            e.file_name()
+                .to_string_lossy()
+                .starts_with(&format!("dvssh-{pid}-"))
+        })
+        .map(|e| e.path())
+        .collect()
+}
+
+/// dumpview `scan` of a remote capture through an ssh wrapper that lets the master connect
+/// and then stalls every other command (as a hung remote file system would), so dumpview
+/// is caught mid-session. Returns the running child once its master is up.
+fn stalled_scan(server: &Sshd, cache: &Path, dump: &Path) -> std::process::Child {
+    let wrapper = server.script(
+        "stalling_ssh.sh",
+        "#!/bin/sh\ncase \"$*\" in *ControlMaster=yes*|*'-O exit'*) exec ssh \"$@\";; esac\nexec sleep 60\n",
+    );
+    let child = std::process::Command::new(assert_cmd::cargo::cargo_bin("dumpview"))
+        .args(["scan", "--json"])
+        .arg(server.url(dump))
+        .arg("--ssh-command")
+        .arg(format!(
+            "{} -F {}",
+            wrapper.display(),
+            server.ssh_config().display()
+        ))
+        .arg("--cache-dir")
+        .arg(cache)
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    wait_for("the master", || masters(server).len() == 1);
+    child
+}
+
+#[test]
+fn no_ssh_master_outlives_dumpview_killed_by_sigterm_or_sigkill() {
+    use std::os::unix::process::ExitStatusExt;
+    let Some(server) = Sshd::start() else { return };
+    let work = tempfile::tempdir().unwrap();
+    let dump = work.path().join("dump");
+    copy_tree(&repo("assets/examples/llama_kv_alias/a"), &dump);
+    let cache = work.path().join("cache");
+
+    // SIGTERM: dumpview ends the master (`ssh -O exit`), removes its control directory, and
+    // dies of the signal.
+    let mut child = stalled_scan(&server, &cache, &dump);
+    let pid = child.id();
+    assert_eq!(control_dirs(pid).len(), 1);
+    // SAFETY: signalling our own child.
+    unsafe {
+        libc::kill(pid as i32, libc::SIGTERM);
+    }
+    let status = child.wait().unwrap();
+    assert_eq!(status.signal(), Some(libc::SIGTERM), "{status:?}");
+    wait_for("no master after SIGTERM", || masters(&server).is_empty());
+    assert!(control_dirs(pid).is_empty(), "{:?}", control_dirs(pid));
+
+    // SIGKILL cannot be handled: the kernel ends the master (PR_SET_PDEATHSIG).
+    let mut child = stalled_scan(&server, &cache, &dump);
+    let pid = child.id();
+    child.kill().unwrap();
+    child.wait().unwrap();
+    wait_for("no master after SIGKILL", || masters(&server).is_empty());
+    for dir in control_dirs(pid) {
+        std::fs::remove_dir_all(dir).unwrap();
+    }
+}
+
+#[test]
+fn mirrors_of_one_host_share_one_master_which_ends_with_the_last_and_on_a_panic() {
+    let Some(server) = Sshd::start() else { return };
+    let work = tempfile::tempdir().unwrap();
+    for side in ["a", "b"] {
+        copy_tree(
+            &repo(&format!("assets/examples/llama_kv_alias/{side}")),
+            &work.path().join(side),
+        );
+    }
+    let cache = work.path().join("cache");
+    let mut a = open(&server, &cache, &work.path().join("a"));
+    let mut b = open(&server, &cache, &work.path().join("b"));
+    a.sync().unwrap();
+    b.sync().unwrap();
+    assert_eq!(masters(&server).len(), 1, "{:?}", masters(&server));
+    drop(a);
+    assert_eq!(masters(&server).len(), 1);
+    b.sync().unwrap();
+    drop(b);
+    assert!(masters(&server).is_empty(), "{:?}", masters(&server));
+
+    // A panic unwinds through the mirror, whose drop ends the master.
+    let dir = work.path().join("a");
+    let result = std::panic::catch_unwind(|| {
+        let mut mirror = open(&server, &cache, &dir);
+        mirror.sync().unwrap();
+        assert_eq!(masters(&server).len(), 1);
+        panic!("on purpose");
+    });
+    assert!(result.is_err());
+    assert!(masters(&server).is_empty(), "{:?}", masters(&server));
+}
+
+#[test]
+fn a_restarted_server_is_reconnected_with_backoff_and_nothing_is_lost() {
+    let Some(mut server) = Sshd::start() else {
+        return;
+    };
+    let work = tempfile::tempdir().unwrap();
+    let dump = work.path().join("dump");
+    let window = repo("assets/examples/llama_kv_alias/a/rank0/match1-occ1");
+    copy_tree(&window, &dump.join("rank0/match1-occ1"));
+    let cache = work.path().join("cache");
+    let mut mirror = open(&server, &cache, &dump);
+    mirror.sync().unwrap();
+    assert!(mirror.connected());
+
+    server.stop();
+    // Dumps land while the server is away.
+    copy_tree(&window, &dump.join("rank1/match1-occ1"));
+    wait_for("the master to notice", || !mirror.connected());
+    let error = mirror.sync().unwrap_err();
+    assert!(
+        matches!(error, RemoteError::ConnectionLost { .. }),
+        "{error:?}"
+    );
+    assert!(error.to_string().contains("127.0.0.1"), "{error}");
+    assert!(error.is_transient());
+
+    // Down for two more tries, then back.
+    let mut backoff = Backoff::new(
+        std::time::Duration::from_millis(50),
+        std::time::Duration::from_millis(400),
+    );
+    for _ in 0..2 {
+        std::thread::sleep(backoff.next_delay());
+        assert!(mirror.sync().unwrap_err().is_transient());
+    }
+    server.restart();
+    copy_tree(&window, &dump.join("rank2/match1-occ1"));
+    let report: SyncReport = loop {
+        match mirror.sync() {
+            Ok(report) => break report,
+            Err(e) if e.is_transient() => std::thread::sleep(backoff.next_delay()),
+            Err(e) => panic!("{e}"),
+        }
+    };
+    assert!(report.full, "a reconnection lists everything: {report:?}");
+    let mut changed = report.changed.clone();
+    changed.sort();
+    assert_eq!(
+        changed,
+        ["rank1", "rank2"].map(|r| mirror.root().join(r).join("match1-occ1/manifest.json"))
+    );
+    assert_eq!(dump_files(mirror.root()), dump_files(&dump));
+    assert!(mirror.connected());
+}
+
+/// `dumpview scan SOURCE` with `ssh_command`: (exit code, stderr).
+fn scan_error(source: &str, ssh_command: &str, cache: &Path, extra: &[&str]) -> (i32, String) {
+    let out = dumpview()
+        .args(["scan", source, "--ssh-command", ssh_command, "--cache-dir"])
+        .arg(cache)
+        .args(extra)
+        .output()
+        .unwrap();
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+#[test]
+fn each_failure_is_an_error_naming_the_host_and_the_fix() {
+    let Some(server) = Sshd::start() else { return };
+    let work = tempfile::tempdir().unwrap();
+    let cache = work.path().join("cache");
+    let dump = work.path().join("dump");
+    copy_tree(&repo("assets/examples/llama_kv_alias/a"), &dump);
+    let host = format!("127.0.0.1:{}", server.port);
+
+    // An unknown host key: never a prompt; the message names the host and both fixes.
+    let unknown =
+        server.write_client_config("ssh_config_unknown", "known_hosts_empty", "client_key");
+    let command = format!("ssh -F {}", unknown.display());
+    let (code, stderr) = scan_error(&server.url(&dump), &command, &cache, &[]);
+    assert_eq!(code, 2, "{stderr}");
+    assert!(
+        stderr.contains(&format!("{host}: the host key is not known")),
+        "{stderr}"
+    );
+    assert!(
+        stderr.contains("known_hosts") && stderr.contains("--accept-new-host-key"),
+        "{stderr}"
+    );
+    // --accept-new-host-key trusts it and records it.
+    let (code, stderr) = scan_error(
+        &server.url(&dump),
+        &command,
+        &cache,
+        &["--accept-new-host-key"],
+    );
+    assert!(code < 2, "{stderr}");
+    let recorded = std::fs::read_to_string(server.path().join("known_hosts_empty")).unwrap();
+    assert!(recorded.contains("ssh-ed25519"), "{recorded:?}");
+    // A changed key is refused even then.
+    std::fs::write(
+        server.path().join("known_hosts_empty"),
+        recorded.replace(
+            recorded.split_whitespace().nth(2).unwrap(),
+            "AAAAC3NzaC1lZDI1NTE5AAAAIKFaGjnvkd6F8MNkrHCLQ9yGeLJU0LQsn7hCpSYgbDRm",
+        ),
+    )
+    .unwrap();
+    let (code, stderr) = scan_error(
+        &server.url(&dump),
+        &command,
+        &cache,
+        &["--accept-new-host-key"],
+    );
+    assert_eq!(code, 2, "{stderr}");
+    assert!(stderr.contains("host key has CHANGED"), "{stderr}");
+
+    // A key the server does not know: authentication fails, no password prompt.
+    let status = std::process::Command::new("ssh-keygen")
+        .args(["-q", "-t", "ed25519", "-N", "", "-f"])
+        .arg(server.path().join("stranger_key"))
+        .status()
+        .unwrap();
+    assert!(status.success());
+    let stranger = server.write_client_config("ssh_config_stranger", "known_hosts", "stranger_key");
+    let (code, stderr) = scan_error(
+        &server.url(&dump),
+        &format!("ssh -F {}", stranger.display()),
+        &cache,
+        &[],
+    );
+    assert_eq!(code, 2, "{stderr}");
+    assert!(
+        stderr.contains(&format!("{host}: authentication failed")),
+        "{stderr}"
+    );
+
+    let ssh = server.ssh_command();
+    // Nothing listening.
+    let closed = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = closed.local_addr().unwrap().port();
+    drop(closed);
+    let (code, stderr) = scan_error(
+        &format!("ssh://127.0.0.1:{port}{}", dump.display()),
+        &ssh,
+        &cache,
+        &[],
+    );
+    assert_eq!(code, 2, "{stderr}");
+    assert!(
+        stderr.contains(&format!("127.0.0.1:{port}: cannot connect")),
+        "{stderr}"
+    );
+    // A path that is not there.
+    let missing = dump.join("no such run");
+    let (code, stderr) = scan_error(&server.url(&missing), &ssh, &cache, &[]);
+    assert_eq!(code, 2, "{stderr}");
+    assert!(
+        stderr.contains(&format!(
+            "{host}: {}: no such file or directory on the remote host",
+            missing.display()
+        )),
+        "{stderr}"
+    );
+    // A directory without dump files: an error, never "no findings".
+    let empty = work.path().join("empty");
+    std::fs::create_dir_all(empty.join("logs")).unwrap();
+    std::fs::write(empty.join("logs/notes.txt"), "nothing here").unwrap();
+    let (code, stderr) = scan_error(&server.url(&empty), &ssh, &cache, &[]);
+    assert_eq!(code, 2, "{stderr}");
+    assert!(
+        stderr.contains("no dump file found there or below it"),
+        "{stderr}"
+    );
+    // An ssh program that is not there.
+    let (code, stderr) = scan_error(&server.url(&dump), "no-such-ssh-program -F x", &cache, &[]);
+    assert_eq!(code, 2, "{stderr}");
+    assert!(
+        stderr.contains("cannot run `no-such-ssh-program -F x`"),
+        "{stderr}"
+    );
+    // An option smuggled in as a host.
+    let out = dumpview()
+        .args([
+            "scan",
+            "--ssh-command",
+            &ssh,
+            "--",
+            "-oProxyCommand=touch pwned:x",
+        ])
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert!(stderr.contains("starts with `-`"), "{stderr}");
+    // A local directory with a colon in its name is read as a host: say how to read it.
+    let here = tempfile::tempdir().unwrap();
+    copy_tree(&dump, &here.path().join("run:1"));
+    let out = dumpview()
+        .current_dir(here.path())
+        .args(["scan", "run:1", "--ssh-command", &ssh, "--cache-dir"])
+        .arg(&cache)
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert!(stderr.contains("write ./run:1 to read that"), "{stderr}");
+    let out = dumpview()
+        .current_dir(here.path())
+        .args(["scan", "./run:1"])
+        .output()
+        .unwrap();
+    assert!(out.status.code().is_some_and(|c| c < 2));
+}
+
+#[test]
+fn a_host_without_gnu_find_is_listed_with_stat_and_gives_the_same_answer() {
+    let work = tempfile::tempdir().unwrap();
+    // A find that knows no -printf (busybox, BSD), and a BSD-style stat.
+    let tools = work.path().join("tools");
+    let bsd = work.path().join("bsd");
+    std::fs::create_dir_all(&tools).unwrap();
+    std::fs::create_dir_all(&bsd).unwrap();
+    let write = |path: PathBuf, body: &str| {
+        std::fs::write(&path, body).unwrap();
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755)).unwrap();
+    };
+    write(
+        tools.join("find"),
+        "#!/bin/sh\nfor a in \"$@\"; do case $a in -printf|-newerct) echo \"find: unknown primary $a\" >&2; exit 1;; esac; done\nexec /usr/bin/find \"$@\"\n",
+    );
+    write(
+        bsd.join("stat"),
+        "#!/bin/sh\n[ \"$1\" = -L ] && [ \"$2\" = -f ] || { echo 'stat: illegal option' >&2; exit 1; }\nshift 3; [ \"$1\" = -- ] && shift\nexec /usr/bin/stat -L -c '%i %s %Y' -- \"$@\"\n",
+    );
+    let dump = work.path().join("dump");
+    copy_tree(
+        &repo("tests/fixtures/msprobe/mlp_md5"),
+        &dump.join("msprobe"),
+    );
+    copy_tree(
+        &repo("assets/examples/llama_kv_alias/b"),
+        &dump.join("probe"),
+    );
+    let local = dumpview()
+        .args(["scan", "--json"])
+        .arg(&dump)
+        .output()
+        .unwrap();
+    let local_json = String::from_utf8(local.stdout).unwrap();
+    for (prefix, lister) in [
+        (vec![tools.clone()], Lister::GnuStat),
+        (vec![tools.clone(), bsd.clone()], Lister::BsdStat),
+    ] {
+        let Some(server) = Sshd::start_with(support::sshd::SshdSetup {
+            path_prefix: prefix,
+        }) else {
+            return;
+        };
+        let cache = work.path().join(format!("cache-{lister:?}"));
+        let mut mirror = open(&server, &cache, &dump);
+        assert_eq!(mirror.lister(), lister);
+        let first = mirror.sync().unwrap();
+        assert_eq!(dump_files(mirror.root()), dump_files(&dump));
+        let again = mirror.sync().unwrap();
+        assert!(
+            again.full && again.bytes == 0 && again.listed == first.listed,
+            "{again:?}"
+        );
+        drop(mirror);
+        let out = dumpview()
+            .args([
+                "scan",
+                "--json",
+                &server.url(&dump),
+                "--ssh-command",
+                &server.ssh_command(),
+            ])
+            .arg("--cache-dir")
+            .arg(&cache)
+            .output()
+            .unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(
+            stderr.contains("no GNU find on the remote host; listing with find -exec stat"),
+            "{stderr}"
+        );
+        let mirrored = std::fs::canonicalize(&cache)
+            .unwrap()
+            .join(format!("127.0.0.1_{}", server.port))
+            .join(dump.strip_prefix("/").unwrap());
+        let json = String::from_utf8(out.stdout)
+            .unwrap()
+            .replace(&mirrored.display().to_string(), &dump.display().to_string());
+        assert_eq!(json, local_json, "{lister:?}");
+    }
+}
+
+#[test]
+fn saved_tensors_come_on_demand_and_the_cache_evicts_the_least_recently_used() {
+    let Some(server) = Sshd::start() else { return };
+    let work = tempfile::tempdir().unwrap();
+    let dump = work.path().join("b");
+    copy_tree(&repo("assets/examples/llama_fp16_overflow/b"), &dump);
+    let window = Path::new("rank0/match1-occ1");
+    let on_demand = [
+        "tensors/logits#1.safetensors",
+        "tensors/layers.3.mlp_up#1.safetensors",
+        "inputs/layers.0.input_norm#1.pt",
+        "inputs/layers.0.rope#1.pt",
+    ]
+    .map(|f| window.join(f));
+    let size = |rel: &Path| std::fs::metadata(dump.join(rel)).unwrap().len();
+    let manifest = size(&window.join("manifest.json"));
+    let largest = on_demand.iter().map(|p| size(p)).max().unwrap();
+    let second = {
+        let mut sizes: Vec<u64> = on_demand.iter().map(|p| size(p)).collect();
+        sizes.sort();
+        sizes[sizes.len() - 2]
+    };
+    let cache = work.path().join("cache");
+    // Room for the manifest and two tensor files, not three; state files take a little.
+    let mut options = server.options(&cache);
+    options.cache_size = manifest + largest + second + 2048;
+    let mut mirror = Mirror::open(&server.spec(&dump), &options).unwrap();
+    mirror.sync().unwrap();
+    let root = mirror.root().to_path_buf();
+    let local = |rel: &Path| root.join(rel);
+    let [t0, t1, t2, t3] = on_demand.clone().map(|p| local(&p));
+    for file in &on_demand {
+        assert!(!local(file).exists(), "{} came eagerly", file.display());
+    }
+    let held = |files: &[&PathBuf]| files.iter().map(|f| f.exists()).collect::<Vec<_>>();
+    mirror.fetch(&t0).unwrap();
+    assert_eq!(
+        std::fs::read(&t0).unwrap(),
+        std::fs::read(dump.join(&on_demand[0])).unwrap()
+    );
+    std::thread::sleep(std::time::Duration::from_millis(20));
+    mirror.fetch(&t1).unwrap();
+    std::thread::sleep(std::time::Duration::from_millis(20));
+    // Used again (unchanged remotely: not fetched again): now the most recent.
+    mirror.fetch(&t0).unwrap();
+    std::thread::sleep(std::time::Duration::from_millis(20));
+    mirror.fetch(&t2).unwrap();
+    assert_eq!(held(&[&t0, &t1, &t2]), [true, false, true]);
+    std::thread::sleep(std::time::Duration::from_millis(20));
+    mirror.fetch(&t3).unwrap();
+    assert_eq!(held(&[&t0, &t1, &t2, &t3]), [false, false, true, true]);
+    // The dump file of a live mirror is never evicted.
+    assert!(local(&window.join("manifest.json")).is_file());
+    // Outside the mirror, and missing remotely: errors that say so.
+    let error = mirror.fetch(Path::new("/etc/passwd")).unwrap_err();
+    assert!(matches!(error, RemoteError::NotInMirror { .. }), "{error}");
+    let error = mirror
+        .fetch(&local(&window.join("tensors/none#1.pt")))
+        .unwrap_err();
+    assert!(
+        error
+            .to_string()
+            .contains("no such file or directory on the remote host"),
+        "{error}"
+    );
+}
+
+#[test]
+fn a_report_on_remote_captures_fetches_the_tensors_it_compares_and_matches_the_local_one() {
+    let Some(server) = Sshd::start() else { return };
+    let work = tempfile::tempdir().unwrap();
+    let dump = work.path().join("pair");
+    copy_tree(&repo("assets/examples/llama_fp16_overflow"), &dump);
+    let report = |a: &str, b: &str, cache: Option<&Path>| {
+        let mut command = dumpview();
+        command.args(["report", "--json", a, b]);
+        if let Some(cache) = cache {
+            command
+                .args(["--ssh-command", &server.ssh_command(), "--cache-dir"])
+                .arg(cache);
+        }
+        let out = command.output().unwrap();
+        assert!(
+            out.status.code().is_some_and(|c| c < 2),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8(out.stdout).unwrap()
+    };
+    let (a, b) = (dump.join("a"), dump.join("b"));
+    let local = report(&a.display().to_string(), &b.display().to_string(), None);
+    let cache = work.path().join("cache");
+    let remote = report(&server.url(&a), &server.url(&b), Some(&cache));
+    let mirrored = std::fs::canonicalize(&cache)
+        .unwrap()
+        .join(format!("127.0.0.1_{}", server.port))
+        .join(dump.strip_prefix("/").unwrap());
+    let canonical = std::fs::canonicalize(&dump).unwrap();
+    let remote = remote.replace(
+        &mirrored.display().to_string(),
+        &canonical.display().to_string(),
+    );
+    let value: serde_json::Value = serde_json::from_str(&remote).unwrap();
+    assert_eq!(
+        value["tensor_comparisons"].as_array().unwrap().len(),
+        1,
+        "{remote}"
+    );
+    let strip_inputs = |text: &str| {
+        let mut v: serde_json::Value = serde_json::from_str(text).unwrap();
+        // The inputs name the paths as given (an ssh:// URL against a local path).
+        v["inputs_a"] = serde_json::Value::Null;
+        v["inputs_b"] = serde_json::Value::Null;
+        v
+    };
+    let local = local.replace(
+        &dump.display().to_string(),
+        &canonical.display().to_string(),
+    );
+    assert_eq!(strip_inputs(&remote), strip_inputs(&local));
+    // Only the compared stage's tensors came; the logits and input sets stay remote.
+    for side in ["a", "b"] {
+        let window = mirrored.join(side).join("rank0/match1-occ1");
+        assert!(
+            window
+                .join("tensors/layers.3.mlp_up#1.safetensors")
+                .is_file()
+        );
+        assert!(!window.join("tensors/logits#1.safetensors").exists());
+        assert!(!window.join("inputs").exists());
+    }
+}

@@ -18,23 +18,27 @@ pub enum RemoteError {
     /// The server refused every key or method ssh offered (dumpview never lets ssh ask for a
     /// password: BatchMode is always on).
     #[error(
-        "{host}: authentication failed: {reason} (dumpview runs ssh with BatchMode=yes, so it needs a key or agent that logs in without a prompt; check with `ssh -o BatchMode=yes {host} true`)"
+        "{host}: authentication failed: {reason} (dumpview runs ssh with BatchMode=yes, so it needs a key or agent that logs in without a prompt; check with `{by_hand} -o BatchMode=yes true`)"
     )]
     AuthFailed {
         /// `[user@]host[:port]`.
         host: String,
         /// ssh's message.
         reason: String,
+        /// The ssh command line that reaches the host by hand.
+        by_hand: String,
     },
     /// The host's key is not in known_hosts, and ssh may not ask (BatchMode).
     #[error(
-        "{host}: the host key is not known ({reason}); add it to known_hosts (connect once with `ssh {host}` and check the fingerprint), or pass --accept-new-host-key to trust a host seen for the first time"
+        "{host}: the host key is not known ({reason}); add it to known_hosts (connect once with `{by_hand}` and check the fingerprint it shows), or pass --accept-new-host-key to trust a host seen for the first time"
     )]
     UnknownHostKey {
         /// `[user@]host[:port]`.
         host: String,
         /// ssh's message.
         reason: String,
+        /// The ssh command line that reaches the host by hand.
+        by_hand: String,
     },
     /// The host's key differs from the one in known_hosts: refused, as ssh refuses it.
     #[error(
@@ -148,8 +152,8 @@ impl RemoteError {
 }
 
 /// Reads ssh's stderr, after it exited with 255 (its own failure, not the remote command's),
-/// into an error for `host`.
-pub(crate) fn classify(host: &str, stderr: &str) -> RemoteError {
+/// into an error for `host`, which `by_hand` (an ssh command line) reaches.
+pub(crate) fn classify(host: &str, by_hand: &str, stderr: &str) -> RemoteError {
     let reason = ssh_message(stderr);
     let has = |needle: &str| stderr.contains(needle);
     let host = host.to_string();
@@ -159,9 +163,17 @@ pub(crate) fn classify(host: &str, stderr: &str) -> RemoteError {
         || has("host key is known for")
         || has("No matching host key")
     {
-        RemoteError::UnknownHostKey { host, reason }
+        RemoteError::UnknownHostKey {
+            host,
+            reason,
+            by_hand: by_hand.to_string(),
+        }
     } else if has("Permission denied (") || has("Too many authentication failures") {
-        RemoteError::AuthFailed { host, reason }
+        RemoteError::AuthFailed {
+            host,
+            reason,
+            by_hand: by_hand.to_string(),
+        }
     } else if has("Connection closed by")
         || has("Connection reset")
         || has("Broken pipe")
@@ -208,7 +220,7 @@ mod tests {
 
     #[test]
     fn ssh_messages_map_to_their_errors() {
-        let kind = |stderr: &str| match classify("h", stderr) {
+        let kind = |stderr: &str| match classify("h", "ssh h", stderr) {
             RemoteError::Unreachable { .. } => "unreachable",
             RemoteError::AuthFailed { .. } => "auth",
             RemoteError::UnknownHostKey { .. } => "unknown key",
@@ -249,7 +261,12 @@ mod tests {
             "lost"
         );
         assert_eq!(kind("something else"), "other");
-        let error = classify("alice@gpu1", "Host key verification failed.").to_string();
+        let error = classify(
+            "alice@gpu1",
+            "ssh -l alice gpu1",
+            "Host key verification failed.",
+        )
+        .to_string();
         assert!(
             error.starts_with("alice@gpu1: the host key is not known"),
             "{error}"
@@ -258,5 +275,6 @@ mod tests {
             error.contains("--accept-new-host-key") && error.contains("known_hosts"),
             "{error}"
         );
+        assert!(error.contains("`ssh -l alice gpu1`"), "{error}");
     }
 }

@@ -342,11 +342,20 @@ impl Mirror {
                 .warnings
                 .extend(said.lines().take(20).map(|l| format!("{host}: {l}")));
         }
-        if full && listing.files.is_empty() {
+        let is_dump_file = |rel: &[u8]| {
+            let name = rel.rsplit(|&b| b == b'/').next().unwrap_or(rel);
+            rel.is_empty() || crate::model::formats::file_names().any(|n| n.as_bytes() == name)
+        };
+        if full && !listing.files.iter().any(|(rel, _)| is_dump_file(rel)) {
             return Err(RemoteError::ListingEmpty {
                 host,
                 path: shown,
-                names: self.names.join(", "),
+                names: {
+                    let mut names: Vec<&str> = crate::model::formats::file_names().collect();
+                    names.sort_unstable();
+                    names.dedup();
+                    names.join(" or ")
+                },
             });
         }
 

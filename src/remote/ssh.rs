@@ -232,7 +232,7 @@ impl Connection {
                     let text =
                         String::from_utf8_lossy(&stderr.lock().unwrap_or_else(|e| e.into_inner()))
                             .into_owned();
-                    return Err(classify(&self.authority, &text));
+                    return Err(classify(&self.authority, &self.by_hand(), &text));
                 }
                 Ok(None) => {}
                 Err(e) => return Err(self.cannot_run(e)),
@@ -251,6 +251,25 @@ impl Connection {
             }
             std::thread::sleep(Duration::from_millis(5));
         }
+    }
+
+    /// The ssh command line that reaches the destination by hand, for messages: the user's
+    /// command, `-p`, `-l`, the host.
+    fn by_hand(&self) -> String {
+        let d = &self.destination;
+        let mut words: Vec<String> = d.command.clone();
+        if let Some(port) = d.port {
+            words.extend(["-p".to_string(), port.to_string()]);
+        }
+        if let Some(user) = &d.user {
+            words.extend(["-l".to_string(), user.clone()]);
+        }
+        words.push(d.host.clone());
+        words
+            .iter()
+            .map(|w| shlex::try_quote(w).map_or_else(|_| w.clone(), |q| q.into_owned()))
+            .collect::<Vec<_>>()
+            .join(" ")
     }
 
     fn cannot_run(&self, e: std::io::Error) -> RemoteError {
@@ -405,7 +424,7 @@ impl Connection {
         }
         let status = status.map_err(|e| self.cannot_run(e))?;
         match status.code() {
-            Some(255) => Err(classify(&self.authority, &stderr)),
+            Some(255) => Err(classify(&self.authority, &self.by_hand(), &stderr)),
             Some(code) => Ok(Ran {
                 status: code,
                 stderr,
