@@ -861,7 +861,7 @@ fn each_failure_is_an_error_naming_the_host_and_the_fix() {
 #[test]
 fn a_host_without_gnu_find_is_listed_with_stat_and_gives_the_same_answer() {
     let work = tempfile::tempdir().unwrap();
-    // A find that knows no -printf (busybox, BSD), and a BSD-style stat.
+    // A find that knows no -printf (busybox, BSD), and a BSD-style stat and head.
     let tools = work.path().join("tools");
     let bsd = work.path().join("bsd");
     std::fs::create_dir_all(&tools).unwrap();
@@ -878,6 +878,11 @@ fn a_host_without_gnu_find_is_listed_with_stat_and_gives_the_same_answer() {
     write(
         bsd.join("stat"),
         "#!/bin/sh\n[ \"$1\" = -L ] && [ \"$2\" = -f ] || { echo 'stat: illegal option' >&2; exit 1; }\nshift 3; [ \"$1\" = -- ] && shift\nexec /usr/bin/stat -L -c '%i %s %Y' -- \"$@\"\n",
+    );
+    // And a head without -c: files come one command each.
+    write(
+        bsd.join("head"),
+        "#!/bin/sh\ncase \"$1\" in -c*) echo 'head: illegal option -- c' >&2; exit 1;; esac\nexec /usr/bin/head \"$@\"\n",
     );
     let dump = work.path().join("dump");
     copy_tree(
@@ -1073,4 +1078,105 @@ fn a_report_on_remote_captures_fetches_the_tensors_it_compares_and_matches_the_l
         assert!(!window.join("tensors/logits#1.safetensors").exists());
         assert!(!window.join("inputs").exists());
     }
+}
+
+/// Figures for docs/remote.md: `cargo test --test remote -- --ignored --nocapture figures`.
+/// Loopback, so they measure dumpview's and ssh's own costs, not a network's.
+#[test]
+#[ignore = "timings: run by hand"]
+fn figures() {
+    use std::time::Instant;
+    let Some(server) = Sshd::start() else { return };
+    let work = tempfile::tempdir().unwrap();
+    let dump = work.path().join("dump");
+    let window = repo("assets/examples/llama_kv_alias/a/rank0/match1-occ1");
+    let manifest = std::fs::metadata(window.join("manifest.json"))
+        .unwrap()
+        .len();
+    let (ranks, windows) = (64, 16);
+    for rank in 0..ranks {
+        for w in 0..windows {
+            copy_tree(
+                &window,
+                &dump.join(format!("rank{rank}/match{}-occ1", w + 1)),
+            );
+        }
+    }
+    let files = ranks * windows;
+    let cache = work.path().join("cache");
+    let ms = |t: Instant| t.elapsed().as_secs_f64() * 1e3;
+    let t = Instant::now();
+    let mut mirror = open(&server, &cache, &dump);
+    println!("open (master + probe): {:.0} ms", ms(t));
+    let t = Instant::now();
+    let first = mirror.sync().unwrap();
+    println!(
+        "first sync of {files} manifests ({:.1} MB, plus tensors left remote): {:.0} ms, {} bytes fetched, listing {} bytes",
+        (files as u64 * manifest) as f64 / 1e6,
+        ms(t),
+        first.bytes,
+        first.listing_bytes
+    );
+    let mut idle = Vec::new();
+    for _ in 0..10 {
+        let t = Instant::now();
+        let r = mirror.sync().unwrap();
+        assert!(r.changed.is_empty());
+        idle.push((ms(t), r.listing_bytes, r.full));
+    }
+    println!(
+        "idle incremental syncs: {:?} (ms, listing bytes, full)",
+        idle
+    );
+    mirror.request_full_listing();
+    let t = Instant::now();
+    let r = mirror.sync().unwrap();
+    println!(
+        "idle full listing of {files}: {:.0} ms, {} listing bytes",
+        ms(t),
+        r.listing_bytes
+    );
+    let mut landing = Vec::new();
+    let (mut fetched, mut changed_bytes) = (0, 0);
+    for i in 0..20 {
+        let dir = dump.join(format!("rank{}/match99-occ{}", i % ranks, i + 1));
+        std::fs::create_dir_all(&dir).unwrap();
+        std::fs::copy(window.join("manifest.json"), dir.join(".manifest.json.tmp")).unwrap();
+        std::fs::rename(dir.join(".manifest.json.tmp"), dir.join("manifest.json")).unwrap();
+        let t = Instant::now();
+        let r = mirror.sync().unwrap();
+        assert_eq!(r.changed.len(), 1, "{r:?}");
+        landing.push(ms(t));
+        fetched += r.bytes;
+        changed_bytes += manifest;
+    }
+    landing.sort_by(f64::total_cmp);
+    println!(
+        "one manifest landing, sync: median {:.0} ms, p95 {:.0} ms; bytes fetched / bytes changed = {fetched} / {changed_bytes} = {:.3}",
+        landing[10],
+        landing[18],
+        fetched as f64 / changed_bytes as f64
+    );
+    drop(mirror);
+    for (what, cache) in [
+        ("cold", work.path().join("cold")),
+        ("warm", work.path().join("cold")),
+    ] {
+        let t = Instant::now();
+        let (_, json) = scan_json(&server, &cache, &server.url(&dump));
+        assert!(json.contains("windows"));
+        println!(
+            "dumpview scan of the {} manifests over ssh, {what} cache: {:.0} ms",
+            files + 20,
+            ms(t)
+        );
+    }
+    let t = Instant::now();
+    let out = dumpview()
+        .args(["scan", "--json"])
+        .arg(&dump)
+        .output()
+        .unwrap();
+    assert!(out.status.code().is_some_and(|c| c < 2));
+    println!("dumpview scan of the same, local: {:.0} ms", ms(t));
 }

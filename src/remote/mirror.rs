@@ -87,6 +87,8 @@ pub struct Mirror {
     options: SshOptions,
     connection: Arc<Connection>,
     lister: Lister,
+    /// Whether the host's `head` takes `-c`, so many files come in one command.
+    batches: bool,
     is_file: bool,
     root: PathBuf,
     remote_root: Vec<u8>,
@@ -107,6 +109,121 @@ pub struct Mirror {
     cache_used: Option<u64>,
 }
 
+/// Files per command of [`script::fetch_batch`].
+pub const BATCH_FILES: usize = 256;
+
+/// One file of a batch fetch.
+struct Item<'a> {
+    rel: &'a [u8],
+    local: &'a Path,
+    expect: Option<&'a RemoteMeta>,
+    unless: Option<&'a RemoteMeta>,
+}
+
+/// Reads [`script::fetch_batch`]'s stream: each file's header line, its bytes into a
+/// temporary file, its trailer; a file whose trailer agrees with its header is renamed into
+/// place at once.
+struct BatchSink<'a> {
+    mirror: &'a Mirror,
+    items: &'a [Item<'a>],
+    results: Vec<Result<Fetched, RemoteError>>,
+    /// The header or trailer line read so far.
+    line: Vec<u8>,
+    /// The file being received: its temporary copy, its header, bytes still to come.
+    body: Option<(Temp, RemoteMeta, u64)>,
+}
+
+impl BatchSink<'_> {
+    fn bad(what: &str, line: &[u8]) -> io::Error {
+        io::Error::other(format!(
+            "unexpected {what} in the fetch stream: {:?}",
+            String::from_utf8_lossy(&line[..line.len().min(200)])
+        ))
+    }
+
+    /// A complete line: a header (no body pending) or a trailer (the body done).
+    fn line_done(&mut self) -> io::Result<()> {
+        let line = std::mem::take(&mut self.line);
+        let text = String::from_utf8_lossy(&line);
+        let Some(item) = self.items.get(self.results.len()) else {
+            return Err(Self::bad("line after the last file", &line));
+        };
+        if let Some((temp, meta, _)) = self.body.take() {
+            let after = text
+                .strip_prefix("E ")
+                .ok_or_else(|| Self::bad("trailer", &line))?;
+            let size = meta.size;
+            let result = if RemoteMeta::parse(after).as_ref() == Some(&meta) {
+                temp.persist(item.local)
+                    .map(|()| Fetched::Done { meta, bytes: size })
+            } else {
+                Ok(Fetched::Unstable { bytes: size })
+            };
+            self.results.push(result);
+            return Ok(());
+        }
+        let rel = item.rel;
+        let unreadable = |reason: &str| RemoteError::PathUnreadable {
+            host: self.mirror.connection.authority().to_string(),
+            path: String::from_utf8_lossy(&self.mirror.remote_of(rel)).into_owned(),
+            reason: reason.to_string(),
+        };
+        let result = match text.as_ref() {
+            "U" => Ok(Fetched::Unchanged),
+            "X 3" => Ok(Fetched::Vanished { bytes: 0 }),
+            "X 5" => Ok(Fetched::Unstable { bytes: 0 }),
+            "X 4" => Err(unreadable("permission denied or a read error")),
+            "X 6" => Err(unreadable("not a regular file")),
+            header => {
+                let meta = header
+                    .strip_prefix("F ")
+                    .and_then(RemoteMeta::parse)
+                    .ok_or_else(|| Self::bad("header", &line))?;
+                let temp = Temp::create(item.local).map_err(|e| io::Error::other(e.to_string()))?;
+                let size = meta.size;
+                self.body = Some((temp, meta, size));
+                return Ok(());
+            }
+        };
+        self.results.push(result);
+        Ok(())
+    }
+}
+
+impl Write for BatchSink<'_> {
+    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+        let mut rest = buf;
+        while !rest.is_empty() {
+            if let Some((temp, _, remaining)) = self.body.as_mut().filter(|b| b.2 > 0) {
+                let n = (*remaining).min(rest.len() as u64) as usize;
+                (&temp.file).write_all(&rest[..n])?;
+                *remaining -= n as u64;
+                rest = &rest[n..];
+                continue;
+            }
+            match memchr::memchr(b'\n', rest) {
+                Some(at) => {
+                    self.line.extend_from_slice(&rest[..at]);
+                    rest = &rest[at + 1..];
+                    self.line_done()?;
+                }
+                None => {
+                    self.line.extend_from_slice(rest);
+                    if self.line.len() > 4096 {
+                        return Err(Self::bad("line", &self.line));
+                    }
+                    rest = &[];
+                }
+            }
+        }
+        Ok(buf.len())
+    }
+
+    fn flush(&mut self) -> io::Result<()> {
+        Ok(())
+    }
+}
+
 /// One file a sync fetches.
 struct Plan {
     /// Its path relative to the root.
@@ -117,6 +234,15 @@ struct Plan {
     old: Option<RemoteMeta>,
     /// What the listing says of it now.
     listed: RemoteMeta,
+}
+
+impl Plan {
+    /// The cached copy, when the file may only have grown from it (same inode, larger).
+    fn grown(&self) -> Option<&RemoteMeta> {
+        self.old.as_ref().filter(|old| {
+            old.size > 0 && self.listed.inode == old.inode && self.listed.size > old.size
+        })
+    }
 }
 
 /// What fetching one file came to.
@@ -146,10 +272,11 @@ impl Mirror {
         let shown = String::from_utf8_lossy(&remote_root).into_owned();
         let mut out = Vec::new();
         let ran = connection.run(&script::probe(&remote_root), &mut out, Path::new("-"))?;
-        let (kind, lister) = script::parse_probe(&out).map_err(|reason| RemoteError::Ssh {
-            host: host.clone(),
-            reason: format!("{reason} (stderr: {})", ran.stderr.trim()),
-        })?;
+        let (kind, lister, batches) =
+            script::parse_probe(&out).map_err(|reason| RemoteError::Ssh {
+                host: host.clone(),
+                reason: format!("{reason} (stderr: {})", ran.stderr.trim()),
+            })?;
         let is_file = match kind {
             PathKind::Dir => false,
             PathKind::File => true,
@@ -196,6 +323,7 @@ impl Mirror {
             options: options.clone(),
             connection,
             lister,
+            batches,
             is_file,
             root,
             remote_root,
@@ -524,9 +652,16 @@ impl Mirror {
         if !self.connection.master_alive() {
             self.reconnect()?;
         }
-        let results = self.run_parallel(&plans, |mirror, (rel, local, unless)| {
-            mirror.fetch_whole(rel, local, unless.as_ref(), None)
-        });
+        let items: Vec<Item<'_>> = plans
+            .iter()
+            .map(|(rel, local, unless)| Item {
+                rel,
+                local,
+                expect: None,
+                unless: unless.as_ref(),
+            })
+            .collect();
+        let results = self.fetch_items(&items);
         let mut bytes = 0;
         let mut keep = HashSet::new();
         let mut retry = Vec::new();
@@ -583,32 +718,123 @@ impl Mirror {
         out
     }
 
+    /// Fetches what a sync planned: files that may only have grown one by one
+    /// ([`Mirror::fetch_grown`]), the others whole in batches ([`Mirror::fetch_items`]).
+    /// Results in plan order.
     fn fetch_all(&self, plans: &[Plan]) -> Vec<Result<Fetched, RemoteError>> {
-        self.run_parallel(plans, |mirror, plan| match &plan.old {
-            // Same inode, larger: it may only have grown.
-            Some(old)
-                if old.size > 0
-                    && plan.listed.inode == old.inode
-                    && plan.listed.size > old.size =>
-            {
-                mirror.fetch_grown(&plan.rel, &plan.local, old, &plan.listed)
-            }
-            _ => mirror.fetch_whole(&plan.rel, &plan.local, None, Some(&plan.listed)),
-        })
+        let grown = Plan::grown;
+        let (grew, whole): (Vec<usize>, Vec<usize>) =
+            (0..plans.len()).partition(|&i| grown(&plans[i]).is_some());
+        let mut results: Vec<Option<Result<Fetched, RemoteError>>> =
+            plans.iter().map(|_| None).collect();
+        let grew_results = self.run_parallel(&grew, |mirror, &i| {
+            let plan = &plans[i];
+            let old = grown(plan).expect("partitioned on it");
+            mirror.fetch_grown(&plan.rel, &plan.local, old, &plan.listed)
+        });
+        for (i, result) in grew.iter().zip(grew_results) {
+            results[*i] = Some(result);
+        }
+        let items: Vec<Item<'_>> = whole
+            .iter()
+            .map(|&i| Item {
+                rel: &plans[i].rel,
+                local: &plans[i].local,
+                expect: Some(&plans[i].listed),
+                unless: None,
+            })
+            .collect();
+        for (i, result) in whole.iter().zip(self.fetch_items(&items)) {
+            results[*i] = Some(result);
+        }
+        results
+            .into_iter()
+            .map(|r| r.expect("every plan fetched"))
+            .collect()
+    }
+
+    /// Fetches `items` whole, in batches of at most [`BATCH_FILES`] files per command
+    /// ([`script::fetch_batch`]), [`PARALLEL_FETCHES`] commands at once (one file per
+    /// command where the host's `head` lacks `-c`). Results in item order.
+    fn fetch_items(&self, items: &[Item<'_>]) -> Vec<Result<Fetched, RemoteError>> {
+        if !self.batches {
+            return self.run_parallel(items, |mirror, item| {
+                mirror.fetch_whole(item.rel, item.local, item.unless, item.expect)
+            });
+        }
+        let per_batch = items.len().div_ceil(PARALLEL_FETCHES).clamp(1, BATCH_FILES);
+        let batches: Vec<&[Item<'_>]> = items.chunks(per_batch).collect();
+        self.run_parallel(&batches, |mirror, batch| mirror.fetch_batch(batch))
+            .into_iter()
+            .flatten()
+            .collect()
+    }
+
+    /// One command fetching `items` whole; a result per item (those after a broken stream
+    /// get its error).
+    fn fetch_batch(&self, items: &[Item<'_>]) -> Vec<Result<Fetched, RemoteError>> {
+        let files: Vec<Vec<u8>> = items.iter().map(|i| self.remote_of(i.rel)).collect();
+        let script = script::fetch_batch(
+            &items
+                .iter()
+                .zip(&files)
+                .map(|(item, path)| script::BatchFile {
+                    path,
+                    expect: item.expect,
+                    unless: item.unless,
+                })
+                .collect::<Vec<_>>(),
+            self.lister,
+        );
+        let mut sink = BatchSink {
+            mirror: self,
+            items,
+            results: Vec::with_capacity(items.len()),
+            line: Vec::new(),
+            body: None,
+        };
+        let ran = self
+            .connection
+            .run(&script, &mut sink, items[0].local)
+            .map_err(RemoteError::in_session);
+        let mut results = std::mem::take(&mut sink.results);
+        let stopped = match ran {
+            Ok(_) if results.len() == items.len() => return results,
+            Ok(ran) => RemoteError::ListingUnreadable {
+                host: self.connection.authority().to_string(),
+                path: String::from_utf8_lossy(&self.remote_root).into_owned(),
+                reason: format!(
+                    "the fetch of {} files stopped after {} (status {}): {}",
+                    items.len(),
+                    results.len(),
+                    ran.status,
+                    ran.stderr.trim()
+                ),
+            },
+            Err(error) => error,
+        };
+        let reason = stopped.to_string();
+        results.push(Err(stopped));
+        while results.len() < items.len() {
+            results.push(Err(RemoteError::ConnectionLost {
+                host: self.connection.authority().to_string(),
+                reason: format!("not fetched: {reason}"),
+            }));
+        }
+        results
     }
 
     /// `work` on every plan, [`PARALLEL_FETCHES`] at once, results in plan order.
-    fn run_parallel<P: Sync>(
+    fn run_parallel<P: Sync, T: Send>(
         &self,
         plans: &[P],
-        work: impl Fn(&Mirror, &P) -> Result<Fetched, RemoteError> + Sync,
-    ) -> Vec<Result<Fetched, RemoteError>> {
+        work: impl Fn(&Mirror, &P) -> T + Sync,
+    ) -> Vec<T> {
         if plans.len() < 2 {
             return plans.iter().map(|p| work(self, p)).collect();
         }
         let next = AtomicU64::new(0);
-        let mut results: Vec<Option<Result<Fetched, RemoteError>>> =
-            plans.iter().map(|_| None).collect();
+        let mut results: Vec<Option<T>> = plans.iter().map(|_| None).collect();
         std::thread::scope(|scope| {
             let workers: Vec<_> = (0..PARALLEL_FETCHES.min(plans.len()))
                 .map(|_| {

@@ -121,8 +121,8 @@ pub fn remote_path(path: &str) -> Vec<u8> {
     }
 }
 
-/// Script: what `path` is, and which [`Lister`] the host has. Prints one line,
-/// `dumpview-probe 1 KIND LISTER`.
+/// Script: what `path` is, which [`Lister`] the host has, and whether its `head` takes `-c`
+/// (for [`fetch_batch`]). Prints one line, `dumpview-probe 1 KIND LISTER HEAD`.
 pub fn probe(path: &[u8]) -> Vec<u8> {
     let mut script = b"LC_ALL=C; export LC_ALL\n".to_vec();
     script.extend(assign("p", path));
@@ -135,18 +135,20 @@ if find / -maxdepth 0 -printf '' >/dev/null 2>&1; then l=gnu-find
 elif stat -L -c %i / >/dev/null 2>&1; then l=gnu-stat
 elif stat -L -f %i / >/dev/null 2>&1; then l=bsd-stat
 else l=none; fi
-printf 'dumpview-probe 1 %s %s\n' "$k" "$l"
+if [ "$(printf ab | head -c 1 2>/dev/null)" = a ]; then h=head-c; else h=no-head-c; fi
+printf 'dumpview-probe 1 %s %s %s\n' "$k" "$l" "$h"
 "#,
     );
     script
 }
 
-/// What [`probe`] printed.
+/// What [`probe`] printed: the path's kind, the lister, whether files can be fetched in
+/// batches (`head -c`).
 ///
 /// # Errors
 /// Output that is not the probe's line; a host with neither GNU find nor a `stat` dumpview
 /// can read (the message says which tools are needed).
-pub fn parse_probe(out: &[u8]) -> Result<(PathKind, Lister), String> {
+pub fn parse_probe(out: &[u8]) -> Result<(PathKind, Lister, bool), String> {
     let text = String::from_utf8_lossy(out);
     let line = text
         .lines()
@@ -158,7 +160,7 @@ pub fn parse_probe(out: &[u8]) -> Result<(PathKind, Lister), String> {
             )
         })?;
     let words: Vec<&str> = line.split(' ').collect();
-    let [_, "1", kind, lister] = words[..] else {
+    let [_, "1", kind, lister, head] = words[..] else {
         return Err(format!("unexpected probe answer {line:?}"));
     };
     let kind = match kind {
@@ -173,7 +175,7 @@ pub fn parse_probe(out: &[u8]) -> Result<(PathKind, Lister), String> {
          (`stat -c` or `stat -f`); install findutils or coreutils there"
             .to_string()
     })?;
-    Ok((kind, lister))
+    Ok((kind, lister, head == "head-c"))
 }
 
 /// Script: the listing of the dump files under `path` (or of `path` itself when it is a
@@ -426,6 +428,58 @@ pub fn fetch(
         }
     }
     script.extend_from_slice(b"b=$(m \"$f\") || exit 5\n[ \"$a\" = \"$b\" ] || exit 5\n");
+    script
+}
+
+/// One file of [`fetch_batch`]: its remote path, what it must be to be sent (the listing's
+/// identity; else `X 5`), and what the caller holds already (then `U`, nothing sent).
+pub struct BatchFile<'a> {
+    /// The remote path.
+    pub path: &'a [u8],
+    /// Send it only if its identity is this.
+    pub expect: Option<&'a RemoteMeta>,
+    /// Do not send it if its identity is this.
+    pub unless: Option<&'a RemoteMeta>,
+}
+
+/// Script: several whole files in one command. For each, in order, one of: `X <status>\n`
+/// (a [`status`] code: missing, unreadable, not a file, or not `expect`), `U\n` (it is
+/// `unless`), or `F <inode> <size> <mtime>\n`, exactly `size` bytes (the file, cut or padded
+/// with zeros when it changed size while read), and `E <inode> <size> <mtime>\n` read after:
+/// the bytes are the file only when the two lines agree.
+pub fn fetch_batch(files: &[BatchFile<'_>], lister: Lister) -> Vec<u8> {
+    let mut script = b"LC_ALL=C; export LC_ALL\n".to_vec();
+    script.extend_from_slice(lister.meta_function().as_bytes());
+    script.extend_from_slice(
+        br#"one() {
+  f=$1
+  [ -e "$f" ] || { echo 'X 3'; return; }
+  [ -f "$f" ] || { echo 'X 6'; return; }
+  [ -r "$f" ] || { echo 'X 4'; return; }
+  a=$(m "$f") || { echo 'X 4'; return; }
+  [ -z "$2" ] || [ "$a" = "$2" ] || { echo 'X 5'; return; }
+  [ -n "$3" ] && [ "$a" = "$3" ] && { echo U; return; }
+  printf 'F %s
+' "$a"
+  set -- $a
+  { cat -- "$f" 2>/dev/null; cat /dev/zero; } | head -c "$2"
+  b=$(m "$f") || b=gone
+  printf 'E %s
+' "$b"
+}
+"#,
+    );
+    for file in files {
+        script.extend_from_slice(b"one ");
+        script.extend(quote(file.path));
+        for meta in [file.expect, file.unless] {
+            script.push(b' ');
+            script.extend(quote(
+                meta.map(RemoteMeta::line).unwrap_or_default().as_bytes(),
+            ));
+        }
+        script.push(b'\n');
+    }
     script
 }
 
