@@ -1180,3 +1180,122 @@ fn figures() {
     assert!(out.status.code().is_some_and(|c| c < 2));
     println!("dumpview scan of the same, local: {:.0} ms", ms(t));
 }
+
+#[test]
+fn no_prompt_reaches_the_terminal_even_through_a_proxyjump() {
+    let Some(server) = Sshd::start() else { return };
+    if !Path::new("/usr/bin/script").is_file() {
+        eprintln!("skipped: no script(1) to give dumpview a terminal");
+        return;
+    }
+    let work = tempfile::tempdir().unwrap();
+    let dump = work.path().join("dump");
+    copy_tree(&repo("tests/fixtures/msprobe/mlp_nan"), &dump);
+    // The jump host's key is unknown. BatchMode does not reach the ssh that ProxyJump
+    // starts: a plain `ssh -o BatchMode=yes` asks on the terminal there.
+    let d = server.path().display().to_string();
+    let config = server.path().join("ssh_config_jump");
+    std::fs::write(
+        &config,
+        format!(
+            "Host inner\n  HostName 127.0.0.1\n  Port {p}\n  ProxyJump jump\n\
+             Host jump\n  HostName 127.0.0.1\n  Port {p}\n  UserKnownHostsFile {d}/known_hosts_empty\n\
+             Host *\n  User {u}\n  IdentityFile {d}/client_key\n  IdentitiesOnly yes\n  \
+             UserKnownHostsFile {d}/known_hosts\n  GlobalKnownHostsFile /dev/null\n",
+            p = server.port,
+            u = server.user,
+        ),
+    )
+    .unwrap();
+    let command = format!(
+        "{} scan inner:{} --ssh-command 'ssh -F {}' --cache-dir {}",
+        assert_cmd::cargo::cargo_bin("dumpview").display(),
+        dump.display(),
+        config.display(),
+        work.path().join("cache").display()
+    );
+    let out = std::process::Command::new("/usr/bin/script")
+        .args(["-qec", &command, "/dev/null"])
+        .stdin(std::process::Stdio::null())
+        .output()
+        .unwrap();
+    let screen = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        !screen.contains("continue connecting"),
+        "a prompt appeared:\n{screen}"
+    );
+    assert!(!screen.to_lowercase().contains("password"), "{screen}");
+    assert!(
+        screen.contains("inner: the host key is not known"),
+        "{screen}"
+    );
+}
+
+#[test]
+fn a_remote_file_is_a_capture_too() {
+    let Some(server) = Sshd::start() else { return };
+    let work = tempfile::tempdir().unwrap();
+    let dump = work.path().join("pair");
+    copy_tree(&repo("assets/examples/llama_fp16_overflow"), &dump);
+    let cache = work.path().join("cache");
+    let remote_args = |command: &mut Command| {
+        command
+            .args(["--ssh-command", &server.ssh_command(), "--cache-dir"])
+            .arg(&cache);
+    };
+    let manifest = dump.join("b/rank0/match1-occ1/manifest.json");
+    let mut summary = dumpview();
+    summary.args(["summary", "--json", &server.scp(&manifest)]);
+    remote_args(&mut summary);
+    let remote = summary.output().unwrap();
+    let local = dumpview()
+        .args(["summary", "--json"])
+        .arg(&manifest)
+        .output()
+        .unwrap();
+    assert_eq!(remote.status.code(), local.status.code());
+    let mirrored = std::fs::canonicalize(&cache)
+        .unwrap()
+        .join(support::sshd::ALIAS)
+        .join(manifest.strip_prefix("/").unwrap());
+    assert_eq!(
+        String::from_utf8(remote.stdout).unwrap().replace(
+            &mirrored.display().to_string(),
+            &manifest.display().to_string()
+        ),
+        String::from_utf8(local.stdout).unwrap()
+    );
+    // `tensors` takes two remote tensor files.
+    let tensor = |side: &str| {
+        dump.join(side)
+            .join("rank0/match1-occ1/tensors/layers.3.mlp_up#1.safetensors")
+    };
+    let mut tensors = dumpview();
+    tensors.args([
+        "tensors",
+        "--json",
+        &server.url(&tensor("a")),
+        &server.url(&tensor("b")),
+    ]);
+    remote_args(&mut tensors);
+    let remote = tensors.output().unwrap();
+    let local = dumpview()
+        .args(["tensors", "--json"])
+        .arg(tensor("a"))
+        .arg(tensor("b"))
+        .output()
+        .unwrap();
+    assert_eq!(
+        remote.status.code(),
+        local.status.code(),
+        "{}",
+        String::from_utf8_lossy(&remote.stderr)
+    );
+    let strip = |out: &[u8]| {
+        let mut v: serde_json::Value = serde_json::from_slice(out).unwrap();
+        v["a"]["path"] = serde_json::Value::Null;
+        v["b"]["path"] = serde_json::Value::Null;
+        v
+    };
+    assert_eq!(strip(&remote.stdout), strip(&local.stdout));
+}

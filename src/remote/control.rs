@@ -91,8 +91,8 @@ pub fn control_dir() -> Option<PathBuf> {
 }
 
 /// Ends every master (`ssh -O exit`, then SIGTERM to one that is still there) and removes
-/// the control directory. Safe to call more than once and from any thread; a mirror used
-/// afterwards reconnects.
+/// the control directory: for the end of the process (a mirror used afterwards cannot
+/// connect again). Safe to call more than once and from any thread.
 pub fn shutdown() {
     let (connections, dir) = {
         let mut registry = lock();
@@ -139,18 +139,23 @@ pub fn install_exit_cleanup() -> io::Result<()> {
     Ok(())
 }
 
-/// Spawns `command` as a child that the kernel sends `signal` when its parent thread ends;
-/// masters are spawned from one thread that lives as long as the process
-/// ([`spawn_long_lived`]), so only dumpview's end ends them.
+/// Spawns `command` as a child that the kernel sends `signal` when its parent thread ends
+/// (masters are spawned from one thread that lives as long as the process,
+/// [`spawn_long_lived`], so only dumpview's end ends them), in a session of its own: with
+/// no controlling terminal, no ssh it starts (a ProxyJump's too, which BatchMode does not
+/// reach) can ask for a password or a host key over the workbench.
 pub(crate) fn spawn_with_parent_death(command: &mut Command, signal: i32) -> io::Result<Child> {
     #[cfg(target_os = "linux")]
     {
         use std::os::unix::process::CommandExt;
         let parent = std::process::id();
-        // SAFETY: prctl and getppid are async-signal-safe system calls; nothing else runs
-        // between fork and exec.
+        // SAFETY: setsid, prctl and getppid are async-signal-safe system calls; nothing else
+        // runs between fork and exec.
         unsafe {
             command.pre_exec(move || {
+                if libc::setsid() == -1 {
+                    return Err(io::Error::last_os_error());
+                }
                 if libc::prctl(libc::PR_SET_PDEATHSIG, signal as libc::c_ulong) != 0 {
                     return Err(io::Error::last_os_error());
                 }
@@ -162,8 +167,18 @@ pub(crate) fn spawn_with_parent_death(command: &mut Command, signal: i32) -> io:
             });
         }
     }
-    #[cfg(not(target_os = "linux"))]
-    let _ = signal;
+    #[cfg(all(unix, not(target_os = "linux")))]
+    {
+        use std::os::unix::process::CommandExt;
+        let _ = signal;
+        // SAFETY: setsid is an async-signal-safe system call.
+        unsafe {
+            command.pre_exec(|| match libc::setsid() {
+                -1 => Err(io::Error::last_os_error()),
+                _ => Ok(()),
+            });
+        }
+    }
     command.spawn()
 }
 

@@ -702,11 +702,22 @@ impl Mirror {
     pub fn statistics_files(&self, files: &[PathBuf]) -> Vec<PathBuf> {
         let mut out = Vec::new();
         for file in files {
-            let Ok(bytes) = std::fs::read(file) else {
+            // The first bytes say the format; only a format that needs them reads the rest.
+            let mut head = Vec::new();
+            let Ok(mut opened) = File::open(file) else {
                 continue;
             };
-            let head = &bytes[..bytes.len().min(crate::model::formats::HEAD_BYTES)];
-            if let Some(format) = crate::model::formats::claiming(file, head) {
+            let limit = crate::model::formats::HEAD_BYTES as u64;
+            if (&mut opened).take(limit).read_to_end(&mut head).is_err() {
+                continue;
+            }
+            let Some(format) = crate::model::formats::claiming(file, &head) else {
+                continue;
+            };
+            if !format.statistics_from_tensor_files() {
+                continue;
+            }
+            if let Ok(bytes) = std::fs::read(file) {
                 out.extend(
                     format
                         .statistics_files(file, &bytes)
@@ -1216,6 +1227,12 @@ impl Write for MetaThenBytes<'_> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_mirror_can_move_to_a_watcher_thread() {
+        fn send_and_sync<T: Send + Sync>() {}
+        send_and_sync::<Mirror>();
+    }
 
     #[test]
     fn the_watermark_overlaps_the_previous_listing() {

@@ -27,6 +27,12 @@ pub trait Format: Sync {
         &[]
     }
 
+    /// Whether [`Format::read`] computes statistics from the saved tensor files a window
+    /// names ([`Format::statistics_files`] lists them), rather than reading them from the file.
+    fn statistics_from_tensor_files(&self) -> bool {
+        false
+    }
+
     /// The saved tensor files that [`Format::read`] computes the statistics of the window in
     /// `bytes` (read from `path`) from, resolved inside the window directory: none for a
     /// format that records its statistics, every file a windowed manifest names. A copy of

@@ -25,6 +25,9 @@ impl Format for Windowed {
     fn claims(&self, _path: &Path, head: &[u8]) -> bool {
         is_windowed(head)
     }
+    fn statistics_from_tensor_files(&self) -> bool {
+        true
+    }
     /// Every tensor file the manifest names (its records' statistics come from them).
     fn statistics_files(&self, path: &Path, bytes: &[u8]) -> Vec<PathBuf> {
         super::statistics_files(path, bytes)
