@@ -8,18 +8,45 @@ cd "$(dirname "$0")/.."
 bash scripts/ensure-venv.sh
 export DUMPVIEW_PYTHON="$PWD/.venv/bin/python"
 
+as_root=()
+[ "$(id -u)" = 0 ] || as_root=(sudo -n)
+apt_updated=
+# Installs Debian packages (apt-get update once first).
+apt_install() {
+    if [ -z "$apt_updated" ]; then
+        "${as_root[@]}" apt-get update -qq >/dev/null
+        apt_updated=1
+    fi
+    "${as_root[@]}" env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "$@" >/dev/null
+}
+
 # tests/e2e_tmux.rs drives the real binary in tmux; install tmux where it is missing
 # (Debian/Ubuntu). Without apt-get those tests say so and skip.
 if ! command -v tmux >/dev/null 2>&1; then
     if command -v apt-get >/dev/null 2>&1; then
-        as_root=()
-        [ "$(id -u)" = 0 ] || as_root=(sudo -n)
         echo "== installing tmux (apt-get) for tests/e2e_tmux.rs" >&2
-        "${as_root[@]}" apt-get update -qq >/dev/null
-        "${as_root[@]}" env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq tmux >/dev/null
+        apt_install tmux
     else
         echo "test.sh: tmux is missing and there is no apt-get: tests/e2e_tmux.rs will skip" >&2
     fi
+fi
+
+# tests/remote.rs starts a real OpenSSH server on 127.0.0.1 (tests/support/sshd.rs); install
+# openssh-server (and the client) where they are missing. Without apt-get those tests say
+# "skipped: no sshd".
+if [ ! -x /usr/sbin/sshd ] || ! command -v ssh >/dev/null 2>&1 || ! command -v ssh-keygen >/dev/null 2>&1; then
+    if command -v apt-get >/dev/null 2>&1; then
+        echo "== installing openssh-server (apt-get) for tests/remote.rs" >&2
+        apt_install openssh-server openssh-client
+    else
+        echo "test.sh: sshd is missing and there is no apt-get: tests/remote.rs will skip" >&2
+    fi
+fi
+# sshd run as root needs its privilege separation directory, which the service makes at
+# boot and a container lacks.
+if [ "$(id -u)" = 0 ] && [ ! -d /run/sshd ]; then
+    mkdir -p /run/sshd
+    chmod 0755 /run/sshd
 fi
 
 # One test build with every feature (export: CSV and Parquet through polars), so each feature

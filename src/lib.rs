@@ -12,5 +12,7 @@ pub mod embedded;
 pub mod export;
 pub mod model;
 #[warn(missing_docs)]
+pub mod remote;
+#[warn(missing_docs)]
 pub mod runtime;
 pub mod ui;

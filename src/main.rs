@@ -1,17 +1,20 @@
 //! The `dumpview` binary: argument parsing and exit status; the work lives in the library.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
 use dumpview::cli::{self, Outcome, diff::ToleranceArgs};
+use dumpview::remote;
 
 /// Find where the numbers of a model run first go wrong.
 ///
 /// `dumpview A` opens the terminal workbench on capture A (scan mode), `dumpview A B`
 /// on two captures (diff mode); with nothing given it opens an example pair built into
 /// the binary. A capture is a manifest written by dump_probe.py, or a directory searched
-/// for manifest.json files. Subcommands answer the same questions headless.
+/// for manifest.json files; on another machine, `ssh://[user@]host[:port]/path` or
+/// `[user@]host:path` (read through ssh into a local cache). Subcommands answer the same
+/// questions headless.
 #[derive(Parser)]
 #[command(version, after_help = EXAMPLES, args_conflicts_with_subcommands = true)]
 struct Args {
@@ -35,6 +38,155 @@ struct Args {
     /// With --watch: diff mode against this capture, itself followed.
     #[arg(long, value_name = "SOURCE", requires = "watch")]
     vs: Option<String>,
+    #[command(flatten)]
+    remote: RemoteArgs,
+}
+
+/// How captures on other machines (`ssh://host/path`, `host:path`) are reached
+/// (docs/remote.md).
+#[derive(Debug, Clone, Default, clap::Args)]
+struct RemoteArgs {
+    /// The ssh program and its options for remote captures, split like a shell would (e.g.
+    /// "ssh -F ~/.ssh/gpu_config"); default: $DUMPVIEW_SSH, else ssh.
+    #[arg(long, global = true, value_name = "CMD")]
+    ssh_command: Option<String>,
+    /// Trust a remote host's key the first time it is seen, recording it in known_hosts
+    /// (StrictHostKeyChecking=accept-new); a changed key is still refused.
+    #[arg(long, global = true)]
+    accept_new_host_key: bool,
+    /// The local cache of remote captures [default: $XDG_CACHE_HOME/dumpview/remote].
+    #[arg(long, global = true, value_name = "DIR")]
+    cache_dir: Option<PathBuf>,
+    /// The cache's cap, e.g. 2G or 500M; least recently used files go first [default: 2G].
+    #[arg(long, global = true, value_name = "SIZE", value_parser = remote::parse_size)]
+    cache_size: Option<u64>,
+    /// Seconds between two listings of a watched remote source [default: 1].
+    #[arg(long, global = true, value_name = "S", value_parser = parse_poll)]
+    poll: Option<std::time::Duration>,
+}
+
+fn parse_poll(text: &str) -> Result<std::time::Duration, String> {
+    text.parse::<f64>()
+        .ok()
+        .filter(|s| s.is_finite() && *s > 0.0)
+        .map(std::time::Duration::from_secs_f64)
+        .ok_or_else(|| format!("{text:?}: not a number of seconds above 0"))
+}
+
+/// The captures' local paths: a remote SOURCE becomes its mirror's root after one snapshot
+/// (`remote::snapshot`); the mirrors stay alive (their connections open) until this is
+/// dropped at exit, which ends their ssh masters.
+struct Sources {
+    args: RemoteArgs,
+    json: bool,
+    options: Option<remote::SshOptions>,
+    mirrors: Vec<remote::Mirror>,
+}
+
+impl Sources {
+    fn new(args: RemoteArgs, json: bool) -> Sources {
+        Sources {
+            args,
+            json,
+            options: None,
+            mirrors: Vec::new(),
+        }
+    }
+
+    /// The ssh options, made (and the exit cleanup of ssh masters installed) on first use.
+    fn options(&mut self) -> Result<&remote::SshOptions, cli::CliError> {
+        if self.options.is_none() {
+            remote::install_exit_cleanup()?;
+            let a = &self.args;
+            self.options = Some(remote::SshOptions::new(
+                a.ssh_command.as_deref(),
+                a.accept_new_host_key,
+                a.cache_dir.clone(),
+                a.cache_size,
+                a.poll,
+            )?);
+        }
+        Ok(self.options.as_ref().expect("just set"))
+    }
+
+    /// The local path to read for `path` as the user wrote it.
+    fn local(&mut self, path: &Path) -> Result<PathBuf, cli::CliError> {
+        let Some(text) = path.to_str() else {
+            return Ok(path.to_path_buf());
+        };
+        let spec = match remote::parse_source(text)? {
+            remote::SourceSpec::Local(local) => return Ok(local),
+            remote::SourceSpec::Remote(spec) => spec,
+        };
+        if let Some(mirror) = self.mirrors.iter().find(|m| m.spec() == &spec) {
+            return Ok(mirror.root().to_path_buf());
+        }
+        let options = self.options()?;
+        let snapshot = remote::snapshot(&spec, options).map_err(|error| {
+            // `run:10:00` in the current directory reads as host `run`: say how to read it.
+            let mut message = error.to_string();
+            if path.exists() {
+                message.push_str(&format!(
+                    "; {text} is also a local path here: write ./{text} to read that"
+                ));
+            }
+            message
+        })?;
+        let mirror = &snapshot.mirror;
+        if mirror.lister() != remote::Lister::GnuFind {
+            eprintln!(
+                "dumpview: note: {}: no GNU find on the remote host; listing with {}",
+                mirror.source(),
+                mirror.lister().describe()
+            );
+        }
+        for warning in &snapshot.report.warnings {
+            eprintln!("dumpview: warning: {}: {warning}", mirror.source());
+        }
+        if !self.json && std::io::IsTerminal::is_terminal(&std::io::stderr()) {
+            eprintln!(
+                "dumpview: {}: {} dump files, {} fetched ({:.1} MB)",
+                mirror.source(),
+                snapshot.report.listed,
+                snapshot.report.changed.len(),
+                (snapshot.report.bytes + snapshot.statistics_bytes) as f64 / 1e6
+            );
+        }
+        let root = mirror.root().to_path_buf();
+        self.mirrors.push(snapshot.mirror);
+        Ok(root)
+    }
+
+    /// A SOURCE to follow: a local directory as it is, a remote one connected (its mirror
+    /// is synced by the watch, not here).
+    fn watched(&mut self, text: &str) -> Result<dumpview::runtime::watch::Followed, cli::CliError> {
+        use dumpview::runtime::watch::Followed;
+        let spec = match remote::parse_source(text)? {
+            remote::SourceSpec::Local(_) => return Ok(Followed::local(text)),
+            remote::SourceSpec::Remote(spec) => spec,
+        };
+        let options = self.options()?;
+        let mirror = remote::Mirror::open(&spec, options)?;
+        Ok(Followed {
+            name: text.to_string(),
+            root: mirror.root().to_path_buf(),
+            mirror: Some(std::sync::Arc::new(std::sync::Mutex::new(mirror))),
+        })
+    }
+
+    /// [`Sources::local`] for each of `paths`.
+    fn locals(&mut self, paths: &[PathBuf]) -> Result<Vec<PathBuf>, cli::CliError> {
+        paths.iter().map(|p| self.local(p)).collect()
+    }
+
+    /// Brings `file` into the cache when it lies in a remote capture's mirror (a saved
+    /// tensor a report compares); nothing for a local file.
+    fn fetch(&mut self, file: &Path) -> Result<(), String> {
+        match self.mirrors.iter_mut().find(|m| file.starts_with(m.root())) {
+            Some(mirror) => mirror.fetch(file).map_err(|e| e.to_string()),
+            None => Ok(()),
+        }
+    }
 }
 
 const EXAMPLES: &str = "\
@@ -134,9 +286,6 @@ enum Command {
         /// Stop after S seconds.
         #[arg(long, value_name = "S")]
         timeout: Option<f64>,
-        /// Refresh every S seconds without file events (and the remote listing interval).
-        #[arg(long, value_name = "S", default_value_t = 1.0)]
-        poll: f64,
         #[command(flatten)]
         tolerance: ToleranceArgs,
     },
@@ -225,49 +374,77 @@ fn main() -> ExitCode {
     let args = Args::parse();
     let json = args.json;
     let attempts = args.attempts;
-    if !args.watch.is_empty() {
-        return finish(watch_workbench(
-            &args.watch,
-            args.vs.as_deref(),
+    // Declared before everything that reads the captures, so it is dropped last: its
+    // mirrors' ssh masters end when main returns.
+    let mut sources = Sources::new(args.remote, json);
+    let result = if args.watch.is_empty() {
+        run(
+            args.command,
+            &args.captures,
+            &args.tolerance,
             &attempts,
             json,
-        ));
-    }
-    let command = match (args.command, args.captures.as_slice()) {
+            &mut sources,
+        )
+    } else {
+        let request = WatchRequest {
+            sources: &args.watch,
+            vs: args.vs.as_deref(),
+            until_finding: false,
+            timeout: None,
+            tolerance: &args.tolerance,
+        };
+        watch_workbench(&request, &attempts, json, &mut sources)
+    };
+    let code = finish(result);
+    drop(sources);
+    code
+}
+
+fn run(
+    command: Option<Command>,
+    captures: &[PathBuf],
+    tolerance: &ToleranceArgs,
+    attempts: &cli::inputs::AttemptArgs,
+    json: bool,
+    sources: &mut Sources,
+) -> Result<Outcome, cli::CliError> {
+    let attempts = *attempts;
+    let command = match (command, captures) {
         (Some(command), _) => command,
         (None, []) => Command::Demo {
             pair: DEFAULT_EXAMPLE.to_string(),
             list: false,
-            tolerance: args.tolerance,
+            tolerance: tolerance.clone(),
         },
         (None, [a]) => {
-            return finish(workbench(
+            return workbench(
                 dumpview::runtime::Source::Files {
-                    a: a.clone(),
+                    a: sources.local(a)?,
                     b: None,
                     attempt_a: attempts.side(0),
                     attempt_b: attempts.side(1),
                 },
-                &args.tolerance,
+                tolerance,
                 &attempts,
                 json,
-            ));
+            );
         }
         (None, [a, b, ..]) => {
-            return finish(workbench(
+            return workbench(
                 dumpview::runtime::Source::Files {
-                    a: a.clone(),
-                    b: Some(b.clone()),
+                    a: sources.local(a)?,
+                    b: Some(sources.local(b)?),
                     attempt_a: attempts.side(0),
                     attempt_b: attempts.side(1),
                 },
-                &args.tolerance,
+                tolerance,
                 &attempts,
                 json,
-            ));
+            );
         }
     };
-    let result = match command {
+    match command {
         Command::Demo { list: true, .. } => cli::summary::run_embedded(json),
         Command::Demo {
             pair,
@@ -279,46 +456,62 @@ fn main() -> ExitCode {
             &attempts,
             json,
         ),
-        Command::Scan { inputs } => cli::scan::run(&inputs, &attempts, json),
-        Command::Tensors(args) => cli::tensors::run(&args, json),
-        Command::Diff { a, b, tolerance } => cli::diff::run(&a, &b, &tolerance, &attempts, json),
+        Command::Scan { inputs } => cli::scan::run(&sources.locals(&inputs)?, &attempts, json),
+        Command::Tensors(mut args) => {
+            args.a = sources.local(&args.a)?;
+            args.b = sources.local(&args.b)?;
+            cli::tensors::run(&args, json)
+        }
+        Command::Diff { a, b, tolerance } => cli::diff::run(
+            &sources.local(&a)?,
+            &sources.local(&b)?,
+            &tolerance,
+            &attempts,
+            json,
+        ),
         Command::Vary {
             captures,
             threshold,
-        } => cli::vary::run(&captures, threshold, &attempts, json),
+        } => cli::vary::run(&sources.locals(&captures)?, threshold, &attempts, json),
         Command::Report {
             a,
             b,
             output,
             table,
             tolerance,
-        } => cli::report::run(
-            &a,
-            b.as_deref(),
-            output.as_deref(),
-            &table,
-            &tolerance,
-            &attempts,
-            json,
-        ),
+        } => {
+            let a = sources.local(&a)?;
+            let b = b.map(|b| sources.local(&b)).transpose()?;
+            cli::report::run(
+                &a,
+                b.as_deref(),
+                output.as_deref(),
+                &table,
+                &tolerance,
+                &attempts,
+                json,
+                &mut |file| sources.fetch(file),
+            )
+        }
         Command::Watch {
-            sources,
+            sources: watched,
             vs,
             until_finding,
             timeout,
-            poll,
             tolerance,
         } => watch(
-            &sources,
-            vs.as_deref(),
-            until_finding,
-            timeout,
-            poll,
-            &tolerance,
+            &WatchRequest {
+                sources: &watched,
+                vs: vs.as_deref(),
+                until_finding,
+                timeout,
+                tolerance: &tolerance,
+            },
             &attempts,
             json,
+            sources,
         ),
-        Command::Summary { files } => cli::summary::run(&files, &attempts, json),
+        Command::Summary { files } => cli::summary::run(&sources.locals(&files)?, &attempts, json),
         // Nothing to say in JSON: refused rather than ignored.
         Command::Probe { .. } | Command::Completions { .. } if json => {
             Err("--json is not supported by `probe install` and `completions`".into())
@@ -339,86 +532,88 @@ fn main() -> ExitCode {
             );
             Ok(Outcome::Clean)
         }
-    };
-    finish(result)
+    }
+}
+
+/// What a watch was asked to follow and report.
+struct WatchRequest<'a> {
+    sources: &'a [String],
+    vs: Option<&'a str>,
+    until_finding: bool,
+    timeout: Option<f64>,
+    tolerance: &'a ToleranceArgs,
 }
 
 /// `dumpview --watch SOURCE… [--vs SOURCE]`: the workbench following the sources; without a
 /// terminal (a pipe, `--json`), the headless events instead.
 fn watch_workbench(
-    sources: &[String],
-    vs: Option<&str>,
+    request: &WatchRequest,
     attempts: &cli::inputs::AttemptArgs,
     json: bool,
+    sources: &mut Sources,
 ) -> Result<Outcome, cli::CliError> {
-    use dumpview::runtime::watch::{Followed, WatchOptions};
+    use dumpview::runtime::watch::WatchOptions;
     use std::io::IsTerminal;
     if json || !std::io::stdout().is_terminal() {
-        return watch(
-            sources,
-            vs,
-            false,
-            None,
-            1.0,
-            &Default::default(),
-            attempts,
-            json,
-        );
+        return watch(request, attempts, json, sources);
     }
-    let followed = |name: &str| Followed {
-        name: name.to_string(),
-        root: PathBuf::from(name),
-    };
-    for source in sources.iter().map(String::as_str).chain(vs) {
-        if !std::path::Path::new(source).exists() {
+    for source in request.sources.iter().map(String::as_str).chain(request.vs) {
+        if matches!(remote::parse_source(source)?, remote::SourceSpec::Local(_))
+            && !std::path::Path::new(source).exists()
+        {
             return Err(format!("{source}: cannot watch: no such file or directory").into());
         }
     }
+    let followed = request
+        .sources
+        .iter()
+        .map(|s| sources.watched(s))
+        .collect::<Result<Vec<_>, _>>()?;
+    let vs = request.vs.map(|v| sources.watched(v)).transpose()?;
     dumpview::runtime::run_watch(
-        sources.iter().map(|s| followed(s)).collect(),
-        vs.map(followed),
+        followed,
+        vs,
         WatchOptions {
             attempt: attempts.side(0),
-            ..WatchOptions::default()
+            poll: sources
+                .args
+                .poll
+                .unwrap_or(dumpview::runtime::watch::DEFAULT_POLL),
         },
-        Default::default(),
+        request.tolerance.tolerances()?,
     )?;
     Ok(Outcome::Clean)
 }
 
 /// `dumpview watch`: the headless watch loop of the runtime, on stdout.
-#[allow(clippy::too_many_arguments)]
 fn watch(
-    sources: &[String],
-    vs: Option<&str>,
-    until_finding: bool,
-    timeout: Option<f64>,
-    poll: f64,
-    tolerance: &ToleranceArgs,
+    request: &WatchRequest,
     attempts: &cli::inputs::AttemptArgs,
     json: bool,
+    sources: &mut Sources,
 ) -> Result<Outcome, cli::CliError> {
-    use dumpview::runtime::watch::{Followed, WatchOptions, headless};
-    let seconds = |name: &str, s: f64| {
-        if s.is_finite() && s > 0.0 {
-            Ok(std::time::Duration::from_secs_f64(s))
-        } else {
-            Err(format!("--{name} must be a positive number of seconds"))
-        }
-    };
-    let followed = |name: &str| Followed {
-        name: name.to_string(),
-        root: PathBuf::from(name),
+    use dumpview::runtime::watch::{WatchOptions, headless};
+    let timeout = match request.timeout {
+        Some(s) if s.is_finite() && s > 0.0 => Some(std::time::Duration::from_secs_f64(s)),
+        Some(_) => return Err("--timeout must be a positive number of seconds".into()),
+        None => None,
     };
     let args = headless::Headless {
-        sources: sources.iter().map(|s| followed(s)).collect(),
-        vs: vs.map(followed),
+        sources: request
+            .sources
+            .iter()
+            .map(|s| sources.watched(s))
+            .collect::<Result<Vec<_>, _>>()?,
+        vs: request.vs.map(|v| sources.watched(v)).transpose()?,
         json,
-        until_finding,
-        timeout: timeout.map(|t| seconds("timeout", t)).transpose()?,
-        tolerances: tolerance.tolerances()?,
+        until_finding: request.until_finding,
+        timeout,
+        tolerances: request.tolerance.tolerances()?,
         options: WatchOptions {
-            poll: seconds("poll", poll)?,
+            poll: sources
+                .args
+                .poll
+                .unwrap_or(dumpview::runtime::watch::DEFAULT_POLL),
             attempt: attempts.side(0),
         },
     };

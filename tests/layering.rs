@@ -190,6 +190,29 @@ fn the_cli_prints_the_model_and_nothing_of_the_workbench() {
     assert!(found.is_empty(), "{found:#?}");
 }
 
+#[test]
+fn the_remote_layer_uses_the_model_only_and_nothing_below_it_uses_it() {
+    // `remote` runs ssh and writes the cache; `main.rs` maps remote sources to local paths
+    // before calling `cli`, and the runtime uses it for watching.
+    let mut found = violations(
+        "remote",
+        &[
+            "crate::app",
+            "crate::ui",
+            "crate::cli",
+            "crate::runtime",
+            "crate::tui",
+            "ratatui",
+            "crossterm",
+            "clap",
+        ],
+    );
+    for layer in ["model", "app", "ui", "cli"] {
+        found.extend(violations(layer, &["crate::remote", "remote::"]));
+    }
+    assert!(found.is_empty(), "{found:#?}");
+}
+
 /// The module a file of `src/` is (`model/formats/probe/mod.rs` → `model::formats::probe`).
 fn module_of(file: &str) -> String {
     let path = PathBuf::from(file.trim_end_matches(".rs"));

@@ -12,6 +12,10 @@ use crate::model::tensor::pairing::compare_saved;
 /// Builds the report; writes it to `output` (JSON when it ends in `.json`, else Markdown)
 /// or prints it (JSON with `--json`).
 ///
+/// `fetch` is called with each saved tensor file the report compares before it is read, so
+/// a capture copied from elsewhere (a remote mirror) can bring it in first; locally it does
+/// nothing. A file it cannot bring is named in a warning, and its comparison left out.
+///
 /// # Errors
 /// An input that cannot be loaded, bad tolerances, or an output file that cannot be written.
 pub fn run(
@@ -22,6 +26,7 @@ pub fn run(
     tolerance: &ToleranceArgs,
     attempts: &super::inputs::AttemptArgs,
     json: bool,
+    fetch: &mut dyn FnMut(&Path) -> Result<(), String>,
 ) -> Result<Outcome, CliError> {
     let tolerances = tolerance.tolerances()?;
     let inputs: Vec<PathBuf> = std::iter::once(a).chain(b).map(Path::to_path_buf).collect();
@@ -31,6 +36,14 @@ pub fn run(
     let analysis = Analysis::compute(&dump_a, dump_b.as_ref(), &tolerances);
     let mut report = Report::build(&dump_a, dump_b.as_ref(), &analysis);
     if let Some(dump_b) = &dump_b {
+        for file in report.first_divergence_tensor_files(&dump_a, dump_b) {
+            if let Err(problem) = fetch(&file) {
+                eprintln!(
+                    "dumpview: warning: {}: cannot fetch the saved tensor: {problem}",
+                    file.display()
+                );
+            }
+        }
         for saved in report.first_divergence_tensors(&dump_a, dump_b) {
             let result = compare_saved(&saved.a, &saved.b, &CompareProgress::default());
             report.add_window_tensor_comparison(

@@ -269,6 +269,25 @@ impl Report {
     /// what to compare with [`crate::model::tensor::pairing::compare_saved`] and add with
     /// [`Report::add_window_tensor_comparison`].
     pub fn first_divergence_tensors(&self, a: &Dump, b: &Dump) -> Vec<SavedPair> {
+        self.divergence_pairs(a, b, saved_tensor)
+    }
+
+    /// The files [`Report::first_divergence_tensors`] would compare, A's and B's, whether or
+    /// not they are there yet: what a copy of the captures (a remote mirror) must fetch
+    /// before the report is built for its tensor comparisons to be made.
+    pub fn first_divergence_tensor_files(&self, a: &Dump, b: &Dump) -> Vec<std::path::PathBuf> {
+        self.divergence_pairs(a, b, named_tensor)
+            .into_iter()
+            .flat_map(|pair| [pair.a, pair.b])
+            .collect()
+    }
+
+    fn divergence_pairs(
+        &self,
+        a: &Dump,
+        b: &Dump,
+        tensor: fn(&Window, &str) -> Option<std::path::PathBuf>,
+    ) -> Vec<SavedPair> {
         let find = |dump: &Dump, source: &str| {
             dump.windows
                 .iter()
@@ -283,9 +302,7 @@ impl Report {
             let (Some(wa), Some(wb)) = (find(a, &w.a), find(b, &w.b)) else {
                 continue;
             };
-            if let (Some(pa), Some(pb)) =
-                (saved_tensor(&wa, &first.key), saved_tensor(&wb, &first.key))
-            {
+            if let (Some(pa), Some(pb)) = (tensor(&wa, &first.key), tensor(&wb, &first.key)) {
                 found.push(SavedPair {
                     rank: w.rank,
                     window: w.a.clone(),
@@ -491,10 +508,15 @@ fn tensor_evidence(side: char, window: &Window, key: &str) -> Vec<Evidence> {
 /// The saved tensor file of `key` in `window`, when the record names one that resolves
 /// inside the window directory and exists.
 pub fn saved_tensor(window: &Window, key: &str) -> Option<std::path::PathBuf> {
+    named_tensor(window, key).filter(|p| p.is_file())
+}
+
+/// The saved tensor file the first record of `key` in `window` names, when it resolves inside
+/// the window directory, whether or not it exists.
+fn named_tensor(window: &Window, key: &str) -> Option<std::path::PathBuf> {
     window
         .records
         .iter()
         .filter(|r| r.key() == key)
         .find_map(|r| r.tensor_path(window.window_dir()).ok().flatten())
-        .filter(|p| p.is_file())
 }

@@ -20,6 +20,28 @@ pub trait Format: Sync {
     /// File names a directory search collects for this format (`manifest.json`, `dump.json`).
     fn file_names(&self) -> &'static [&'static str];
 
+    /// Files beside a dump file that reading it also opens (msprobe's `construct.json` and
+    /// `stack.json`), by name in the same directory: a copy of a dump (the remote mirror)
+    /// must hold them too. Saved tensors and input sets are not among them.
+    fn companion_names(&self) -> &'static [&'static str] {
+        &[]
+    }
+
+    /// Whether [`Format::read`] computes statistics from the saved tensor files a window
+    /// names ([`Format::statistics_files`] lists them), rather than reading them from the file.
+    fn statistics_from_tensor_files(&self) -> bool {
+        false
+    }
+
+    /// The saved tensor files that [`Format::read`] computes the statistics of the window in
+    /// `bytes` (read from `path`) from, resolved inside the window directory: none for a
+    /// format that records its statistics, every file a windowed manifest names. A copy of
+    /// a dump (the remote mirror) fetches them before the window is read. Never reads them.
+    fn statistics_files(&self, path: &Path, bytes: &[u8]) -> Vec<PathBuf> {
+        let _ = (path, bytes);
+        Vec::new()
+    }
+
     /// Whether this format reads `path`, judged from its file name and its first
     /// [`super::HEAD_BYTES`] bytes (`head`, shorter for a shorter file). The first format of
     /// [`super::REGISTRY`] that claims a file reads it.

@@ -20,4 +20,4 @@ mod registry;
 pub mod windowed;
 
 pub use contract::{Format, FormatError};
-pub use registry::{REGISTRY, claiming, file_names};
+pub use registry::{REGISTRY, claiming, file_names, mirrored_names};

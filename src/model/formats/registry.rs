@@ -18,3 +18,19 @@ pub fn claiming(path: &Path, head: &[u8]) -> Option<&'static dyn Format> {
 pub fn file_names() -> impl Iterator<Item = &'static str> {
     REGISTRY.iter().flat_map(|f| f.file_names().iter().copied())
 }
+
+/// Every file name a copy of a dump needs for loading it: [`file_names`] and each format's
+/// [`Format::companion_names`], without repeats (`manifest.json`, `dump.json`,
+/// `construct.json`, `stack.json`).
+pub fn mirrored_names() -> Vec<&'static str> {
+    let mut names: Vec<&'static str> = Vec::new();
+    for name in REGISTRY
+        .iter()
+        .flat_map(|f| f.file_names().iter().chain(f.companion_names()).copied())
+    {
+        if !names.contains(&name) {
+            names.push(name);
+        }
+    }
+    names
+}

@@ -8,6 +8,7 @@
 
 pub mod headless;
 mod local;
+mod remote;
 pub mod workbench;
 
 use std::collections::BTreeMap;
@@ -39,12 +40,35 @@ pub enum Signal {
 }
 
 /// One source to follow, as resolved to a local directory.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Clone)]
 pub struct Followed {
     /// The SOURCE as the user wrote it (events name it).
     pub name: String,
-    /// The local directory or file it is read from.
+    /// The local directory or file it is read from (a remote source's mirror root).
     pub root: PathBuf,
+    /// A remote source's mirror, synced by its follower; `None` for a local directory.
+    pub mirror: Option<std::sync::Arc<std::sync::Mutex<crate::remote::Mirror>>>,
+}
+
+impl std::fmt::Debug for Followed {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Followed")
+            .field("name", &self.name)
+            .field("root", &self.root)
+            .field("remote", &self.mirror.is_some())
+            .finish()
+    }
+}
+
+impl Followed {
+    /// A local directory (or file), named as the user wrote it.
+    pub fn local(name: &str) -> Followed {
+        Followed {
+            name: name.to_string(),
+            root: PathBuf::from(name),
+            mirror: None,
+        }
+    }
 }
 
 /// Options of a watch.
@@ -66,18 +90,23 @@ impl Default for WatchOptions {
 }
 
 /// Starts following `source` (number `index`), reporting into `signals` until the receiver
-/// is dropped. Returns the thread's guard: dropping it stops the notify watcher.
-///
-/// # Errors
-/// The watcher could not be set up (the directory is gone, inotify limits): the periodic
-/// refresh still runs, and the error is reported as a `source` state.
+/// is dropped: a local directory by file events and a tick, a remote one by syncing its
+/// mirror every `poll`. Returns the guard of a local watcher: dropping it stops the events.
+/// A watcher that cannot be set up (inotify limits) is reported as a `source` state and the
+/// tick still runs.
 pub fn follow(
     index: usize,
     source: &Followed,
     poll: Duration,
     signals: Sender<Signal>,
 ) -> Follower {
-    follow_local(index, &source.root, poll, signals)
+    match &source.mirror {
+        Some(mirror) => {
+            remote::follow_remote(index, mirror.clone(), poll, signals);
+            Follower { _watcher: None }
+        }
+        None => follow_local(index, &source.root, poll, signals),
+    }
 }
 
 /// Keeps a follower running; dropping it stops it.

@@ -20,6 +20,10 @@ impl Format for Msprobe {
     fn file_names(&self) -> &'static [&'static str] {
         &[MSPROBE_NAME]
     }
+    /// Read beside every dump.json for the records' modules and call stacks.
+    fn companion_names(&self) -> &'static [&'static str] {
+        &["construct.json", "stack.json"]
+    }
     /// By name: msprobe always writes `dump.json`, and no other format uses that name.
     fn claims(&self, path: &Path, _head: &[u8]) -> bool {
         path.file_name().is_some_and(|n| n == MSPROBE_NAME)

@@ -1,6 +1,6 @@
 //! The windowed reader behind the [`Format`] contract.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use super::FACTS;
 use super::is_windowed;
@@ -24,6 +24,13 @@ impl Format for Windowed {
     /// By content ([`is_windowed`]): its manifests share the probe's file name.
     fn claims(&self, _path: &Path, head: &[u8]) -> bool {
         is_windowed(head)
+    }
+    fn statistics_from_tensor_files(&self) -> bool {
+        true
+    }
+    /// Every tensor file the manifest names (its records' statistics come from them).
+    fn statistics_files(&self, path: &Path, bytes: &[u8]) -> Vec<PathBuf> {
+        super::statistics_files(path, bytes)
     }
     fn read(&self, path: &Path, bytes: &[u8]) -> Result<(Window, Vec<Warning>), FormatError> {
         super::load_window(path, bytes).map_err(|cause| FormatError::Windowed {

@@ -58,6 +58,17 @@ pub fn is_windowed(bytes: &[u8]) -> bool {
         && memchr::memmem::find(head, b"\"dumpview.manifest\"").is_none()
 }
 
+/// The tensor files the manifest in `bytes` (read from `path`) names, resolved inside its
+/// window directory (a path the evidence rule refuses is left out): what [`load_window`]
+/// reads the statistics from. Reads the manifest only.
+pub fn statistics_files(path: &Path, bytes: &[u8]) -> Vec<std::path::PathBuf> {
+    let window_dir = path.parent().unwrap_or(Path::new("."));
+    records::plan(&schema::read(bytes), window_dir)
+        .into_iter()
+        .filter_map(|p| p.source.map(|s| s.path))
+        .collect()
+}
+
 /// Loads one `rank_R/window_NNNN/manifest.json` as a window.
 ///
 /// The window's label is `window_NNNN`, its match the window number as written (0-based),
