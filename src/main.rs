@@ -386,15 +386,18 @@ fn run(
         } => {
             let a = sources.local(&a)?;
             let b = b.map(|b| sources.local(&b)).transpose()?;
+            let captures = cli::report::Captures {
+                a: &a,
+                b: b.as_deref(),
+                fetch: &mut |file| sources.fetch(file),
+            };
             cli::report::run(
-                &a,
-                b.as_deref(),
+                captures,
                 output.as_deref(),
                 &table,
                 &tolerance,
                 &attempts,
                 json,
-                &mut |file| sources.fetch(file),
             )
         }
         Command::Summary { files } => cli::summary::run(&sources.locals(&files)?, &attempts, json),

@@ -189,11 +189,11 @@ fn an_msprobe_dump_rewritten_in_place_is_fetched_whole_and_never_read_half_writt
     assert_eq!(inode(&file), before);
     // Just rewritten: left for the next sync, in case its writer is not done.
     let report = mirror.sync().unwrap();
-    assert_eq!(report.deferred, [local.clone()], "{report:?}");
+    assert_eq!(report.deferred, std::slice::from_ref(&local), "{report:?}");
     assert_eq!(std::fs::read(&local).unwrap(), first);
     settle();
     let report = mirror.sync().unwrap();
-    assert_eq!(report.changed, [local.clone()]);
+    assert_eq!(report.changed, std::slice::from_ref(&local));
     assert_eq!(std::fs::read(&local).unwrap(), longer);
     // It looked grown: the overlap was fetched, differed, and the file came whole.
     let overlap = OVERLAP_BYTES.min(first.len() as u64);
@@ -271,7 +271,7 @@ fn a_file_that_only_grew_is_fetched_from_its_old_end_with_an_overlap() {
         "{report:?}"
     );
     let local = mirror.root().join("rank0/w/manifest.json");
-    assert_eq!(report.changed, [local.clone()]);
+    assert_eq!(report.changed, std::slice::from_ref(&local));
     assert_eq!(
         std::fs::read(&local).unwrap(),
         [&start[..], &growth[..]].concat()
@@ -319,7 +319,7 @@ fn only_what_changed_is_listed_and_fetched_and_removed_files_go() {
     let report = mirror.sync().unwrap();
     assert!(!report.full, "{report:?}");
     let added = mirror.root().join("rank7/match1-occ1/manifest.json");
-    assert_eq!(report.changed, [added.clone()]);
+    assert_eq!(report.changed, std::slice::from_ref(&added));
     assert_eq!(
         report.bytes,
         std::fs::metadata(window.join("manifest.json"))
