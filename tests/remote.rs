@@ -15,19 +15,7 @@ fn repo(path: &str) -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join(path)
 }
 
-/// Copies the tree at `from` into `to` (created).
-fn copy_tree(from: &Path, to: &Path) {
-    std::fs::create_dir_all(to).unwrap();
-    for entry in std::fs::read_dir(from).unwrap() {
-        let entry = entry.unwrap();
-        let target = to.join(entry.file_name());
-        if entry.file_type().unwrap().is_dir() {
-            copy_tree(&entry.path(), &target);
-        } else {
-            std::fs::copy(entry.path(), &target).unwrap();
-        }
-    }
-}
+use support::copy_tree;
 
 fn dumpview() -> Command {
     Command::cargo_bin("dumpview").unwrap()
@@ -511,13 +499,8 @@ fn reading_a_remote_capture_writes_nothing_on_the_remote_side() {
     assert!(home_before.is_empty(), "{home_before:?}");
 }
 
-/// The control masters running for `server` (processes of its ssh_config with
-/// ControlMaster=yes).
 fn masters(server: &Sshd) -> Vec<String> {
-    support::sshd::processes_mentioning(&server.ssh_config().display().to_string())
-        .into_iter()
-        .filter(|p| p.contains("ControlMaster=yes"))
-        .collect()
+    server.masters()
 }
 
 fn wait_for(what: &str, mut done: impl FnMut() -> bool) {
