@@ -569,6 +569,16 @@ fn no_ssh_master_outlives_dumpview_killed_by_sigterm_or_sigkill() {
     let mut child = stalled_scan(&server, &cache, &dump);
     let pid = child.id();
     assert_eq!(control_dirs(pid).len(), 1);
+    // Private: the control directory and the master's own directory in it.
+    {
+        use std::os::unix::fs::PermissionsExt;
+        let top = &control_dirs(pid)[0];
+        let mode = |p: &Path| std::fs::metadata(p).unwrap().permissions().mode() & 0o777;
+        assert_eq!(mode(top), 0o700);
+        for entry in std::fs::read_dir(top).unwrap() {
+            assert_eq!(mode(&entry.unwrap().path()), 0o700);
+        }
+    }
     // SAFETY: signalling our own child.
     unsafe {
         libc::kill(pid as i32, libc::SIGTERM);
@@ -1281,4 +1291,66 @@ fn a_remote_file_is_a_capture_too() {
         v
     };
     assert_eq!(strip(&remote.stdout), strip(&local.stdout));
+}
+
+#[test]
+fn dumpviews_ssh_options_win_over_the_users_and_dumpview_ssh_chooses_the_command() {
+    let Some(server) = Sshd::start() else { return };
+    let work = tempfile::tempdir().unwrap();
+    let dump = work.path().join("dump");
+    copy_tree(&repo("assets/examples/llama_kv_alias/a"), &dump);
+    let local = dumpview()
+        .args(["scan", "--json"])
+        .arg(&dump)
+        .output()
+        .unwrap();
+    // The user's own ControlPath (in a directory that does not exist), ControlMaster and
+    // BatchMode lose to dumpview's: with theirs, the master could not even bind its socket.
+    let theirs = format!(
+        "{} -o ControlPath=/nonexistent/dir/%C -o ControlMaster=auto -o BatchMode=no -o ConnectTimeout=1",
+        server.ssh_command()
+    );
+    let out = dumpview()
+        .args([
+            "scan",
+            "--json",
+            &server.url(&dump),
+            "--ssh-command",
+            &theirs,
+            "--cache-dir",
+        ])
+        .arg(work.path().join("cache"))
+        .output()
+        .unwrap();
+    assert_eq!(
+        out.status.code(),
+        local.status.code(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    // $DUMPVIEW_SSH, when --ssh-command is not given.
+    let out = dumpview()
+        .env(dumpview::remote::SSH_COMMAND_ENV, server.ssh_command())
+        .args(["scan", "--json", &server.scp(&dump), "--cache-dir"])
+        .arg(work.path().join("cache"))
+        .output()
+        .unwrap();
+    assert_eq!(
+        out.status.code(),
+        local.status.code(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    // A DUMPVIEW_SSH that cannot be split is an error naming it.
+    let out = dumpview()
+        .env(dumpview::remote::SSH_COMMAND_ENV, "ssh -F 'unclosed")
+        .args(["scan", &server.scp(&dump)])
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(
+        stderr.contains("DUMPVIEW_SSH \"ssh -F 'unclosed\": an unclosed quote"),
+        "{stderr}"
+    );
 }
