@@ -200,6 +200,8 @@ Examples:
   dumpview tensors a/tensors/x#1.safetensors b/tensors/x#1.safetensors --atol 1e-3
   dumpview vary run1/ run2/ run3/            which stage varies between repeated captures
   dumpview report dump_a/ dump_b/ -o first_mismatch.md
+  dumpview scan gpu1:/data/dump/             a capture on another machine, through ssh
+  dumpview diff ssh://me@gpu1:2222/data/a gpu2:runs/b
   dumpview probe install my_pkg/             write my_pkg/dump_probe.py
   dumpview completions bash > /etc/bash_completion.d/dumpview
 
@@ -482,15 +484,18 @@ fn run(
         } => {
             let a = sources.local(&a)?;
             let b = b.map(|b| sources.local(&b)).transpose()?;
+            let captures = cli::report::Captures {
+                a: &a,
+                b: b.as_deref(),
+                fetch: &mut |file| sources.fetch(file),
+            };
             cli::report::run(
-                &a,
-                b.as_deref(),
+                captures,
                 output.as_deref(),
                 &table,
                 &tolerance,
                 &attempts,
                 json,
-                &mut |file| sources.fetch(file),
             )
         }
         Command::Watch {

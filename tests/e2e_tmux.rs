@@ -11,6 +11,8 @@
 //!
 //! Without tmux the tests say so on stderr and pass; `.ci/run` (scripts/test.sh) installs it.
 
+mod support;
+
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 use std::time::{Duration, Instant};
@@ -1148,4 +1150,51 @@ fn tolerances_on_the_workbench_and_the_filter() {
     });
     t.keys(&["q"]);
     assert_eq!(t.wait_exit(), (0, true));
+}
+
+// The workbench on two remote captures (a real sshd on 127.0.0.1): one snapshot of each
+// through one connection, opened on the first divergence; the master ends when it quits.
+#[test]
+fn the_workbench_opens_two_remote_captures_and_ends_their_connection_at_quit() {
+    if !tmux_available() {
+        return;
+    }
+    let Some(server) = support::sshd::Sshd::start() else {
+        return;
+    };
+    let work = tempfile::tempdir().unwrap();
+    support::copy_tree(&example("llama_fp16_overflow"), &work.path().join("pair"));
+    let (a, b) = (
+        server.url(&work.path().join("pair/a")),
+        server.scp(&work.path().join("pair/b")),
+    );
+    let cache = work.path().join("cache");
+    let t = Term::start(
+        120,
+        36,
+        &[
+            &a,
+            &b,
+            "--ssh-command",
+            &server.ssh_command(),
+            "--cache-dir",
+            cache.to_str().unwrap(),
+        ],
+        &[],
+    );
+    let s = t.wait("the first divergence selected", |s| {
+        s.shows_detail(FIRST_DIVERGENCE)
+    });
+    assert!(s.text.contains("NaN/inf counts differ"), "{}", s.text);
+    // Two sources on one host through two spellings (an address, an alias): one master each.
+    assert_eq!(server.masters().len(), 2, "{:?}", server.masters());
+    t.keys(&["q"]);
+    let (status, restored) = t.wait_exit();
+    assert_eq!(status, 0);
+    assert!(restored);
+    let deadline = Instant::now() + TIMEOUT;
+    while !server.masters().is_empty() {
+        assert!(Instant::now() < deadline, "{:?}", server.masters());
+        std::thread::sleep(POLL);
+    }
 }

@@ -15,19 +15,7 @@ fn repo(path: &str) -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join(path)
 }
 
-/// Copies the tree at `from` into `to` (created).
-fn copy_tree(from: &Path, to: &Path) {
-    std::fs::create_dir_all(to).unwrap();
-    for entry in std::fs::read_dir(from).unwrap() {
-        let entry = entry.unwrap();
-        let target = to.join(entry.file_name());
-        if entry.file_type().unwrap().is_dir() {
-            copy_tree(&entry.path(), &target);
-        } else {
-            std::fs::copy(entry.path(), &target).unwrap();
-        }
-    }
-}
+use support::copy_tree;
 
 fn dumpview() -> Command {
     Command::cargo_bin("dumpview").unwrap()
@@ -189,11 +177,11 @@ fn an_msprobe_dump_rewritten_in_place_is_fetched_whole_and_never_read_half_writt
     assert_eq!(inode(&file), before);
     // Just rewritten: left for the next sync, in case its writer is not done.
     let report = mirror.sync().unwrap();
-    assert_eq!(report.deferred, [local.clone()], "{report:?}");
+    assert_eq!(report.deferred, std::slice::from_ref(&local), "{report:?}");
     assert_eq!(std::fs::read(&local).unwrap(), first);
     settle();
     let report = mirror.sync().unwrap();
-    assert_eq!(report.changed, [local.clone()]);
+    assert_eq!(report.changed, std::slice::from_ref(&local));
     assert_eq!(std::fs::read(&local).unwrap(), longer);
     // It looked grown: the overlap was fetched, differed, and the file came whole.
     let overlap = OVERLAP_BYTES.min(first.len() as u64);
@@ -271,7 +259,7 @@ fn a_file_that_only_grew_is_fetched_from_its_old_end_with_an_overlap() {
         "{report:?}"
     );
     let local = mirror.root().join("rank0/w/manifest.json");
-    assert_eq!(report.changed, [local.clone()]);
+    assert_eq!(report.changed, std::slice::from_ref(&local));
     assert_eq!(
         std::fs::read(&local).unwrap(),
         [&start[..], &growth[..]].concat()
@@ -319,7 +307,7 @@ fn only_what_changed_is_listed_and_fetched_and_removed_files_go() {
     let report = mirror.sync().unwrap();
     assert!(!report.full, "{report:?}");
     let added = mirror.root().join("rank7/match1-occ1/manifest.json");
-    assert_eq!(report.changed, [added.clone()]);
+    assert_eq!(report.changed, std::slice::from_ref(&added));
     assert_eq!(
         report.bytes,
         std::fs::metadata(window.join("manifest.json"))
@@ -511,13 +499,8 @@ fn reading_a_remote_capture_writes_nothing_on_the_remote_side() {
     assert!(home_before.is_empty(), "{home_before:?}");
 }
 
-/// The control masters running for `server` (processes of its ssh_config with
-/// ControlMaster=yes).
 fn masters(server: &Sshd) -> Vec<String> {
-    support::sshd::processes_mentioning(&server.ssh_config().display().to_string())
-        .into_iter()
-        .filter(|p| p.contains("ControlMaster=yes"))
-        .collect()
+    server.masters()
 }
 
 fn wait_for(what: &str, mut done: impl FnMut() -> bool) {
@@ -586,6 +569,16 @@ fn no_ssh_master_outlives_dumpview_killed_by_sigterm_or_sigkill() {
     let mut child = stalled_scan(&server, &cache, &dump);
     let pid = child.id();
     assert_eq!(control_dirs(pid).len(), 1);
+    // Private: the control directory and the master's own directory in it.
+    {
+        use std::os::unix::fs::PermissionsExt;
+        let top = &control_dirs(pid)[0];
+        let mode = |p: &Path| std::fs::metadata(p).unwrap().permissions().mode() & 0o777;
+        assert_eq!(mode(top), 0o700);
+        for entry in std::fs::read_dir(top).unwrap() {
+            assert_eq!(mode(&entry.unwrap().path()), 0o700);
+        }
+    }
     // SAFETY: signalling our own child.
     unsafe {
         libc::kill(pid as i32, libc::SIGTERM);
@@ -1298,4 +1291,66 @@ fn a_remote_file_is_a_capture_too() {
         v
     };
     assert_eq!(strip(&remote.stdout), strip(&local.stdout));
+}
+
+#[test]
+fn dumpviews_ssh_options_win_over_the_users_and_dumpview_ssh_chooses_the_command() {
+    let Some(server) = Sshd::start() else { return };
+    let work = tempfile::tempdir().unwrap();
+    let dump = work.path().join("dump");
+    copy_tree(&repo("assets/examples/llama_kv_alias/a"), &dump);
+    let local = dumpview()
+        .args(["scan", "--json"])
+        .arg(&dump)
+        .output()
+        .unwrap();
+    // The user's own ControlPath (in a directory that does not exist), ControlMaster and
+    // BatchMode lose to dumpview's: with theirs, the master could not even bind its socket.
+    let theirs = format!(
+        "{} -o ControlPath=/nonexistent/dir/%C -o ControlMaster=auto -o BatchMode=no -o ConnectTimeout=1",
+        server.ssh_command()
+    );
+    let out = dumpview()
+        .args([
+            "scan",
+            "--json",
+            &server.url(&dump),
+            "--ssh-command",
+            &theirs,
+            "--cache-dir",
+        ])
+        .arg(work.path().join("cache"))
+        .output()
+        .unwrap();
+    assert_eq!(
+        out.status.code(),
+        local.status.code(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    // $DUMPVIEW_SSH, when --ssh-command is not given.
+    let out = dumpview()
+        .env(dumpview::remote::SSH_COMMAND_ENV, server.ssh_command())
+        .args(["scan", "--json", &server.scp(&dump), "--cache-dir"])
+        .arg(work.path().join("cache"))
+        .output()
+        .unwrap();
+    assert_eq!(
+        out.status.code(),
+        local.status.code(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    // A DUMPVIEW_SSH that cannot be split is an error naming it.
+    let out = dumpview()
+        .env(dumpview::remote::SSH_COMMAND_ENV, "ssh -F 'unclosed")
+        .args(["scan", &server.scp(&dump)])
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(
+        stderr.contains("DUMPVIEW_SSH \"ssh -F 'unclosed\": an unclosed quote"),
+        "{stderr}"
+    );
 }

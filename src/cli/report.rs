@@ -9,25 +9,33 @@ use crate::model::analysis::report::Report;
 use crate::model::tensor::metrics::CompareProgress;
 use crate::model::tensor::pairing::compare_saved;
 
+/// The captures a report reads.
+pub struct Captures<'a> {
+    /// Capture A.
+    pub a: &'a Path,
+    /// Capture B, when the report compares two.
+    pub b: Option<&'a Path>,
+    /// Called with each saved tensor file the report compares before it is read, so a
+    /// capture copied from elsewhere (a remote mirror) can bring it in first; for local
+    /// captures it does nothing. A file it cannot bring is named in a warning, and its
+    /// comparison left out.
+    pub fetch: &'a mut dyn FnMut(&Path) -> Result<(), String>,
+}
+
 /// Builds the report; writes it to `output` (JSON when it ends in `.json`, else Markdown)
 /// or prints it (JSON with `--json`).
-///
-/// `fetch` is called with each saved tensor file the report compares before it is read, so
-/// a capture copied from elsewhere (a remote mirror) can bring it in first; locally it does
-/// nothing. A file it cannot bring is named in a warning, and its comparison left out.
 ///
 /// # Errors
 /// An input that cannot be loaded, bad tolerances, or an output file that cannot be written.
 pub fn run(
-    a: &Path,
-    b: Option<&Path>,
+    captures: Captures<'_>,
     output: Option<&Path>,
     table: &TableArgs,
     tolerance: &ToleranceArgs,
     attempts: &super::inputs::AttemptArgs,
     json: bool,
-    fetch: &mut dyn FnMut(&Path) -> Result<(), String>,
 ) -> Result<Outcome, CliError> {
+    let Captures { a, b, fetch } = captures;
     let tolerances = tolerance.tolerances()?;
     let inputs: Vec<PathBuf> = std::iter::once(a).chain(b).map(Path::to_path_buf).collect();
     let mut dumps = load_captures(&inputs, attempts, json)?.into_iter();

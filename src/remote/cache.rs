@@ -144,7 +144,7 @@ pub struct Evicted {
 
 /// Removes the least recently used files under `cache_dir` (by modification time, which the
 /// mirrors set on every use) until it holds at most `cap` bytes. Never removes a live
-/// mirror's dump file ([`protect`]), a file in `also_keep` (the current sync's), the mirrors'
+/// mirror's dump file (declared with `protect`), a file in `also_keep` (the current sync's), the mirrors'
 /// states, or another process's temporary file younger than an hour; when those alone exceed
 /// the cap, the cache stays over it.
 ///

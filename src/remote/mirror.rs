@@ -586,7 +586,7 @@ impl Mirror {
 
     /// Fetches `local`, a file under [`Mirror::root`] that the mirror does not hold eagerly
     /// (a saved tensor, an input set), unless the cache holds it as the remote host has it.
-    /// A file that keeps changing while it is read is tried [`FETCH_TRIES`] times.
+    /// A file that keeps changing while it is read is tried three times.
     ///
     /// # Errors
     /// [`RemoteError::NotInMirror`] for a path outside the root; `PathMissing` when the

@@ -25,7 +25,6 @@ mod source;
 mod ssh;
 
 pub use backoff::Backoff;
-pub use cache::{MirrorState, STATE_DIR, evict, write_atomically};
 pub use control::{control_dir, install_exit_cleanup, shutdown};
 pub use error::RemoteError;
 pub use mirror::{

@@ -7,7 +7,7 @@
 
 use std::fmt::Write as _;
 
-/// How the remote host lists files, found by [`probe`] once per connection.
+/// How the remote host lists files, found by a probe once per mirror.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Lister {
     /// GNU find's `-printf '%i %s %T@ %P\0'` (mtime with fractions of a second) and

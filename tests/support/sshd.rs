@@ -307,6 +307,15 @@ impl Sshd {
         panic!("sshd did not restart on port {}", self.port);
     }
 
+    /// The control masters running for this server (processes of its ssh_config with
+    /// ControlMaster=yes).
+    pub fn masters(&self) -> Vec<String> {
+        processes_mentioning(&self.ssh_config().display().to_string())
+            .into_iter()
+            .filter(|p| p.contains("ControlMaster=yes"))
+            .collect()
+    }
+
     /// The server's log so far.
     pub fn log(&self) -> String {
         std::fs::read_to_string(self.dir.path().join("sshd.log")).unwrap_or_default()
