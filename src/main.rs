@@ -379,7 +379,12 @@ fn main() -> ExitCode {
     // Declared before everything that reads the captures, so it is dropped last: its
     // mirrors' ssh masters end when main returns.
     let mut sources = Sources::new(args.remote, json);
-    let result = if args.watch.is_empty() {
+    let result = if args.vs.is_some() && args.watch.is_empty() {
+        Err(
+            "--vs compares followed captures (with --watch); for two captures give them as A B"
+                .into(),
+        )
+    } else if args.watch.is_empty() {
         run(
             args.command,
             &args.captures,

@@ -123,6 +123,12 @@ fn attempt_picks_one_on_both_sides_and_attempt_a_b_per_side() {
         w["pairs"][w["first_divergence"].as_u64().unwrap() as usize]["key"].clone()
     };
     assert_eq!(first(&json), first(&direct));
+    // One path at two attempts is two inputs: no "same input" note.
+    assert!(
+        notes(&json).iter().all(|n| !n.contains("same input")),
+        "{:?}",
+        notes(&json)
+    );
     assert_eq!(json["diff"]["windows"][0]["a"]["attempt"], 1);
     assert_eq!(json["diff"]["windows"][0]["b"]["attempt"], 2);
     // --attempt sets both sides; --attempt-b overrides it for B.

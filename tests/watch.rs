@@ -248,3 +248,44 @@ fn a_source_that_cannot_be_read_at_start_exits_2() {
         ("source".into(), "lost".into())
     );
 }
+
+/// Two runs under one watched directory hold windows alike in rank, label, match, occurrence
+/// and attempt: they are two windows (told apart by `file`), each with its own findings.
+#[test]
+fn two_runs_under_one_directory_are_two_windows() {
+    let dir = tempfile::tempdir().unwrap();
+    let watch = Watch::start(&[dir.path().as_os_str()]);
+    watch.next("source", is("source"));
+    land(&dir.path().join("run_a"), "a", 0);
+    land(&dir.path().join("run_b"), "b", 0);
+    let mut files = Vec::new();
+    while files.len() < 2 {
+        let w = watch.next("window", is("window"));
+        files.push(w["file"].as_str().unwrap().to_string());
+    }
+    files.sort();
+    assert!(
+        files[0].contains("run_a/") && files[1].contains("run_b/"),
+        "{files:?}"
+    );
+    let nonfinite = watch.next("first_nonfinite", |e| {
+        e["kind"] == "first_nonfinite" && e.get("cleared").is_none()
+    });
+    assert!(
+        nonfinite["file"].as_str().unwrap().contains("run_b/"),
+        "{nonfinite}"
+    );
+    // Touching the finite run changes nothing: no event flips.
+    std::thread::sleep(Duration::from_millis(600));
+    let _ = watch.lines.try_iter().count();
+    let a = dir.path().join("run_a/rank0/match1-occ1/manifest.json");
+    let bytes = std::fs::read(&a).unwrap();
+    std::fs::write(&a, &bytes).unwrap();
+    std::thread::sleep(Duration::from_millis(1500));
+    let flips: Vec<Value> = watch
+        .lines
+        .try_iter()
+        .filter(|e| e["kind"] == "first_nonfinite")
+        .collect();
+    assert!(flips.is_empty(), "{flips:?}");
+}

@@ -405,7 +405,14 @@ impl App {
         let Some(loaded) = &self.loaded else { return };
         if loaded.windows.is_empty() {
             self.rows.clear();
-            self.message = Some("nothing to show: the two captures share no rank (see `dumpview diff` for the missing windows)".to_string());
+            let message = if !loaded.session.a.windows.is_empty() {
+                "nothing to show: the two captures share no rank (see `dumpview diff` for the missing windows)"
+            } else if self.watch.is_some() {
+                "waiting for dumps: no window has landed yet"
+            } else {
+                "nothing to show: the capture holds no window"
+            };
+            self.message = Some(message.to_string());
             return;
         }
         self.window = index.min(loaded.windows.len() - 1);

@@ -90,13 +90,16 @@ pub fn load_captures(
     for (i, path) in captures.iter().enumerate() {
         let mut dump = load_capture(std::slice::from_ref(path), attempts.side(i), json)?;
         let earlier = (0..i).find_map(|j| {
-            same_input(
-                std::slice::from_ref(&captures[j]),
-                &dumps[j],
-                std::slice::from_ref(path),
-                &dump,
-            )
-            .map(|note| (j, note))
+            // One path read at two attempts is two inputs: only identical records are said.
+            let same_attempt = attempts.side(i) == attempts.side(j);
+            let paths = |k: usize| -> &[PathBuf] {
+                if same_attempt {
+                    std::slice::from_ref(&captures[k])
+                } else {
+                    &[]
+                }
+            };
+            same_input(paths(j), &dumps[j], paths(i), &dump).map(|note| (j, note))
         });
         if let Some((j, mut note)) = earlier {
             note.message = if captures.len() > 2 {

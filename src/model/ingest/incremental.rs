@@ -24,6 +24,14 @@ pub struct Fingerprint {
 }
 
 impl Fingerprint {
+    /// How long ago the file last changed (zero for a time in the future).
+    pub fn age(&self) -> std::time::Duration {
+        let now = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_nanos() as i128);
+        std::time::Duration::from_nanos((now - self.mtime_ns).clamp(0, u64::MAX as i128) as u64)
+    }
+
     /// The fingerprint of `path` now.
     ///
     /// # Errors
@@ -45,6 +53,16 @@ impl Fingerprint {
             inode,
         })
     }
+}
+
+/// How long after its last change a file is taken as written: a younger one that reads as
+/// less than before may be mid-rewrite.
+pub const SETTLE_AGE: std::time::Duration = std::time::Duration::from_millis(500);
+
+/// True when `new` holds fewer records than `old`, or lost evidence `old` did not (a cut).
+fn holds_less(new: &(Window, Vec<Warning>), old: &(Window, Vec<Warning>)) -> bool {
+    new.0.records.len() < old.0.records.len()
+        || (crate::model::dump::any_lost(&new.1) && !crate::model::dump::any_lost(&old.1))
 }
 
 /// One file's last reading.
@@ -126,21 +144,30 @@ impl Incremental {
             let after = Fingerprint::of(path).ok();
             let stable = now.is_some() && now == after;
             let previous = self.files.remove(path);
-            let result = match (result, previous) {
-                (Ok(read), _) => Ok(read),
-                // A half-written rewrite: keep what the last good reading held.
+            // A file written in place (msprobe's dump.json: truncated, then written) is cut
+            // short or empty for a moment: a reading of a file younger than SETTLE_AGE that
+            // holds less than the last good one keeps the last good one, and is read again.
+            let young = now.is_some_and(|f| f.age() < SETTLE_AGE);
+            let (result, settled) = match (result, previous) {
+                (
+                    Ok(read),
+                    Some(Cached {
+                        result: Ok(old), ..
+                    }),
+                ) if young && holds_less(&read, &old) => (Ok(old), false),
+                (Ok(read), _) => (Ok(read), true),
                 (
                     Err(_),
                     Some(Cached {
                         result: Ok(old), ..
                     }),
-                ) if !stable => Ok(old),
-                (Err(e), _) => Err(e),
+                ) if !stable || young => (Ok(old), false),
+                (Err(e), _) => (Err(e), true),
             };
             self.files.insert(
                 path.clone(),
                 Cached {
-                    fingerprint: stable.then_some(now).flatten(),
+                    fingerprint: (stable && settled).then_some(now).flatten(),
                     result,
                 },
             );

@@ -11,7 +11,11 @@ use crate::model::dump::{Dump, Warning, Window};
 /// sets in the same order (byte-identical manifests, a copied directory). `None` otherwise,
 /// and when either side holds no window.
 pub fn same_input(a_paths: &[PathBuf], a: &Dump, b_paths: &[PathBuf], b: &Dump) -> Option<Warning> {
-    let file = b_paths.first().or(a_paths.first())?.clone();
+    let file = b_paths
+        .first()
+        .or(a_paths.first())
+        .cloned()
+        .or_else(|| b.windows.first().map(|w| w.source.clone()))?;
     if !a_paths.is_empty() && canonical(a_paths) == canonical(b_paths) {
         return Some(Warning::note(
             file,

@@ -27,6 +27,10 @@ pub struct WindowKey {
     pub occurrence: u32,
     /// Which run into the dump directory wrote it.
     pub attempt: u32,
+    /// The file the window was read from (a remote source's: its copy in the local cache):
+    /// two windows alike in everything else (two runs under one watched directory) are
+    /// still two.
+    pub file: String,
 }
 
 impl WindowKey {
@@ -39,6 +43,7 @@ impl WindowKey {
             match_index: window.match_index,
             occurrence: window.occurrence,
             attempt: window.attempt,
+            file: window.source.display().to_string(),
         }
     }
 }

@@ -80,6 +80,7 @@ mod tests {
             match_index: 1,
             occurrence: records,
             attempt: 1,
+            file: "run/rank0/match1-occ1/manifest.json".into(),
         }
     }
 
