@@ -150,3 +150,35 @@ fn two_remote_sources_merge_and_a_rank_they_share_is_said() {
     expected.sort();
     assert_eq!(seen, expected);
 }
+
+/// sshd killed mid-watch: the watch says the source is lost and retrying, keeps what it has,
+/// and once the server is back it reconnects and catches up with what landed meanwhile.
+#[test]
+fn a_watch_survives_sshd_killed_and_restarted_and_catches_up() {
+    let Some(mut server) = Sshd::start() else {
+        eprintln!("skipped: no sshd");
+        return;
+    };
+    let remote = server.path().join("dumps");
+    land(&remote, "a", 0);
+    let cache = tempfile::tempdir().unwrap();
+    let source = server.url(&remote);
+    let watch = Watch::start(&server, cache.path(), std::slice::from_ref(&source));
+    watch.next("window 0", |e| e["kind"] == "window" && e["rank"] == 0);
+    server.stop();
+    let lost = watch.next("lost", |e| e["kind"] == "source" && e["state"] == "lost");
+    assert_eq!(lost["source"], source);
+    watch.next("retrying", |e| {
+        e["kind"] == "source" && e["state"] == "retrying"
+    });
+    // Lands while the server is down: nothing can see it yet.
+    land(&remote, "b", 1);
+    server.restart();
+    watch.next("connected again", |e| {
+        e["kind"] == "source" && e["state"] == "connected"
+    });
+    let nonfinite = watch.next("rank 1's first non-finite", |e| {
+        e["kind"] == "first_nonfinite" && e["rank"] == 1 && e.get("cleared").is_none()
+    });
+    assert_eq!(nonfinite["stage"], "layers.3.mlp_up#1");
+}
