@@ -403,7 +403,7 @@ fn main() -> ExitCode {
         };
         watch_workbench(&request, &attempts, json, &mut sources)
     };
-    let code = finish(result);
+    let code = finish(result, json);
     drop(sources);
     code
 }
@@ -635,11 +635,19 @@ fn watch(
     })
 }
 
-fn finish(result: Result<Outcome, cli::CliError>) -> ExitCode {
+/// The exit status of `result`; an error goes to stderr and, with `--json`, also as a JSON
+/// document on stdout (`{"error": …, "warnings": []}`), so a script always has one to parse.
+fn finish(result: Result<Outcome, cli::CliError>, json: bool) -> ExitCode {
     match result {
         Ok(outcome) => ExitCode::from(outcome.exit_code()),
         Err(error) => {
             eprintln!("dumpview: error: {error}");
+            if json {
+                println!(
+                    "{}",
+                    serde_json::json!({"error": error.to_string(), "warnings": []})
+                );
+            }
             ExitCode::from(2)
         }
     }

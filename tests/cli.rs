@@ -579,3 +579,25 @@ fn the_workbench_takes_the_diffs_tolerances() {
     let (code, _, err) = run_in_repo(&["demo", "--rtol", "1e-3"]);
     assert_ne!(code, 2, "{err}");
 }
+
+/// With `--json`, an input error is a JSON document too (and exit 2): a script always has
+/// something to parse.
+#[test]
+fn an_input_error_with_json_prints_an_error_document() {
+    let out = dumpview()
+        .args(["scan", "/nonexistent/dump", "--json"])
+        .assert()
+        .code(2)
+        .get_output()
+        .clone();
+    let value: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert!(
+        value["error"]
+            .as_str()
+            .unwrap()
+            .starts_with("/nonexistent/dump: "),
+        "{value}"
+    );
+    assert_eq!(value["warnings"], serde_json::json!([]));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("dumpview: error: /nonexistent/dump"));
+}
