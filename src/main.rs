@@ -80,7 +80,7 @@ struct Sources {
     args: RemoteArgs,
     json: bool,
     options: Option<remote::SshOptions>,
-    mirrors: Vec<remote::Mirror>,
+    mirrors: Vec<SharedMirror>,
 }
 
 impl Sources {
@@ -118,8 +118,8 @@ impl Sources {
             remote::SourceSpec::Local(local) => return Ok(local),
             remote::SourceSpec::Remote(spec) => spec,
         };
-        if let Some(mirror) = self.mirrors.iter().find(|m| m.spec() == &spec) {
-            return Ok(mirror.root().to_path_buf());
+        if let Some(mirror) = self.mirrors.iter().find(|m| lock(m).spec() == &spec) {
+            return Ok(lock(mirror).root().to_path_buf());
         }
         let options = self.options()?;
         let snapshot = remote::snapshot(&spec, options).map_err(|error| {
@@ -153,7 +153,8 @@ impl Sources {
             );
         }
         let root = mirror.root().to_path_buf();
-        self.mirrors.push(snapshot.mirror);
+        self.mirrors
+            .push(std::sync::Arc::new(std::sync::Mutex::new(snapshot.mirror)));
         Ok(root)
     }
 
@@ -182,10 +183,52 @@ impl Sources {
     /// Brings `file` into the cache when it lies in a remote capture's mirror (a saved
     /// tensor a report compares); nothing for a local file.
     fn fetch(&mut self, file: &Path) -> Result<(), String> {
-        match self.mirrors.iter_mut().find(|m| file.starts_with(m.root())) {
-            Some(mirror) => mirror.fetch(file).map_err(|e| e.to_string()),
+        MirrorFetcher(self.mirrors.clone()).fetch_if_owned(file)
+    }
+
+    /// The fetcher of the remote captures' saved tensors, for the workbench (`t`); `None`
+    /// when every capture is local.
+    fn fetcher(&self) -> Option<std::sync::Arc<dyn dumpview::runtime::fetch::Fetcher>> {
+        (!self.mirrors.is_empty()).then(|| {
+            std::sync::Arc::new(MirrorFetcher(self.mirrors.clone()))
+                as std::sync::Arc<dyn dumpview::runtime::fetch::Fetcher>
+        })
+    }
+}
+
+/// A remote capture's mirror, shared with the workbench's comparison job that fetches its
+/// saved tensors on demand.
+type SharedMirror = std::sync::Arc<std::sync::Mutex<remote::Mirror>>;
+
+fn lock(mirror: &SharedMirror) -> std::sync::MutexGuard<'_, remote::Mirror> {
+    mirror
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
+/// Fetches files of the mirrors it holds.
+struct MirrorFetcher(Vec<SharedMirror>);
+
+impl MirrorFetcher {
+    fn owner(&self, path: &Path) -> Option<&SharedMirror> {
+        self.0.iter().find(|m| path.starts_with(lock(m).root()))
+    }
+
+    fn fetch_if_owned(&self, file: &Path) -> Result<(), String> {
+        match self.owner(file) {
+            Some(mirror) => lock(mirror).fetch(file).map_err(|e| e.to_string()),
             None => Ok(()),
         }
+    }
+}
+
+impl dumpview::runtime::fetch::Fetcher for MirrorFetcher {
+    fn owns(&self, path: &Path) -> bool {
+        self.owner(path).is_some()
+    }
+
+    fn fetch(&self, path: &Path) -> Result<(), String> {
+        self.fetch_if_owned(path)
     }
 }
 
@@ -425,30 +468,25 @@ fn run(
             tolerance: tolerance.clone(),
         },
         (None, [a]) => {
-            return workbench(
-                dumpview::runtime::Source::Files {
-                    a: sources.local(a)?,
-                    b: None,
-                    attempt_a: attempts.side(0),
-                    attempt_b: attempts.side(1),
-                },
-                tolerance,
-                &attempts,
-                json,
-            );
+            let source = dumpview::runtime::Source::Files {
+                a: sources.local(a)?,
+                b: None,
+                attempt_a: attempts.side(0),
+                attempt_b: attempts.side(1),
+            };
+            // A remote capture's saved tensors come when `t` needs them.
+            let _fetching = sources.fetcher().map(dumpview::runtime::fetch::register);
+            return workbench(source, tolerance, &attempts, json);
         }
         (None, [a, b, ..]) => {
-            return workbench(
-                dumpview::runtime::Source::Files {
-                    a: sources.local(a)?,
-                    b: Some(sources.local(b)?),
-                    attempt_a: attempts.side(0),
-                    attempt_b: attempts.side(1),
-                },
-                tolerance,
-                &attempts,
-                json,
-            );
+            let source = dumpview::runtime::Source::Files {
+                a: sources.local(a)?,
+                b: Some(sources.local(b)?),
+                attempt_a: attempts.side(0),
+                attempt_b: attempts.side(1),
+            };
+            let _fetching = sources.fetcher().map(dumpview::runtime::fetch::register);
+            return workbench(source, tolerance, &attempts, json);
         }
     };
     match command {

@@ -1188,6 +1188,29 @@ fn the_workbench_opens_two_remote_captures_and_ends_their_connection_at_quit() {
     assert!(s.text.contains("NaN/inf counts differ"), "{}", s.text);
     // Two sources on one host through two spellings (an address, an alias): one master each.
     assert_eq!(server.masters().len(), 2, "{:?}", server.masters());
+    // The saved tensors were not fetched with the snapshot: t fetches them, then compares,
+    // with the answer of the local files.
+    let cached = |side: &str| {
+        walk(&cache)
+            .into_iter()
+            .filter(|p| p.to_string_lossy().contains(&format!("pair/{side}/")))
+            .filter(|p| p.extension().is_some_and(|e| e == "safetensors"))
+            .count()
+    };
+    assert_eq!((cached("a"), cached("b")), (0, 0));
+    t.keys(&["t"]);
+    let s = t.wait("the tensor comparison popup", |s| {
+        s.text.contains("allclose") && s.text.contains("max_abs_diff")
+    });
+    for expected in [
+        "tensors · rank 0 · layers.3.mlp_up#1",
+        "allclose NO: 318 of 5504 mismatch",
+        "max_abs_diff    127.91015625 at [5, 100]",
+    ] {
+        assert!(s.text.contains(expected), "{expected:?} in:\n{}", s.text);
+    }
+    assert_eq!((cached("a"), cached("b")), (1, 1));
+    t.keys(&["Escape"]);
     t.keys(&["q"]);
     let (status, restored) = t.wait_exit();
     assert_eq!(status, 0);
@@ -1197,4 +1220,21 @@ fn the_workbench_opens_two_remote_captures_and_ends_their_connection_at_quit() {
         assert!(Instant::now() < deadline, "{:?}", server.masters());
         std::thread::sleep(POLL);
     }
+}
+
+/// Every file under `root`.
+fn walk(root: &Path) -> Vec<PathBuf> {
+    let mut out = Vec::new();
+    let Ok(entries) = std::fs::read_dir(root) else {
+        return out;
+    };
+    for entry in entries.flatten() {
+        let path = entry.path();
+        if path.is_dir() {
+            out.extend(walk(&path));
+        } else {
+            out.push(path);
+        }
+    }
+    out
 }

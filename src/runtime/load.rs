@@ -188,7 +188,8 @@ fn saved_in(session: &Session, window: &Window) -> HashMap<String, PathBuf> {
             .tensor_path(dir)
             .ok()
             .flatten()
-            .filter(|p| p.is_file())
+            // A remote capture's tensors are listed before they are fetched.
+            .filter(|p| p.is_file() || super::fetch::fetchable(p))
         {
             saved.insert(key, path);
         }

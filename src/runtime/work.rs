@@ -24,7 +24,13 @@ pub fn spawn<E: From<JobUpdate> + Send + 'static>(jobs: &mut Jobs<E>, spec: JobS
     let slot = spec.slot();
     match spec {
         JobSpec::Compare { a, b, .. } => {
-            jobs.spawn(slot, "the comparison", move |cx| compare(cx, a, b));
+            jobs.spawn(slot, "the comparison", move |cx| {
+                // A remote capture's tensors come now, when the comparison needs them.
+                for file in [&a, &b] {
+                    super::fetch::ensure(file).map_err(JobError::Failed)?;
+                }
+                compare(cx, a, b)
+            });
         }
         JobSpec::Export {
             markdown,
