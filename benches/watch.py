@@ -7,11 +7,13 @@
   the latency is from the rename to the `window` event of that rank on stdout.
 - screen: the workbench (`dumpview --watch DIR`) in tmux; the latency is from the rename to the
   first capture of the pane whose header counts the new window (`[k/k]`).
+- ssh: the same headless watch over loopback ssh (`ssh://127.0.0.1:PORT/DIR`), against an sshd
+  this script starts on a free port with throwaway keys (skipped when /usr/sbin/sshd is absent),
+  at the default 1 s poll; the latency includes waiting for the next listing.
 - idle: the CPU time (user + system, /proc/<pid>/stat) of a headless watch over --idle seconds
   with nothing landing, as a fraction of one core.
 
-Goals: local <= 0.5 s (p95), idle CPU under 1% of one core. (Remote figures come with the ssh
-sources: docs/watch.md.)
+Goals: local <= 0.5 s, ssh <= 2 s (p95) at the default poll; idle CPU under 1% of one core.
 """
 
 import argparse
@@ -104,6 +106,73 @@ def screen(binary, landings):
     return latencies
 
 
+def start_sshd(work):
+    """An sshd on 127.0.0.1 (free port, throwaway keys); returns (process, ssh command)."""
+    import socket
+    if not os.path.exists("/usr/sbin/sshd"):
+        return None, None
+    if os.geteuid() == 0:
+        os.makedirs("/run/sshd", exist_ok=True)
+    for key in ("host_key", "client_key"):
+        subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", os.path.join(work, key)], check=True)
+    shutil.copy(os.path.join(work, "client_key.pub"), os.path.join(work, "authorized_keys"))
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    config = os.path.join(work, "sshd_config")
+    with open(config, "w") as handle:
+        handle.write("ListenAddress 127.0.0.1\nPort %d\nHostKey %s/host_key\nAuthorizedKeysFile %s/authorized_keys\n"
+                     "PidFile %s/sshd.pid\nStrictModes no\nUsePAM no\nPermitRootLogin prohibit-password\n"
+                     "PasswordAuthentication no\nKbdInteractiveAuthentication no\n" % (port, work, work, work))
+    with open(os.path.join(work, "host_key.pub")) as handle:
+        host_key = handle.read().strip()
+    with open(os.path.join(work, "known_hosts"), "w") as handle:
+        handle.write("[127.0.0.1]:%d %s\n" % (port, host_key))
+    client = os.path.join(work, "ssh_config")
+    with open(client, "w") as handle:
+        handle.write("Host *\n  IdentityFile %s/client_key\n  UserKnownHostsFile %s/known_hosts\n"
+                     "  StrictHostKeyChecking yes\n  IdentitiesOnly yes\n" % (work, work))
+    proc = subprocess.Popen(["/usr/sbin/sshd", "-D", "-e", "-f", config, "-p", str(port)],
+                            stderr=subprocess.DEVNULL)
+    time.sleep(0.5)
+    return proc, (port, "ssh -F %s" % client)
+
+
+def over_ssh(binary, landings):
+    work = tempfile.mkdtemp(prefix="dv-watch-ssh-")
+    server, found = start_sshd(work)
+    if server is None:
+        return []
+    port, ssh = found
+    root = os.path.join(work, "dumps")
+    os.makedirs(root)
+    proc = subprocess.Popen([binary, "watch", "ssh://127.0.0.1:%d%s" % (port, root), "--json",
+                             "--ssh-command", ssh, "--cache-dir", os.path.join(work, "cache")],
+                            stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+    seen = {}
+    def read():
+        for line in proc.stdout:
+            event = json.loads(line)
+            if event["kind"] == "window":
+                seen.setdefault(event["rank"], time.monotonic())
+    threading.Thread(target=read, daemon=True).start()
+    time.sleep(2.0)
+    latencies = []
+    for rank in range(landings):
+        renamed = land(root, rank)
+        deadline = time.monotonic() + 15
+        while rank not in seen and time.monotonic() < deadline:
+            time.sleep(0.005)
+        latencies.append(seen.get(rank, float("inf")) - renamed)
+        time.sleep(0.3)
+    proc.terminate()
+    proc.wait()
+    server.kill()
+    server.wait()
+    shutil.rmtree(work, ignore_errors=True)
+    return latencies
+
+
 def idle_cpu(binary, seconds):
     root = tempfile.mkdtemp(prefix="dv-watch-idle-")
     land(root, 0)
@@ -132,18 +201,24 @@ def main():
         sys.exit("%s missing: cargo build --release first (or --bin)" % args.bin)
     head = headless(args.bin, args.landings)
     scr = screen(args.bin, args.landings)
+    ssh = over_ssh(args.bin, args.landings)
     idle = idle_cpu(args.bin, args.idle)
     print("headless event latency: median %.3f s, p95 %.3f s over %d landings" % (
         statistics.median(head), percentile(head, 0.95), len(head)))
     if scr:
         print("screen latency:         median %.3f s, p95 %.3f s over %d landings" % (
             statistics.median(scr), percentile(scr, 0.95), len(scr)))
+    if ssh:
+        print("ssh event latency:      median %.3f s, p95 %.3f s over %d landings (1 s poll)" % (
+            statistics.median(ssh), percentile(ssh, 0.95), len(ssh)))
     print("idle watch CPU:         %.3f%% of one core over %.0f s" % (100 * idle, args.idle))
     print("RESULT local_event_p50_s=%.3f local_event_p95_s=%.3f local_screen_p50_s=%.3f "
-          "local_screen_p95_s=%.3f idle_cpu_pct=%.3f" % (
+          "local_screen_p95_s=%.3f ssh_event_p50_s=%.3f ssh_event_p95_s=%.3f idle_cpu_pct=%.3f" % (
               statistics.median(head), percentile(head, 0.95),
               statistics.median(scr) if scr else float("nan"),
-              percentile(scr, 0.95) if scr else float("nan"), 100 * idle))
+              percentile(scr, 0.95) if scr else float("nan"),
+              statistics.median(ssh) if ssh else float("nan"),
+              percentile(ssh, 0.95) if ssh else float("nan"), 100 * idle))
 
 
 if __name__ == "__main__":
