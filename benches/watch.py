@@ -138,11 +138,20 @@ def start_sshd(work):
     return proc, (port, "ssh -F %s" % client)
 
 
-def over_ssh(binary, landings):
+def cpu_seconds(pid):
+    """User + system CPU seconds of process ``pid`` so far (/proc/<pid>/stat)."""
+    with open("/proc/%d/stat" % pid) as handle:
+        fields = handle.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def over_ssh(binary, landings, idle):
+    """Latencies of ``landings`` over loopback ssh, and the watch's idle CPU (fraction of a
+    core over ``idle`` s, its ssh children not counted) afterwards."""
     work = tempfile.mkdtemp(prefix="dv-watch-ssh-")
     server, found = start_sshd(work)
     if server is None:
-        return []
+        return [], float("nan")
     port, ssh = found
     root = os.path.join(work, "dumps")
     os.makedirs(root)
@@ -165,12 +174,15 @@ def over_ssh(binary, landings):
             time.sleep(0.005)
         latencies.append(seen.get(rank, float("inf")) - renamed)
         time.sleep(0.3)
+    start, t0 = cpu_seconds(proc.pid), time.monotonic()
+    time.sleep(idle)
+    idle_fraction = (cpu_seconds(proc.pid) - start) / (time.monotonic() - t0)
     proc.terminate()
     proc.wait()
     server.kill()
     server.wait()
     shutil.rmtree(work, ignore_errors=True)
-    return latencies
+    return latencies, idle_fraction
 
 
 def idle_cpu(binary, seconds):
@@ -178,13 +190,9 @@ def idle_cpu(binary, seconds):
     land(root, 0)
     proc = subprocess.Popen([binary, "watch", root, "--json"], stdout=subprocess.DEVNULL)
     time.sleep(2.0)
-    def cpu():
-        with open("/proc/%d/stat" % proc.pid) as handle:
-            fields = handle.read().rsplit(")", 1)[1].split()
-        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-    start, t0 = cpu(), time.monotonic()
+    start, t0 = cpu_seconds(proc.pid), time.monotonic()
     time.sleep(seconds)
-    used, elapsed = cpu() - start, time.monotonic() - t0
+    used, elapsed = cpu_seconds(proc.pid) - start, time.monotonic() - t0
     proc.kill()
     proc.wait()
     shutil.rmtree(root)
@@ -201,7 +209,7 @@ def main():
         sys.exit("%s missing: cargo build --release first (or --bin)" % args.bin)
     head = headless(args.bin, args.landings)
     scr = screen(args.bin, args.landings)
-    ssh = over_ssh(args.bin, args.landings)
+    ssh, ssh_idle = over_ssh(args.bin, args.landings, args.idle)
     idle = idle_cpu(args.bin, args.idle)
     print("headless event latency: median %.3f s, p95 %.3f s over %d landings" % (
         statistics.median(head), percentile(head, 0.95), len(head)))
@@ -211,14 +219,15 @@ def main():
     if ssh:
         print("ssh event latency:      median %.3f s, p95 %.3f s over %d landings (1 s poll)" % (
             statistics.median(ssh), percentile(ssh, 0.95), len(ssh)))
+        print("idle ssh watch CPU:     %.3f%% of one core over %.0f s (dumpview only)" % (100 * ssh_idle, args.idle))
     print("idle watch CPU:         %.3f%% of one core over %.0f s" % (100 * idle, args.idle))
     print("RESULT local_event_p50_s=%.3f local_event_p95_s=%.3f local_screen_p50_s=%.3f "
-          "local_screen_p95_s=%.3f ssh_event_p50_s=%.3f ssh_event_p95_s=%.3f idle_cpu_pct=%.3f" % (
+          "local_screen_p95_s=%.3f ssh_event_p50_s=%.3f ssh_event_p95_s=%.3f ssh_idle_cpu_pct=%.3f idle_cpu_pct=%.3f" % (
               statistics.median(head), percentile(head, 0.95),
               statistics.median(scr) if scr else float("nan"),
               percentile(scr, 0.95) if scr else float("nan"),
               statistics.median(ssh) if ssh else float("nan"),
-              percentile(ssh, 0.95) if ssh else float("nan"), 100 * idle))
+              percentile(ssh, 0.95) if ssh else float("nan"), 100 * ssh_idle, 100 * idle))
 
 
 if __name__ == "__main__":
