@@ -249,6 +249,16 @@ const CASES: &[Case] = &[
     },
 ];
 
+/// How stderr names `message` of an input with exit `status`: an error (exit 2), a note (the
+/// one note of the corpus: a window with no records, nothing lost), else a warning.
+fn kind_of(status: i32, message: &str) -> &'static str {
+    match status {
+        2 => "error",
+        _ if message.starts_with("holds no records") => "note",
+        _ => "warning",
+    }
+}
+
 fn assert_named(stderr: &str, path: &Path, kind: &str, message: &str) {
     let line = format!("dumpview: {kind}: {}: {message}", path.display());
     assert!(stderr.contains(&line), "expected {line:?} in:\n{stderr}");
@@ -280,9 +290,8 @@ fn scan_of_each_bad_input_has_the_exact_status_and_names_file_and_problem() {
         let path = fixture(case.name);
         let run = dumpview([Path::new("scan"), &path]);
         assert_eq!(run.code, case.scan, "{}:\n{}", case.name, run.stderr);
-        let kind = if case.scan == 2 { "error" } else { "warning" };
         for message in case.messages {
-            assert_named(&run.stderr, &path, kind, message);
+            assert_named(&run.stderr, &path, kind_of(case.scan, message), message);
         }
         match case.records {
             Some(n) => {
@@ -336,9 +345,8 @@ fn diff_of_each_bad_input_against_a_good_manifest_has_the_exact_status() {
         let path = fixture(case.name);
         let run = dumpview([Path::new("diff"), &path, &good()]);
         assert_eq!(run.code, case.diff, "{}:\n{}", case.name, run.stderr);
-        let kind = if case.diff == 2 { "error" } else { "warning" };
         for message in case.messages {
-            assert_named(&run.stderr, &path, kind, message);
+            assert_named(&run.stderr, &path, kind_of(case.diff, message), message);
         }
         // The other way round: the bad side is B; the same message, no panic.
         let run = dumpview([Path::new("diff"), &good(), &path]);
@@ -349,7 +357,7 @@ fn diff_of_each_bad_input_against_a_good_manifest_has_the_exact_status() {
             run.code
         );
         for message in case.messages {
-            assert_named(&run.stderr, &path, kind, message);
+            assert_named(&run.stderr, &path, kind_of(case.diff, message), message);
         }
     }
 }

@@ -69,7 +69,7 @@ pub fn load_capture(paths: &[PathBuf], attempt: Attempt, json: bool) -> Result<D
         eprintln!();
     }
     for warning in &dump.warnings {
-        eprintln!("dumpview: warning: {warning}");
+        eprintln!("dumpview: {}: {warning}", label(warning));
     }
     Ok(dump)
 }
@@ -107,10 +107,19 @@ pub fn load_captures(
             } else {
                 format!("A and B: {}", note.message)
             };
-            eprintln!("dumpview: warning: {note}");
+            eprintln!("dumpview: {}: {note}", label(&note));
             dump.warnings.push(note);
         }
         dumps.push(dump);
     }
     Ok(dumps)
+}
+
+/// How stderr names a warning: `warning` for lost evidence, `note` for what loses nothing.
+fn label(warning: &crate::model::dump::Warning) -> &'static str {
+    if warning.loses_evidence() {
+        "warning"
+    } else {
+        "note"
+    }
 }
