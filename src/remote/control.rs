@@ -10,7 +10,15 @@ use std::process::{Child, Command};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Mutex, OnceLock, Weak, mpsc};
 
-use super::ssh::Connection;
+/// What the registry holds of a connection: a master it can end at shutdown. A trait, so
+/// that this module never names the connection type (`ssh` uses this module, not the other
+/// way round).
+pub(crate) trait Master: Send + Sync + 'static {
+    /// Ends the connection's master now, without waiting on its locks.
+    fn stop_master(&self);
+    /// The connection as `Any`, for [`find`] to hand back its own type.
+    fn as_any(self: std::sync::Arc<Self>) -> std::sync::Arc<dyn std::any::Any + Send + Sync>;
+}
 
 /// The process's control directory and the connections whose sockets live in it.
 struct Registry {
@@ -18,7 +26,7 @@ struct Registry {
     /// with the last.
     dir: Option<PathBuf>,
     /// Every connection made, live or not (dead ones are pruned as new ones come).
-    connections: Vec<Weak<Connection>>,
+    connections: Vec<Weak<dyn Master>>,
 }
 
 fn registry() -> &'static Mutex<Registry> {
@@ -55,14 +63,14 @@ pub(crate) fn connection_dir() -> io::Result<PathBuf> {
 }
 
 /// Registers a live connection so that [`shutdown`] can reach it.
-pub(crate) fn register(connection: Weak<Connection>) {
+pub(crate) fn register(connection: Weak<dyn Master>) {
     let mut registry = lock();
     registry.connections.retain(|c| c.strong_count() > 0);
     registry.connections.push(connection);
 }
 
 /// A live connection to the same destination, to share one master per host.
-pub(crate) fn find(same: impl Fn(&Connection) -> bool) -> Option<std::sync::Arc<Connection>> {
+pub(crate) fn find<T: Master>(same: impl Fn(&T) -> bool) -> Option<std::sync::Arc<T>> {
     // Upgraded under the lock, compared and dropped after it: dropping the last handle of a
     // connection runs its teardown, which takes the lock.
     let live: Vec<_> = lock()
@@ -70,7 +78,9 @@ pub(crate) fn find(same: impl Fn(&Connection) -> bool) -> Option<std::sync::Arc<
         .iter()
         .filter_map(Weak::upgrade)
         .collect();
-    live.into_iter().find(|c| same(c))
+    live.into_iter()
+        .filter_map(|c| c.as_any().downcast::<T>().ok())
+        .find(|c| same(c))
 }
 
 /// Called by a connection that has stopped: removes the control directory when no live

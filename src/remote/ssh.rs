@@ -66,6 +66,16 @@ pub(crate) struct Ran {
     pub stdout_bytes: u64,
 }
 
+impl control::Master for Connection {
+    fn stop_master(&self) {
+        Connection::stop_master(self);
+    }
+
+    fn as_any(self: Arc<Self>) -> Arc<dyn std::any::Any + Send + Sync> {
+        self
+    }
+}
+
 impl Connection {
     /// The live connection to `spec`'s destination with these options, or a new one with
     /// its master started.
@@ -83,7 +93,7 @@ impl Connection {
             host: spec.host.clone(),
             port: spec.port,
         };
-        if let Some(live) = control::find(|c| c.destination == destination) {
+        if let Some(live) = control::find(|c: &Connection| c.destination == destination) {
             live.ensure_master()?;
             return Ok(live);
         }
@@ -98,7 +108,8 @@ impl Connection {
             master: Mutex::new(None),
             master_pid: AtomicI32::new(0),
         });
-        control::register(Arc::downgrade(&connection));
+        let weak: std::sync::Weak<Connection> = Arc::downgrade(&connection);
+        control::register(weak);
         connection.ensure_master()?;
         Ok(connection)
     }
