@@ -3,14 +3,13 @@
 
 use std::collections::HashSet;
 use std::io::Write;
-use std::sync::mpsc::{RecvTimeoutError, channel};
+use std::sync::mpsc::RecvTimeoutError;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
-use super::{Followed, SETTLE, Signal, WatchOptions, follow, merge};
+use super::{Captures, Followed, WatchOptions, merge};
 use crate::model::analysis::Analysis;
 use crate::model::analysis::compare::Tolerances;
 use crate::model::dump::{Dump, Warning};
-use crate::model::ingest::Incremental;
 use crate::model::watch::{SourceState, Tracker, WatchEvent, snapshot};
 
 /// What `dumpview watch` was asked.
@@ -62,19 +61,7 @@ pub fn run(args: &Headless, out: &mut dyn Write) -> std::io::Result<u8> {
         }
         return Ok(2);
     }
-    let (signals, received) = channel();
-    let _followers: Vec<_> = followed
-        .iter()
-        .enumerate()
-        .map(|(i, f)| follow(i, f, args.options.poll, signals.clone()))
-        .collect();
-    drop(signals);
-    let mut captures: Vec<Incremental> = followed
-        .iter()
-        .map(|f| Incremental::new(vec![f.root.clone()], args.options.attempt))
-        .collect();
-    let mut dumps: Vec<Option<Dump>> = vec![None; followed.len()];
-    let mut states: Vec<Option<SourceState>> = vec![None; followed.len()];
+    let mut captures = Captures::start(&followed, args.options);
     let mut tracker = Tracker::new();
     let mut warned: HashSet<(String, String)> = HashSet::new();
     let deadline = args.timeout.map(|t| Instant::now() + t);
@@ -84,58 +71,21 @@ pub fn run(args: &Headless, out: &mut dyn Write) -> std::io::Result<u8> {
         let wait = deadline.map_or(Duration::from_secs(3600), |d| {
             d.saturating_duration_since(Instant::now())
         });
-        let first = match received.recv_timeout(wait) {
-            Ok(signal) => signal,
+        let batch = match captures.next(wait) {
+            Ok(batch) => batch,
             Err(RecvTimeoutError::Timeout) if deadline.is_some_and(|d| Instant::now() >= d) => {
                 break;
             }
             Err(RecvTimeoutError::Timeout) => continue,
             Err(RecvTimeoutError::Disconnected) => break,
         };
-        // Let a burst (a write, then a rename) arrive before reading.
-        std::thread::sleep(SETTLE);
-        let mut events = Vec::new();
-        let mut changed = vec![false; followed.len()];
-        for signal in std::iter::once(first).chain(received.try_iter()) {
-            match signal {
-                Signal::Changed(i) => changed[i] = true,
-                Signal::State(i, state, reason) => {
-                    events.push(WatchEvent::source(&followed[i].name, state, &reason, now()));
-                }
-            }
-        }
-        let mut reanalyse = false;
-        for (i, capture) in captures.iter_mut().enumerate().filter(|(i, _)| changed[*i]) {
-            match capture.refresh() {
-                Ok((dump, stats)) => {
-                    if states[i] != Some(SourceState::Connected) {
-                        states[i] = Some(SourceState::Connected);
-                        events.push(WatchEvent::source(
-                            &followed[i].name,
-                            SourceState::Connected,
-                            "reading",
-                            now(),
-                        ));
-                    }
-                    if dumps[i].is_none() || stats.read > 0 || stats.removed > 0 {
-                        dumps[i] = Some(dump);
-                        reanalyse = true;
-                    }
-                }
-                Err(error) => {
-                    if states[i] != Some(SourceState::Lost) {
-                        states[i] = Some(SourceState::Lost);
-                        events.push(WatchEvent::source(
-                            &followed[i].name,
-                            SourceState::Lost,
-                            &error.to_string(),
-                            now(),
-                        ));
-                    }
-                }
-            }
-        }
-        if reanalyse {
+        let mut events: Vec<WatchEvent> = batch
+            .states
+            .iter()
+            .map(|(i, state, reason)| WatchEvent::source(&followed[*i].name, *state, reason, now()))
+            .collect();
+        let dumps = &captures.dumps;
+        if batch.changed {
             let (merged, sources, clashes) = merge(
                 &followed[..args.sources.len()],
                 &dumps[..args.sources.len()],

@@ -154,3 +154,88 @@ pub(crate) fn merge(
         .collect();
     (merged, sources, clashes)
 }
+
+/// The followed sources as they are now: a follower and an [`Incremental`] capture per source,
+/// and each source's last reading and state. What the headless loop and the workbench's
+/// watch thread share.
+pub(crate) struct Captures {
+    _followers: Vec<Follower>,
+    received: std::sync::mpsc::Receiver<Signal>,
+    captures: Vec<crate::model::ingest::Incremental>,
+    /// Each source's last reading (`None` until it has been read once).
+    pub dumps: Vec<Option<Dump>>,
+    states: Vec<Option<SourceState>>,
+}
+
+/// What one batch of signals did.
+pub(crate) struct Batch {
+    /// Sources whose state changed: (index, state, reason), in order.
+    pub states: Vec<(usize, SourceState, String)>,
+    /// True when some source's capture changed (a file read or gone): analyse again.
+    pub changed: bool,
+}
+
+impl Captures {
+    /// Starts following every one of `followed`.
+    pub fn start(followed: &[&Followed], options: WatchOptions) -> Captures {
+        let (signals, received) = std::sync::mpsc::channel();
+        let followers = followed
+            .iter()
+            .enumerate()
+            .map(|(i, f)| follow(i, f, options.poll, signals.clone()))
+            .collect();
+        Captures {
+            _followers: followers,
+            received,
+            captures: followed
+                .iter()
+                .map(|f| {
+                    crate::model::ingest::Incremental::new(vec![f.root.clone()], options.attempt)
+                })
+                .collect(),
+            dumps: vec![None; followed.len()],
+            states: vec![None; followed.len()],
+        }
+    }
+
+    /// Waits up to `wait` for a signal, lets a burst settle ([`SETTLE`]), then refreshes the
+    /// sources that signalled.
+    ///
+    /// # Errors
+    /// `Timeout` when nothing came in `wait`; `Disconnected` when every follower ended.
+    pub fn next(&mut self, wait: Duration) -> Result<Batch, std::sync::mpsc::RecvTimeoutError> {
+        let first = self.received.recv_timeout(wait)?;
+        std::thread::sleep(SETTLE);
+        let mut batch = Batch {
+            states: Vec::new(),
+            changed: false,
+        };
+        let mut signalled = vec![false; self.captures.len()];
+        for signal in std::iter::once(first).chain(self.received.try_iter()) {
+            match signal {
+                Signal::Changed(i) => signalled[i] = true,
+                Signal::State(i, state, reason) => batch.states.push((i, state, reason)),
+            }
+        }
+        for (i, capture) in self.captures.iter_mut().enumerate() {
+            if !signalled[i] {
+                continue;
+            }
+            let (state, reason) = match capture.refresh() {
+                Ok((dump, stats)) => {
+                    if self.dumps[i].is_none() || stats.read > 0 || stats.removed > 0 {
+                        self.dumps[i] = Some(dump);
+                        batch.changed = true;
+                    }
+                    (SourceState::Connected, "reading".to_string())
+                }
+                Err(error) => (SourceState::Lost, error.to_string()),
+            };
+            if self.states[i] != Some(state) {
+                self.states[i] = Some(state);
+                batch.states.push((i, state, reason));
+            }
+        }
+        Ok(batch)
+    }
+}
