@@ -4,69 +4,22 @@
 
 mod support;
 
-use std::io::{BufRead, BufReader};
 use std::path::Path;
-use std::process::{Child, Command, Stdio};
-use std::sync::mpsc::{Receiver, RecvTimeoutError, channel};
-use std::time::{Duration, Instant};
 
 use serde_json::Value;
 use support::sshd::Sshd;
+use support::watch::Watch;
 
-const WAIT: Duration = Duration::from_secs(30);
-
-struct Watch {
-    child: Child,
-    lines: Receiver<Value>,
-}
-
-impl Watch {
-    fn start(server: &Sshd, cache: &Path, sources: &[String]) -> Watch {
-        let mut child = Command::new(env!("CARGO_BIN_EXE_dumpview"))
-            .arg("watch")
-            .args(sources)
-            .args(["--json", "--poll", "0.3", "--timeout", "90"])
-            .args(["--ssh-command", &server.ssh_command()])
-            .arg("--cache-dir")
-            .arg(cache)
-            .stdout(Stdio::piped())
-            .stderr(Stdio::null())
-            .spawn()
-            .unwrap();
-        let stdout = child.stdout.take().unwrap();
-        let (send, lines) = channel();
-        std::thread::spawn(move || {
-            for line in BufReader::new(stdout).lines() {
-                let Ok(line) = line else { break };
-                if send.send(serde_json::from_str(&line).unwrap()).is_err() {
-                    break;
-                }
-            }
-        });
-        Watch { child, lines }
+/// `dumpview watch SOURCES` through `server`, caching into `cache`, polling every 0.3 s.
+fn start(server: &Sshd, cache: &Path, sources: &[String]) -> Watch {
+    let mut args: Vec<std::ffi::OsString> = sources.iter().map(Into::into).collect();
+    for arg in ["--poll", "0.3", "--timeout", "90", "--ssh-command"] {
+        args.push(arg.into());
     }
-
-    fn next(&self, what: &str, wanted: impl Fn(&Value) -> bool) -> Value {
-        let deadline = Instant::now() + WAIT;
-        loop {
-            match self
-                .lines
-                .recv_timeout(deadline.saturating_duration_since(Instant::now()))
-            {
-                Ok(event) if wanted(&event) => return event,
-                Ok(_) => {}
-                Err(RecvTimeoutError::Timeout) => panic!("no {what} event within {WAIT:?}"),
-                Err(RecvTimeoutError::Disconnected) => panic!("watch ended before a {what} event"),
-            }
-        }
-    }
-}
-
-impl Drop for Watch {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
+    args.push(server.ssh_command().into());
+    args.push("--cache-dir".into());
+    args.push(cache.into());
+    Watch::start(args)
 }
 
 /// Lands `side`'s llama_fp16_overflow manifest as rank `rank` into `root`, as the probe does.
@@ -93,7 +46,7 @@ fn a_watched_remote_directory_reports_windows_and_findings_as_they_land() {
     std::fs::create_dir_all(&remote).unwrap();
     let cache = tempfile::tempdir().unwrap();
     let source = server.url(&remote);
-    let watch = Watch::start(&server, cache.path(), std::slice::from_ref(&source));
+    let watch = start(&server, cache.path(), std::slice::from_ref(&source));
     let connected = watch.next("connected", |e| {
         e["kind"] == "source" && e["state"] == "connected"
     });
@@ -125,7 +78,7 @@ fn two_remote_sources_merge_and_a_rank_they_share_is_said() {
     land(&two, "b", 0);
     let cache = tempfile::tempdir().unwrap();
     let sources = [server.url(&one), server.scp(&two)];
-    let watch = Watch::start(&server, cache.path(), &sources);
+    let watch = start(&server, cache.path(), &sources);
     let clash = watch.next("clash warning", |e| {
         e["kind"] == "warning"
             && e["message"]
@@ -163,7 +116,7 @@ fn a_watch_survives_sshd_killed_and_restarted_and_catches_up() {
     land(&remote, "a", 0);
     let cache = tempfile::tempdir().unwrap();
     let source = server.url(&remote);
-    let watch = Watch::start(&server, cache.path(), std::slice::from_ref(&source));
+    let watch = start(&server, cache.path(), std::slice::from_ref(&source));
     watch.next("window 0", |e| e["kind"] == "window" && e["rank"] == 0);
     server.stop();
     let lost = watch.next("lost", |e| e["kind"] == "source" && e["state"] == "lost");

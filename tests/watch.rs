@@ -2,67 +2,20 @@
 //! its JSON events read line by line as a script writes manifests the way the probe does (a
 //! temporary file renamed into place), and msprobe rewrites its dump.json (in place, cut short).
 
-use std::io::{BufRead, BufReader};
+mod support;
+
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
-use std::sync::mpsc::{Receiver, RecvTimeoutError, channel};
-use std::time::{Duration, Instant};
+use std::process::{Command, Stdio};
+use std::time::Duration;
 
 use serde_json::Value;
+use support::watch::Watch;
 
-/// Generous: CI machines are shared; the benchmark measures latency, not this.
-const WAIT: Duration = Duration::from_secs(20);
-
-struct Watch {
-    child: Child,
-    lines: Receiver<Value>,
-}
-
-impl Watch {
-    fn start(args: &[&std::ffi::OsStr]) -> Watch {
-        let mut child = Command::new(env!("CARGO_BIN_EXE_dumpview"))
-            .arg("watch")
-            .args(args)
-            .args(["--json", "--poll", "0.2", "--timeout", "60"])
-            .stdout(Stdio::piped())
-            .stderr(Stdio::null())
-            .spawn()
-            .unwrap();
-        let stdout = child.stdout.take().unwrap();
-        let (send, lines) = channel();
-        std::thread::spawn(move || {
-            for line in BufReader::new(stdout).lines() {
-                let Ok(line) = line else { break };
-                let value: Value =
-                    serde_json::from_str(&line).expect("each line is one JSON object");
-                if send.send(value).is_err() {
-                    break;
-                }
-            }
-        });
-        Watch { child, lines }
-    }
-
-    /// The next event matching `wanted`, skipping others; panics after [`WAIT`].
-    fn next(&self, what: &str, wanted: impl Fn(&Value) -> bool) -> Value {
-        let deadline = Instant::now() + WAIT;
-        loop {
-            let left = deadline.saturating_duration_since(Instant::now());
-            match self.lines.recv_timeout(left) {
-                Ok(event) if wanted(&event) => return event,
-                Ok(_) => {}
-                Err(RecvTimeoutError::Timeout) => panic!("no {what} event within {WAIT:?}"),
-                Err(RecvTimeoutError::Disconnected) => panic!("watch ended before a {what} event"),
-            }
-        }
-    }
-}
-
-impl Drop for Watch {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
+/// `dumpview watch ARGS` polling every 0.2 s, for at most a minute.
+fn start(args: &[&std::ffi::OsStr]) -> Watch {
+    let mut all: Vec<&std::ffi::OsStr> = args.to_vec();
+    all.extend(["--poll", "0.2", "--timeout", "60"].map(std::ffi::OsStr::new));
+    Watch::start(all)
 }
 
 fn example(side: &str) -> PathBuf {
@@ -96,7 +49,7 @@ fn is(kind: &str) -> impl Fn(&Value) -> bool + '_ {
 #[test]
 fn windows_and_their_first_non_finite_record_appear_as_they_land() {
     let dir = tempfile::tempdir().unwrap();
-    let watch = Watch::start(&[dir.path().as_os_str()]);
+    let watch = start(&[dir.path().as_os_str()]);
     let connected = watch.next("source", is("source"));
     assert_eq!(connected["state"], "connected");
     assert_eq!(connected["v"], 1);
@@ -209,7 +162,7 @@ fn an_msprobe_dump_json_rewritten_in_place_and_truncated_is_read_again() {
     let records = complete["windows"][0]["records"].as_u64().unwrap();
     // Cut short first, written in place.
     std::fs::write(rank.join("dump.json"), &full[..full.len() * 2 / 3]).unwrap();
-    let watch = Watch::start(&[dir.path().as_os_str()]);
+    let watch = start(&[dir.path().as_os_str()]);
     // The warning comes first (a refresh's warnings, then its windows and findings).
     let warning = watch.next("warning", is("warning"));
     assert_eq!(warning["warning_kind"], "lost_evidence");
@@ -254,7 +207,7 @@ fn a_source_that_cannot_be_read_at_start_exits_2() {
 #[test]
 fn two_runs_under_one_directory_are_two_windows() {
     let dir = tempfile::tempdir().unwrap();
-    let watch = Watch::start(&[dir.path().as_os_str()]);
+    let watch = start(&[dir.path().as_os_str()]);
     watch.next("source", is("source"));
     land(&dir.path().join("run_a"), "a", 0);
     land(&dir.path().join("run_b"), "b", 0);
