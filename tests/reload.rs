@@ -161,3 +161,65 @@ fn a_reload_keeps_the_filter_and_the_selected_stage() {
     assert_eq!(key(&app), stage);
     assert!(app.row().unwrap().kept_by_filter());
 }
+
+/// The header's watch words follow the source states and the background fetch, whatever
+/// popup is open: a fetch shows while it runs and goes when it finishes; a lost source wins.
+#[test]
+fn the_watch_status_follows_source_states_and_the_background_fetch() {
+    use dumpview::app::watch::WatchStatus;
+    use dumpview::model::watch::{FetchProgress, SourceState};
+    let mut app = placed();
+    app.watch = Some(WatchStatus::of(vec!["ssh://gpu0/dumps".into()]));
+    update(&mut app, Action::ToggleHelp);
+    let fetching = FetchProgress {
+        files_done: 12,
+        files_total: 40,
+        bytes: 3_100_000,
+        windows: 2,
+    };
+    update(
+        &mut app,
+        Action::WatchFetching {
+            index: 0,
+            progress: fetching,
+        },
+    );
+    let status = app.watch.as_ref().unwrap();
+    assert_eq!(
+        status.describe(),
+        (
+            "watch: on · 1 source · update 0 · fetching tensor files 12/40 (3.1 MB) for 2 windows"
+                .to_string(),
+            true
+        )
+    );
+    update(
+        &mut app,
+        Action::WatchFetching {
+            index: 0,
+            progress: FetchProgress {
+                files_done: 40,
+                ..fetching
+            },
+        },
+    );
+    assert_eq!(
+        app.watch.as_ref().unwrap().describe().0,
+        "watch: on · 1 source · update 0"
+    );
+    update(
+        &mut app,
+        Action::WatchSource {
+            index: 0,
+            state: SourceState::Lost,
+            reason: "connection closed".into(),
+        },
+    );
+    assert_eq!(
+        app.watch.as_ref().unwrap().describe(),
+        (
+            "watch: LOST ssh://gpu0/dumps: connection closed (retrying)".to_string(),
+            false
+        )
+    );
+}

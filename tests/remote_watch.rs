@@ -1,6 +1,7 @@
 //! `dumpview watch ssh://…` against a real OpenSSH server (tests/support/sshd.rs): manifests
 //! landing in the remote directory while it is watched become events, as for a local one, and
-//! two remote sources merge into one capture with a warning for the rank they both hold.
+//! two remote sources merge into one capture with a warning for the rank they both hold; a
+//! windowed dump's saved tensors, which its statistics come from, follow in the background.
 
 mod support;
 
@@ -134,4 +135,92 @@ fn a_watch_survives_sshd_killed_and_restarted_and_catches_up() {
         e["kind"] == "first_nonfinite" && e["rank"] == 1 && e.get("cleared").is_none()
     });
     assert_eq!(nonfinite["stage"], "layers.3.mlp_up#1");
+}
+
+/// Copies `from` into `to` as a windowed run writes it: tensor and task files first, each
+/// manifest last, renamed into place.
+fn land_windowed(from: &Path, to: &Path) {
+    let mut manifests = Vec::new();
+    for entry in walk(from) {
+        let target = to.join(entry.strip_prefix(from).unwrap());
+        std::fs::create_dir_all(target.parent().unwrap()).unwrap();
+        if entry.file_name().unwrap() == "manifest.json" {
+            manifests.push((entry, target));
+        } else {
+            std::fs::copy(&entry, &target).unwrap();
+        }
+    }
+    for (entry, target) in manifests {
+        let partial = target.with_file_name(".manifest.json.tmp");
+        std::fs::copy(&entry, &partial).unwrap();
+        std::fs::rename(&partial, &target).unwrap();
+    }
+}
+
+fn walk(dir: &Path) -> Vec<std::path::PathBuf> {
+    let mut out = Vec::new();
+    for entry in std::fs::read_dir(dir).unwrap() {
+        let path = entry.unwrap().path();
+        if path.is_dir() {
+            out.extend(walk(&path));
+        } else {
+            out.push(path);
+        }
+    }
+    out.sort();
+    out
+}
+
+/// A windowed dump landing in a watched remote directory: its windows are held until the 32
+/// tensor files their statistics come from are fetched (progress as `source` events with
+/// `fetch`), then shown with the statistics the local reading gives: rank 1's first
+/// non-finite record, and no warning of a missing tensor.
+#[test]
+fn a_windowed_dump_landing_remotely_has_its_tensors_fetched_in_the_background() {
+    let Some(server) = Sshd::start() else {
+        eprintln!("skipped: no sshd");
+        return;
+    };
+    let remote = server.path().join("dumps");
+    std::fs::create_dir_all(&remote).unwrap();
+    let cache = tempfile::tempdir().unwrap();
+    let source = server.url(&remote);
+    let watch = start(&server, cache.path(), std::slice::from_ref(&source));
+    watch.next("connected", |e| {
+        e["kind"] == "source" && e["state"] == "connected"
+    });
+    let fixture = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/windowed/B/l1");
+    land_windowed(&fixture, &remote);
+    let mut fetched = 0;
+    let mut finished = false;
+    let nonfinite = watch.next("rank 1's first non-finite", |e| {
+        if let Some(fetch) = e.get("fetch") {
+            assert_eq!(e["kind"], "source");
+            let (done, total) = (fetch["files_done"].as_u64(), fetch["files_total"].as_u64());
+            finished = done == total;
+            if finished {
+                fetched += total.unwrap();
+            }
+        }
+        assert!(
+            !(e["kind"] == "warning" && e["warning_kind"] == "lost_evidence"),
+            "no window is read before its tensors are in: {e}"
+        );
+        e["kind"] == "first_nonfinite" && e["rank"] == 1 && e.get("cleared").is_none()
+    });
+    assert_eq!(nonfinite["stage"], "pipeline_mk.out.task1.output.y#1");
+    assert_eq!(nonfinite["label"], "window_0001");
+    assert!(
+        finished,
+        "the fetch said it finished before the window was shown"
+    );
+    let tensors = walk(cache.path())
+        .into_iter()
+        .filter(|p| p.extension().is_some_and(|e| e == "pt"))
+        .count();
+    assert_eq!(
+        tensors, 32,
+        "every tensor file of the four windows is in the cache"
+    );
+    assert!(fetched <= 32, "no tensor file fetched twice: {fetched}");
 }

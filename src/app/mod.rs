@@ -121,6 +121,12 @@ pub enum Action {
         state: crate::model::watch::SourceState,
         reason: String,
     },
+    /// Watch mode: how far followed source `index`'s background fetch of saved tensors has
+    /// got.
+    WatchFetching {
+        index: usize,
+        progress: crate::model::watch::FetchProgress,
+    },
 }
 
 /// Work for the runtime; results come back as [`Action::Job`].
@@ -613,6 +619,10 @@ pub fn update(app: &mut App, action: Action) -> Vec<Effect> {
             app.watch_source(index, state, reason);
             return Vec::new();
         }
+        Action::WatchFetching { index, progress } => {
+            app.watch_fetching(index, progress);
+            return Vec::new();
+        }
         _ => {}
     }
     if let Some(prompt) = app.export.as_mut() {
@@ -790,7 +800,7 @@ fn update_base(app: &mut App, action: Action, page: usize) -> Vec<Effect> {
         }
         Action::Job(JobUpdate { slot, event, .. }) => return on_job(app, slot, event),
         // Handled first, in `update`.
-        Action::Watched(_) | Action::WatchSource { .. } => {}
+        Action::Watched(_) | Action::WatchSource { .. } | Action::WatchFetching { .. } => {}
         _ if app.loaded.is_none() => {}
         Action::Up if app.focus == Focus::Aliases => {
             app.alias_selected = app.alias_selected.saturating_sub(1)

@@ -729,6 +729,36 @@ impl Mirror {
         out
     }
 
+    /// Per dump file, the saved tensor files to fetch before its window is read
+    /// ([`Mirror::statistics_files`]): every one for the files in `changed` (a new version
+    /// may name new tensors, or the tensors may have been rewritten with it), and for the
+    /// other dump files, when `every` is set, those missing from the cache (a cache left
+    /// by an earlier run). Dump files that need nothing are left out.
+    pub fn statistics_to_fetch(
+        &self,
+        changed: &[PathBuf],
+        every: bool,
+    ) -> Vec<(PathBuf, Vec<PathBuf>)> {
+        let changed_set: std::collections::HashSet<&PathBuf> = changed.iter().collect();
+        let files = match every {
+            true => self.files(),
+            false => changed.to_vec(),
+        };
+        let mut out = Vec::new();
+        for file in files {
+            let mut wanted = self.statistics_files(std::slice::from_ref(&file));
+            if !changed_set.contains(&file) {
+                wanted.retain(|p| !p.is_file());
+            }
+            wanted.sort();
+            wanted.dedup();
+            if !wanted.is_empty() {
+                out.push((file, wanted));
+            }
+        }
+        out
+    }
+
     /// Fetches what a sync planned: files that may only have grown one by one
     /// ([`Mirror::fetch_grown`]), the others whole in batches ([`Mirror::fetch_items`]).
     /// Results in plan order.

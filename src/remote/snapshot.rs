@@ -21,8 +21,7 @@ pub struct Snapshot {
 
 /// Opens a mirror of `spec`, syncs it once, and fetches what loading its windows reads
 /// besides the dump files: the tensor files of windowed dumps, whose statistics are computed
-/// from them ([`Mirror::statistics_files`]): all of those of windows that changed, and those
-/// missing from the cache for the others. Other saved tensors and input sets stay remote
+/// from them ([`Mirror::statistics_to_fetch`]). Other saved tensors and input sets stay remote
 /// until [`Mirror::fetch`] asks for them.
 ///
 /// # Errors
@@ -30,16 +29,11 @@ pub struct Snapshot {
 pub fn snapshot(spec: &RemoteSpec, options: &SshOptions) -> Result<Snapshot, RemoteError> {
     let mut mirror = Mirror::open(spec, options)?;
     let report = mirror.sync()?;
-    let changed: std::collections::HashSet<&PathBuf> = report.changed.iter().collect();
-    let mut needed = Vec::new();
-    for file in mirror.files() {
-        let wanted = mirror.statistics_files(std::slice::from_ref(&file));
-        if changed.contains(&file) {
-            needed.extend(wanted);
-        } else {
-            needed.extend(wanted.into_iter().filter(|p| !p.is_file()));
-        }
-    }
+    let mut needed: Vec<PathBuf> = mirror
+        .statistics_to_fetch(&report.changed, true)
+        .into_iter()
+        .flat_map(|(_, tensors)| tensors)
+        .collect();
     needed.sort();
     needed.dedup();
     let statistics_bytes = mirror.fetch_many(&needed)?;

@@ -49,7 +49,7 @@ impl Watch {
     }
 
     /// The next event matching `wanted`, skipping others; panics after [`WAIT`].
-    pub fn next(&self, what: &str, wanted: impl Fn(&Value) -> bool) -> Value {
+    pub fn next(&self, what: &str, mut wanted: impl FnMut(&Value) -> bool) -> Value {
         let deadline = Instant::now() + WAIT;
         loop {
             match self

@@ -82,6 +82,8 @@ pub struct RefreshStats {
     pub reused: usize,
     /// Files gone since the last refresh.
     pub removed: usize,
+    /// Held files ([`Incremental::hold`]) left unread.
+    pub held: usize,
 }
 
 /// The dump files under some watched directories, read incrementally.
@@ -89,6 +91,7 @@ pub struct Incremental {
     inputs: Vec<PathBuf>,
     attempt: Attempt,
     files: HashMap<PathBuf, Cached>,
+    held: HashSet<PathBuf>,
 }
 
 impl Incremental {
@@ -99,6 +102,25 @@ impl Incremental {
             inputs,
             attempt,
             files: HashMap::new(),
+            held: HashSet::new(),
+        }
+    }
+
+    /// Leaves `paths` unread until [`Incremental::release`]: a remote window whose saved
+    /// tensors (which its statistics come from) are still being fetched. A held file that was
+    /// read before keeps that reading; one never read is left out of the capture.
+    pub fn hold(&mut self, paths: &[PathBuf]) {
+        self.held.extend(paths.iter().cloned());
+    }
+
+    /// Ends [`Incremental::hold`] for `paths`: the next refresh reads them whatever their
+    /// fingerprint (what they read from changed, not they).
+    pub fn release(&mut self, paths: &[PathBuf]) {
+        for path in paths {
+            self.held.remove(path);
+            if let Some(cached) = self.files.get_mut(path) {
+                cached.fingerprint = None;
+            }
         }
     }
 
@@ -127,6 +149,10 @@ impl Incremental {
         self.files.retain(|path, _| present.contains(path));
         stats.removed = before - self.files.len();
         for path in &listed {
+            if self.held.contains(path) {
+                stats.held += 1;
+                continue;
+            }
             let now = Fingerprint::of(path).ok();
             let fresh = self
                 .files
@@ -174,7 +200,10 @@ impl Incremental {
         }
         let mut dump = Dump::default();
         for path in &listed {
-            match &self.files[path].result {
+            let Some(cached) = self.files.get(path) else {
+                continue; // held, never read
+            };
+            match &cached.result {
                 Ok((window, warnings)) => {
                     dump.windows.push(window.clone());
                     dump.warnings.extend(warnings.iter().cloned());
@@ -189,5 +218,75 @@ impl Incremental {
         choose_attempts(&mut dump, self.attempt)?;
         sort_windows(&mut dump.windows);
         Ok((dump, stats))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// llama_fp16_overflow's two sides as ranks 0 and 1 of one directory.
+    fn two_ranks() -> (tempfile::TempDir, PathBuf, PathBuf) {
+        let examples = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("assets/examples/llama_fp16_overflow");
+        let dir = tempfile::tempdir().unwrap();
+        let mut paths = Vec::new();
+        for (rank, side) in [(0, "a"), (1, "b")] {
+            let to = dir
+                .path()
+                .join(format!("rank{rank}/match1-occ1/manifest.json"));
+            std::fs::create_dir_all(to.parent().unwrap()).unwrap();
+            let from = examples.join(side).join("rank0/match1-occ1/manifest.json");
+            let mut manifest: serde_json::Value =
+                serde_json::from_slice(&std::fs::read(from).unwrap()).unwrap();
+            manifest["rank"] = rank.into();
+            std::fs::write(&to, serde_json::to_vec(&manifest).unwrap()).unwrap();
+            paths.push(to);
+        }
+        let b = paths.pop().unwrap();
+        (dir, paths.pop().unwrap(), b)
+    }
+
+    fn ranks(dump: &Dump) -> Vec<u32> {
+        dump.windows.iter().map(|w| w.rank).collect()
+    }
+
+    #[test]
+    fn only_changed_files_are_read_again() {
+        let (dir, a, _) = two_ranks();
+        let mut capture = Incremental::new(vec![dir.path().to_path_buf()], Attempt::Newest);
+        let (dump, stats) = capture.refresh().unwrap();
+        assert_eq!((ranks(&dump), stats.read, stats.reused), (vec![0, 1], 2, 0));
+        let (_, stats) = capture.refresh().unwrap();
+        assert_eq!((stats.read, stats.reused), (0, 2));
+        let bytes = std::fs::read(&a).unwrap();
+        std::fs::remove_file(&a).unwrap();
+        std::fs::write(&a, bytes).unwrap(); // a new inode: a manifest renamed into place
+        let (_, stats) = capture.refresh().unwrap();
+        assert_eq!((stats.read, stats.reused), (1, 1));
+    }
+
+    #[test]
+    fn a_held_file_is_left_unread_until_released_and_then_read_whatever_its_fingerprint() {
+        let (dir, a, b) = two_ranks();
+        let mut capture = Incremental::new(vec![dir.path().to_path_buf()], Attempt::Newest);
+        // Held before it was ever read: left out of the capture.
+        capture.hold(std::slice::from_ref(&b));
+        let (dump, stats) = capture.refresh().unwrap();
+        assert_eq!((ranks(&dump), stats.read, stats.held), (vec![0], 1, 1));
+        capture.release(std::slice::from_ref(&b));
+        let (dump, stats) = capture.refresh().unwrap();
+        assert_eq!((ranks(&dump), stats.read, stats.held), (vec![0, 1], 1, 0));
+        // Held after a reading: that reading stays, unchanged file or not, until released,
+        // and the release reads it again though its own fingerprint did not change.
+        capture.hold(std::slice::from_ref(&a));
+        let (dump, stats) = capture.refresh().unwrap();
+        assert_eq!(
+            (ranks(&dump), stats.read, stats.reused, stats.held),
+            (vec![0, 1], 0, 1, 1)
+        );
+        capture.release(std::slice::from_ref(&a));
+        let (_, stats) = capture.refresh().unwrap();
+        assert_eq!((stats.read, stats.reused), (1, 1));
     }
 }

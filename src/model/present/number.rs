@@ -36,3 +36,9 @@ pub fn precise(v: f64) -> String {
         format!("{v:.7e}")
     }
 }
+
+/// A byte count for people, in decimal megabytes as the loading progress shows them:
+/// `3.1 MB`, `0.0 MB`.
+pub fn megabytes(bytes: u64) -> String {
+    format!("{:.1} MB", bytes as f64 / 1e6)
+}

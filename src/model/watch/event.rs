@@ -60,6 +60,44 @@ pub enum SourceState {
     Retrying,
 }
 
+/// How far a remote source's background fetch of saved tensors has got: the tensor files
+/// that windowed dumps compute their statistics from, fetched before those windows are shown.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize)]
+pub struct FetchProgress {
+    /// Tensor files fetched so far in this round.
+    pub files_done: usize,
+    /// Tensor files this round fetches.
+    pub files_total: usize,
+    /// Bytes transferred so far in this round.
+    pub bytes: u64,
+    /// Windows waiting for them.
+    pub windows: usize,
+}
+
+impl FetchProgress {
+    /// True once every file of the round is in.
+    pub fn finished(&self) -> bool {
+        self.files_done >= self.files_total
+    }
+
+    /// For people: `fetching tensor files 12/40 (3.1 MB) for 2 windows`.
+    pub fn describe(&self) -> String {
+        let verb = if self.finished() {
+            "fetched"
+        } else {
+            "fetching"
+        };
+        format!(
+            "{verb} tensor files {}/{} ({}) for {} window{}",
+            self.files_done,
+            self.files_total,
+            crate::model::present::number::megabytes(self.bytes),
+            self.windows,
+            if self.windows == 1 { "" } else { "s" }
+        )
+    }
+}
+
 /// One event: `kind` says which; `window` is set for the kinds that concern a window, and
 /// `body` holds the kind's own fields. Serialized flat: `{"v", "kind", "ts", "source",
 /// rank, label, match, occurrence, attempt (window kinds), …body}`.
@@ -95,6 +133,22 @@ impl WatchEvent {
             source: source.to_string(),
             window: None,
             body: json!({"state": state, "reason": reason}),
+        }
+    }
+
+    /// A `source` event (state `connected`) saying how far the background fetch of saved
+    /// tensors has got, with the figures as `fetch: {files_done, files_total, bytes, windows}`.
+    pub fn fetching(source: &str, progress: &FetchProgress, ts: f64) -> WatchEvent {
+        WatchEvent {
+            kind: "source",
+            ts,
+            source: source.to_string(),
+            window: None,
+            body: json!({
+                "state": SourceState::Connected,
+                "reason": progress.describe(),
+                "fetch": progress,
+            }),
         }
     }
 

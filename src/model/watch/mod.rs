@@ -6,5 +6,5 @@
 mod event;
 mod tracker;
 
-pub use event::{EVENT_VERSION, SourceState, WatchEvent, WindowKey, snapshot};
+pub use event::{EVENT_VERSION, FetchProgress, SourceState, WatchEvent, WindowKey, snapshot};
 pub use tracker::Tracker;

@@ -83,6 +83,12 @@ pub fn run(args: &Headless, out: &mut dyn Write) -> std::io::Result<u8> {
             .states
             .iter()
             .map(|(i, state, reason)| WatchEvent::source(&followed[*i].name, *state, reason, now()))
+            .chain(
+                batch
+                    .fetching
+                    .iter()
+                    .map(|(i, progress)| WatchEvent::fetching(&followed[*i].name, progress, now())),
+            )
             .collect();
         let dumps = &captures.dumps;
         if batch.changed {

@@ -18,7 +18,7 @@ use std::time::Duration;
 
 use crate::model::dump::{Dump, Warning};
 use crate::model::ingest::Attempt;
-use crate::model::watch::SourceState;
+use crate::model::watch::{FetchProgress, SourceState};
 
 pub use local::follow_local;
 
@@ -37,6 +37,13 @@ pub enum Signal {
     Changed(usize),
     /// Source `index` is now in `state`, for `reason`.
     State(usize, SourceState, String),
+    /// Source `index`'s dump files whose saved tensors are being fetched: leave them unread
+    /// ([`crate::model::ingest::Incremental::hold`]).
+    Hold(usize, Vec<PathBuf>),
+    /// Source `index`'s held dump files whose tensors are in: read them now.
+    Release(usize, Vec<PathBuf>),
+    /// How far source `index`'s background fetch has got.
+    Fetching(usize, FetchProgress),
 }
 
 /// One source to follow, as resolved to a local directory.
@@ -173,6 +180,8 @@ pub(crate) struct Batch {
     pub states: Vec<(usize, SourceState, String)>,
     /// True when some source's capture changed (a file read or gone): analyse again.
     pub changed: bool,
+    /// Background fetches that moved on: (index, progress), in order.
+    pub fetching: Vec<(usize, FetchProgress)>,
 }
 
 impl Captures {
@@ -209,12 +218,19 @@ impl Captures {
         let mut batch = Batch {
             states: Vec::new(),
             changed: false,
+            fetching: Vec::new(),
         };
         let mut signalled = vec![false; self.captures.len()];
         for signal in std::iter::once(first).chain(self.received.try_iter()) {
             match signal {
                 Signal::Changed(i) => signalled[i] = true,
                 Signal::State(i, state, reason) => batch.states.push((i, state, reason)),
+                Signal::Hold(i, paths) => self.captures[i].hold(&paths),
+                Signal::Release(i, paths) => {
+                    self.captures[i].release(&paths);
+                    signalled[i] = true;
+                }
+                Signal::Fetching(i, progress) => batch.fetching.push((i, progress)),
             }
         }
         for (i, capture) in self.captures.iter_mut().enumerate() {

@@ -54,6 +54,12 @@ fn watch(
                 return;
             }
         }
+        for (index, progress) in batch.fetching {
+            let sent = messages.send(Message::Action(Action::WatchFetching { index, progress }));
+            if sent.is_err() {
+                return;
+            }
+        }
         if !batch.changed {
             continue;
         }
