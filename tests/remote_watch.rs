@@ -157,18 +157,11 @@ fn land_windowed(from: &Path, to: &Path) {
     }
 }
 
+/// Every file under `dir`, sorted.
 fn walk(dir: &Path) -> Vec<std::path::PathBuf> {
-    let mut out = Vec::new();
-    for entry in std::fs::read_dir(dir).unwrap() {
-        let path = entry.unwrap().path();
-        if path.is_dir() {
-            out.extend(walk(&path));
-        } else {
-            out.push(path);
-        }
-    }
-    out.sort();
-    out
+    let mut files: Vec<_> = walk_all(dir).into_iter().filter(|p| p.is_file()).collect();
+    files.sort();
+    files
 }
 
 /// A windowed dump landing in a watched remote directory: its windows are held until the 32
@@ -223,4 +216,77 @@ fn a_windowed_dump_landing_remotely_has_its_tensors_fetched_in_the_background() 
         "every tensor file of the four windows is in the cache"
     );
     assert!(fetched <= 32, "no tensor file fetched twice: {fetched}");
+}
+
+/// A watch of a remote directory whose own name and whose window directories hold spaces,
+/// quotes, `;`, `$(…)`, backticks and newlines: every window landing under them is an event,
+/// and nothing ran on either side.
+#[test]
+fn a_watch_takes_hostile_directory_names_literally_and_nothing_runs() {
+    let Some(server) = Sshd::start() else {
+        eprintln!("skipped: no sshd");
+        return;
+    };
+    let root = server
+        .path()
+        .join("$(touch pwned-root) it's; `touch pwned-tick`\nand more");
+    std::fs::create_dir_all(&root).unwrap();
+    let names = [
+        "with space",
+        "quote'd \"double\"",
+        "semi;colon && touch pwned-and",
+        "$(touch pwned-subst)",
+        "new\nline",
+        "`touch pwned-backtick`",
+        "| touch pwned-pipe",
+    ];
+    let cache = tempfile::tempdir().unwrap();
+    let source = server.url(&root);
+    let watch = start(&server, cache.path(), std::slice::from_ref(&source));
+    watch.next("connected", |e| {
+        e["kind"] == "source" && e["state"] == "connected"
+    });
+    for name in names {
+        land(&root.join(name), "a", 0);
+    }
+    let mut files = std::collections::BTreeSet::new();
+    while files.len() < names.len() {
+        let window = watch.next("window", |e| e["kind"] == "window");
+        assert_eq!(window["source"], source);
+        files.insert(window["file"].as_str().unwrap().to_string());
+    }
+    for name in names {
+        assert!(
+            files.iter().any(|f| f.contains(&format!("/{name}/rank0/"))),
+            "{name:?} is a window of its own: {files:?}"
+        );
+    }
+    for dir in [server.path().to_path_buf(), cache.path().to_path_buf()] {
+        let found = pwned(&dir);
+        assert!(found.is_empty(), "something ran: {found:?}");
+    }
+}
+
+/// Files named `pwned*` anywhere under `dir`.
+fn pwned(dir: &Path) -> Vec<std::path::PathBuf> {
+    walk_all(dir)
+        .into_iter()
+        .filter(|p| {
+            p.file_name()
+                .is_some_and(|n| n.to_string_lossy().starts_with("pwned"))
+        })
+        .collect()
+}
+
+/// Every file and directory under `dir`.
+fn walk_all(dir: &Path) -> Vec<std::path::PathBuf> {
+    let mut out = Vec::new();
+    for entry in std::fs::read_dir(dir).into_iter().flatten().flatten() {
+        let path = entry.path();
+        if path.is_dir() {
+            out.extend(walk_all(&path));
+        }
+        out.push(path);
+    }
+    out
 }
