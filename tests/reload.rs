@@ -223,3 +223,20 @@ fn the_watch_status_follows_source_states_and_the_background_fetch() {
         )
     );
 }
+
+/// Before a watch's first reading the screen says what each source is doing.
+#[test]
+fn before_the_first_reading_each_source_says_what_it_is_doing() {
+    use dumpview::app::watch::WatchStatus;
+    use dumpview::model::watch::SourceState;
+    let mut status = WatchStatus::of(vec!["gpu0:dumps".into(), "ssh://gpu1/dumps".into()]);
+    status.sources[1].1 = Some(SourceState::Connected);
+    status.sources[1].2 = "no dump files yet; waiting".into();
+    assert_eq!(
+        status.waiting_lines(),
+        vec![
+            "gpu0:dumps: connecting".to_string(),
+            "ssh://gpu1/dumps: connected: no dump files yet; waiting".to_string(),
+        ]
+    );
+}

@@ -54,6 +54,30 @@ impl WatchStatus {
     }
 }
 
+impl WatchStatus {
+    /// One line per source for the screen shown before the first reading:
+    /// `ssh://gpu0/dumps: connected: no dump files yet; waiting`, or `…: connecting`.
+    pub fn waiting_lines(&self) -> Vec<String> {
+        self.sources
+            .iter()
+            .zip(&self.fetching)
+            .map(
+                |((name, state, reason), fetching)| match (state, fetching) {
+                    (_, Some(progress)) => format!("{name}: {}", progress.describe()),
+                    (None, None) => format!("{name}: connecting"),
+                    (Some(state), None) => {
+                        let state = serde_json::to_value(state)
+                            .ok()
+                            .and_then(|v| v.as_str().map(str::to_string))
+                            .unwrap_or_default();
+                        format!("{name}: {state}: {reason}")
+                    }
+                },
+            )
+            .collect()
+    }
+}
+
 impl App {
     /// Installs a new version of the followed captures (the first one as a first open).
     pub fn watched(&mut self, session: Session) {

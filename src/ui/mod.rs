@@ -229,6 +229,19 @@ fn draw_loading(frame: &mut Frame, app: &App, area: Rect) {
         );
         return;
     }
+    if let Some(status) = &app.watch {
+        // A watch before its first reading: what each source is doing, not an empty gauge.
+        let lines: Vec<String> = status.waiting_lines();
+        let popup = centered(area, 76, lines.len() as u16 + 4);
+        frame.render_widget(Clear, popup);
+        frame.render_widget(
+            Paragraph::new(lines.join("\n"))
+                .wrap(Wrap { trim: true })
+                .block(Block::bordered().title(" watch: waiting for the first reading (q quits) ")),
+            popup,
+        );
+        return;
+    }
     let p = app.loading.unwrap_or_default();
     let ratio = if p.bytes_total > 0 {
         p.bytes_done as f64 / p.bytes_total as f64

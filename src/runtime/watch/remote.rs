@@ -138,6 +138,19 @@ impl RemoteFollower {
                     self.connected = true;
                     self.state(SourceState::Connected, "no dump files yet; waiting".into())?;
                 }
+                if self.first {
+                    // Read once, empty, so the view opens on "no window has landed yet"
+                    // as for a local directory; the mirror's root is in dumpview's cache.
+                    self.first = false;
+                    let root = self
+                        .mirror
+                        .lock()
+                        .expect("the mirror's lock")
+                        .root()
+                        .to_path_buf();
+                    let _ = std::fs::create_dir_all(root);
+                    self.send(Signal::Changed(self.index))?;
+                }
                 Ok(())
             }
             Err(error) => self.lost(&error),
