@@ -334,7 +334,7 @@ def capture(stage, tensor):
         _disarm("capture(%r)" % (stage,), exc)
 
 
-def capture_inputs(stage, **named):
+def capture_inputs(stage, _op=None, **named):
     """Save the complete input set of one operator call for replay.
 
     Every value is kept: tensors (exact dtype, shape, stride, storage_offset
@@ -343,20 +343,48 @@ def capture_inputs(stage, **named):
     Call it before any branch that picks an implementation, so the set is
     captured whichever branch runs.  Written in finish() as
     ``inputs/<stage>#<N>.pt``.
+
+    ``_op`` (reserved, optional) names the operator that is called, e.g.
+    ``"torch.ops.npu.npu_rms_norm"``; it is recorded as the input set's ``op``
+    in the manifest (a string; anything else is stored as ``str(_op)``, or
+    its ``__module__.__qualname__`` for a callable) and is not an argument.
     """
     if not _active:
         return
     try:
         stage = str(stage)
+        op = _op_name(_op)
         occurrence = _state.input_occurrences.get(stage, 0) + 1
         _state.input_occurrences[stage] = occurrence
         described = {}
         payload = {}
         for name, value in named.items():
             described[name], payload[name] = _input_value(value)
-        _state.input_sets.append({"stage": stage, "occurrence": occurrence, "args": described, "payload": payload})
+        entry = {"stage": stage, "occurrence": occurrence, "args": described, "payload": payload}
+        if op is not None:
+            entry["op"] = op
+        _state.input_sets.append(entry)
     except Exception as exc:
         _disarm("capture_inputs(%r)" % (stage,), exc)
+
+
+def _op_name(op):
+    """The manifest's ``op`` string for capture_inputs(_op=...); None stays None; never raises.
+
+    A string is kept as given; a torch op (``torch.ops.aten.add``) becomes
+    ``"torch.ops.aten.add"``, a function ``"<module>.<name>"`` (how a replay spells it).
+    """
+    try:
+        if op is None or isinstance(op, str):
+            return op
+        if type(op).__module__ == "torch._ops":  # OpOverloadPacket / OpOverload: str() is "ns.name[.overload]"
+            return "torch.ops." + str(op)
+        name, module = getattr(op, "__name__", None), getattr(op, "__module__", None)
+        if isinstance(name, str) and isinstance(module, str):
+            return "%s.%s" % (module, name)
+        return str(op)
+    except Exception:
+        return object.__repr__(op)
 
 
 def _input_value(value):
@@ -744,7 +772,11 @@ def _write_window(window):
         except Exception as exc:  # keep the manifest: one lost file must not lose the window
             _warn("input set %s not saved (%s: %s)" % (name, type(exc).__name__, exc))
             continue
-        input_sets.append({"stage": entry["stage"], "occurrence": entry["occurrence"], "file": path, "args": entry["args"]})
+        written = {"stage": entry["stage"], "occurrence": entry["occurrence"], "file": path}
+        if "op" in entry:
+            written["op"] = entry["op"]
+        written["args"] = entry["args"]
+        input_sets.append(written)
 
     device_types = sorted({r["device"].split(":")[0] for r in records})
     manifest = {

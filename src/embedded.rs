@@ -1,10 +1,14 @@
-//! Files compiled into the binary: the probe (for `dumpview probe install`) and the
-//! example dumps under assets/examples/ (the default input when no file is given).
+//! Files compiled into the binary: the probe and the replay tool (for `dumpview probe
+//! install`) and the example dumps under assets/examples/ (the default input when no file
+//! is given).
 
 use include_dir::{Dir, include_dir};
 
 /// Source of assets/dump_probe.py.
 pub const PROBE_SOURCE: &str = include_str!("../assets/dump_probe.py");
+
+/// Source of assets/replay_op.py (single-operator replay, docs/replay.md).
+pub const REPLAY_SOURCE: &str = include_str!("../assets/replay_op.py");
 
 /// assets/examples/: one directory per example pair, each with `expected.json`,
 /// `README.md` and sides `a/` and `b/` holding probe dumps.

@@ -245,7 +245,7 @@ Examples:
   dumpview report dump_a/ dump_b/ -o first_mismatch.md
   dumpview scan gpu1:/data/dump/             a capture on another machine, through ssh
   dumpview diff ssh://me@gpu1:2222/data/a gpu2:runs/b
-  dumpview probe install my_pkg/             write my_pkg/dump_probe.py
+  dumpview probe install my_pkg/             write my_pkg/dump_probe.py and replay_op.py
   dumpview completions bash > /etc/bash_completion.d/dumpview
 
 Exit status: 0 nothing found; 1 something found (a non-finite record, a stride conflict,
@@ -348,7 +348,7 @@ enum Command {
 
 #[derive(Subcommand)]
 enum ProbeAction {
-    /// Write dump_probe.py into DIR (never replaces an existing file).
+    /// Write dump_probe.py and replay_op.py into DIR (never replaces an existing file).
     Install { dir: PathBuf },
 }
 
@@ -566,8 +566,10 @@ fn run(
         }
         Command::Probe {
             action: ProbeAction::Install { dir },
-        } => cli::probe_install::run(&dir).map(|path| {
-            println!("wrote {}", path.display());
+        } => cli::probe_install::run(&dir).map(|paths| {
+            for path in paths {
+                println!("wrote {}", path.display());
+            }
             Outcome::Clean
         }),
         Command::Completions { shell } => {

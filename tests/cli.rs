@@ -178,6 +178,48 @@ fn probe_install_writes_the_probe_once_and_never_overwrites() {
     );
 }
 
+#[test]
+fn probe_install_writes_the_replay_tool_too_and_an_existing_one_blocks_both() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dumpview()
+        .args(["probe", "install"])
+        .arg(dir.path())
+        .assert()
+        .success()
+        .get_output()
+        .stdout
+        .clone();
+    let stdout = String::from_utf8(out).unwrap();
+    assert!(
+        stdout.contains("dump_probe.py") && stdout.contains("replay_op.py"),
+        "{stdout}"
+    );
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    assert_eq!(
+        std::fs::read_to_string(dir.path().join("replay_op.py")).unwrap(),
+        std::fs::read_to_string(root.join("assets/replay_op.py")).unwrap()
+    );
+
+    // Only replay_op.py present: refused, and dump_probe.py is not written either.
+    let other = tempfile::tempdir().unwrap();
+    std::fs::write(other.path().join("replay_op.py"), "mine").unwrap();
+    let out = dumpview()
+        .args(["probe", "install"])
+        .arg(other.path())
+        .assert()
+        .code(2)
+        .get_output()
+        .stderr
+        .clone();
+    let stderr = String::from_utf8(out).unwrap();
+    assert!(stderr.contains("replay_op.py: already exists"), "{stderr}");
+    assert!(!other.path().join("dump_probe.py").exists());
+    assert_eq!(
+        std::fs::read_to_string(other.path().join("replay_op.py")).unwrap(),
+        "mine"
+    );
+}
+
 fn example(pair: &str, side: &str) -> String {
     format!("assets/examples/{pair}/{side}")
 }

@@ -115,3 +115,41 @@ fn graph_pair_has_graph_records_and_the_stated_counts() {
         "graph side should hold far fewer records"
     );
 }
+
+#[test]
+fn input_set_op_is_read_and_absent_in_manifests_written_before_it() {
+    let mut files = Vec::new();
+    manifests_under(&examples_dir(), &mut files);
+    let mut sets = 0;
+    for file in &files {
+        let m = dumpview::model::formats::probe::read_file(file).unwrap_or_else(|e| panic!("{e}"));
+        for set in &m.input_sets {
+            assert_eq!(set.op, None, "{}: {}", file.display(), set.file);
+            sets += 1;
+        }
+    }
+    assert!(
+        sets >= 4,
+        "the llama examples hold input sets, found {sets}"
+    );
+    // tests/fixtures/replay: written with capture_inputs(..., _op=...) for #1, without for #2.
+    let fixture = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/fixtures/replay/dump/rank0/match1-occ1/manifest.json");
+    let m = dumpview::model::formats::probe::read_file(&fixture).unwrap_or_else(|e| panic!("{e}"));
+    let ops: Vec<_> = m
+        .input_sets
+        .iter()
+        .map(|s| (s.stage.as_str(), s.occurrence, s.op.as_deref()))
+        .collect();
+    assert_eq!(
+        ops,
+        [
+            (
+                "attn.layout",
+                1,
+                Some("tests/python/replay_candidates.py:layout_probe")
+            ),
+            ("attn.layout", 2, None),
+        ]
+    );
+}

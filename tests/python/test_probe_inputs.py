@@ -1,11 +1,13 @@
 """capture_inputs(): complete operator input sets, their manifest description and the replayable .pt."""
 
+import json
 import os
 
+import jsonschema
 import pytest
 import torch
 
-from conftest import load_manifest
+from conftest import REPO, load_manifest
 
 
 def _rebuild(payload):
@@ -209,3 +211,42 @@ def test_occurrences_and_file_names(probe):
 def test_empty_input_set(probe):
     _m, entry, data = _capture_and_load(probe)
     assert entry["args"] == {} and data == {}
+
+
+def test_probe_records_op_and_keeps_it_out_of_the_arguments(probe):
+    x = torch.randn(3, 4)
+    probe.arm("req")
+    probe.capture_inputs("norm", _op="torch.ops.npu.npu_rms_norm", x=x, eps=1e-6)
+    probe.capture_inputs("norm", x=x, eps=1e-6)
+    probe.capture_inputs("act", _op=torch.nn.functional.silu, x=x)
+    probe.capture_inputs("add", _op=torch.ops.aten.add.Tensor, a=x, b=x)
+    probe.capture_inputs("none", _op=None, x=x)
+    path = probe.finish()
+    manifest = load_manifest(path)
+    sets = manifest["input_sets"]
+    assert sets[0]["op"] == "torch.ops.npu.npu_rms_norm"
+    assert "op" not in sets[1] and "op" not in sets[4]
+    assert sets[2]["op"] == "torch.nn.functional.silu"
+    assert sets[3]["op"] == "torch.ops.aten.add.Tensor"
+    assert list(sets[0]) == ["stage", "occurrence", "file", "op", "args"]
+    assert list(sets[0]["args"]) == ["x", "eps"]
+    data = torch.load(os.path.join(os.path.dirname(path), sets[0]["file"]), weights_only=True)
+    assert sorted(data) == ["eps", "x"]
+    with open(os.path.join(REPO, "assets", "manifest.schema.json")) as handle:
+        jsonschema.Draft202012Validator(json.load(handle)).validate(manifest)
+
+
+def test_probe_op_never_raises_into_the_model(probe, capsys):
+    class Hostile:
+        def __getattribute__(self, name):
+            raise RuntimeError("no attributes here")
+
+        def __str__(self):
+            raise RuntimeError("no str either")
+
+    probe.arm("req")
+    probe.capture_inputs("s", _op=Hostile(), x=torch.ones(2))
+    assert probe.armed()
+    path = probe.finish()
+    entry = load_manifest(path)["input_sets"][0]
+    assert isinstance(entry["op"], str) and "Hostile" in entry["op"]

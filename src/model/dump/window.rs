@@ -16,6 +16,11 @@ pub struct InputSet {
     pub occurrence: u32,
     /// `.pt` file relative to the window directory.
     pub file: String,
+    /// The operator that was called, from `capture_inputs(stage, _op="torch.ops.npu.npu_rms_norm")`
+    /// (e.g. `torch.nn.functional.silu`); `None` when `_op` was not given and in manifests
+    /// written before the field existed.
+    #[serde(default)]
+    pub op: Option<String>,
     /// Argument name → description (`kind` plus layout or value), as written.
     pub args: serde_json::Map<String, serde_json::Value>,
 }

@@ -1,0 +1,111 @@
+"""Candidate operators for tests/python/test_replay_op.py, loaded by replay_op.py as
+``tests/python/replay_candidates.py:NAME``.
+
+Written the way model code writes them (the formulas of examples/tiny_llama.py), not
+copied from replay_op.py's built-ins, so agreement is evidence and not a tautology.
+"""
+
+import json
+import os
+
+import torch
+
+
+def rms_norm_ok(x, weight, eps):
+    """HF LlamaRMSNorm, as tiny_llama.py computes it."""
+    x32 = x.to(torch.float32)
+    variance = x32.pow(2).mean(-1, keepdim=True)
+    return weight * (x32 * torch.rsqrt(variance + eps)).to(x.dtype)
+
+
+def rms_norm_eps_after(x, weight, eps):
+    """Wrong on purpose: eps added after the normalization instead of inside the rsqrt."""
+    x32 = x.to(torch.float32)
+    variance = x32.pow(2).mean(-1, keepdim=True)
+    return weight * (x32 * torch.rsqrt(variance) + eps).to(x.dtype)
+
+
+def _rotate_half(x):
+    half = x.shape[-1] // 2
+    return torch.cat((-x[..., half:], x[..., :half]), dim=-1)
+
+
+def _rotate_wrong_half(x):
+    # Wrong on purpose: the sign lands on the first half instead of the second.
+    half = x.shape[-1] // 2
+    return torch.cat((x[..., half:], -x[..., :half]), dim=-1)
+
+
+def rope_ok(q, k, cos, sin, positions):
+    """apply_rope of tiny_llama.py: x * cos + rotate_half(x) * sin, cos/sin [T, head_dim]."""
+    c, s = cos[:, None, :], sin[:, None, :]
+    return q * c + _rotate_half(q) * s, k * c + _rotate_half(k) * s
+
+
+def rope_wrong_half(q, k, cos, sin, positions):
+    c, s = cos[:, None, :], sin[:, None, :]
+    return q * c + _rotate_wrong_half(q) * s, k * c + _rotate_wrong_half(k) * s
+
+
+def rope_in_place(q, k, cos, sin, positions):
+    """Like vLLM's rotary_embedding op: writes q and k in place and returns None."""
+    c, s = cos[:, None, :], sin[:, None, :]
+    q_new = q * c + _rotate_half(q) * s
+    k_new = k * c + _rotate_half(k) * s
+    q.copy_(q_new)
+    k.copy_(k_new)
+
+
+def crash(**named):
+    raise RuntimeError("replay test candidate: illegal memory access (simulated)")
+
+
+def unsupported(x, weight, eps):
+    """Calls a torch kernel that has no float16 CPU implementation (torch 2.13: NotImplementedError
+    "\"zeta_cpu\" not implemented for 'Half'"); should a later torch add one, raises that message."""
+    torch.special.zeta(x, x)
+    raise RuntimeError("\"zeta_cpu\" not implemented for '%s'"
+                       % {torch.float16: "Half", torch.bfloat16: "BFloat16"}.get(x.dtype, str(x.dtype)))
+
+
+def layout_probe(**named):
+    """Records what it was handed (stride, storage_offset, dtype, device, values, which storages are shared)
+    into the JSON files $REPLAY_LAYOUT_OUT.1, .2, ... (one per call), and returns h16 * 2."""
+    seen = {}
+    flat = {}
+    for name, value in named.items():
+        flat[name] = value
+        if isinstance(value, (list, tuple)):  # tensors inside lists are looked at one by one too
+            flat.update(("%s[%d]" % (name, i), v) for i, v in enumerate(value) if isinstance(v, torch.Tensor))
+    for name, value in flat.items():
+        if isinstance(value, torch.Tensor):
+            storage = value.untyped_storage()
+            seen[name] = {
+                "dtype": str(value.dtype).replace("torch.", ""),
+                "shape": list(value.shape),
+                "stride": list(value.stride()),
+                "storage_offset": int(value.storage_offset()),
+                "device": str(value.device),
+                "is_contiguous": bool(value.is_contiguous()),
+                "storage_ptr": int(storage.data_ptr()),
+                "storage_nbytes": int(storage.nbytes()),
+                "data_ptr": int(value.data_ptr()),
+                "values": value.detach().to(torch.float64).reshape(-1).tolist(),
+            }
+        else:
+            seen[name] = {"type": type(value).__name__, "value": repr(value)}
+    tensors = [n for n in seen if "storage_ptr" in seen[n]]
+    shared = sorted(
+        [a, b] for i, a in enumerate(tensors) for b in tensors[i + 1:]
+        if seen[a]["storage_ptr"] == seen[b]["storage_ptr"]
+    )
+    path = os.environ.get("REPLAY_LAYOUT_OUT")
+    if path:
+        # One file per side: the candidate writes first, then reference, golden, reference_native.
+        n = 1
+        while os.path.exists("%s.%d" % (path, n)):
+            n += 1
+        with open("%s.%d" % (path, n), "w") as handle:
+            json.dump({"args": seen, "shared": shared}, handle)
+    h16 = named.get("h16")
+    return h16 * 2 if isinstance(h16, torch.Tensor) else None
