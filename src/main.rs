@@ -168,10 +168,14 @@ impl Sources {
         };
         let options = self.options()?;
         let mirror = remote::Mirror::open(&spec, options)?;
+        let root = mirror.root().to_path_buf();
+        let mirror = std::sync::Arc::new(std::sync::Mutex::new(mirror));
+        // Also the fetcher's: the workbench's `t` brings a followed capture's saved tensors.
+        self.mirrors.push(mirror.clone());
         Ok(Followed {
             name: text.to_string(),
-            root: mirror.root().to_path_buf(),
-            mirror: Some(std::sync::Arc::new(std::sync::Mutex::new(mirror))),
+            root,
+            mirror: Some(mirror),
         })
     }
 
@@ -448,6 +452,9 @@ fn main() -> ExitCode {
     };
     let code = finish(result, json);
     drop(sources);
+    // A watch's followers still hold their mirrors (their threads outlive main's return):
+    // end every master and remove the control directory here, whatever holds them.
+    remote::shutdown();
     code
 }
 
@@ -620,6 +627,7 @@ fn watch_workbench(
         .map(|s| sources.watched(s))
         .collect::<Result<Vec<_>, _>>()?;
     let vs = request.vs.map(|v| sources.watched(v)).transpose()?;
+    let _fetching = sources.fetcher().map(dumpview::runtime::fetch::register);
     dumpview::runtime::run_watch(
         followed,
         vs,
@@ -671,7 +679,20 @@ fn watch(
     Ok(match code {
         0 => Outcome::Clean,
         1 => Outcome::Found,
-        _ => return Err("no source could be read at start".into()),
+        _ => {
+            let unread: Vec<&str> = args
+                .sources
+                .iter()
+                .chain(&args.vs)
+                .filter(|f| !f.root.exists())
+                .map(|f| f.name.as_str())
+                .collect();
+            return Err(format!(
+                "cannot watch: {} cannot be read at start (no such file or directory)",
+                unread.join(", ")
+            )
+            .into());
+        }
     })
 }
 

@@ -1238,3 +1238,54 @@ fn walk(root: &Path) -> Vec<PathBuf> {
     }
     out
 }
+
+// The same through a watch (`--watch A --vs B`, both remote): `t` fetches the followed
+// captures' saved tensors too, and gives the local answer.
+#[test]
+fn t_on_a_remote_watch_fetches_the_saved_tensors_it_compares() {
+    if !tmux_available() {
+        return;
+    }
+    let Some(server) = support::sshd::Sshd::start() else {
+        return;
+    };
+    let work = tempfile::tempdir().unwrap();
+    support::copy_tree(&example("llama_fp16_overflow"), &work.path().join("pair"));
+    let (a, b) = (
+        server.url(&work.path().join("pair/a")),
+        server.scp(&work.path().join("pair/b")),
+    );
+    let cache = work.path().join("cache");
+    let t = Term::start(
+        120,
+        36,
+        &[
+            "--watch",
+            &a,
+            "--vs",
+            &b,
+            "--ssh-command",
+            &server.ssh_command(),
+            "--cache-dir",
+            cache.to_str().unwrap(),
+        ],
+        &[],
+    );
+    t.wait("the first divergence selected", |s| {
+        s.shows_detail(FIRST_DIVERGENCE)
+    });
+    t.keys(&["t"]);
+    let s = t.wait("the tensor comparison popup", |s| {
+        s.text.contains("allclose") && s.text.contains("max_abs_diff")
+    });
+    for expected in [
+        "tensors · rank 0 · layers.3.mlp_up#1",
+        "allclose NO: 318 of 5504 mismatch",
+        "max_abs_diff    127.91015625 at [5, 100]",
+    ] {
+        assert!(s.text.contains(expected), "{expected:?} in:\n{}", s.text);
+    }
+    t.keys(&["Escape"]);
+    t.keys(&["q"]);
+    assert_eq!(t.wait_exit(), (0, true));
+}

@@ -176,6 +176,7 @@ fn the_watch_status_follows_source_states_and_the_background_fetch() {
         files_total: 40,
         bytes: 3_100_000,
         windows: 2,
+        files_missing: 0,
     };
     update(
         &mut app,

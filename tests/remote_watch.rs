@@ -290,3 +290,81 @@ fn walk_all(dir: &Path) -> Vec<std::path::PathBuf> {
     }
     out
 }
+
+/// A remote watch that ends by itself (`--timeout`, `--until-finding`) ends its ssh master and
+/// removes its control directory `/tmp/dvssh-<pid>-*`, though its followers still hold the
+/// mirrors when main returns.
+#[test]
+fn a_remote_watch_that_ends_leaves_no_master_and_no_control_directory() {
+    let Some(server) = Sshd::start() else {
+        eprintln!("skipped: no sshd");
+        return;
+    };
+    let remote = server.path().join("dumps");
+    land(&remote, "b", 0);
+    let cache = tempfile::tempdir().unwrap();
+    for ending in [["--timeout", "2"], ["--until-finding", "--json"]] {
+        let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_dumpview"))
+            .arg("watch")
+            .arg(server.url(&remote))
+            .args(ending)
+            .args(["--poll", "0.3", "--ssh-command", &server.ssh_command()])
+            .arg("--cache-dir")
+            .arg(cache.path())
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .unwrap();
+        let pid = child.id();
+        let status = child.wait().unwrap();
+        assert_eq!(status.code(), Some(1), "{ending:?}: rank 0 holds an inf");
+        let left: Vec<_> = std::fs::read_dir("/tmp")
+            .unwrap()
+            .flatten()
+            .filter(|e| {
+                e.file_name()
+                    .to_string_lossy()
+                    .starts_with(&format!("dvssh-{pid}-"))
+            })
+            .map(|e| e.path())
+            .collect();
+        assert!(left.is_empty(), "{ending:?} left {left:?}");
+        assert!(server.masters().is_empty(), "{ending:?} left a master");
+    }
+}
+
+/// A remote dump file replaced by a smaller one, and then the last one deleted: the watch
+/// says both (fewer records and the finding cleared; the window removed), though nothing
+/// else lands to signal a change.
+#[test]
+fn a_remote_file_that_shrinks_and_then_goes_is_said() {
+    let Some(server) = Sshd::start() else {
+        eprintln!("skipped: no sshd");
+        return;
+    };
+    let remote = server.path().join("dumps");
+    land(&remote, "b", 0);
+    let cache = tempfile::tempdir().unwrap();
+    let source = server.url(&remote);
+    let watch = start(&server, cache.path(), std::slice::from_ref(&source));
+    let nonfinite = watch.next("the first non-finite record", |e| {
+        e["kind"] == "first_nonfinite" && e.get("cleared").is_none()
+    });
+    assert_eq!(nonfinite["stage"], "layers.3.mlp_up#1");
+    // The first 60 records only, rewritten in place: smaller, and with no inf.
+    let path = remote.join("rank0/match1-occ1/manifest.json");
+    let mut manifest: Value = serde_json::from_slice(&std::fs::read(&path).unwrap()).unwrap();
+    manifest["records"].as_array_mut().unwrap().truncate(60);
+    std::fs::write(&path, serde_json::to_vec(&manifest).unwrap()).unwrap();
+    let window = watch.next("the smaller window", |e| {
+        e["kind"] == "window" && e["records"] == 60
+    });
+    assert_eq!(window["rank"], 0);
+    watch.next("the finding cleared", |e| {
+        e["kind"] == "first_nonfinite" && e["cleared"] == true
+    });
+    std::fs::remove_file(&path).unwrap();
+    watch.next("the window removed", |e| {
+        e["kind"] == "window" && e["removed"] == true
+    });
+}

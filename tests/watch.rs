@@ -242,3 +242,50 @@ fn two_runs_under_one_directory_are_two_windows() {
         .collect();
     assert!(flips.is_empty(), "{flips:?}");
 }
+
+/// A windowed manifest that lands before the tensor files its statistics come from is read
+/// again when they arrive: rank 1's non-finite record shows without the manifest changing.
+#[test]
+fn a_windowed_manifest_landing_before_its_tensors_is_read_again_when_they_arrive() {
+    let fixture = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/fixtures/windowed/B/l1/rank_1/window_0001");
+    let dir = tempfile::tempdir().unwrap();
+    let window = dir.path().join("rank_1/window_0001");
+    std::fs::create_dir_all(&window).unwrap();
+    std::fs::copy(fixture.join("manifest.json"), window.join("manifest.json")).unwrap();
+    let watch = start(&[dir.path().as_os_str()]);
+    // Its warnings come before the window's event.
+    watch.next("a missing tensor's warning", |e| {
+        e["kind"] == "warning" && e["warning_kind"] == "lost_evidence"
+    });
+    let first = watch.next("the window", is("window"));
+    assert_eq!(first["records"], 8);
+    // The tensors land after the manifest (each file whole, by rename).
+    for entry in walk(&fixture) {
+        if entry.file_name().unwrap() == "manifest.json" {
+            continue;
+        }
+        let target = window.join(entry.strip_prefix(&fixture).unwrap());
+        std::fs::create_dir_all(target.parent().unwrap()).unwrap();
+        let partial = target.with_extension("partial");
+        std::fs::copy(&entry, &partial).unwrap();
+        std::fs::rename(&partial, &target).unwrap();
+    }
+    let nonfinite = watch.next("the first non-finite record", |e| {
+        e["kind"] == "first_nonfinite" && e.get("cleared").is_none()
+    });
+    assert_eq!(nonfinite["stage"], "pipeline_mk.out.task1.output.y#1");
+}
+
+fn walk(dir: &Path) -> Vec<PathBuf> {
+    let mut out = Vec::new();
+    for entry in std::fs::read_dir(dir).unwrap().flatten() {
+        let path = entry.path();
+        if path.is_dir() {
+            out.extend(walk(&path));
+        } else {
+            out.push(path);
+        }
+    }
+    out
+}

@@ -404,7 +404,8 @@ impl Mirror {
     /// # Errors
     /// [`RemoteError::ConnectionLost`] (retry with [`crate::remote::Backoff`]; what was
     /// fetched before the break is kept and reported by the next sync); `PathMissing` when
-    /// the path went away; `ListingEmpty` when a full listing finds no dump file;
+    /// the path went away; `ListingEmpty` when a full listing finds no dump file (unless this
+    /// mirror listed some before: then they are all `removed`);
     /// `ListingUnreadable` when the listing fails; `PathUnreadable` for a file that cannot
     /// be read; `Cache` when the cache cannot be written.
     pub fn sync(&mut self) -> Result<SyncReport, RemoteError> {
@@ -474,7 +475,11 @@ impl Mirror {
             let name = rel.rsplit(|&b| b == b'/').next().unwrap_or(rel);
             rel.is_empty() || crate::model::formats::file_names().any(|n| n.as_bytes() == name)
         };
-        if full && !listing.files.iter().any(|(rel, _)| is_dump_file(rel)) {
+        // An empty directory is an error, never "no findings"; one whose every dump file was
+        // deleted since this process last listed it is a removal of them all (the follower
+        // says so). A cache left by an earlier run does not count: its files may be stale.
+        let listed_here = self.last_full.is_some() && !self.known.is_empty();
+        if full && !listed_here && !listing.files.iter().any(|(rel, _)| is_dump_file(rel)) {
             return Err(RemoteError::ListingEmpty {
                 host,
                 path: shown,

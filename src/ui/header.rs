@@ -165,8 +165,15 @@ pub fn draw(frame: &mut Frame, app: &App, area: Rect, theme: Theme) {
     if let Some(status) = &app.watch {
         let (text, healthy) = status.describe();
         let style = if healthy { theme.good() } else { theme.bad() };
-        // A lost source is as loud as MISSING DATA; a healthy watch gives way early.
-        second.push(Piece::new(text, style, if healthy { 6 } else { 0 }));
+        // A lost source is as loud as MISSING DATA; a healthy watch gives way early, unless
+        // a fetch runs (the windows it holds back are not shown yet: say why).
+        let fetching = status.fetching.iter().any(Option::is_some);
+        let priority = match (healthy, fetching) {
+            (false, _) => 0,
+            (true, true) => 2,
+            (true, false) => 6,
+        };
+        second.push(Piece::new(text, style, priority));
     }
     frame.render_widget(
         Paragraph::new(vec![

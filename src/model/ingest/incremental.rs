@@ -65,10 +65,30 @@ fn holds_less(new: &(Window, Vec<Warning>), old: &(Window, Vec<Warning>)) -> boo
         || (crate::model::dump::any_lost(&new.1) && !crate::model::dump::any_lost(&old.1))
 }
 
+/// The files that `path` (a dump file whose format computes statistics from tensor files)
+/// names and that do not exist (yet).
+fn missing_statistics_files(path: &std::path::Path, bytes: &[u8]) -> Vec<PathBuf> {
+    let head = &bytes[..bytes.len().min(crate::model::formats::HEAD_BYTES)];
+    match crate::model::formats::claiming(path, head) {
+        Some(format) if format.statistics_from_tensor_files() => format
+            .statistics_files(path, bytes)
+            .into_iter()
+            .filter(|p| !p.exists())
+            .collect(),
+        _ => Vec::new(),
+    }
+}
+
+/// How a warning about a file that became unreadable after a good reading begins.
+const UNREADABLE_NOW: &str = "cannot be read now";
+
 /// One file's last reading.
 struct Cached {
     /// `None` when the file changed while it was read: read it again next time.
     fingerprint: Option<Fingerprint>,
+    /// Files its statistics come from that were missing when it was read (a windowed
+    /// manifest that landed before its tensors): read it again when one appears.
+    waiting_on: Vec<PathBuf>,
     /// The window and its warnings, or why the file could not be read as one.
     result: Result<(Window, Vec<Warning>), String>,
 }
@@ -113,6 +133,15 @@ impl Incremental {
         self.held.extend(paths.iter().cloned());
     }
 
+    /// True when a file's last reading is provisional (it was mid-rewrite, or read as less
+    /// than before while young): refresh again once it has had [`SETTLE_AGE`] to settle,
+    /// whether or not anything signals a change (a remote mirror signals only new copies).
+    pub fn unsettled(&self) -> bool {
+        self.files
+            .iter()
+            .any(|(path, cached)| cached.fingerprint.is_none() && !self.held.contains(path))
+    }
+
     /// Ends [`Incremental::hold`] for `paths`: the next refresh reads them whatever their
     /// fingerprint (what they read from changed, not they).
     pub fn release(&mut self, paths: &[PathBuf]) {
@@ -130,10 +159,11 @@ impl Incremental {
     }
 
     /// Lists the inputs again and returns the capture as it is now: new and changed files are
-    /// read (never mapped), the others reused. A file that cannot be read as a window, or
-    /// that changed while it was read (a writer mid-rewrite), keeps its previous reading when
-    /// it has one and costs an `UNREADABLE WINDOW` warning otherwise; it is read again on the
-    /// next refresh.
+    /// read (never mapped), the others reused. A file that changed while it was read (a
+    /// writer mid-rewrite) keeps its previous reading and is read again on the next refresh
+    /// ([`Incremental::unsettled`]). A settled file that cannot be read as a window keeps its
+    /// last good reading with a lost-evidence warning (`cannot be read now`), and costs an
+    /// `UNREADABLE WINDOW` warning when it never had one.
     ///
     /// # Errors
     /// An input that is missing or cannot be listed (a directory with no dump files yet is
@@ -154,18 +184,23 @@ impl Incremental {
                 continue;
             }
             let now = Fingerprint::of(path).ok();
-            let fresh = self
-                .files
-                .get(path)
-                .is_some_and(|c| c.fingerprint.is_some() && c.fingerprint == now);
+            let fresh = self.files.get(path).is_some_and(|c| {
+                c.fingerprint.is_some()
+                    && c.fingerprint == now
+                    && c.waiting_on.iter().all(|p| !p.exists())
+            });
             if fresh {
                 stats.reused += 1;
                 continue;
             }
             stats.read += 1;
+            let mut waiting_on = Vec::new();
             let result = FileBytes::read(path, false)
                 .map_err(|e| format!("cannot read: {e}"))
-                .and_then(|bytes| read_window(&bytes, path).map_err(|e| e.to_string()));
+                .and_then(|bytes| {
+                    waiting_on = missing_statistics_files(path, &bytes);
+                    read_window(&bytes, path).map_err(|e| e.to_string())
+                });
             // Read again next time if the file moved under the reader.
             let after = Fingerprint::of(path).ok();
             let stable = now.is_some() && now == after;
@@ -188,12 +223,32 @@ impl Incremental {
                         result: Ok(old), ..
                     }),
                 ) if !stable || young => (Ok(old), false),
+                // Settled and unreadable (cut to nothing, overwritten with garbage): the last
+                // good reading stays, said as lost evidence.
+                (
+                    Err(e),
+                    Some(Cached {
+                        result: Ok((window, mut warnings)),
+                        ..
+                    }),
+                ) => {
+                    warnings.retain(|w| !w.message.starts_with(UNREADABLE_NOW));
+                    let cause = e
+                        .strip_prefix(&format!("{}: ", path.display()))
+                        .unwrap_or(&e);
+                    warnings.push(Warning::lost(
+                        path.clone(),
+                        format!("{UNREADABLE_NOW} ({cause}); its last good reading is shown"),
+                    ));
+                    (Ok((window, warnings)), true)
+                }
                 (Err(e), _) => (Err(e), true),
             };
             self.files.insert(
                 path.clone(),
                 Cached {
                     fingerprint: (stable && settled).then_some(now).flatten(),
+                    waiting_on,
                     result,
                 },
             );
@@ -288,5 +343,42 @@ mod tests {
         capture.release(std::slice::from_ref(&a));
         let (_, stats) = capture.refresh().unwrap();
         assert_eq!((stats.read, stats.reused), (1, 1));
+    }
+
+    /// Sets `path`'s modification time `ago` in the past (a file that has settled).
+    fn age(path: &std::path::Path, ago: std::time::Duration) {
+        let file = std::fs::File::options().write(true).open(path).unwrap();
+        file.set_modified(std::time::SystemTime::now() - ago)
+            .unwrap();
+    }
+
+    #[test]
+    fn a_settled_file_cut_to_nothing_keeps_its_last_good_reading_with_a_warning() {
+        let (dir, a, _) = two_ranks();
+        let mut capture = Incremental::new(vec![dir.path().to_path_buf()], Attempt::Newest);
+        let (dump, _) = capture.refresh().unwrap();
+        let records = dump.windows[0].records.len();
+        std::fs::write(&a, b"").unwrap();
+        // Young: provisional, read again later.
+        let (dump, _) = capture.refresh().unwrap();
+        assert_eq!(dump.windows[0].records.len(), records);
+        assert!(capture.unsettled());
+        age(&a, std::time::Duration::from_secs(5));
+        let (dump, stats) = capture.refresh().unwrap();
+        assert_eq!((ranks(&dump), stats.read), (vec![0, 1], 1));
+        assert_eq!(dump.windows[0].records.len(), records);
+        assert!(!capture.unsettled());
+        let said: Vec<&str> = dump
+            .warnings
+            .iter()
+            .filter(|w| w.message.starts_with(UNREADABLE_NOW))
+            .map(|w| w.message.as_str())
+            .collect();
+        assert_eq!(said.len(), 1, "{said:?}");
+        assert!(
+            said[0].ends_with("its last good reading is shown"),
+            "{said:?}"
+        );
+        assert!(dump.warnings.iter().any(|w| w.loses_evidence()));
     }
 }

@@ -20,7 +20,7 @@ pub use attempts::{Attempt, attempt_of_dir, choose_attempts};
 pub use check::{check_records, check_window, drop_escaping_evidence};
 pub use discover::{discover, discover_named, discover_watched};
 pub use error::LoadError;
-pub use incremental::{Fingerprint, Incremental, RefreshStats};
+pub use incremental::{Fingerprint, Incremental, RefreshStats, SETTLE_AGE};
 pub use same::same_input;
 
 use crate::model::dump::{Dump, Warning, Window};

@@ -72,6 +72,9 @@ pub struct FetchProgress {
     pub bytes: u64,
     /// Windows waiting for them.
     pub windows: usize,
+    /// Files of the round that the remote host did not have (a manifest listed before its
+    /// tensors were written): asked for again at the next full listing.
+    pub files_missing: usize,
 }
 
 impl FetchProgress {
@@ -80,15 +83,20 @@ impl FetchProgress {
         self.files_done >= self.files_total
     }
 
-    /// For people: `fetching tensor files 12/40 (3.1 MB) for 2 windows`.
+    /// For people: `fetching tensor files 12/40 (3.1 MB) for 2 windows`, with `, 3 not on the
+    /// remote host yet` when some were missing.
     pub fn describe(&self) -> String {
         let verb = if self.finished() {
             "fetched"
         } else {
             "fetching"
         };
+        let missing = match self.files_missing {
+            0 => String::new(),
+            n => format!(", {n} not on the remote host yet"),
+        };
         format!(
-            "{verb} tensor files {}/{} ({}) for {} window{}",
+            "{verb} tensor files {}/{} ({}{missing}) for {} window{}",
             self.files_done,
             self.files_total,
             crate::model::present::number::megabytes(self.bytes),
@@ -226,10 +234,20 @@ impl WatchEvent {
                 str_of(&b["vs"])
             ),
             "source" => format!("{} {}", str_of(&b["state"]), str_of(&b["reason"])),
-            "warning" => format!("warning: {}: {}", str_of(&b["file"]), str_of(&b["message"])),
+            "warning" => format!("{}: {}", str_of(&b["file"]), str_of(&b["message"])),
             other => other.to_string(),
         };
-        format!("[{}] {}{at}: {what}", self.source, self.kind)
+        // A note is no warning; a window's line names its file (two runs under one
+        // directory give windows alike in everything else).
+        let kind = match self.kind {
+            "warning" if b["warning_kind"] == "note" => "note",
+            kind => kind,
+        };
+        let file = match (&self.window, self.kind) {
+            (Some(key), "window") => format!(" · {}", key.file),
+            _ => String::new(),
+        };
+        format!("[{}] {kind}{at}: {what}{file}", self.source)
     }
 }
 
@@ -316,4 +334,48 @@ pub fn snapshot(
         }
     }
     events
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn text_lines_name_notes_as_notes_and_a_window_by_its_file() {
+        let note = Warning::note(
+            std::path::PathBuf::from("run/a"),
+            "rank 0 is in A and B".to_string(),
+        );
+        assert_eq!(
+            WatchEvent::warning("A", &note, 0.0).to_text(),
+            "[A] note: run/a: rank 0 is in A and B"
+        );
+        let lost = Warning::lost(
+            std::path::PathBuf::from("run/a/m.json"),
+            "cut short".to_string(),
+        );
+        assert_eq!(
+            WatchEvent::warning("A", &lost, 0.0).to_text(),
+            "[A] warning: run/a/m.json: cut short"
+        );
+        let window = WatchEvent {
+            kind: "window",
+            ts: 0.0,
+            source: "A".into(),
+            window: Some(WindowKey {
+                source: "A".into(),
+                rank: 1,
+                label: "req".into(),
+                match_index: 1,
+                occurrence: 1,
+                attempt: 1,
+                file: "run/a/rank1/match1-occ1/manifest.json".into(),
+            }),
+            body: json!({"records": 119}),
+        };
+        assert_eq!(
+            window.to_text(),
+            "[A] window rank 1 \"req\" (match 1, call 1): 119 records · run/a/rank1/match1-occ1/manifest.json"
+        );
+    }
 }

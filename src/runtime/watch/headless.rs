@@ -68,6 +68,9 @@ pub fn run(args: &Headless, out: &mut dyn Write) -> std::io::Result<u8> {
     let mut found = false;
     let mut last: Option<(Dump, Option<Dump>, Analysis)> = None;
     loop {
+        if deadline.is_some_and(|d| Instant::now() >= d) {
+            break;
+        }
         let wait = deadline.map_or(Duration::from_secs(3600), |d| {
             d.saturating_duration_since(Instant::now())
         });

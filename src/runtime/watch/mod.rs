@@ -213,15 +213,29 @@ impl Captures {
     /// # Errors
     /// `Timeout` when nothing came in `wait`; `Disconnected` when every follower ended.
     pub fn next(&mut self, wait: Duration) -> Result<Batch, std::sync::mpsc::RecvTimeoutError> {
-        let first = self.received.recv_timeout(wait)?;
-        std::thread::sleep(SETTLE);
+        // A provisional reading (a file mid-rewrite) is read again once it had time to
+        // settle, signal or not.
+        let mut signalled: Vec<bool> = self.captures.iter().map(|c| c.unsettled()).collect();
+        let recheck = signalled.contains(&true);
+        let limit = if recheck {
+            wait.min(crate::model::ingest::SETTLE_AGE)
+        } else {
+            wait
+        };
+        let first = match self.received.recv_timeout(limit) {
+            Ok(signal) => {
+                std::thread::sleep(SETTLE);
+                Some(signal)
+            }
+            Err(std::sync::mpsc::RecvTimeoutError::Timeout) if recheck => None,
+            Err(error) => return Err(error),
+        };
         let mut batch = Batch {
             states: Vec::new(),
             changed: false,
             fetching: Vec::new(),
         };
-        let mut signalled = vec![false; self.captures.len()];
-        for signal in std::iter::once(first).chain(self.received.try_iter()) {
+        for signal in first.into_iter().chain(self.received.try_iter()) {
             match signal {
                 Signal::Changed(i) => signalled[i] = true,
                 Signal::State(i, state, reason) => batch.states.push((i, state, reason)),

@@ -45,6 +45,7 @@ pub fn follow_remote(
                 first: true,
                 connected: false,
                 waiting: VecDeque::new(),
+                missing: Vec::new(),
                 progress: FetchProgress::default(),
             }
             .run();
@@ -72,6 +73,9 @@ struct RemoteFollower {
     first: bool,
     connected: bool,
     waiting: VecDeque<Waiting>,
+    /// Tensor files the remote host did not have when asked: asked again at the next full
+    /// listing (their dump files are shown meanwhile, with the reader's warning).
+    missing: Vec<Waiting>,
     progress: FetchProgress,
 }
 
@@ -118,12 +122,28 @@ impl RemoteFollower {
                     )?;
                 }
                 self.forget(&report.removed)?;
+                if report.full && report.listed == 0 && !report.removed.is_empty() {
+                    self.state(
+                        SourceState::Connected,
+                        format!(
+                            "no dump file there any more: {} removed",
+                            report.removed.len()
+                        ),
+                    )?;
+                }
                 let needed = self
                     .mirror
                     .lock()
                     .expect("the mirror's lock")
                     .statistics_to_fetch(&report.changed, self.first);
-                self.queue(needed)?;
+                self.queue(needed, true)?;
+                if report.full && !self.missing.is_empty() {
+                    let again = std::mem::take(&mut self.missing)
+                        .into_iter()
+                        .map(|w| (w.dump, w.tensors))
+                        .collect();
+                    self.queue(again, false)?;
+                }
                 if self.first || !report.changed.is_empty() || !report.removed.is_empty() {
                     self.first = false;
                     self.send(Signal::Changed(self.index))?;
@@ -178,8 +198,9 @@ impl RemoteFollower {
     }
 
     /// Queues what `needed` names (a dump file queued already is queued again with its new
-    /// list: it changed), holds the dump files, and says the new total.
-    fn queue(&mut self, needed: Vec<(PathBuf, Vec<PathBuf>)>) -> Result<(), Ended> {
+    /// list: it changed), holds the dump files when `hold` (not for files asked again, which
+    /// are shown already), and says the new total.
+    fn queue(&mut self, needed: Vec<(PathBuf, Vec<PathBuf>)>, hold: bool) -> Result<(), Ended> {
         if needed.is_empty() {
             return Ok(());
         }
@@ -197,7 +218,9 @@ impl RemoteFollower {
             self.progress.windows += 1;
             self.waiting.push_back(Waiting { dump, tensors });
         }
-        self.send(Signal::Hold(self.index, dumps))?;
+        if hold {
+            self.send(Signal::Hold(self.index, dumps))?;
+        }
         self.send(Signal::Fetching(self.index, self.progress))
     }
 
@@ -255,7 +278,22 @@ impl RemoteFollower {
         self.progress.files_done += chunk.len();
         let mut ready = Vec::new();
         for waiting in &mut self.waiting {
-            waiting.tensors.retain(|t| !chunk.contains(t));
+            let (fetched, rest): (Vec<PathBuf>, Vec<PathBuf>) =
+                std::mem::take(&mut waiting.tensors)
+                    .into_iter()
+                    .partition(|t| chunk.contains(t));
+            waiting.tensors = rest;
+            let absent: Vec<PathBuf> = fetched.into_iter().filter(|t| !t.is_file()).collect();
+            if !absent.is_empty() {
+                self.progress.files_missing += absent.len();
+                match self.missing.iter_mut().find(|m| m.dump == waiting.dump) {
+                    Some(m) => m.tensors.extend(absent),
+                    None => self.missing.push(Waiting {
+                        dump: waiting.dump.clone(),
+                        tensors: absent,
+                    }),
+                }
+            }
         }
         while self.waiting.front().is_some_and(|w| w.tensors.is_empty()) {
             ready.push(self.waiting.pop_front().expect("checked").dump);
