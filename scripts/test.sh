@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Every test of the project: Rust (unit, integration, CLI, the `export` feature), clippy with
+# Every test of the project: Rust (unit, integration, CLI, the `export` and `torch` features), clippy with
 # warnings as errors, a bounded fuzz run of every reader, and Python (probe, examples).
 # Installs what it needs first (the Python environment in .venv); quick when present.
 set -euo pipefail
@@ -49,13 +49,21 @@ if [ "$(id -u)" = 0 ] && [ ! -d /run/sshd ]; then
     chmod 0755 /run/sshd
 fi
 
-# One test build with every feature (export: CSV and Parquet through polars), so each feature
-# is built and tested once.
+# Feature `torch` (tch) links the libtorch of the venv's pip torch: torch-sys's build script
+# asks that python (LIBTORCH_USE_PYTORCH=1; it runs `python3`, so the venv's goes first on
+# PATH) for libtorch's headers and libraries. build.rs puts libtorch's directory into every
+# binary's rpath, so tests run without LD_LIBRARY_PATH. Only the two cargo commands get this
+# environment.
+torch_env=(env "PATH=$PWD/.venv/bin:$PATH" LIBTORCH_USE_PYTORCH=1)
+
+# One test build with every feature (export: CSV and Parquet through polars; torch: the
+# built-in replay references, all in tests/reference_tch.rs), so each feature is built and
+# tested once.
 echo "== cargo test --all-features" >&2
-cargo test --all-targets --all-features --locked
+"${torch_env[@]}" cargo test --all-targets --all-features --locked
 
 echo "== cargo clippy --all-features -D warnings" >&2
-cargo clippy --all-targets --all-features --locked -- -D warnings
+"${torch_env[@]}" cargo clippy --all-targets --all-features --locked -- -D warnings
 
 # A total budget, split over the fuzz targets (scripts/fuzz.sh).
 echo "== fuzz every reader for ${DUMPVIEW_FUZZ_SECONDS:-120} s in all" >&2

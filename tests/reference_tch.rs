@@ -37,38 +37,61 @@ fn example_set(dump: &str, stage: &str) -> PathBuf {
         .join(format!("{stage}#1.pt"))
 }
 
-/// The tensors of a torch.save dict {name -> tensor}, by name, as (dtype, shape, values).
-fn read_outputs(path: &Path) -> Vec<(String, DType, Vec<usize>, Vec<f64>)> {
+/// One tensor Python saved.
+struct Saved {
+    name: String,
+    dtype: DType,
+    shape: Vec<usize>,
+    values: Vec<f64>,
+}
+
+/// The tensors of a torch.save dict {name -> tensor}, in saved order.
+fn read_outputs(path: &Path) -> Vec<Saved> {
     let file = TensorFile::open(path).unwrap_or_else(|e| panic!("{e}"));
     file.entries
         .iter()
         .map(|e| {
             let view = file.view(e);
-            let values = (0..view.numel()).map(|i| view.get(i)).collect();
-            (e.key.clone(), e.dtype, e.shape.clone(), values)
+            Saved {
+                name: e.key.clone(),
+                dtype: e.dtype,
+                shape: e.shape.clone(),
+                values: (0..view.numel()).map(|i| view.get(i)).collect(),
+            }
         })
         .collect()
 }
 
+/// replay_op.py: `$DUMPVIEW_REPLAY_OP` when set (a copy under development elsewhere), else
+/// `assets/replay_op.py`; `None` while neither exists.
+fn replay_op() -> Option<PathBuf> {
+    let path = std::env::var_os("DUMPVIEW_REPLAY_OP")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| root().join("assets/replay_op.py"));
+    path.is_file().then_some(path)
+}
+
 /// The same formulas as `dumpview::reference::builtins`, written from their sources in
-/// Python, on the input set rebuilt as replay_op.py rebuilds it (as_strided over the span)
-/// and upcast to float64.
+/// Python, on the input set rebuilt as replay_op.py rebuilds it (as_strided over the span),
+/// once per upcast: golden.pt (float64), reference.pt (benchmark), reference_native.pt (none).
 const INLINE: &str = r#"
-import sys, torch
+import os, sys, torch
 src, name, out = sys.argv[1], sys.argv[2], sys.argv[3]
 saved = torch.load(src, weights_only=True)
-def rebuild(v):
+UP = {torch.float16: torch.float32, torch.bfloat16: torch.float32, torch.float32: torch.float64}
+def rebuild(v, upcast):
     if isinstance(v, dict) and "__dump_probe_tensor__" in v:
         t = torch.as_strided(v["span"], v["shape"], v["stride"], v["offset_in_span"])
-        return t.to(torch.float64) if t.is_floating_point() else t
+        if not t.is_floating_point() or upcast == "none":
+            return t
+        return t.to(torch.float64 if upcast == "float64" else UP.get(t.dtype, t.dtype))
     return v
-a = {k: rebuild(v) for k, v in saved.items()}
 def rms_norm(x, weight, eps=1e-6):
-    dtype = x.dtype
-    h = x.to(torch.float64)
+    # HF LlamaRMSNorm, float32 read as "at least float32".
+    h = x.to(torch.float64 if x.dtype == torch.float64 else torch.float32)
     variance = h.pow(2).mean(-1, keepdim=True)
     h = h * torch.rsqrt(variance + eps)
-    return weight * h.to(dtype)
+    return weight * h.to(x.dtype)
 def rotate_half(x):
     x1 = x[..., : x.shape[-1] // 2]
     x2 = x[..., x.shape[-1] // 2 :]
@@ -78,56 +101,52 @@ def rope_neox(q, k, cos, sin, positions=None):
         cos, sin = cos[positions], sin[positions]
     c, s = cos[:, None, :], sin[:, None, :]
     return q * c + rotate_half(q) * s, k * c + rotate_half(k) * s
-result = {"rms_norm": rms_norm, "rope_neox": rope_neox}[name](**a)
-if isinstance(result, tuple):
-    result = {"out.%d" % i: t.contiguous() for i, t in enumerate(result)}
-else:
-    result = {"out": result.contiguous()}
-torch.save(result, out)
+fn = {"rms_norm": rms_norm, "rope_neox": rope_neox}[name]
+os.makedirs(out)
+for upcast, file in [("float64", "golden.pt"), ("benchmark", "reference.pt"), ("none", "reference_native.pt")]:
+    result = fn(**{k: rebuild(v, upcast) for k, v in saved.items()})
+    if isinstance(result, tuple):
+        result = {"out.%d" % i: t.contiguous() for i, t in enumerate(result)}
+    else:
+        result = {"out": result.contiguous()}
+    torch.save(result, os.path.join(out, file))
 "#;
 
-/// Python's float64 golden for `builtin` on input set `set` of example `dump`, and which
-/// implementation computed it.
-fn python_golden(
-    dump: &str,
-    stage: &str,
-    builtin: &str,
-    out: &Path,
-) -> (Vec<(String, DType, Vec<usize>, Vec<f64>)>, &'static str) {
-    let replay_op = root().join("assets/replay_op.py");
-    if replay_op.is_file() {
-        let dir = out.join("replay");
-        let status = Command::new(python())
-            .arg(&replay_op)
-            .arg(root().join("assets/examples").join(dump))
-            .args(["--stage", &format!("{stage}#1")])
-            .args(["--candidate", &format!("builtin:{builtin}")])
-            .args(["--reference", &format!("builtin:{builtin}")])
-            .arg("--out")
-            .arg(&dir)
-            .output()
-            .expect("run replay_op.py");
-        assert!(
-            status.status.success(),
-            "replay_op.py: {}",
-            String::from_utf8_lossy(&status.stderr)
-        );
-        return (read_outputs(&dir.join("golden.pt")), "replay_op.py");
-    }
-    let file = out.join("golden.pt");
-    let status = Command::new(python())
-        .args(["-c", INLINE])
-        .arg(example_set(dump, stage))
-        .arg(builtin)
-        .arg(&file)
-        .output()
-        .expect("run the venv's python");
+/// Python's outputs of `builtin` on input set `stage#1` of example `dump`, in directory
+/// `out` (golden.pt, reference.pt, reference_native.pt), and which implementation computed
+/// them.
+fn python_outputs(dump: &str, stage: &str, builtin: &str, out: &Path) -> &'static str {
+    let (output, by) = match replay_op() {
+        Some(replay_op) => (
+            Command::new(python())
+                .arg(&replay_op)
+                .arg(root().join("assets/examples").join(dump))
+                .args(["--stage", &format!("{stage}#1")])
+                .args(["--candidate", &format!("builtin:{builtin}")])
+                .args(["--reference", &format!("builtin:{builtin}")])
+                .arg("--out")
+                .arg(out)
+                .output()
+                .expect("run replay_op.py"),
+            "replay_op.py",
+        ),
+        None => (
+            Command::new(python())
+                .args(["-c", INLINE])
+                .arg(example_set(dump, stage))
+                .arg(builtin)
+                .arg(out)
+                .output()
+                .expect("run the venv's python"),
+            "inline torch script",
+        ),
+    };
     assert!(
-        status.status.success(),
-        "python: {}",
-        String::from_utf8_lossy(&status.stderr)
+        output.status.success(),
+        "{by}: {}",
+        String::from_utf8_lossy(&output.stderr)
     );
-    (read_outputs(&file), "inline torch script")
+    by
 }
 
 /// The largest |a - b|, NaN when the two disagree on a NaN.
@@ -139,21 +158,52 @@ fn max_abs_diff(a: &[f64], b: &[f64]) -> f64 {
         .fold(0.0, f64::max)
 }
 
+/// Each upcast's outputs against Python's: the float64 golden to 1e-12; the benchmark and
+/// native references (float32/float16 outputs) within one unit in the last place of their
+/// dtype, since the same libtorch runs the same formula.
 fn agrees_with_python(dump: &str, stage: &str, builtin: &str) {
     let set = InputSet::read(&example_set(dump, stage)).unwrap();
-    let ours = run_builtin(builtin, &set, Upcast::Float64).unwrap();
     let tmp = tempfile::tempdir().unwrap();
-    let (theirs, by) = python_golden(dump, stage, builtin, tmp.path());
-    let names: Vec<_> = ours.iter().map(|(n, _)| n.as_str()).collect();
-    let their_names: Vec<_> = theirs.iter().map(|(n, ..)| n.as_str()).collect();
-    assert_eq!(names, their_names, "{dump} {stage} {builtin}");
-    for ((name, t), (_, dtype, shape, values)) in ours.iter().zip(&theirs) {
-        assert_eq!((t.dtype, &t.shape), (*dtype, shape), "{name}");
-        assert_eq!(t.dtype, DType::Float64);
-        let diff = max_abs_diff(&t.values(), values);
-        eprintln!("{dump} {stage}#1 builtin:{builtin} {name}: max |diff| vs {by} = {diff:e}");
-        assert!(diff <= TOLERANCE, "{name}: max |diff| {diff:e} vs {by}");
-        assert!(values.iter().any(|v| *v != 0.0), "{name}: all zero");
+    let dir = tmp.path().join("replay");
+    let by = python_outputs(dump, stage, builtin, &dir);
+    for (upcast, file) in [
+        (Upcast::Float64, "golden.pt"),
+        (Upcast::Benchmark, "reference.pt"),
+        (Upcast::None, "reference_native.pt"),
+    ] {
+        let ours = run_builtin(builtin, &set, upcast).unwrap();
+        let theirs = read_outputs(&dir.join(file));
+        let names: Vec<_> = ours.iter().map(|(n, _)| n.as_str()).collect();
+        let their_names: Vec<_> = theirs.iter().map(|s| s.name.as_str()).collect();
+        assert_eq!(names, their_names, "{dump} {stage} {builtin} {file}");
+        for ((name, t), saved) in ours.iter().zip(&theirs) {
+            assert_eq!(
+                (t.dtype, &t.shape),
+                (saved.dtype, &saved.shape),
+                "{file} {name}"
+            );
+            let diff = max_abs_diff(&t.values(), &saved.values);
+            eprintln!(
+                "{dump} {stage}#1 builtin:{builtin} {file} {name} ({}): max |diff| vs {by} = {diff:e}",
+                t.dtype
+            );
+            assert!(
+                saved.values.iter().any(|v| *v != 0.0),
+                "{file} {name}: all zero"
+            );
+            if upcast == Upcast::Float64 {
+                assert_eq!(t.dtype, DType::Float64);
+                assert!(diff <= TOLERANCE, "{name}: max |diff| {diff:e} vs {by}");
+            } else {
+                let ulp = 2f64.powi(1 - t.dtype.mantissa_digits().unwrap() as i32);
+                for (a, b) in t.values().iter().zip(&saved.values) {
+                    assert!(
+                        a == b || (a - b).abs() <= ulp * b.abs().max(f64::MIN_POSITIVE),
+                        "{file} {name}: {a} vs {b} ({by})"
+                    );
+                }
+            }
+        }
     }
 }
 
@@ -444,8 +494,8 @@ fn rope_neox_and_gptj_by_hand_with_half_tables_and_positions() {
     // Token t uses table row positions[t]; head dim 4, pairs per layout.
     let expect = |x: &[f64], heads: usize, neox: bool| -> Vec<f64> {
         let mut out = vec![0.0; x.len()];
-        for t in 0..2 {
-            let row = positions[t] as usize;
+        for (t, &row) in positions.iter().enumerate() {
+            let row = row as usize;
             for h in 0..heads {
                 let base = (t * heads + h) * 4;
                 for i in 0..2 {
@@ -483,8 +533,8 @@ fn linear_and_matmul_by_hand_on_transposed_views() {
     ]);
     let mut want = Vec::new();
     for r in 0..2 {
-        for o in 0..2 {
-            want.push((0..3).map(|i| x[r * 3 + i] * weight(o, i)).sum::<f64>() + b[o]);
+        for (o, bias) in b.iter().enumerate() {
+            want.push((0..3).map(|i| x[r * 3 + i] * weight(o, i)).sum::<f64>() + bias);
         }
     }
     assert_close(&run("linear", &inputs)[0].1, &[2, 2], &want);
@@ -679,4 +729,220 @@ fn every_builtin_of_the_contract_is_listed_with_its_source() {
             .iter()
             .all(|b| !b.source.is_empty() && b.required <= b.params.len())
     );
+}
+
+#[test]
+fn rope_on_flattened_heads_and_partial_rotary_by_hand() {
+    // q [T=2, 2 heads * 4] flattened, cos/sin [T, 4] full width: head_dim is the table's.
+    let (q, k) = (values(16, 26), values(8, 27));
+    let (cos, sin) = (values(8, 28), values(8, 29));
+    let inputs = set(vec![
+        ("q", tensor(&[2, 8], &q)),
+        ("k", tensor(&[2, 4], &k)),
+        ("cos", tensor(&[2, 4], &cos)),
+        ("sin", tensor(&[2, 4], &sin)),
+    ]);
+    let neox = |x: &[f64], rot: usize, width: usize, c: &[f64], s: &[f64]| -> Vec<f64> {
+        // x rows of `width` values per token split in heads of 4; only the first `rot` turn.
+        let mut out = x.to_vec();
+        for t in 0..2 {
+            for h in 0..width / 4 {
+                let base = t * width + h * 4;
+                let half = rot / 2;
+                for i in 0..half {
+                    let (a, b) = (base + i, base + i + half);
+                    let (ca, sa) = (c[t * rot + i], s[t * rot + i]);
+                    let (cb, sb) = (c[t * rot + i + half], s[t * rot + i + half]);
+                    out[a] = x[a] * ca - x[b] * sa;
+                    out[b] = x[b] * cb + x[a] * sb;
+                }
+            }
+        }
+        out
+    };
+    let out = run("rope_neox", &inputs);
+    assert_close(&out[0].1, &[2, 8], &neox(&q, 4, 8, &cos, &sin));
+    assert_close(&out[1].1, &[2, 4], &neox(&k, 4, 4, &cos, &sin));
+
+    // q [T=2, 1, 8] with a [T, 4] table under rope_neox's halving rule: 4 * 2 == 8, so the
+    // table is a half table (repeated), not a partial one. A [T, 2] table is partial: the
+    // first 2 dims turn (as a full table of width 2), the other 6 pass through.
+    let q8 = values(16, 30);
+    let (c2, s2) = (values(4, 31), values(4, 32));
+    let partial = set(vec![
+        ("q", tensor(&[2, 1, 8], &q8)),
+        ("k", tensor(&[2, 1, 8], &q8)),
+        ("cos", tensor(&[2, 2], &c2)),
+        ("sin", tensor(&[2, 2], &s2)),
+    ]);
+    let mut want = q8.clone();
+    for t in 0..2 {
+        let (a, b) = (t * 8, t * 8 + 1);
+        want[a] = q8[a] * c2[t * 2] - q8[b] * s2[t * 2];
+        want[b] = q8[b] * c2[t * 2 + 1] + q8[a] * s2[t * 2 + 1];
+    }
+    let out = run("rope_neox", &partial);
+    assert_close(&out[0].1, &[2, 1, 8], &want);
+
+    // A table with rows for other tokens and no positions: refused, naming the rows.
+    let short = set(vec![
+        ("q", tensor(&[2, 1, 4], &values(8, 33))),
+        ("k", tensor(&[2, 1, 4], &values(8, 34))),
+        ("cos", tensor(&[3, 4], &values(12, 35))),
+        ("sin", tensor(&[3, 4], &values(12, 36))),
+    ]);
+    let err = run_builtin("rope_neox", &short, Upcast::None).unwrap_err();
+    assert!(err.to_string().contains("rows for 2 tokens"), "{err}");
+}
+
+#[test]
+fn layer_norm_takes_its_shape_from_the_bias_without_a_weight() {
+    let (x, b) = (values(4, 37), values(2, 38));
+    let inputs = set(vec![
+        ("x", tensor(&[2, 2], &x)),
+        ("weight", InputValue::None),
+        ("bias", tensor(&[2], &b)),
+    ]);
+    let mut want = Vec::new();
+    for row in x.chunks(2) {
+        let mean = (row[0] + row[1]) / 2.0;
+        let var = ((row[0] - mean).powi(2) + (row[1] - mean).powi(2)) / 2.0;
+        want.extend(
+            row.iter()
+                .zip(&b)
+                .map(|(v, b)| (v - mean) / (var + 1e-5).sqrt() + b),
+        );
+    }
+    assert_close(&run("layer_norm", &inputs)[0].1, &[2, 2], &want);
+}
+
+#[test]
+fn sdpa_with_fewer_key_heads_is_grouped_query_attention() {
+    // q [1, 4 heads, L=2, d=2]; k, v [1, 2 heads, S=3, d=2]: query heads 0, 1 use kv head 0.
+    let (l, s, d) = (2, 3, 2);
+    let (q, k, v) = (
+        values(4 * l * d, 39),
+        values(2 * s * d, 40),
+        values(2 * s * d, 41),
+    );
+    let inputs = set(vec![
+        ("q", tensor(&[1, 4, l, d], &q)),
+        ("k", tensor(&[1, 2, s, d], &k)),
+        ("v", tensor(&[1, 2, s, d], &v)),
+    ]);
+    let scale = 1.0 / (d as f64).sqrt();
+    let mut want = Vec::new();
+    for h in 0..4 {
+        let kv = h / 2;
+        want.extend(attention_by_hand(
+            &q[h * l * d..(h + 1) * l * d],
+            &k[kv * s * d..(kv + 1) * s * d],
+            &v[kv * s * d..(kv + 1) * s * d],
+            (l, s, d),
+            scale,
+            |_, _| 0.0,
+        ));
+    }
+    assert_close(&run("sdpa", &inputs)[0].1, &[1, 4, l, d], &want);
+}
+
+/// Input sets for every built-in, encoded by the probe's own `_input_value`, and
+/// replay_op.py's `BUILTINS[name]` on them under each upcast.
+const EVERY_BUILTIN: &str = r#"
+import importlib.util, os, sys, torch
+replay_op_path, probe_path, out = sys.argv[1], sys.argv[2], sys.argv[3]
+def load(name, path):
+    spec = importlib.util.spec_from_file_location(name, path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+replay_op, probe = load("replay_op", replay_op_path), load("dump_probe", probe_path)
+g = torch.Generator().manual_seed(13)
+def r(*shape, dtype=torch.float32):
+    return torch.randn(*shape, generator=g).to(dtype)
+cases = {
+    "rms_norm": dict(x=r(3, 8), weight=r(8), eps=1e-5),
+    "add_rms_norm": dict(x=r(3, 8, dtype=torch.float16), residual=r(3, 8, dtype=torch.float16),
+                         weight=r(8, dtype=torch.float16)),
+    "layer_norm": dict(x=r(3, 8), weight=r(8), bias=r(8), eps=1e-4),
+    "softmax": dict(x=r(3, 5), dim=0),
+    "silu_and_mul": dict(x=r(3, 8, dtype=torch.bfloat16)),
+    "gelu": dict(x=r(4, 6)),
+    "gelu_tanh": dict(x=r(4, 6, dtype=torch.float16)),
+    "rope_neox": dict(q=r(4, 2, 8), k=r(4, 1, 8), cos=r(6, 4), sin=r(6, 4),
+                      positions=torch.tensor([5, 0, 2, 2])),
+    "rope_gptj": dict(q=r(4, 2, 8), k=r(4, 1, 8)[:, :, :], cos=r(6, 4), sin=r(6, 4),
+                      positions=torch.tensor([1, 3, 4, 0])),
+    "linear": dict(x=r(3, 4), weight=r(4, 5).t(), bias=r(5)),
+    "sdpa": dict(q=r(1, 4, 3, 8), k=r(1, 2, 5, 8), v=r(1, 2, 5, 8), mask=r(3, 5), scale=0.2),
+    "sdpa_causal": dict(q=r(2, 3, 4), k=r(2, 3, 4).transpose(0, 1).contiguous().transpose(0, 1), v=r(2, 3, 4)),
+    "matmul": dict(a=r(2, 3, 4)[:, :, 1:], b=r(5, 3).t()),
+}
+UP = {torch.float16: torch.float32, torch.bfloat16: torch.float32, torch.float32: torch.float64}
+def cast(v, upcast):
+    if not isinstance(v, torch.Tensor) or not v.is_floating_point() or upcast == "none":
+        return v
+    return v.to(torch.float64 if upcast == "float64" else UP.get(v.dtype, v.dtype))
+os.makedirs(out)
+for name, args in cases.items():
+    torch.save({k: probe._input_value(v)[1] for k, v in args.items()}, os.path.join(out, name + ".pt"))
+    for upcast in ("float64", "benchmark", "none"):
+        with torch.no_grad():
+            result = replay_op.BUILTINS[name](**{k: cast(v, upcast) for k, v in args.items()})
+        if isinstance(result, tuple):
+            result = {"out.%d" % i: t.contiguous() for i, t in enumerate(result)}
+        else:
+            result = {"out": result.contiguous()}
+        torch.save(result, os.path.join(out, "%s.%s.pt" % (name, upcast)))
+"#;
+
+#[test]
+fn every_builtin_agrees_with_replay_op_py_on_probe_encoded_inputs() {
+    let Some(replay_op) = replay_op() else {
+        eprintln!("skipped: no assets/replay_op.py (nor $DUMPVIEW_REPLAY_OP) to compare with");
+        return;
+    };
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("sets");
+    let output = Command::new(python())
+        .args(["-c", EVERY_BUILTIN])
+        .arg(&replay_op)
+        .arg(root().join("assets/dump_probe.py"))
+        .arg(&dir)
+        .output()
+        .expect("run the venv's python");
+    assert!(
+        output.status.success(),
+        "python: {}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    for builtin in BUILTINS {
+        let set = InputSet::read(&dir.join(format!("{}.pt", builtin.name))).unwrap();
+        for (upcast, tag) in [
+            (Upcast::Float64, "float64"),
+            (Upcast::Benchmark, "benchmark"),
+            (Upcast::None, "none"),
+        ] {
+            let ours = run_builtin(builtin.name, &set, upcast).unwrap_or_else(|e| panic!("{e}"));
+            let theirs = read_outputs(&dir.join(format!("{}.{tag}.pt", builtin.name)));
+            assert_eq!(ours.len(), theirs.len(), "{} {tag}", builtin.name);
+            for ((name, t), saved) in ours.iter().zip(&theirs) {
+                assert_eq!(name, &saved.name);
+                assert_eq!((t.dtype, &t.shape), (saved.dtype, &saved.shape), "{name}");
+                let diff = max_abs_diff(&t.values(), &saved.values);
+                eprintln!(
+                    "builtin:{} {tag} {name} ({}): max |diff| vs replay_op.py = {diff:e}",
+                    builtin.name, t.dtype
+                );
+                let ulp = 2f64.powi(1 - t.dtype.mantissa_digits().unwrap() as i32);
+                for (a, b) in t.values().iter().zip(&saved.values) {
+                    let close = match upcast {
+                        Upcast::Float64 => (a - b).abs() <= TOLERANCE,
+                        _ => a == b || (a - b).abs() <= ulp * b.abs().max(f64::MIN_POSITIVE),
+                    };
+                    assert!(close, "builtin:{} {tag} {name}: {a} vs {b}", builtin.name);
+                }
+            }
+        }
+    }
 }

@@ -50,7 +50,7 @@ pub static BUILTINS: &[Builtin] = &[
         required: 1,
         outputs: &["out"],
         source: "torch.nn.functional.layer_norm over the last dim(s), normalized_shape = \
-                 weight.shape (else x.shape[-1:])",
+                 weight.shape (else bias.shape, else x.shape[-1:])",
         compute: layer_norm,
     },
     Builtin {
@@ -209,18 +209,17 @@ fn add_rms_norm(a: &Args<'_>) -> Outcome<Vec<Tensor>> {
 }
 
 /// `torch.nn.functional.layer_norm(x, normalized_shape, weight, bias, eps)` with
-/// `normalized_shape = weight.shape` (else `x.shape[-1:]`): `(x - E[x]) / sqrt(Var[x] + eps)
+/// `normalized_shape = weight.shape` (else `bias.shape`, else `x.shape[-1:]`): `(x - E[x]) / sqrt(Var[x] + eps)
 /// * weight + bias`, biased variance, over the normalized dims.
 fn layer_norm(a: &Args<'_>) -> Outcome<Vec<Tensor>> {
     let x = a.tensor("x")?;
     let weight = a.opt_tensor("weight")?;
     let bias = a.opt_tensor("bias")?;
     let eps = a.float("eps")?.unwrap_or(1e-5);
-    let shape = match &weight {
-        Some(w) => w.size(),
-        None => vec![*x.size().last().ok_or_else(|| {
-            Failure::Arguments("parameter `x` is 0-d: no dimension to normalize".into())
-        })?],
+    let shape = match (&weight, &bias) {
+        (Some(w), _) => w.size(),
+        (None, Some(b)) => b.size(),
+        (None, None) => vec![last_dim(&x, "x")?],
     };
     Ok(vec![x.f_layer_norm(
         shape.as_slice(),
@@ -302,31 +301,64 @@ fn rotate_every_two(x: &Tensor) -> Outcome<Tensor> {
     Ok(Tensor::f_stack(&[x2.f_neg()?, x1], -1)?.f_flatten(-2, -1)?)
 }
 
-/// `x * cos + rotate(x) * sin` for `x` of shape `[T, ..., head_dim]` (tokens first; the
-/// dims between are heads) and `cos`/`sin` of `[T, head_dim]` per token, or `[T,
-/// head_dim / 2]` (repeated to `head_dim`: concatenated twice for NeoX, each value twice in a
-/// row for GPT-J). When `positions` is given and `cos.shape[0] != T`, `cos` and `sin` are a
-/// table indexed by `positions` (`cos[positions]`).
+/// `x * cos + rotate(x) * sin` for `x` of shape `[T, ..., head_dim]` (tokens first, the
+/// dims between are heads) or `[T, heads * head_dim]`, and `cos`/`sin` of `[T, head_dim]` per
+/// token, or `[T, head_dim / 2]` (repeated to `head_dim`: concatenated twice for NeoX, each
+/// value twice in a row for GPT-J). When `positions` is given and `cos.shape[0] != T`, `cos`
+/// and `sin` are a table indexed by `positions` (`cos[positions]`). A table narrower than
+/// that rotates the first dims only and passes the rest (partial rotary), as replay_op.py's
+/// `_rope_apply`. For a 2-D `x`, `head_dim` is the table's width.
 fn rope(a: &Args<'_>, layout: Rotary) -> Outcome<Vec<Tensor>> {
     let q = a.tensor("q")?;
     let k = a.tensor("k")?;
-    let mut cos = a.tensor("cos")?;
-    let mut sin = a.tensor("sin")?;
+    let cos = a.tensor("cos")?;
+    let sin = a.tensor("sin")?;
     let positions = a.opt_tensor("positions")?;
-    let tokens = *q
-        .size()
-        .first()
-        .ok_or_else(|| Failure::Arguments("parameter `q` is 0-d".into()))?;
-    if let Some(positions) = &positions {
+    let apply = |x: &Tensor, name: &str| -> Outcome<Tensor> {
+        rope_apply(x, name, &cos, &sin, positions.as_ref(), layout)
+    };
+    Ok(vec![apply(&q, "q")?, apply(&k, "k")?])
+}
+
+/// One of `q`, `k` through [`rope`]'s formula.
+fn rope_apply(
+    x: &Tensor,
+    name: &str,
+    cos: &Tensor,
+    sin: &Tensor,
+    positions: Option<&Tensor>,
+    layout: Rotary,
+) -> Outcome<Tensor> {
+    let shape = x.size();
+    if shape.len() < 2 {
+        return Err(Failure::Arguments(format!(
+            "parameter `{name}` has {} dimensions; rope needs [T, ..., head_dim]",
+            shape.len()
+        )));
+    }
+    let tokens = shape[0];
+    let (mut cos, mut sin) = (cos.shallow_clone(), sin.shallow_clone());
+    if let Some(positions) = positions {
         if cos.size().first() != Some(&tokens) {
-            let index = positions.f_to_kind(Kind::Int64)?.f_flatten(0, -1)?;
+            let index = positions.f_to_kind(Kind::Int64)?.f_reshape([-1])?;
             cos = cos.f_index_select(0, &index)?;
             sin = sin.f_index_select(0, &index)?;
         }
     }
-    let head_dim = last_dim(&q, "q")?;
-    let table = last_dim(&cos, "cos")?;
-    if table * 2 == head_dim {
+    if cos.size().first() != Some(&tokens) {
+        return Err(Failure::Arguments(format!(
+            "`cos` has {:?} rows for {tokens} tokens (give positions to index a table)",
+            cos.size().first()
+        )));
+    }
+    cos = cos.f_reshape([tokens, -1])?;
+    sin = sin.f_reshape([tokens, -1])?;
+    let head_dim = if shape.len() >= 3 {
+        shape[shape.len() - 1]
+    } else {
+        last_dim(&cos, "cos")?
+    };
+    if last_dim(&cos, "cos")? * 2 == head_dim {
         let widen = |t: &Tensor| -> Outcome<Tensor> {
             Ok(match layout {
                 Rotary::Neox => Tensor::f_cat(&[t, t], -1)?,
@@ -335,25 +367,32 @@ fn rope(a: &Args<'_>, layout: Rotary) -> Outcome<Vec<Tensor>> {
         };
         cos = widen(&cos)?;
         sin = widen(&sin)?;
-    } else if table != head_dim {
-        return Err(Failure::Arguments(format!(
-            "`cos` has last dimension {table}; expected head_dim {head_dim} or head_dim / 2"
-        )));
     }
-    let apply = |x: &Tensor| -> Outcome<Tensor> {
-        // [T, D] -> [T, 1, ..., 1, D]: broadcast over the head dims of x.
-        let (mut c, mut s) = (cos.shallow_clone(), sin.shallow_clone());
-        for _ in 2..x.dim() {
-            c = c.f_unsqueeze(1)?;
-            s = s.f_unsqueeze(1)?;
-        }
-        let rotated = match layout {
-            Rotary::Neox => rotate_half(x)?,
-            Rotary::Gptj => rotate_every_two(x)?,
-        };
-        Ok(x.f_mul(&c)?.f_add(&rotated.f_mul(&s)?)?)
+    let h = if shape.len() == 2 {
+        x.f_reshape([tokens, -1, head_dim])?
+    } else {
+        x.shallow_clone()
     };
-    Ok(vec![apply(&q)?, apply(&k)?])
+    // [T, D] -> [T, 1, ..., 1, D]: broadcast over the head dims.
+    let rot = last_dim(&cos, "cos")?;
+    let mut view = vec![tokens];
+    view.extend(std::iter::repeat_n(1, h.dim() - 2));
+    view.push(rot);
+    let (cos, sin) = (
+        cos.f_reshape(view.as_slice())?,
+        sin.f_reshape(view.as_slice())?,
+    );
+    let h_rot = h.f_slice(-1, 0, rot, 1)?;
+    let h_pass = h.f_slice(-1, rot, None, 1)?;
+    let turned = match layout {
+        Rotary::Neox => rotate_half(&h_rot)?,
+        Rotary::Gptj => rotate_every_two(&h_rot)?,
+    };
+    let mut out = h_rot.f_mul(&cos)?.f_add(&turned.f_mul(&sin)?)?;
+    if last_dim(&h_pass, name)? > 0 {
+        out = Tensor::f_cat(&[out, h_pass], -1)?;
+    }
+    Ok(out.f_reshape(shape.as_slice())?)
 }
 
 /// Rotary embedding, GPT-NeoX / HF layout (`rotate_half`), as HF `apply_rotary_pos_emb`:
@@ -395,11 +434,13 @@ fn linear(a: &Args<'_>) -> Outcome<Vec<Tensor>> {
 /// attn_weight = torch.softmax(attn_weight, dim=-1)
 /// return attn_weight @ value
 /// ```
-/// (a boolean mask with batch dims broadcasts: `masked_fill`, not in place).
+/// (a boolean mask with batch dims broadcasts: `masked_fill`, not in place), and, when `q` has
+/// more heads (dim -3) than `k`, grouped-query attention as `enable_gqa=True`: each key and
+/// value head repeated (`repeat_interleave`) for its group of query heads.
 fn attention(a: &Args<'_>, causal: bool, mask: Option<Tensor>) -> Outcome<Vec<Tensor>> {
     let q = a.tensor("q")?;
-    let k = a.tensor("k")?;
-    let v = a.tensor("v")?;
+    let mut k = a.tensor("k")?;
+    let mut v = a.tensor("v")?;
     let (l, s) = (dim_from_end(&q, 2, "q")?, dim_from_end(&k, 2, "k")?);
     let scale = match a.float("scale")? {
         Some(scale) => scale,
@@ -416,6 +457,13 @@ fn attention(a: &Args<'_>, causal: bool, mask: Option<Tensor>) -> Outcome<Vec<Te
             Kind::Bool => bias.f_masked_fill(&mask.f_logical_not()?, f64::NEG_INFINITY)?,
             _ => mask.f_add(&bias)?,
         };
+    }
+    if q.dim() >= 3 && k.dim() >= 3 {
+        let (hq, hk) = (dim_from_end(&q, 3, "q")?, dim_from_end(&k, 3, "k")?);
+        if hq != hk && hk > 0 {
+            k = k.f_repeat_interleave_self_int(hq / hk, -3, None)?;
+            v = v.f_repeat_interleave_self_int(hq / dim_from_end(&v, 3, "v")?.max(1), -3, None)?;
+        }
     }
     let weight = q
         .f_matmul(&k.f_transpose(-2, -1)?)?
