@@ -6,6 +6,10 @@
 //! that file exists, else with the same formula in a small inline script. The built-ins the
 //! examples do not exercise are checked on small tensors against formulas computed here in
 //! f64 by hand.
+//!
+//! scripts/test.sh runs the rest of the suite without feature `torch` (a torch build loads
+//! libtorch in every process it starts) and this binary with it: a test of a `dumpview`
+//! command that needs the feature belongs here.
 #![cfg(feature = "torch")]
 
 use std::path::{Path, PathBuf};
