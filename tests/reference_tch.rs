@@ -929,6 +929,8 @@ fn every_builtin_agrees_with_replay_op_py_on_probe_encoded_inputs() {
         ] {
             let ours = run_builtin(builtin.name, &set, upcast).unwrap_or_else(|e| panic!("{e}"));
             let theirs = read_outputs(&dir.join(format!("{}.{tag}.pt", builtin.name)));
+            let names: Vec<_> = ours.iter().map(|(n, _)| n.as_str()).collect();
+            assert_eq!(names, builtin.outputs, "{} {tag}", builtin.name);
             assert_eq!(ours.len(), theirs.len(), "{} {tag}", builtin.name);
             for ((name, t), saved) in ours.iter().zip(&theirs) {
                 assert_eq!(name, &saved.name);
