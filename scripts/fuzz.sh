@@ -4,6 +4,7 @@
 #             it kept;
 #   pt        fuzz/fuzz_targets/pt.rs: tensor files (torch.save zip archives: zip directory,
 #             pickle machine, flattening; safetensors), every element of every view read;
+#             the same bytes as a captured input set (model::input_set);
 #   msprobe   fuzz/fuzz_targets/msprobe.rs: an msprobe dump.json through msprobe::load_window
 #             (the one-pass JSON reader, entry names, leaf statistics), then scan and diff;
 #   windowed  fuzz/fuzz_targets/windowed.rs: a windowed dump's manifest.json through

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Every test of the project: Rust (unit, integration, CLI, the `export` feature), clippy with
+# Every test of the project: Rust (unit, integration, CLI, the `export` and `torch` features), clippy with
 # warnings as errors, a bounded fuzz run of every reader, and Python (probe, examples).
 # Installs what it needs first (the Python environment in .venv); quick when present.
 set -euo pipefail
@@ -49,13 +49,28 @@ if [ "$(id -u)" = 0 ] && [ ! -d /run/sshd ]; then
     chmod 0755 /run/sshd
 fi
 
-# One test build with every feature (export: CSV and Parquet through polars), so each feature
-# is built and tested once.
-echo "== cargo test --all-features" >&2
-cargo test --all-targets --all-features --locked
+# One test build with every feature but `torch` (export: CSV and Parquet through polars), so
+# each feature is built and tested once; a new feature goes into this list. Feature `torch` is
+# tested in its one test binary instead: with it, every binary of the package links torch-sys's
+# C++ shim, whose static initializers need libtorch, and loading libtorch costs each process
+# 0.35 s and 120 MB at start, which would slow every test that runs the dumpview binary
+# (tests/bad_inputs.rs: 1.7 s -> 43 s; tests/cli.rs: 0.7 s -> 17 s).
+echo "== cargo test --features export" >&2
+cargo test --all-targets --features export --locked
+
+# Feature `torch` (tch) links the libtorch of the venv's pip torch: torch-sys's build script
+# asks that python (LIBTORCH_USE_PYTORCH=1; it runs `python3`, so the venv's goes first on
+# PATH) for libtorch's headers and libraries. build.rs puts libtorch's directory into every
+# binary's rpath, so tests run without LD_LIBRARY_PATH. Only the cargo commands that build
+# the feature get this environment (clippy --all-features compiles torch-sys too).
+torch_env=(env "PATH=$PWD/.venv/bin:$PATH" LIBTORCH_USE_PYTORCH=1)
+# `--features torch` alone: tch's dependencies widen the features of crates polars shares
+# (flate2, num-traits), so `--all-features` would build polars a second time.
+echo "== cargo test --features torch --test reference_tch" >&2
+"${torch_env[@]}" cargo test --features torch --locked --test reference_tch
 
 echo "== cargo clippy --all-features -D warnings" >&2
-cargo clippy --all-targets --all-features --locked -- -D warnings
+"${torch_env[@]}" cargo clippy --all-targets --all-features --locked -- -D warnings
 
 # A total budget, split over the fuzz targets (scripts/fuzz.sh).
 echo "== fuzz every reader for ${DUMPVIEW_FUZZ_SECONDS:-120} s in all" >&2

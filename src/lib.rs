@@ -3,7 +3,8 @@
 //! `model` holds the pure logic over probe manifests (docs/manifest.md);
 //! `cli` prints its answers; `embedded` carries the probe and the example
 //! dumps inside the binary. The workbench is `app` (state and `update`), `ui` (drawing and
-//! hit-testing) and `runtime` (terminal, input, jobs, the event loop).
+//! hit-testing) and `runtime` (terminal, input, jobs, the event loop). With the cargo feature
+//! `torch`, `reference` computes the built-in replay references in-process with libtorch.
 
 pub mod app;
 pub mod cli;
@@ -11,6 +12,9 @@ pub mod embedded;
 #[cfg(feature = "export")]
 pub mod export;
 pub mod model;
+#[cfg(feature = "torch")]
+#[warn(missing_docs)]
+pub mod reference;
 #[warn(missing_docs)]
 pub mod remote;
 #[warn(missing_docs)]

@@ -1,5 +1,7 @@
 //! Arbitrary bytes as a tensor file, through `TensorFile::from_bytes` (format told by content
-//! as for real files), then every element of every entry read through its view.
+//! as for real files), then every element of every entry read through its view; and the same
+//! bytes as a captured input set (`InputSet::from_bytes`, the probe's encoding over the same
+//! pickle machine), every tensor argument's values read.
 //!
 //! Inputs that start like a zip (`PK`) or a safetensors header are read as they are: the zip
 //! directory, the archive checks, safetensors' header. Any other input is wrapped as the
@@ -14,6 +16,7 @@
 use std::io::{Cursor, Write};
 use std::path::Path;
 
+use dumpview::model::input_set::{InputSet, InputValue};
 use dumpview::model::tensor::TensorFile;
 use libfuzzer_sys::fuzz_target;
 use zip::CompressionMethod;
@@ -25,8 +28,31 @@ const MAX_ELEMENTS: usize = 1_000_000;
 fuzz_target!(|data: &[u8]| {
     let raw = data.starts_with(b"PK") || data.get(8) == Some(&b'{');
     let bytes = if raw { data.to_vec() } else { wrap(data) };
+    read_input_set(&bytes);
     read_all(bytes);
 });
+
+fn read_input_set(bytes: &[u8]) {
+    let Ok(set) = InputSet::from_bytes(bytes, Path::new("fuzz.pt")) else {
+        return;
+    };
+    let mut budget = MAX_ELEMENTS;
+    let mut stack: Vec<&InputValue> = set.args.iter().map(|(_, v)| v).collect();
+    while let Some(value) = stack.pop() {
+        match value {
+            InputValue::Tensor(t) => {
+                assert_eq!(t.span.len() % t.dtype.size(), 0);
+                let view = t.view();
+                let n = view.numel().min(budget);
+                budget -= n;
+                std::hint::black_box((0..n).map(|i| view.get(i)).sum::<f64>());
+            }
+            InputValue::List(items) | InputValue::Tuple(items) => stack.extend(items),
+            InputValue::Dict(pairs) => stack.extend(pairs.iter().map(|(_, v)| v)),
+            _ => {}
+        }
+    }
+}
 
 fn read_all(bytes: Vec<u8>) {
     let Ok(file) = TensorFile::from_bytes(bytes, Path::new("fuzz.pt")) else {

@@ -12,6 +12,7 @@
 //! | [`formats`] | one module per dump format behind the [`formats::Format`] contract, and the registry |
 //! | [`ingest`] | discovery, parallel reading with progress, the checks every window gets |
 //! | [`analysis`] | scan, memory layout, diff, vary, summary, table, report; computed once into [`analysis::Analysis`] |
+//! | [`input_set`] | one captured operator input set read back from its `.pt` file, for replay |
 //! | [`present`] | text, Markdown and JSON rendering of analyses; the number formatters |
 
 #![warn(missing_docs)]
@@ -20,6 +21,7 @@ pub mod analysis;
 pub mod dump;
 pub mod formats;
 pub mod ingest;
+pub mod input_set;
 pub mod io;
 pub mod present;
 pub mod tensor;

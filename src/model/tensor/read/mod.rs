@@ -4,11 +4,12 @@
 
 mod dtype;
 mod file;
-mod pickle;
+pub mod pickle;
 mod pt;
 mod safetensors;
 mod view;
 
 pub use dtype::DType;
 pub use file::{FileFormat, TensorEntry, TensorError, TensorFile};
+pub use pt::read_pickle;
 pub use view::TensorView;

@@ -40,6 +40,28 @@ pub const MAX_TABLE_BYTES: usize = 128 << 20;
 /// other pickle damage, a storage missing from the archive, an unread dtype, or a view that
 /// does not fit its storage (naming the tensor's key).
 pub fn read_entries(bytes: &[u8]) -> Result<Vec<TensorEntry>, String> {
+    let pickle = read_pickle(bytes)?;
+    let mut flat = Flatten {
+        pickle: &pickle,
+        file_len: bytes.len(),
+        entries: Vec::new(),
+        path: String::new(),
+        visits: 0,
+        table_bytes: 0,
+    };
+    flat.visit(pickle.root, 0)?;
+    Ok(flat.entries)
+}
+
+/// The unpickled object of a torch.save zip archive held in `bytes`: the object graph, each
+/// storage resolved to the byte range of its `<prefix>/data/<key>` entry inside `bytes`.
+///
+/// # Errors
+/// As [`read_entries`] up to and including the pickle: a damaged or truncated zip, no
+/// `data.pkl`, a big-endian archive, a compressed entry, a refused pickle global
+/// (`"archive/data.pkl: pickle ...: refused pickle global `posix.system` ..."`) or other
+/// pickle damage, a storage missing from the archive.
+pub fn read_pickle(bytes: &[u8]) -> Result<Pickle, String> {
     let mut archive = ZipArchive::new(Cursor::new(bytes))
         .map_err(|e| format!("damaged zip archive (truncated or not a torch.save file): {e}"))?;
     let prefix = find_prefix(&archive)?;
@@ -78,19 +100,7 @@ pub fn read_entries(bytes: &[u8]) -> Result<Vec<TensorEntry>, String> {
         })?;
         stored_range(&mut archive, index, bytes.len())
     };
-    let pickle = pickle::unpickle(&bytes[pkl], &mut load_storage)
-        .map_err(|e| format!("{prefix}/data.pkl: {e}"))?;
-
-    let mut flat = Flatten {
-        pickle: &pickle,
-        file_len: bytes.len(),
-        entries: Vec::new(),
-        path: String::new(),
-        visits: 0,
-        table_bytes: 0,
-    };
-    flat.visit(pickle.root, 0)?;
-    Ok(flat.entries)
+    pickle::unpickle(&bytes[pkl], &mut load_storage).map_err(|e| format!("{prefix}/data.pkl: {e}"))
 }
 
 /// The directory holding `data.pkl`: torch writes `<prefix>/data.pkl` with one top-level

@@ -1,0 +1,175 @@
+//! Binding a captured input set to a built-in's parameters, as replay_op.py binds a callable:
+//! by keyword when every captured name is a parameter, else positionally in captured order.
+
+use tch::Tensor;
+
+use super::builtins::Builtin;
+use super::{ReferenceError, Upcast, convert};
+use crate::model::input_set::{InputSet, InputValue};
+
+/// Why a formula stopped, before the built-in's name is attached.
+#[derive(Debug)]
+pub(crate) enum Failure {
+    /// An argument does not fit.
+    Arguments(String),
+    /// libtorch raised.
+    Torch(String),
+}
+
+impl From<tch::TchError> for Failure {
+    fn from(e: tch::TchError) -> Self {
+        let text = match e {
+            tch::TchError::Torch(message) => message,
+            other => other.to_string(),
+        };
+        // libtorch appends "Exception raised from <function> at <file>:<line>" and a C++
+        // backtrace; the message is what precedes it.
+        let message = text
+            .split("\nException raised from")
+            .next()
+            .unwrap_or(&text)
+            .trim()
+            .to_string();
+        Failure::Torch(message)
+    }
+}
+
+impl Failure {
+    /// The public error, naming the built-in.
+    pub(crate) fn into_error(self, builtin: &'static str) -> ReferenceError {
+        match self {
+            Failure::Arguments(problem) => ReferenceError::Arguments { builtin, problem },
+            Failure::Torch(message) => ReferenceError::Torch { builtin, message },
+        }
+    }
+}
+
+/// A formula's result.
+pub(crate) type Outcome<T> = Result<T, Failure>;
+
+/// The captured values bound to a built-in's parameters.
+pub struct Args<'a> {
+    builtin: &'static Builtin,
+    /// One per parameter of `builtin.params`; `None` when not given.
+    values: Vec<Option<(&'a str, &'a InputValue)>>,
+    upcast: Upcast,
+}
+
+impl<'a> Args<'a> {
+    /// Binds `inputs` to `builtin`'s parameters.
+    pub(crate) fn bind(
+        builtin: &'static Builtin,
+        inputs: &'a InputSet,
+        upcast: Upcast,
+    ) -> Result<Args<'a>, ReferenceError> {
+        let problem = |problem: String| ReferenceError::Arguments {
+            builtin: builtin.name,
+            problem,
+        };
+        let params = builtin.params;
+        let mut values = vec![None; params.len()];
+        let by_keyword = inputs
+            .args
+            .iter()
+            .all(|(name, _)| params.contains(&name.as_str()));
+        if by_keyword {
+            for (name, value) in &inputs.args {
+                let at = params
+                    .iter()
+                    .position(|p| p == name)
+                    .expect("checked above");
+                values[at] = Some((name.as_str(), value));
+            }
+        } else {
+            if inputs.args.len() > params.len() {
+                let names: Vec<_> = inputs.args.iter().map(|(n, _)| n.as_str()).collect();
+                return Err(problem(format!(
+                    "{} captured arguments ({}) for {} parameters ({}); passed positionally, \
+                     since not every captured name is a parameter",
+                    names.len(),
+                    names.join(", "),
+                    params.len(),
+                    params.join(", ")
+                )));
+            }
+            for (slot, (name, value)) in values.iter_mut().zip(&inputs.args) {
+                *slot = Some((name.as_str(), value));
+            }
+        }
+        for (param, value) in params.iter().zip(&values).take(builtin.required) {
+            match value {
+                None => {
+                    let captured: Vec<_> = inputs.args.iter().map(|(n, _)| n.as_str()).collect();
+                    return Err(problem(format!(
+                        "no argument for parameter `{param}` (captured: {})",
+                        captured.join(", ")
+                    )));
+                }
+                Some((name, InputValue::None)) => {
+                    return Err(problem(format!("parameter `{param}` (`{name}`) is None")));
+                }
+                Some(_) => {}
+            }
+        }
+        Ok(Args {
+            builtin,
+            values,
+            upcast,
+        })
+    }
+
+    /// The value bound to parameter `param`, with the captured name; `None` when absent or
+    /// captured as Python's `None`.
+    fn get(&self, param: &str) -> Option<(&'a str, &'a InputValue)> {
+        let at = self
+            .builtin
+            .params
+            .iter()
+            .position(|p| *p == param)
+            .unwrap_or_else(|| panic!("builtin {} has no parameter {param}", self.builtin.name));
+        self.values[at].filter(|(_, v)| !matches!(v, InputValue::None))
+    }
+
+    /// Parameter `param` as a tensor, rebuilt and upcast; it must be given.
+    pub(crate) fn tensor(&self, param: &str) -> Outcome<Tensor> {
+        self.opt_tensor(param)?
+            .ok_or_else(|| Failure::Arguments(format!("no tensor for parameter `{param}`")))
+    }
+
+    /// Parameter `param` as a tensor, rebuilt and upcast, or `None` when not given.
+    pub(crate) fn opt_tensor(&self, param: &str) -> Outcome<Option<Tensor>> {
+        match self.get(param) {
+            None => Ok(None),
+            Some((_, InputValue::Tensor(t))) => convert::captured(t, self.upcast).map(Some),
+            Some((name, other)) => Err(Failure::Arguments(format!(
+                "parameter `{param}` (`{name}`) is a {}, not a tensor",
+                other.kind()
+            ))),
+        }
+    }
+
+    /// Parameter `param` as a float (a captured int or float; a bool is refused), or `None`.
+    pub(crate) fn float(&self, param: &str) -> Outcome<Option<f64>> {
+        match self.get(param) {
+            None => Ok(None),
+            Some((_, InputValue::Float(f))) => Ok(Some(*f)),
+            Some((_, InputValue::Int(i))) => Ok(Some(*i as f64)),
+            Some((name, other)) => Err(Failure::Arguments(format!(
+                "parameter `{param}` (`{name}`) is a {}, not a float",
+                other.kind()
+            ))),
+        }
+    }
+
+    /// Parameter `param` as an int, or `None`.
+    pub(crate) fn int(&self, param: &str) -> Outcome<Option<i64>> {
+        match self.get(param) {
+            None => Ok(None),
+            Some((_, InputValue::Int(i))) => Ok(Some(*i)),
+            Some((name, other)) => Err(Failure::Arguments(format!(
+                "parameter `{param}` (`{name}`) is a {}, not an int",
+                other.kind()
+            ))),
+        }
+    }
+}
