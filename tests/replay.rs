@@ -134,6 +134,95 @@ for job in json.load(sys.stdin):
 print(json.dumps(answers))
 "#;
 
+/// Writes generated replay output directories into `argv[1]` — float16, bfloat16 and
+/// float32 outputs of 1 to 3000 elements, relative noise from 0 to 0.3 (straddling every
+/// threshold of both rules), NaN, infinities, zeros, small values, small values whose error
+/// only the relative error's eps decides, an all-zero candidate, a
+/// NaN in the native reference, and int64/bool outputs — and prints, per directory, what
+/// msprobe's `Comparator._compare_torch_tensor` and torch's `same()` say of them.
+const GENERATED: &str = r#"
+import json, logging, os, sys, warnings
+warnings.filterwarnings("ignore")
+logging.disable(logging.CRITICAL)
+import torch
+import torch._dynamo.utils as dynamo_utils
+from msprobe.pytorch.api_accuracy_checker.compare.compare import Comparator
+from msprobe.pytorch.api_accuracy_checker.compare.compare_column import CompareColumn
+
+root = sys.argv[1]
+comparator = Comparator.__new__(Comparator)
+comparator.registry = comparator._register_compare_func()
+g = torch.Generator().manual_seed(20260213)
+UP = {torch.float16: torch.float32, torch.bfloat16: torch.float32, torch.float32: torch.float64}
+cases = []
+k = 0
+for dtype in (torch.float16, torch.bfloat16, torch.float32):
+    for n in (1, 7, 999, 1000, 3000):
+        for noise in (0.0, 1e-4, 4e-4, 1e-3, 2e-3, 5e-3, 6e-3, 1.2e-2, 5e-2, 0.3):
+            for special in ("", "nan", "inf", "zeros", "small", "mixed", "candzero", "refnan"):
+                if special and n < 7:
+                    continue
+                if special and noise not in (1e-3, 1.2e-2):
+                    continue
+                k += 1
+                scale = (1.0, 1e-3, 30.0)[k % 3]
+                gold = torch.randn(n, generator=g, dtype=torch.float64) * scale
+                if special == "small":
+                    gold[: n // 2] *= 1e-5
+                if special == "zeros":
+                    gold[: n // 3] = 0.0
+                ref = gold.to(UP[dtype])
+                noisy = gold * (1 + noise * torch.randn(n, generator=g, dtype=torch.float64))
+                if special == "mixed":
+                    # Exact large values (|c - r| >= 0.001 from rounding alone) and small
+                    # ones off by 5e-3 relative: the eps of |r| + eps decides the verdict.
+                    gold = torch.randn(n, generator=g, dtype=torch.float64) * 30.0
+                    gold[: n // 2] = torch.randn(n // 2, generator=g, dtype=torch.float64) * 3e-4
+                    ref = gold.to(UP[dtype])
+                    noisy = gold.clone()
+                    noisy[: n // 2] *= 1 + 5e-3 * torch.randn(n // 2, generator=g, dtype=torch.float64)
+                cand = noisy.to(dtype)
+                native = (gold * (1 + 2e-3 * torch.randn(n, generator=g, dtype=torch.float64))).to(dtype)
+                if special == "nan":
+                    cand[n // 2] = float("nan")
+                if special == "inf":
+                    cand[1] = float("inf")
+                    ref[1] = float("inf")
+                if special == "candzero":
+                    cand.zero_()
+                if special == "refnan":
+                    native[0] = float("nan")
+                d = os.path.join(root, "case%03d" % k)
+                os.makedirs(d)
+                for name, t in (("candidate", cand), ("reference", ref), ("golden", gold), ("reference_native", native)):
+                    torch.save({"out": t.contiguous()}, os.path.join(d, name + ".pt"))
+                side = lambda: {"spec": "gen", "status": "ok", "outputs": ["out"]}
+                with open(os.path.join(d, "replay.json"), "w") as f:
+                    json.dump({"format": "dumpview.replay", "version": 1, "stage": "case%03d" % k, "occurrence": 1,
+                               "sides": {s: side() for s in ("candidate", "reference", "golden", "reference_native")}}, f)
+                status, col, _ = comparator._compare_torch_tensor("op", ref.clone(), cand.clone(), CompareColumn(), False)
+                same = bool(dynamo_utils.same(native, cand, fp64_ref=gold, log_error=lambda *a, **kw: None))
+                cases.append({"dir": d, "msprobe": status, "dynamo": "pass" if same else "error",
+                              "what": "%s n=%d noise=%g %s" % (str(dtype)[6:], n, noise, special)})
+for dtype, equal in ((torch.int64, True), (torch.int64, False), (torch.bool, True), (torch.bool, False)):
+    k += 1
+    a = torch.randint(0, 2, (50,), generator=g).to(dtype)
+    b = a.clone()
+    if not equal:
+        b[3] = 1 - b[3] if dtype == torch.int64 else ~b[3]
+    d = os.path.join(root, "case%03d" % k)
+    os.makedirs(d)
+    for name, t in (("candidate", b), ("reference", a), ("golden", a), ("reference_native", a)):
+        torch.save({"out": t}, os.path.join(d, name + ".pt"))
+    with open(os.path.join(d, "replay.json"), "w") as f:
+        json.dump({"format": "dumpview.replay", "version": 1, "stage": "case%03d" % k, "occurrence": 1,
+                   "sides": {s: {"spec": "gen", "status": "ok"} for s in ("candidate", "reference", "golden", "reference_native")}}, f)
+    status, _, _ = comparator._compare_torch_tensor("op", a.clone(), b.clone(), CompareColumn(), False)
+    same = bool(dynamo_utils.same(a, b, fp64_ref=a, log_error=lambda *a, **kw: None))
+    cases.append({"dir": d, "msprobe": status, "dynamo": "pass" if same else "error", "what": "%s equal=%s" % (dtype, equal)})
+print(json.dumps(cases))
+"#;
+
 /// The Python with torch the tests run replay_op.py with: `$DUMPVIEW_PYTHON`, else the
 /// venv's; `None` (the test says "skipped") when neither imports torch.
 fn python() -> Option<&'static str> {
@@ -1047,5 +1136,39 @@ fn a_cancelled_or_killed_remote_replay_leaves_nothing_behind() {
             processes(&dir),
             left_in(&server.home())
         );
+    }
+}
+
+#[test]
+fn msprobe_and_dynamo_verdicts_agree_with_their_sources_on_generated_outputs() {
+    let Some(python) = python() else { return };
+    let root = tempfile::tempdir().unwrap();
+    let out = Command::new(python)
+        .args(["-c", GENERATED])
+        .arg(root.path())
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let cases: Vec<Value> = serde_json::from_slice(&out.stdout).unwrap();
+    assert!(cases.len() > 250, "{} cases", cases.len());
+    use dumpview::model::replay::{Standard, judge_dir};
+    let mut seen = std::collections::BTreeMap::new();
+    for case in &cases {
+        let dir = Path::new(case["dir"].as_str().unwrap());
+        for (standard, key) in [(Standard::Msprobe, "msprobe"), (Standard::Dynamo, "dynamo")] {
+            let judged = judge_dir(dir, Some(standard)).unwrap();
+            assert_eq!(
+                judged.verdict.name(),
+                case[key].as_str().unwrap(),
+                "{key} on {}: {}",
+                case["what"],
+                judged.reason
+            );
+            *seen.entry((key, judged.verdict.name())).or_insert(0) += 1;
+        }
+    }
+    // Every verdict of both rules was reached.
+    for needed in [("msprobe", "pass"), ("msprobe", "warning"), ("msprobe", "error"), ("dynamo", "pass"), ("dynamo", "error")] {
+        assert!(seen.contains_key(&needed), "{needed:?} never reached: {seen:?}");
     }
 }
