@@ -1148,7 +1148,11 @@ fn msprobe_and_dynamo_verdicts_agree_with_their_sources_on_generated_outputs() {
         .arg(root.path())
         .output()
         .unwrap();
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     let cases: Vec<Value> = serde_json::from_slice(&out.stdout).unwrap();
     assert!(cases.len() > 250, "{} cases", cases.len());
     use dumpview::model::replay::{Standard, judge_dir};
@@ -1168,7 +1172,71 @@ fn msprobe_and_dynamo_verdicts_agree_with_their_sources_on_generated_outputs() {
         }
     }
     // Every verdict of both rules was reached.
-    for needed in [("msprobe", "pass"), ("msprobe", "warning"), ("msprobe", "error"), ("dynamo", "pass"), ("dynamo", "error")] {
-        assert!(seen.contains_key(&needed), "{needed:?} never reached: {seen:?}");
+    for needed in [
+        ("msprobe", "pass"),
+        ("msprobe", "warning"),
+        ("msprobe", "error"),
+        ("dynamo", "pass"),
+        ("dynamo", "error"),
+    ] {
+        assert!(
+            seen.contains_key(&needed),
+            "{needed:?} never reached: {seen:?}"
+        );
+    }
+}
+
+/// The time of one replay, locally and over loopback ssh, against the operator's own:
+/// `cargo test --test replay -- --ignored --nocapture figures` (docs/replay.md).
+#[test]
+#[ignore = "figures for docs/replay.md"]
+fn figures() {
+    let Some(_) = python() else { return };
+    let Some(server) = Sshd::start() else { return };
+    let cache = tempfile::tempdir().unwrap();
+    let median = |mut v: Vec<f64>| {
+        v.sort_by(f64::total_cmp);
+        v[v.len() / 2]
+    };
+    for (dump, stage, cand, reference) in [
+        (F32, "layers.0.input_norm#1", "rms_norm", "builtin:rms_norm"),
+        (F16, "layers.0.rope#1", "rope", "builtin:rope_neox"),
+    ] {
+        for remote in [false, true] {
+            let (mut wall, mut op) = (Vec::new(), Vec::new());
+            for _ in 0..5 {
+                let mut args: Vec<String> = vec![
+                    if remote {
+                        server.url(&repo(dump))
+                    } else {
+                        dump.to_string()
+                    },
+                    "--stage".into(),
+                    stage.into(),
+                    "--candidate".into(),
+                    candidate(cand),
+                    "--reference".into(),
+                    reference.into(),
+                ];
+                if remote {
+                    args.extend(remote_args(&server));
+                }
+                let started = Instant::now();
+                let run = replay_json(
+                    cache.path(),
+                    &args.iter().map(String::as_str).collect::<Vec<_>>(),
+                );
+                let total = started.elapsed().as_secs_f64();
+                assert_eq!(run.code, 0, "{}", run.stderr);
+                wall.push(total);
+                op.push(run.json["sides"][0]["duration_s"].as_f64().unwrap());
+            }
+            println!(
+                "{stage} {}: dumpview replay {:.2} s (median of 5), the candidate itself {:.3} ms",
+                if remote { "over loopback ssh" } else { "local" },
+                median(wall),
+                median(op) * 1e3
+            );
+        }
     }
 }
