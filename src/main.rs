@@ -243,7 +243,7 @@ Examples:
   dumpview tensors a/tensors/x#1.safetensors b/tensors/x#1.safetensors --atol 1e-3
   dumpview vary run1/ run2/ run3/            which stage varies between repeated captures
   dumpview report dump_a/ dump_b/ -o first_mismatch.md
-  dumpview replay dump_b/ --list              the captured operator input sets
+  dumpview replay dump_b/ --list             the captured operator input sets
   dumpview replay dump_b/ --stage layers.0.rope#1 --candidate my_ops:rope --reference builtin:rope_neox
   dumpview scan gpu1:/data/dump/             a capture on another machine, through ssh
   dumpview diff ssh://me@gpu1:2222/data/a gpu2:runs/b
@@ -312,10 +312,12 @@ enum Command {
         #[arg(long = "replay", value_name = "DIR")]
         replays: Vec<PathBuf>,
     },
-    /// Replay one captured operator input set through a candidate and a reference where the
-    /// dump lives (assets/replay_op.py), and judge the outputs under a standard: msprobe's
-    /// single-device rule (default), dynamo's RMSE rule, or allclose (docs/replay.md).
-    /// Exit 0 pass or warning, 1 error, crash or unsupported, 2 usage or input error.
+    /// Replay one captured operator input set through a candidate and a reference, judged.
+    ///
+    /// Runs assets/replay_op.py where the dump lives (here or over ssh) and judges each output
+    /// under a standard: msprobe's single-device rule (default), dynamo's RMSE rule, or
+    /// allclose (docs/replay.md). Exit 0 pass or warning, 1 error, crash or unsupported,
+    /// 2 usage or input error.
     Replay(cli::replay::ReplayArgs),
     /// Compare two saved tensor files (.pt or safetensors) key by key: max_abs_diff and
     /// where, mean_abs_diff, cosine, rel_l2, allclose, first mismatch, non-finite positions,
