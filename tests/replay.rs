@@ -815,8 +815,14 @@ fn the_list_names_every_input_set() {
         .output()
         .unwrap();
     let json: Value = serde_json::from_slice(&out.stdout).unwrap();
-    let sets = json["input_sets"].as_array().unwrap();
-    assert_eq!(sets.len(), 2, "{json}");
+    let keys: Vec<&str> = json["windows"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .flat_map(|w| w["input_sets"].as_array().unwrap())
+        .map(|s| s["key"].as_str().unwrap())
+        .collect();
+    assert_eq!(keys, ["layers.0.input_norm#1", "layers.0.rope#1"], "{json}");
 }
 
 #[test]

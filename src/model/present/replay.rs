@@ -208,7 +208,11 @@ pub fn render_replay(replay: &Replay) -> String {
     let versions: Vec<String> = replay
         .versions
         .iter()
-        .filter_map(|(k, v)| v.as_ref().map(|v| format!("{k} {v}")))
+        .filter_map(|(k, v)| match v {
+            serde_json::Value::Null => None,
+            serde_json::Value::String(v) => Some(format!("{k} {v}")),
+            other => Some(format!("{k} {other}")),
+        })
         .collect();
     let _ = writeln!(
         out,

@@ -110,8 +110,8 @@ pub struct Replay {
     pub op_recorded: Option<String>,
     /// The device the sides ran on.
     pub device: String,
-    /// Interpreter and library versions.
-    pub versions: std::collections::BTreeMap<String, Option<String>>,
+    /// Interpreter and library versions, as replay.json gives them.
+    pub versions: std::collections::BTreeMap<String, serde_json::Value>,
     /// `keywords` or `positional`.
     pub call: String,
     /// The arguments as rebuilt.

@@ -46,9 +46,9 @@ pub struct ReplayRecord {
     /// The device the sides ran on (`cpu`, `cuda:0`, `npu:0`).
     #[serde(default)]
     pub device: String,
-    /// `python`, `torch`, `torch_npu` versions.
+    /// `python`, `torch`, `torch_npu`, … versions (null when not installed).
     #[serde(default)]
-    pub versions: BTreeMap<String, Option<String>>,
+    pub versions: BTreeMap<String, serde_json::Value>,
     /// `keywords` or `positional`.
     #[serde(default)]
     pub call: String,
@@ -143,8 +143,9 @@ pub struct Side {
     pub resolved: Option<String>,
     /// `ok`, `crash` or `unsupported`.
     pub status: Status,
-    /// Wall time of the call, seconds (device synchronised).
-    #[serde(default)]
+    /// Wall time of the call, seconds (device synchronised); `None` when not measured (or
+    /// not a finite number: replay.json writes those as strings).
+    #[serde(default, deserialize_with = "lenient_seconds")]
     pub duration_s: Option<f64>,
     /// What it raised.
     #[serde(default)]
@@ -182,6 +183,11 @@ pub struct Exception {
     /// The formatted traceback.
     #[serde(default)]
     pub traceback: Option<String>,
+}
+
+/// A number, or `None` for null, a string (`"nan"`) or anything else.
+fn lenient_seconds<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<f64>, D::Error> {
+    Ok(serde_json::Value::deserialize(d)?.as_f64())
 }
 
 impl Exception {
@@ -248,7 +254,7 @@ mod tests {
    "candidate": {"spec": "m:f", "resolved": "m.f", "status": "crash", "duration_s": 0.0012,
                  "exception": {"type": "RuntimeError", "message": "boom", "traceback": "..."},
                  "input_dtype": "as captured", "outputs": []},
-   "reference": {"spec": "builtin:rope_neox", "status": "ok", "outputs": ["out.0"]}
+   "reference": {"spec": "builtin:rope_neox", "status": "ok", "duration_s": "nan", "outputs": ["out.0"]}
  }}"#;
         let r = ReplayRecord::parse(text.as_bytes()).unwrap();
         assert_eq!(r.stage_key(), "layers.0.rope#1");
@@ -256,6 +262,7 @@ mod tests {
         assert_eq!(c.status, Status::Crash);
         assert_eq!(c.exception.as_ref().unwrap().text(), "RuntimeError: boom");
         assert_eq!(r.args[0].shares_storage_with, vec!["k"]);
+        assert_eq!(r.sides.reference.as_ref().unwrap().duration_s, None);
         assert!(r.sides.golden.is_none());
         let newer = text.replace("\"version\": 1", "\"version\": 2");
         let e = ReplayRecord::parse(newer.as_bytes()).unwrap_err();
