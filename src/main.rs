@@ -247,13 +247,16 @@ Examples:
   dumpview tensors a/tensors/x#1.safetensors b/tensors/x#1.safetensors --atol 1e-3
   dumpview vary run1/ run2/ run3/            which stage varies between repeated captures
   dumpview report dump_a/ dump_b/ -o first_mismatch.md
+  dumpview replay dump_b/ --list             the captured operator input sets
+  dumpview replay dump_b/ --stage layers.0.rope#1 --candidate my_ops:rope --reference builtin:rope_neox
   dumpview scan gpu1:/data/dump/             a capture on another machine, through ssh
   dumpview diff ssh://me@gpu1:2222/data/a gpu2:runs/b
   dumpview probe install my_pkg/             write my_pkg/dump_probe.py and replay_op.py
   dumpview completions bash > /etc/bash_completion.d/dumpview
 
 Exit status: 0 nothing found; 1 something found (a non-finite record, a stride conflict,
-a divergence, an input-identity mismatch, a missing window); 2 usage or input error.";
+a divergence, an input-identity mismatch, a missing window; a replay's error, crash or
+unsupported verdict); 2 usage or input error.";
 
 #[derive(Subcommand)]
 enum Command {
@@ -308,7 +311,18 @@ enum Command {
         table: cli::report::TableArgs,
         #[command(flatten)]
         tolerance: ToleranceArgs,
+        /// A replay output directory to list under "Replays" (repeatable; written by
+        /// `dumpview replay`, judged again by the standard its verdict.json names).
+        #[arg(long = "replay", value_name = "DIR")]
+        replays: Vec<PathBuf>,
     },
+    /// Replay one captured operator input set through a candidate and a reference, judged.
+    ///
+    /// Runs assets/replay_op.py where the dump lives (here or over ssh) and judges each output
+    /// under a standard: msprobe's single-device rule (default), dynamo's RMSE rule, or
+    /// allclose (docs/replay.md). Exit 0 pass or warning, 1 error, crash or unsupported,
+    /// 2 usage or input error.
+    Replay(cli::replay::ReplayArgs),
     /// Compare two saved tensor files (.pt or safetensors) key by key: max_abs_diff and
     /// where, mean_abs_diff, cosine, rel_l2, allclose, first mismatch, non-finite positions,
     /// max ULP, |a-b| histogram.
@@ -525,12 +539,14 @@ fn run(
             captures,
             threshold,
         } => cli::vary::run(&sources.locals(&captures)?, threshold, &attempts, json),
+        Command::Replay(args) => replay(&args, json, sources),
         Command::Report {
             a,
             b,
             output,
             table,
             tolerance,
+            replays,
         } => {
             let a = sources.local(&a)?;
             let b = b.map(|b| sources.local(&b)).transpose()?;
@@ -538,6 +554,7 @@ fn run(
                 a: &a,
                 b: b.as_deref(),
                 fetch: &mut |file| sources.fetch(file),
+                replays: &replays,
             };
             cli::report::run(
                 captures,
@@ -590,6 +607,71 @@ fn run(
             Ok(Outcome::Clean)
         }
     }
+}
+
+/// `dumpview replay`: runs the replay where the dump lives (`runtime::replay`), streaming
+/// replay_op.py's log to stderr; SIGINT, SIGTERM and SIGHUP cancel it (the child process,
+/// or the remote side, is killed and its directory removed).
+fn replay(
+    args: &cli::replay::ReplayArgs,
+    json: bool,
+    sources: &mut Sources,
+) -> Result<Outcome, cli::CliError> {
+    use dumpview::runtime::replay::{self as runner, ListRequest, ReplayRequest};
+    use std::sync::Arc;
+    use std::sync::atomic::{AtomicBool, Ordering};
+    args.check()?;
+    // No exit cleanup for these signals here: they cancel the replay, which then ends its
+    // connection on the way out (and the kernel kills its ssh if dumpview dies).
+    let ssh = match remote::parse_source(&args.dump)? {
+        remote::SourceSpec::Remote(_) => {
+            let a = &sources.args;
+            Some(remote::SshOptions::new(
+                a.ssh_command.as_deref(),
+                a.accept_new_host_key,
+                a.cache_dir.clone(),
+                a.cache_size,
+                a.poll,
+            )?)
+        }
+        remote::SourceSpec::Local(_) => None,
+    };
+    let cancel = Arc::new(AtomicBool::new(false));
+    for signal in [libc::SIGINT, libc::SIGTERM, libc::SIGHUP] {
+        signal_hook::flag::register(signal, Arc::clone(&cancel))?;
+    }
+    let cancelled = || cancel.load(Ordering::SeqCst);
+    let mut log = |line: &str| eprintln!("{line}");
+    if args.list {
+        let request = ListRequest {
+            dump: args.dump.clone(),
+            rank: args.rank,
+            window: args.window.clone(),
+            python: args.python.clone(),
+            json,
+        };
+        print!(
+            "{}",
+            runner::list(&request, ssh.as_ref(), &mut log, &cancelled)?
+        );
+        return Ok(Outcome::Clean);
+    }
+    let request = ReplayRequest {
+        dump: args.dump.clone(),
+        stage: args.stage.clone().expect("clap requires --stage"),
+        candidate: args.candidate.clone().expect("clap requires --candidate"),
+        reference: args.reference.clone().expect("clap requires --reference"),
+        standard: args.standard()?,
+        rank: args.rank,
+        window: args.window.clone(),
+        device: args.device.clone(),
+        python: args.python.clone(),
+        out: args.out.clone(),
+        args: args.args.clone(),
+        arg_maps: args.arg_maps.clone(),
+    };
+    let result = runner::run(&request, ssh.as_ref(), &mut log, &cancelled)?;
+    cli::replay::print(&result, json)
 }
 
 /// What a watch was asked to follow and report.

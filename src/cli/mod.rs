@@ -4,6 +4,7 @@
 pub mod diff;
 pub mod inputs;
 pub mod probe_install;
+pub mod replay;
 pub mod report;
 pub mod scan;
 pub mod summary;

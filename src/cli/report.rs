@@ -20,6 +20,9 @@ pub struct Captures<'a> {
     /// captures it does nothing. A file it cannot bring is named in a warning, and its
     /// comparison left out.
     pub fetch: &'a mut dyn FnMut(&Path) -> Result<(), String>,
+    /// Replay output directories (`--replay DIR`) to list under "Replays", each judged by
+    /// the standard its `verdict.json` names (msprobe's without one).
+    pub replays: &'a [PathBuf],
 }
 
 /// Builds the report; writes it to `output` (JSON when it ends in `.json`, else Markdown)
@@ -35,7 +38,12 @@ pub fn run(
     attempts: &super::inputs::AttemptArgs,
     json: bool,
 ) -> Result<Outcome, CliError> {
-    let Captures { a, b, fetch } = captures;
+    let Captures {
+        a,
+        b,
+        fetch,
+        replays,
+    } = captures;
     let tolerances = tolerance.tolerances()?;
     let inputs: Vec<PathBuf> = std::iter::once(a).chain(b).map(Path::to_path_buf).collect();
     let mut dumps = load_captures(&inputs, attempts, json)?.into_iter();
@@ -62,6 +70,12 @@ pub fn run(
             );
         }
         report.note_saved_rows(&dump_a, dump_b);
+    }
+    for dir in replays {
+        report.add_replay(
+            dir.display().to_string(),
+            crate::model::replay::judge_dir(dir, None),
+        );
     }
     if table.csv.is_some() || table.parquet.is_some() {
         let Some(dump_b) = &dump_b else {

@@ -11,6 +11,7 @@
 //! | [`tensor`] | saved tensors: safe readers and element-wise comparison |
 //! | [`formats`] | one module per dump format behind the [`formats::Format`] contract, and the registry |
 //! | [`ingest`] | discovery, parallel reading with progress, the checks every window gets |
+//! | [`replay`] | a replay's outputs read back and judged under a named standard (msprobe, dynamo, allclose) |
 //! | [`analysis`] | scan, memory layout, diff, vary, summary, table, report; computed once into [`analysis::Analysis`] |
 //! | [`input_set`] | one captured operator input set read back from its `.pt` file, for replay |
 //! | [`present`] | text, Markdown and JSON rendering of analyses; the number formatters |
@@ -24,5 +25,6 @@ pub mod ingest;
 pub mod input_set;
 pub mod io;
 pub mod present;
+pub mod replay;
 pub mod tensor;
 pub mod watch;

@@ -9,6 +9,9 @@
 //! make. A watcher calls `sync` every [`SshOptions::poll`] and, on
 //! [`RemoteError::ConnectionLost`], waits [`Backoff::next_delay`] before the next.
 //!
+//! [`RemoteHost::run`] runs one program in a private temporary directory that it removes on
+//! every way out (single-operator replay): the only thing dumpview writes on a remote host.
+//!
 //! This layer runs child processes and writes the cache; it uses `crate::model` only, and
 //! nothing of `model`, `app`, `ui` or `cli` uses it (`main.rs` maps remote sources to local
 //! paths before calling `cli`; the runtime uses it for watching).
@@ -17,6 +20,7 @@ mod backoff;
 mod cache;
 mod control;
 mod error;
+mod exec;
 mod mirror;
 mod options;
 mod script;
@@ -27,6 +31,7 @@ mod ssh;
 pub use backoff::Backoff;
 pub use control::{control_dir, install_exit_cleanup, shutdown};
 pub use error::RemoteError;
+pub use exec::{ExecError, Finished, Job, RemoteHost, Word};
 pub use mirror::{
     FULL_LISTING_EVERY, Mirror, OVERLAP_BYTES, PARALLEL_FETCHES, SETTLE, SyncReport,
     WATERMARK_OVERLAP_S,

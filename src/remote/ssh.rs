@@ -335,6 +335,31 @@ impl Connection {
         let _ = std::fs::remove_dir_all(&self.dir);
     }
 
+    /// Starts the remote `sh -s` through the master with stdin, stdout and stderr piped, for
+    /// a caller that streams them itself ([`super::exec`]). The ssh client runs in a session
+    /// of its own and gets SIGKILL when dumpview dies; killing it (its pid is its process
+    /// group) closes the remote session's channel.
+    ///
+    /// # Errors
+    /// [`RemoteError::Ssh`] when the ssh program cannot be started.
+    pub fn spawn_shell(&self) -> Result<Child, RemoteError> {
+        let mut command = self.command(false);
+        command
+            .arg("--")
+            .arg(&self.destination.host)
+            .arg("sh -s")
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped());
+        control::spawn_with_parent_death(&mut command, libc::SIGKILL)
+            .map_err(|e| self.cannot_run(e))
+    }
+
+    /// ssh's own failure as [`classify`] reads its stderr (exit status 255).
+    pub fn ssh_failure(&self, stderr: &str) -> RemoteError {
+        classify(&self.authority, &self.by_hand(), stderr)
+    }
+
     /// Runs `script` with the remote `sh` (sent on stdin, so the login shell parses only
     /// `sh -s`), handing its stdout to `stdout` as it comes.
     ///

@@ -16,6 +16,7 @@ pub mod fetch;
 pub mod input;
 pub mod jobs;
 pub mod load;
+pub mod replay;
 mod terminal;
 pub mod watch;
 mod work;

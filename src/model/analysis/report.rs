@@ -9,6 +9,7 @@ use crate::model::analysis::diff::{DiffReport, Identity, WindowDiff};
 use crate::model::analysis::scan::{AliasGroup, NonFinite, WindowScan};
 use crate::model::dump::Window;
 use crate::model::dump::{Dump, StageKey, Warning, capture_regex};
+use crate::model::replay::Replay;
 use crate::model::tensor::pairing::FileComparison;
 
 /// Lists longer than this are cut in the report (the full lists are in `dumpview diff --json`).
@@ -132,6 +133,23 @@ pub struct Report {
     /// Saved tensors compared element by element (the first divergence's, and any the
     /// workbench compared), in the order they were added.
     pub tensor_comparisons: Vec<TensorFinding>,
+    /// Single-operator replays given to the report (`dumpview report --replay DIR`), in the
+    /// order given; absent from the JSON when there are none.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub replays: Vec<ReplayFinding>,
+}
+
+/// One replay output directory, judged (docs/replay.md).
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct ReplayFinding {
+    /// The directory as given.
+    pub dir: String,
+    /// The judgement, when the directory could be read and judged.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub replay: Option<Replay>,
+    /// Why not (no replay.json, a damaged file, a reference that raised).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
 }
 
 /// One stage's saved tensors from both captures, compared (docs/tensors.md).
@@ -261,7 +279,33 @@ impl Report {
             evidence,
             warnings,
             tensor_comparisons: Vec::new(),
+            replays: Vec::new(),
         }
+    }
+
+    /// Adds the replay in `dir`, judged (or why it could not be), with its files as
+    /// evidence.
+    pub fn add_replay(&mut self, dir: String, result: Result<Replay, String>) {
+        let (replay, error) = match result {
+            Ok(replay) => {
+                let what = format!("replay of {}", replay.stage);
+                self.evidence.push(Evidence {
+                    what: format!("{what}: replay.json"),
+                    path: format!("{}/replay.json", dir.trim_end_matches('/')),
+                });
+                for side in &replay.sides {
+                    if let Some(file) = &side.file {
+                        self.evidence.push(Evidence {
+                            what: format!("{what}: {} outputs", side.role),
+                            path: file.clone(),
+                        });
+                    }
+                }
+                (Some(replay), None)
+            }
+            Err(e) => (None, Some(e)),
+        };
+        self.replays.push(ReplayFinding { dir, replay, error });
     }
 
     /// Per window pair, the saved tensor files of its first divergence in A and in B, when
@@ -394,6 +438,10 @@ impl Report {
     /// True when the report holds something a user must act on.
     pub fn found_something(&self) -> bool {
         crate::model::dump::any_lost(&self.warnings)
+            || self
+                .replays
+                .iter()
+                .any(|r| r.replay.as_ref().is_none_or(|r| r.verdict.is_finding()))
             || self.nonfinite.iter().any(|n| n.first.is_some())
             || !self.alias_suspects.is_empty()
             || !self.missing_windows.is_empty()

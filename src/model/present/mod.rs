@@ -3,6 +3,7 @@
 
 pub mod diff;
 pub mod number;
+pub mod replay;
 pub mod report;
 pub mod scan;
 pub mod summary;

@@ -94,9 +94,28 @@ impl Report {
         if !self.tensor_comparisons.is_empty() {
             md.push_str(&self.tensors_markdown());
         }
+        if !self.replays.is_empty() {
+            md.push_str(&self.replays_markdown());
+        }
         let _ = writeln!(md, "## Evidence\n");
         for e in &self.evidence {
             let _ = writeln!(md, "- {}: `{}`", e.what, e.path);
+        }
+        md
+    }
+
+    fn replays_markdown(&self) -> String {
+        let mut md = String::from(
+            "## Replays\n\nSingle-operator replays of captured input sets (docs/replay.md). A passing replay does not establish a whole-model fix.\n\n",
+        );
+        for r in &self.replays {
+            match (&r.replay, &r.error) {
+                (Some(replay), _) => md.push_str(&crate::model::present::replay::markdown(replay)),
+                (None, Some(e)) => {
+                    let _ = writeln!(md, "### `{}`: not judged\n\n{e}\n", r.dir);
+                }
+                (None, None) => {}
+            }
         }
         md
     }

@@ -1,0 +1,119 @@
+//! `dumpview replay DUMP --stage X[#N] --candidate OP --reference REF`: one captured input set
+//! rerun through a candidate and a reference where the dump lives, judged under a standard
+//! (docs/replay.md); `dumpview replay DUMP --list`: the input sets it holds.
+//!
+//! The run itself is the runtime's (`runtime::replay::run`, which `main` calls): this file
+//! holds the options and prints what `model::present::replay` renders.
+
+use std::path::PathBuf;
+
+use super::{CliError, Outcome};
+use crate::model::present;
+use crate::model::replay::{ReplayResult, Standard};
+
+/// The options of `dumpview replay`.
+#[derive(Debug, Clone, clap::Args)]
+pub struct ReplayArgs {
+    /// The dump: a manifest, a window directory or a tree of them; on another machine
+    /// `ssh://[user@]host[:port]/path` or `[user@]host:path` (replay_op.py runs there).
+    pub dump: String,
+    /// List the captured input sets instead (stage#N, times captured, argument layouts, the
+    /// recorded operator).
+    #[arg(long, conflicts_with_all = ["stage", "candidate", "reference", "standard", "atol", "rtol", "out", "device"])]
+    pub list: bool,
+    /// The input set: `stage#N` (`#N` may be left out when the stage was captured once).
+    #[arg(long, value_name = "STAGE[#N]", required_unless_present = "list")]
+    pub stage: Option<String>,
+    /// The operator under test: `module.path:function`, `path/to/file.py:function`, a dotted
+    /// torch callable (`torch.ops.npu.npu_rms_norm`) or `builtin:NAME`.
+    #[arg(long, value_name = "OP", required_unless_present = "list")]
+    pub candidate: Option<String>,
+    /// The reference, in the same forms (built-ins: rms_norm, add_rms_norm, layer_norm,
+    /// softmax, silu_and_mul, gelu, gelu_tanh, rope_neox, rope_gptj, linear, sdpa,
+    /// sdpa_causal, matmul).
+    #[arg(long, value_name = "REF", required_unless_present = "list")]
+    pub reference: Option<String>,
+    /// The verdict's standard: msprobe (msprobe's single-device API accuracy rule), dynamo
+    /// (torch._dynamo.utils.same: RMSE against float64) or allclose (give --atol and --rtol).
+    #[arg(long, value_name = "S", value_parser = Standard::NAMES)]
+    pub standard: Option<String>,
+    /// allclose only: the absolute tolerance of |c - r| <= atol + rtol*|r|.
+    #[arg(long, value_name = "A")]
+    pub atol: Option<f64>,
+    /// allclose only: the relative tolerance.
+    #[arg(long, value_name = "R")]
+    pub rtol: Option<f64>,
+    /// The window's rank in a multi-rank dump.
+    #[arg(long, value_name = "R")]
+    pub rank: Option<u32>,
+    /// The window (label or match number) in a multi-window dump.
+    #[arg(long, value_name = "W")]
+    pub window: Option<String>,
+    /// The device to run on (default: the captured one when available, else cpu).
+    #[arg(long, value_name = "D")]
+    pub device: Option<String>,
+    /// The Python that runs replay_op.py; for a remote dump, the remote interpreter
+    /// [default: $DUMPVIEW_PYTHON, else the first python3/python on PATH that imports torch;
+    /// remote: python3].
+    #[arg(long, value_name = "PY")]
+    pub python: Option<String>,
+    /// Where the outputs go (a new or empty directory; never inside the dump)
+    /// [default: a new directory under $XDG_CACHE_HOME/dumpview/replays/].
+    #[arg(long, value_name = "DIR")]
+    pub out: Option<PathBuf>,
+    /// Override a scalar argument, e.g. --arg eps=1e-5 (repeatable).
+    #[arg(long = "arg", value_name = "NAME=VALUE")]
+    pub args: Vec<String>,
+    /// Pass a captured argument under another parameter name, e.g. --arg-map x=input
+    /// (repeatable).
+    #[arg(long = "arg-map", value_name = "CAPTURED=PARAM")]
+    pub arg_maps: Vec<String>,
+}
+
+impl ReplayArgs {
+    /// The standard the options name.
+    ///
+    /// # Errors
+    /// `--atol`/`--rtol` without `--standard allclose`, or allclose without both.
+    pub fn standard(&self) -> Result<Standard, CliError> {
+        Ok(Standard::from_args(
+            self.standard.as_deref(),
+            self.atol,
+            self.rtol,
+        )?)
+    }
+
+    /// Checks the `NAME=VALUE` forms of `--arg` and `--arg-map`.
+    ///
+    /// # Errors
+    /// One without `=` or with an empty name.
+    pub fn check(&self) -> Result<(), CliError> {
+        for (flag, values) in [("--arg", &self.args), ("--arg-map", &self.arg_maps)] {
+            for value in values {
+                match value.split_once('=') {
+                    Some((name, _)) if !name.is_empty() => {}
+                    _ => return Err(format!("{flag} {value:?}: expected NAME=VALUE").into()),
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
+/// Prints `result` (text, or one JSON object) and returns the outcome: `Clean` for pass and
+/// warning, `Found` for error, crash and unsupported.
+///
+/// # Errors
+/// The JSON could not be written.
+pub fn print(result: &ReplayResult, json: bool) -> Result<Outcome, CliError> {
+    if json {
+        println!("{}", serde_json::to_string_pretty(result)?);
+    } else {
+        print!("{}", present::replay::render(result));
+    }
+    Ok(if result.replay.verdict.is_finding() {
+        Outcome::Found
+    } else {
+        Outcome::Clean
+    })
+}

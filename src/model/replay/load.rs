@@ -1,0 +1,105 @@
+//! A replay's output directory read back: `replay.json` and the four `.pt` files, through
+//! the tensor readers (no pickle code runs), and the standard a `dumpview replay` judged it
+//! by (`verdict.json`).
+
+use std::path::{Path, PathBuf};
+
+use super::judge::{self, Replay, SideFiles};
+use super::record::ReplayRecord;
+use super::standard::Standard;
+use crate::model::tensor::TensorFile;
+
+/// The record `replay_op.py` writes last.
+pub const RECORD_FILE: &str = "replay.json";
+/// What `dumpview replay` writes next to it: its judgement, as `--json` prints it.
+pub const VERDICT_FILE: &str = "verdict.json";
+/// The output files, in [`SideFiles`] order.
+pub const SIDE_FILES: [&str; 4] = [
+    "candidate.pt",
+    "reference.pt",
+    "golden.pt",
+    "reference_native.pt",
+];
+
+/// A replay output directory, read.
+#[derive(Debug)]
+pub struct ReplayDir {
+    /// The directory as given.
+    pub dir: PathBuf,
+    /// Its `replay.json`.
+    pub record: ReplayRecord,
+    /// Its `.pt` files (each `None` when absent: that side returned no tensor).
+    pub files: SideFiles,
+}
+
+impl ReplayDir {
+    /// Reads `dir/replay.json` and opens the `.pt` files that exist.
+    ///
+    /// # Errors
+    /// A message naming the file: no `replay.json` (not a replay output directory, or a
+    /// replay that did not finish), one that is not a version-1 replay record, or a `.pt`
+    /// file the reader refuses (damaged, a disallowed pickle global).
+    pub fn open(dir: &Path) -> Result<ReplayDir, String> {
+        let record_path = dir.join(RECORD_FILE);
+        let bytes = std::fs::read(&record_path).map_err(|e| match e.kind() {
+            std::io::ErrorKind::NotFound => format!(
+                "{}: not found (not a replay output directory, or the replay did not finish)",
+                record_path.display()
+            ),
+            _ => format!("{}: cannot read: {e}", record_path.display()),
+        })?;
+        let record = ReplayRecord::parse(&bytes)
+            .map_err(|problem| format!("{}: {problem}", record_path.display()))?;
+        let open = |name: &str| -> Result<Option<TensorFile>, String> {
+            let path = dir.join(name);
+            if !path.exists() {
+                return Ok(None);
+            }
+            TensorFile::open(&path).map(Some).map_err(|e| e.to_string())
+        };
+        let files = SideFiles {
+            candidate: open(SIDE_FILES[0])?,
+            reference: open(SIDE_FILES[1])?,
+            golden: open(SIDE_FILES[2])?,
+            reference_native: open(SIDE_FILES[3])?,
+        };
+        Ok(ReplayDir {
+            dir: dir.to_path_buf(),
+            record,
+            files,
+        })
+    }
+
+    /// Judges the replay under `standard` ([`judge::judge`]).
+    ///
+    /// # Errors
+    /// As [`judge::judge`].
+    pub fn judge(&self, standard: Standard) -> Result<Replay, String> {
+        judge::judge(
+            &self.record,
+            &self.files,
+            standard,
+            &self.dir.display().to_string(),
+        )
+    }
+}
+
+/// The standard `dir/verdict.json` says the replay was judged by; `None` when there is no
+/// such file or it names none.
+pub fn saved_standard(dir: &Path) -> Option<Standard> {
+    let bytes = std::fs::read(dir.join(VERDICT_FILE)).ok()?;
+    let value: serde_json::Value = serde_json::from_slice(&bytes).ok()?;
+    serde_json::from_value(value.get("standard")?.clone()).ok()
+}
+
+/// Reads and judges `dir` under `standard`, or under the standard its `verdict.json` names,
+/// else msprobe's.
+///
+/// # Errors
+/// As [`ReplayDir::open`] and [`judge::judge`].
+pub fn judge_dir(dir: &Path, standard: Option<Standard>) -> Result<Replay, String> {
+    let standard = standard
+        .or_else(|| saved_standard(dir))
+        .unwrap_or(Standard::Msprobe);
+    ReplayDir::open(dir)?.judge(standard)
+}

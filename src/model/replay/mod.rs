@@ -1,0 +1,30 @@
+//! Single-operator replay, judged: `assets/replay_op.py` reruns one captured input set
+//! through a candidate operator and a reference and writes the outputs; this module reads
+//! them back ([`load`], [`record`]) and judges them under a named [`Standard`]
+//! (docs/replay.md, "Verdicts"):
+//!
+//! - [`msprobe`]: the single-device rule of msprobe's API accuracy checker
+//!   (mindstudio-probe 26.2.0);
+//! - [`dynamo`]: PyTorch's `torch._dynamo.utils.same` (torch 2.13.0), RMSE against float64;
+//! - allclose with explicit tolerances, as `dumpview tensors` evaluates it.
+//!
+//! Each output's judgement carries the metrics of `dumpview tensors` (`model::tensor::metrics`)
+//! next to the standard's own figures; the replay's verdict is the worst output's, or the
+//! candidate's crash or refusal, which are never numerical mismatches.
+//!
+//! Pure logic over what it is handed, except [`load`], which reads the one directory it is
+//! given. Running the script is the runtime's (`runtime::replay`).
+
+pub mod dynamo;
+pub mod judge;
+pub mod load;
+pub mod msprobe;
+pub mod record;
+pub mod run;
+pub mod standard;
+
+pub use judge::{OutputJudgement, Replay, SideFiles, SideSummary};
+pub use load::{ReplayDir, judge_dir};
+pub use record::ReplayRecord;
+pub use run::{Execution, ReplayResult};
+pub use standard::{Standard, Verdict};

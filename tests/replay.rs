@@ -1,0 +1,1248 @@
+//! `dumpview replay` end to end on the committed examples' captured input sets
+//! (assets/examples/llama_kv_alias/a, float32; llama_fp16_overflow/b, float16), through the
+//! real binary and the embedded assets/replay_op.py: verdicts under every standard, crash and
+//! unsupported candidates, exit statuses, the `--json` document, the report's "Replays",
+//! cancel, and the same replay on a remote host through a real OpenSSH server
+//! (tests/support/sshd.rs) that leaves nothing behind there.
+//!
+//! Expected verdicts never rest on one CPU's float16 kernels: the correct candidates compute
+//! in float64 and round once (a relative error of at most 2^-11 against the reference), the
+//! wrong ones are off by far more, and every judged output is checked against msprobe's own
+//! `Comparator` (mindstudio-probe in the venv) and torch's `torch._dynamo.utils.same` run on
+//! the same files, and its first mismatch against numpy's on the same files.
+
+mod support;
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output, Stdio};
+use std::sync::OnceLock;
+use std::time::{Duration, Instant};
+
+use serde_json::Value;
+use support::sshd::Sshd;
+
+fn repo(path: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join(path)
+}
+
+const F32: &str = "assets/examples/llama_kv_alias/a";
+const F16: &str = "assets/examples/llama_fp16_overflow/b";
+
+/// The candidates the tests replay (written once per test run).
+const CANDIDATES: &str = r#"
+"""Candidates for tests/replay.rs: correct ones compute in float64 and round once."""
+import time
+
+import torch
+
+
+def rms_norm(x, weight, eps=1e-6):
+    x64 = x.double()
+    out = x64 * torch.rsqrt(x64.pow(2).mean(-1, keepdim=True) + eps) * weight.double()
+    return out.to(x.dtype)
+
+
+def rms_norm_eps_after(x, weight, eps=1e-6):
+    """Wrong: eps added after the normalization instead of under the root."""
+    x64 = x.double()
+    out = x64 * torch.rsqrt(x64.pow(2).mean(-1, keepdim=True)) * weight.double() + eps
+    return out.to(x.dtype)
+
+
+def _rotate_half(x):
+    d = x.shape[-1] // 2
+    return torch.cat((-x[..., d:], x[..., :d]), dim=-1)
+
+
+def _wrong_half(x):
+    d = x.shape[-1] // 2
+    return torch.cat((x[..., d:], -x[..., :d]), dim=-1)
+
+
+def _rope(q, k, cos, sin, positions, rotate):
+    dtype = q.dtype
+    q, k, cos, sin = (t.double() for t in (q, k, cos, sin))
+    if positions is not None and cos.shape[0] != q.shape[0]:
+        cos, sin = cos[positions], sin[positions]
+    cos, sin = cos.unsqueeze(-2), sin.unsqueeze(-2)
+    return (q * cos + rotate(q) * sin).to(dtype), (k * cos + rotate(k) * sin).to(dtype)
+
+
+def rope(q, k, cos, sin, positions=None):
+    return _rope(q, k, cos, sin, positions, _rotate_half)
+
+
+def rope_wrong_half(q, k, cos, sin, positions=None):
+    """Wrong: the other rotation half (the sign of the rotated term flips)."""
+    return _rope(q, k, cos, sin, positions, _wrong_half)
+
+
+def raises(*args, **kwargs):
+    raise ValueError("candidate exploded on purpose")
+
+
+def refuses(*args, **kwargs):
+    raise RuntimeError("\"rms_norm_kernel\" not implemented for 'Half'")
+
+
+def sleeps_here(*args, **kwargs):
+    time.sleep(120)
+
+
+def sleeps_there(*args, **kwargs):
+    time.sleep(120)
+"#;
+
+/// Checks each judged output against the sources of the standards, on the same files:
+/// msprobe's `Comparator._compare_torch_tensor` (status and figures), torch's
+/// `torch._dynamo.utils.same(ref_native, candidate, fp64_ref=golden)`, and numpy's first
+/// element outside `|c - r| <= atol + rtol * |r|`. Reads a JSON list of
+/// `{dir, outputs: [{name, against, atol, rtol}]}` on stdin, prints one JSON list.
+const CROSS_CHECK: &str = r#"
+import json, logging, sys, warnings
+warnings.filterwarnings("ignore")
+logging.disable(logging.CRITICAL)
+import numpy as np
+import torch
+import torch._dynamo.utils as dynamo_utils
+from msprobe.pytorch.api_accuracy_checker.compare.compare import Comparator
+from msprobe.pytorch.api_accuracy_checker.compare.compare_column import CompareColumn
+
+comparator = Comparator.__new__(Comparator)
+comparator.registry = comparator._register_compare_func()
+answers = []
+for job in json.load(sys.stdin):
+    d = job["dir"]
+    load = lambda n: torch.load("%s/%s.pt" % (d, n), weights_only=True)
+    cand, ref, golden, native = load("candidate"), load("reference"), load("golden"), load("reference_native")
+    outs = []
+    for o in job["outputs"]:
+        name = o["name"]
+        status, col, _ = comparator._compare_torch_tensor("op", ref[name].clone(), cand[name].clone(), CompareColumn(), False)
+        num = lambda v: None if isinstance(v, str) else float(v)
+        same = bool(dynamo_utils.same(native[name], cand[name], fp64_ref=golden[name], log_error=lambda *a, **k: None))
+        side = native if o["against"] == "reference_native" else ref
+        a = cand[name].double().numpy().ravel()
+        b = side[name].double().numpy().ravel()
+        close = (a == b) | (np.isfinite(a) & np.isfinite(b) & (np.abs(a - b) <= o["atol"] + o["rtol"] * np.abs(b)))
+        bad = np.flatnonzero(~close)
+        outs.append({"name": name, "msprobe": status, "cosine": num(col.cosine_sim),
+                     "max_abs_err": num(col.max_abs_err), "hundredth": num(col.rel_err_hundredth),
+                     "thousandth": num(col.rel_err_thousandth), "ten_thousandth": num(col.rel_err_ten_thousandth),
+                     "dynamo_same": same, "first_mismatch": int(bad[0]) if bad.size else None})
+    answers.append({"dir": d, "outputs": outs})
+print(json.dumps(answers))
+"#;
+
+/// Writes generated replay output directories into `argv[1]` — float16, bfloat16 and
+/// float32 outputs of 1 to 3000 elements, relative noise from 0 to 0.3 (straddling every
+/// threshold of both rules), NaN, infinities, zeros, small values, small values whose error
+/// only the relative error's eps decides, an all-zero candidate, a
+/// NaN in the native reference, and int64/bool outputs — and prints, per directory, what
+/// msprobe's `Comparator._compare_torch_tensor` and torch's `same()` say of them.
+const GENERATED: &str = r#"
+import json, logging, os, sys, warnings
+warnings.filterwarnings("ignore")
+logging.disable(logging.CRITICAL)
+import torch
+import torch._dynamo.utils as dynamo_utils
+from msprobe.pytorch.api_accuracy_checker.compare.compare import Comparator
+from msprobe.pytorch.api_accuracy_checker.compare.compare_column import CompareColumn
+
+root = sys.argv[1]
+comparator = Comparator.__new__(Comparator)
+comparator.registry = comparator._register_compare_func()
+g = torch.Generator().manual_seed(20260213)
+UP = {torch.float16: torch.float32, torch.bfloat16: torch.float32, torch.float32: torch.float64}
+cases = []
+k = 0
+for dtype in (torch.float16, torch.bfloat16, torch.float32):
+    for n in (1, 7, 999, 1000, 3000):
+        for noise in (0.0, 1e-4, 4e-4, 1e-3, 2e-3, 5e-3, 6e-3, 1.2e-2, 5e-2, 0.3):
+            for special in ("", "nan", "inf", "zeros", "small", "mixed", "candzero", "refnan"):
+                if special and n < 7:
+                    continue
+                if special and noise not in (1e-3, 1.2e-2):
+                    continue
+                k += 1
+                scale = (1.0, 1e-3, 30.0)[k % 3]
+                gold = torch.randn(n, generator=g, dtype=torch.float64) * scale
+                if special == "small":
+                    gold[: n // 2] *= 1e-5
+                if special == "zeros":
+                    gold[: n // 3] = 0.0
+                ref = gold.to(UP[dtype])
+                noisy = gold * (1 + noise * torch.randn(n, generator=g, dtype=torch.float64))
+                if special == "mixed":
+                    # Exact large values (|c - r| >= 0.001 from rounding alone) and small
+                    # ones off by 5e-3 relative: the eps of |r| + eps decides the verdict.
+                    gold = torch.randn(n, generator=g, dtype=torch.float64) * 30.0
+                    gold[: n // 2] = torch.randn(n // 2, generator=g, dtype=torch.float64) * 3e-4
+                    ref = gold.to(UP[dtype])
+                    noisy = gold.clone()
+                    noisy[: n // 2] *= 1 + 5e-3 * torch.randn(n // 2, generator=g, dtype=torch.float64)
+                cand = noisy.to(dtype)
+                native = (gold * (1 + 2e-3 * torch.randn(n, generator=g, dtype=torch.float64))).to(dtype)
+                if special == "nan":
+                    cand[n // 2] = float("nan")
+                if special == "inf":
+                    cand[1] = float("inf")
+                    ref[1] = float("inf")
+                if special == "candzero":
+                    cand.zero_()
+                if special == "refnan":
+                    native[0] = float("nan")
+                d = os.path.join(root, "case%03d" % k)
+                os.makedirs(d)
+                for name, t in (("candidate", cand), ("reference", ref), ("golden", gold), ("reference_native", native)):
+                    torch.save({"out": t.contiguous()}, os.path.join(d, name + ".pt"))
+                side = lambda: {"spec": "gen", "status": "ok", "outputs": ["out"]}
+                with open(os.path.join(d, "replay.json"), "w") as f:
+                    json.dump({"format": "dumpview.replay", "version": 1, "stage": "case%03d" % k, "occurrence": 1,
+                               "sides": {s: side() for s in ("candidate", "reference", "golden", "reference_native")}}, f)
+                status, col, _ = comparator._compare_torch_tensor("op", ref.clone(), cand.clone(), CompareColumn(), False)
+                same = bool(dynamo_utils.same(native, cand, fp64_ref=gold, log_error=lambda *a, **kw: None))
+                cases.append({"dir": d, "msprobe": status, "dynamo": "pass" if same else "error",
+                              "what": "%s n=%d noise=%g %s" % (str(dtype)[6:], n, noise, special)})
+for dtype, equal in ((torch.int64, True), (torch.int64, False), (torch.bool, True), (torch.bool, False)):
+    k += 1
+    a = torch.randint(0, 2, (50,), generator=g).to(dtype)
+    b = a.clone()
+    if not equal:
+        b[3] = 1 - b[3] if dtype == torch.int64 else ~b[3]
+    d = os.path.join(root, "case%03d" % k)
+    os.makedirs(d)
+    for name, t in (("candidate", b), ("reference", a), ("golden", a), ("reference_native", a)):
+        torch.save({"out": t}, os.path.join(d, name + ".pt"))
+    with open(os.path.join(d, "replay.json"), "w") as f:
+        json.dump({"format": "dumpview.replay", "version": 1, "stage": "case%03d" % k, "occurrence": 1,
+                   "sides": {s: {"spec": "gen", "status": "ok"} for s in ("candidate", "reference", "golden", "reference_native")}}, f)
+    status, _, _ = comparator._compare_torch_tensor("op", a.clone(), b.clone(), CompareColumn(), False)
+    same = bool(dynamo_utils.same(a, b, fp64_ref=a, log_error=lambda *a, **kw: None))
+    cases.append({"dir": d, "msprobe": status, "dynamo": "pass" if same else "error", "what": "%s equal=%s" % (dtype, equal)})
+print(json.dumps(cases))
+"#;
+
+/// The Python with torch the tests run replay_op.py with: `$DUMPVIEW_PYTHON`, else the
+/// venv's; `None` (the test says "skipped") when neither imports torch.
+fn python() -> Option<&'static str> {
+    static PYTHON: OnceLock<Option<String>> = OnceLock::new();
+    PYTHON
+        .get_or_init(|| {
+            let candidate = std::env::var("DUMPVIEW_PYTHON")
+                .ok()
+                .filter(|p| !p.is_empty())
+                .unwrap_or_else(|| repo(".venv/bin/python").display().to_string());
+            let ok = Command::new(&candidate)
+                .args(["-c", "import torch"])
+                .status()
+                .is_ok_and(|s| s.success());
+            if !ok {
+                eprintln!(
+                    "skipped: no Python with torch ({candidate}); scripts/test.sh makes .venv"
+                );
+            }
+            ok.then_some(candidate)
+        })
+        .as_deref()
+}
+
+/// The candidates module, written once for the test run.
+fn candidates() -> &'static Path {
+    static DIR: OnceLock<tempfile::TempDir> = OnceLock::new();
+    let dir = DIR.get_or_init(|| {
+        let dir = tempfile::Builder::new()
+            .prefix("dv-replay-cands-")
+            .tempdir()
+            .unwrap();
+        std::fs::write(dir.path().join("replay_candidates.py"), CANDIDATES).unwrap();
+        dir
+    });
+    Box::leak(dir.path().join("replay_candidates.py").into_boxed_path())
+}
+
+fn candidate(name: &str) -> String {
+    format!("{}:{name}", candidates().display())
+}
+
+/// `dumpview` with the test's Python and a private cache.
+fn dumpview(cache: &Path) -> Command {
+    let mut command = Command::new(env!("CARGO_BIN_EXE_dumpview"));
+    command
+        .env("XDG_CACHE_HOME", cache)
+        .env("DUMPVIEW_PYTHON", python().unwrap_or("python3"))
+        .current_dir(env!("CARGO_MANIFEST_DIR"));
+    command
+}
+
+struct Run {
+    code: i32,
+    json: Value,
+    stderr: String,
+}
+
+fn replay_json(cache: &Path, args: &[&str]) -> Run {
+    let out: Output = dumpview(cache)
+        .arg("replay")
+        .args(args)
+        .arg("--json")
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+    let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+    let json = serde_json::from_str(&stdout)
+        .unwrap_or_else(|e| panic!("{args:?}: not JSON ({e}): {stdout}\nstderr: {stderr}"));
+    Run {
+        code: out.status.code().unwrap_or(-1),
+        json,
+        stderr,
+    }
+}
+
+/// `replay_json` of one input set, asserting the run produced a verdict.
+fn replay(
+    cache: &Path,
+    dump: &str,
+    stage: &str,
+    cand: &str,
+    reference: &str,
+    standard: &[&str],
+) -> Run {
+    let mut args = vec![
+        dump,
+        "--stage",
+        stage,
+        "--candidate",
+        cand,
+        "--reference",
+        reference,
+    ];
+    args.extend_from_slice(standard);
+    let run = replay_json(cache, &args);
+    assert!(
+        run.json.get("verdict").is_some(),
+        "{args:?}: no verdict: {}\n{}",
+        run.json,
+        run.stderr
+    );
+    run
+}
+
+fn verdict(run: &Run) -> &str {
+    run.json["verdict"].as_str().unwrap()
+}
+
+/// Cross-checks every output of `runs` with [`CROSS_CHECK`] (one Python for all).
+fn cross_check(runs: &[&Run]) {
+    let jobs: Vec<Value> = runs
+        .iter()
+        .map(|run| {
+            let outputs: Vec<Value> = run.json["outputs"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|o| {
+                    serde_json::json!({
+                        "name": o["name"],
+                        "against": o["against"],
+                        "atol": o["metrics"]["atol"],
+                        "rtol": o["metrics"]["rtol"],
+                    })
+                })
+                .collect();
+            serde_json::json!({"dir": run.json["run"]["out_dir"], "outputs": outputs})
+        })
+        .collect();
+    let mut child = Command::new(python().unwrap())
+        .args(["-c", CROSS_CHECK])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    use std::io::Write;
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(serde_json::to_string(&jobs).unwrap().as_bytes())
+        .unwrap();
+    let out = child.wait_with_output().unwrap();
+    assert!(
+        out.status.success(),
+        "cross-check failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let answers: Vec<Value> = serde_json::from_slice(&out.stdout).unwrap();
+    for (run, answer) in runs.iter().zip(&answers) {
+        let standard = run.json["standard"]["name"].as_str().unwrap();
+        for (ours, theirs) in run.json["outputs"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .zip(answer["outputs"].as_array().unwrap())
+        {
+            let what = format!("{} {} {standard}", run.json["stage"], ours["name"]);
+            let ours_verdict = ours["verdict"].as_str().unwrap();
+            match standard {
+                "msprobe" => {
+                    assert_eq!(ours_verdict, theirs["msprobe"], "{what}: {ours}");
+                    let figures = &ours["msprobe"];
+                    for (mine, msprobe) in [("max_abs_err", "max_abs_err"), ("cosine", "cosine")] {
+                        if let (Some(a), Some(b)) =
+                            (figures[mine].as_f64(), theirs[msprobe].as_f64())
+                        {
+                            assert!(
+                                (a - b).abs() <= 1e-9 * b.abs().max(1.0),
+                                "{what}: {mine} {a} vs {b}"
+                            );
+                        }
+                    }
+                    for (mine, msprobe) in [
+                        ("rel_err_hundredth", "hundredth"),
+                        ("rel_err_thousandth", "thousandth"),
+                        ("rel_err_ten_thousandth", "ten_thousandth"),
+                    ] {
+                        if let Some(b) = theirs[msprobe].as_f64() {
+                            assert_eq!(figures[mine]["share"].as_f64(), Some(b), "{what}: {mine}");
+                        }
+                    }
+                }
+                "dynamo" => {
+                    assert_eq!(
+                        ours_verdict == "pass",
+                        theirs["dynamo_same"].as_bool().unwrap(),
+                        "{what}: {ours}"
+                    );
+                }
+                _ => {}
+            }
+            assert_eq!(
+                ours["metrics"]["first_mismatch"]["index"].as_u64(),
+                theirs["first_mismatch"].as_u64(),
+                "{what}: first mismatch"
+            );
+        }
+    }
+}
+
+#[test]
+fn correct_candidates_pass_under_every_standard() {
+    let Some(_) = python() else { return };
+    let cache = tempfile::tempdir().unwrap();
+    let mut runs = Vec::new();
+    for (dump, tol) in [(F32, ["1e-5", "1e-5"]), (F16, ["1e-5", "1e-3"])] {
+        for (stage, cand, reference) in [
+            ("layers.0.input_norm#1", "rms_norm", "builtin:rms_norm"),
+            ("layers.0.rope#1", "rope", "builtin:rope_neox"),
+        ] {
+            let allclose = ["--standard", "allclose", "--atol", tol[0], "--rtol", tol[1]];
+            for standard in [
+                &["--standard", "msprobe"][..],
+                &["--standard", "dynamo"][..],
+                &allclose[..],
+            ] {
+                let run = replay(
+                    cache.path(),
+                    dump,
+                    stage,
+                    &candidate(cand),
+                    reference,
+                    standard,
+                );
+                assert_eq!(
+                    verdict(&run),
+                    "pass",
+                    "{dump} {stage} {standard:?}: {}",
+                    run.json["reason"]
+                );
+                assert_eq!(run.code, 0);
+                runs.push(run);
+            }
+        }
+    }
+    cross_check(&runs.iter().collect::<Vec<_>>());
+}
+
+#[test]
+fn wrong_candidates_are_errors_at_the_right_first_mismatch() {
+    let Some(_) = python() else { return };
+    let cache = tempfile::tempdir().unwrap();
+    let mut runs = Vec::new();
+    // eps after the normalization: float32 outputs off by ~1.25e-3 relative (eps / 2 mean(x^2)).
+    for standard in ["msprobe", "dynamo"] {
+        let run = replay(
+            cache.path(),
+            F32,
+            "layers.0.input_norm#1",
+            &candidate("rms_norm_eps_after"),
+            "builtin:rms_norm",
+            &["--standard", standard],
+        );
+        assert_eq!(verdict(&run), "error", "{standard}: {}", run.json["reason"]);
+        assert_eq!(run.code, 1);
+        // Every element is off by far more than the pass threshold: the first one.
+        let first = &run.json["outputs"][0]["metrics"]["first_mismatch"];
+        assert_eq!(first["index"], 0, "{standard}: {first}");
+        runs.push(run);
+    }
+    // The wrong rotation half, float32 and float16: the first mismatch is in the first token
+    // whose position has a non-zero sine (position 0 rotates by nothing).
+    for dump in [F32, F16] {
+        for standard in ["msprobe", "dynamo"] {
+            let run = replay(
+                cache.path(),
+                dump,
+                "layers.0.rope#1",
+                &candidate("rope_wrong_half"),
+                "builtin:rope_neox",
+                &["--standard", standard],
+            );
+            assert_eq!(
+                verdict(&run),
+                "error",
+                "{dump} {standard}: {}",
+                run.json["reason"]
+            );
+            for output in run.json["outputs"].as_array().unwrap() {
+                assert_eq!(output["verdict"], "error", "{output}");
+                let coords = &output["metrics"]["first_mismatch"]["coords"];
+                assert_eq!(
+                    coords[0], 1,
+                    "{dump} {standard} {}: {coords}",
+                    output["name"]
+                );
+            }
+            runs.push(run);
+        }
+    }
+    cross_check(&runs.iter().collect::<Vec<_>>());
+}
+
+#[test]
+fn a_raising_candidate_is_a_crash_and_a_refusing_one_unsupported() {
+    let Some(_) = python() else { return };
+    let cache = tempfile::tempdir().unwrap();
+    let run = replay(
+        cache.path(),
+        F16,
+        "layers.0.input_norm",
+        &candidate("raises"),
+        "builtin:rms_norm",
+        &[],
+    );
+    assert_eq!((verdict(&run), run.code), ("crash", 1));
+    assert!(
+        run.json["reason"]
+            .as_str()
+            .unwrap()
+            .contains("ValueError: candidate exploded on purpose"),
+        "{}",
+        run.json["reason"]
+    );
+    let side = &run.json["sides"][0];
+    assert_eq!(side["role"], "candidate");
+    assert_eq!(side["status"], "crash");
+    assert_eq!(
+        side["exception"]["message"],
+        "candidate exploded on purpose"
+    );
+    assert_eq!(run.json["outputs"], serde_json::json!([]));
+    let run = replay(
+        cache.path(),
+        F16,
+        "layers.0.input_norm",
+        &candidate("refuses"),
+        "builtin:rms_norm",
+        &["--standard", "dynamo"],
+    );
+    assert_eq!((verdict(&run), run.code), ("unsupported", 1));
+    assert!(
+        run.json["reason"]
+            .as_str()
+            .unwrap()
+            .contains("not implemented for 'Half'")
+    );
+}
+
+#[test]
+fn the_json_document_holds_the_verdict_metrics_sides_and_where_it_ran() {
+    let Some(python) = python() else { return };
+    let cache = tempfile::tempdir().unwrap();
+    let run = replay(
+        cache.path(),
+        F16,
+        "layers.0.rope#1",
+        &candidate("rope"),
+        "builtin:rope_neox",
+        &[],
+    );
+    let j = &run.json;
+    assert_eq!(j["standard"], serde_json::json!({"name": "msprobe"}));
+    assert_eq!(j["stage"], "layers.0.rope#1");
+    assert_eq!(j["rank"], 0);
+    assert_eq!(j["warnings"], serde_json::json!([]));
+    let roles: Vec<&str> = j["sides"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| s["role"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        roles,
+        ["candidate", "reference", "golden", "reference_native"]
+    );
+    assert_eq!(j["run"]["python"], python);
+    assert_eq!(j["run"]["python_chosen_by"], "$DUMPVIEW_PYTHON");
+    assert_eq!(j["run"]["host"], Value::Null);
+    let out_dir = PathBuf::from(j["run"]["out_dir"].as_str().unwrap());
+    // A fresh directory in dumpview's replay cache, never inside the dump.
+    assert!(
+        out_dir.starts_with(cache.path().join("dumpview/replays")),
+        "{}",
+        out_dir.display()
+    );
+    for file in [
+        "candidate.pt",
+        "reference.pt",
+        "golden.pt",
+        "reference_native.pt",
+        "replay.json",
+        "verdict.json",
+    ] {
+        assert!(out_dir.join(file).is_file(), "{file}");
+    }
+    let names: Vec<&str> = j["outputs"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|o| o["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(names, ["out.0", "out.1"]);
+    let o = &j["outputs"][0];
+    assert_eq!(
+        (o["candidate_dtype"].as_str(), o["reference_dtype"].as_str()),
+        (Some("float16"), Some("float32"))
+    );
+    assert_eq!(o["shape"], serde_json::json!([12, 4, 64]));
+    for key in [
+        "max_abs_diff",
+        "max_abs_diff_at",
+        "cosine",
+        "rel_l2",
+        "histogram",
+        "max_ulp",
+        "first_mismatch",
+    ] {
+        assert!(
+            o["metrics"].get(key).is_some(),
+            "metrics.{key}: {}",
+            o["metrics"]
+        );
+    }
+    assert_eq!(o["metrics"]["ulp_dtype"], "float16");
+    let m = &o["msprobe"];
+    assert_eq!(
+        m["eps"].as_f64(),
+        Some(2f64.powi(-23)),
+        "float32's eps: the reference's array"
+    );
+    assert_eq!(m["computed_in"], "float32");
+    assert_eq!(
+        m["small_values"]["threshold"].as_f64(),
+        Some(2f64.powi(-10))
+    );
+    assert_eq!(m["ulp"]["mantissa_bits"], 10);
+    // The saved verdict is the document itself.
+    let saved: Value =
+        serde_json::from_slice(&std::fs::read(out_dir.join("verdict.json")).unwrap()).unwrap();
+    assert_eq!(saved["verdict"], j["verdict"]);
+    assert_eq!(saved["outputs"], j["outputs"]);
+}
+
+#[test]
+fn exit_statuses_and_usage_errors() {
+    let Some(_) = python() else { return };
+    let cache = tempfile::tempdir().unwrap();
+    let c = candidate("rms_norm");
+    let base = [
+        F32,
+        "--stage",
+        "layers.0.input_norm#1",
+        "--candidate",
+        c.as_str(),
+        "--reference",
+        "builtin:rms_norm",
+    ];
+    let usage = |extra: &[&str], needle: &str| {
+        let mut args: Vec<&str> = base.to_vec();
+        args.extend_from_slice(extra);
+        let run = replay_json(cache.path(), &args);
+        assert_eq!(run.code, 2, "{extra:?}: {}", run.stderr);
+        let error = run.json["error"].as_str().unwrap_or_default().to_string();
+        assert!(error.contains(needle), "{extra:?}: {error}");
+    };
+    usage(
+        &["--standard", "msprobe", "--atol", "1e-3"],
+        "belong to --standard allclose",
+    );
+    usage(
+        &["--standard", "allclose", "--atol", "1e-3"],
+        "needs explicit --atol and --rtol",
+    );
+    usage(
+        &["--python", "/no/such/python3"],
+        "/no/such/python3: not found",
+    );
+    usage(&["--arg", "eps"], "expected NAME=VALUE");
+    // replay_op.py's own input errors, with its message.
+    let run = replay_json(
+        cache.path(),
+        &[
+            F32,
+            "--stage",
+            "layers.9.nothing",
+            "--candidate",
+            &c,
+            "--reference",
+            "builtin:rms_norm",
+        ],
+    );
+    assert_eq!(run.code, 2);
+    assert!(
+        run.json["error"]
+            .as_str()
+            .unwrap()
+            .contains("layers.9.nothing"),
+        "{}",
+        run.json
+    );
+    // Never over evidence: a non-empty --out is refused before anything runs.
+    let full = tempfile::tempdir().unwrap();
+    std::fs::write(full.path().join("keep.txt"), "evidence").unwrap();
+    usage(
+        &["--out", full.path().to_str().unwrap()],
+        "never overwrites evidence",
+    );
+    assert_eq!(
+        std::fs::read_to_string(full.path().join("keep.txt")).unwrap(),
+        "evidence"
+    );
+    // clap's own usage errors exit 2 as well.
+    let out = dumpview(cache.path())
+        .args(["replay", F32, "--candidate", &c])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    // A Python without torch is named.
+    let fake = tempfile::tempdir().unwrap();
+    let no_torch = fake.path().join("python3");
+    std::fs::write(
+        &no_torch,
+        "#!/bin/sh\necho \"ModuleNotFoundError: No module named 'torch'\" >&2\nexit 1\n",
+    )
+    .unwrap();
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(&no_torch, std::fs::Permissions::from_mode(0o755)).unwrap();
+    usage(
+        &["--python", no_torch.to_str().unwrap()],
+        "cannot import torch",
+    );
+    // Without --python or $DUMPVIEW_PYTHON: the first python3/python on PATH that imports
+    // torch, said in the document; none there is an error naming what was tried.
+    let venv_bin = Path::new(python().unwrap()).parent().unwrap().to_path_buf();
+    let path = format!(
+        "{}:{}:/usr/bin:/bin",
+        fake.path().display(),
+        venv_bin.display()
+    );
+    let out = dumpview(cache.path())
+        .env_remove("DUMPVIEW_PYTHON")
+        .env("PATH", &path)
+        .arg("replay")
+        .args(base)
+        .arg("--json")
+        .output()
+        .unwrap();
+    let json: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(
+        json["run"]["python_chosen_by"], "the first python3/python on PATH that imports torch",
+        "{json}"
+    );
+    assert!(
+        json["run"]["python"]
+            .as_str()
+            .unwrap()
+            .starts_with(&venv_bin.display().to_string())
+    );
+    let out = dumpview(cache.path())
+        .env_remove("DUMPVIEW_PYTHON")
+        .env("PATH", fake.path())
+        .arg("replay")
+        .args(base)
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("no Python on PATH imports torch")
+            && stderr.contains(&no_torch.display().to_string()),
+        "{stderr}"
+    );
+}
+
+#[test]
+fn the_list_names_every_input_set() {
+    let Some(_) = python() else { return };
+    let cache = tempfile::tempdir().unwrap();
+    let out = dumpview(cache.path())
+        .args(["replay", F16, "--list"])
+        .output()
+        .unwrap();
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        text.contains("layers.0.input_norm#1") && text.contains("layers.0.rope#1"),
+        "{text}"
+    );
+    let out = dumpview(cache.path())
+        .args(["replay", F16, "--list", "--json"])
+        .output()
+        .unwrap();
+    let json: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let keys: Vec<&str> = json["windows"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .flat_map(|w| w["input_sets"].as_array().unwrap())
+        .map(|s| s["key"].as_str().unwrap())
+        .collect();
+    assert_eq!(keys, ["layers.0.input_norm#1", "layers.0.rope#1"], "{json}");
+}
+
+#[test]
+fn the_report_lists_replays_in_markdown_and_json() {
+    let Some(_) = python() else { return };
+    let cache = tempfile::tempdir().unwrap();
+    let good = replay(
+        cache.path(),
+        F32,
+        "layers.0.rope#1",
+        &candidate("rope"),
+        "builtin:rope_neox",
+        &["--standard", "dynamo"],
+    );
+    let bad = replay(
+        cache.path(),
+        F32,
+        "layers.0.input_norm#1",
+        &candidate("rms_norm_eps_after"),
+        "builtin:rms_norm",
+        &[],
+    );
+    let good_dir = good.json["run"]["out_dir"].as_str().unwrap().to_string();
+    let bad_dir = bad.json["run"]["out_dir"].as_str().unwrap().to_string();
+    let missing = cache.path().join("no-such-replay");
+    let report = |json: bool| {
+        let mut command = dumpview(cache.path());
+        command
+            .args([
+                "report", F32, "--replay", &good_dir, "--replay", &bad_dir, "--replay",
+            ])
+            .arg(&missing);
+        if json {
+            command.arg("--json");
+        }
+        command.output().unwrap()
+    };
+    let out = report(false);
+    // An error verdict is a finding.
+    assert_eq!(out.status.code(), Some(1));
+    let md = String::from_utf8(out.stdout).unwrap();
+    assert!(md.contains("## Replays"), "{md}");
+    assert!(md.contains("### `layers.0.rope#1`: pass (dynamo)"), "{md}");
+    assert!(
+        md.contains("### `layers.0.input_norm#1`: error (msprobe)"),
+        "{md}"
+    );
+    assert!(md.contains("first mismatch at [0, 0] (flat 0)"), "{md}");
+    assert!(md.contains(&format!("- evidence: `{bad_dir}`")), "{md}");
+    assert!(
+        md.contains("not judged") && md.contains("replay.json: not found"),
+        "{md}"
+    );
+    let out = report(true);
+    let json: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let replays = json["replays"].as_array().unwrap();
+    assert_eq!(replays.len(), 3);
+    assert_eq!(replays[0]["replay"]["verdict"], "pass");
+    assert_eq!(replays[0]["replay"]["standard"]["name"], "dynamo");
+    assert_eq!(replays[1]["replay"]["verdict"], "error");
+    assert_eq!(
+        replays[1]["replay"]["outputs"][0]["metrics"]["first_mismatch"]["index"],
+        0
+    );
+    assert!(replays[2]["error"].as_str().unwrap().contains("not found"));
+    let evidence = json["evidence"].to_string();
+    assert!(
+        evidence.contains(&format!("{bad_dir}/candidate.pt")),
+        "{evidence}"
+    );
+    // Without --replay the report has no such section or key.
+    let out = dumpview(cache.path())
+        .args(["report", F32, "--json"])
+        .output()
+        .unwrap();
+    let json: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert!(json.get("replays").is_none());
+}
+
+/// Processes other than dumpview itself whose command line mentions `needle` (not
+/// zombies): the Python running a candidate from the candidates' directory.
+fn processes(needle: &str) -> Vec<String> {
+    support::sshd::processes_mentioning(needle)
+        .into_iter()
+        .filter(|p| !p.contains(env!("CARGO_BIN_EXE_dumpview")))
+        .collect()
+}
+
+/// Waits until `check` holds, up to `limit`.
+fn eventually(limit: Duration, mut check: impl FnMut() -> bool) -> bool {
+    let start = Instant::now();
+    while start.elapsed() < limit {
+        if check() {
+            return true;
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    check()
+}
+
+/// A sleeping candidate's replay, started in the background; returns the child once its
+/// Python runs (it mentions `sleeper`, the candidate's name).
+fn start_sleeper(cache: &Path, dump: &str, sleeper: &str, extra: &[String]) -> std::process::Child {
+    let child = dumpview(cache)
+        .args([
+            "replay",
+            dump,
+            "--stage",
+            "layers.0.input_norm#1",
+            "--candidate",
+        ])
+        .arg(candidate(sleeper))
+        .args(["--reference", "builtin:rms_norm"])
+        .args(extra)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let needle = candidate(sleeper);
+    assert!(
+        eventually(Duration::from_secs(60), || !processes(&needle).is_empty()),
+        "the sleeping candidate never started"
+    );
+    child
+}
+
+#[test]
+fn a_cancel_kills_the_python_and_removes_what_it_started() {
+    let Some(_) = python() else { return };
+    let cache = tempfile::tempdir().unwrap();
+    let out = cache.path().join("out");
+    let child = start_sleeper(
+        cache.path(),
+        F32,
+        "sleeps_here",
+        &["--out".into(), out.display().to_string()],
+    );
+    // Give replay_op.py the time to reach the candidate (it sleeps inside it).
+    let pid = child.id() as i32;
+    std::thread::sleep(Duration::from_millis(500));
+    // SAFETY: signalling our own child.
+    unsafe {
+        libc::kill(pid, libc::SIGTERM);
+    }
+    let result = child.wait_with_output().unwrap();
+    assert_eq!(result.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&result.stderr).contains("cancelled"));
+    let dir = candidate("sleeps_here");
+    assert!(
+        eventually(Duration::from_secs(5), || processes(&dir).is_empty()),
+        "left running: {:?}",
+        processes(&dir)
+    );
+    // The incomplete outputs of a cancelled run are gone; the private script too.
+    assert!(!out.exists());
+}
+
+fn remote_args(server: &Sshd) -> Vec<String> {
+    vec![
+        "--ssh-command".into(),
+        server.ssh_command(),
+        "--python".into(),
+        python().unwrap().to_string(),
+    ]
+}
+
+/// Files and directories under `dir` (the remote login's HOME and TMPDIR).
+fn left_in(dir: &Path) -> Vec<String> {
+    std::fs::read_dir(dir)
+        .map(|entries| {
+            entries
+                .flatten()
+                .map(|e| e.file_name().to_string_lossy().into_owned())
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+#[test]
+fn a_remote_replay_gives_the_local_verdict_and_leaves_nothing_behind() {
+    let Some(_) = python() else { return };
+    let Some(server) = Sshd::start() else { return };
+    let cache = tempfile::tempdir().unwrap();
+    for (dump, stage, cand, reference) in [
+        (
+            F32,
+            "layers.0.input_norm#1",
+            "rms_norm_eps_after",
+            "builtin:rms_norm",
+        ),
+        (F16, "layers.0.rope#1", "rope", "builtin:rope_neox"),
+    ] {
+        let local = replay(cache.path(), dump, stage, &candidate(cand), reference, &[]);
+        let source = server.url(&repo(dump));
+        let mut args: Vec<String> = vec![
+            source.clone(),
+            "--stage".into(),
+            stage.into(),
+            "--candidate".into(),
+            candidate(cand),
+            "--reference".into(),
+            reference.into(),
+        ];
+        args.extend(remote_args(&server));
+        let remote = replay_json(
+            cache.path(),
+            &args.iter().map(String::as_str).collect::<Vec<_>>(),
+        );
+        assert_eq!(remote.code, local.code, "{}", remote.stderr);
+        assert_eq!(remote.json["verdict"], local.json["verdict"]);
+        assert_eq!(
+            remote.json["outputs"], local.json["outputs"],
+            "{dump} {stage}"
+        );
+        assert_eq!(
+            remote.json["run"]["host"],
+            format!("127.0.0.1:{}", server.port)
+        );
+        // replay_op.py's log came back line by line.
+        assert!(remote.stderr.contains("replay_op"), "{}", remote.stderr);
+        assert!(
+            PathBuf::from(remote.json["run"]["out_dir"].as_str().unwrap())
+                .join("candidate.pt")
+                .is_file()
+        );
+        assert_eq!(
+            left_in(&server.home()),
+            Vec::<String>::new(),
+            "left on the remote side"
+        );
+    }
+    // --list over ssh.
+    let out = dumpview(cache.path())
+        .args(["replay", &server.url(&repo(F16)), "--list"])
+        .args(remote_args(&server))
+        .output()
+        .unwrap();
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(String::from_utf8_lossy(&out.stdout).contains("layers.0.rope#1"));
+    // replay_op.py's input error on the remote side: exit 2 with its message.
+    let out = dumpview(cache.path())
+        .args([
+            "replay",
+            &server.url(&repo(F16)),
+            "--stage",
+            "nope#3",
+            "--candidate",
+            "builtin:rms_norm",
+            "--reference",
+            "builtin:rms_norm",
+        ])
+        .args(remote_args(&server))
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("nope"));
+    // A remote interpreter that is not there.
+    let out = dumpview(cache.path())
+        .args([
+            "replay",
+            &server.url(&repo(F16)),
+            "--stage",
+            "layers.0.rope",
+            "--candidate",
+            "builtin:rope_neox",
+            "--reference",
+            "builtin:rope_neox",
+        ])
+        .args([
+            "--ssh-command",
+            &server.ssh_command(),
+            "--python",
+            "python-nowhere",
+        ])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("python-nowhere: not found on 127.0.0.1"),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(left_in(&server.home()), Vec::<String>::new());
+}
+
+#[test]
+fn a_cancelled_or_killed_remote_replay_leaves_nothing_behind() {
+    let Some(_) = python() else { return };
+    let Some(server) = Sshd::start() else { return };
+    let cache = tempfile::tempdir().unwrap();
+    let source = server.url(&repo(F32));
+    let dir = candidate("sleeps_there");
+    for signal in [libc::SIGTERM, libc::SIGKILL] {
+        let child = start_sleeper(cache.path(), &source, "sleeps_there", &remote_args(&server));
+        assert!(
+            !left_in(&server.home()).is_empty(),
+            "the remote temporary directory exists while it runs"
+        );
+        // SAFETY: signalling our own child.
+        unsafe {
+            libc::kill(child.id() as i32, signal);
+        }
+        let result = child.wait_with_output().unwrap();
+        if signal == libc::SIGTERM {
+            assert_eq!(result.status.code(), Some(2));
+            assert!(String::from_utf8_lossy(&result.stderr).contains("cancelled"));
+        }
+        assert!(
+            eventually(Duration::from_secs(15), || processes(&dir).is_empty()
+                && left_in(&server.home()).is_empty()),
+            "after signal {signal}: processes {:?}, remote files {:?}",
+            processes(&dir),
+            left_in(&server.home())
+        );
+    }
+}
+
+#[test]
+fn msprobe_and_dynamo_verdicts_agree_with_their_sources_on_generated_outputs() {
+    let Some(python) = python() else { return };
+    let root = tempfile::tempdir().unwrap();
+    let out = Command::new(python)
+        .args(["-c", GENERATED])
+        .arg(root.path())
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let cases: Vec<Value> = serde_json::from_slice(&out.stdout).unwrap();
+    assert!(cases.len() > 250, "{} cases", cases.len());
+    use dumpview::model::replay::{Standard, judge_dir};
+    let mut seen = std::collections::BTreeMap::new();
+    for case in &cases {
+        let dir = Path::new(case["dir"].as_str().unwrap());
+        for (standard, key) in [(Standard::Msprobe, "msprobe"), (Standard::Dynamo, "dynamo")] {
+            let judged = judge_dir(dir, Some(standard)).unwrap();
+            assert_eq!(
+                judged.verdict.name(),
+                case[key].as_str().unwrap(),
+                "{key} on {}: {}",
+                case["what"],
+                judged.reason
+            );
+            *seen.entry((key, judged.verdict.name())).or_insert(0) += 1;
+        }
+    }
+    // Every verdict of both rules was reached.
+    for needed in [
+        ("msprobe", "pass"),
+        ("msprobe", "warning"),
+        ("msprobe", "error"),
+        ("dynamo", "pass"),
+        ("dynamo", "error"),
+    ] {
+        assert!(
+            seen.contains_key(&needed),
+            "{needed:?} never reached: {seen:?}"
+        );
+    }
+}
+
+/// The time of one replay, locally and over loopback ssh, against the operator's own:
+/// `cargo test --test replay -- --ignored --nocapture figures` (docs/replay.md).
+#[test]
+#[ignore = "figures for docs/replay.md"]
+fn figures() {
+    let Some(_) = python() else { return };
+    let Some(server) = Sshd::start() else { return };
+    let cache = tempfile::tempdir().unwrap();
+    let median = |mut v: Vec<f64>| {
+        v.sort_by(f64::total_cmp);
+        v[v.len() / 2]
+    };
+    for (dump, stage, cand, reference) in [
+        (F32, "layers.0.input_norm#1", "rms_norm", "builtin:rms_norm"),
+        (F16, "layers.0.rope#1", "rope", "builtin:rope_neox"),
+    ] {
+        for remote in [false, true] {
+            let (mut wall, mut op) = (Vec::new(), Vec::new());
+            for _ in 0..5 {
+                let mut args: Vec<String> = vec![
+                    if remote {
+                        server.url(&repo(dump))
+                    } else {
+                        dump.to_string()
+                    },
+                    "--stage".into(),
+                    stage.into(),
+                    "--candidate".into(),
+                    candidate(cand),
+                    "--reference".into(),
+                    reference.into(),
+                ];
+                if remote {
+                    args.extend(remote_args(&server));
+                }
+                let started = Instant::now();
+                let run = replay_json(
+                    cache.path(),
+                    &args.iter().map(String::as_str).collect::<Vec<_>>(),
+                );
+                let total = started.elapsed().as_secs_f64();
+                assert_eq!(run.code, 0, "{}", run.stderr);
+                wall.push(total);
+                op.push(run.json["sides"][0]["duration_s"].as_f64().unwrap());
+            }
+            println!(
+                "{stage} {}: dumpview replay {:.2} s (median of 5), the candidate itself {:.3} ms",
+                if remote { "over loopback ssh" } else { "local" },
+                median(wall),
+                median(op) * 1e3
+            );
+        }
+    }
+}
