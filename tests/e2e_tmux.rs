@@ -1152,6 +1152,33 @@ fn tolerances_on_the_workbench_and_the_filter() {
     assert_eq!(t.wait_exit(), (0, true));
 }
 
+/// llama_fp16_overflow copied under `work` and named through `server` as two sources (an
+/// address and an alias), with the cache directory to use.
+fn remote_pair(server: &support::sshd::Sshd, work: &Path) -> (String, String, PathBuf) {
+    support::copy_tree(&example("llama_fp16_overflow"), &work.join("pair"));
+    (
+        server.url(&work.join("pair/a")),
+        server.scp(&work.join("pair/b")),
+        work.join("cache"),
+    )
+}
+
+fn as_strs(args: &[String]) -> Vec<&str> {
+    args.iter().map(String::as_str).collect()
+}
+
+/// `args` followed by the options that reach `server` and cache into `cache`.
+fn remote_args(server: &support::sshd::Sshd, cache: &Path, args: &[&str]) -> Vec<String> {
+    let mut all: Vec<String> = args.iter().map(|a| a.to_string()).collect();
+    all.extend([
+        "--ssh-command".to_string(),
+        server.ssh_command(),
+        "--cache-dir".to_string(),
+        cache.display().to_string(),
+    ]);
+    all
+}
+
 // The workbench on two remote captures (a real sshd on 127.0.0.1): one snapshot of each
 // through one connection, opened on the first divergence; the master ends when it quits.
 #[test]
@@ -1163,25 +1190,9 @@ fn the_workbench_opens_two_remote_captures_and_ends_their_connection_at_quit() {
         return;
     };
     let work = tempfile::tempdir().unwrap();
-    support::copy_tree(&example("llama_fp16_overflow"), &work.path().join("pair"));
-    let (a, b) = (
-        server.url(&work.path().join("pair/a")),
-        server.scp(&work.path().join("pair/b")),
-    );
-    let cache = work.path().join("cache");
-    let t = Term::start(
-        120,
-        36,
-        &[
-            &a,
-            &b,
-            "--ssh-command",
-            &server.ssh_command(),
-            "--cache-dir",
-            cache.to_str().unwrap(),
-        ],
-        &[],
-    );
+    let (a, b, cache) = remote_pair(&server, work.path());
+    let args = remote_args(&server, &cache, &[&a, &b]);
+    let t = Term::start(120, 36, &as_strs(&args), &[]);
     let s = t.wait("the first divergence selected", |s| {
         s.shows_detail(FIRST_DIVERGENCE)
     });
@@ -1191,7 +1202,7 @@ fn the_workbench_opens_two_remote_captures_and_ends_their_connection_at_quit() {
     // The saved tensors were not fetched with the snapshot: t fetches them, then compares,
     // with the answer of the local files.
     let cached = |side: &str| {
-        walk(&cache)
+        support::files_under(&cache)
             .into_iter()
             .filter(|p| p.to_string_lossy().contains(&format!("pair/{side}/")))
             .filter(|p| p.extension().is_some_and(|e| e == "safetensors"))
@@ -1222,23 +1233,6 @@ fn the_workbench_opens_two_remote_captures_and_ends_their_connection_at_quit() {
     }
 }
 
-/// Every file under `root`.
-fn walk(root: &Path) -> Vec<PathBuf> {
-    let mut out = Vec::new();
-    let Ok(entries) = std::fs::read_dir(root) else {
-        return out;
-    };
-    for entry in entries.flatten() {
-        let path = entry.path();
-        if path.is_dir() {
-            out.extend(walk(&path));
-        } else {
-            out.push(path);
-        }
-    }
-    out
-}
-
 // The same through a watch (`--watch A --vs B`, both remote): `t` fetches the followed
 // captures' saved tensors too, and gives the local answer.
 #[test]
@@ -1250,27 +1244,9 @@ fn t_on_a_remote_watch_fetches_the_saved_tensors_it_compares() {
         return;
     };
     let work = tempfile::tempdir().unwrap();
-    support::copy_tree(&example("llama_fp16_overflow"), &work.path().join("pair"));
-    let (a, b) = (
-        server.url(&work.path().join("pair/a")),
-        server.scp(&work.path().join("pair/b")),
-    );
-    let cache = work.path().join("cache");
-    let t = Term::start(
-        120,
-        36,
-        &[
-            "--watch",
-            &a,
-            "--vs",
-            &b,
-            "--ssh-command",
-            &server.ssh_command(),
-            "--cache-dir",
-            cache.to_str().unwrap(),
-        ],
-        &[],
-    );
+    let (a, b, cache) = remote_pair(&server, work.path());
+    let args = remote_args(&server, &cache, &["--watch", &a, "--vs", &b]);
+    let t = Term::start(120, 36, &as_strs(&args), &[]);
     t.wait("the first divergence selected", |s| {
         s.shows_detail(FIRST_DIVERGENCE)
     });

@@ -514,20 +514,6 @@ fn wait_for(what: &str, mut done: impl FnMut() -> bool) {
     }
 }
 
-/// The control directories `/tmp/dvssh-<pid>-*` of process `pid`.
-fn control_dirs(pid: u32) -> Vec<PathBuf> {
-    std::fs::read_dir("/tmp")
-        .unwrap()
-        .flatten()
-        .filter(|e| {
-            e.file_name()
-                .to_string_lossy()
-                .starts_with(&format!("dvssh-{pid}-"))
-        })
-        .map(|e| e.path())
-        .collect()
-}
-
 /// dumpview `scan` of a remote capture through an ssh wrapper that lets the master connect
 /// and then stalls every other command (as a hung remote file system would), so dumpview
 /// is caught mid-session. Returns the running child once its master is up.
@@ -568,11 +554,11 @@ fn no_ssh_master_outlives_dumpview_killed_by_sigterm_or_sigkill() {
     // dies of the signal.
     let mut child = stalled_scan(&server, &cache, &dump);
     let pid = child.id();
-    assert_eq!(control_dirs(pid).len(), 1);
+    assert_eq!(support::control_dirs(pid).len(), 1);
     // Private: the control directory and the master's own directory in it.
     {
         use std::os::unix::fs::PermissionsExt;
-        let top = &control_dirs(pid)[0];
+        let top = &support::control_dirs(pid)[0];
         let mode = |p: &Path| std::fs::metadata(p).unwrap().permissions().mode() & 0o777;
         assert_eq!(mode(top), 0o700);
         for entry in std::fs::read_dir(top).unwrap() {
@@ -586,7 +572,11 @@ fn no_ssh_master_outlives_dumpview_killed_by_sigterm_or_sigkill() {
     let status = child.wait().unwrap();
     assert_eq!(status.signal(), Some(libc::SIGTERM), "{status:?}");
     wait_for("no master after SIGTERM", || masters(&server).is_empty());
-    assert!(control_dirs(pid).is_empty(), "{:?}", control_dirs(pid));
+    assert!(
+        support::control_dirs(pid).is_empty(),
+        "{:?}",
+        support::control_dirs(pid)
+    );
 
     // SIGKILL cannot be handled: the kernel ends the master (PR_SET_PDEATHSIG).
     let mut child = stalled_scan(&server, &cache, &dump);
@@ -594,7 +584,7 @@ fn no_ssh_master_outlives_dumpview_killed_by_sigterm_or_sigkill() {
     child.kill().unwrap();
     child.wait().unwrap();
     wait_for("no master after SIGKILL", || masters(&server).is_empty());
-    for dir in control_dirs(pid) {
+    for dir in support::control_dirs(pid) {
         std::fs::remove_dir_all(dir).unwrap();
     }
 }

@@ -141,7 +141,7 @@ fn a_watch_survives_sshd_killed_and_restarted_and_catches_up() {
 /// manifest last, renamed into place.
 fn land_windowed(from: &Path, to: &Path) {
     let mut manifests = Vec::new();
-    for entry in walk(from) {
+    for entry in support::files_under(from) {
         let target = to.join(entry.strip_prefix(from).unwrap());
         std::fs::create_dir_all(target.parent().unwrap()).unwrap();
         if entry.file_name().unwrap() == "manifest.json" {
@@ -155,13 +155,6 @@ fn land_windowed(from: &Path, to: &Path) {
         std::fs::copy(&entry, &partial).unwrap();
         std::fs::rename(&partial, &target).unwrap();
     }
-}
-
-/// Every file under `dir`, sorted.
-fn walk(dir: &Path) -> Vec<std::path::PathBuf> {
-    let mut files: Vec<_> = walk_all(dir).into_iter().filter(|p| p.is_file()).collect();
-    files.sort();
-    files
 }
 
 /// A windowed dump landing in a watched remote directory: its windows are held until the 32
@@ -207,7 +200,7 @@ fn a_windowed_dump_landing_remotely_has_its_tensors_fetched_in_the_background() 
         finished,
         "the fetch said it finished before the window was shown"
     );
-    let tensors = walk(cache.path())
+    let tensors = support::files_under(cache.path())
         .into_iter()
         .filter(|p| p.extension().is_some_and(|e| e == "pt"))
         .count();
@@ -269,26 +262,13 @@ fn a_watch_takes_hostile_directory_names_literally_and_nothing_runs() {
 
 /// Files named `pwned*` anywhere under `dir`.
 fn pwned(dir: &Path) -> Vec<std::path::PathBuf> {
-    walk_all(dir)
+    support::entries_under(dir)
         .into_iter()
         .filter(|p| {
             p.file_name()
                 .is_some_and(|n| n.to_string_lossy().starts_with("pwned"))
         })
         .collect()
-}
-
-/// Every file and directory under `dir`.
-fn walk_all(dir: &Path) -> Vec<std::path::PathBuf> {
-    let mut out = Vec::new();
-    for entry in std::fs::read_dir(dir).into_iter().flatten().flatten() {
-        let path = entry.path();
-        if path.is_dir() {
-            out.extend(walk_all(&path));
-        }
-        out.push(path);
-    }
-    out
 }
 
 /// A remote watch that ends by itself (`--timeout`, `--until-finding`) ends its ssh master and
@@ -318,16 +298,7 @@ fn a_remote_watch_that_ends_leaves_no_master_and_no_control_directory() {
         let pid = child.id();
         let status = child.wait().unwrap();
         assert_eq!(status.code(), Some(1), "{ending:?}: rank 0 holds an inf");
-        let left: Vec<_> = std::fs::read_dir("/tmp")
-            .unwrap()
-            .flatten()
-            .filter(|e| {
-                e.file_name()
-                    .to_string_lossy()
-                    .starts_with(&format!("dvssh-{pid}-"))
-            })
-            .map(|e| e.path())
-            .collect();
+        let left = support::control_dirs(pid);
         assert!(left.is_empty(), "{ending:?} left {left:?}");
         assert!(server.masters().is_empty(), "{ending:?} left a master");
     }

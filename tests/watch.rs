@@ -261,7 +261,7 @@ fn a_windowed_manifest_landing_before_its_tensors_is_read_again_when_they_arrive
     let first = watch.next("the window", is("window"));
     assert_eq!(first["records"], 8);
     // The tensors land after the manifest (each file whole, by rename).
-    for entry in walk(&fixture) {
+    for entry in support::files_under(&fixture) {
         if entry.file_name().unwrap() == "manifest.json" {
             continue;
         }
@@ -275,17 +275,4 @@ fn a_windowed_manifest_landing_before_its_tensors_is_read_again_when_they_arrive
         e["kind"] == "first_nonfinite" && e.get("cleared").is_none()
     });
     assert_eq!(nonfinite["stage"], "pipeline_mk.out.task1.output.y#1");
-}
-
-fn walk(dir: &Path) -> Vec<PathBuf> {
-    let mut out = Vec::new();
-    for entry in std::fs::read_dir(dir).unwrap().flatten() {
-        let path = entry.path();
-        if path.is_dir() {
-            out.extend(walk(&path));
-        } else {
-            out.push(path);
-        }
-    }
-    out
 }

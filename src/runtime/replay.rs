@@ -26,7 +26,7 @@ use crate::model::replay::{Execution, ReplayResult, Standard};
 use crate::remote;
 
 /// The replay script, as `dumpview` runs it.
-pub const REPLAY_SCRIPT: &str = include_str!("../../assets/replay_op.py");
+pub const REPLAY_SCRIPT: &str = crate::embedded::REPLAY_SOURCE;
 
 /// The environment variable naming the local Python when `--python` is not given.
 pub const PYTHON_ENV: &str = "DUMPVIEW_PYTHON";

@@ -20,3 +20,41 @@ pub fn copy_tree(from: &Path, to: &Path) {
         }
     }
 }
+
+/// Every file and directory under `dir` (none when it cannot be read), directories after
+/// their contents.
+pub fn entries_under(dir: &Path) -> Vec<std::path::PathBuf> {
+    let mut out = Vec::new();
+    for entry in std::fs::read_dir(dir).into_iter().flatten().flatten() {
+        let path = entry.path();
+        if path.is_dir() {
+            out.extend(entries_under(&path));
+        }
+        out.push(path);
+    }
+    out
+}
+
+/// Every file under `dir`, sorted.
+pub fn files_under(dir: &Path) -> Vec<std::path::PathBuf> {
+    let mut files: Vec<_> = entries_under(dir)
+        .into_iter()
+        .filter(|p| p.is_file())
+        .collect();
+    files.sort();
+    files
+}
+
+/// The ssh control directories `/tmp/dvssh-<pid>-*` of process `pid`.
+pub fn control_dirs(pid: u32) -> Vec<std::path::PathBuf> {
+    std::fs::read_dir("/tmp")
+        .unwrap()
+        .flatten()
+        .filter(|e| {
+            e.file_name()
+                .to_string_lossy()
+                .starts_with(&format!("dvssh-{pid}-"))
+        })
+        .map(|e| e.path())
+        .collect()
+}
