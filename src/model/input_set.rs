@@ -25,7 +25,7 @@
 use std::path::{Path, PathBuf};
 
 use crate::model::io::FileBytes;
-use crate::model::tensor::pickle::{ObjId, Pickle, Value};
+use crate::model::tensor::pickle::{ObjId, Pickle, Value, shorten};
 use crate::model::tensor::{DType, TensorView, read_pickle};
 
 /// Deepest nesting of lists, tuples and dicts inside one argument.
@@ -250,7 +250,7 @@ impl Decoder<'_> {
             };
             let value = self
                 .value(value, 0)
-                .map_err(|e| format!("not an input set: argument `{}`: {e}", short(name)))?;
+                .map_err(|e| format!("not an input set: argument `{}`: {e}", shorten(name)))?;
             args.push((name.clone(), value));
         }
         Ok(args)
@@ -329,7 +329,7 @@ impl Decoder<'_> {
                     "tuple" => Ok(InputValue::Tuple(items)),
                     other => Err(format!(
                         "sequence kind `{}`, not list or tuple",
-                        short(other)
+                        shorten(other)
                     )),
                 }
             }
@@ -348,12 +348,12 @@ impl Decoder<'_> {
                     };
                     let value = self
                         .value(value, depth + 1)
-                        .map_err(|e| format!("key `{}`: {e}", short(key)))?;
+                        .map_err(|e| format!("key `{}`: {e}", shorten(key)))?;
                     out.push((key.clone(), value));
                 }
                 Ok(InputValue::Dict(out))
             }
-            Some(other) => Err(format!("unknown probe encoding `{}`", short(other))),
+            Some(other) => Err(format!("unknown probe encoding `{}`", shorten(other))),
             None => Err(
                 "a plain dict: the probe saves dicts as {\"__dump_probe_dict__\": 1, \"items\": ...}"
                     .into(),
@@ -372,7 +372,7 @@ impl Decoder<'_> {
         })?;
         let dtype = match self.field(pairs, "dtype")? {
             Value::Str(name) => DType::from_name(name)
-                .ok_or_else(|| format!("dtype `{}` is not read by dumpview", short(name)))?,
+                .ok_or_else(|| format!("dtype `{}` is not read by dumpview", shorten(name)))?,
             other => return Err(format!("`dtype` is a {}, not a str", other.kind())),
         };
         if dtype != span_dtype {
@@ -477,15 +477,6 @@ fn non_negative(value: &Value) -> Option<usize> {
         Value::Int(v) => usize::try_from(*v).ok(),
         _ => None,
     }
-}
-
-/// At most 120 characters of a name from the file, for messages.
-fn short(text: &str) -> String {
-    let mut out: String = text.chars().take(120).collect();
-    if out.len() < text.len() {
-        out.push_str("...");
-    }
-    out.escape_debug().to_string()
 }
 
 #[cfg(test)]

@@ -40,7 +40,7 @@ pub const MAX_OBJECTS: usize = 1 << 23;
 pub const MAX_RANK: usize = 64;
 
 /// At most 120 characters of `text`, for messages about hostile input.
-fn shorten(text: &str) -> String {
+pub(crate) fn shorten(text: &str) -> String {
     let mut out: String = text.chars().take(120).collect();
     if out.len() < text.len() {
         out.push_str("...");
