@@ -17,6 +17,7 @@ pub mod input;
 pub mod jobs;
 pub mod load;
 pub mod replay;
+pub mod replay_history;
 mod terminal;
 pub mod watch;
 mod work;
@@ -376,13 +377,16 @@ where
         self.perform(effects);
     }
 
-    /// Carries out effects: jobs started in their slots, or cancelled.
+    /// Carries out effects: jobs started in their slots, or cancelled; the replay history
+    /// read (the answer goes into the channel as [`Action::ReplayHistory`]) or added to.
     pub fn perform(&mut self, effects: Vec<Effect>) {
         for effect in effects {
             if self.hold_jobs {
                 match &effect {
                     Effect::Spawn(spec) => drop(self.jobs.start(spec.slot())),
                     Effect::Cancel(slot) => self.jobs.cancel(*slot),
+                    // Tests answer for the history file themselves.
+                    Effect::LoadReplayHistory | Effect::RememberReplay(_) => {}
                 }
                 self.performed.push(effect);
                 continue;
@@ -390,6 +394,23 @@ where
             match effect {
                 Effect::Spawn(spec) => work::spawn(&mut self.jobs, spec),
                 Effect::Cancel(slot) => self.jobs.cancel(slot),
+                // A small file (bounded, `history::MAX_BYTES`), read on this thread; the app
+                // merges what it remembered before the answer came.
+                Effect::LoadReplayHistory => {
+                    let (entries, note) = replay_history::load();
+                    let event = crate::app::replay::HistoryEvent::Loaded { entries, note };
+                    let _ = self
+                        .sender
+                        .send(Message::Action(Action::ReplayHistory(event)));
+                }
+                Effect::RememberReplay(entry) => {
+                    if let Err(why) = replay_history::remember(entry) {
+                        let event = crate::app::replay::HistoryEvent::NotSaved(why);
+                        let _ = self
+                            .sender
+                            .send(Message::Action(Action::ReplayHistory(event)));
+                    }
+                }
             }
         }
     }
