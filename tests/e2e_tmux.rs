@@ -1459,7 +1459,7 @@ fn alive_in_group(pgid: i32) -> Vec<i32> {
 }
 
 // (s) Esc while a replay runs: a candidate that never finishes (and has a child of its own)
-// is cancelled, and nothing of its process group is left.
+// is cancelled, and nothing of its process group is left; nor after q while one runs.
 #[cfg(target_os = "linux")]
 #[test]
 fn esc_cancels_a_running_replay_and_kills_its_process_group() {
@@ -1539,8 +1539,33 @@ fn esc_cancels_a_running_replay_and_kills_its_process_group() {
         .map(|d| d.flatten().map(|e| e.path()).collect())
         .unwrap_or_default();
     assert!(left.is_empty(), "{left:?}");
+
+    // Again, the candidate recalled from the history with Up; then q quits while it runs:
+    // dumpview exits and takes the whole group with it.
+    std::fs::remove_file(&pid_file).unwrap();
+    t.keys(&["p"]);
+    t.wait_text("› candidate");
+    t.keys(&["Up"]);
+    t.wait_text("rms_norm_slow▏");
+    t.keys(&["Enter"]);
+    let deadline = Instant::now() + REPLAY_TIMEOUT;
+    let written = loop {
+        if let Ok(text) = std::fs::read_to_string(&pid_file) {
+            break text;
+        }
+        assert!(Instant::now() < deadline, "not started:\n{}", t.screen());
+        std::thread::sleep(POLL);
+    };
+    let ids: serde_json::Value = serde_json::from_str(&written).unwrap();
+    let pgid = ids["pgid"].as_i64().unwrap() as i32;
+    assert!(!alive_in_group(pgid).is_empty());
     t.keys(&["q"]);
     assert_eq!(t.wait_exit(), (0, true));
+    assert_eq!(
+        alive_in_group(pgid),
+        Vec::<i32>::new(),
+        "left after quitting"
+    );
 }
 
 // (t) A remote capture's input set replays on its host (a real OpenSSH server on loopback),

@@ -84,6 +84,11 @@ impl std::error::Error for RunError {}
 /// ends sooner (an unreadable input fails at once) never shows the loading gauge.
 pub const PRELOAD_WAIT: Duration = Duration::from_millis(300);
 
+/// How long quitting waits for a running replay to stop: its cancel is seen within 50 ms on
+/// the job's own thread, which then kills the Python's process group (or ends the remote
+/// side); a process that exits first would leave the group's other members running.
+pub const REPLAY_STOP_WAIT: Duration = Duration::from_secs(2);
+
 /// What the loading thread started by [`run`] reports.
 enum Preload {
     Progress(crate::model::ingest::Progress),
@@ -170,6 +175,7 @@ pub fn run(source: Source, tolerances: Tolerances) -> Result<(), RunError> {
         _ => None,
     };
     // Jobs are cancelled (children killed) before the terminal is given back.
+    runtime.stop_replay(REPLAY_STOP_WAIT);
     drop(runtime);
     drop(guard);
     result.map_err(RunError::Terminal)?;
@@ -197,6 +203,7 @@ pub fn run_watch(
     input::spawn_terminal_reader(runtime.sender());
     watch::workbench::spawn(sources, vs, options, tolerances, runtime.sender());
     let result = runtime.run();
+    runtime.stop_replay(REPLAY_STOP_WAIT);
     drop(runtime);
     drop(guard);
     result
@@ -305,6 +312,31 @@ where
     /// With [`Runtime::hold_jobs`]: the effects performed since the last call.
     pub fn take_effects(&mut self) -> Vec<Effect> {
         std::mem::take(&mut self.performed)
+    }
+
+    /// Cancels the running replay, if any, and waits up to `timeout` for its job to end: the
+    /// replay runner kills the Python's process group from the job's thread once it sees the
+    /// cancel, which must happen before the process exits. Other jobs are only cancelled
+    /// when the runtime is dropped (their children die with their [`jobs::CancelHandle`]).
+    pub fn stop_replay(&mut self, timeout: Duration) {
+        if self.jobs.current(Slot::Replay).is_none() {
+            return;
+        }
+        self.jobs.cancel(Slot::Replay);
+        let deadline = Instant::now() + timeout;
+        while self.jobs.current(Slot::Replay).is_some() {
+            match self
+                .inbox
+                .recv_timeout(deadline.saturating_duration_since(Instant::now()))
+            {
+                Ok(Message::Job(update)) => {
+                    // Only its slot's bookkeeping: the app is past drawing.
+                    let _ = self.jobs.accept(update);
+                }
+                Ok(_) => {}
+                Err(_) => break,
+            }
+        }
     }
 
     /// The app and the terminal, the runtime's jobs cancelled.
