@@ -1911,6 +1911,14 @@ fn p_on_a_stage_without_an_input_set_says_so() {
             && message.contains("capture_inputs(\"layers.0.q\", ...)"),
         "{message}"
     );
+    // The window's input set without a row of its own is named, with the command for it.
+    assert!(
+        message.ends_with(
+            "; layers.0.rope#1 has no row of its own: `dumpview replay \
+             assets/examples/llama_kv_alias/a/rank0/match1-occ1 --stage STAGE#N`"
+        ),
+        "{message}"
+    );
     let screen = text(&render(&mut app, 100, 30));
     assert!(screen.contains("has no captured input set"), "{screen}");
 }

@@ -306,14 +306,36 @@ fn dialog_for(app: &App) -> Result<ReplayDialog, String> {
         return Err("no stage selected".to_string());
     };
     let key = row.key.clone();
+    let session = &loaded.session;
     if !row.input_a && !row.input_b {
         let stage = crate::model::dump::StageKey::stage_of(&key);
-        return Err(format!(
+        let mut message = format!(
             "{key} has no captured input set to replay: capture one with \
              capture_inputs(\"{stage}\", ...) (docs/replay.md); rows marked ↻ have one"
-        ));
+        );
+        // Input sets of a stage that recorded no statistics have no row to press p on.
+        let window = &session.a.windows[choice.a];
+        let rowless: Vec<String> = window
+            .input_sets
+            .iter()
+            .map(|s| format!("{}#{}", s.stage, s.occurrence))
+            .filter(|k| !app.rows.iter().any(|r| r.key == *k))
+            .collect();
+        if !rowless.is_empty() {
+            message.push_str(&format!(
+                "; {} ha{} no row of {}: `dumpview replay {} --stage STAGE#N`",
+                rowless.join(", "),
+                if rowless.len() == 1 { "s" } else { "ve" },
+                if rowless.len() == 1 {
+                    "its own"
+                } else {
+                    "their own"
+                },
+                window_dir(&window.source).display()
+            ));
+        }
+        return Err(message);
     }
-    let session = &loaded.session;
     let mut targets = Vec::new();
     let mut sides = vec![(Side::A, row.input_a, Some(&session.a.windows[choice.a]))];
     if let (Some(b), Some(bi)) = (&session.b, choice.b) {
