@@ -6,8 +6,9 @@
 #
 #   bash scripts/screenshots.sh [OUT_DIR]        (default: screenshots/)
 #
-# Writes scan.png, diff.png, aliases.png, help.png and tensors.png. Installs what is missing first: tmux
-# and fonts-dejavu-core with apt-get, Pillow into .venv with pip.
+# Writes scan.png, diff.png, aliases.png, help.png, tensors.png, replay-dialog.png and
+# replay.png (the last two run a real replay with .venv's torch). Installs what is missing
+# first: tmux and fonts-dejavu-core with apt-get, Pillow into .venv with pip.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ROOT="$PWD"
@@ -39,11 +40,12 @@ tmx() { tmux -S "$SOCK" "$@"; }
 cleanup() { tmx kill-server 2>/dev/null || true; rm -rf "$SCRATCH"; }
 trap cleanup EXIT
 
-# wait_for TEXT [BEFORE]: polls the screen, escapes included (10 s at most), until TEXT shows,
-# the screen differs from BEFORE (a capture taken before the last key) and it has settled.
+# wait_for TEXT [BEFORE]: polls the screen, escapes included (60 s at most: a replay starts
+# Python and torch), until TEXT shows, the screen differs from BEFORE (a capture taken before
+# the last key) and it has settled.
 wait_for() {
     local previous="" screen
-    for _ in $(seq 200); do
+    for _ in $(seq 1200); do
         screen="$(tmx capture-pane -e -p -t shot)"
         if [[ $screen == "$previous" && $screen != "${2-}" && "$(tmx capture-pane -p -t shot)" == *"$1"* ]]; then
             return 0
@@ -65,8 +67,11 @@ shot() {
     while [[ $1 != -- ]]; do steps+=("$1"); shift; done
     shift
     # The working directory is the repository root so relative capture paths stay short in
-    # the header; the export key is never pressed here.
-    tmx -f "$SCRATCH/tmux.conf" new-session -d -s shot -x "$COLS" -y "$ROWS" -c "$ROOT" env -u NO_COLOR "$BIN" "$@"
+    # the header; the export key is never pressed here. A replay's history and outputs go
+    # into the scratch directory.
+    tmx -f "$SCRATCH/tmux.conf" new-session -d -s shot -x "$COLS" -y "$ROWS" -c "$ROOT" \
+        env -u NO_COLOR DUMPVIEW_PYTHON=.venv/bin/python XDG_STATE_HOME="$SCRATCH/state" \
+        XDG_CACHE_HOME="$SCRATCH/cache" "$BIN" "$@"
     wait_for "$ready"
     local i before
     for ((i = 0; i < ${#steps[@]}; i += 2)); do
@@ -81,7 +86,7 @@ shot() {
 printf 'set -g status off\n' > "$SCRATCH/tmux.conf"
 
 # Scan mode on one capture, `f`: the first non-finite record (the fp16 overflow).
-shot scan "timeline " g "timeline 1/" f "│!   74" -- assets/examples/llama_fp16_overflow/b
+shot scan "timeline " g "timeline 1/" f "│!    74" -- assets/examples/llama_fp16_overflow/b
 # Diff mode on the embedded fp16 pair: it opens on the first divergence.
 shot diff "NaN/inf counts differ" -- demo --pair llama_fp16_overflow
 # The KV-cache alias pair, Tab: focus on the storage aliases (6 stride conflicts).
@@ -91,4 +96,13 @@ shot help "NaN/inf counts differ" "?" "help (? or Esc closes)" -- demo --pair ll
 # `t` on the fp16 pair's first divergence: its saved tensors compared, the popup with the histogram.
 shot tensors "NaN/inf counts differ" t "|a-b| by decade" -- assets/examples/llama_fp16_overflow/a assets/examples/llama_fp16_overflow/b
 
-ls -l "$OUT"/{scan,diff,aliases,help,tensors}.png
+# `p` on layers.0.input_norm#1 of the float32 pair (↻ marks it): the dialog with a candidate
+# typed, then Enter: the replay's verdict, figures, metrics and |diff| histogram.
+NORM_SEARCH='layers\.0\.input_norm#1$'
+CANDIDATE=tests/python/replay_candidates.py:rms_norm_eps_after
+shot replay-dialog "6 conflicts" / "/▏" "$NORM_SEARCH" 'norm#1$▏' Enter "agrees within" p "replay · rank 0" \
+    "$CANDIDATE" "eps_after▏" -- assets/examples/llama_kv_alias/a assets/examples/llama_kv_alias/b
+shot replay "6 conflicts" / "/▏" "$NORM_SEARCH" 'norm#1$▏' Enter "agrees within" p "replay · rank 0" \
+    "$CANDIDATE" "eps_after▏" Enter "|a-b| by decade" -- assets/examples/llama_kv_alias/a assets/examples/llama_kv_alias/b
+
+ls -l "$OUT"/{scan,diff,aliases,help,tensors,replay-dialog,replay}.png

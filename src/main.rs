@@ -234,6 +234,29 @@ impl dumpview::runtime::fetch::Fetcher for MirrorFetcher {
     fn fetch(&self, path: &Path) -> Result<(), String> {
         self.fetch_if_owned(path)
     }
+
+    fn remote(&self, path: &Path) -> Option<Result<dumpview::runtime::fetch::RemotePlace, String>> {
+        // The root's parent too: a mirrored manifest file's window directory.
+        let mirror = self.0.iter().find(|m| {
+            let m = lock(m);
+            path.starts_with(m.root()) || m.root().parent() == Some(path)
+        })?;
+        let mirror = lock(mirror);
+        let spec = mirror.remote_spec_of(path)?;
+        if spec.port.is_some() && !spec.path.starts_with('/') {
+            // scp's host:path form has no place for a port.
+            return Some(Err(format!(
+                "{}: a path relative to the remote home on a host with a port cannot be \
+                 replayed there; open the capture as ssh://{}/ABSOLUTE/PATH",
+                mirror.source(),
+                spec.authority()
+            )));
+        }
+        Some(Ok(dumpview::runtime::fetch::RemotePlace {
+            source: spec.to_string(),
+            ssh: mirror.options().clone(),
+        }))
+    }
 }
 
 const EXAMPLES: &str = "\

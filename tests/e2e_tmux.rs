@@ -218,6 +218,17 @@ impl Term {
     }
 
     fn wait_capture(&self, what: &str, escapes: bool, check: impl Fn(&Screen) -> bool) -> Screen {
+        self.wait_within(TIMEOUT, what, escapes, check)
+    }
+
+    /// As [`Term::wait`] with a `timeout` of its own (a replay starts Python and torch).
+    fn wait_within(
+        &self,
+        timeout: Duration,
+        what: &str,
+        escapes: bool,
+        check: impl Fn(&Screen) -> bool,
+    ) -> Screen {
         let start = Instant::now();
         let (mut previous, mut same) = (String::new(), 0);
         loop {
@@ -232,9 +243,9 @@ impl Term {
             if same >= 2 && check(&screen) {
                 return screen;
             }
-            if start.elapsed() > TIMEOUT {
+            if start.elapsed() > timeout {
                 panic!(
-                    "timed out after {TIMEOUT:?} waiting for {what}; pane dead={}; screen:\n{}",
+                    "timed out after {timeout:?} waiting for {what}; pane dead={}; screen:\n{}",
                     self.pane("#{pane_dead}"),
                     screen.text
                 );
@@ -1262,6 +1273,333 @@ fn t_on_a_remote_watch_fetches_the_saved_tensors_it_compares() {
         assert!(s.text.contains(expected), "{expected:?} in:\n{}", s.text);
     }
     t.keys(&["Escape"]);
+    t.keys(&["q"]);
+    assert_eq!(t.wait_exit(), (0, true));
+}
+
+// ---- `p`: replaying a stage's operator on its captured input set (issue 13) ----
+
+/// How long a replay may take on screen: Python and torch start first (about 3 s here, more
+/// on a loaded machine).
+const REPLAY_TIMEOUT: Duration = Duration::from_secs(90);
+
+const NORM: &str = "layers.0.input_norm#1";
+
+/// The environment a replay test runs dumpview with: the venv's Python, and the state and
+/// cache directories (history, outputs) in the test's own `dir`.
+fn replay_env(dir: &Path) -> Vec<(String, String)> {
+    let python = Path::new(env!("CARGO_MANIFEST_DIR")).join(".venv/bin/python");
+    vec![
+        ("DUMPVIEW_PYTHON".into(), python.display().to_string()),
+        (
+            "XDG_STATE_HOME".into(),
+            dir.join("state").display().to_string(),
+        ),
+        (
+            "XDG_CACHE_HOME".into(),
+            dir.join("cache").display().to_string(),
+        ),
+    ]
+}
+
+fn venv_has_torch() -> bool {
+    let python = Path::new(env!("CARGO_MANIFEST_DIR")).join(".venv/bin/python");
+    let found = Command::new(&python)
+        .args(["-c", "import torch"])
+        .output()
+        .is_ok_and(|o| o.status.success());
+    if !found {
+        eprintln!("SKIPPED: {} cannot import torch", python.display());
+    }
+    found
+}
+
+/// `file.py:function` of tests/python/replay_candidates.py, absolute (the workbench runs in
+/// a temp dir).
+fn candidate(function: &str) -> String {
+    format!(
+        "{}/tests/python/replay_candidates.py:{function}",
+        env!("CARGO_MANIFEST_DIR")
+    )
+}
+
+/// Selects `stage` with the search prompt.
+fn search_stage(t: &Term, stage: &str) {
+    t.keys(&["/"]);
+    t.type_text(&format!("^{}$", regex::escape(stage)));
+    t.keys(&["Enter"]);
+    t.wait(&format!("{stage} selected"), |s| s.shows_detail(stage));
+}
+
+// (r) p on layers.0.input_norm#1 of the float32 pair: the dialog, the candidate typed, Enter;
+// the log streams, the verdict opens with its metrics and histogram, the history and the
+// outputs are where they are said to be, and the exported report has the replay.
+#[test]
+fn p_replays_a_stage_and_its_verdict_opens_and_goes_into_the_report() {
+    if !tmux_available() || !venv_has_torch() {
+        return;
+    }
+    let a = example("llama_kv_alias/a");
+    let b = example("llama_kv_alias/b");
+    let dir = tempfile::tempdir().unwrap();
+    let env = replay_env(dir.path());
+    let env: Vec<(&str, &str)> = env.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect();
+    let t = Term::start(100, 30, &[a.to_str().unwrap(), b.to_str().unwrap()], &env);
+    t.wait_loaded();
+    let s = t.wait_text("p replay");
+    let line = s.timeline_line(NORM).expect("the row");
+    assert!(line.contains('↻'), "{line:?}");
+    search_stage(&t, NORM);
+    t.keys(&["p"]);
+    let s = t.wait_text("replay · rank 0 · layers.0.input_norm#1");
+    assert!(
+        s.text.contains("reference  builtin:rms_norm") && s.text.contains("side       A"),
+        "{}",
+        s.text
+    );
+    t.type_text(&candidate("rms_norm_eps_after"));
+    t.keys(&["Enter"]);
+    let s = t.wait_within(REPLAY_TIMEOUT, "the verdict", false, |s| {
+        s.text
+            .contains("ERROR  Relative error is greater than 0.001")
+    });
+    for expected in [
+        "replay · rank 0 · layers.0.input_norm#1 · A · msprobe",
+        "max_abs_diff    0.00464477 at [4, 206]",
+        "first mismatch  [0, 0]",
+        "|a-b| by decade",
+    ] {
+        assert!(s.text.contains(expected), "{expected:?} in:\n{}", s.text);
+    }
+    // The history file and the outputs, where the environment says.
+    let history =
+        std::fs::read_to_string(dir.path().join("state/dumpview/replay_history.json")).unwrap();
+    assert!(history.contains("rms_norm_eps_after"), "{history}");
+    let replays: Vec<PathBuf> = std::fs::read_dir(dir.path().join("cache/dumpview/replays"))
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .collect();
+    assert_eq!(replays.len(), 1, "{replays:?}");
+    assert!(replays[0].join("verdict.json").is_file());
+    // Esc closes it; the report exported from the session holds the replay.
+    t.keys(&["Escape"]);
+    t.wait("the popup closed", |s| !s.text.contains("ERROR  Relative"));
+    t.keys(&["e"]);
+    t.wait_text("export the first-mismatch report");
+    t.keys(&["Enter"]);
+    // The long path wraps the message onto two lines.
+    t.wait("the export message", |s| {
+        s.text.contains("report exported to")
+    });
+    let found = reports(t.path());
+    assert_eq!(found.len(), 1, "{found:?}");
+    let report = std::fs::read_to_string(&found[0]).unwrap();
+    assert!(
+        report.contains("## Replays")
+            && report.contains("### `layers.0.input_norm#1`: error (msprobe)"),
+        "{report}"
+    );
+    // p again: the dialog opens on what was run, and Up finds it in the history too.
+    t.keys(&["p"]);
+    let s = t.wait_text("replay · rank 0 · layers.0.input_norm#1");
+    assert!(s.text.contains("rms_norm_eps_after"), "{}", s.text);
+    // (Esc and q in one write would read as Alt-q.)
+    t.keys(&["Escape"]);
+    t.wait("the dialog closed", |s| !s.text.contains("› candidate"));
+    t.keys(&["q"]);
+    assert_eq!(t.wait_exit(), (0, true));
+}
+
+/// The processes in process group `pgid` that are alive (zombies, already dead, left out):
+/// read from /proc, so the other tests' Pythons never count.
+#[cfg(target_os = "linux")]
+fn alive_in_group(pgid: i32) -> Vec<i32> {
+    let mut out = Vec::new();
+    for entry in std::fs::read_dir("/proc").unwrap().flatten() {
+        let Ok(pid) = entry.file_name().to_string_lossy().parse::<i32>() else {
+            continue;
+        };
+        let Ok(stat) = std::fs::read_to_string(entry.path().join("stat")) else {
+            continue;
+        };
+        // After the command's closing parenthesis: state, ppid, pgrp, ...
+        let Some(rest) = stat.rsplit_once(')').map(|(_, r)| r) else {
+            continue;
+        };
+        let fields: Vec<&str> = rest.split_whitespace().collect();
+        if fields.len() > 2 && fields[0] != "Z" && fields[2].parse() == Ok(pgid) {
+            out.push(pid);
+        }
+    }
+    out
+}
+
+// (s) Esc while a replay runs: a candidate that never finishes (and has a child of its own)
+// is cancelled, and nothing of its process group is left; nor after q while one runs.
+#[cfg(target_os = "linux")]
+#[test]
+fn esc_cancels_a_running_replay_and_kills_its_process_group() {
+    if !tmux_available() || !venv_has_torch() {
+        return;
+    }
+    let a = example("llama_kv_alias/a");
+    let dir = tempfile::tempdir().unwrap();
+    let pid_file = dir.path().join("slow.json");
+    let mut env = replay_env(dir.path());
+    env.push(("REPLAY_SLOW_PID".into(), pid_file.display().to_string()));
+    let env: Vec<(&str, &str)> = env.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect();
+    let t = Term::start(100, 30, &[a.to_str().unwrap()], &env);
+    t.wait_loaded();
+    search_stage(&t, NORM);
+    t.keys(&["p"]);
+    let s = t.wait_text("replay · rank 0 · layers.0.input_norm#1");
+    assert!(
+        !s.text.contains("side "),
+        "one capture: no side field\n{}",
+        s.text
+    );
+    t.type_text(&candidate("rms_norm_slow"));
+    t.keys(&["Enter"]);
+    // The candidate is running once it wrote its pid and its group.
+    let deadline = Instant::now() + REPLAY_TIMEOUT;
+    let written = loop {
+        if let Ok(text) = std::fs::read_to_string(&pid_file) {
+            break text;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the slow candidate never started:\n{}",
+            t.screen()
+        );
+        std::thread::sleep(POLL);
+    };
+    let ids: serde_json::Value = serde_json::from_str(&written).unwrap();
+    let (pid, pgid, child) = (
+        ids["pid"].as_i64().unwrap() as i32,
+        ids["pgid"].as_i64().unwrap() as i32,
+        ids["child"].as_i64().unwrap() as i32,
+    );
+    let mut group = alive_in_group(pgid);
+    group.sort_unstable();
+    assert!(
+        group.contains(&pid) && group.contains(&child),
+        "python {pid} and its sleep {child} in group {pgid}: {group:?}"
+    );
+    assert_eq!(pid, pgid, "replay_op.py leads its own process group");
+    let s = t.wait_unsettled("the running replay's log", |s| {
+        s.text.contains("replay_op.py's log") && s.text.contains("Esc cancels")
+    });
+    assert!(s.text.contains("rms_norm_slow"), "{}", s.text);
+    t.keys(&["Escape"]);
+    let s = t.wait("the cancel message", |s| {
+        s.status()
+            .starts_with("replay of layers.0.input_norm#1 cancelled")
+    });
+    assert!(
+        !s.text.contains("Esc cancels"),
+        "the popup closed:\n{}",
+        s.text
+    );
+    let deadline = Instant::now() + TIMEOUT;
+    while !alive_in_group(pgid).is_empty() {
+        assert!(
+            Instant::now() < deadline,
+            "left in group {pgid}: {:?}",
+            alive_in_group(pgid)
+        );
+        std::thread::sleep(POLL);
+    }
+    // A cancelled replay leaves no output directory behind.
+    let replays = dir.path().join("cache/dumpview/replays");
+    let left: Vec<_> = std::fs::read_dir(&replays)
+        .map(|d| d.flatten().map(|e| e.path()).collect())
+        .unwrap_or_default();
+    assert!(left.is_empty(), "{left:?}");
+
+    // Again, the candidate recalled from the history with Up; then q quits while it runs:
+    // dumpview exits and takes the whole group with it.
+    std::fs::remove_file(&pid_file).unwrap();
+    t.keys(&["p"]);
+    t.wait_text("› candidate");
+    t.keys(&["Up"]);
+    t.wait_text("rms_norm_slow▏");
+    t.keys(&["Enter"]);
+    let deadline = Instant::now() + REPLAY_TIMEOUT;
+    let written = loop {
+        if let Ok(text) = std::fs::read_to_string(&pid_file) {
+            break text;
+        }
+        assert!(Instant::now() < deadline, "not started:\n{}", t.screen());
+        std::thread::sleep(POLL);
+    };
+    let ids: serde_json::Value = serde_json::from_str(&written).unwrap();
+    let pgid = ids["pgid"].as_i64().unwrap() as i32;
+    assert!(!alive_in_group(pgid).is_empty());
+    t.keys(&["q"]);
+    assert_eq!(t.wait_exit(), (0, true));
+    assert_eq!(
+        alive_in_group(pgid),
+        Vec::<i32>::new(),
+        "left after quitting"
+    );
+}
+
+// (t) A remote capture's input set replays on its host (a real OpenSSH server on loopback),
+// through the capture's own ssh options, with the Python the dialog names there.
+#[test]
+fn p_on_a_remote_capture_replays_on_its_host() {
+    if !tmux_available() || !venv_has_torch() {
+        return;
+    }
+    let Some(server) = support::sshd::Sshd::start() else {
+        return;
+    };
+    let work = tempfile::tempdir().unwrap();
+    support::copy_tree(&example("llama_kv_alias/a"), &work.path().join("a"));
+    let source = server.url(&work.path().join("a"));
+    let cache = work.path().join("cache");
+    let env = replay_env(work.path());
+    let env: Vec<(&str, &str)> = env.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect();
+    let t = Term::start(
+        100,
+        30,
+        &[
+            &source,
+            "--ssh-command",
+            &server.ssh_command(),
+            "--cache-dir",
+            cache.to_str().unwrap(),
+        ],
+        &env,
+    );
+    t.wait_loaded();
+    search_stage(&t, NORM);
+    t.keys(&["p"]);
+    t.wait_text("replay · rank 0 · layers.0.input_norm#1");
+    t.type_text(&candidate("rms_norm_eps_after"));
+    // Tab to the python field (candidate, reference, standard, python): the remote host's
+    // interpreter, here the venv's (the host is this machine).
+    t.keys(&["Tab", "Tab", "Tab"]);
+    t.wait_text("› python");
+    t.type_text(&format!("{}/.venv/bin/python", env!("CARGO_MANIFEST_DIR")));
+    t.keys(&["Enter"]);
+    t.wait_within(REPLAY_TIMEOUT, "the verdict", false, |s| {
+        s.text
+            .contains("ERROR  Relative error is greater than 0.001")
+    });
+    // Its end says where it ran.
+    t.keys(&["End"]);
+    let s = t.wait_text("ran        on ");
+    assert!(s.text.contains("ran        on 127.0.0.1:"), "{}", s.text);
+    // The outputs came back into the local cache of replays.
+    let replays: Vec<PathBuf> = std::fs::read_dir(work.path().join("cache/dumpview/replays"))
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .collect();
+    assert_eq!(replays.len(), 1, "{replays:?}");
+    assert!(replays[0].join("candidate.pt").is_file());
+    t.keys(&["Escape"]);
+    t.wait("the popup closed", |s| !s.text.contains("ERROR  Relative"));
     t.keys(&["q"]);
     assert_eq!(t.wait_exit(), (0, true));
 }

@@ -1758,3 +1758,666 @@ fn the_detail_says_what_gives_it_room() {
     let screen = text(&render(&mut app, 80, 24));
     assert!(screen.contains("more lines: Enter widens"), "{screen}");
 }
+
+// ---- `p`: replay the operator of a stage on its captured input set ----
+
+use dumpview::app::jobs::{REPLAY_TICK_MS, ReplaySpec};
+use dumpview::app::replay::{HistoryEvent, ReplayField};
+use dumpview::app::session::Side;
+use dumpview::model::replay::history::Entry;
+use dumpview::model::replay::{Execution, ReplayDir, ReplayResult, Standard, Verdict};
+
+const KV: &str = "assets/examples/llama_kv_alias";
+const NORM: &str = "layers.0.input_norm#1";
+const EPS_AFTER: &str = "tests/python/replay_candidates.py:rms_norm_eps_after";
+
+/// The KV-alias pair (float32) from disk: both windows hold the input sets of
+/// `layers.0.input_norm#1` and `layers.0.rope#1`.
+fn kv_on_disk() -> Bench {
+    let (a, b) = (Path::new(KV).join("a"), Path::new(KV).join("b"));
+    bench(App::new(
+        load::open(&a, Some(&b), &mut |_| {}).unwrap(),
+        false,
+    ))
+}
+
+/// Selects the row of `stage`.
+fn select(app: &mut Bench, stage: &str) {
+    let i = app.rows.iter().position(|r| r.key == stage).unwrap();
+    app.select(i);
+    assert_eq!(key(app), stage);
+}
+
+fn typed(text: &str) -> Vec<Action> {
+    text.chars().map(Action::ReplayChar).collect()
+}
+
+fn window_dir(side: &str) -> PathBuf {
+    Path::new(KV).join(side).join("rank0/match1-occ1")
+}
+
+/// A replay output directory committed for these tests (tests/fixtures/replay_results/make.sh),
+/// judged as `runtime::replay::run` judges it, with a fixed account of the run.
+fn replayed(name: &str) -> ReplayResult {
+    let dir = Path::new("tests/fixtures/replay_results").join(name);
+    let replay = ReplayDir::open(&dir)
+        .unwrap()
+        .judge(Standard::Msprobe)
+        .unwrap();
+    ReplayResult {
+        replay,
+        run: Execution {
+            host: None,
+            python: ".venv/bin/python".into(),
+            python_chosen_by: "$DUMPVIEW_PYTHON".into(),
+            out_dir: dir.display().to_string(),
+            out_dir_default: false,
+            wall_s: 2.99,
+            log: Vec::new(),
+        },
+        warnings: Vec::new(),
+    }
+}
+
+fn replay_event(id: u64, event: JobEvent) -> Action {
+    job(id, Slot::Replay, event)
+}
+
+fn log_line(id: u64, elapsed_ms: u64, line: Option<&str>) -> Action {
+    replay_event(
+        id,
+        JobEvent::Progress(JobProgress::Replay {
+            elapsed_ms,
+            line: line.map(str::to_string),
+        }),
+    )
+}
+
+/// The KV pair with `layers.0.input_norm#1`'s dialog filled in with the eps-after candidate
+/// and started (job 1, its log streaming).
+fn replay_started() -> Bench {
+    let mut app = kv_on_disk();
+    select(&mut app, NORM);
+    apply(&mut app, [Action::Replay]);
+    apply(&mut app, typed(EPS_AFTER));
+    apply(&mut app, [Action::ReplaySubmit]);
+    app
+}
+
+#[test]
+fn timeline_marks_the_stages_with_an_input_set_and_help_and_status_name_p() {
+    let mut app = kv_on_disk();
+    let marked: Vec<&str> = app
+        .rows
+        .iter()
+        .filter(|r| r.input_a || r.input_b)
+        .map(|r| r.key.as_str())
+        .collect();
+    // layers.0.rope#1's input set has no record of its own in the timeline.
+    assert_eq!(marked, [NORM]);
+    let row = app.rows.iter().find(|r| r.key == NORM).unwrap();
+    assert!(row.input_a && row.input_b, "both captures hold it");
+    select(&mut app, NORM);
+    let buffer = render(&mut app, 100, 30);
+    let screen = text(&buffer);
+    let line = screen
+        .lines()
+        .find(|l| l.contains(&format!("2   {NORM}")))
+        .unwrap();
+    assert!(line.starts_with("│ · ↻ 2 "), "{line}");
+    let (x, y) = find(&buffer, "↻");
+    assert_eq!(buffer[(x, y)].fg, Color::LightCyan);
+    let others = screen.lines().find(|l| l.contains("layers.0.q#1")).unwrap();
+    assert!(others.starts_with("│ ·   3 "), "{others}");
+    assert!(status_of(&screen).contains("p replay"), "{screen}");
+    update(&mut app, Action::ToggleHelp);
+    let help = text(&render(&mut app, 120, 60));
+    assert!(
+        help.contains("replay the operator on this stage's captured input set (↻; Esc cancels)"),
+        "{help}"
+    );
+    assert!(
+        help.contains("timeline glyphs (non-finite, comparison, alias, input set)")
+            && help.contains("a captured input set (capture_inputs): p replays"),
+        "{help}"
+    );
+    update(&mut app, Action::ToggleHelp);
+
+    // NO_COLOR: the glyph is the mark.
+    let mut plain = kv_on_disk();
+    plain.no_color = true;
+    let buffer = render(&mut plain, 100, 30);
+    let (x, y) = find(&buffer, "↻");
+    assert_eq!(buffer[(x, y)].fg, Color::Reset);
+
+    // A capture without input sets has no ↻ column and offers no p.
+    let mut minilm = scan_of("minilm_fp32_vs_bf16", "a");
+    let screen = text(&render(&mut minilm, 100, 30));
+    assert!(
+        !screen.contains('↻') && !screen.contains("p replay"),
+        "{screen}"
+    );
+}
+
+#[test]
+fn p_on_a_stage_without_an_input_set_says_so() {
+    let mut app = kv_on_disk();
+    select(&mut app, "layers.0.q#1");
+    let effects = apply(&mut app, [Action::Replay]);
+    assert!(effects.is_empty() && app.replay_dialog.is_none());
+    let message = app.message.clone().unwrap();
+    assert!(
+        message.starts_with("layers.0.q#1 has no captured input set to replay")
+            && message.contains("capture_inputs(\"layers.0.q\", ...)"),
+        "{message}"
+    );
+    // The window's input set without a row of its own is named, with the command for it.
+    assert!(
+        message.ends_with(
+            "; layers.0.rope#1 has no row of its own: `dumpview replay \
+             assets/examples/llama_kv_alias/a/rank0/match1-occ1 --stage STAGE#N`"
+        ),
+        "{message}"
+    );
+    let screen = text(&render(&mut app, 100, 30));
+    assert!(screen.contains("has no captured input set"), "{screen}");
+}
+
+#[test]
+fn p_opens_the_dialog_prefilled_from_the_stage_name_and_asks_for_the_history() {
+    let mut app = kv_on_disk();
+    select(&mut app, NORM);
+    let effects = apply(&mut app, [Action::Replay]);
+    assert_eq!(effects, vec![Effect::LoadReplayHistory]);
+    let dialog = app.replay_dialog.clone().expect("the dialog");
+    assert_eq!((dialog.rank, dialog.stage.as_str()), (0, NORM));
+    // No operator recorded: the candidate is empty, the reference what the name suggests.
+    assert_eq!(dialog.candidate, "");
+    assert_eq!(dialog.reference, "builtin:rms_norm");
+    assert_eq!(dialog.suggested, Some("builtin:rms_norm"));
+    assert_eq!(dialog.standard, "msprobe");
+    assert_eq!(dialog.focus, ReplayField::Candidate);
+    // Two captures hold the set: the side is a field, A by default.
+    let sides: Vec<(Side, PathBuf)> = dialog
+        .targets
+        .iter()
+        .map(|t| (t.side, t.dump.clone()))
+        .collect();
+    assert_eq!(
+        sides,
+        [(Side::A, window_dir("a")), (Side::B, window_dir("b"))]
+    );
+    assert_eq!(dialog.chosen().side, Side::A);
+    assert_eq!(
+        dialog.fields(),
+        [
+            ReplayField::Side,
+            ReplayField::Candidate,
+            ReplayField::Reference,
+            ReplayField::Standard,
+            ReplayField::Python
+        ]
+    );
+    // The dialog owns the keys: `q` and `/` are text, the timeline stays.
+    apply(&mut app, typed("q/"));
+    assert_eq!(app.replay_dialog.as_ref().unwrap().candidate, "q/");
+    assert!(!app.should_quit && !app.search.editing);
+    assert_eq!(key(&app), NORM);
+    // Esc closes it; nothing ran.
+    let effects = apply(&mut app, [Action::ReplayCancel]);
+    assert!(effects.is_empty() && app.replay_dialog.is_none());
+    assert_eq!(
+        app.message.as_deref(),
+        Some("replay cancelled: nothing was run")
+    );
+    // The history was asked for once: the next dialog does not ask again once it came.
+    apply(
+        &mut app,
+        [Action::ReplayHistory(HistoryEvent::Loaded {
+            entries: Vec::new(),
+            note: None,
+        })],
+    );
+    assert!(apply(&mut app, [Action::Replay]).is_empty());
+}
+
+#[test]
+fn the_recorded_operator_prefills_the_candidate_and_decides_the_reference() {
+    let mut app = kv_on_disk();
+    for op in [
+        "torch.ops.npu.npu_rms_norm",
+        "torch.nn.functional.layer_norm",
+    ] {
+        {
+            let session = &mut app.loaded.as_mut().unwrap().session;
+            let set = session.a.windows[0]
+                .input_sets
+                .iter_mut()
+                .find(|s| s.stage == "layers.0.input_norm")
+                .unwrap();
+            set.op = Some(op.to_string());
+        }
+        select(&mut app, NORM);
+        apply(&mut app, [Action::Replay]);
+        let dialog = app.replay_dialog.take().unwrap();
+        assert_eq!(dialog.candidate, op);
+        assert_eq!(dialog.chosen().op.as_deref(), Some(op));
+        let expected = if op.contains("layer_norm") {
+            "builtin:layer_norm"
+        } else {
+            "builtin:rms_norm"
+        };
+        assert_eq!(dialog.reference, expected, "{op}");
+    }
+}
+
+#[test]
+fn fields_are_edited_tabbed_through_and_walk_their_earlier_entries() {
+    let mut app = kv_on_disk();
+    select(&mut app, NORM);
+    apply(&mut app, [Action::Replay]);
+    let entry = |candidate: &str, python: &str| Entry {
+        candidate: candidate.into(),
+        reference: "builtin:rms_norm".into(),
+        standard: "msprobe".into(),
+        python: python.into(),
+        ..Entry::default()
+    };
+    apply(
+        &mut app,
+        [Action::ReplayHistory(HistoryEvent::Loaded {
+            entries: vec![
+                entry("mine.py:newest", "/opt/py"),
+                entry("mine.py:older", ""),
+            ],
+            note: None,
+        })],
+    );
+    let dialog = |app: &Bench| app.replay_dialog.clone().unwrap();
+    apply(&mut app, typed("draftx"));
+    apply(&mut app, [Action::ReplayBackspace]);
+    assert_eq!(dialog(&app).candidate, "draft");
+    // Up: the newest earlier candidate, then the older; past the oldest it stays.
+    apply(&mut app, [Action::ReplayEarlier]);
+    assert_eq!(dialog(&app).candidate, "mine.py:newest");
+    apply(&mut app, [Action::ReplayEarlier, Action::ReplayEarlier]);
+    assert_eq!(dialog(&app).candidate, "mine.py:older");
+    // Down comes back, and past the newest gives back what was typed.
+    apply(&mut app, [Action::ReplayLater]);
+    assert_eq!(dialog(&app).candidate, "mine.py:newest");
+    apply(&mut app, [Action::ReplayLater]);
+    assert_eq!(dialog(&app).candidate, "draft");
+    apply(&mut app, [Action::ReplayClear]);
+    assert_eq!(dialog(&app).candidate, "");
+    // Tab: reference, standard, python, then round to the side.
+    apply(&mut app, [Action::ReplayNextField, Action::ReplayNextField]);
+    assert_eq!(dialog(&app).focus, ReplayField::Standard);
+    // The standard walks its three names; allclose shows atol and rtol.
+    apply(&mut app, [Action::ReplayLater]);
+    assert_eq!(dialog(&app).standard, "dynamo");
+    apply(&mut app, [Action::ReplayLater]);
+    assert_eq!(dialog(&app).standard, "allclose");
+    assert_eq!(
+        dialog(&app).fields(),
+        [
+            ReplayField::Side,
+            ReplayField::Candidate,
+            ReplayField::Reference,
+            ReplayField::Standard,
+            ReplayField::Atol,
+            ReplayField::Rtol,
+            ReplayField::Python
+        ]
+    );
+    apply(&mut app, [Action::ReplayNextField]);
+    apply(&mut app, typed("1e-5"));
+    apply(&mut app, [Action::ReplayNextField]);
+    apply(&mut app, typed("1e-3"));
+    apply(&mut app, [Action::ReplayNextField]);
+    assert_eq!(dialog(&app).focus, ReplayField::Python);
+    apply(&mut app, [Action::ReplayEarlier]);
+    assert_eq!(dialog(&app).python, "/opt/py");
+    apply(&mut app, [Action::ReplayNextField]);
+    assert_eq!(dialog(&app).focus, ReplayField::Side);
+    // The side: b, or Up/Down toggle it.
+    apply(&mut app, typed("b"));
+    assert_eq!(dialog(&app).chosen().side, Side::B);
+    apply(&mut app, [Action::ReplayEarlier]);
+    assert_eq!(dialog(&app).chosen().side, Side::A);
+    apply(&mut app, [Action::ReplayLater]);
+    assert_eq!(dialog(&app).chosen().side, Side::B);
+}
+
+#[test]
+fn enter_starts_the_replay_job_with_the_fields_and_remembers_them() {
+    let mut app = kv_on_disk();
+    select(&mut app, NORM);
+    apply(&mut app, [Action::Replay]);
+    // An empty candidate: the dialog says what to give and stays open.
+    apply(&mut app, [Action::ReplayNextField]);
+    let effects = apply(&mut app, [Action::ReplaySubmit]);
+    assert!(effects.is_empty());
+    let dialog = app.replay_dialog.clone().unwrap();
+    assert_eq!(dialog.focus, ReplayField::Candidate);
+    assert!(
+        dialog
+            .error
+            .as_deref()
+            .unwrap()
+            .starts_with("give the candidate: builtin:NAME"),
+        "{:?}",
+        dialog.error
+    );
+    apply(&mut app, typed(EPS_AFTER));
+    // allclose without its tolerances is refused: a tolerance is never assumed.
+    apply(&mut app, [Action::ReplayNextField, Action::ReplayNextField]);
+    apply(&mut app, [Action::ReplayLater, Action::ReplayLater]);
+    assert!(apply(&mut app, [Action::ReplaySubmit]).is_empty());
+    let dialog = app.replay_dialog.clone().unwrap();
+    assert_eq!(dialog.focus, ReplayField::Atol);
+    assert_eq!(
+        dialog.error.as_deref(),
+        Some("allclose needs atol: a tolerance is never assumed")
+    );
+    apply(&mut app, typed("1e-5"));
+    apply(&mut app, [Action::ReplayNextField]);
+    apply(&mut app, typed("x"));
+    apply(&mut app, [Action::ReplaySubmit]);
+    assert_eq!(
+        app.replay_dialog.as_ref().unwrap().error.as_deref(),
+        Some("rtol: \"x\" is not a number")
+    );
+    apply(&mut app, [Action::ReplayClear]);
+    apply(&mut app, typed("1e-3"));
+    // Side B, then Enter.
+    apply(&mut app, [Action::ReplayNextField, Action::ReplayNextField]);
+    apply(&mut app, typed("b"));
+    let effects = apply(&mut app, [Action::ReplaySubmit]);
+    let entry = Entry {
+        candidate: EPS_AFTER.into(),
+        reference: "builtin:rms_norm".into(),
+        standard: "allclose".into(),
+        atol: "1e-5".into(),
+        rtol: "1e-3".into(),
+        python: String::new(),
+    };
+    assert_eq!(
+        effects,
+        vec![
+            Effect::Spawn(JobSpec::Replay(ReplaySpec {
+                rank: 0,
+                stage: NORM.into(),
+                side: Side::B,
+                dump: window_dir("b"),
+                candidate: EPS_AFTER.into(),
+                reference: "builtin:rms_norm".into(),
+                standard: Standard::Allclose {
+                    atol: 1e-5,
+                    rtol: 1e-3
+                },
+                python: None,
+            })),
+            Effect::RememberReplay(entry.clone()),
+        ]
+    );
+    assert_eq!(app.0.jobs().current(Slot::Replay), Some(JobId(1)));
+    assert!(app.replay_dialog.is_none());
+    let job = app.replay_job.clone().unwrap();
+    assert_eq!((job.stage.as_str(), job.side), (NORM, Side::B));
+    // Remembered at once (the file is the runtime's), first.
+    assert_eq!(app.replay_history.as_deref(), Some(&[entry.clone()][..]));
+    // A history that comes late is merged behind what was remembered meanwhile.
+    apply(
+        &mut app,
+        [Action::ReplayHistory(HistoryEvent::Loaded {
+            entries: vec![Entry {
+                candidate: "older.py:f".into(),
+                ..Entry::default()
+            }],
+            note: Some("replay history /x ignored (broken)".into()),
+        })],
+    );
+    let history = app.replay_history.clone().unwrap();
+    assert_eq!(history[0], entry);
+    assert_eq!(history[1].candidate, "older.py:f");
+    assert_eq!(
+        app.message.as_deref(),
+        Some("replay history /x ignored (broken)")
+    );
+}
+
+#[test]
+fn the_job_streams_its_log_and_its_result_opens_and_goes_into_the_report() {
+    let mut app = replay_started();
+    assert_eq!(
+        app.0.take_effects(),
+        Vec::<Effect>::new(),
+        "replay_started took them"
+    );
+    apply(
+        &mut app,
+        [
+            log_line(
+                1,
+                300,
+                Some("replay_op: layers.0.input_norm#1, 3 arguments"),
+            ),
+            log_line(1, REPLAY_TICK_MS + 300, None),
+            log_line(7, 999, Some("from another job")),
+            log_line(1, 1_900, Some("replay_op: candidate ok")),
+        ],
+    );
+    let job = app.replay_job.clone().unwrap();
+    assert_eq!(
+        job.log,
+        [
+            "replay_op: layers.0.input_norm#1, 3 arguments",
+            "replay_op: candidate ok"
+        ]
+    );
+    assert_eq!(job.elapsed_ms, 1_900);
+    let screen = text(&render(&mut app, 100, 30));
+    assert!(
+        screen.contains("replay · rank 0 · layers.0.input_norm#1 · A · 1.9 s")
+            && screen.contains("replay_op: candidate ok")
+            && screen.contains("Esc cancels"),
+        "{screen}"
+    );
+    // The log popup is modal: the timeline does not move under it.
+    apply(&mut app, [Action::Bottom, Action::NextFinding]);
+    assert_eq!(key(&app), NORM);
+
+    apply(
+        &mut app,
+        [replay_event(
+            1,
+            JobEvent::Done(JobOutput::Replayed(Box::new(replayed("eps_after")))),
+        )],
+    );
+    assert!(app.replay_job.is_none());
+    let kept = &app.replay_results[0];
+    let result = kept.outcome.as_ref().unwrap();
+    assert_eq!(result.replay.verdict, Verdict::Error);
+    assert_eq!(kept.log.len(), 2);
+    assert_eq!(app.replay_view.map(|v| (v.result, v.output)), Some((0, 0)));
+    let screen = text(&render(&mut app, 100, 30));
+    for expected in [
+        "ERROR  Relative error is greater than 0.001",
+        "max_abs_diff    0.00464477 at [4, 206]",
+        "first mismatch  [0, 0]",
+        "max ULP         27185 in float32",
+        "|a-b| by decade",
+    ] {
+        assert!(screen.contains(expected), "{expected:?} in:\n{screen}");
+    }
+    // Modal too; Esc closes it, and p opens the dialog on what was run.
+    apply(&mut app, [Action::Down, Action::NextFinding]);
+    assert_eq!(key(&app), NORM);
+    apply(&mut app, [Action::Escape]);
+    assert!(app.replay_view.is_none() && !app.should_quit);
+    apply(&mut app, [Action::Replay]);
+    assert_eq!(app.replay_dialog.as_ref().unwrap().candidate, EPS_AFTER);
+    apply(&mut app, [Action::ReplayCancel]);
+
+    // The export carries it in "Replays", with its files as evidence.
+    let effects = apply(&mut app, [Action::Export, Action::ExportSubmit]);
+    let [Effect::Spawn(JobSpec::Export { markdown, .. })] = effects.as_slice() else {
+        panic!("{effects:?}")
+    };
+    let section = &markdown[markdown.find("## Replays").expect(markdown)..];
+    assert!(
+        section.contains("### `layers.0.input_norm#1`: error (msprobe)")
+            && section.contains("- evidence: `tests/fixtures/replay_results/eps_after`")
+            && section.contains("max_abs_diff 0.00464477 at [4, 206]"),
+        "{section}"
+    );
+}
+
+#[test]
+fn esc_cancels_the_running_replay_once_and_a_failure_is_shown_with_its_log() {
+    let mut app = replay_started();
+    let effects = apply(&mut app, [Action::Escape]);
+    assert_eq!(effects, vec![Effect::Cancel(Slot::Replay)]);
+    assert!(app.replay_job.as_ref().unwrap().cancelling);
+    assert!(apply(&mut app, [Action::Escape]).is_empty());
+    assert!(!app.should_quit);
+    // After a cancel the runtime drops progress and reads a failure as Cancelled.
+    apply(
+        &mut app,
+        [
+            log_line(1, 5_000, Some("dropped")),
+            replay_event(1, JobEvent::Failed("killed".into())),
+        ],
+    );
+    assert!(app.replay_job.is_none() && app.replay_view.is_none());
+    assert!(app.replay_results.is_empty(), "nothing kept");
+    assert!(
+        app.message
+            .as_deref()
+            .unwrap()
+            .starts_with("replay of layers.0.input_norm#1 cancelled"),
+        "{:?}",
+        app.message
+    );
+
+    // A replay that could not be judged: the popup says why, with the log's last lines.
+    apply(&mut app, [Action::Replay]);
+    apply(&mut app, typed(EPS_AFTER));
+    apply(&mut app, [Action::ReplaySubmit]);
+    assert_eq!(app.0.jobs().current(Slot::Replay), Some(JobId(2)));
+    apply(
+        &mut app,
+        [
+            log_line(2, 100, Some("replay_op: error: no stage named x")),
+            replay_event(
+                2,
+                JobEvent::Failed("replay_op.py: error: no stage named x".into()),
+            ),
+        ],
+    );
+    let kept = &app.replay_results[0];
+    assert_eq!(
+        kept.outcome.as_ref().unwrap_err(),
+        "replay_op.py: error: no stage named x"
+    );
+    let screen = text(&render(&mut app, 100, 30));
+    assert!(
+        screen.contains("NOT JUDGED") && screen.contains("replay_op: error: no stage named x"),
+        "{screen}"
+    );
+    // Not evidence: the report has no Replays section.
+    apply(&mut app, [Action::Escape]);
+    let effects = apply(&mut app, [Action::Export, Action::ExportSubmit]);
+    let [Effect::Spawn(JobSpec::Export { markdown, .. })] = effects.as_slice() else {
+        panic!("{effects:?}")
+    };
+    assert!(!markdown.contains("## Replays"), "{markdown}");
+}
+
+#[test]
+fn snapshot_replay_dialog_log_and_results_100x30() {
+    let mut app = kv_on_disk();
+    select(&mut app, NORM);
+    apply(&mut app, [Action::Replay]);
+    apply(&mut app, typed(EPS_AFTER));
+    insta::assert_snapshot!("replay_dialog_100x30", text(&render(&mut app, 100, 30)));
+    apply(&mut app, [Action::ReplaySubmit]);
+    apply(
+        &mut app,
+        [
+            log_line(
+                1,
+                250,
+                Some(
+                    "replay_op: assets/examples/llama_kv_alias/a/rank0/match1-occ1/manifest.json: layers.0.input_norm#1, 3 arguments, candidate on cpu, reference on cpu",
+                ),
+            ),
+            log_line(
+                1,
+                1_250,
+                Some(
+                    "replay_op: candidate tests/python/replay_candidates.py:rms_norm_eps_after: ok in 6.67 ms, outputs out",
+                ),
+            ),
+        ],
+    );
+    insta::assert_snapshot!("replay_running_100x30", text(&render(&mut app, 100, 30)));
+    apply(
+        &mut app,
+        [replay_event(
+            1,
+            JobEvent::Done(JobOutput::Replayed(Box::new(replayed("eps_after")))),
+        )],
+    );
+    insta::assert_snapshot!("replay_result_100x30", text(&render(&mut app, 100, 30)));
+    // Scrolled to its end: the output directory and the run.
+    apply(&mut app, [Action::Bottom]);
+    let screen = text(&render(&mut app, 100, 30));
+    assert!(
+        screen.contains("outputs    tests/fixtures/replay_results/eps_after")
+            && screen
+                .contains("ran        here with .venv/bin/python ($DUMPVIEW_PYTHON) in 2.99 s"),
+        "{screen}"
+    );
+    apply(&mut app, [Action::Escape, Action::Replay]);
+    apply(&mut app, [Action::ReplayClear]);
+    apply(&mut app, typed("tests/python/replay_candidates.py:crash"));
+    apply(&mut app, [Action::ReplaySubmit]);
+    apply(
+        &mut app,
+        [replay_event(
+            2,
+            JobEvent::Done(JobOutput::Replayed(Box::new(replayed("crash")))),
+        )],
+    );
+    insta::assert_snapshot!("replay_crash_100x30", text(&render(&mut app, 100, 30)));
+}
+
+#[test]
+fn replay_verdicts_are_coloured_words_and_words_without_colour() {
+    let mut app = replay_started();
+    apply(
+        &mut app,
+        [replay_event(
+            1,
+            JobEvent::Done(JobOutput::Replayed(Box::new(replayed("eps_after")))),
+        )],
+    );
+    let buffer = render(&mut app, 100, 30);
+    let screen = text(&buffer);
+    let (y, line) = screen
+        .lines()
+        .enumerate()
+        .find(|(_, l)| l.contains("ERROR  Relative"))
+        .unwrap();
+    let x = line[..line.find("ERROR").unwrap()].chars().count() as u16;
+    let cell = &buffer[(x, y as u16)];
+    assert_eq!(cell.fg, Color::Red);
+    assert!(cell.modifier.contains(Modifier::BOLD));
+    app.no_color = true;
+    let buffer = render(&mut app, 100, 30);
+    for cell in buffer.content() {
+        assert_eq!((cell.fg, cell.bg), (Color::Reset, Color::Reset), "NO_COLOR");
+    }
+    assert!(text(&buffer).contains("ERROR  Relative"));
+}

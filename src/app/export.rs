@@ -55,6 +55,13 @@ pub(super) fn submit(app: &mut App) -> Vec<Effect> {
     for kept in &app.tensor_results {
         report.add_tensor_comparison(kept.rank, kept.stage.clone(), kept.result.clone());
     }
+    // The session's judged replays, as `dumpview report --replay DIR` adds them; a replay
+    // that gave no judgement (no Python, an input refused) left no evidence to report.
+    for kept in &app.replay_results {
+        if let Ok(result) = &kept.outcome {
+            report.add_replay(result.run.out_dir.clone(), Ok(result.replay.clone()));
+        }
+    }
     if let Some(b) = &loaded.session.b {
         report.note_saved_rows(&loaded.session.a, b);
     }

@@ -7,9 +7,11 @@ use std::path::PathBuf;
 
 use crate::model::analysis::compare::Tolerances;
 use crate::model::ingest::{Attempt, Progress};
+use crate::model::replay::{ReplayResult, Standard};
 use crate::model::tensor::pairing::FileComparison;
 
 use super::Session;
+use super::session::Side;
 
 /// A job's identity, unique within one runtime (assigned there, from 1 up, in spawn order).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -23,7 +25,8 @@ pub enum Slot {
     Compare,
     /// `e`: writing the first-mismatch report.
     Export,
-    /// Re-running one operator (a child process; the next issues).
+    /// `p`: re-running one operator on its captured input set (replay_op.py, a child
+    /// process here or on the capture's remote host).
     Replay,
     /// Loading the captures, first or again (watch mode in the next issues).
     Reload,
@@ -82,6 +85,36 @@ pub enum JobSpec {
         /// The diff's tolerances (the workbench's `--rtol`, `--atol`, `--tol`).
         tolerances: Tolerances,
     },
+    /// Replay one captured input set through a candidate and a reference and judge the
+    /// outputs (what `dumpview replay` does); progress [`JobProgress::Replay`] (replay_op.py's
+    /// log lines and the time so far), result [`JobOutput::Replayed`].
+    Replay(ReplaySpec),
+}
+
+/// One replay for the runtime to run: `dumpview replay DUMP --stage STAGE --candidate C
+/// --reference R --standard S [--python P]`, its outputs in a new directory of dumpview's
+/// replay cache.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ReplaySpec {
+    /// The window's rank (for the popup and the report; the window is `dump` itself).
+    pub rank: u32,
+    /// `stage#N`.
+    pub stage: String,
+    /// Which capture's input set.
+    pub side: Side,
+    /// The window directory holding the input set, on this machine: a remote capture's is
+    /// its mirror's copy, which the runtime maps back to the remote host to run there.
+    pub dump: PathBuf,
+    /// The candidate operator (`module:function`, `file.py:function`, a torch op,
+    /// `builtin:NAME`).
+    pub candidate: String,
+    /// The reference, in the same forms.
+    pub reference: String,
+    /// The standard the outputs are judged by.
+    pub standard: Standard,
+    /// The Python interpreter; `None`: `$DUMPVIEW_PYTHON`, else the first Python on `PATH`
+    /// that imports torch (`python3` on a remote host).
+    pub python: Option<String>,
 }
 
 impl JobSpec {
@@ -91,12 +124,13 @@ impl JobSpec {
             JobSpec::Compare { .. } => Slot::Compare,
             JobSpec::Export { .. } => Slot::Export,
             JobSpec::Load { .. } => Slot::Reload,
+            JobSpec::Replay(_) => Slot::Replay,
         }
     }
 }
 
 /// How far a job has come.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub enum JobProgress {
     /// Tensor elements compared so far, of `total` (0: not known yet).
     Elements {
@@ -112,7 +146,18 @@ pub enum JobProgress {
         /// The child's pid.
         pid: u32,
     },
+    /// A replay is running: `line` is the next line replay_op.py wrote to stderr, or `None`
+    /// for a tick that only moves the clock (sent about every [`REPLAY_TICK_MS`]).
+    Replay {
+        /// Milliseconds since the replay started.
+        elapsed_ms: u64,
+        /// A log line, as written (without its newline).
+        line: Option<String>,
+    },
 }
+
+/// How often a running replay reports its elapsed time when it logs nothing, milliseconds.
+pub const REPLAY_TICK_MS: u64 = 500;
 
 /// What a job produced.
 #[derive(Debug, Clone)]
@@ -123,6 +168,8 @@ pub enum JobOutput {
     Exported(String),
     /// The opened captures.
     Loaded(Box<Session>),
+    /// A replay, judged, and how it ran.
+    Replayed(Box<ReplayResult>),
 }
 
 /// One event of one job, in the order the job sent them: any number of `Progress`, then

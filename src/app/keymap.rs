@@ -3,8 +3,9 @@
 //! [`status_hints`] and `ui::help` draws [`help_lines`], so a key added here appears in all
 //! three places at once.
 //!
-//! Context decides first: while the search prompt is open ([`Mode::Search`]) characters are
-//! text, not commands. The help, the load warnings view and the tensor result popup are
+//! Context decides first: while the search prompt, the export prompt or the replay dialog
+//! is open ([`Mode::Search`], [`Mode::Export`], [`Mode::Replay`]) characters are text, not
+//! commands. The help, the load warnings view and the tensor result popup are
 //! modal in [`super::update`], which keeps the keys each uses and drops the others.
 
 use super::{Action, App};
@@ -47,6 +48,8 @@ pub enum Mode {
     Search,
     /// Typing the export path ([`EXPORT`], any other character is text).
     Export,
+    /// Filling in the replay dialog ([`REPLAY`], any other character is text).
+    Replay,
 }
 
 impl Mode {
@@ -54,6 +57,8 @@ impl Mode {
     pub fn of(app: &App) -> Mode {
         if app.export.is_some() {
             Mode::Export
+        } else if app.replay_dialog.is_some() {
+            Mode::Replay
         } else if app.search.editing {
             Mode::Search
         } else {
@@ -78,6 +83,9 @@ pub struct Binding {
     /// The row acts on two captures (diff mode): with one capture open, neither the status
     /// bar nor the help offers it (the key still says why it does nothing).
     pub needs_b: bool,
+    /// The row acts on captured input sets: without any in the open captures, neither the
+    /// status bar nor the help offers it.
+    pub needs_inputs: bool,
 }
 
 const fn bind(
@@ -92,6 +100,7 @@ const fn bind(
         hint,
         help,
         needs_b: false,
+        needs_inputs: false,
     }
 }
 
@@ -108,6 +117,24 @@ const fn bind_diff(
         hint,
         help,
         needs_b: true,
+        needs_inputs: false,
+    }
+}
+
+/// [`bind`] for a row that needs captured input sets ([`Binding::needs_inputs`]).
+const fn bind_inputs(
+    keys: &'static [Key],
+    action: Action,
+    hint: Option<(u8, &'static str)>,
+    help: Option<(&'static str, &'static str)>,
+) -> Binding {
+    Binding {
+        keys,
+        action: Some(action),
+        hint,
+        help,
+        needs_b: false,
+        needs_inputs: true,
     }
 }
 
@@ -151,7 +178,7 @@ pub static BINDINGS: &[Binding] = &[
     bind(
         &[Key::Char('/')],
         Action::StartSearch,
-        Some((5, "/ search")),
+        Some((6, "/ search")),
         Some((
             "/",
             "regex search on stage names; / then Enter on an empty prompt repeats it",
@@ -160,25 +187,25 @@ pub static BINDINGS: &[Binding] = &[
     bind(
         &[Key::Char('a')],
         Action::ToggleFilter,
-        Some((6, "a filter")),
+        Some((7, "a filter")),
         Some(("a", "hide the rows without a finding (a again shows all)")),
     ),
     bind(
         &[Key::Char('r')],
         Action::NextRank,
-        Some((7, "r rank")),
+        Some((8, "r rank")),
         Some(("r  l", "next rank / next label window on this rank")),
     ),
     bind(
         &[Key::Char('l')],
         Action::NextWindow,
-        Some((8, "l window")),
+        Some((9, "l window")),
         None,
     ),
     bind(
         &[Key::Tab],
         Action::FocusNext,
-        Some((10, "Tab aliases")),
+        Some((11, "Tab aliases")),
         Some(("Tab", "focus timeline or storage aliases")),
     ),
     bind(
@@ -196,10 +223,19 @@ pub static BINDINGS: &[Binding] = &[
             "compare this stage's saved tensors of A and B (Esc cancels)",
         )),
     ),
+    bind_inputs(
+        &[Key::Char('p')],
+        Action::Replay,
+        Some((5, "p replay")),
+        Some((
+            "p",
+            "replay the operator on this stage's captured input set (↻; Esc cancels)",
+        )),
+    ),
     bind(
         &[Key::Char('e')],
         Action::Export,
-        Some((9, "e export")),
+        Some((10, "e export")),
         Some((
             "e",
             "export the first-mismatch report (the path is asked for first)",
@@ -220,6 +256,7 @@ pub static BINDINGS: &[Binding] = &[
         hint: None,
         help: Some(("mouse", "wheel scrolls, click selects (timeline, ranks)")),
         needs_b: false,
+        needs_inputs: false,
     },
     bind(
         &[Key::Char('?')],
@@ -233,7 +270,7 @@ pub static BINDINGS: &[Binding] = &[
         None,
         Some((
             "Esc",
-            "closes a popup, cancels a comparison, narrows the detail",
+            "closes a popup, cancels a comparison or a replay, narrows the detail",
         )),
     ),
     bind(
@@ -259,6 +296,18 @@ pub static EXPORT: &[Binding] = &[
     bind(&[Key::Esc], Action::ExportCancel, None, None),
 ];
 
+/// The keys of [`Mode::Replay`] besides text: every other character is typed into the
+/// focused field.
+pub static REPLAY: &[Binding] = &[
+    bind(&[Key::Backspace], Action::ReplayBackspace, None, None),
+    bind(&[Key::Ctrl('u')], Action::ReplayClear, None, None),
+    bind(&[Key::Tab], Action::ReplayNextField, None, None),
+    bind(&[Key::Up], Action::ReplayEarlier, None, None),
+    bind(&[Key::Down], Action::ReplayLater, None, None),
+    bind(&[Key::Enter], Action::ReplaySubmit, None, None),
+    bind(&[Key::Esc], Action::ReplayCancel, None, None),
+];
+
 /// Keys that act in every mode: Ctrl-C quits even from the search prompt.
 pub static GLOBAL: &[Binding] = &[bind(&[Key::Ctrl('c')], Action::Quit, None, None)];
 
@@ -279,6 +328,7 @@ pub fn action_for(key: Key, mode: Mode) -> Option<Action> {
         Mode::Normal => BINDINGS,
         Mode::Search => SEARCH,
         Mode::Export => EXPORT,
+        Mode::Replay => REPLAY,
     };
     if let Some(action) = lookup(table, key) {
         return Some(action);
@@ -290,6 +340,7 @@ pub fn action_for(key: Key, mode: Mode) -> Option<Action> {
     lookup(table, key).or(match (mode, key) {
         (Mode::Search, Key::Char(c)) => Some(Action::SearchChar(c)),
         (Mode::Export, Key::Char(c)) => Some(Action::ExportChar(c)),
+        (Mode::Replay, Key::Char(c)) => Some(Action::ReplayChar(c)),
         _ => None,
     })
 }
@@ -304,12 +355,18 @@ pub struct Hint {
     pub pinned: bool,
 }
 
+/// Whether a binding is offered: those that need two captures only when `diffing`, those
+/// that need captured input sets only with `inputs`.
+fn offered(binding: &Binding, diffing: bool, inputs: bool) -> bool {
+    (diffing || !binding.needs_b) && (inputs || !binding.needs_inputs)
+}
+
 /// The status bar's key hints in their places, those that need two captures only when
-/// `diffing`.
-pub fn status_hints(diffing: bool) -> Vec<Hint> {
+/// `diffing`, those that need captured input sets only with `inputs`.
+pub fn status_hints(diffing: bool, inputs: bool) -> Vec<Hint> {
     let mut hints: Vec<(u8, Hint)> = BINDINGS
         .iter()
-        .filter(|b| diffing || !b.needs_b)
+        .filter(|b| offered(b, diffing, inputs))
         .filter_map(|b| {
             let (place, text) = b.hint?;
             let pinned = matches!(b.action, Some(Action::ToggleHelp | Action::Quit));
@@ -320,12 +377,15 @@ pub fn status_hints(diffing: bool) -> Vec<Hint> {
     hints.into_iter().map(|(_, hint)| hint).collect()
 }
 
-/// The help overlay's key lines: (keys as written, explanation), in table order; those that
-/// need two captures only when `diffing`.
-pub fn help_lines(diffing: bool) -> impl Iterator<Item = (&'static str, &'static str)> {
+/// The help overlay's key lines: (keys as written, explanation), in table order; offered
+/// as [`status_hints`] offers them.
+pub fn help_lines(
+    diffing: bool,
+    inputs: bool,
+) -> impl Iterator<Item = (&'static str, &'static str)> {
     BINDINGS
         .iter()
-        .filter(move |b| diffing || !b.needs_b)
+        .filter(move |b| offered(b, diffing, inputs))
         .filter_map(|b| b.help)
 }
 
@@ -397,19 +457,58 @@ mod tests {
     }
 
     #[test]
+    fn p_is_offered_where_input_sets_are_and_the_dialog_takes_text() {
+        let offers_p = |inputs| {
+            status_hints(false, inputs)
+                .iter()
+                .any(|h| h.text == "p replay")
+        };
+        assert!(offers_p(true) && !offers_p(false));
+        assert!(help_lines(false, true).any(|(k, _)| k == "p"));
+        assert!(!help_lines(true, false).any(|(k, _)| k == "p"));
+        assert!(matches!(
+            action_for(Key::Char('p'), Mode::Normal),
+            Some(Action::Replay)
+        ));
+        for (key, expected) in [
+            (Key::Char('q'), "ReplayChar('q')"),
+            (Key::Char('/'), "ReplayChar('/')"),
+            (Key::Tab, "ReplayNextField"),
+            (Key::Up, "ReplayEarlier"),
+            (Key::Down, "ReplayLater"),
+            (Key::Enter, "ReplaySubmit"),
+            (Key::Esc, "ReplayCancel"),
+            (Key::Backspace, "ReplayBackspace"),
+            (Key::Ctrl('u'), "ReplayClear"),
+            (Key::Ctrl('c'), "Quit"),
+        ] {
+            let action = action_for(key, Mode::Replay);
+            assert_eq!(
+                format!("{action:?}"),
+                format!("Some({expected})"),
+                "{key:?}"
+            );
+        }
+    }
+
+    #[test]
     fn scan_mode_offers_no_key_that_needs_two_captures() {
-        let texts =
-            |diffing| -> Vec<&str> { status_hints(diffing).iter().map(|h| h.text).collect() };
+        let texts = |diffing| -> Vec<&str> {
+            status_hints(diffing, false)
+                .iter()
+                .map(|h| h.text)
+                .collect()
+        };
         assert!(texts(true).contains(&"d divergence") && texts(true).contains(&"t tensors"));
         assert!(
             !texts(false)
                 .iter()
                 .any(|t| t.starts_with("d ") || t.starts_with("t "))
         );
-        let keys: Vec<&str> = help_lines(false).map(|(k, _)| k).collect();
+        let keys: Vec<&str> = help_lines(false, false).map(|(k, _)| k).collect();
         assert!(!keys.contains(&"d") && !keys.contains(&"t"), "{keys:?}");
-        assert!(help_lines(true).any(|(k, _)| k == "t"));
-        let pinned: Vec<&str> = status_hints(false)
+        assert!(help_lines(true, false).any(|(k, _)| k == "t"));
+        let pinned: Vec<&str> = status_hints(false, false)
             .iter()
             .filter(|h| h.pinned)
             .map(|h| h.text)

@@ -16,6 +16,8 @@ pub mod jobs;
 pub mod keymap;
 #[warn(missing_docs)]
 mod reload;
+#[warn(missing_docs)]
+pub mod replay;
 pub mod rows;
 #[warn(missing_docs)]
 pub mod session;
@@ -29,6 +31,7 @@ use crate::model::analysis::diff::DiffReport;
 use crate::model::analysis::scan::WindowScan;
 use crate::model::ingest::Progress;
 use jobs::{JobEvent, JobOutput, JobProgress, JobSpec, JobUpdate, Slot};
+pub use replay::{ReplayDialog, ReplayField, ReplayJob, ReplayKept, ReplayView};
 pub use rows::{Row, RowState};
 pub use session::Session;
 pub use tensors::{TensorJob, TensorPopup, TensorResult};
@@ -83,6 +86,20 @@ pub enum Action {
     /// `t`: compare the selected stage's saved tensors of A and B in the background; on a
     /// stage already compared, show the kept result again.
     CompareTensors,
+    /// `p`: open the replay dialog on the selected stage's captured input set
+    /// ([`replay`]); in the dialog, characters, Backspace, Ctrl-U (clear), Tab (next field),
+    /// Up/Down (earlier entries), Enter (run) and Esc (close) edit it.
+    Replay,
+    ReplayChar(char),
+    ReplayBackspace,
+    ReplayClear,
+    ReplayNextField,
+    ReplayEarlier,
+    ReplayLater,
+    ReplaySubmit,
+    ReplayCancel,
+    /// The runtime read the replay history file, or could not write it.
+    ReplayHistory(replay::HistoryEvent),
     /// `?`.
     ToggleHelp,
     /// `w`: the load warnings of the open captures (what was lost or noted while reading
@@ -137,6 +154,11 @@ pub enum Effect {
     /// Cancel the job running in this slot: it ends with [`JobEvent::Cancelled`], or with
     /// its result when it finished before the cancel reached it.
     Cancel(Slot),
+    /// Read the replay dialog's earlier entries (the runtime answers with
+    /// [`Action::ReplayHistory`]).
+    LoadReplayHistory,
+    /// Add this entry to the replay history file, newest first.
+    RememberReplay(crate::model::replay::history::Entry),
 }
 
 /// One selectable window: an index into A's windows, and the diff pair index when diffing.
@@ -164,6 +186,9 @@ pub struct Loaded {
     pub windows: Vec<WindowChoice>,
     /// The rank × stage overview, compressed once.
     pub overview: strip::Overview,
+    /// Some window of A or B captured an input set (`p` has something to replay): the
+    /// timeline shows its ↻ column, the keys offer `p`.
+    pub input_sets: bool,
 }
 
 impl Loaded {
@@ -219,10 +244,17 @@ impl Loaded {
                 .collect(),
         };
         let overview = diff.map(strip::Overview::of).unwrap_or_default();
+        let input_sets = session
+            .a
+            .windows
+            .iter()
+            .chain(session.b.iter().flat_map(|b| b.windows.iter()))
+            .any(|w| !w.input_sets.is_empty());
         Loaded {
             session,
             windows,
             overview,
+            input_sets,
         }
     }
 }
@@ -280,6 +312,18 @@ pub struct App {
     pub tensor_results: Vec<TensorResult>,
     /// The open result popup.
     pub tensor_popup: Option<TensorPopup>,
+    /// The open replay dialog (`p`).
+    pub replay_dialog: Option<ReplayDialog>,
+    /// The running replay (one at a time); its popup shows the log.
+    pub replay_job: Option<ReplayJob>,
+    /// Finished replays, in the order they finished; the exported report includes the
+    /// judged ones.
+    pub replay_results: Vec<ReplayKept>,
+    /// The open replay result popup.
+    pub replay_view: Option<ReplayView>,
+    /// The replay dialog's earlier entries, newest first; `None` until the runtime has read
+    /// them.
+    pub replay_history: Option<Vec<crate::model::replay::history::Entry>>,
     /// Watch mode's sources and their states; `None` when nothing is followed.
     pub watch: Option<watch::WatchStatus>,
     /// The directory the workbench was started in, as the runtime found it: where `e`
@@ -331,6 +375,11 @@ impl App {
             tensor_job: None,
             tensor_results: Vec::new(),
             tensor_popup: None,
+            replay_dialog: None,
+            replay_job: None,
+            replay_results: Vec::new(),
+            replay_view: None,
+            replay_history: None,
             watch: None,
             working_dir: None,
             export: None,
@@ -491,6 +540,12 @@ impl App {
         }
     }
 
+    /// True when some window of the open captures holds a captured input set (`p` can
+    /// replay something).
+    pub fn has_input_sets(&self) -> bool {
+        self.loaded.as_ref().is_some_and(|l| l.input_sets)
+    }
+
     /// True with two captures open (diff mode).
     pub fn diffing(&self) -> bool {
         self.loaded.as_ref().is_some_and(|l| l.diff().is_some())
@@ -623,7 +678,25 @@ pub fn update(app: &mut App, action: Action) -> Vec<Effect> {
             app.watch_fetching(index, progress);
             return Vec::new();
         }
+        Action::ReplayHistory(event) => {
+            replay::on_history(app, event);
+            return Vec::new();
+        }
         _ => {}
+    }
+    if app.replay_dialog.is_some() {
+        // The replay dialog owns the keys while it is open: characters are its fields' text.
+        if matches!(
+            action,
+            Action::Job(_)
+                | Action::Resize(..)
+                | Action::ViewHeight(_)
+                | Action::OverlayScrollMax(_)
+                | Action::Quit
+        ) {
+            return update_base(app, action, app.view_height);
+        }
+        return replay::on_dialog(app, action).unwrap_or_default();
     }
     if let Some(prompt) = app.export.as_mut() {
         // The export prompt owns the keys while it is open: characters are the path.
@@ -751,6 +824,48 @@ fn update_normal(app: &mut App, action: Action) -> Vec<Effect> {
         }
         return Vec::new();
     }
+    if app.replay_view.is_some() {
+        // The replay result is modal as the tensor result is.
+        let page = page as i64;
+        match action {
+            Action::Up => replay::step_output(app, -1),
+            Action::Down => replay::step_output(app, 1),
+            Action::PageUp => replay::scroll_result(app, -page),
+            Action::PageDown => replay::scroll_result(app, page),
+            Action::Top => replay::scroll_result(app, i64::MIN / 2),
+            Action::Bottom => replay::scroll_result(app, i64::MAX / 2),
+            Action::Escape | Action::Enter | Action::Replay => app.replay_view = None,
+            Action::Quit
+            | Action::ToggleHelp
+            | Action::Resize(..)
+            | Action::ViewHeight(_)
+            | Action::OverlayScrollMax(_)
+            | Action::Job(_) => return update_base(app, action, page as usize),
+            _ => {}
+        }
+        return Vec::new();
+    }
+    if app.replay_job.is_some() {
+        // The running replay's log is modal too: Esc cancels it, the arrows scroll the log.
+        let page = page as i64;
+        match action {
+            Action::Escape => return replay::cancel(app),
+            Action::Up => replay::scroll_log(app, -1),
+            Action::Down => replay::scroll_log(app, 1),
+            Action::PageUp => replay::scroll_log(app, -page),
+            Action::PageDown => replay::scroll_log(app, page),
+            Action::Top => replay::scroll_log(app, i64::MIN / 2),
+            Action::Bottom => replay::scroll_log(app, i64::MAX / 2),
+            Action::Quit
+            | Action::ToggleHelp
+            | Action::Resize(..)
+            | Action::ViewHeight(_)
+            | Action::OverlayScrollMax(_)
+            | Action::Job(_) => return update_base(app, action, page as usize),
+            _ => {}
+        }
+        return Vec::new();
+    }
     update_base(app, action, page)
 }
 
@@ -762,6 +877,10 @@ fn update_base(app: &mut App, action: Action, page: usize) -> Vec<Effect> {
                 app.help = false;
             } else if app.tensor_popup.is_some() {
                 app.tensor_popup = None;
+            } else if app.replay_view.is_some() {
+                app.replay_view = None;
+            } else if app.replay_job.is_some() {
+                return replay::cancel(app);
             } else if app.tensor_job.is_some() {
                 return tensors::cancel(app);
             } else if app.wide_detail {
@@ -800,7 +919,10 @@ fn update_base(app: &mut App, action: Action, page: usize) -> Vec<Effect> {
         }
         Action::Job(JobUpdate { slot, event, .. }) => return on_job(app, slot, event),
         // Handled first, in `update`.
-        Action::Watched(_) | Action::WatchSource { .. } | Action::WatchFetching { .. } => {}
+        Action::Watched(_)
+        | Action::WatchSource { .. }
+        | Action::WatchFetching { .. }
+        | Action::ReplayHistory(_) => {}
         _ if app.loaded.is_none() => {}
         Action::Up if app.focus == Focus::Aliases => {
             app.alias_selected = app.alias_selected.saturating_sub(1)
@@ -962,6 +1084,7 @@ fn update_base(app: &mut App, action: Action, page: usize) -> Vec<Effect> {
         },
         Action::Export => export::open(app),
         Action::CompareTensors => return tensors::start(app),
+        Action::Replay => return replay::open(app),
         Action::SearchChar(_)
         | Action::SearchBackspace
         | Action::SearchSubmit
@@ -970,7 +1093,15 @@ fn update_base(app: &mut App, action: Action, page: usize) -> Vec<Effect> {
         | Action::ExportBackspace
         | Action::ExportClear
         | Action::ExportSubmit
-        | Action::ExportCancel => {}
+        | Action::ExportCancel
+        | Action::ReplayChar(_)
+        | Action::ReplayBackspace
+        | Action::ReplayClear
+        | Action::ReplayNextField
+        | Action::ReplayEarlier
+        | Action::ReplayLater
+        | Action::ReplaySubmit
+        | Action::ReplayCancel => {}
     }
     Vec::new()
 }
@@ -987,6 +1118,7 @@ fn scroll_overlay(app: &mut App, delta: i64) {
 fn on_job(app: &mut App, slot: Slot, event: JobEvent) -> Vec<Effect> {
     match (slot, event) {
         (Slot::Compare, event) => tensors::on_event(app, event),
+        (Slot::Replay, event) => replay::on_event(app, event),
         (Slot::Export, JobEvent::Done(JobOutput::Exported(path))) => export::written(app, &path),
         (Slot::Export, JobEvent::Failed(e)) => export::failed(app, &e),
         (Slot::Reload, JobEvent::Progress(JobProgress::Load(p))) if app.loaded.is_none() => {

@@ -48,6 +48,10 @@ pub struct Row {
     /// log10 of max_abs on each side (None: no finite values or not captured).
     pub log_a: Option<f64>,
     pub log_b: Option<f64>,
+    /// A's / B's window holds a captured input set of this `stage#N` (`capture_inputs`):
+    /// `p` replays the operator on it.
+    pub input_a: bool,
+    pub input_b: bool,
 }
 
 impl Row {
@@ -95,6 +99,15 @@ fn nonfinite(record: &Record) -> bool {
     record.stats.as_ref().is_some_and(|s| s.has_nonfinite())
 }
 
+/// The `stage#N` keys of the input sets `window` captured.
+fn input_keys(window: &Window) -> HashSet<String> {
+    window
+        .input_sets
+        .iter()
+        .map(|s| format!("{}#{}", s.stage, s.occurrence))
+        .collect()
+}
+
 fn alias_keys(scan: &WindowScan) -> (HashSet<String>, HashSet<String>) {
     let mut aliased = HashSet::new();
     let mut conflict = HashSet::new();
@@ -112,6 +125,7 @@ fn alias_keys(scan: &WindowScan) -> (HashSet<String>, HashSet<String>) {
 /// Rows of a single window (scan mode).
 pub fn scan_rows(window: &Window, scan: &WindowScan) -> Vec<Row> {
     let (aliased, conflict) = alias_keys(scan);
+    let inputs = input_keys(window);
     let first = scan.first_nonfinite.as_ref().map(|n| n.position);
     window
         .records
@@ -122,6 +136,8 @@ pub fn scan_rows(window: &Window, scan: &WindowScan) -> Vec<Row> {
             Row {
                 aliased: aliased.contains(&key),
                 conflict: conflict.contains(&key),
+                input_a: inputs.contains(&key),
+                input_b: false,
                 key,
                 a: Some(i),
                 b: None,
@@ -150,6 +166,7 @@ pub fn diff_rows(
     let (aliased_b, conflict_b) = alias_keys(scan_b);
     aliased.extend(aliased_b);
     conflict.extend(conflict_b);
+    let (inputs_a, inputs_b) = (input_keys(a), input_keys(b));
     let by_key_b: HashMap<(&str, u32), usize> = b
         .records
         .iter()
@@ -199,6 +216,8 @@ pub fn diff_rows(
             nonfinite_b: rb.is_some_and(nonfinite),
             log_a: log_max_abs(r),
             log_b: rb.and_then(log_max_abs),
+            input_a: inputs_a.contains(&key),
+            input_b: inputs_b.contains(&key),
             key,
         });
     }
@@ -229,6 +248,8 @@ pub fn diff_rows(
             nonfinite_b: rb.is_some_and(nonfinite),
             log_a: None,
             log_b: rb.and_then(log_max_abs),
+            input_a: false,
+            input_b: inputs_b.contains(key),
         });
     }
     rows

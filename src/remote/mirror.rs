@@ -356,6 +356,44 @@ impl Mirror {
         &self.spec
     }
 
+    /// The ssh options its connection was opened with.
+    pub fn options(&self) -> &SshOptions {
+        &self.options
+    }
+
+    /// The remote place that `local`, the root or a directory below it, stands for: the
+    /// source with its path extended by `local`'s path below the root. For a mirrored file,
+    /// the file itself, or its remote directory for the root's parent. `None` for a path
+    /// the mirror does not hold.
+    pub fn remote_spec_of(&self, local: &Path) -> Option<RemoteSpec> {
+        let mut spec = self.spec.clone();
+        if self.is_file {
+            if local == self.root {
+                return Some(spec);
+            }
+            if Some(local) == self.root.parent() {
+                spec.path = match spec.path.rsplit_once('/') {
+                    Some(("", _)) => "/".to_string(),
+                    Some((dir, _)) => dir.to_string(),
+                    None => String::new(),
+                };
+                return Some(spec);
+            }
+            return None;
+        }
+        let rest = local.strip_prefix(&self.root).ok()?;
+        for component in rest.components() {
+            let Component::Normal(name) = component else {
+                return None;
+            };
+            if !spec.path.is_empty() && !spec.path.ends_with('/') {
+                spec.path.push('/');
+            }
+            spec.path.push_str(name.to_str()?);
+        }
+        Some(spec)
+    }
+
     /// The local copies of the dump files the mirror holds, in path order.
     pub fn files(&self) -> Vec<PathBuf> {
         self.known.keys().map(|rel| self.local_of(rel)).collect()

@@ -16,6 +16,34 @@ pub trait Fetcher: Send + Sync {
     /// # Errors
     /// Why it could not be brought, for the user.
     fn fetch(&self, path: &Path) -> Result<(), String>;
+    /// Where `path` (a local copy this fetcher owns) lies on its remote host, and how to
+    /// reach it: what a replay of a remote capture's input set runs on. `None` for a path
+    /// it does not own (the default).
+    ///
+    /// # Errors
+    /// Why the remote place cannot be named (for the user).
+    fn remote(&self, path: &Path) -> Option<Result<RemotePlace, String>> {
+        let _ = path;
+        None
+    }
+}
+
+/// A directory on a remote host, as a replay needs it.
+#[derive(Debug, Clone)]
+pub struct RemotePlace {
+    /// The SOURCE naming it (`ssh://host:port/abs/path`, `host:relative/path`).
+    pub source: String,
+    /// How the capture's connection reaches that host.
+    pub ssh: crate::remote::SshOptions,
+}
+
+/// Where `path` lies on a remote host, when a registered fetcher owns it: `None` for a
+/// local path.
+///
+/// # Errors
+/// The fetcher's reason it cannot be named.
+pub fn remote_of(path: &Path) -> Option<Result<RemotePlace, String>> {
+    current().and_then(|f| f.remote(path))
 }
 
 static CURRENT: Mutex<Option<Arc<dyn Fetcher>>> = Mutex::new(None);

@@ -17,6 +17,7 @@ pub mod input;
 pub mod jobs;
 pub mod load;
 pub mod replay;
+pub mod replay_history;
 mod terminal;
 pub mod watch;
 mod work;
@@ -82,6 +83,11 @@ impl std::error::Error for RunError {}
 /// How long [`run`] waits for the load before it takes the terminal: a load that fails or
 /// ends sooner (an unreadable input fails at once) never shows the loading gauge.
 pub const PRELOAD_WAIT: Duration = Duration::from_millis(300);
+
+/// How long quitting waits for a running replay to stop: its cancel is seen within 50 ms on
+/// the job's own thread, which then kills the Python's process group (or ends the remote
+/// side); a process that exits first would leave the group's other members running.
+pub const REPLAY_STOP_WAIT: Duration = Duration::from_secs(2);
 
 /// What the loading thread started by [`run`] reports.
 enum Preload {
@@ -169,6 +175,7 @@ pub fn run(source: Source, tolerances: Tolerances) -> Result<(), RunError> {
         _ => None,
     };
     // Jobs are cancelled (children killed) before the terminal is given back.
+    runtime.stop_replay(REPLAY_STOP_WAIT);
     drop(runtime);
     drop(guard);
     result.map_err(RunError::Terminal)?;
@@ -196,6 +203,7 @@ pub fn run_watch(
     input::spawn_terminal_reader(runtime.sender());
     watch::workbench::spawn(sources, vs, options, tolerances, runtime.sender());
     let result = runtime.run();
+    runtime.stop_replay(REPLAY_STOP_WAIT);
     drop(runtime);
     drop(guard);
     result
@@ -306,6 +314,31 @@ where
         std::mem::take(&mut self.performed)
     }
 
+    /// Cancels the running replay, if any, and waits up to `timeout` for its job to end: the
+    /// replay runner kills the Python's process group from the job's thread once it sees the
+    /// cancel, which must happen before the process exits. Other jobs are only cancelled
+    /// when the runtime is dropped (their children die with their [`jobs::CancelHandle`]).
+    pub fn stop_replay(&mut self, timeout: Duration) {
+        if self.jobs.current(Slot::Replay).is_none() {
+            return;
+        }
+        self.jobs.cancel(Slot::Replay);
+        let deadline = Instant::now() + timeout;
+        while self.jobs.current(Slot::Replay).is_some() {
+            match self
+                .inbox
+                .recv_timeout(deadline.saturating_duration_since(Instant::now()))
+            {
+                Ok(Message::Job(update)) => {
+                    // Only its slot's bookkeeping: the app is past drawing.
+                    let _ = self.jobs.accept(update);
+                }
+                Ok(_) => {}
+                Err(_) => break,
+            }
+        }
+    }
+
     /// The app and the terminal, the runtime's jobs cancelled.
     pub fn into_parts(self) -> (App, Terminal<B>) {
         let Runtime { terminal, app, .. } = self;
@@ -376,13 +409,16 @@ where
         self.perform(effects);
     }
 
-    /// Carries out effects: jobs started in their slots, or cancelled.
+    /// Carries out effects: jobs started in their slots, or cancelled; the replay history
+    /// read (the answer goes into the channel as [`Action::ReplayHistory`]) or added to.
     pub fn perform(&mut self, effects: Vec<Effect>) {
         for effect in effects {
             if self.hold_jobs {
                 match &effect {
                     Effect::Spawn(spec) => drop(self.jobs.start(spec.slot())),
                     Effect::Cancel(slot) => self.jobs.cancel(*slot),
+                    // Tests answer for the history file themselves.
+                    Effect::LoadReplayHistory | Effect::RememberReplay(_) => {}
                 }
                 self.performed.push(effect);
                 continue;
@@ -390,6 +426,23 @@ where
             match effect {
                 Effect::Spawn(spec) => work::spawn(&mut self.jobs, spec),
                 Effect::Cancel(slot) => self.jobs.cancel(slot),
+                // A small file (bounded, `history::MAX_BYTES`), read on this thread; the app
+                // merges what it remembered before the answer came.
+                Effect::LoadReplayHistory => {
+                    let (entries, note) = replay_history::load();
+                    let event = crate::app::replay::HistoryEvent::Loaded { entries, note };
+                    let _ = self
+                        .sender
+                        .send(Message::Action(Action::ReplayHistory(event)));
+                }
+                Effect::RememberReplay(entry) => {
+                    if let Err(why) = replay_history::remember(entry) {
+                        let event = crate::app::replay::HistoryEvent::NotSaved(why);
+                        let _ = self
+                            .sender
+                            .send(Message::Action(Action::ReplayHistory(event)));
+                    }
+                }
             }
         }
     }

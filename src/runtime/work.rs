@@ -9,7 +9,8 @@ use std::time::{Duration, Instant};
 
 use super::jobs::{JobContext, JobError, JobOutput, JobProgress, JobUpdate, Jobs};
 use super::load;
-use crate::app::jobs::JobSpec;
+use super::replay::{ReplayError, ReplayRequest};
+use crate::app::jobs::{JobSpec, REPLAY_TICK_MS, ReplaySpec};
 use crate::model::tensor::metrics::CompareProgress as TensorProgress;
 use crate::model::tensor::pairing;
 
@@ -57,6 +58,63 @@ pub fn spawn<E: From<JobUpdate> + Send + 'static>(jobs: &mut Jobs<E>, spec: JobS
                     .map_err(JobError::Failed)
             });
         }
+        JobSpec::Replay(spec) => {
+            jobs.spawn(slot, "the replay", move |cx| replay(cx, spec));
+        }
+    }
+}
+
+/// Runs one replay through `runtime::replay::run`, as `dumpview replay` does: on this
+/// machine, or for a remote capture's window (its mirror's copy) on its host through the
+/// capture's ssh options. Each log line goes out as progress with the time so far, and the
+/// cancel predicate, which `run` asks every 50 ms, also sends the clock every
+/// [`REPLAY_TICK_MS`]; a cancel kills the Python's process group (or ends the remote side).
+fn replay(cx: &JobContext, spec: ReplaySpec) -> Result<JobOutput, JobError> {
+    let started = Instant::now();
+    let (dump, ssh) = match super::fetch::remote_of(&spec.dump) {
+        Some(place) => {
+            let place = place.map_err(JobError::Failed)?;
+            (place.source, Some(place.ssh))
+        }
+        None => (spec.dump.display().to_string(), None),
+    };
+    let request = ReplayRequest {
+        dump,
+        stage: spec.stage,
+        candidate: spec.candidate,
+        reference: spec.reference,
+        standard: spec.standard,
+        rank: None,
+        window: None,
+        device: None,
+        python: spec.python,
+        out: None,
+        args: Vec::new(),
+        arg_maps: Vec::new(),
+    };
+    let elapsed_ms = || started.elapsed().as_millis() as u64;
+    let mut log = |line: &str| {
+        cx.progress(JobProgress::Replay {
+            elapsed_ms: elapsed_ms(),
+            line: Some(line.to_string()),
+        });
+    };
+    let last_tick = std::cell::Cell::new(0u64);
+    let cancelled = || {
+        let now = elapsed_ms();
+        if now >= last_tick.get() + REPLAY_TICK_MS {
+            last_tick.set(now);
+            cx.progress(JobProgress::Replay {
+                elapsed_ms: now,
+                line: None,
+            });
+        }
+        cx.is_cancelled()
+    };
+    match super::replay::run(&request, ssh.as_ref(), &mut log, &cancelled) {
+        Ok(result) => Ok(JobOutput::Replayed(Box::new(result))),
+        Err(ReplayError::Cancelled) => Err(JobError::Cancelled),
+        Err(e) => Err(JobError::Failed(e.to_string())),
     }
 }
 

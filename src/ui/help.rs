@@ -35,6 +35,10 @@ const GLYPHS: &[(&str, &str)] = &[
         "f32/f16",
         "dtype (or shape) of A / of B, where the two differ",
     ),
+    (
+        "↻",
+        "a captured input set (capture_inputs): p replays the operator on it",
+    ),
 ];
 
 /// Width of the keys column.
@@ -47,14 +51,24 @@ const MAX_WIDTH: usize = 110;
 /// The overlay's content for `app`: (is a heading, keys, explanation).
 fn content(app: &App) -> Vec<(bool, &'static str, &'static str)> {
     let diffing = app.diffing();
+    let inputs = app.has_input_sets();
     let mut out = vec![(true, "", "keys")];
-    out.extend(keymap::help_lines(diffing).map(|(k, v)| (false, k, v)));
+    out.extend(keymap::help_lines(diffing, inputs).map(|(k, v)| (false, k, v)));
     out.push((false, "", ""));
-    out.push((true, "", "timeline glyphs (non-finite, comparison, alias)"));
+    out.push((
+        true,
+        "",
+        if inputs {
+            "timeline glyphs (non-finite, comparison, alias, input set)"
+        } else {
+            "timeline glyphs (non-finite, comparison, alias)"
+        },
+    ));
     out.extend(
         GLYPHS
             .iter()
             .filter(|(k, _)| diffing || !matches!(*k, "◆" | "≠ ⇄ # N" | "·  A  B" | "f32/f16"))
+            .filter(|(k, _)| inputs || *k != "↻")
             .map(|(k, v)| (false, *k, *v)),
     );
     out

@@ -9,8 +9,8 @@
 //! ├ rank × stage overview (several ranks only) ──────────────────────────┤
 //! └ status: keys, messages, search prompt ───────────────────────────────┘
 //! ```
-//! Popups (tensor comparison progress and result, load warnings, help, load progress,
-//! errors) are drawn last, over the rest.
+//! Popups (tensor comparison progress and result, the replay dialog, log and result, load
+//! warnings, help, load progress, errors) are drawn last, over the rest.
 
 mod aliases;
 mod detail;
@@ -19,6 +19,7 @@ mod format;
 mod header;
 mod help;
 mod overview;
+mod replay;
 mod status;
 mod strip;
 mod tensors;
@@ -174,7 +175,7 @@ pub fn overlay_scroll_max(area: Rect, app: &App) -> usize {
     } else if app.warnings_open {
         warnings::scroll_max(area, app)
     } else {
-        0
+        replay::scroll_max(area, app)
     }
 }
 
@@ -207,6 +208,7 @@ pub fn draw(frame: &mut Frame, app: &App) {
     }
     status::draw(frame, app, areas.status, theme);
     tensors::draw(frame, app, area, theme);
+    replay::draw(frame, app, area, theme);
     if app.warnings_open {
         warnings::draw(frame, app, area, theme);
     }

@@ -22,7 +22,7 @@ const BAR: &str = "  │ ";
 /// The hints that fit in `width` columns: the pinned ones always (when they fit at all),
 /// the others in their places until the next would not fit.
 fn hints(app: &App, width: usize) -> String {
-    let all = keymap::status_hints(app.diffing());
+    let all = keymap::status_hints(app.diffing(), app.has_input_sets());
     let pinned: Vec<&str> = all.iter().filter(|h| h.pinned).map(|h| h.text).collect();
     let pinned_text = pinned_hints(app);
     let everything: Vec<&str> = all.iter().map(|h| h.text).collect();
@@ -57,7 +57,7 @@ fn hints(app: &App, width: usize) -> String {
 
 /// The pinned hints alone, as shown.
 fn pinned_hints(app: &App) -> String {
-    let all = keymap::status_hints(app.diffing());
+    let all = keymap::status_hints(app.diffing(), app.has_input_sets());
     let pinned: Vec<&str> = all.iter().filter(|h| h.pinned).map(|h| h.text).collect();
     pinned.join(SEPARATOR)
 }

@@ -202,7 +202,15 @@ fn comparison_lines<'c>(
     (lines, metrics)
 }
 
-fn metric_lines(m: &Metrics, width: usize, theme: Theme, lines: &mut Vec<Line<'static>>) {
+/// The metric lines of one comparison (dtypes, allclose, first mismatch, max_abs_diff,
+/// mean_abs_diff with rel_l2 and cosine, max ULP, non-finite), wrapped to `width`: also
+/// what the replay result shows of each output.
+pub(super) fn metric_lines(
+    m: &Metrics,
+    width: usize,
+    theme: Theme,
+    lines: &mut Vec<Line<'static>>,
+) {
     let mut push = |text: String, style: Style| {
         lines.extend(
             wrap(&text, width, LABEL)
@@ -329,7 +337,8 @@ fn where_(at: &Location) -> String {
 /// too, when they fit), exact zeros first and non-finite pairs last, in their own styles.
 /// Heights are log-scaled so a handful of outliers stays visible next to thousands of
 /// small differences; the count is written on each bar.
-fn draw_histogram(frame: &mut Frame, h: &Histogram, area: Rect, theme: Theme) {
+/// (Also the replay result's histogram of each output, candidate against reference.)
+pub(super) fn draw_histogram(frame: &mut Frame, h: &Histogram, area: Rect, theme: Theme) {
     if area.height < 4 {
         return;
     }
@@ -456,7 +465,8 @@ fn compact(n: u64) -> String {
 
 /// Greedy word wrap of `text` to `width` columns; continuation lines are indented by
 /// `indent` spaces (under the value of a labelled line). Words longer than a line are cut.
-fn wrap(text: &str, width: usize, indent: usize) -> Vec<String> {
+/// Runs of spaces inside a line are kept (a label's padding, aligned columns).
+pub(super) fn wrap(text: &str, width: usize, indent: usize) -> Vec<String> {
     let width = width.max(indent + 8);
     let mut lines = Vec::new();
     let (mut line, mut len, mut fresh) = (String::new(), 0, true);

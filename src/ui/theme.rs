@@ -59,6 +59,10 @@ impl Theme {
     pub fn side_b(self) -> Style {
         self.pick(Style::new().fg(Color::Magenta), Style::new())
     }
+    /// The timeline's mark of a captured input set (`↻`).
+    pub fn input_set(self) -> Style {
+        self.pick(Style::new().fg(Color::LightCyan), Style::new())
+    }
     /// Bars of charts and gauges.
     pub fn bar(self) -> Style {
         self.pick(Style::new().fg(Color::Cyan), Style::new())

@@ -11,6 +11,10 @@ use super::{Theme, format};
 use crate::app::{App, Focus, Row, RowState};
 use crate::model::dump::Record;
 
+/// The fourth glyph column, shown when the open captures hold input sets: `↻` on a row
+/// whose stage#N has one in A or B (`p` replays it).
+pub const INPUT_SET: char = '↻';
+
 /// The three glyph columns of a row: non-finite, comparison, alias. Legend in the help overlay.
 pub fn glyphs(row: &Row) -> [char; 3] {
     let nonfinite = if row.first_nonfinite {
@@ -91,9 +95,11 @@ fn cells(a: Option<&Record>, b: Option<&Record>) -> (String, String, String) {
     (first.seq.to_string(), dtype, shape)
 }
 
-/// Column widths of the timeline for `inner` columns inside its border, by priority: the
-/// glyphs and the stage key first (at least [`KEY_MIN`]), then shape and dtype as wide as
-/// their widest visible cell; seq gives way first, then shape is cut (with `…`).
+/// Column widths of the timeline for `inner` columns inside its border, with `glyphs`
+/// glyph columns (3, or 4 with the input-set column), by priority: the glyphs and the stage
+/// key first (together at least [`KEY_MIN`] + 3: the input-set column takes its place from
+/// the key, not from the shape), then shape and dtype as wide as their widest visible cell;
+/// seq gives way first, then shape is cut (with `…`).
 struct Widths {
     seq: u16,
     key: u16,
@@ -104,16 +110,17 @@ struct Widths {
 /// The key column's width below which the others give way.
 const KEY_MIN: usize = 18;
 
-fn widths(inner: usize, seq: usize, dtype: usize, shape: usize) -> Widths {
+fn widths(inner: usize, glyphs: usize, seq: usize, dtype: usize, shape: usize) -> Widths {
     let (mut seq, dtype, mut shape) = (seq.max(3), dtype.max(5), shape.max(5));
-    // Glyphs (3) and the spaces between five columns (4).
-    let fixed = |seq: usize, shape: usize| 3 + 4 + seq + dtype + shape - usize::from(seq == 0);
-    if inner.saturating_sub(fixed(seq, shape)) < KEY_MIN {
+    let key_min = (KEY_MIN + 3).saturating_sub(glyphs);
+    // The glyphs and the spaces between five columns (4).
+    let fixed = |seq: usize, shape: usize| glyphs + 4 + seq + dtype + shape - usize::from(seq == 0);
+    if inner.saturating_sub(fixed(seq, shape)) < key_min {
         seq = 0;
     }
-    if inner.saturating_sub(fixed(seq, shape)) < KEY_MIN {
+    if inner.saturating_sub(fixed(seq, shape)) < key_min {
         shape = shape
-            .saturating_sub(KEY_MIN - inner.saturating_sub(fixed(seq, shape)))
+            .saturating_sub(key_min - inner.saturating_sub(fixed(seq, shape)))
             .max(5);
     }
     let key = inner.saturating_sub(fixed(seq, shape)).max(8);
@@ -158,8 +165,11 @@ pub fn draw(frame: &mut Frame, app: &App, area: Rect, theme: Theme) {
     let widest = |f: fn(&(String, String, String)) -> &String| {
         cells.iter().map(|c| format::width(f(c))).max().unwrap_or(0)
     };
+    let inputs = loaded.input_sets;
+    let glyph_width: u16 = if inputs { 4 } else { 3 };
     let w = widths(
         usize::from(area.width.saturating_sub(2)),
+        usize::from(glyph_width),
         widest(|c| &c.0),
         widest(|c| &c.1),
         widest(|c| &c.2),
@@ -173,7 +183,14 @@ pub fn draw(frame: &mut Frame, app: &App, area: Rect, theme: Theme) {
             if *position == app.selected {
                 style = style.patch(theme.selected());
             }
-            let mut columns = vec![Line::from(format!("{g1}{g2}{g3}"))];
+            let mut glyph_line = Line::from(format!("{g1}{g2}{g3}"));
+            if inputs {
+                glyph_line.push_span(match row.input_a || row.input_b {
+                    true => Span::styled(INPUT_SET.to_string(), theme.input_set()),
+                    false => Span::raw(" "),
+                });
+            }
+            let mut columns = vec![glyph_line];
             if w.seq > 0 {
                 columns.push(Line::from(seq));
             }
@@ -220,7 +237,7 @@ pub fn draw(frame: &mut Frame, app: &App, area: Rect, theme: Theme) {
     } else {
         Style::new()
     };
-    let mut constraints = vec![Constraint::Length(3)];
+    let mut constraints = vec![Constraint::Length(glyph_width)];
     let mut header = vec![""];
     if w.seq > 0 {
         constraints.push(Constraint::Length(w.seq));
@@ -245,16 +262,22 @@ mod tests {
     #[test]
     fn columns_give_way_by_priority() {
         // Wide: every column as wide as its widest cell, the key takes the rest.
-        let w = widths(100, 3, 7, 7);
+        let w = widths(100, 3, 3, 7, 7);
         assert_eq!(
             (w.seq, w.dtype, w.shape, w.key),
             (3, 7, 7, 100 - 3 - 4 - 3 - 7 - 7)
         );
+        // The input-set column takes one more from the key, also where the key is at its
+        // least: the shape is not cut for it.
+        let w = widths(100, 4, 3, 7, 7);
+        assert_eq!(w.key, 100 - 4 - 4 - 3 - 7 - 7);
+        let w = widths(38, 4, 3, 7, 7);
+        assert_eq!((w.seq, w.dtype, w.shape, w.key), (0, 7, 7, 17));
         // 80 columns (38 inside the timeline): seq gives way so the key keeps 18.
-        let w = widths(38, 3, 7, 7);
+        let w = widths(38, 3, 3, 7, 7);
         assert_eq!((w.seq, w.dtype, w.shape, w.key), (0, 7, 7, 18));
         // Narrower still: the shape is cut (never below its header), then the key.
-        let w = widths(32, 3, 7, 12);
+        let w = widths(32, 3, 3, 7, 12);
         assert_eq!((w.seq, w.shape, w.key), (0, 5, 14));
     }
 }

@@ -7,6 +7,8 @@ copied from replay_op.py's built-ins, so agreement is evidence and not a tautolo
 
 import json
 import os
+import subprocess
+import time
 
 import torch
 
@@ -54,6 +56,19 @@ def rope_in_place(q, k, cos, sin, positions):
     k_new = k * c + _rotate_half(k) * s
     q.copy_(q_new)
     k.copy_(k_new)
+
+
+def rms_norm_slow(x, weight, eps):
+    """Never finishes (for the workbench's cancel test): starts a child ``sleep`` in its own
+    process group, writes {"pid", "pgid", "child"} to $REPLAY_SLOW_PID, then sleeps."""
+    child = subprocess.Popen(["sleep", "600"])
+    path = os.environ.get("REPLAY_SLOW_PID")
+    if path:
+        with open(path + ".tmp", "w") as handle:
+            json.dump({"pid": os.getpid(), "pgid": os.getpgid(0), "child": child.pid}, handle)
+        os.replace(path + ".tmp", path)
+    time.sleep(600)
+    return rms_norm_ok(x, weight, eps)
 
 
 def crash(**named):

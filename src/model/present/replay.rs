@@ -19,7 +19,8 @@ pub fn duration(seconds: f64) -> String {
     }
 }
 
-fn status(status: Status) -> &'static str {
+/// `ok`, `crash`, `unsupported`.
+pub fn status(status: Status) -> &'static str {
     match status {
         Status::Ok => "ok",
         Status::Crash => "crash",
@@ -60,7 +61,9 @@ fn pct(share: f64) -> String {
     format!("{:.4}%", share * 100.0)
 }
 
-fn msprobe_lines(f: &msprobe::Figures, out: &mut String) {
+/// msprobe's figures of one output, one line each.
+fn msprobe_lines(f: &msprobe::Figures) -> Vec<String> {
+    let mut lines = Vec::new();
     let mut first = Vec::new();
     match f.cosine {
         Some(c) if c.is_nan() => first.push("cosine nan (counts as a pass)".to_string()),
@@ -73,7 +76,7 @@ fn msprobe_lines(f: &msprobe::Figures, out: &mut String) {
     if let Some(u) = f.unequal {
         first.push(format!("{u} unequal elements"));
     }
-    let _ = writeln!(out, "   msprobe    {}", first.join("   "));
+    lines.push(first.join("   "));
     let shares: Vec<String> = [
         f.rel_err_hundredth,
         f.rel_err_thousandth,
@@ -92,21 +95,15 @@ fn msprobe_lines(f: &msprobe::Figures, out: &mut String) {
     })
     .collect();
     if !shares.is_empty() {
-        let _ = writeln!(
-            out,
-            "              rel err |c-r|/(|r|+eps): {}",
-            shares.join("; ")
-        );
+        lines.push(format!("rel err |c-r|/(|r|+eps): {}", shares.join("; ")));
     }
-    let _ = writeln!(
-        out,
-        "              eps {:e}, computed in {} ({} output vs {} reference)",
+    lines.push(format!(
+        "eps {:e}, computed in {} ({} output vs {} reference)",
         f.eps, f.computed_in, f.output_dtype, f.reference_dtype
-    );
+    ));
     if let Some(s) = &f.small_values {
-        let _ = writeln!(
-            out,
-            "              small values |r| <= {:e}: {} ({} with |c-r| > {:e}, ratio {}); others: max rel err {}, mean {}; rmse {}",
+        lines.push(format!(
+            "small values |r| <= {:e}: {} ({} with |c-r| > {:e}, ratio {}); others: max rel err {}, mean {}; rmse {}",
             s.threshold,
             s.count,
             s.errors,
@@ -115,19 +112,55 @@ fn msprobe_lines(f: &msprobe::Figures, out: &mut String) {
             num(s.normal_max_rel_err),
             num(s.normal_mean_rel_err),
             num(s.rmse)
-        );
+        ));
     }
     if let Some(u) = &f.ulp {
-        let _ = writeln!(
-            out,
-            "              ULP error ({} mantissa bits): max {}, mean {}, {} above {}",
+        lines.push(format!(
+            "ULP error ({} mantissa bits): max {}, mean {}, {} above {}",
             u.mantissa_bits,
             num(u.max),
             num(u.mean),
             pct(u.share_above),
             u.bound
+        ));
+    }
+    lines
+}
+
+/// dynamo's figures of one output: one line.
+fn dynamo_line(d: &crate::model::replay::dynamo::Figures) -> String {
+    let mut line = format!(
+        "allclose at {:e}: {}",
+        d.tol,
+        if d.allclose {
+            "yes".to_string()
+        } else {
+            format!("no ({} elements)", d.not_close)
+        }
+    );
+    if let (Some(c), Some(r), Some(m), Some(b)) =
+        (d.rmse_candidate, d.rmse_reference, d.multiplier, d.bound)
+    {
+        let _ = write!(
+            line,
+            "; RMSE(candidate-golden) {} vs {m} x RMSE(reference-golden) {} + 1e-5 = {}",
+            num(c),
+            num(r),
+            num(b)
         );
     }
+    line
+}
+
+/// The standard's own figures of one output, as (the standard's name, one line each):
+/// msprobe's cosine, max_abs_err, relative-error shares, eps, small values and ULP error, or
+/// dynamo's allclose and RMSE comparison; `None` under allclose (its figures are the
+/// metrics). What `dumpview replay` prints next to each output, and the workbench draws.
+pub fn figures(o: &OutputJudgement) -> Option<(&'static str, Vec<String>)> {
+    if let Some(f) = &o.msprobe {
+        return Some(("msprobe", msprobe_lines(f)));
+    }
+    o.dynamo.as_ref().map(|d| ("dynamo", vec![dynamo_line(d)]))
 }
 
 fn output_text(o: &OutputJudgement, standard: &Standard, out: &mut String) {
@@ -145,31 +178,11 @@ fn output_text(o: &OutputJudgement, standard: &Standard, out: &mut String) {
         o.shape
     );
     let _ = writeln!(out, "   {}", o.reason);
-    if let Some(f) = &o.msprobe {
-        msprobe_lines(f, out);
-    }
-    if let Some(d) = &o.dynamo {
-        let mut line = format!(
-            "   dynamo     allclose at {:e}: {}",
-            d.tol,
-            if d.allclose {
-                "yes".to_string()
-            } else {
-                format!("no ({} elements)", d.not_close)
-            }
-        );
-        if let (Some(c), Some(r), Some(m), Some(b)) =
-            (d.rmse_candidate, d.rmse_reference, d.multiplier, d.bound)
-        {
-            let _ = write!(
-                line,
-                "; RMSE(candidate-golden) {} vs {m} x RMSE(reference-golden) {} + 1e-5 = {}",
-                num(c),
-                num(r),
-                num(b)
-            );
+    if let Some((name, lines)) = figures(o) {
+        for (i, line) in lines.iter().enumerate() {
+            let label = if i == 0 { name } else { "" };
+            let _ = writeln!(out, "   {label:<11}{line}");
         }
-        let _ = writeln!(out, "{line}");
     }
     for quirk in &o.quirks {
         let _ = writeln!(out, "   quirk      {quirk}");

@@ -12,16 +12,21 @@
 //! next to the standard's own figures; the replay's verdict is the worst output's, or the
 //! candidate's crash or refusal, which are never numerical mismatches.
 //!
+//! For the workbench's replay dialog: [`suggest`] guesses the built-in reference of a stage,
+//! [`history`] is the format of its earlier entries.
+//!
 //! Pure logic over what it is handed, except [`load`], which reads the one directory it is
 //! given. Running the script is the runtime's (`runtime::replay`).
 
 pub mod dynamo;
+pub mod history;
 pub mod judge;
 pub mod load;
 pub mod msprobe;
 pub mod record;
 pub mod run;
 pub mod standard;
+pub mod suggest;
 
 pub use judge::{OutputJudgement, Replay, SideFiles, SideSummary};
 pub use load::{ReplayDir, judge_dir};
