@@ -12,6 +12,10 @@
 //! next to the standard's own figures; the replay's verdict is the worst output's, or the
 //! candidate's crash or refusal, which are never numerical mismatches.
 //!
+//! The reference sides may also be computed in memory (feature `torch`'s in-process
+//! built-ins, `crate::reference`): [`side::SideTensors`] holds either, and one judging path
+//! reads both.
+//!
 //! Pure logic over what it is handed, except [`load`], which reads the one directory it is
 //! given. Running the script is the runtime's (`runtime::replay`).
 
@@ -19,12 +23,15 @@ pub mod dynamo;
 pub mod judge;
 pub mod load;
 pub mod msprobe;
+pub mod prepare;
 pub mod record;
 pub mod run;
+pub mod side;
 pub mod standard;
 
-pub use judge::{OutputJudgement, Replay, SideFiles, SideSummary};
+pub use judge::{OutputJudgement, Replay, SideOutputs, SideSummary};
 pub use load::{ReplayDir, judge_dir};
 pub use record::ReplayRecord;
 pub use run::{Execution, ReplayResult};
+pub use side::{ComputedTensor, SideTensors};
 pub use standard::{Standard, Verdict};
