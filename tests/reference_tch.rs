@@ -1019,10 +1019,12 @@ fn same_to_1e12(a: &serde_json::Value, b: &serde_json::Value, at: &str) -> Resul
             .zip(y)
             .enumerate()
             .try_for_each(|(i, (x, y))| same_to_1e12(x, y, &format!("{at}[{i}]"))),
-        (Value::Object(x), Value::Object(y)) if x.len() == y.len() => x.iter().try_for_each(|(k, v)| {
-            let w = y.get(k).ok_or_else(|| format!("{at}.{k}: only in one"))?;
-            same_to_1e12(v, w, &format!("{at}.{k}"))
-        }),
+        (Value::Object(x), Value::Object(y)) if x.len() == y.len() => {
+            x.iter().try_for_each(|(k, v)| {
+                let w = y.get(k).ok_or_else(|| format!("{at}.{k}: only in one"))?;
+                same_to_1e12(v, w, &format!("{at}.{k}"))
+            })
+        }
         _ if a == b => Ok(()),
         _ => Err(format!("{at}: {a} vs {b}")),
     }
@@ -1087,7 +1089,11 @@ fn both_ways(
         assert!(p_dir.join(format!("{side}.pt")).exists(), "{what} {side}");
     }
     assert!(i_dir.join("inprocess.json").is_file());
-    assert!(inproc.stderr.contains("skipped (--candidate-only)"), "{}", inproc.stderr);
+    assert!(
+        inproc.stderr.contains("skipped (--candidate-only)"),
+        "{}",
+        inproc.stderr
+    );
     let by = |r: &Replayed| -> Vec<String> { sides(&r.json).into_iter().map(|s| s.3).collect() };
     assert_eq!(
         by(&inproc),
@@ -1114,7 +1120,11 @@ fn both_ways(
 /// The verdict, its reason and every output's judgement (verdict, reason, the standard's
 /// figures, the tensor metrics) agree to 1e-12.
 fn assert_same_judgement(a: &serde_json::Value, b: &serde_json::Value, what: &str) {
-    assert_eq!(a["verdict"], b["verdict"], "{what}: {} vs {}", a["reason"], b["reason"]);
+    assert_eq!(
+        a["verdict"], b["verdict"],
+        "{what}: {} vs {}",
+        a["reason"], b["reason"]
+    );
     assert_eq!(a["reason"], b["reason"], "{what}");
     same_to_1e12(&a["outputs"], &b["outputs"], "outputs").unwrap_or_else(|e| panic!("{what}: {e}"));
 }
@@ -1124,17 +1134,58 @@ fn in_process_references_give_the_all_python_verdicts_on_the_examples() {
     use dumpview::model::replay::{Standard, judge_dir};
     let cache = tempfile::tempdir().unwrap();
     let cases = [
-        (F32, "layers.0.input_norm#1", "rms_norm_ok", "builtin:rms_norm", "pass"),
-        (F32, "layers.0.input_norm#1", "rms_norm_eps_after", "builtin:rms_norm", "error"),
-        (F32, "layers.0.rope#1", "rope_ok", "builtin:rope_neox", "pass"),
-        (F32, "layers.0.rope#1", "rope_wrong_half", "builtin:rope_neox", "error"),
-        (F16, "layers.0.input_norm#1", "rms_norm_ok", "builtin:rms_norm", "pass"),
-        (F16, "layers.0.input_norm#1", "rms_norm_eps_after", "builtin:rms_norm", "warning"),
+        (
+            F32,
+            "layers.0.input_norm#1",
+            "rms_norm_ok",
+            "builtin:rms_norm",
+            "pass",
+        ),
+        (
+            F32,
+            "layers.0.input_norm#1",
+            "rms_norm_eps_after",
+            "builtin:rms_norm",
+            "error",
+        ),
+        (
+            F32,
+            "layers.0.rope#1",
+            "rope_ok",
+            "builtin:rope_neox",
+            "pass",
+        ),
+        (
+            F32,
+            "layers.0.rope#1",
+            "rope_wrong_half",
+            "builtin:rope_neox",
+            "error",
+        ),
+        (
+            F16,
+            "layers.0.input_norm#1",
+            "rms_norm_ok",
+            "builtin:rms_norm",
+            "pass",
+        ),
+        (
+            F16,
+            "layers.0.input_norm#1",
+            "rms_norm_eps_after",
+            "builtin:rms_norm",
+            "warning",
+        ),
     ];
     for (dump, stage, cand, reference, expected) in cases {
         let what = format!("{dump} {stage} {cand}");
-        let (inproc, python) = both_ways(cache.path(), dump, stage, &candidate(cand), reference, &[]);
-        assert_eq!(inproc.json["verdict"], expected, "{what}: {}", inproc.json["reason"]);
+        let (inproc, python) =
+            both_ways(cache.path(), dump, stage, &candidate(cand), reference, &[]);
+        assert_eq!(
+            inproc.json["verdict"], expected,
+            "{what}: {}",
+            inproc.json["reason"]
+        );
         assert_same_judgement(&inproc.json, &python.json, &what);
         // Judged again from the directories (the saved safetensors against replay_op.py's
         // .pt files) under every standard: the same.
@@ -1143,11 +1194,21 @@ fn in_process_references_give_the_all_python_verdicts_on_the_examples() {
         for standard in [
             Standard::Msprobe,
             Standard::Dynamo,
-            Standard::Allclose { atol: 1e-5, rtol: tol },
+            Standard::Allclose {
+                atol: 1e-5,
+                rtol: tol,
+            },
         ] {
-            let a = serde_json::to_value(judge_dir(&dir(&inproc), Some(standard)).unwrap()).unwrap();
-            let b = serde_json::to_value(judge_dir(&dir(&python), Some(standard)).unwrap()).unwrap();
-            eprintln!("{what} {}: {} (in-process) / {} (replay_op.py)", standard.describe(), a["verdict"], b["verdict"]);
+            let a =
+                serde_json::to_value(judge_dir(&dir(&inproc), Some(standard)).unwrap()).unwrap();
+            let b =
+                serde_json::to_value(judge_dir(&dir(&python), Some(standard)).unwrap()).unwrap();
+            eprintln!(
+                "{what} {}: {} (in-process) / {} (replay_op.py)",
+                standard.describe(),
+                a["verdict"],
+                b["verdict"]
+            );
             assert_same_judgement(&a, &b, &format!("{what} {}", standard.describe()));
         }
     }
@@ -1200,7 +1261,10 @@ fn arg_overrides_and_renames_reach_the_in_process_reference() {
         );
     }
     assert!(
-        inproc.json["error"].as_str().unwrap().contains("4 captured arguments"),
+        inproc.json["error"]
+            .as_str()
+            .unwrap()
+            .contains("4 captured arguments"),
         "{}",
         inproc.json["error"]
     );

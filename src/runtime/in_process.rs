@@ -94,8 +94,8 @@ pub(crate) fn compute(
             dir.dir.display()
         ))
     })?;
-    let captured = InputSet::read(Path::new(&input_file))
-        .map_err(|e| ReplayError::Failed(e.to_string()))?;
+    let captured =
+        InputSet::read(Path::new(&input_file)).map_err(|e| ReplayError::Failed(e.to_string()))?;
     let set = prepare::call_inputs(&dir.record, &captured).map_err(ReplayError::Failed)?;
     let mut sides = Sides::default();
     let mut outputs = Vec::new();
@@ -158,8 +158,8 @@ pub(crate) fn compute(
         sides,
     };
     let path = dir.dir.join(IN_PROCESS_FILE);
-    let json = serde_json::to_string_pretty(&record)
-        .map_err(|e| ReplayError::Failed(e.to_string()))?;
+    let json =
+        serde_json::to_string_pretty(&record).map_err(|e| ReplayError::Failed(e.to_string()))?;
     std::fs::write(&path, json + "\n")
         .map_err(|e| ReplayError::Failed(format!("{}: cannot write: {e}", path.display())))?;
     dir.record.fill_skipped(&record.sides);

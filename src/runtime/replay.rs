@@ -136,8 +136,8 @@ pub fn run(
     };
     check_out_dir(&out)?;
     let existed = out.exists();
-    let mut warnings = Vec::new();
-    let in_process = reference_in_process(request, &place, &mut warnings);
+    let (in_process, warning) = reference_in_process(request, &place);
+    let warnings: Vec<String> = warning.into_iter().collect();
     let mut kept = Vec::new();
     let mut keep = |line: &str| {
         log(line);
@@ -253,30 +253,29 @@ fn push_window(words: &mut Vec<String>, rank: Option<u32>, window: Option<&str>)
 
 /// Whether this build computes `request`'s reference in-process: feature `torch`, a
 /// `builtin:` reference it knows, a local dump, and no `--python-reference`. A remote dump
-/// that would otherwise qualify adds a warning saying where its reference ran instead.
+/// that would otherwise qualify comes with a warning saying where its reference ran instead.
 #[cfg_attr(not(feature = "torch"), allow(unused_variables))]
 fn reference_in_process(
     request: &ReplayRequest,
     place: &remote::SourceSpec,
-    warnings: &mut Vec<String>,
-) -> bool {
+) -> (bool, Option<String>) {
     #[cfg(feature = "torch")]
     {
         if request.python_reference || !crate::reference::is_builtin(&request.reference) {
-            return false;
+            return (false, None);
         }
         if let remote::SourceSpec::Remote(spec) = place {
-            warnings.push(format!(
+            let warning = format!(
                 "the reference ran in replay_op.py on {}: this build computes built-in \
                  references in-process for local dumps only",
                 spec.host
-            ));
-            return false;
+            );
+            return (false, Some(warning));
         }
-        true
+        (true, None)
     }
     #[cfg(not(feature = "torch"))]
-    false
+    (false, None)
 }
 
 /// replay_op.py's arguments after DUMP, up to (not including) `--out`.

@@ -96,7 +96,9 @@ pub fn input_dtype_text(set: &InputSet, widen: Option<&dyn Fn(DType) -> DType>) 
         return "as captured".into();
     };
     let mut dtypes = Vec::new();
-    set.args.iter().for_each(|(_, v)| tensor_dtypes(v, &mut dtypes));
+    set.args
+        .iter()
+        .for_each(|(_, v)| tensor_dtypes(v, &mut dtypes));
     let mut floats: Vec<&'static str> = dtypes
         .into_iter()
         .filter(|d| d.is_float())
@@ -188,7 +190,9 @@ mod tests {
         let names: Vec<&str> = set.args.iter().map(|(n, _)| n.as_str()).collect();
         assert_eq!(
             names,
-            ["input", "weight", "eps", "shape", "scale", "mode", "n", "flag"]
+            [
+                "input", "weight", "eps", "shape", "scale", "mode", "n", "flag"
+            ]
         );
         assert_eq!(set.args[0].1, tensor(DType::Float16));
         assert_eq!(set.get("eps"), Some(&InputValue::Float(1.0)));

@@ -169,7 +169,10 @@ mod tests {
             assert_eq!(keys, ["out.0", "out.1"]);
             let v = side.view("out.0").unwrap();
             assert_eq!((v.dtype(), v.shape()), (DType::Float16, &[3][..]));
-            assert_eq!((0..3).map(|i| v.get(i)).collect::<Vec<_>>(), [1.0, -2.5, 0.125]);
+            assert_eq!(
+                (0..3).map(|i| v.get(i)).collect::<Vec<_>>(),
+                [1.0, -2.5, 0.125]
+            );
             let v = side.view("out.1").unwrap();
             assert_eq!(v.shape(), &[2, 1]);
             assert_eq!(v.get(1), 4.0);
