@@ -1269,3 +1269,67 @@ fn arg_overrides_and_renames_reach_the_in_process_reference() {
         inproc.json["error"]
     );
 }
+
+/// The time of one `dumpview replay` with the reference in-process against the same replay
+/// with the reference in replay_op.py (`--python-reference`), median of 5, and each side's
+/// own duration: `cargo test --release --features torch --test reference_tch -- --ignored
+/// --nocapture figures` (docs/replay.md, benches/README.md).
+#[test]
+#[ignore = "figures for docs/replay.md"]
+fn figures() {
+    let cache = tempfile::tempdir().unwrap();
+    let median = |mut v: Vec<f64>| {
+        v.sort_by(f64::total_cmp);
+        v[v.len() / 2]
+    };
+    for (dump, stage, cand, reference) in [
+        (
+            F32,
+            "layers.0.input_norm#1",
+            "rms_norm_ok",
+            "builtin:rms_norm",
+        ),
+        (F16, "layers.0.rope#1", "rope_ok", "builtin:rope_neox"),
+    ] {
+        for python_reference in [false, true] {
+            let (mut wall, mut sides) = (Vec::new(), vec![Vec::new(); 4]);
+            for _ in 0..5 {
+                let cand = candidate(cand);
+                let mut args = vec![
+                    dump,
+                    "--stage",
+                    stage,
+                    "--candidate",
+                    &cand,
+                    "--reference",
+                    reference,
+                ];
+                if python_reference {
+                    args.push("--python-reference");
+                }
+                let started = std::time::Instant::now();
+                let run = dumpview_replay(cache.path(), &args);
+                wall.push(started.elapsed().as_secs_f64());
+                assert_eq!(run.code, 0, "{}", run.stderr);
+                for (i, side) in run.json["sides"].as_array().unwrap().iter().enumerate() {
+                    sides[i].push(side["duration_s"].as_f64().unwrap());
+                }
+            }
+            let ms: Vec<String> = ["candidate", "reference", "golden", "reference_native"]
+                .iter()
+                .zip(sides)
+                .map(|(role, d)| format!("{role} {:.3} ms", median(d) * 1e3))
+                .collect();
+            println!(
+                "{stage} ({dump}), reference {}: dumpview replay {:.2} s (median of 5); {}",
+                if python_reference {
+                    "in replay_op.py"
+                } else {
+                    dumpview::reference::COMPUTED_BY
+                },
+                median(wall),
+                ms.join(", ")
+            );
+        }
+    }
+}
