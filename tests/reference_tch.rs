@@ -16,6 +16,8 @@
 //! command that needs the feature belongs here.
 #![cfg(feature = "torch")]
 
+mod support;
+
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
@@ -1332,4 +1334,57 @@ fn figures() {
             );
         }
     }
+}
+
+#[test]
+fn a_remote_dump_keeps_the_reference_in_replay_op_py_and_says_so() {
+    let Some(server) = support::sshd::Sshd::start() else {
+        return;
+    };
+    let cache = tempfile::tempdir().unwrap();
+    let stage = "layers.0.input_norm#1";
+    let cand = candidate("rms_norm_eps_after");
+    let local = dumpview_replay(
+        cache.path(),
+        &[
+            F32,
+            "--stage",
+            stage,
+            "--candidate",
+            &cand,
+            "--reference",
+            "builtin:rms_norm",
+        ],
+    );
+    let url = server.url(&root().join(F32));
+    let ssh = server.ssh_command();
+    let python = python().display().to_string();
+    let remote = dumpview_replay(
+        cache.path(),
+        &[
+            &url,
+            "--stage",
+            stage,
+            "--candidate",
+            &cand,
+            "--reference",
+            "builtin:rms_norm",
+            "--ssh-command",
+            &ssh,
+            "--python",
+            &python,
+        ],
+    );
+    assert_eq!(remote.code, local.code, "{}", remote.stderr);
+    assert_eq!(
+        remote.json["warnings"],
+        serde_json::json!([
+            "the reference ran in replay_op.py on 127.0.0.1: this build computes built-in \
+             references in-process for local dumps only"
+        ])
+    );
+    let by: Vec<String> = sides(&remote.json).into_iter().map(|s| s.3).collect();
+    assert_eq!(by, ["replay_op.py"; 4]);
+    assert_eq!(sides(&local.json)[1].3, dumpview::reference::COMPUTED_BY);
+    assert_same_judgement(&remote.json, &local.json, "remote vs local in-process");
 }
