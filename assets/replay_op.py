@@ -25,7 +25,10 @@ operator is called four times, each on freshly rebuilt inputs:
     reference_native  the reference on the inputs as captured       -> reference_native.pt
 
 then ``replay.json`` (versions, device, durations, argument layouts, output
-layouts, exceptions with traceback) is written last.  The output directory is
+layouts, exceptions with traceback) is written last.  ``--candidate-only`` runs
+the candidate alone and records the three reference sides as ``"status":
+"skipped"`` with no files, for a caller that computes the reference itself
+(dumpview built with its ``torch`` feature does, for ``builtin:NAME``).  The output directory is
 never overwritten.  Exit status: 0 when replay.json was written (whatever the
 candidate did: ``status`` says ok, crash or unsupported), 2 for a usage or
 input error (missing, truncated or refused .pt, unknown stage, ambiguous
@@ -1004,6 +1007,16 @@ def run_side(spec, fn, resolved, inputs, device, upcast, mapping, overrides, see
     return side, tensors
 
 
+def skipped_side(spec, resolved, inputs, device, upcast):
+    """The record of a side not run (--candidate-only): status "skipped", no outputs, no file."""
+    return {
+        "spec": spec, "resolved": resolved, "status": "skipped", "duration_s": None, "exception": None,
+        "input_dtype": input_dtype_text(inputs.leaves, upcast), "device": str(device), "call": None,
+        "outputs": [], "output_layouts": [], "values": {}, "outputs_from": None, "mutated_args": [],
+        "notes": ["not run: --candidate-only (the caller computes this side)"], "file": None,
+    }
+
+
 def _json_value(value):
     if isinstance(value, float):
         return value if math.isfinite(value) else ("nan" if value != value else ("inf" if value > 0 else "-inf"))
@@ -1321,6 +1334,9 @@ def _parser():
                         help="import MODULE first (e.g. one that registers torch.ops)")
     parser.add_argument("--seed", type=int, default=0, help="torch.manual_seed before each call (default 0)")
     parser.add_argument("--out", metavar="DIR", help="output directory (created; an existing non-empty one is refused)")
+    parser.add_argument("--candidate-only", action="store_true",
+                        help="run the candidate only: the reference sides are recorded as skipped, with no files "
+                             "(for a caller that computes the reference itself, e.g. dumpview's in-process built-ins)")
     return parser
 
 
@@ -1409,6 +1425,10 @@ def replay(args):
     )
     sides = {}
     for name, spec, fn, resolved, dev, upcast in plan:
+        if args.candidate_only and name != "candidate":
+            sides[name] = skipped_side(spec, resolved, inputs, dev, upcast)
+            _log("%s %s: skipped (--candidate-only)" % (name, spec))
+            continue
         side, tensors = run_side(spec, fn, resolved, inputs, dev, upcast, mapping, overrides, args.seed)
         side["file"] = None
         if side["status"] == "ok" and tensors:
@@ -1430,7 +1450,7 @@ def replay(args):
         "stage": entry["stage"], "occurrence": entry["occurrence"], "input_file": file,
         "op_recorded": entry.get("op"),
         "device": str(device), "device_name": device_name(device), "captured_device": inputs.captured_device,
-        "device_note": device_note, "reference_device": str(ref_device),
+        "device_note": device_note, "reference_device": str(ref_device), "candidate_only": bool(args.candidate_only),
         "versions": versions(), "host": socket.gethostname(), "created_unix_s": time.time(), "seed": args.seed,
         "call": sides["candidate"]["call"],
         "arg_map": mapping, "arg_overrides": {k: _json_value(v) for k, v in overrides.items()},

@@ -692,6 +692,7 @@ fn replay(
         out: args.out.clone(),
         args: args.args.clone(),
         arg_maps: args.arg_maps.clone(),
+        python_reference: args.python_reference,
     };
     let result = runner::run(&request, ssh.as_ref(), &mut log, &cancelled)?;
     cli::replay::print(&result, json)

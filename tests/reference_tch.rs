@@ -7,10 +7,16 @@
 //! examples do not exercise are checked on small tensors against formulas computed here in
 //! f64 by hand.
 //!
+//! `dumpview replay --reference builtin:NAME` of this build computes the reference sides
+//! in-process (replay_op.py runs the candidate only): on the examples' input sets its
+//! verdicts and metrics are the all-Python run's (`--python-reference`), to 1e-12.
+//!
 //! scripts/test.sh runs the rest of the suite without feature `torch` (a torch build loads
 //! libtorch in every process it starts) and this binary with it: a test of a `dumpview`
 //! command that needs the feature belongs here.
 #![cfg(feature = "torch")]
+
+mod support;
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -951,4 +957,434 @@ fn every_builtin_agrees_with_replay_op_py_on_probe_encoded_inputs() {
             }
         }
     }
+}
+
+// ------------------------------------------------------------------ dumpview replay, in-process
+
+const F32: &str = "assets/examples/llama_kv_alias/a";
+const F16: &str = "assets/examples/llama_fp16_overflow/b";
+
+/// `path:NAME` of a candidate in tests/python/replay_candidates.py.
+fn candidate(name: &str) -> String {
+    format!(
+        "{}:{name}",
+        root().join("tests/python/replay_candidates.py").display()
+    )
+}
+
+/// One `dumpview replay --json` of this build.
+struct Replayed {
+    code: i32,
+    json: serde_json::Value,
+    stderr: String,
+}
+
+fn dumpview_replay(cache: &Path, args: &[&str]) -> Replayed {
+    let out = Command::new(env!("CARGO_BIN_EXE_dumpview"))
+        .env("XDG_CACHE_HOME", cache)
+        .env("DUMPVIEW_PYTHON", python())
+        .current_dir(root())
+        .arg("replay")
+        .args(args)
+        .arg("--json")
+        .output()
+        .expect("run dumpview");
+    let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+    let json = serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {
+        panic!(
+            "{args:?}: not JSON ({e}): {}\n{stderr}",
+            String::from_utf8_lossy(&out.stdout)
+        )
+    });
+    Replayed {
+        code: out.status.code().unwrap_or(-1),
+        json,
+        stderr,
+    }
+}
+
+/// `a` and `b` agree: the same structure and strings, numbers within 1e-12 (relative to
+/// their size when above 1). Returns where they differ.
+fn same_to_1e12(a: &serde_json::Value, b: &serde_json::Value, at: &str) -> Result<(), String> {
+    use serde_json::Value;
+    match (a, b) {
+        (Value::Number(x), Value::Number(y)) => {
+            let (x, y) = (x.as_f64().unwrap(), y.as_f64().unwrap());
+            if (x - y).abs() <= TOLERANCE * x.abs().max(y.abs()).max(1.0) {
+                Ok(())
+            } else {
+                Err(format!("{at}: {x:e} vs {y:e}"))
+            }
+        }
+        (Value::Array(x), Value::Array(y)) if x.len() == y.len() => x
+            .iter()
+            .zip(y)
+            .enumerate()
+            .try_for_each(|(i, (x, y))| same_to_1e12(x, y, &format!("{at}[{i}]"))),
+        (Value::Object(x), Value::Object(y)) if x.len() == y.len() => {
+            x.iter().try_for_each(|(k, v)| {
+                let w = y.get(k).ok_or_else(|| format!("{at}.{k}: only in one"))?;
+                same_to_1e12(v, w, &format!("{at}.{k}"))
+            })
+        }
+        _ if a == b => Ok(()),
+        _ => Err(format!("{at}: {a} vs {b}")),
+    }
+}
+
+/// The replay's sides as `(role, status, input_dtype, computed_by)`.
+fn sides(json: &serde_json::Value) -> Vec<(String, String, String, String)> {
+    json["sides"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| {
+            let text = |k: &str| s[k].as_str().unwrap_or_default().to_string();
+            (
+                text("role"),
+                text("status"),
+                text("input_dtype"),
+                text("computed_by"),
+            )
+        })
+        .collect()
+}
+
+/// Replays `stage` of `dump` twice, references in-process and in replay_op.py; asserts the
+/// in-process run computed them (replay.json's reference sides skipped, no Python output
+/// files, inprocess.json and the saved outputs there) and returns both documents.
+fn both_ways(
+    cache: &Path,
+    dump: &str,
+    stage: &str,
+    cand: &str,
+    reference: &str,
+    extra: &[&str],
+) -> (Replayed, Replayed) {
+    let mut args = vec![
+        dump,
+        "--stage",
+        stage,
+        "--candidate",
+        cand,
+        "--reference",
+        reference,
+    ];
+    args.extend_from_slice(extra);
+    let inproc = dumpview_replay(cache, &args);
+    args.push("--python-reference");
+    let python = dumpview_replay(cache, &args);
+    let what = format!("{dump} {stage} {cand} {extra:?}");
+    assert_eq!(inproc.code, python.code, "{what}: {}", inproc.stderr);
+    let dir = |r: &Replayed| PathBuf::from(r.json["run"]["out_dir"].as_str().unwrap_or_default());
+    if inproc.json.get("verdict").is_none() {
+        return (inproc, python);
+    }
+    let (i_dir, p_dir) = (dir(&inproc), dir(&python));
+    // No Python computed the in-process run's reference.
+    let record: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(i_dir.join("replay.json")).unwrap()).unwrap();
+    assert_eq!(record["candidate_only"], true, "{what}");
+    for side in ["reference", "golden", "reference_native"] {
+        assert_eq!(record["sides"][side]["status"], "skipped", "{what} {side}");
+        assert!(!i_dir.join(format!("{side}.pt")).exists(), "{what} {side}");
+        assert!(p_dir.join(format!("{side}.pt")).exists(), "{what} {side}");
+    }
+    assert!(i_dir.join("inprocess.json").is_file());
+    assert!(
+        inproc.stderr.contains("skipped (--candidate-only)"),
+        "{}",
+        inproc.stderr
+    );
+    let by = |r: &Replayed| -> Vec<String> { sides(&r.json).into_iter().map(|s| s.3).collect() };
+    assert_eq!(
+        by(&inproc),
+        [
+            "replay_op.py",
+            dumpview::reference::COMPUTED_BY,
+            dumpview::reference::COMPUTED_BY,
+            dumpview::reference::COMPUTED_BY
+        ],
+        "{what}"
+    );
+    assert_eq!(by(&python), ["replay_op.py"; 4], "{what}");
+    // Each side's status and input dtype in replay_op.py's words.
+    let without_by = |r: &Replayed| -> Vec<_> {
+        sides(&r.json)
+            .into_iter()
+            .map(|(role, status, dtype, _)| (role, status, dtype))
+            .collect()
+    };
+    assert_eq!(without_by(&inproc), without_by(&python), "{what}");
+    (inproc, python)
+}
+
+/// The verdict, its reason and every output's judgement (verdict, reason, the standard's
+/// figures, the tensor metrics) agree to 1e-12.
+fn assert_same_judgement(a: &serde_json::Value, b: &serde_json::Value, what: &str) {
+    assert_eq!(
+        a["verdict"], b["verdict"],
+        "{what}: {} vs {}",
+        a["reason"], b["reason"]
+    );
+    assert_eq!(a["reason"], b["reason"], "{what}");
+    same_to_1e12(&a["outputs"], &b["outputs"], "outputs").unwrap_or_else(|e| panic!("{what}: {e}"));
+}
+
+#[test]
+fn in_process_references_give_the_all_python_verdicts_on_the_examples() {
+    use dumpview::model::replay::{Standard, judge_dir};
+    let cache = tempfile::tempdir().unwrap();
+    let cases = [
+        (
+            F32,
+            "layers.0.input_norm#1",
+            "rms_norm_ok",
+            "builtin:rms_norm",
+            "pass",
+        ),
+        (
+            F32,
+            "layers.0.input_norm#1",
+            "rms_norm_eps_after",
+            "builtin:rms_norm",
+            "error",
+        ),
+        (
+            F32,
+            "layers.0.rope#1",
+            "rope_ok",
+            "builtin:rope_neox",
+            "pass",
+        ),
+        (
+            F32,
+            "layers.0.rope#1",
+            "rope_wrong_half",
+            "builtin:rope_neox",
+            "error",
+        ),
+        (
+            F16,
+            "layers.0.input_norm#1",
+            "rms_norm_ok",
+            "builtin:rms_norm",
+            "pass",
+        ),
+        (
+            F16,
+            "layers.0.input_norm#1",
+            "rms_norm_eps_after",
+            "builtin:rms_norm",
+            "warning",
+        ),
+    ];
+    for (dump, stage, cand, reference, expected) in cases {
+        let what = format!("{dump} {stage} {cand}");
+        let (inproc, python) =
+            both_ways(cache.path(), dump, stage, &candidate(cand), reference, &[]);
+        assert_eq!(
+            inproc.json["verdict"], expected,
+            "{what}: {}",
+            inproc.json["reason"]
+        );
+        assert_same_judgement(&inproc.json, &python.json, &what);
+        // Judged again from the directories (the saved safetensors against replay_op.py's
+        // .pt files) under every standard: the same.
+        let dir = |r: &Replayed| PathBuf::from(r.json["run"]["out_dir"].as_str().unwrap());
+        let tol = if dump == F16 { 1e-3 } else { 1e-5 };
+        for standard in [
+            Standard::Msprobe,
+            Standard::Dynamo,
+            Standard::Allclose {
+                atol: 1e-5,
+                rtol: tol,
+            },
+        ] {
+            let a =
+                serde_json::to_value(judge_dir(&dir(&inproc), Some(standard)).unwrap()).unwrap();
+            let b =
+                serde_json::to_value(judge_dir(&dir(&python), Some(standard)).unwrap()).unwrap();
+            eprintln!(
+                "{what} {}: {} (in-process) / {} (replay_op.py)",
+                standard.describe(),
+                a["verdict"],
+                b["verdict"]
+            );
+            assert_same_judgement(&a, &b, &format!("{what} {}", standard.describe()));
+        }
+    }
+}
+
+#[test]
+fn arg_overrides_and_renames_reach_the_in_process_reference() {
+    let cache = tempfile::tempdir().unwrap();
+    let stage = "layers.0.input_norm#1";
+    // eps overridden: the candidate and both references compute with eps 0.5, and the
+    // verdict still passes (a reference left at the captured 1e-6 would make it an error).
+    let (inproc, python) = both_ways(
+        cache.path(),
+        F32,
+        stage,
+        &candidate("rms_norm_ok"),
+        "builtin:rms_norm",
+        &["--arg", "eps=0.5"],
+    );
+    assert_eq!(inproc.json["verdict"], "pass", "{}", inproc.json["reason"]);
+    assert_same_judgement(&inproc.json, &python.json, "--arg eps=0.5");
+    // Renamed to names the built-in lacks: positional in captured order on both sides.
+    let (inproc, python) = both_ways(
+        cache.path(),
+        F32,
+        stage,
+        &candidate("rms_norm_ok"),
+        "builtin:rms_norm",
+        &["--arg-map", "x=hidden_states", "--arg-map", "weight=gamma"],
+    );
+    assert_eq!(inproc.json["verdict"], "pass", "{}", inproc.json["reason"]);
+    assert_same_judgement(&inproc.json, &python.json, "--arg-map");
+    // A renamed argument plus an added one: four positional arguments for rms_norm's three,
+    // which fails the reference either way: nothing to judge against (exit 2).
+    let (inproc, python) = both_ways(
+        cache.path(),
+        F32,
+        stage,
+        "torch.nn.functional.rms_norm",
+        "builtin:rms_norm",
+        &["--arg-map", "x=input", "--arg", "normalized_shape=[256]"],
+    );
+    assert_eq!((inproc.code, python.code), (2, 2));
+    for r in [&inproc, &python] {
+        let error = r.json["error"].as_str().unwrap_or_default();
+        assert!(
+            error.contains("the reference builtin:rms_norm raised")
+                && error.contains("nothing to judge the candidate against"),
+            "{error}"
+        );
+    }
+    assert!(
+        inproc.json["error"]
+            .as_str()
+            .unwrap()
+            .contains("4 captured arguments"),
+        "{}",
+        inproc.json["error"]
+    );
+}
+
+/// The time of one `dumpview replay` with the reference in-process against the same replay
+/// with the reference in replay_op.py (`--python-reference`), median of 5, and each side's
+/// own duration: `cargo test --release --features torch --test reference_tch -- --ignored
+/// --nocapture figures` (docs/replay.md, benches/README.md).
+#[test]
+#[ignore = "figures for docs/replay.md"]
+fn figures() {
+    let cache = tempfile::tempdir().unwrap();
+    let median = |mut v: Vec<f64>| {
+        v.sort_by(f64::total_cmp);
+        v[v.len() / 2]
+    };
+    for (dump, stage, cand, reference) in [
+        (
+            F32,
+            "layers.0.input_norm#1",
+            "rms_norm_ok",
+            "builtin:rms_norm",
+        ),
+        (F16, "layers.0.rope#1", "rope_ok", "builtin:rope_neox"),
+    ] {
+        for python_reference in [false, true] {
+            let (mut wall, mut sides) = (Vec::new(), vec![Vec::new(); 4]);
+            for _ in 0..5 {
+                let cand = candidate(cand);
+                let mut args = vec![
+                    dump,
+                    "--stage",
+                    stage,
+                    "--candidate",
+                    &cand,
+                    "--reference",
+                    reference,
+                ];
+                if python_reference {
+                    args.push("--python-reference");
+                }
+                let started = std::time::Instant::now();
+                let run = dumpview_replay(cache.path(), &args);
+                wall.push(started.elapsed().as_secs_f64());
+                assert_eq!(run.code, 0, "{}", run.stderr);
+                for (i, side) in run.json["sides"].as_array().unwrap().iter().enumerate() {
+                    sides[i].push(side["duration_s"].as_f64().unwrap());
+                }
+            }
+            let ms: Vec<String> = ["candidate", "reference", "golden", "reference_native"]
+                .iter()
+                .zip(sides)
+                .map(|(role, d)| format!("{role} {:.3} ms", median(d) * 1e3))
+                .collect();
+            println!(
+                "{stage} ({dump}), reference {}: dumpview replay {:.2} s (median of 5); {}",
+                if python_reference {
+                    "in replay_op.py"
+                } else {
+                    dumpview::reference::COMPUTED_BY
+                },
+                median(wall),
+                ms.join(", ")
+            );
+        }
+    }
+}
+
+#[test]
+fn a_remote_dump_keeps_the_reference_in_replay_op_py_and_says_so() {
+    let Some(server) = support::sshd::Sshd::start() else {
+        return;
+    };
+    let cache = tempfile::tempdir().unwrap();
+    let stage = "layers.0.input_norm#1";
+    let cand = candidate("rms_norm_eps_after");
+    let local = dumpview_replay(
+        cache.path(),
+        &[
+            F32,
+            "--stage",
+            stage,
+            "--candidate",
+            &cand,
+            "--reference",
+            "builtin:rms_norm",
+        ],
+    );
+    let url = server.url(&root().join(F32));
+    let ssh = server.ssh_command();
+    let python = python().display().to_string();
+    let remote = dumpview_replay(
+        cache.path(),
+        &[
+            &url,
+            "--stage",
+            stage,
+            "--candidate",
+            &cand,
+            "--reference",
+            "builtin:rms_norm",
+            "--ssh-command",
+            &ssh,
+            "--python",
+            &python,
+        ],
+    );
+    assert_eq!(remote.code, local.code, "{}", remote.stderr);
+    assert_eq!(
+        remote.json["warnings"],
+        serde_json::json!([
+            "the reference ran in replay_op.py on 127.0.0.1: this build computes built-in \
+             references in-process for local dumps only"
+        ])
+    );
+    let by: Vec<String> = sides(&remote.json).into_iter().map(|s| s.3).collect();
+    assert_eq!(by, ["replay_op.py"; 4]);
+    assert_eq!(sides(&local.json)[1].3, dumpview::reference::COMPUTED_BY);
+    assert_same_judgement(&remote.json, &local.json, "remote vs local in-process");
 }

@@ -19,7 +19,7 @@ pub struct ReplayArgs {
     pub dump: String,
     /// List the captured input sets instead (stage#N, times captured, argument layouts, the
     /// recorded operator).
-    #[arg(long, conflicts_with_all = ["stage", "candidate", "reference", "standard", "atol", "rtol", "out", "device"])]
+    #[arg(long, conflicts_with_all = ["stage", "candidate", "reference", "standard", "atol", "rtol", "out", "device", "python_reference"])]
     pub list: bool,
     /// The input set: `stage#N` (`#N` may be left out when the stage was captured once).
     #[arg(long, value_name = "STAGE[#N]", required_unless_present = "list")]
@@ -68,6 +68,11 @@ pub struct ReplayArgs {
     /// (repeatable).
     #[arg(long = "arg-map", value_name = "CAPTURED=PARAM")]
     pub arg_maps: Vec<String>,
+    /// Compute a builtin: reference in replay_op.py too. A dumpview built with the cargo
+    /// feature torch otherwise computes it in-process (libtorch) for a local dump; other
+    /// builds always run it in replay_op.py.
+    #[arg(long)]
+    pub python_reference: bool,
 }
 
 impl ReplayArgs {

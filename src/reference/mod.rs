@@ -34,9 +34,20 @@ pub mod builtins;
 mod convert;
 
 use crate::model::input_set::InputSet;
-use crate::model::tensor::{DType, TensorView};
+use crate::model::tensor::DType;
 
+pub use crate::model::replay::ComputedTensor;
 pub use builtins::{BUILTINS, Builtin};
+
+/// Who computes these references, in the words a replay's output gives each side it
+/// computed: tch 0.26 binds libtorch 2.13 (torch-sys refuses any other at build time).
+pub const COMPUTED_BY: &str = "in-process (tch, libtorch 2.13)";
+
+/// Whether `spec` is `builtin:NAME` with NAME one of [`BUILTINS`].
+pub fn is_builtin(spec: &str) -> bool {
+    spec.strip_prefix("builtin:")
+        .is_some_and(|name| BUILTINS.iter().any(|b| b.name == name))
+}
 
 /// Which precision the captured float tensors are brought to before the formula runs.
 /// Integer and bool tensors and all scalars are passed unchanged.
@@ -62,43 +73,6 @@ impl Upcast {
             (Upcast::Benchmark, DType::Float32 | DType::Float64) => DType::Float64,
             (Upcast::Benchmark, _) => DType::Float32,
         }
-    }
-}
-
-/// One output of a built-in: its dtype, shape and values, contiguous in C order.
-#[derive(Debug, Clone, PartialEq)]
-pub struct ComputedTensor {
-    /// Element type, as the formula produced it.
-    pub dtype: DType,
-    /// Logical shape, in elements per dimension (empty for a 0-d tensor).
-    pub shape: Vec<usize>,
-    /// The elements, little-endian, contiguous: `numel() * dtype.size()` bytes.
-    pub bytes: Vec<u8>,
-}
-
-impl ComputedTensor {
-    /// Number of elements (1 for a 0-d tensor).
-    pub fn numel(&self) -> usize {
-        self.shape.iter().product()
-    }
-
-    /// A contiguous view over the bytes, for the comparison kernels
-    /// (`model::tensor::metrics`).
-    pub fn view(&self) -> TensorView<'_> {
-        let mut strides = vec![1; self.shape.len()];
-        for i in (0..self.shape.len().saturating_sub(1)).rev() {
-            strides[i] = strides[i + 1] * self.shape[i + 1];
-        }
-        TensorView::new(self.dtype, self.shape.clone(), strides, 0, &self.bytes)
-            .expect("convert::computed copied numel elements")
-    }
-
-    /// The values in C order as `f64` (exact except int64 beyond 2^53).
-    pub fn values(&self) -> Vec<f64> {
-        self.bytes
-            .chunks_exact(self.dtype.size())
-            .map(|b| self.dtype.decode(b))
-            .collect()
     }
 }
 

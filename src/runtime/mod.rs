@@ -13,6 +13,8 @@
 //! scripted input.
 
 pub mod fetch;
+#[cfg(feature = "torch")]
+mod in_process;
 pub mod input;
 pub mod jobs;
 pub mod load;

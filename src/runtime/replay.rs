@@ -12,6 +12,13 @@
 //!   (`remote::RemoteHost::run`); the outputs come back over the same connection into the
 //!   local output directory.
 //!
+//! - With the cargo feature `torch`, a `builtin:NAME` reference of a local dump is computed
+//!   in-process (`crate::reference`, libtorch through tch): replay_op.py runs the candidate
+//!   only (`--candidate-only`), and the reference, golden and native reference are computed
+//!   here from the captured input set, saved as `<side>.safetensors` with their records in
+//!   `inprocess.json`, and judged from memory. `--python-reference`
+//!   ([`ReplayRequest::python_reference`]) and remote dumps keep the reference in Python.
+//!
 //! Job-friendly: owned inputs and results, progress as log lines through a callback, a
 //! cancel as a predicate polled every 50 ms, nothing printed.
 
@@ -66,6 +73,9 @@ pub struct ReplayRequest {
     pub args: Vec<String>,
     /// `--arg-map CAPTURED=PARAM` renames.
     pub arg_maps: Vec<String>,
+    /// Compute a `builtin:` reference in replay_op.py even where this build could compute it
+    /// in-process (feature `torch`); without the feature it always is.
+    pub python_reference: bool,
 }
 
 /// A listing of the input sets a dump holds.
@@ -126,6 +136,8 @@ pub fn run(
     };
     check_out_dir(&out)?;
     let existed = out.exists();
+    let (in_process, warning) = reference_in_process(request, &place);
+    let warnings: Vec<String> = warning.into_iter().collect();
     let mut kept = Vec::new();
     let mut keep = |line: &str| {
         log(line);
@@ -135,7 +147,7 @@ pub fn run(
         }
     };
     let outcome = match place {
-        remote::SourceSpec::Local(_) => run_local(request, &out, &mut keep, cancelled),
+        remote::SourceSpec::Local(_) => run_local(request, in_process, &out, &mut keep, cancelled),
         remote::SourceSpec::Remote(spec) => {
             run_remote(request, &spec, ssh, &out, &mut keep, cancelled)
         }
@@ -150,7 +162,12 @@ pub fn run(
             return Err(e);
         }
     };
-    let dir = ReplayDir::open(&out).map_err(ReplayError::Failed)?;
+    #[allow(unused_mut)] // assigned to only with feature torch
+    let mut dir = ReplayDir::open(&out).map_err(ReplayError::Failed)?;
+    #[cfg(feature = "torch")]
+    if in_process {
+        super::in_process::compute(&mut dir, &request.reference, &mut keep)?;
+    }
     let replay = dir.judge(request.standard).map_err(ReplayError::Input)?;
     let result = ReplayResult {
         replay,
@@ -163,7 +180,7 @@ pub fn run(
             wall_s: started.elapsed().as_secs_f64(),
             log: kept,
         },
-        warnings: Vec::new(),
+        warnings,
     };
     let json =
         serde_json::to_string_pretty(&result).map_err(|e| ReplayError::Failed(e.to_string()))?;
@@ -234,6 +251,33 @@ fn push_window(words: &mut Vec<String>, rank: Option<u32>, window: Option<&str>)
     }
 }
 
+/// Whether this build computes `request`'s reference in-process: feature `torch`, a
+/// `builtin:` reference it knows, a local dump, and no `--python-reference`. A remote dump
+/// that would otherwise qualify comes with a warning saying where its reference ran instead.
+#[cfg_attr(not(feature = "torch"), allow(unused_variables))]
+fn reference_in_process(
+    request: &ReplayRequest,
+    place: &remote::SourceSpec,
+) -> (bool, Option<String>) {
+    #[cfg(feature = "torch")]
+    {
+        if request.python_reference || !crate::reference::is_builtin(&request.reference) {
+            return (false, None);
+        }
+        if let remote::SourceSpec::Remote(spec) = place {
+            let warning = format!(
+                "the reference ran in replay_op.py on {}: this build computes built-in \
+                 references in-process for local dumps only",
+                spec.host
+            );
+            return (false, Some(warning));
+        }
+        (true, None)
+    }
+    #[cfg(not(feature = "torch"))]
+    (false, None)
+}
+
 /// replay_op.py's arguments after DUMP, up to (not including) `--out`.
 fn script_args(request: &ReplayRequest) -> Vec<String> {
     let mut words: Vec<String> = vec![
@@ -259,6 +303,7 @@ fn script_args(request: &ReplayRequest) -> Vec<String> {
 
 fn run_local(
     request: &ReplayRequest,
+    candidate_only: bool,
     out: &Path,
     log: &mut dyn FnMut(&str),
     cancelled: &dyn Fn() -> bool,
@@ -270,6 +315,9 @@ fn run_local(
     }
     let mut args = vec![request.dump.clone()];
     args.extend(script_args(request));
+    if candidate_only {
+        args.push("--candidate-only".into());
+    }
     args.extend(["--out".into(), out.display().to_string()]);
     let ran = run_script(&python, &args, log, cancelled)?;
     exit_status(ran.status, &ran.stderr, &python.program, None)?;

@@ -91,6 +91,7 @@ fn replay(cx: &JobContext, spec: ReplaySpec) -> Result<JobOutput, JobError> {
         out: None,
         args: Vec::new(),
         arg_maps: Vec::new(),
+        python_reference: false,
     };
     let elapsed_ms = || started.elapsed().as_millis() as u64;
     let mut log = |line: &str| {

@@ -598,6 +598,35 @@ def test_arg_override_and_arg_map(tmp_path):
     assert not (tmp_path / "bad").exists()
 
 
+def test_candidate_only_runs_the_candidate_alone_and_marks_the_reference_sides_skipped(tmp_path, layout_run):
+    full, _calls = layout_run
+    seen = tmp_path / "seen"
+    r = replay(tmp_path, FIXTURE, "attn.layout#1", cand("layout_probe"), cand("layout_probe"), "--candidate-only",
+               "--arg", "eps=0.5", env={"REPLAY_LAYOUT_OUT": str(seen)})
+    assert sorted(os.listdir(r.out)) == ["candidate.pt", "replay.json"]
+    assert r.report["candidate_only"] is True and full.report["candidate_only"] is False
+    # the reference's callable was never called: one call recorded, the candidate's
+    assert os.path.exists("%s.1" % seen) and not os.path.exists("%s.2" % seen)
+    assert r.side("candidate")["status"] == "ok" and r.side("candidate")["file"] == "candidate.pt"
+    assert torch.equal(r.outputs["candidate"]["out"], full.outputs["candidate"]["out"])
+    for name in ("reference", "golden", "reference_native"):
+        side = r.side(name)
+        assert side["status"] == "skipped", name
+        assert (side["file"], side["outputs"], side["duration_s"], side["exception"]) == (None, [], None, None)
+        assert (side["spec"], side["resolved"]) == (full.side(name)["spec"], full.side(name)["resolved"])
+        assert side["input_dtype"] == full.side(name)["input_dtype"], name
+        assert side["notes"] == ["not run: --candidate-only (the caller computes this side)"]
+    # the rest of the record is what a full replay writes: the input file the caller reads, the overrides
+    assert r.report["input_file"] == full.report["input_file"] and os.path.isfile(r.report["input_file"])
+    assert r.report["arg_overrides"] == {"eps": 0.5}
+    assert [a["name"] for a in r.report["args"]] == [a["name"] for a in full.report["args"]]
+    assert "reference %s: skipped (--candidate-only)" % cand("layout_probe") in r.proc.stderr
+    # a reference that names nothing is still an input error before anything runs
+    bad = run(KV_A, "--stage", "layers.0.input_norm#1", "--candidate", "builtin:rms_norm", "--reference",
+              "builtin:nosuch", "--candidate-only", "--out", tmp_path / "bad")
+    assert bad.returncode == 2 and "nosuch" in bad.stderr and not (tmp_path / "bad").exists()
+
+
 def test_a_device_not_available_here_falls_back_to_cpu_and_says_so(tmp_path):
     dump = tmp_path / "npu_dump"
     window = _copy_window(FIXTURE, dump)

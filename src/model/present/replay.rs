@@ -5,7 +5,7 @@ use std::fmt::Write;
 
 use super::number::precise as num;
 use super::tensors::{location, render_metrics};
-use crate::model::replay::judge::{OutputJudgement, Replay, SideSummary};
+use crate::model::replay::judge::{BY_SCRIPT, OutputJudgement, Replay, SideSummary};
 use crate::model::replay::msprobe;
 use crate::model::replay::record::Status;
 use crate::model::replay::{ReplayResult, Standard};
@@ -25,6 +25,7 @@ pub fn status(status: Status) -> &'static str {
         Status::Ok => "ok",
         Status::Crash => "crash",
         Status::Unsupported => "unsupported",
+        Status::Skipped => "skipped",
     }
 }
 
@@ -34,6 +35,9 @@ fn side_line(side: &SideSummary) -> String {
         let _ = write!(line, " ({resolved})");
     }
     let _ = write!(line, ": {}", status(side.status));
+    if side.computed_by != BY_SCRIPT {
+        let _ = write!(line, " [{}]", side.computed_by);
+    }
     if let Some(d) = side.duration_s {
         let _ = write!(line, ", {}", duration(d));
     }
@@ -275,6 +279,9 @@ pub fn render(result: &ReplayResult) -> String {
         .and_then(|s| s.duration_s)
         .map(|d| format!(" (the candidate itself: {})", duration(d)))
         .unwrap_or_default();
+    if let Some(reference) = result.replay.sides.iter().find(|s| s.role == "reference") {
+        let _ = writeln!(out, "reference: {}", reference.computed_by);
+    }
     let _ = writeln!(
         out,
         "ran {} with {} ({}) in {}{candidate}",

@@ -5,26 +5,28 @@
 use serde::Serialize;
 
 use super::record::{Argument, Exception, ReplayRecord, Side, Status};
+use super::side::SideTensors;
 use super::standard::{Standard, Verdict};
 use super::{dynamo, msprobe};
 use crate::model::tensor::metrics::{self, CompareProgress, Metrics, Options};
-use crate::model::tensor::{DType, TensorFile, TensorView};
+use crate::model::tensor::{DType, TensorView};
 
 /// Outputs of more elements than this are not judged (each side is decoded to float64 in
 /// memory: 2^28 elements are 2 GiB per side).
 pub const MAX_JUDGED_ELEMENTS: usize = 1 << 28;
 
-/// The four output files of a replay, each `None` when its side produced no tensors.
+/// The outputs of a replay's four sides, each `None` when its side produced no tensors;
+/// each read from its file or computed in memory ([`SideTensors`]).
 #[derive(Debug, Default)]
-pub struct SideFiles {
-    /// `candidate.pt`.
-    pub candidate: Option<TensorFile>,
-    /// `reference.pt` (inputs upcast).
-    pub reference: Option<TensorFile>,
-    /// `golden.pt` (inputs in float64).
-    pub golden: Option<TensorFile>,
-    /// `reference_native.pt` (inputs as captured).
-    pub reference_native: Option<TensorFile>,
+pub struct SideOutputs {
+    /// The candidate's (`candidate.pt`).
+    pub candidate: Option<SideTensors>,
+    /// The reference's on the inputs upcast (`reference.pt`).
+    pub reference: Option<SideTensors>,
+    /// The reference's on the inputs in float64 (`golden.pt`).
+    pub golden: Option<SideTensors>,
+    /// The reference's on the inputs as captured (`reference_native.pt`).
+    pub reference_native: Option<SideTensors>,
 }
 
 /// One side of a replay as reported.
@@ -36,15 +38,18 @@ pub struct SideSummary {
     pub spec: String,
     /// What it resolved to.
     pub resolved: Option<String>,
-    /// `ok`, `crash` or `unsupported`.
+    /// `ok`, `crash`, `unsupported` or `skipped`.
     pub status: Status,
+    /// Who computed it: `replay_op.py`, or `in-process (tch, libtorch 2.13)` for a built-in
+    /// reference dumpview computed itself (feature `torch`).
+    pub computed_by: String,
     /// Wall time of the call, seconds.
     pub duration_s: Option<f64>,
     /// The inputs' dtype in words.
     pub input_dtype: Option<String>,
     /// What it raised.
     pub exception: Option<Exception>,
-    /// Its output file, when it wrote one.
+    /// Its output file, when it wrote one (or dumpview saved its in-process outputs).
     pub file: Option<String>,
 }
 
@@ -164,10 +169,9 @@ fn values(view: &TensorView) -> Vec<f64> {
     (0..view.numel()).map(|i| view.get(i)).collect()
 }
 
-/// The output keys of `file`, or none.
-fn keys(file: Option<&TensorFile>) -> Vec<String> {
-    file.map(|f| f.entries.iter().map(|e| e.key.clone()).collect())
-        .unwrap_or_default()
+/// The output keys of `side`, or none.
+fn keys(side: Option<&SideTensors>) -> Vec<String> {
+    side.map(SideTensors::keys).unwrap_or_default()
 }
 
 /// `out` < `out.0` < `out.1` < `out.10`: numeric parts compared as numbers.
@@ -180,9 +184,8 @@ fn output_order(name: &str) -> Vec<(u8, u64, String)> {
         .collect()
 }
 
-fn view<'f>(file: Option<&'f TensorFile>, name: &str) -> Option<TensorView<'f>> {
-    let file = file?;
-    file.get(name).map(|e| file.view(e))
+fn view<'f>(side: Option<&'f SideTensors>, name: &str) -> Option<TensorView<'f>> {
+    side?.view(name)
 }
 
 /// Judges one output: the candidate's view (if it returned the output), the upcast
@@ -338,8 +341,11 @@ pub fn judge_output(
     out
 }
 
-/// The side summaries of `record`, with the files that exist.
-fn summaries(record: &ReplayRecord, files: &SideFiles) -> Vec<SideSummary> {
+/// Who computed a side, in words.
+pub const BY_SCRIPT: &str = "replay_op.py";
+
+/// The side summaries of `record`, with the outputs that exist.
+fn summaries(record: &ReplayRecord, files: &SideOutputs) -> Vec<SideSummary> {
     let s = &record.sides;
     [
         ("candidate", &s.candidate, &files.candidate),
@@ -353,16 +359,21 @@ fn summaries(record: &ReplayRecord, files: &SideFiles) -> Vec<SideSummary> {
     ]
     .into_iter()
     .filter_map(
-        |(role, side, file): (&'static str, &Option<Side>, &Option<TensorFile>)| {
+        |(role, side, file): (&'static str, &Option<Side>, &Option<SideTensors>)| {
             side.as_ref().map(|side| SideSummary {
                 role,
                 spec: side.spec.clone(),
                 resolved: side.resolved.clone(),
                 status: side.status,
+                computed_by: match (&side.computed_by, side.status) {
+                    (Some(by), _) => by.clone(),
+                    (None, Status::Skipped) => "nobody (replay_op.py --candidate-only)".into(),
+                    (None, _) => BY_SCRIPT.into(),
+                },
                 duration_s: side.duration_s,
                 input_dtype: side.input_dtype.clone(),
                 exception: side.exception.clone(),
-                file: file.as_ref().map(|f| f.path.display().to_string()),
+                file: file.as_ref().and_then(SideTensors::path),
             })
         },
     )
@@ -378,7 +389,7 @@ fn summaries(record: &ReplayRecord, files: &SideFiles) -> Vec<SideSummary> {
 /// file: there is nothing to judge against. The message names the side and its exception.
 pub fn judge(
     record: &ReplayRecord,
-    files: &SideFiles,
+    files: &SideOutputs,
     standard: Standard,
     dir: &str,
 ) -> Result<Replay, String> {
@@ -431,6 +442,12 @@ pub fn judge(
             );
             return Ok(replay);
         }
+        Status::Skipped => {
+            return Err(format!(
+                "{dir}: replay.json records the candidate {} as not run",
+                candidate.spec
+            ));
+        }
         Status::Ok => {}
     }
     let (needed, needed_file) = match standard {
@@ -441,6 +458,13 @@ pub fn judge(
         Standard::Dynamo => "reference_native",
         _ => "reference",
     };
+    if let Some(side) = needed.as_ref().filter(|s| s.status == Status::Skipped) {
+        return Err(format!(
+            "{dir}: the {role} {} was not run (replay_op.py --candidate-only) and no outputs of it \
+             were computed or saved; nothing to judge the candidate against",
+            side.spec
+        ));
+    }
     let needed_failed = needed.as_ref().filter(|s| s.status != Status::Ok);
     if let (Some(side), false) = (needed_failed, matches!(standard, Standard::Dynamo)) {
         return Err(format!(

@@ -15,6 +15,10 @@
 //! For the workbench's replay dialog: [`suggest`] guesses the built-in reference of a stage,
 //! [`history`] is the format of its earlier entries.
 //!
+//! The reference sides may also be computed in memory (feature `torch`'s in-process
+//! built-ins, `crate::reference`): [`side::SideTensors`] holds either, and one judging path
+//! reads both.
+//!
 //! Pure logic over what it is handed, except [`load`], which reads the one directory it is
 //! given. Running the script is the runtime's (`runtime::replay`).
 
@@ -23,13 +27,16 @@ pub mod history;
 pub mod judge;
 pub mod load;
 pub mod msprobe;
+pub mod prepare;
 pub mod record;
 pub mod run;
+pub mod side;
 pub mod standard;
 pub mod suggest;
 
-pub use judge::{OutputJudgement, Replay, SideFiles, SideSummary};
+pub use judge::{OutputJudgement, Replay, SideOutputs, SideSummary};
 pub use load::{ReplayDir, judge_dir};
 pub use record::ReplayRecord;
 pub use run::{Execution, ReplayResult};
+pub use side::{ComputedTensor, SideTensors};
 pub use standard::{Standard, Verdict};

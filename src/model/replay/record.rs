@@ -43,6 +43,14 @@ pub struct ReplayRecord {
     /// The operator the probe recorded (`capture_inputs(..., _op=...)`).
     #[serde(default)]
     pub op_recorded: Option<String>,
+    /// The input set's `.pt` file, as replay_op.py opened it (relative to its working
+    /// directory).
+    #[serde(default)]
+    pub input_file: Option<String>,
+    /// Whether replay_op.py ran the candidate only (`--candidate-only`: the reference sides
+    /// are [`Status::Skipped`], for the caller to compute).
+    #[serde(default)]
+    pub candidate_only: bool,
     /// The device the sides ran on (`cpu`, `cuda:0`, `npu:0`).
     #[serde(default)]
     pub device: String,
@@ -156,6 +164,10 @@ pub struct Side {
     /// The outputs it produced.
     #[serde(default)]
     pub outputs: Vec<String>,
+    /// Who computed it when not replay_op.py: `in-process (tch, libtorch 2.13)` for the
+    /// built-in references dumpview computes with feature `torch` (never in replay.json).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub computed_by: Option<String>,
 }
 
 /// A side's outcome.
@@ -169,6 +181,9 @@ pub enum Status {
     /// It refused the dtype or layout (torch's "not implemented for", "unsupported", "is not
     /// supported").
     Unsupported,
+    /// It was not run: replay_op.py's `--candidate-only` leaves the reference sides to the
+    /// caller (dumpview computes them in-process).
+    Skipped,
 }
 
 /// An exception a side raised.
@@ -183,6 +198,44 @@ pub struct Exception {
     /// The formatted traceback.
     #[serde(default)]
     pub traceback: Option<String>,
+}
+
+/// The `format` value of [`InProcessRecord`].
+pub const IN_PROCESS_FORMAT: &str = "dumpview.replay.inprocess";
+
+/// The sides dumpview computed itself (feature `torch`: the built-in references
+/// in-process), as it saves them next to replay.json (`inprocess.json`, docs/replay.md);
+/// they stand in for the sides replay.json records as skipped.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct InProcessRecord {
+    /// Always [`IN_PROCESS_FORMAT`].
+    pub format: String,
+    /// Always [`VERSION`].
+    pub version: u64,
+    /// What computed them: `in-process (tch, libtorch 2.13)`.
+    pub computed_by: String,
+    /// The input set they were computed from.
+    pub input_file: String,
+    /// `reference`, `golden` and `reference_native` (never `candidate`).
+    pub sides: Sides,
+}
+
+impl InProcessRecord {
+    /// Parses `bytes`, the contents of `inprocess.json`.
+    ///
+    /// # Errors
+    /// A message (without the file name): not JSON, another format or version, damaged.
+    pub fn parse(bytes: &[u8]) -> Result<InProcessRecord, String> {
+        let record: InProcessRecord =
+            serde_json::from_slice(bytes).map_err(|e| format!("not an in-process record: {e}"))?;
+        if record.format != IN_PROCESS_FORMAT || record.version != VERSION {
+            return Err(format!(
+                "format {:?} version {}; this dumpview reads {IN_PROCESS_FORMAT:?} version {VERSION}",
+                record.format, record.version
+            ));
+        }
+        Ok(record)
+    }
 }
 
 /// A number, or `None` for null, a string (`"nan"`) or anything else.
@@ -227,6 +280,22 @@ impl ReplayRecord {
             None => return Err("replay record without a numeric version".into()),
         }
         serde_json::from_value(value).map_err(|e| format!("damaged replay record: {e}"))
+    }
+
+    /// Puts the sides of `computed` in place of the reference sides this record says were
+    /// skipped (or does not have); the candidate is always replay_op.py's.
+    pub fn fill_skipped(&mut self, computed: &Sides) {
+        let slots = [
+            (&mut self.sides.reference, &computed.reference),
+            (&mut self.sides.golden, &computed.golden),
+            (&mut self.sides.reference_native, &computed.reference_native),
+        ];
+        for (slot, side) in slots {
+            let open = slot.as_ref().is_none_or(|s| s.status == Status::Skipped);
+            if let (true, Some(side)) = (open, side) {
+                *slot = Some(side.clone());
+            }
+        }
     }
 
     /// `stage#occurrence`.
