@@ -540,15 +540,21 @@ fn follow<'a>(
         });
     }
     let planned: Vec<&Case> = these.iter().map(|c| case(&c.id)).collect();
-    let axis = common(planned.iter().map(|c| c.family().unwrap_or_default().to_string()));
+    let axis = common(
+        planned
+            .iter()
+            .map(|c| c.family().unwrap_or_default().to_string()),
+    );
     let target = common(planned.iter().map(|c| c.target().map(str::to_string))).flatten();
-    let value = common(planned.iter().map(|c| c.value.clone())).flatten().or_else(|| {
-        (axis.as_deref() == Some("layout")
-            && planned
-                .iter()
-                .all(|c| matches!(c.value.as_deref(), Some("transposed" | "strided"))))
-        .then(|| "non-contiguous".to_string())
-    });
+    let value = common(planned.iter().map(|c| c.value.clone()))
+        .flatten()
+        .or_else(|| {
+            (axis.as_deref() == Some("layout")
+                && planned
+                    .iter()
+                    .all(|c| matches!(c.value.as_deref(), Some("transposed" | "strided"))))
+            .then(|| "non-contiguous".to_string())
+        });
     let passing_on_axis: Vec<String> = all
         .iter()
         .filter(|c| c.outcome == Outcome::Pass && c.id != BASELINE)
@@ -573,7 +579,11 @@ fn follow<'a>(
                 if passing_on_axis.is_empty() {
                     String::new()
                 } else {
-                    format!("; on the same axis {} pass{}", passing_on_axis.join(", "), if passing_on_axis.len() == 1 { "es" } else { "" })
+                    format!(
+                        "; on the same axis {} pass{}",
+                        passing_on_axis.join(", "),
+                        if passing_on_axis.len() == 1 { "es" } else { "" }
+                    )
                 }
             )
         }
@@ -582,7 +592,11 @@ fn follow<'a>(
             if passing_on_axis.is_empty() {
                 String::new()
             } else {
-                format!("; {} pass{}", passing_on_axis.join(", "), if passing_on_axis.len() == 1 { "es" } else { "" })
+                format!(
+                    "; {} pass{}",
+                    passing_on_axis.join(", "),
+                    if passing_on_axis.len() == 1 { "es" } else { "" }
+                )
             }
         ),
         (None, _) => {

@@ -91,8 +91,14 @@ pub fn tolerance(standard: &Standard, dtype: DType, elements: usize) -> Toleranc
             // the reference array, which is the candidate's dtype upcast one step.
             let (eps, eps_text) = match dtype {
                 DType::BFloat16 => (2f64.powi(-8), "2^-8 (CompareConst.BFLOAT16_EPS)"),
-                DType::Float16 => (2f64.powi(-23), "2^-23 (np.finfo(float32).eps: the reference is float32)"),
-                _ => (2f64.powi(-52), "2^-52 (np.finfo(float64).eps: the reference is float64)"),
+                DType::Float16 => (
+                    2f64.powi(-23),
+                    "2^-23 (np.finfo(float32).eps: the reference is float32)",
+                ),
+                _ => (
+                    2f64.powi(-52),
+                    "2^-52 (np.finfo(float64).eps: the reference is float64)",
+                ),
             };
             Tolerance::Msprobe {
                 rtol,
@@ -100,10 +106,22 @@ pub fn tolerance(standard: &Standard, dtype: DType, elements: usize) -> Toleranc
                 shortcut: 0.001,
                 source: format!(
                     "msprobe's error band for {} outputs (mindstudio-probe 26.2.0, msprobe/pytorch/api_accuracy_checker/compare/compare.py, Comparator._compare_float_tensor): an error when {} of the elements have |c - r| / (|r| + eps) < {rtol} ({}), eps = {eps_text}; here every element must (rtol {rtol}, atol rtol * eps), after msprobe's absolute shortcut max |c - r| < 0.001. Between this band and msprobe's pass threshold ({}) msprobe says warning, which dumpview counts as a pass",
-                    if half { "float16/bfloat16" } else { "float32/float64" },
+                    if half {
+                        "float16/bfloat16"
+                    } else {
+                        "float32/float64"
+                    },
                     if half { "at most 99%" } else { "at most 99.9%" },
-                    if half { "CompareConst.HUNDRED_RATIO_THRESHOLD" } else { "CompareConst.THOUSAND_RATIO_THRESHOLD" },
-                    if half { "0.001 for 99.9%" } else { "0.0001 for 99.99%" },
+                    if half {
+                        "CompareConst.HUNDRED_RATIO_THRESHOLD"
+                    } else {
+                        "CompareConst.THOUSAND_RATIO_THRESHOLD"
+                    },
+                    if half {
+                        "0.001 for 99.9%"
+                    } else {
+                        "0.0001 for 99.99%"
+                    },
                 ),
             }
         }
@@ -217,7 +235,11 @@ pub fn pytest(spec: &TestSpec) -> String {
                 ),
             ),
         };
-        comments.push_str(&wrap_comment(&format!("{} ({}): {source}.", o.name, o.dtype.name())));
+        comments.push_str(&wrap_comment(&format!(
+            "{} ({}): {source}.",
+            o.name,
+            o.dtype.name()
+        )));
         table.push_str(&format!("    {}: {entry},\n", py(&o.name)));
     }
     table.push('}');
@@ -448,13 +470,15 @@ mod tests {
 
     #[test]
     fn msprobe_tolerances_follow_the_output_dtype() {
-        let Tolerance::Msprobe { rtol, atol, .. } = tolerance(&Standard::Msprobe, DType::BFloat16, 10)
+        let Tolerance::Msprobe { rtol, atol, .. } =
+            tolerance(&Standard::Msprobe, DType::BFloat16, 10)
         else {
             panic!()
         };
         assert_eq!((rtol, atol), (0.01, 0.01 / 256.0));
-        let Tolerance::Msprobe { rtol, atol, source, .. } =
-            tolerance(&Standard::Msprobe, DType::Float32, 10)
+        let Tolerance::Msprobe {
+            rtol, atol, source, ..
+        } = tolerance(&Standard::Msprobe, DType::Float32, 10)
         else {
             panic!()
         };
@@ -464,7 +488,8 @@ mod tests {
             tolerance(&Standard::Msprobe, DType::Int64, 3),
             Tolerance::Exact { .. }
         ));
-        let Tolerance::Dynamo { multiplier, .. } = tolerance(&Standard::Dynamo, DType::Float32, 5000)
+        let Tolerance::Dynamo { multiplier, .. } =
+            tolerance(&Standard::Dynamo, DType::Float32, 5000)
         else {
             panic!()
         };

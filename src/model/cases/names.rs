@@ -32,13 +32,33 @@ mod tests {
 
     #[test]
     fn only_plain_names_pass() {
-        for good in ["baseline", "dtype=bfloat16", "layout.x=transposed", "option.eps=1e-05", "a-b_c"] {
+        for good in [
+            "baseline",
+            "dtype=bfloat16",
+            "layout.x=transposed",
+            "option.eps=1e-05",
+            "a-b_c",
+        ] {
             assert!(is_valid(good), "{good}");
         }
-        for bad in ["", ".", "..", "../x", "/", "a/b", "x y", "dtype[x]=f", "option:eps=1", "é"] {
+        for bad in [
+            "",
+            ".",
+            "..",
+            "../x",
+            "/",
+            "a/b",
+            "x y",
+            "dtype[x]=f",
+            "option:eps=1",
+            "é",
+        ] {
             assert!(!is_valid(bad), "{bad}");
         }
         let e = check("case id", "../x").unwrap_err();
-        assert!(e.contains("\"../x\"") && e.contains("[A-Za-z0-9_.=-]+"), "{e}");
+        assert!(
+            e.contains("\"../x\"") && e.contains("[A-Za-z0-9_.=-]+"),
+            "{e}"
+        );
     }
 }

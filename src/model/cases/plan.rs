@@ -294,6 +294,8 @@ pub struct PlanRequest<'a> {
     pub op: Option<&'a str>,
     /// The manifest it comes from.
     pub source_manifest: &'a str,
+    /// The input set's `.pt`, relative to its window directory (the manifest's `file`).
+    pub input_file: &'a str,
     /// `--axis` specs.
     pub axes: &'a [String],
     /// `--tie` specs.
@@ -377,7 +379,6 @@ pub fn build(request: &PlanRequest) -> Result<Plan, String> {
             values: axis.values.clone(),
         });
     }
-    let input_name = format!("inputs/{}.pt", request.stage);
     Ok(Plan {
         format: PLAN_FORMAT.into(),
         version: PLAN_VERSION,
@@ -394,7 +395,7 @@ pub fn build(request: &PlanRequest) -> Result<Plan, String> {
         baseline: Baseline {
             dir: BASELINE_DIR.into(),
             source_manifest: request.source_manifest.into(),
-            input_file: input_name,
+            input_file: request.input_file.to_string(),
             op: request.op.map(str::to_string),
             args,
         },
@@ -454,7 +455,10 @@ impl Plan {
         names::check("case matrix name", &self.name)?;
         names::check("baseline directory", &self.baseline.dir)?;
         let file = &self.baseline.input_file;
-        if file.starts_with('/') || file.split('/').any(|p| p.is_empty() || p == "." || p == "..")
+        if file.starts_with('/')
+            || file
+                .split('/')
+                .any(|p| p.is_empty() || p == "." || p == "..")
         {
             return Err(format!(
                 "baseline.input_file {file:?} leaves the baseline directory"
@@ -562,9 +566,10 @@ fn baseline_args(set: &InputSet) -> Vec<BaselineArg> {
 fn tensor_size(value: &InputValue) -> (u64, u64) {
     match value {
         InputValue::Tensor(t) => (t.numel() as u64, (t.numel() * t.dtype.size()) as u64),
-        InputValue::List(items) | InputValue::Tuple(items) => {
-            items.iter().map(tensor_size).fold((0, 0), |a, b| (a.0 + b.0, a.1 + b.1))
-        }
+        InputValue::List(items) | InputValue::Tuple(items) => items
+            .iter()
+            .map(tensor_size)
+            .fold((0, 0), |a, b| (a.0 + b.0, a.1 + b.1)),
         InputValue::Dict(items) => items
             .iter()
             .map(|(_, v)| tensor_size(v))
@@ -661,9 +666,12 @@ fn parse_axis(spec: &str, args: &[BaselineArg]) -> Result<Axis, String> {
         .ok_or_else(|| format!("--axis {spec}: expected AXIS=V1,V2,… (axes: {AXES_KNOWN})"))?;
     let (name, target) = match head.split_once('[') {
         Some((name, rest)) => {
-            let target = rest.strip_suffix(']').filter(|t| !t.is_empty()).ok_or_else(|| {
-                format!("--axis {spec}: expected {name}[ARG] with an argument name")
-            })?;
+            let target = rest
+                .strip_suffix(']')
+                .filter(|t| !t.is_empty())
+                .ok_or_else(|| {
+                    format!("--axis {spec}: expected {name}[ARG] with an argument name")
+                })?;
             (name.to_string(), Some(target.to_string()))
         }
         None => (head.to_string(), None),
@@ -691,7 +699,10 @@ fn parse_axis(spec: &str, args: &[BaselineArg]) -> Result<Axis, String> {
     {
         return Err(format!(
             "--axis {spec}: no argument {t:?} (arguments: {})",
-            args.iter().map(|a| a.name.as_str()).collect::<Vec<_>>().join(", ")
+            args.iter()
+                .map(|a| a.name.as_str())
+                .collect::<Vec<_>>()
+                .join(", ")
         ));
     }
     let values = split_values(values);
@@ -755,13 +766,18 @@ fn resolve(
     ties: &Ties,
     stage: &str,
 ) -> Result<Resolved, String> {
-    let family = axis.name.split_once(':').map_or(axis.name.as_str(), |(f, _)| f);
+    let family = axis
+        .name
+        .split_once(':')
+        .map_or(axis.name.as_str(), |(f, _)| f);
     match family {
         "dtype" => resolve_dtype(axis, value, args, stage),
         "layout" => resolve_layout(axis, value, args),
         "shape" => resolve_shape(axis, value, args, ties),
         "mode" => match value {
-            "eager" => Ok(Resolved::Folds("the baseline runs the candidate eagerly".into())),
+            "eager" => Ok(Resolved::Folds(
+                "the baseline runs the candidate eagerly".into(),
+            )),
             "compile" => Ok(Resolved::Case(Transform::Mode {
                 mode: "compile".into(),
             })),
@@ -789,7 +805,10 @@ fn resolve_dtype(
     let mut cast = BTreeMap::new();
     match &axis.target {
         Some(t) => {
-            let arg = args.iter().find(|a| &a.name == t).expect("parse_axis checked");
+            let arg = args
+                .iter()
+                .find(|a| &a.name == t)
+                .expect("parse_axis checked");
             let (dtype, ..) = arg.tensor().ok_or_else(|| {
                 format!("{t} is a {}, not a tensor: dtype casts tensors", arg.kind)
             })?;
@@ -896,7 +915,10 @@ fn resolve_layout(axis: &Axis, value: &str, args: &[BaselineArg]) -> Result<Reso
         ));
     }
     let t = axis.target.as_deref().expect("layout has a target");
-    let arg = args.iter().find(|a| a.name == t).expect("parse_axis checked");
+    let arg = args
+        .iter()
+        .find(|a| a.name == t)
+        .expect("parse_axis checked");
     let (_, shape, stride) = arg
         .tensor()
         .ok_or_else(|| format!("{t} is a {}, not a tensor: layout stores tensors", arg.kind))?;
@@ -1017,12 +1039,17 @@ fn resolve_shape(
         ));
     }
     let t = axis.target.as_deref().expect("shape has a target");
-    let arg = args.iter().find(|a| a.name == t).expect("parse_axis checked");
+    let arg = args
+        .iter()
+        .find(|a| a.name == t)
+        .expect("parse_axis checked");
     let (_, shape, _) = arg
         .tensor()
         .ok_or_else(|| format!("{t} is a {}, not a tensor: shape cuts tensors", arg.kind))?;
     if value == "captured" {
-        return Ok(Resolved::Folds(format!("{t} has shape {shape:?} as captured")));
+        return Ok(Resolved::Folds(format!(
+            "{t} has shape {shape:?} as captured"
+        )));
     }
     if shape.is_empty() {
         return Err(format!("{t} is 0-d: {value} needs a dimension"));
@@ -1064,7 +1091,11 @@ fn resolve_shape(
         for (d, &s) in other_shape.iter().enumerate() {
             let here = (other.name.clone(), d);
             if s == from && !tied.contains(&here) && !ties.untied.contains(&here) {
-                let wrote = if dim == shape.len() - 1 { -1 } else { dim as i64 };
+                let wrote = if dim == shape.len() - 1 {
+                    -1
+                } else {
+                    dim as i64
+                };
                 return Err(format!(
                     "{value} changes {t}.{wrote} ({from} -> {size}), and {}.{d} has that size too: say whether it follows (--tie {t}.{wrote}={}.{d}) or keeps its size (--untie {}.{d})",
                     other.name, other.name, other.name
@@ -1074,7 +1105,10 @@ fn resolve_shape(
     }
     let mut changes: Vec<ShapeArg> = Vec::new();
     for (name, d) in &tied {
-        let arg = args.iter().find(|a| &a.name == name).expect("ties are checked");
+        let arg = args
+            .iter()
+            .find(|a| &a.name == name)
+            .expect("ties are checked");
         let (_, captured, stride) = arg.tensor().expect("ties are checked");
         let entry = match changes.iter_mut().position(|c| &c.arg == name) {
             Some(i) => &mut changes[i],
@@ -1152,7 +1186,10 @@ fn resolve_option(
     {
         value = serde_json::Number::from_f64(i as f64).map_or(value, serde_json::Value::Number);
     }
-    let non_finite = matches!(text.trim().to_ascii_lowercase().as_str(), "nan" | "inf" | "-inf" | "infinity" | "-infinity");
+    let non_finite = matches!(
+        text.trim().to_ascii_lowercase().as_str(),
+        "nan" | "inf" | "-inf" | "infinity" | "-infinity"
+    );
     if non_finite {
         return Err(format!(
             "option:{name}={text}: a non-finite value cannot be written into plan.json"
@@ -1224,6 +1261,7 @@ mod tests {
             input_set: set,
             op: None,
             source_manifest: "d/manifest.json",
+            input_file: "inputs/layers.0.input_norm#1.pt",
             axes: &axes,
             ties: &ties,
             untied: &untied,
@@ -1260,7 +1298,11 @@ mod tests {
                 "shape=half_rows"
             ]
         );
-        let folded: Vec<_> = p.folded.iter().map(|f| (f.spec.as_str(), f.value.as_str())).collect();
+        let folded: Vec<_> = p
+            .folded
+            .iter()
+            .map(|f| (f.spec.as_str(), f.value.as_str()))
+            .collect();
         assert_eq!(
             folded,
             [
@@ -1333,8 +1375,7 @@ mod tests {
             }
         );
         let p = plan(&set, &["shape=odd_last_dim"], &[], &["weight.0"]).unwrap();
-        let Transform::Shape { args, .. } = &p.case("shape=odd_last_dim").unwrap().transform
-        else {
+        let Transform::Shape { args, .. } = &p.case("shape=odd_last_dim").unwrap().transform else {
             panic!()
         };
         assert_eq!(args.len(), 1);
@@ -1387,7 +1428,10 @@ mod tests {
             ],
         };
         let e = plan(&mixed, &["dtype=float16", "dtype[x]=float16"], &[], &[]).unwrap_err();
-        assert!(e.contains("case dtype=float16") && e.contains("case dtype.x=float16"), "{e}");
+        assert!(
+            e.contains("case dtype=float16") && e.contains("case dtype.x=float16"),
+            "{e}"
+        );
     }
 
     #[test]
@@ -1396,7 +1440,13 @@ mod tests {
             path: "x.pt".into(),
             args: vec![("k".into(), tensor(DType::Float32, &[4, 2, 8], &[8, 32, 1]))],
         };
-        let p = plan(&set, &["layout[k]=transposed,contiguous", "shape=half_rows"], &[], &[]).unwrap();
+        let p = plan(
+            &set,
+            &["layout[k]=transposed,contiguous", "shape=half_rows"],
+            &[],
+            &[],
+        )
+        .unwrap();
         // [4, 2, 8] stored with strides (8, 32, 1) is not "last two swapped" ((16, 1, 2)).
         assert!(p.case("layout.k=transposed").is_some());
         assert!(p.case("layout.k=contiguous").is_some());
@@ -1416,16 +1466,28 @@ mod tests {
         let good = serde_json::to_string(&p).unwrap();
         let e = Plan::parse(&good.as_bytes()[..good.len() / 2], "m/plan.json").unwrap_err();
         assert!(e.starts_with("m/plan.json: truncated"), "{e}");
-        let e = Plan::parse(good.replace("dtype=bfloat16", "../x").as_bytes(), "m/plan.json")
-            .unwrap_err();
-        assert!(e.contains("m/plan.json") && e.contains("\"../x\" is refused"), "{e}");
-        let e = Plan::parse(br#"{"format": "dumpview.cases.plan", "version": 1, "cases": 3}"#, "p.json")
-            .unwrap_err();
+        let e = Plan::parse(
+            good.replace("dtype=bfloat16", "../x").as_bytes(),
+            "m/plan.json",
+        )
+        .unwrap_err();
+        assert!(
+            e.contains("m/plan.json") && e.contains("\"../x\" is refused"),
+            "{e}"
+        );
+        let e = Plan::parse(
+            br#"{"format": "dumpview.cases.plan", "version": 1, "cases": 3}"#,
+            "p.json",
+        )
+        .unwrap_err();
         assert!(e.starts_with("p.json: not a version-1 case plan"), "{e}");
         let e = Plan::parse(br#"{"format": "x"}"#, "p.json").unwrap_err();
         assert!(e.contains("not a dumpview case plan"), "{e}");
-        let e = Plan::parse(good.replace("\"version\":1", "\"version\":7").as_bytes(), "p.json")
-            .unwrap_err();
+        let e = Plan::parse(
+            good.replace("\"version\":1", "\"version\":7").as_bytes(),
+            "p.json",
+        )
+        .unwrap_err();
         assert!(e.contains("plan version 7"), "{e}");
         let e = Plan::parse(
             good.replace("\"name\":\"m\"", "\"name\":\"..\"").as_bytes(),

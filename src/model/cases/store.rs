@@ -323,7 +323,9 @@ impl Matrix {
         let stage = format!(
             "{}#{}",
             record.get("stage").and_then(|s| s.as_str()).unwrap_or("?"),
-            record.get("occurrence").map_or("?".to_string(), |o| o.to_string())
+            record
+                .get("occurrence")
+                .map_or("?".to_string(), |o| o.to_string())
         );
         if stage != self.plan.stage {
             return Err(format!(
@@ -393,7 +395,8 @@ impl Matrix {
     fn finish(&self, attempt: &mut Attempt, info: AttemptInfo) -> Result<JudgedAttempt, String> {
         let text = serde_json::to_string_pretty(&info).map_err(|e| e.to_string())? + "\n";
         let path = attempt.dir.join(ATTEMPT_FILE);
-        std::fs::write(&path, text).map_err(|e| format!("{}: cannot write: {e}", path.display()))?;
+        std::fs::write(&path, text)
+            .map_err(|e| format!("{}: cannot write: {e}", path.display()))?;
         attempt.info = info;
         attempt.complete = attempt.dir.join(RECORD_FILE).is_file();
         let judged = attempt.complete.then(|| self.judge(&attempt.dir));
@@ -469,7 +472,12 @@ impl Matrix {
             .flatten()
             .filter_map(|e| {
                 let name = e.file_name().to_string_lossy().into_owned();
-                let pid = name.strip_prefix(STAGING_PREFIX)?.split('-').next()?.parse().ok()?;
+                let pid = name
+                    .strip_prefix(STAGING_PREFIX)?
+                    .split('-')
+                    .next()?
+                    .parse()
+                    .ok()?;
                 Some((pid, e.path()))
             })
             .collect()

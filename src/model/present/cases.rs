@@ -63,7 +63,11 @@ pub fn transform_text(t: &Transform) -> String {
             .map(|(a, d)| format!("{a} as {d}"))
             .collect::<Vec<_>>()
             .join(", "),
-        Transform::Layout { arg, layout, stride } => format!("{arg} stored {layout}, stride {stride:?}"),
+        Transform::Layout {
+            arg,
+            layout,
+            stride,
+        } => format!("{arg} stored {layout}, stride {stride:?}"),
         Transform::Shape { shape, args } => format!(
             "{shape}: {}",
             args.iter()
@@ -230,7 +234,10 @@ pub fn markdown(a: &CasesAnalysis, path: &dyn Fn(&str) -> String) -> String {
     let older: Vec<&CaseResult> = a.cases.iter().filter(|c| c.attempts.len() > 1).collect();
     if !older.is_empty() {
         let _ = writeln!(out, "\n## Attempts\n");
-        let _ = writeln!(out, "The newest finished attempt decides; every attempt is kept.\n");
+        let _ = writeln!(
+            out,
+            "The newest finished attempt decides; every attempt is kept.\n"
+        );
         for c in older {
             for t in &c.attempts {
                 let _ = writeln!(
