@@ -1673,8 +1673,8 @@ def batch(args):
         device, ref_device))
     for i, case in enumerate(cases, 1):
         head = "case %d/%d %s" % (i, len(cases), case["id"])
-        _log("%s: start" % head)
         out = prepare_out(os.path.join(args.out_root, case["id"]), True)
+        _log("%s: start" % head)  # its directory exists from here on
         side = run_case(args, plan, case, inputs, window, entry, file, fns, device, ref_device, device_note, out, where)
         if side["status"] == "ok":
             said = "candidate ok in %.3g ms" % (side["duration_s"] * 1e3)
