@@ -313,30 +313,38 @@ fn pick<'d>(dump: &'d Dump, args: &PlanArgs) -> Result<(&'d Window, &'d Entry), 
 }
 
 /// The manifest of the baseline copy: the window's manifest with no records and only the
-/// input set of the plan.
-fn baseline_manifest(window: &Window, entry: &Entry) -> Result<serde_json::Value, CliError> {
-    let bytes = std::fs::read(&window.source)
-        .map_err(|e| format!("{}: cannot read: {e}", window.source.display()))?;
-    let mut manifest: serde_json::Value = serde_json::from_slice(&bytes)
-        .map_err(|e| format!("{}: not JSON: {e}", window.source.display()))?;
-    let sets = manifest
-        .get("input_sets")
-        .and_then(|s| s.as_array())
-        .cloned()
-        .unwrap_or_default();
-    let kept: Vec<serde_json::Value> = sets
+/// input set of the plan. The entries stay as written (their `args` in call order: a
+/// positional call depends on it).
+fn baseline_manifest(window: &Window, entry: &Entry) -> Result<Vec<u8>, CliError> {
+    use serde_json::value::RawValue;
+    let path = window.source.display();
+    let bytes = std::fs::read(&window.source).map_err(|e| format!("{path}: cannot read: {e}"))?;
+    let mut manifest: std::collections::BTreeMap<String, Box<RawValue>> =
+        serde_json::from_slice(&bytes).map_err(|e| format!("{path}: not a JSON object: {e}"))?;
+    let sets: Vec<Box<RawValue>> = match manifest.get("input_sets") {
+        Some(raw) => {
+            serde_json::from_str(raw.get()).map_err(|e| format!("{path}: input_sets: {e}"))?
+        }
+        None => Vec::new(),
+    };
+    #[derive(serde::Deserialize)]
+    struct Key {
+        stage: String,
+        occurrence: u32,
+    }
+    let kept: Vec<Box<RawValue>> = sets
         .into_iter()
-        .filter(|s| {
-            s.get("stage").and_then(|v| v.as_str()) == Some(entry.stage.as_str())
-                && s.get("occurrence").and_then(|v| v.as_u64()) == Some(u64::from(entry.occurrence))
+        .filter(|raw| {
+            serde_json::from_str::<Key>(raw.get())
+                .is_ok_and(|k| k.stage == entry.stage && k.occurrence == entry.occurrence)
         })
         .collect();
-    let object = manifest
-        .as_object_mut()
-        .ok_or_else(|| format!("{}: not a JSON object", window.source.display()))?;
-    object.insert("records".into(), serde_json::Value::Array(Vec::new()));
-    object.insert("input_sets".into(), serde_json::Value::Array(kept));
-    Ok(manifest)
+    manifest.insert("records".into(), RawValue::from_string("[]".into())?);
+    manifest.insert(
+        "input_sets".into(),
+        RawValue::from_string(serde_json::to_string(&kept)?)?,
+    );
+    Ok(serde_json::to_vec(&manifest)?)
 }
 
 /// `dumpview cases plan`: reads the input set, builds the plan, compares with `--vs`, writes

@@ -115,8 +115,8 @@ fn write_new(path: &Path, bytes: &[u8]) -> Result<(), String> {
 }
 
 impl Matrix {
-    /// Writes a new matrix under `root`: the baseline copy (`manifest` and the input set's
-    /// bytes) and, last, `plan.json`.
+    /// Writes a new matrix under `root`: the baseline copy (`manifest`, the JSON text of a
+    /// window holding that one input set, and the input set's bytes) and, last, `plan.json`.
     ///
     /// # Errors
     /// A refused NAME; `root/NAME` existing and not empty (a plan is never replaced); a
@@ -124,7 +124,7 @@ impl Matrix {
     pub fn create(
         root: &Path,
         plan: Plan,
-        manifest: &serde_json::Value,
+        manifest: &[u8],
         input_set: &[u8],
     ) -> Result<Matrix, String> {
         names::check("case matrix name", &plan.name)?;
@@ -140,9 +140,7 @@ impl Matrix {
         let parent = input.parent().expect("the input file has a directory");
         std::fs::create_dir_all(parent)
             .map_err(|e| format!("{}: cannot create: {e}", parent.display()))?;
-        let manifest_text =
-            serde_json::to_string_pretty(manifest).map_err(|e| e.to_string())? + "\n";
-        write_new(&baseline.join("manifest.json"), manifest_text.as_bytes())?;
+        write_new(&baseline.join("manifest.json"), manifest)?;
         write_new(&input, input_set)?;
         let text = serde_json::to_string_pretty(&plan).map_err(|e| e.to_string())? + "\n";
         let tmp = dir.join(".plan.json.tmp");
