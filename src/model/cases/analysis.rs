@@ -625,3 +625,248 @@ fn follow<'a>(
         text,
     })
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::model::cases::plan::{PlanRequest, VsCheck, build};
+    use crate::model::cases::store::{Attempt, AttemptInfo};
+    use crate::model::input_set::{CapturedTensor, InputSet, InputValue};
+    use crate::model::replay::Replay;
+    use crate::model::tensor::DType;
+
+    fn tensor(shape: &[usize]) -> InputValue {
+        let n: usize = shape.iter().product();
+        InputValue::Tensor(CapturedTensor {
+            dtype: DType::Float32,
+            shape: shape.to_vec(),
+            stride: super::super::plan::contiguous_stride(shape),
+            offset_in_span: 0,
+            storage_offset: 0,
+            device: "cpu".into(),
+            requires_grad: false,
+            span: vec![0; n * 4],
+        })
+    }
+
+    fn plan(axes: &[&str]) -> Plan {
+        let set = InputSet {
+            path: "x.pt".into(),
+            args: vec![
+                ("x".into(), tensor(&[12, 256])),
+                ("weight".into(), tensor(&[256])),
+                ("eps".into(), InputValue::Float(1e-6)),
+            ],
+        };
+        let axes: Vec<String> = axes.iter().map(|s| s.to_string()).collect();
+        build(&PlanRequest {
+            name: "m",
+            dump: "a",
+            stage: "s#1",
+            rank: 0,
+            window: "match1-occ1",
+            label: "r",
+            candidate: "c:f",
+            reference: "builtin:rms_norm",
+            standard: Standard::Msprobe,
+            input_set: &set,
+            op: None,
+            source_manifest: "a/manifest.json",
+            input_file: "inputs/s#1.pt",
+            axes: &axes,
+            ties: &[],
+            untied: &[],
+            created_unix_s: 0.0,
+        })
+        .unwrap()
+    }
+
+    fn replay(verdict: Verdict) -> Replay {
+        Replay {
+            verdict,
+            reason: format!("it is {verdict}"),
+            standard: Standard::Msprobe,
+            standard_source: "",
+            stage: "s#1".into(),
+            rank: 0,
+            label: None,
+            match_number: None,
+            dump: "a".into(),
+            manifest: "a/manifest.json".into(),
+            op_recorded: None,
+            device: "cpu".into(),
+            versions: Default::default(),
+            call: "keywords".into(),
+            args: Vec::new(),
+            sides: Vec::new(),
+            outputs: Vec::new(),
+            dir: "d".into(),
+        }
+    }
+
+    /// One finished attempt per case with these verdicts (`None`: an interrupted one).
+    fn evidence(results: &[(&str, Option<Verdict>)]) -> Vec<CaseEvidence> {
+        results
+            .iter()
+            .map(|(id, verdict)| CaseEvidence {
+                id: id.to_string(),
+                attempts: vec![JudgedAttempt {
+                    attempt: Attempt {
+                        number: 1,
+                        dir: format!("/nowhere/{id}/attempt-1").into(),
+                        complete: verdict.is_some(),
+                        info: AttemptInfo {
+                            source: "run".into(),
+                            ..AttemptInfo::default()
+                        },
+                    },
+                    judged: verdict.map(|v| Ok(replay(v))),
+                }],
+            })
+            .collect()
+    }
+
+    #[test]
+    fn failures_follow_the_axis_and_value_they_share() {
+        let p = plan(&[
+            "dtype=float16,bfloat16",
+            "layout[x]=transposed,strided",
+            "shape=half_rows",
+        ]);
+        let e = evidence(&[
+            ("baseline", Some(Verdict::Pass)),
+            ("dtype=float16", Some(Verdict::Warning)),
+            ("dtype=bfloat16", Some(Verdict::Error)),
+            ("layout.x=transposed", Some(Verdict::Crash)),
+            ("layout.x=strided", Some(Verdict::Crash)),
+            ("shape=half_rows", Some(Verdict::Error)),
+        ]);
+        let a = analyze(&p, "plan.json", &e, None);
+        let outcomes: Vec<Outcome> = a.cases.iter().map(|c| c.outcome).collect();
+        assert_eq!(
+            outcomes,
+            [
+                Outcome::Pass,
+                Outcome::Pass,
+                Outcome::NumericalMismatch,
+                Outcome::Crash,
+                Outcome::Crash,
+                Outcome::NumericalMismatch
+            ]
+        );
+        assert_eq!(a.counts.crash, 2);
+        let kinds: Vec<&str> = a.follows.iter().map(|f| f.outcome.as_str()).collect();
+        assert_eq!(kinds, ["failure", "numerical mismatch", "crash"]);
+        // Mismatches on two axes follow neither; crashes follow non-contiguous x.
+        assert_eq!(a.follows[0].axis, None);
+        assert_eq!(a.follows[1].axis, None);
+        assert!(
+            a.follows[1].text.contains("follow no one axis"),
+            "{}",
+            a.follows[1].text
+        );
+        let crash = &a.follows[2];
+        assert_eq!(
+            (
+                crash.axis.as_deref(),
+                crash.target.as_deref(),
+                crash.value.as_deref()
+            ),
+            (Some("layout"), Some("x"), Some("non-contiguous"))
+        );
+        // The smallest failing case is the half-row one.
+        assert_eq!(a.smallest_failing.as_ref().unwrap().id, "shape=half_rows");
+        assert!(!a.all_pass);
+    }
+
+    #[test]
+    fn a_failing_baseline_follows_no_axis_and_the_newest_finished_attempt_decides() {
+        let p = plan(&["dtype=float16"]);
+        let mut e = evidence(&[
+            ("baseline", Some(Verdict::Error)),
+            ("dtype=float16", Some(Verdict::Pass)),
+        ]);
+        let a = analyze(&p, "plan.json", &e, None);
+        let f = &a.follows[0];
+        assert_eq!(f.axis, None);
+        assert!(f.text.contains("the baseline itself"), "{}", f.text);
+        assert_eq!(f.passing_on_axis, ["dtype=float16"]);
+        // A newer interrupted attempt is listed and decides nothing.
+        let mut newer = e[1].attempts[0].clone();
+        newer.attempt.number = 2;
+        newer.attempt.complete = false;
+        newer.judged = None;
+        e[1].attempts.push(newer);
+        let a = analyze(&p, "plan.json", &e, None);
+        assert_eq!(a.cases[1].outcome, Outcome::Pass);
+        assert_eq!(a.cases[1].attempt, Some(1));
+        assert_eq!(a.cases[1].attempts.len(), 2);
+        assert_eq!(a.cases[1].attempts[1].outcome, Outcome::MissingEvidence);
+    }
+
+    #[test]
+    fn the_vs_conclusion_needs_every_case_to_pass() {
+        let mut p = plan(&["dtype=float16"]);
+        let vs = |diverges: bool, paired: bool| VsCheck {
+            dump: "b".into(),
+            key: "s#1".into(),
+            paired,
+            diverges,
+            verdict: Some(if diverges { "magnitude" } else { "agree" }.into()),
+            first_divergence: diverges.then(|| "s#1".to_string()),
+            detail: "neither capture has a record s#1".into(),
+        };
+        let pass = evidence(&[
+            ("baseline", Some(Verdict::Pass)),
+            ("dtype=float16", Some(Verdict::Pass)),
+        ]);
+        for (check, evidence, wanted) in [
+            (
+                vs(true, true),
+                pass.clone(),
+                Conclusion::OperatorPassesIntegrationFails,
+            ),
+            (
+                vs(false, true),
+                pass.clone(),
+                Conclusion::OperatorPassesCapturesAgree,
+            ),
+            (vs(false, false), pass.clone(), Conclusion::Inconclusive),
+            (
+                vs(true, true),
+                evidence(&[("baseline", Some(Verdict::Pass)), ("dtype=float16", None)]),
+                Conclusion::Inconclusive,
+            ),
+            (
+                vs(true, true),
+                evidence(&[
+                    ("baseline", Some(Verdict::Pass)),
+                    ("dtype=float16", Some(Verdict::Crash)),
+                ]),
+                Conclusion::OperatorFails,
+            ),
+        ] {
+            p.vs = Some(check);
+            let a = analyze(&p, "plan.json", &evidence, None);
+            let i = a.integration.unwrap();
+            assert_eq!(i.conclusion, wanted, "{}", i.text);
+        }
+        p.vs = Some(vs(true, true));
+        let a = analyze(&p, "plan.json", &pass, None);
+        assert!(a.all_pass);
+        assert!(
+            a.integration
+                .unwrap()
+                .text
+                .starts_with("operator passes, integration fails")
+        );
+        // Never run: missing evidence.
+        let a = analyze(&p, "plan.json", &[], None);
+        assert!(
+            a.cases
+                .iter()
+                .all(|c| c.outcome == Outcome::MissingEvidence)
+        );
+        assert_eq!(a.cases[0].reason, "planned, never run");
+    }
+}
