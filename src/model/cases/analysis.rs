@@ -566,6 +566,15 @@ fn follow<'a>(
         .map(|c| c.id.clone())
         .collect();
     let listed = ids.join(", ");
+    // With no other value of the axis run, the baseline is the value that passes.
+    let baseline_passes = if all
+        .iter()
+        .any(|c| c.id == BASELINE && c.outcome == Outcome::Pass)
+    {
+        "; the baseline (as captured) passes"
+    } else {
+        ""
+    };
     let text = match (&axis, &value) {
         (Some(axis), Some(value)) => {
             let on = match &target {
@@ -577,7 +586,7 @@ fn follow<'a>(
                 ids.len(),
                 plural(ids.len()),
                 if passing_on_axis.is_empty() {
-                    String::new()
+                    baseline_passes.to_string()
                 } else {
                     format!(
                         "; on the same axis {} pass{}",
@@ -590,7 +599,7 @@ fn follow<'a>(
         (Some(axis), None) => format!(
             "every {what} is on the {axis} axis ({listed}){}",
             if passing_on_axis.is_empty() {
-                String::new()
+                baseline_passes.to_string()
             } else {
                 format!(
                     "; {} pass{}",
