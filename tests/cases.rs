@@ -411,6 +411,7 @@ fn an_interrupted_case_is_missing_evidence_and_a_rerun_is_a_new_attempt() {
         std::fs::read_dir(d.join("hang"))
             .unwrap()
             .flatten()
+            .filter(|e| e.file_name().to_string_lossy().starts_with(".staging-"))
             .any(|e| e.path().join("option.eps=1e-5").is_dir())
     };
     while !(filed.is_file() && staged()) {
@@ -473,6 +474,42 @@ fn an_interrupted_case_is_missing_evidence_and_a_rerun_is_a_new_attempt() {
     let r = cases(d, &["run", "hang", "--only", "nope"]);
     assert_eq!(r.code, 2);
     assert!(r.stderr.contains("no such case"), "{}", r.stderr);
+
+    // dumpview killed outright: its Python dies with it, and the next run files what the
+    // killed one left as an attempt (interrupted: missing evidence still).
+    let mut child = dumpview(d)
+        .args(["run", "hang", "--only", "option.eps=1e-5", "--rerun"])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let deadline = Instant::now() + Duration::from_secs(120);
+    while !staged() {
+        assert!(
+            Instant::now() < deadline,
+            "the hanging case never started again"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    child.kill().unwrap();
+    child.wait().unwrap();
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while !processes_mentioning(&d.join("hang").display().to_string()).is_empty() {
+        assert!(Instant::now() < deadline, "Python outlived dumpview");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let r = cases(d, &["run", "hang", "--only", "dtype=float16"]);
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    assert!(
+        r.stderr.contains("option.eps=1e-5: attempt 2: interrupted"),
+        "{}",
+        r.stderr
+    );
+    let a = analysis(d, "hang");
+    let hung = &a["cases"][2];
+    assert_eq!(hung["outcome"], "missing_evidence");
+    assert_eq!(hung["attempts"].as_array().unwrap().len(), 2);
+    assert!(!staged(), "the staging directory is gone once filed");
 }
 
 #[test]
