@@ -1301,6 +1301,403 @@ def list_text(document):
     return "\n".join(lines) + "\n"
 
 
+# --------------------------------------------------------------------------- --batch: a case matrix
+
+
+# `dumpview cases` plans a matrix of cases over one captured input set (docs/cases.md): the
+# baseline, then one case per axis value, each changing exactly one thing.  --batch runs them all
+# in this one process (torch imported once), each case's transform applied to the rebuilt
+# baseline inputs, each case's outputs written as a replay's are (DIR/<case id>/, replay.json last).
+
+import copy as _copy  # noqa: E402  (only the batch mode needs it)
+
+PLAN_FORMAT = "dumpview.cases.plan"
+PLAN_VERSION = 1
+# Case ids name directories: this alphabet and never "." or "..", so no id can leave --out-root.
+_CASE_ID = re.compile(r"^[A-Za-z0-9_.=-]+$")
+_TRANSFORM_KINDS = ("none", "dtype", "layout", "shape", "mode", "option")
+_LAYOUTS = ("contiguous", "transposed", "strided")
+
+
+def _batch_arguments(parser):
+    parser.add_argument("--batch", metavar="PLAN",
+                        help="run the cases of a dumpview case plan (PLAN.json, or the plan's JSON text); "
+                             "needs --out-root (docs/cases.md)")
+    parser.add_argument("--out-root", metavar="DIR", help="with --batch: case CASE's outputs go to DIR/CASE")
+    parser.add_argument("--only", action="append", default=[], metavar="CASE",
+                        help="with --batch: run only this case (repeatable)")
+
+
+def valid_case_id(text):
+    """True for a name a case (or a plan) may have: [A-Za-z0-9_.=-]+, not "." or ".."."""
+    return isinstance(text, str) and bool(_CASE_ID.match(text)) and text not in (".", "..")
+
+
+def _refuse_constant(token):
+    raise ValueError("non-strict JSON constant %s" % token)
+
+
+def read_plan(source):
+    """(plan, where) for --batch PLAN (a path, or the plan's JSON text); InputError naming it."""
+    if source.lstrip().startswith("{"):
+        where = "--batch (the plan's JSON text)"
+        try:
+            plan = json.loads(source, parse_constant=_refuse_constant)
+        except ValueError as exc:
+            raise InputError("%s: not valid JSON (%s)" % (where, exc))
+    else:
+        where = source
+        try:
+            plan = _strict_json(source)
+        except OSError as exc:
+            raise InputError("%s: cannot read (%s)" % (source, exc.strerror or exc))
+        except (ValueError, UnicodeDecodeError) as exc:
+            raise InputError("%s: not a valid plan: truncated or not JSON (%s)" % (source, exc))
+    if not isinstance(plan, dict) or plan.get("format") != PLAN_FORMAT:
+        raise InputError("%s: not a dumpview case plan (format is not \"%s\")" % (where, PLAN_FORMAT))
+    if plan.get("version") != PLAN_VERSION:
+        raise InputError("%s: plan version %r; this replay_op.py reads version %d" % (where, plan.get("version"), PLAN_VERSION))
+    for key, kind in (("name", str), ("stage", str), ("candidate", str), ("reference", str), ("cases", list)):
+        if not isinstance(plan.get(key), kind):
+            raise InputError("%s: %r is missing or not a %s" % (where, key, kind.__name__))
+    if not valid_case_id(plan["name"]):
+        raise InputError("%s: name %r is not a plan name ([A-Za-z0-9_.=-]+)" % (where, plan["name"]))
+    seen = set()
+    for i, case in enumerate(plan["cases"]):
+        if not isinstance(case, dict):
+            raise InputError("%s: cases[%d] is not an object" % (where, i))
+        if not valid_case_id(case.get("id")):
+            raise InputError("%s: cases[%d]: id %r is not a case name ([A-Za-z0-9_.=-]+, not . or ..)"
+                             % (where, i, case.get("id")))
+        if case["id"] in seen:
+            raise InputError("%s: case %s is planned twice" % (where, case["id"]))
+        seen.add(case["id"])
+        transform = case.get("transform")
+        if not isinstance(transform, dict) or transform.get("kind") not in _TRANSFORM_KINDS:
+            raise InputError("%s: case %s: transform is not one of %s" % (where, case["id"], ", ".join(_TRANSFORM_KINDS)))
+    return plan, where
+
+
+def contiguous_stride(shape):
+    """Row-major strides of ``shape``, in elements."""
+    stride, n = [], 1
+    for size in reversed(shape):
+        stride.append(n)
+        n *= max(size, 1)
+    return list(reversed(stride))
+
+
+def dense_stride(shape, like):
+    """Dense strides of ``shape`` with its dimensions nested as in the strides ``like`` (the
+    largest stride outermost): contiguous when ``like`` is, a transpose stays a transpose."""
+    order = sorted(range(len(shape)), key=lambda d: (-like[d], d))
+    stride, n = [0] * len(shape), 1
+    for d in reversed(order):
+        stride[d] = n
+        n *= max(shape[d], 1)
+    return stride
+
+
+def layout_stride(shape, layout):
+    """The strides a ``layout[x]`` value gives x of ``shape``: contiguous; transposed (the
+    last two dimensions' strides swapped: stored as the transpose of a contiguous tensor);
+    strided (every other element of a buffer twice as long in the last dimension)."""
+    shape = list(shape)
+    if layout == "contiguous":
+        return contiguous_stride(shape)
+    if layout == "transposed":
+        swapped = shape[:-2] + [shape[-1], shape[-2]]
+        stride = contiguous_stride(swapped)
+        return stride[:-2] + [stride[-1], stride[-2]]
+    stride = contiguous_stride(shape[:-1] + [2 * shape[-1]])
+    stride[-1] = 2
+    return stride
+
+
+def _logical(leaf):
+    """The captured values of ``leaf``, as the view over its saved span."""
+    return torch.as_strided(leaf.span, leaf.shape, leaf.stride, leaf.offset_in_span)
+
+
+def _placed(leaf, values, stride, length=0):
+    """A copy of ``leaf`` holding ``values`` stored with ``stride`` in a fresh buffer of at
+    least ``length`` elements (the gaps NaN for floating dtypes, else 0), shared with nothing."""
+    shape = list(values.shape)
+    extent = 1 + sum((s - 1) * st for s, st in zip(shape, stride)) if values.numel() else 0
+    length = max(extent, length)
+    fill = float("nan") if values.dtype.is_floating_point or values.dtype.is_complex else 0
+    buffer = torch.full((length,), fill, dtype=values.dtype)
+    if values.numel():
+        torch.as_strided(buffer, shape, list(stride), 0).copy_(values)
+    new = _copy.copy(leaf)
+    new.span, new.dtype, new.shape, new.stride = buffer, values.dtype, shape, list(stride)
+    new.offset_in_span = new.storage_offset = new.span_start = 0
+    new.storage_id = None
+    new.numel = values.numel()
+    return new
+
+
+def _case_input_set(inputs, replaced):
+    """``inputs`` with the leaves in ``replaced`` (id(old) -> new) swapped in, storages regrouped."""
+    case = _copy.copy(inputs)
+
+    def swap(value):
+        if isinstance(value, Leaf):
+            return replaced.get(id(value), value)
+        if isinstance(value, list):
+            return [swap(v) for v in value]
+        if isinstance(value, tuple):
+            return tuple(swap(v) for v in value)
+        if isinstance(value, dict):
+            return {k: swap(v) for k, v in value.items()}
+        return value
+
+    case.values = {name: swap(v) for name, v in inputs.values.items()}
+    case.leaves = [replaced.get(id(leaf), leaf) for leaf in inputs.leaves]
+    groups = {}
+    for leaf in case.leaves:
+        if leaf.storage_id is not None and leaf.numel:
+            groups.setdefault((leaf.device, leaf.storage_id), []).append(leaf)
+    case.groups = [g for g in groups.values() if len(g) > 1]
+    return case
+
+
+def _tensor_arg(inputs, name, where):
+    value = inputs.values.get(name)
+    if not isinstance(value, Leaf):
+        raise InputError("%s: %s is not a tensor argument of %s#%s (arguments: %s)"
+                         % (where, name, inputs.entry["stage"], inputs.entry["occurrence"], ", ".join(inputs.values)))
+    return value
+
+
+def _shared_with(inputs, leaf):
+    return [other.path for other in inputs.leaves
+            if other is not leaf and leaf.storage_id is not None and other.storage_id == leaf.storage_id
+            and other.device == leaf.device]
+
+
+def apply_case(inputs, case, where):
+    """(case inputs, scalar overrides, mode, notes) of one planned case: its transform applied to
+    the baseline inputs.  InputError when the transform does not fit the input set."""
+    transform = case["transform"]
+    kind = transform["kind"]
+    where = "%s: case %s" % (where, case["id"])
+    replaced, overrides, notes, mode = {}, {}, [], "eager"
+    if kind == "dtype":
+        wanted = transform.get("args")
+        if not isinstance(wanted, dict) or not wanted:
+            raise InputError("%s: a dtype transform names no arguments" % where)
+        for name, dtype_name in wanted.items():
+            leaf = _tensor_arg(inputs, name, where)
+            dtype = _dtype(dtype_name, where)
+            if not (leaf.dtype.is_floating_point and dtype.is_floating_point):
+                raise InputError("%s: %s is %s; dtype casts floating tensors to floating dtypes"
+                                 % (where, name, str(leaf.dtype).replace("torch.", "")))
+            new = _copy.copy(leaf)
+            new.span, new.dtype = leaf.span.to(dtype), dtype
+            replaced[id(leaf)] = new
+        for leaf in inputs.leaves:  # a storage shared by arguments cast differently is shared no more
+            others = [o for o in inputs.leaves if o is not leaf and o.storage_id is not None
+                      and o.storage_id == leaf.storage_id and o.device == leaf.device]
+            if id(leaf) in replaced and any(replaced.get(id(o), o).dtype != replaced[id(leaf)].dtype for o in others):
+                replaced[id(leaf)].storage_id = None
+                notes.append("%s no longer shares its storage with %s (cast to another dtype)"
+                             % (leaf.path, ", ".join(o.path for o in others)))
+    elif kind == "layout":
+        name, layout = transform.get("arg"), transform.get("layout")
+        leaf = _tensor_arg(inputs, name, where)
+        if layout not in _LAYOUTS:
+            raise InputError("%s: unknown layout %r (one of %s)" % (where, layout, ", ".join(_LAYOUTS)))
+        if layout == "transposed" and len(leaf.shape) < 2:
+            raise InputError("%s: %s has %d dimension(s); transposed needs two" % (where, name, len(leaf.shape)))
+        if layout == "strided" and not leaf.shape:
+            raise InputError("%s: %s is 0-d; strided needs a last dimension" % (where, name))
+        stride = layout_stride(leaf.shape, layout)
+        if transform.get("stride") is not None and list(transform["stride"]) != stride:
+            raise InputError("%s: the plan gives %s stride %s, the input set's shape %s makes %s"
+                             % (where, name, transform["stride"], leaf.shape, stride))
+        length = 0
+        if layout == "strided":
+            length = 2 * leaf.shape[-1]
+            for size in leaf.shape[:-1]:
+                length *= size
+        shared = _shared_with(inputs, leaf)
+        replaced[id(leaf)] = _placed(leaf, _logical(leaf), stride, length)
+        if shared:
+            notes.append("%s no longer shares its storage with %s (stored anew)" % (name, ", ".join(shared)))
+    elif kind == "shape":
+        changes = transform.get("args")
+        if not isinstance(changes, list) or not changes:
+            raise InputError("%s: a shape transform names no arguments" % where)
+        for change in changes:
+            name = change.get("arg") if isinstance(change, dict) else None
+            leaf = _tensor_arg(inputs, name, where)
+            shape, stride = change.get("shape"), change.get("stride")
+            if not isinstance(shape, list) or len(shape) != len(leaf.shape) or any(
+                    not isinstance(s, int) or s < 0 or s > old for s, old in zip(shape, leaf.shape)):
+                raise InputError("%s: %s shape %s cannot be cut from the captured %s" % (where, name, shape, leaf.shape))
+            values = _logical(leaf)
+            for dim, (size, old) in enumerate(zip(shape, leaf.shape)):
+                if size != old:
+                    values = values.narrow(dim, 0, size)
+            expected = dense_stride(shape, leaf.stride)
+            if stride is not None and list(stride) != expected:
+                raise InputError("%s: the plan gives %s stride %s; shape %s stored as captured makes %s"
+                                 % (where, name, stride, shape, expected))
+            shared = _shared_with(inputs, leaf)
+            replaced[id(leaf)] = _placed(leaf, values, expected)
+            if shared:
+                notes.append("%s no longer shares its storage with %s (cut to %s)" % (name, ", ".join(shared), shape))
+    elif kind == "mode":
+        mode = transform.get("mode")
+        if mode not in ("eager", "compile"):
+            raise InputError("%s: unknown mode %r (eager or compile)" % (where, mode))
+        if mode == "compile":
+            notes.append("the candidate ran under torch.compile (default backend); its duration includes the compilation")
+    elif kind == "option":
+        name = transform.get("name")
+        if name not in inputs.values or _holds_tensor(inputs.values[name]):
+            raise InputError("%s: %r is not a scalar argument of %s#%s" % (where, name, inputs.entry["stage"],
+                                                                            inputs.entry["occurrence"]))
+        value = transform.get("value")
+        if isinstance(value, int) and not isinstance(value, bool) and isinstance(inputs.values[name], float):
+            value = float(value)
+        overrides[name] = value
+    return _case_input_set(inputs, replaced), overrides, mode, notes
+
+
+def _compiled(fn):
+    compiled = {}
+
+    def run(*args, **kwargs):
+        if "fn" not in compiled:
+            compiled["fn"] = torch.compile(fn)
+        return compiled["fn"](*args, **kwargs)
+
+    try:
+        run.__signature__ = inspect.signature(fn)  # so the call style is the candidate's own
+    except (TypeError, ValueError):
+        pass
+    return run
+
+
+def _save_case_inputs(path, inputs, device, overrides):
+    """inputs.pt: the arguments exactly as the candidate receives them (layouts, sharing, options),
+    for the regression test `dumpview cases export-test` writes."""
+    values, _ = inputs.rebuild(device, None)
+    values.update(overrides)
+    save_tensors(path, values)
+
+
+def run_case(args, plan, case, inputs, window, entry, file, fns, device, ref_device, device_note, out, where):
+    """Runs one case's four sides into ``out``; returns the candidate's side record."""
+    case_inputs, overrides, mode, notes = apply_case(inputs, case, where)
+    (candidate_fn, candidate_resolved), (reference_fn, reference_resolved) = fns
+    if mode == "compile":
+        candidate_fn = _compiled(candidate_fn)
+    try:
+        _save_case_inputs(os.path.join(out, "inputs.pt"), case_inputs, device, overrides)
+        inputs_file = "inputs.pt"
+    except Exception as exc:  # the candidate's side will say why the inputs could not be built
+        inputs_file = None
+        notes.append("inputs.pt not written (%s: %s)" % (type(exc).__name__, exc))
+    runs = (
+        ("candidate", plan["candidate"], candidate_fn, candidate_resolved, device, None),
+        ("reference", plan["reference"], reference_fn, reference_resolved, ref_device, "reference"),
+        ("golden", plan["reference"], reference_fn, reference_resolved, ref_device, "float64"),
+        ("reference_native", plan["reference"], reference_fn, reference_resolved, ref_device, None),
+    )
+    sides = {}
+    for name, spec, fn, resolved, dev, upcast in runs:
+        side, tensors = run_side(spec, fn, resolved, case_inputs, dev, upcast, {}, overrides, args.seed)
+        side["file"] = None
+        if side["status"] == "ok" and tensors:
+            side["file"] = "%s.pt" % name
+            save_tensors(os.path.join(out, side["file"]), tensors)
+        sides[name] = side
+    report = {
+        "format": FORMAT, "version": FORMAT_VERSION, "tool": TOOL_VERSION,
+        "dump": args.dump, "manifest": window.path, "window_dir": window.directory,
+        "rank": window.rank, "label": window.label, "match": window.match, "occurrence_window": window.occurrence,
+        "attempt": window.attempt,
+        "stage": entry["stage"], "occurrence": entry["occurrence"], "input_file": file,
+        "op_recorded": entry.get("op"),
+        "device": str(device), "device_name": device_name(device), "captured_device": inputs.captured_device,
+        "device_note": device_note, "reference_device": str(ref_device),
+        "versions": versions(), "host": socket.gethostname(), "created_unix_s": time.time(), "seed": args.seed,
+        "call": sides["candidate"]["call"],
+        "arg_map": {}, "arg_overrides": {k: _json_value(v) for k, v in overrides.items()},
+        "args": describe_args(case_inputs, overrides, {}),
+        "outputs": sides["candidate"]["output_layouts"],
+        "sides": sides,
+        "case": {"plan": plan["name"], "id": case["id"], "axis": case.get("axis"), "value": case.get("value"),
+                 "transform": case["transform"], "mode": mode, "notes": notes, "inputs_file": inputs_file},
+    }
+    _atomic_write(os.path.join(out, "replay.json"), (dumps(_json_value(report)) + "\n").encode("utf-8"))
+    return sides["candidate"]
+
+
+def batch(args):
+    """--batch: every planned case (or --only's) into --out-root/<case id>; returns the number run."""
+    if args.stage or args.candidate or args.reference or args.arg or args.arg_map or args.out:
+        raise InputError("--batch takes the stage, candidate, reference and arguments from the plan; "
+                         "--stage, --candidate, --reference, --arg, --arg-map and --out do not go with it")
+    if not args.out_root:
+        raise InputError("--batch needs --out-root DIR (case CASE's outputs go to DIR/CASE)")
+    plan, where = read_plan(args.batch)
+    cases = plan["cases"]
+    if args.only:
+        ids = [c["id"] for c in cases]
+        unknown = [c for c in args.only if c not in ids]
+        if unknown:
+            raise InputError("%s: no case %s in the plan; its cases: %s" % (where, ", ".join(unknown), ", ".join(ids)))
+        cases = [c for c in cases if c["id"] in args.only]
+    for case in cases:  # refused before any work: evidence is never overwritten
+        check_out(os.path.join(args.out_root, case["id"]))
+    for module in args.imports:
+        try:
+            importlib.import_module(module)
+        except Exception as exc:
+            raise InputError("--import %s failed (%s: %s)" % (module, type(exc).__name__, exc))
+    windows = select_windows(find_windows(args.dump), args.rank, args.window)
+    window, entry = pick_input_set(windows, plan["stage"])
+    file = input_file(window, entry)
+    load_torch()
+    fns = (resolve(plan["candidate"]), resolve(plan["reference"]))
+    inputs = InputSet(window, entry, file, load_payload(file, entry))
+    for case in cases:  # every transform checked before the first case runs
+        apply_case(inputs, case, where)
+    device_note = None
+    if args.device:
+        if not device_available(args.device):
+            raise InputError("--device %s: not available here" % args.device)
+        device = torch.device(args.device)
+    elif device_available(inputs.captured_device):
+        device = torch.device(inputs.captured_device)
+    else:
+        device = torch.device("cpu")
+        device_note = "captured on %s, which is not available here; replayed on cpu" % inputs.captured_device
+        _log("note: " + device_note)
+    if not device_available(args.reference_device):
+        raise InputError("--reference-device %s: not available here" % args.reference_device)
+    ref_device = torch.device(args.reference_device)
+    _log("%s: plan %s, %s#%s, %d case%s, candidate on %s, reference on %s" % (
+        window.path, plan["name"], entry["stage"], entry["occurrence"], len(cases), "" if len(cases) == 1 else "s",
+        device, ref_device))
+    for i, case in enumerate(cases, 1):
+        head = "case %d/%d %s" % (i, len(cases), case["id"])
+        out = prepare_out(os.path.join(args.out_root, case["id"]), True)
+        _log("%s: start" % head)  # its directory exists from here on
+        side = run_case(args, plan, case, inputs, window, entry, file, fns, device, ref_device, device_note, out, where)
+        if side["status"] == "ok":
+            said = "candidate ok in %.3g ms" % (side["duration_s"] * 1e3)
+        else:
+            said = "candidate %s: %s: %s" % (side["status"], side["exception"]["type"],
+                                             (side["exception"]["message"].strip().splitlines() or [""])[0][:200])
+        _log("%s: done (%s)" % (head, said))
+    return len(cases)
+
+
 # --------------------------------------------------------------------------- main
 
 
@@ -1337,6 +1734,7 @@ def _parser():
     parser.add_argument("--candidate-only", action="store_true",
                         help="run the candidate only: the reference sides are recorded as skipped, with no files "
                              "(for a caller that computes the reference itself, e.g. dumpview's in-process built-ins)")
+    _batch_arguments(parser)
     return parser
 
 
@@ -1484,6 +1882,9 @@ def main(argv=None):
                 sys.stdout.write(dumps(_json_value(document)) + "\n")
             else:
                 sys.stdout.write(list_text(document))
+            return 0
+        if args.batch:
+            batch(args)
             return 0
         if args.json:
             parser.error("--json goes with --list")

@@ -272,6 +272,9 @@ Examples:
   dumpview report dump_a/ dump_b/ -o first_mismatch.md
   dumpview replay dump_b/ --list             the captured operator input sets
   dumpview replay dump_b/ --stage layers.0.rope#1 --candidate my_ops:rope --reference builtin:rope_neox
+  dumpview cases plan norm --from dump_b/ --stage layers.0.input_norm#1 --candidate my_ops:rms_norm \\
+      --reference builtin:rms_norm --axis dtype=float16,bfloat16 --axis layout[x]=transposed,strided
+  dumpview cases run norm && dumpview cases analyze norm -o norm.md
   dumpview scan gpu1:/data/dump/             a capture on another machine, through ssh
   dumpview diff ssh://me@gpu1:2222/data/a gpu2:runs/b
   dumpview probe install my_pkg/             write my_pkg/dump_probe.py and replay_op.py
@@ -346,6 +349,11 @@ enum Command {
     /// allclose (docs/replay.md). Exit 0 pass or warning, 1 error, crash or unsupported,
     /// 2 usage or input error.
     Replay(cli::replay::ReplayArgs),
+    /// The operator case matrix on one captured input set: plan cases (the baseline with one
+    /// axis changed: dtype, layout, shape, mode, an option), run them through replay_op.py
+    /// --batch, record results by hand, analyze which axis the failures follow, export a
+    /// regression test (docs/cases.md).
+    Cases(cli::cases::CasesArgs),
     /// Compare two saved tensor files (.pt or safetensors) key by key: max_abs_diff and
     /// where, mean_abs_diff, cosine, rel_l2, allclose, first mismatch, non-finite positions,
     /// max ULP, |a-b| histogram.
@@ -563,6 +571,7 @@ fn run(
             threshold,
         } => cli::vary::run(&sources.locals(&captures)?, threshold, &attempts, json),
         Command::Replay(args) => replay(&args, json, sources),
+        Command::Cases(args) => cases(&args, json, sources),
         Command::Report {
             a,
             b,
@@ -696,6 +705,124 @@ fn replay(
     };
     let result = runner::run(&request, ssh.as_ref(), &mut log, &cancelled)?;
     cli::replay::print(&result, json)
+}
+
+/// `dumpview cases …`: `plan` reads the dumps through `sources` (a remote one mirrored, its
+/// input set fetched), `run` runs the batch where the dump lives (`runtime::cases`); SIGINT,
+/// SIGTERM and SIGHUP cancel a run (its Python, or the remote side, is killed; what finished
+/// is kept).
+fn cases(
+    args: &cli::cases::CasesArgs,
+    json: bool,
+    sources: &mut Sources,
+) -> Result<Outcome, cli::CliError> {
+    use cli::cases::CasesAction;
+    let root = cli::cases::cases_root(args.cases_dir.as_deref());
+    match &args.action {
+        CasesAction::Plan(plan) => {
+            let dump_is_remote = matches!(
+                remote::parse_source(&plan.from)?,
+                remote::SourceSpec::Remote(_)
+            );
+            let dump = sources.local(Path::new(&plan.from))?;
+            let vs = plan
+                .vs
+                .as_ref()
+                .map(|v| sources.local(Path::new(v)))
+                .transpose()?;
+            let mut fetch = |file: &Path| sources.fetch(file);
+            let inputs = cli::cases::PlanInputs {
+                dump: &dump,
+                vs: vs.as_deref(),
+                dump_is_remote,
+                fetch: &mut fetch,
+            };
+            cli::cases::plan(&root, plan, inputs, json)
+        }
+        CasesAction::Run(run) => cases_run(&root, run, json, sources),
+        CasesAction::Record {
+            name,
+            case,
+            result_dir,
+        } => cli::cases::record(&root, name, case, result_dir, json),
+        CasesAction::Analyze { name, output } => {
+            cli::cases::analyze_cmd(&root, name, output.as_deref(), json)
+        }
+        CasesAction::ExportRun { name, output } => cli::cases::export_run(&root, name, output),
+        CasesAction::ExportTest { name, case, output } => {
+            cli::cases::export_test(&root, name, case, output)
+        }
+    }
+}
+
+/// `dumpview cases run`: progress on stderr (a line per case filed; on a terminal, the case
+/// running), the per-case table and the analysis's exit status.
+fn cases_run(
+    root: &Path,
+    args: &cli::cases::RunArgs,
+    json: bool,
+    sources: &mut Sources,
+) -> Result<Outcome, cli::CliError> {
+    use dumpview::model::cases::Outcome as CaseOutcome;
+    use dumpview::runtime::cases::{self as runner, RunEvent, RunRequest};
+    use std::io::IsTerminal;
+    use std::sync::Arc;
+    use std::sync::atomic::{AtomicBool, Ordering};
+    let matrix = cli::cases::open(root, &args.name)?;
+    let ssh = match remote::parse_source(&matrix.plan.dump)? {
+        remote::SourceSpec::Remote(_) => {
+            let a = &sources.args;
+            Some(remote::SshOptions::new(
+                a.ssh_command.as_deref(),
+                a.accept_new_host_key,
+                a.cache_dir.clone(),
+                a.cache_size,
+                a.poll,
+            )?)
+        }
+        remote::SourceSpec::Local(_) => None,
+    };
+    let cancel = Arc::new(AtomicBool::new(false));
+    for signal in [libc::SIGINT, libc::SIGTERM, libc::SIGHUP] {
+        signal_hook::flag::register(signal, Arc::clone(&cancel))?;
+    }
+    let cancelled = || cancel.load(Ordering::SeqCst);
+    let request = RunRequest {
+        matrix: matrix.clone(),
+        only: args.only.clone(),
+        jobs: args.jobs as usize,
+        rerun: args.rerun,
+        python: args.python.clone(),
+        device: args.device.clone(),
+    };
+    let tty = !json && std::io::stderr().is_terminal();
+    let clear = if tty { "\r\x1b[K" } else { "" };
+    let mut on_event = |event: RunEvent| match event {
+        RunEvent::Skipped(id) => {
+            eprintln!("{clear}dumpview: {id}: recorded already, skipped (--rerun runs it again)")
+        }
+        RunEvent::Started { id, index, total } => {
+            if tty {
+                eprint!("{clear}[{index}/{total}] {id} …");
+            }
+        }
+        RunEvent::Filed { id, attempt } => {
+            let what = match &attempt.judged {
+                None => "interrupted: no replay.json (missing evidence)".to_string(),
+                Some(Ok(replay)) => {
+                    format!("{} ({})", CaseOutcome::of(replay.verdict), replay.verdict)
+                }
+                Some(Err(e)) => format!("cannot be judged (missing evidence): {e}"),
+            };
+            eprintln!(
+                "{clear}dumpview: {id}: attempt {}: {what}",
+                attempt.attempt.number
+            );
+        }
+        RunEvent::Log(line) => eprintln!("{clear}{line}"),
+    };
+    let report = runner::run(&request, ssh.as_ref(), &mut on_event, &cancelled)?;
+    cli::cases::print_run(&matrix, &args.only, serde_json::to_value(&report)?, json)
 }
 
 /// What a watch was asked to follow and report.

@@ -123,6 +123,17 @@ fn each_model_layer_uses_only_the_layers_below_it() {
             "model::present",
         ],
     ));
+    // The case matrix judges through `replay` and compares through `analysis`; it knows no
+    // format, loads nothing itself and renders nothing.
+    found.extend(violations(
+        "model/cases",
+        &[
+            "model::formats",
+            "model::ingest",
+            "model::io",
+            "model::present",
+        ],
+    ));
     found.extend(violations(
         "model/present",
         &[

@@ -1,6 +1,7 @@
 //! Subcommands: each parses its inputs with `model`, prints text or `--json`,
 //! and returns an [`Outcome`] that becomes the exit status.
 
+pub mod cases;
 pub mod diff;
 pub mod inputs;
 pub mod probe_install;

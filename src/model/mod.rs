@@ -14,11 +14,13 @@
 //! | [`replay`] | a replay's outputs read back and judged under a named standard (msprobe, dynamo, allclose) |
 //! | [`analysis`] | scan, memory layout, diff, vary, summary, table, report; computed once into [`analysis::Analysis`] |
 //! | [`input_set`] | one captured operator input set read back from its `.pt` file, for replay |
+//! | [`cases`] | the operator case matrix: plan, attempts on disk, analysis, exports (its verdicts are [`replay`]'s) |
 //! | [`present`] | text, Markdown and JSON rendering of analyses; the number formatters |
 
 #![warn(missing_docs)]
 
 pub mod analysis;
+pub mod cases;
 pub mod dump;
 pub mod formats;
 pub mod ingest;

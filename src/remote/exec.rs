@@ -47,7 +47,8 @@ pub struct Job<'a> {
     pub env: &'a [(&'a str, &'a str)],
     /// Its standard input (a here-document: text, a trailing newline added if missing).
     pub stdin: &'a str,
-    /// The subdirectory of the temporary directory whose regular files come back.
+    /// The subdirectory of the temporary directory whose regular files come back (those at
+    /// its top level and one directory down).
     pub collect: &'a str,
 }
 
@@ -58,7 +59,8 @@ pub struct Finished {
     pub status: i32,
     /// All it wrote to stdout.
     pub stdout: Vec<u8>,
-    /// The regular files it left in [`Job::collect`], by name.
+    /// The regular files it left in [`Job::collect`], by name: `NAME` at its top level,
+    /// `DIR/NAME` one directory down (a case matrix's `CASE/replay.json`).
     pub files: Vec<(String, Vec<u8>)>,
 }
 
@@ -284,10 +286,12 @@ fn script(job: &Job) -> Vec<u8> {
              n=$(wc -c <\"$d/.stdout\")\n\
              printf 'stdout %s\\n' $n\n\
              cat \"$d/.stdout\"\n\
-             for f in \"$d\"/{collect}/*; do\n\
+             c=\"$d\"/{collect}\n\
+             for f in \"$c\"/* \"$c\"/*/*; do\n\
              [ -f \"$f\" ] || continue\n\
              n=$(wc -c <\"$f\")\n\
-             printf 'file %s %s\\n' $n \"${{f##*/}}\"\n\
+             r=${{f#\"$c\"/}}\n\
+             printf 'file %s %s\\n' $n \"$r\"\n\
              cat \"$f\"\n\
              done\n\
              printf 'dumpview-end %s\\n' \"$s\"\n\
@@ -357,7 +361,12 @@ fn parse(out: &[u8]) -> Result<Finished, String> {
         }
         let n = size(words.next())?;
         let name = words.next().unwrap_or_default().to_string();
-        if name.is_empty() || name.contains('/') || name == "." || name == ".." {
+        let parts: Vec<&str> = name.split('/').collect();
+        if parts.len() > 2
+            || parts
+                .iter()
+                .any(|p| p.is_empty() || *p == "." || *p == "..")
+        {
             return Err(format!("a file name the answer may not hold: {name:?}"));
         }
         files.push((name, take(&mut rest, n)?));
@@ -389,9 +398,17 @@ mod tests {
         let mut cut = MARK.to_vec();
         cut.extend_from_slice(b"stdout 3\nhi\nfile 9 x\nabc");
         assert!(parse(&cut).unwrap_err().contains("cut short"));
-        let mut evil = MARK.to_vec();
-        evil.extend_from_slice(b"stdout 0\nfile 1 ../x\na");
-        assert!(parse(&evil).unwrap_err().contains("may not hold"));
+        for bad in ["../x", "a/../x", "a/b/c", "/x", "a//b", "."] {
+            let mut evil = MARK.to_vec();
+            evil.extend_from_slice(format!("stdout 0\nfile 1 {bad}\na").as_bytes());
+            assert!(parse(&evil).unwrap_err().contains("may not hold"), "{bad}");
+        }
+        let mut nested = MARK.to_vec();
+        nested.extend_from_slice(b"stdout 0\nfile 1 dtype=bfloat16/replay.json\nadumpview-end 0\n");
+        assert_eq!(
+            parse(&nested).unwrap().files[0].0,
+            "dtype=bfloat16/replay.json"
+        );
     }
 
     #[test]

@@ -12,6 +12,7 @@
 //! headless runs ([`run_with`], or a `Runtime` over `TestBackend`) drive the same loop with
 //! scripted input.
 
+pub mod cases;
 pub mod fetch;
 #[cfg(feature = "torch")]
 mod in_process;

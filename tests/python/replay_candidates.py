@@ -124,3 +124,48 @@ def layout_probe(**named):
             json.dump({"args": seen, "shared": shared}, handle)
     h16 = named.get("h16")
     return h16 * 2 if isinstance(h16, torch.Tensor) else None
+
+
+# --------------------------------------------------------------------------- case matrices
+# tests/cases.rs and tests/python/test_cases_batch.py: RMSNorm candidates, each correct on the
+# captured float32 call and wrong in one way the case matrix must tell apart.  Their verdicts
+# never rest on the CPU's float16/bfloat16 kernels: the arithmetic is float64, rounded once, and
+# the wrong one is off by 1.0.
+
+
+def _rms_norm_f64(x, weight, eps):
+    x64 = x.to(torch.float64)
+    out = x64 * torch.rsqrt(x64.pow(2).mean(-1, keepdim=True) + eps) * weight.to(torch.float64)
+    return out.to(x.dtype)
+
+
+def rms_norm_exact(x, weight, eps):
+    """Correct for every dtype, layout and shape: float64 arithmetic rounded once."""
+    return _rms_norm_f64(x, weight, eps)
+
+
+def rms_norm_wrong_in_bf16(x, weight, eps):
+    """Correct, except for bfloat16 inputs, where it adds 1.0 (a wrong bfloat16 kernel)."""
+    out = _rms_norm_f64(x, weight, eps)
+    return out + 1.0 if x.dtype == torch.bfloat16 else out
+
+
+def rms_norm_needs_contiguous(x, weight, eps):
+    """Correct on contiguous x; crashes on any other layout (a kernel that assumes dense rows)."""
+    if not x.is_contiguous():
+        raise RuntimeError("rms_norm kernel: illegal memory access reading x with stride %s" % (tuple(x.stride()),))
+    return _rms_norm_f64(x, weight, eps)
+
+
+def rms_norm_no_float64(x, weight, eps):
+    """Correct, but refuses float64 as torch refuses a dtype (an unsupported combination)."""
+    if x.dtype == torch.float64:
+        raise RuntimeError("\"rms_norm_kernel\" not implemented for 'Double'")
+    return _rms_norm_f64(x, weight, eps)
+
+
+def rms_norm_hangs_on_eps(x, weight, eps):
+    """Correct at the captured eps; sleeps 10 minutes at any other (a case to interrupt)."""
+    if abs(eps - 1e-6) > 1e-12:
+        time.sleep(600)
+    return _rms_norm_f64(x, weight, eps)

@@ -1,6 +1,7 @@
 //! Rendering of analyses for people and scripts: text, Markdown and JSON, and the number
 //! formatters every renderer (and the workbench) uses.
 
+pub mod cases;
 pub mod diff;
 pub mod number;
 pub mod replay;
