@@ -266,8 +266,10 @@ pub fn render_replay(replay: &Replay) -> String {
     );
     if replay.verdict == crate::model::replay::Verdict::Pass {
         // The operator is right on these inputs; the model may still be wrong elsewhere.
-        out.push_str("(a passing replay does not establish a whole-model fix)
-");
+        out.push_str(
+            "(a passing replay does not establish a whole-model fix)
+",
+        );
     }
     out
 }
