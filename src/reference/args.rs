@@ -3,49 +3,24 @@
 
 use tch::Tensor;
 
-use super::builtins::Builtin;
+use super::failure::{Failure, Outcome};
 use super::{ReferenceError, Upcast, convert};
 use crate::model::input_set::{InputSet, InputValue};
 
-/// Why a formula stopped, before the built-in's name is attached.
-#[derive(Debug)]
-pub(crate) enum Failure {
-    /// An argument does not fit.
-    Arguments(String),
-    /// libtorch raised.
-    Torch(String),
+/// One built-in reference: its name, its parameters and where its formula comes from.
+pub struct Builtin {
+    /// The name after `builtin:`.
+    pub name: &'static str,
+    /// Parameter names, in order (the positional order).
+    pub params: &'static [&'static str],
+    /// How many leading parameters are required; the rest have defaults.
+    pub required: usize,
+    /// Output names, in order: `["out"]`, or `["out.0", "out.1"]` for a pair.
+    pub outputs: &'static [&'static str],
+    /// The canonical source of the formula.
+    pub source: &'static str,
+    pub(crate) compute: fn(&Args<'_>) -> Outcome<Vec<Tensor>>,
 }
-
-impl From<tch::TchError> for Failure {
-    fn from(e: tch::TchError) -> Self {
-        let text = match e {
-            tch::TchError::Torch(message) => message,
-            other => other.to_string(),
-        };
-        // libtorch appends "Exception raised from <function> at <file>:<line>" and a C++
-        // backtrace; the message is what precedes it.
-        let message = text
-            .split("\nException raised from")
-            .next()
-            .unwrap_or(&text)
-            .trim()
-            .to_string();
-        Failure::Torch(message)
-    }
-}
-
-impl Failure {
-    /// The public error, naming the built-in.
-    pub(crate) fn into_error(self, builtin: &'static str) -> ReferenceError {
-        match self {
-            Failure::Arguments(problem) => ReferenceError::Arguments { builtin, problem },
-            Failure::Torch(message) => ReferenceError::Torch { builtin, message },
-        }
-    }
-}
-
-/// A formula's result.
-pub(crate) type Outcome<T> = Result<T, Failure>;
 
 /// The captured values bound to a built-in's parameters.
 pub struct Args<'a> {

@@ -8,22 +8,8 @@
 
 use tch::{Kind, Tensor};
 
-use super::args::{Args, Failure, Outcome};
-
-/// One built-in reference: its name, its parameters and where its formula comes from.
-pub struct Builtin {
-    /// The name after `builtin:`.
-    pub name: &'static str,
-    /// Parameter names, in order (the positional order).
-    pub params: &'static [&'static str],
-    /// How many leading parameters are required; the rest have defaults.
-    pub required: usize,
-    /// Output names, in order: `["out"]`, or `["out.0", "out.1"]` for a pair.
-    pub outputs: &'static [&'static str],
-    /// The canonical source of the formula.
-    pub source: &'static str,
-    pub(crate) compute: fn(&Args<'_>) -> Outcome<Vec<Tensor>>,
-}
+use super::args::{Args, Builtin};
+use super::failure::{Failure, Outcome};
 
 /// Every built-in, in the order docs/replay.md lists them.
 pub static BUILTINS: &[Builtin] = &[

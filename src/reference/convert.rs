@@ -3,7 +3,7 @@
 
 use tch::{Kind, Tensor};
 
-use super::args::{Failure, Outcome};
+use super::failure::{Failure, Outcome};
 use super::{ComputedTensor, Upcast};
 use crate::model::input_set::CapturedTensor;
 use crate::model::tensor::DType;

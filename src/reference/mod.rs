@@ -32,12 +32,14 @@
 mod args;
 pub mod builtins;
 mod convert;
+mod failure;
 
 use crate::model::input_set::InputSet;
 use crate::model::tensor::DType;
 
 pub use crate::model::replay::ComputedTensor;
-pub use builtins::{BUILTINS, Builtin};
+pub use args::Builtin;
+pub use builtins::BUILTINS;
 
 /// Who computes these references, in the words a replay's output gives each side it
 /// computed: tch 0.26 binds libtorch 2.13 (torch-sys refuses any other at build time).

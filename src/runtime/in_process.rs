@@ -13,7 +13,6 @@
 use std::path::Path;
 use std::time::Instant;
 
-use super::replay::ReplayError;
 use crate::model::input_set::InputSet;
 use crate::model::replay::load::{IN_PROCESS_FILE, ReplayDir, SAVED_EXTENSION};
 use crate::model::replay::prepare;
@@ -81,22 +80,21 @@ fn side(spec: &str, set: &InputSet, upcast: Upcast) -> Computed {
 /// Each side's outcome goes to `log` as one line.
 ///
 /// # Errors
-/// [`ReplayError::Failed`]: replay.json names no input file, the input set cannot be read
+/// Why (the caller's `ReplayError::Failed`): replay.json names no input file, the input set cannot be read
 /// again or does not hold what replay.json lists, or an output cannot be saved.
 pub(crate) fn compute(
     dir: &mut ReplayDir,
     spec: &str,
     log: &mut dyn FnMut(&str),
-) -> Result<(), ReplayError> {
+) -> Result<(), String> {
     let input_file = dir.record.input_file.clone().ok_or_else(|| {
-        ReplayError::Failed(format!(
+        format!(
             "{}: replay.json names no input_file to compute the reference from",
             dir.dir.display()
-        ))
+        )
     })?;
-    let captured =
-        InputSet::read(Path::new(&input_file)).map_err(|e| ReplayError::Failed(e.to_string()))?;
-    let set = prepare::call_inputs(&dir.record, &captured).map_err(ReplayError::Failed)?;
+    let captured = InputSet::read(Path::new(&input_file)).map_err(|e| e.to_string())?;
+    let set = prepare::call_inputs(&dir.record, &captured)?;
     let mut sides = Sides::default();
     let mut outputs = Vec::new();
     for (role, upcast) in [
@@ -128,11 +126,10 @@ pub(crate) fn compute(
         let saved = match &computed.outputs {
             Some(tensors) if !tensors.is_empty() => {
                 let path = dir.dir.join(format!("{role}.{SAVED_EXTENSION}"));
-                let bytes = safetensors_bytes(tensors)
-                    .map_err(|e| ReplayError::Failed(format!("{}: {e}", path.display())))?;
-                std::fs::write(&path, bytes).map_err(|e| {
-                    ReplayError::Failed(format!("{}: cannot write: {e}", path.display()))
-                })?;
+                let bytes =
+                    safetensors_bytes(tensors).map_err(|e| format!("{}: {e}", path.display()))?;
+                std::fs::write(&path, bytes)
+                    .map_err(|e| format!("{}: cannot write: {e}", path.display()))?;
                 Some(path)
             }
             _ => None,
@@ -158,10 +155,9 @@ pub(crate) fn compute(
         sides,
     };
     let path = dir.dir.join(IN_PROCESS_FILE);
-    let json =
-        serde_json::to_string_pretty(&record).map_err(|e| ReplayError::Failed(e.to_string()))?;
+    let json = serde_json::to_string_pretty(&record).map_err(|e| e.to_string())?;
     std::fs::write(&path, json + "\n")
-        .map_err(|e| ReplayError::Failed(format!("{}: cannot write: {e}", path.display())))?;
+        .map_err(|e| format!("{}: cannot write: {e}", path.display()))?;
     dir.record.fill_skipped(&record.sides);
     let mut outputs = outputs.into_iter();
     dir.files.reference = outputs.next().flatten();

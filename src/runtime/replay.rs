@@ -166,7 +166,8 @@ pub fn run(
     let mut dir = ReplayDir::open(&out).map_err(ReplayError::Failed)?;
     #[cfg(feature = "torch")]
     if in_process {
-        super::in_process::compute(&mut dir, &request.reference, &mut keep)?;
+        super::in_process::compute(&mut dir, &request.reference, &mut keep)
+            .map_err(ReplayError::Failed)?;
     }
     let replay = dir.judge(request.standard).map_err(ReplayError::Input)?;
     let result = ReplayResult {

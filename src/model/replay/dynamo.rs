@@ -215,7 +215,7 @@ pub fn judge(
 
 fn optional_float<S: serde::Serializer>(v: &Option<f64>, s: S) -> Result<S::Ok, S::Error> {
     match v {
-        Some(v) => super::judge::json_float(*v, s),
+        Some(v) => super::standard::json_float(*v, s),
         None => s.serialize_none(),
     }
 }

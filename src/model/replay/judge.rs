@@ -534,17 +534,6 @@ pub fn judge(
     Ok(replay)
 }
 
-/// Serializes a float as a JSON number, or "nan" / "inf" / "-inf".
-pub(crate) fn json_float<S: serde::Serializer>(v: f64, s: S) -> Result<S::Ok, S::Error> {
-    if v.is_nan() {
-        s.serialize_str("nan")
-    } else if v.is_infinite() {
-        s.serialize_str(if v > 0.0 { "inf" } else { "-inf" })
-    } else {
-        s.serialize_f64(v)
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -663,12 +663,12 @@ fn ulp_error(c: &[f64], r: &[f64], output: DType, bench: Arith) -> Option<UlpErr
 }
 
 fn float<S: serde::Serializer>(v: &f64, s: S) -> Result<S::Ok, S::Error> {
-    super::judge::json_float(*v, s)
+    super::standard::json_float(*v, s)
 }
 
 fn optional_float<S: serde::Serializer>(v: &Option<f64>, s: S) -> Result<S::Ok, S::Error> {
     match v {
-        Some(v) => super::judge::json_float(*v, s),
+        Some(v) => super::standard::json_float(*v, s),
         None => s.serialize_none(),
     }
 }
