@@ -14,6 +14,10 @@ use ratatui::buffer::Buffer;
 use ratatui::crossterm::event::Event;
 use ratatui::style::{Color, Modifier};
 
+#[path = "workbench/cases.rs"]
+mod cases;
+mod support;
+
 /// The real loop over a TestBackend terminal, jobs held: tests send their events.
 struct Bench(Runtime<TestBackend>);
 

@@ -6,6 +6,11 @@
 use std::path::PathBuf;
 
 use crate::model::analysis::compare::Tolerances;
+use crate::model::cases::Outcome;
+use crate::model::cases::create::WindowOnDisk;
+use crate::model::cases::plan::VsCheck;
+use crate::model::cases::snapshot::MatrixSnapshot;
+use crate::model::dump::InputSet as InputSetEntry;
 use crate::model::ingest::{Attempt, Progress};
 use crate::model::replay::{ReplayResult, Standard};
 use crate::model::tensor::pairing::FileComparison;
@@ -30,6 +35,9 @@ pub enum Slot {
     Replay,
     /// Loading the captures, first or again (watch mode in the next issues).
     Reload,
+    /// `c` (from a replay's result): planning a case matrix on that input set and running
+    /// its cases (replay_op.py `--batch`, here or on the capture's remote host).
+    Cases,
 }
 
 /// What to open: the input of a [`JobSpec::Load`] and of `crate::runtime::run`.
@@ -89,6 +97,82 @@ pub enum JobSpec {
     /// outputs (what `dumpview replay` does); progress [`JobProgress::Replay`] (replay_op.py's
     /// log lines and the time so far), result [`JobOutput::Replayed`].
     Replay(ReplaySpec),
+    /// Plan a case matrix on one input set and run its cases (what `dumpview cases plan`
+    /// then `cases run` do); progress [`JobProgress::Cases`] (the matrix once planned, then
+    /// each case as it starts and is filed), result [`JobOutput::Cases`].
+    PlanCases(Box<CasesPlanSpec>),
+    /// Run (again) the cases of a planned matrix; progress and result as `PlanCases`.
+    RunCases(CasesRunSpec),
+}
+
+/// A matrix to plan ([`JobSpec::PlanCases`]): `dumpview cases plan NAME --from DUMP --stage
+/// STAGE --candidate C --reference R --standard S --axis …`, then its cases run.
+#[derive(Debug, Clone, PartialEq)]
+pub struct CasesPlanSpec {
+    /// NAME.
+    pub name: String,
+    /// NAME was the form's default: when it is taken, the first free `NAME.2`, `NAME.3`, …
+    /// is used instead (a typed NAME that is taken is an error).
+    pub auto_name: bool,
+    /// The window holding the input set, on this machine (a remote capture's mirror copy,
+    /// which the runtime maps back to its host for `cases run`).
+    pub window: WindowOnDisk,
+    /// The input set's manifest entry.
+    pub entry: InputSetEntry,
+    /// OP.
+    pub candidate: String,
+    /// REF.
+    pub reference: String,
+    /// The standard every case is judged by.
+    pub standard: Standard,
+    /// `--axis` specs.
+    pub axes: Vec<String>,
+    /// `--tie` specs.
+    pub ties: Vec<String>,
+    /// The other capture at the stage (diff mode), from the workbench's diff.
+    pub vs: Option<VsCheck>,
+    /// The Python (`None`: as `dumpview cases run` chooses).
+    pub python: Option<String>,
+}
+
+/// Cases of a planned matrix to run ([`JobSpec::RunCases`]), as `dumpview cases run`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct CasesRunSpec {
+    /// The matrix directory (`<cases dir>/NAME`).
+    pub dir: PathBuf,
+    /// `--rerun`: run recorded cases again (new attempts beside the old).
+    pub rerun: bool,
+    /// `--only`: these cases; empty: all.
+    pub only: Vec<String>,
+    /// The Python (`None`: as `dumpview cases run` chooses).
+    pub python: Option<String>,
+}
+
+/// What a case-matrix job reports as it goes.
+#[derive(Debug, Clone, PartialEq)]
+pub enum CaseEvent {
+    /// The matrix is planned (or opened): the board can show it before any case ran.
+    Planned(Box<MatrixSnapshot>),
+    /// A case started, `index` of `total` this run runs.
+    Started {
+        /// The case id.
+        id: String,
+        /// 1-based.
+        index: usize,
+        /// Cases this run runs.
+        total: usize,
+    },
+    /// A case was filed as an attempt and judged.
+    Filed {
+        /// The case id.
+        id: String,
+        /// What it came to.
+        outcome: Outcome,
+    },
+    /// A line replay_op.py wrote that is not a case's progress.
+    Log(String),
+    /// Only the clock moved.
+    Tick,
 }
 
 /// One replay for the runtime to run: `dumpview replay DUMP --stage STAGE --candidate C
@@ -125,12 +209,13 @@ impl JobSpec {
             JobSpec::Export { .. } => Slot::Export,
             JobSpec::Load { .. } => Slot::Reload,
             JobSpec::Replay(_) => Slot::Replay,
+            JobSpec::PlanCases(_) | JobSpec::RunCases(_) => Slot::Cases,
         }
     }
 }
 
 /// How far a job has come.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq)]
 pub enum JobProgress {
     /// Tensor elements compared so far, of `total` (0: not known yet).
     Elements {
@@ -154,6 +239,13 @@ pub enum JobProgress {
         /// A log line, as written (without its newline).
         line: Option<String>,
     },
+    /// A case matrix is being planned or run.
+    Cases {
+        /// Milliseconds since the job started.
+        elapsed_ms: u64,
+        /// What happened.
+        event: CaseEvent,
+    },
 }
 
 /// How often a running replay reports its elapsed time when it logs nothing, milliseconds.
@@ -170,6 +262,8 @@ pub enum JobOutput {
     Loaded(Box<Session>),
     /// A replay, judged, and how it ran.
     Replayed(Box<ReplayResult>),
+    /// A case matrix after its run, read back whole.
+    Cases(Box<MatrixSnapshot>),
 }
 
 /// One event of one job, in the order the job sent them: any number of `Progress`, then

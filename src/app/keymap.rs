@@ -21,6 +21,10 @@ pub enum Key {
     Up,
     /// Arrow down.
     Down,
+    /// Arrow left.
+    Left,
+    /// Arrow right.
+    Right,
     /// Page up.
     PageUp,
     /// Page down.
@@ -50,6 +54,10 @@ pub enum Mode {
     Export,
     /// Filling in the replay dialog ([`REPLAY`], any other character is text).
     Replay,
+    /// Filling in the case-matrix form ([`CASES_FORM`], any other character is text).
+    CasesForm,
+    /// The case-matrix board ([`CASES_BOARD`]).
+    CasesBoard,
 }
 
 impl Mode {
@@ -59,8 +67,17 @@ impl Mode {
             Mode::Export
         } else if app.replay_dialog.is_some() {
             Mode::Replay
+        } else if app.cases_form.is_some() {
+            Mode::CasesForm
         } else if app.search.editing {
             Mode::Search
+        } else if app.cases_board.as_ref().is_some_and(|b| b.open)
+            && app.replay_view.is_none()
+            && app.tensor_popup.is_none()
+            && !app.help
+            && !app.warnings_open
+        {
+            Mode::CasesBoard
         } else {
             Mode::Normal
         }
@@ -232,6 +249,15 @@ pub static BINDINGS: &[Binding] = &[
             "replay the operator on this stage's captured input set (↻; Esc cancels)",
         )),
     ),
+    bind_inputs(
+        &[Key::Char('c')],
+        Action::CaseMatrix,
+        None,
+        Some((
+            "c",
+            "on a replay's result: plan and run a case matrix on its input set; else its board",
+        )),
+    ),
     bind(
         &[Key::Char('e')],
         Action::Export,
@@ -308,6 +334,37 @@ pub static REPLAY: &[Binding] = &[
     bind(&[Key::Esc], Action::ReplayCancel, None, None),
 ];
 
+/// The keys of [`Mode::CasesForm`] besides text: every other character is typed into the
+/// focused line.
+pub static CASES_FORM: &[Binding] = &[
+    bind(&[Key::Backspace], Action::CasesBackspace, None, None),
+    bind(&[Key::Ctrl('u')], Action::CasesClear, None, None),
+    bind(&[Key::Tab, Key::Down], Action::CasesNextField, None, None),
+    bind(&[Key::Up], Action::CasesPrevField, None, None),
+    bind(&[Key::Enter], Action::CasesSubmit, None, None),
+    bind(&[Key::Esc], Action::CasesCancel, None, None),
+];
+
+/// The keys of [`Mode::CasesBoard`]: the grid's cursor, a case's metrics, running and
+/// cancelling, and the keys every view keeps (help, quit).
+pub static CASES_BOARD: &[Binding] = &[
+    bind(&[Key::Up, Key::Char('k')], Action::Up, None, None),
+    bind(&[Key::Down, Key::Char('j')], Action::Down, None, None),
+    bind(&[Key::Left, Key::Char('h')], Action::Left, None, None),
+    bind(&[Key::Right, Key::Char('l')], Action::Right, None, None),
+    bind(&[Key::PageUp], Action::PageUp, None, None),
+    bind(&[Key::PageDown], Action::PageDown, None, None),
+    bind(&[Key::Home, Key::Char('g')], Action::Top, None, None),
+    bind(&[Key::End, Key::Char('G')], Action::Bottom, None, None),
+    bind(&[Key::Enter], Action::Enter, None, None),
+    bind(&[Key::Esc, Key::Char('c')], Action::Escape, None, None),
+    bind(&[Key::Char('r')], Action::CasesRun, None, None),
+    bind(&[Key::Char('R')], Action::CasesRerun, None, None),
+    bind(&[Key::Char('x')], Action::CasesStop, None, None),
+    bind(&[Key::Char('?')], Action::ToggleHelp, None, None),
+    bind(&[Key::Char('q')], Action::Quit, None, None),
+];
+
 /// Keys that act in every mode: Ctrl-C quits even from the search prompt.
 pub static GLOBAL: &[Binding] = &[bind(&[Key::Ctrl('c')], Action::Quit, None, None)];
 
@@ -329,6 +386,8 @@ pub fn action_for(key: Key, mode: Mode) -> Option<Action> {
         Mode::Search => SEARCH,
         Mode::Export => EXPORT,
         Mode::Replay => REPLAY,
+        Mode::CasesForm => CASES_FORM,
+        Mode::CasesBoard => CASES_BOARD,
     };
     if let Some(action) = lookup(table, key) {
         return Some(action);
@@ -341,6 +400,7 @@ pub fn action_for(key: Key, mode: Mode) -> Option<Action> {
         (Mode::Search, Key::Char(c)) => Some(Action::SearchChar(c)),
         (Mode::Export, Key::Char(c)) => Some(Action::ExportChar(c)),
         (Mode::Replay, Key::Char(c)) => Some(Action::ReplayChar(c)),
+        (Mode::CasesForm, Key::Char(c)) => Some(Action::CasesChar(c)),
         _ => None,
     })
 }

@@ -7,6 +7,8 @@
 //! says which key sends which action.
 
 #[warn(missing_docs)]
+pub mod cases;
+#[warn(missing_docs)]
 pub mod export;
 #[warn(missing_docs)]
 mod filter;
@@ -100,6 +102,26 @@ pub enum Action {
     ReplayCancel,
     /// The runtime read the replay history file, or could not write it.
     ReplayHistory(replay::HistoryEvent),
+    /// `c`: on a replay's result, open the case-matrix form on its input set ([`cases`]);
+    /// elsewhere, show the last matrix's board again. In the form, characters, Backspace,
+    /// Ctrl-U (clear), Tab / Up / Down (next and previous line), Enter (plan and run) and
+    /// Esc (close) edit it.
+    CaseMatrix,
+    CasesChar(char),
+    CasesBackspace,
+    CasesClear,
+    CasesNextField,
+    CasesPrevField,
+    CasesSubmit,
+    CasesCancel,
+    /// On the board: `r` runs the cases without a result, `R` the selected case again, `x`
+    /// cancels the run.
+    CasesRun,
+    CasesRerun,
+    CasesStop,
+    /// Arrow left / right (the case-matrix board's columns).
+    Left,
+    Right,
     /// `?`.
     ToggleHelp,
     /// `w`: the load warnings of the open captures (what was lost or noted while reading
@@ -324,6 +346,10 @@ pub struct App {
     /// The replay dialog's earlier entries, newest first; `None` until the runtime has read
     /// them.
     pub replay_history: Option<Vec<crate::model::replay::history::Entry>>,
+    /// `c`: the case-matrix form, while it is open.
+    pub cases_form: Option<cases::CasesForm>,
+    /// The last case matrix planned or run (shown while [`cases::CasesBoard::open`]).
+    pub cases_board: Option<cases::CasesBoard>,
     /// Watch mode's sources and their states; `None` when nothing is followed.
     pub watch: Option<watch::WatchStatus>,
     /// The directory the workbench was started in, as the runtime found it: where `e`
@@ -380,6 +406,8 @@ impl App {
             replay_results: Vec::new(),
             replay_view: None,
             replay_history: None,
+            cases_form: None,
+            cases_board: None,
             watch: None,
             working_dir: None,
             export: None,
@@ -727,6 +755,20 @@ pub fn update(app: &mut App, action: Action) -> Vec<Effect> {
         }
         return Vec::new();
     }
+    if app.cases_form.is_some() {
+        // The case-matrix form owns the keys while it is open, as the replay dialog does.
+        if matches!(
+            action,
+            Action::Job(_)
+                | Action::Resize(..)
+                | Action::ViewHeight(_)
+                | Action::OverlayScrollMax(_)
+                | Action::Quit
+        ) {
+            return update_base(app, action, app.view_height);
+        }
+        return cases::on_form(app, &action).unwrap_or_default();
+    }
     if app.search.editing {
         match action {
             Action::SearchChar(c) => app.search.input.push(c),
@@ -835,6 +877,7 @@ fn update_normal(app: &mut App, action: Action) -> Vec<Effect> {
             Action::Top => replay::scroll_result(app, i64::MIN / 2),
             Action::Bottom => replay::scroll_result(app, i64::MAX / 2),
             Action::Escape | Action::Enter | Action::Replay => app.replay_view = None,
+            Action::CaseMatrix => return cases::open(app),
             Action::Quit
             | Action::ToggleHelp
             | Action::Resize(..)
@@ -856,6 +899,56 @@ fn update_normal(app: &mut App, action: Action) -> Vec<Effect> {
             Action::PageDown => replay::scroll_log(app, page),
             Action::Top => replay::scroll_log(app, i64::MIN / 2),
             Action::Bottom => replay::scroll_log(app, i64::MAX / 2),
+            Action::Quit
+            | Action::ToggleHelp
+            | Action::Resize(..)
+            | Action::ViewHeight(_)
+            | Action::OverlayScrollMax(_)
+            | Action::Job(_) => return update_base(app, action, page as usize),
+            _ => {}
+        }
+        return Vec::new();
+    }
+    if app.cases_board.as_ref().is_some_and(|b| b.open) {
+        // The case-matrix board is modal; a case's metrics popup over it more so.
+        let page = page as i64;
+        let viewing = app
+            .cases_board
+            .as_ref()
+            .is_some_and(|b| b.case_view.is_some());
+        match action {
+            Action::Escape | Action::Enter if viewing => {
+                if let Some(board) = app.cases_board.as_mut() {
+                    board.case_view = None;
+                }
+            }
+            Action::Up if viewing => cases::step_output(app, -1),
+            Action::Down if viewing => cases::step_output(app, 1),
+            Action::PageUp if viewing => cases::scroll_case(app, -page),
+            Action::PageDown if viewing => cases::scroll_case(app, page),
+            Action::Top if viewing => cases::scroll_case(app, i64::MIN / 2),
+            Action::Bottom if viewing => cases::scroll_case(app, i64::MAX / 2),
+            Action::Up => cases::step(app, -1, 0),
+            Action::Down => cases::step(app, 1, 0),
+            Action::Left => cases::step(app, 0, -1),
+            Action::Right => cases::step(app, 0, 1),
+            Action::Top | Action::PageUp => cases::step(app, i64::MIN / 4, 0),
+            Action::Bottom | Action::PageDown => cases::step(app, i64::MAX / 4, 0),
+            Action::Enter => cases::open_case(app),
+            Action::Escape | Action::CaseMatrix => {
+                if let Some(board) = app.cases_board.as_mut() {
+                    board.open = false;
+                    if board.run.is_some() {
+                        app.message = Some(format!(
+                            "case matrix {} runs on: c shows it again",
+                            board.name()
+                        ));
+                    }
+                }
+            }
+            Action::CasesRun if !viewing => return cases::run(app, false),
+            Action::CasesRerun if !viewing => return cases::run(app, true),
+            Action::CasesStop => return cases::cancel(app),
             Action::Quit
             | Action::ToggleHelp
             | Action::Resize(..)
@@ -1085,6 +1178,19 @@ fn update_base(app: &mut App, action: Action, page: usize) -> Vec<Effect> {
         Action::Export => export::open(app),
         Action::CompareTensors => return tensors::start(app),
         Action::Replay => return replay::open(app),
+        Action::CaseMatrix => return cases::open(app),
+        Action::CasesStop => return cases::cancel(app),
+        Action::Left
+        | Action::Right
+        | Action::CasesRun
+        | Action::CasesRerun
+        | Action::CasesChar(_)
+        | Action::CasesBackspace
+        | Action::CasesClear
+        | Action::CasesNextField
+        | Action::CasesPrevField
+        | Action::CasesSubmit
+        | Action::CasesCancel => {}
         Action::SearchChar(_)
         | Action::SearchBackspace
         | Action::SearchSubmit
@@ -1119,6 +1225,7 @@ fn on_job(app: &mut App, slot: Slot, event: JobEvent) -> Vec<Effect> {
     match (slot, event) {
         (Slot::Compare, event) => tensors::on_event(app, event),
         (Slot::Replay, event) => replay::on_event(app, event),
+        (Slot::Cases, event) => cases::on_event(app, event),
         (Slot::Export, JobEvent::Done(JobOutput::Exported(path))) => export::written(app, &path),
         (Slot::Export, JobEvent::Failed(e)) => export::failed(app, &e),
         (Slot::Reload, JobEvent::Progress(JobProgress::Load(p))) if app.loaded.is_none() => {

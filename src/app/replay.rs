@@ -217,6 +217,8 @@ pub struct ReplayJob {
     pub stage: String,
     /// Which capture's input set.
     pub side: Side,
+    /// The window directory holding it, on this machine.
+    pub dump: PathBuf,
     /// The fields it was started with.
     pub entry: Entry,
     /// replay_op.py's log lines so far (the last [`LOG_LINES`]).
@@ -238,6 +240,8 @@ pub struct ReplayKept {
     pub stage: String,
     /// Which capture's input set.
     pub side: Side,
+    /// The window directory holding it, on this machine (what `c` plans a case matrix on).
+    pub dump: PathBuf,
     /// The fields it was started with (the dialog opens on them again for this stage).
     pub entry: Entry,
     /// The judged replay, or why there is none (replay_op.py refused the input, no Python
@@ -640,6 +644,7 @@ fn submit(app: &mut App) -> Vec<Effect> {
         rank: spec.rank,
         stage: spec.stage.clone(),
         side: spec.side,
+        dump: spec.dump.clone(),
         entry: entry.clone(),
         log: Vec::new(),
         elapsed_ms: 0,
@@ -747,6 +752,7 @@ pub(super) fn on_event(app: &mut App, event: JobEvent) {
         rank: job.rank,
         stage: job.stage,
         side: job.side,
+        dump: job.dump,
         entry: job.entry,
         outcome,
         log: job.log,

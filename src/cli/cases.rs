@@ -8,12 +8,10 @@ use std::path::{Path, PathBuf};
 use super::{CliError, Outcome};
 use crate::model::cases::analysis::analyze;
 use crate::model::cases::export::{self, TestOutput, TestSpec};
-use crate::model::cases::plan::{self, PlanRequest};
 use crate::model::cases::store::{self, INPUTS_FILE, Matrix, RECORD_FILE};
-use crate::model::cases::{CasesAnalysis, names, vs};
+use crate::model::cases::{CasesAnalysis, create, names, vs};
 use crate::model::dump::{Dump, InputSet as Entry, Window};
 use crate::model::ingest::Attempt;
-use crate::model::input_set::InputSet;
 use crate::model::present::cases as present;
 use crate::model::replay::Standard;
 use crate::model::tensor::DType;
@@ -156,14 +154,7 @@ pub struct RunArgs {
 
 /// The cases directory: `given`, else `$DUMPVIEW_CASES_DIR`, else `.dumpview/cases`.
 pub fn cases_root(given: Option<&Path>) -> PathBuf {
-    given
-        .map(Path::to_path_buf)
-        .or_else(|| {
-            std::env::var_os(store::CASES_DIR_ENV)
-                .filter(|v| !v.is_empty())
-                .map(PathBuf::from)
-        })
-        .unwrap_or_else(|| PathBuf::from(store::DEFAULT_CASES_DIR))
+    create::cases_root(given)
 }
 
 /// Opens the matrix NAME.
@@ -185,12 +176,6 @@ pub struct PlanInputs<'a> {
     pub dump_is_remote: bool,
     /// Brings a file of a remote capture into its mirror; nothing for a local file.
     pub fetch: &'a mut dyn FnMut(&Path) -> Result<(), String>,
-}
-
-fn now() -> f64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0.0, |d| d.as_secs_f64())
 }
 
 /// `stage#N` → (stage, Some(N)); `stage` → (stage, None).
@@ -312,41 +297,6 @@ fn pick<'d>(dump: &'d Dump, args: &PlanArgs) -> Result<(&'d Window, &'d Entry), 
     Ok((window, entry))
 }
 
-/// The manifest of the baseline copy: the window's manifest with no records and only the
-/// input set of the plan. The entries stay as written (their `args` in call order: a
-/// positional call depends on it).
-fn baseline_manifest(window: &Window, entry: &Entry) -> Result<Vec<u8>, CliError> {
-    use serde_json::value::RawValue;
-    let path = window.source.display();
-    let bytes = std::fs::read(&window.source).map_err(|e| format!("{path}: cannot read: {e}"))?;
-    let mut manifest: std::collections::BTreeMap<String, Box<RawValue>> =
-        serde_json::from_slice(&bytes).map_err(|e| format!("{path}: not a JSON object: {e}"))?;
-    let sets: Vec<Box<RawValue>> = match manifest.get("input_sets") {
-        Some(raw) => {
-            serde_json::from_str(raw.get()).map_err(|e| format!("{path}: input_sets: {e}"))?
-        }
-        None => Vec::new(),
-    };
-    #[derive(serde::Deserialize)]
-    struct Key {
-        stage: String,
-        occurrence: u32,
-    }
-    let kept: Vec<Box<RawValue>> = sets
-        .into_iter()
-        .filter(|raw| {
-            serde_json::from_str::<Key>(raw.get())
-                .is_ok_and(|k| k.stage == entry.stage && k.occurrence == entry.occurrence)
-        })
-        .collect();
-    manifest.insert("records".into(), RawValue::from_string("[]".into())?);
-    manifest.insert(
-        "input_sets".into(),
-        RawValue::from_string(serde_json::to_string(&kept)?)?,
-    );
-    Ok(serde_json::to_vec(&manifest)?)
-}
-
 /// `dumpview cases plan`: reads the input set, builds the plan, compares with `--vs`, writes
 /// the matrix.
 ///
@@ -366,45 +316,36 @@ pub fn plan(
     }
     let dump = super::inputs::load_capture(&[inputs.dump.to_path_buf()], Attempt::Newest, json)?;
     let (window, entry) = pick(&dump, args)?;
-    let window_dir = window.source.parent().unwrap_or(Path::new("."));
-    let pt = crate::model::dump::evidence::resolve(window_dir, &entry.file).map_err(|e| {
-        format!(
-            "{}: input set {}#{}: {e}",
-            window.source.display(),
-            entry.stage,
-            entry.occurrence
-        )
-    })?;
-    (inputs.fetch)(&pt)?;
-    let bytes = std::fs::read(&pt).map_err(|e| format!("{}: cannot read: {e}", pt.display()))?;
-    let set = InputSet::from_bytes(&bytes, &pt)?;
     let key = format!("{}#{}", entry.stage, entry.occurrence);
-    let window_name = window_dir_name(window);
-    let mut built = plan::build(&PlanRequest {
-        name: &args.name,
-        dump: &args.from,
-        stage: &key,
+    let vs = match (inputs.vs, &args.vs) {
+        (Some(b), Some(text)) => {
+            let other = super::inputs::load_capture(&[b.to_path_buf()], Attempt::Newest, json)?;
+            Some(vs::check(&dump, &other, &window.source, &key, text))
+        }
+        _ => None,
+    };
+    let on_disk = create::WindowOnDisk {
+        manifest: window.source.clone(),
         rank: window.rank,
-        window: &window_name,
-        label: &window.label,
-        candidate: &args.candidate,
-        reference: &args.reference,
-        standard,
-        input_set: &set,
-        op: entry.op.as_deref(),
-        source_manifest: &window.source.display().to_string(),
-        input_file: &entry.file,
-        axes: &args.axes,
-        ties: &args.ties,
-        untied: &args.untied,
-        created_unix_s: now(),
-    })?;
-    if let (Some(b), Some(text)) = (inputs.vs, &args.vs) {
-        let other = super::inputs::load_capture(&[b.to_path_buf()], Attempt::Newest, json)?;
-        built.vs = Some(vs::check(&dump, &other, &window.source, &key, text));
-    }
-    let manifest = baseline_manifest(window, entry)?;
-    let matrix = Matrix::create(root, built, &manifest, &bytes)?;
+        label: window.label.clone(),
+    };
+    let matrix = create::create(
+        root,
+        &create::NewMatrix {
+            name: &args.name,
+            dump: &args.from,
+            window: &on_disk,
+            entry,
+            candidate: &args.candidate,
+            reference: &args.reference,
+            standard,
+            axes: &args.axes,
+            ties: &args.ties,
+            untied: &args.untied,
+            vs,
+        },
+        inputs.fetch,
+    )?;
     if json {
         println!("{}", serde_json::to_string_pretty(&matrix.plan)?);
     } else {
@@ -418,32 +359,7 @@ pub fn plan(
 
 /// The cases directory may not lie inside the dump: a dump directory holds evidence only.
 fn refuse_inside(root: &Path, dump: &Path) -> Result<(), CliError> {
-    let dump_dir = if dump.is_file() {
-        dump.parent().unwrap_or(Path::new("."))
-    } else {
-        dump
-    };
-    let Ok(dump_dir) = dump_dir.canonicalize() else {
-        return Ok(()); // the load reports a dump that is not there
-    };
-    let mut probe = std::path::absolute(root).map_err(|e| format!("{}: {e}", root.display()))?;
-    // The nearest existing ancestor decides (symbolic links resolved).
-    loop {
-        if let Ok(real) = probe.canonicalize() {
-            if real.starts_with(&dump_dir) {
-                return Err(format!(
-                    "the cases directory {} lies inside the dump {}: a dump holds evidence only (give --cases-dir elsewhere)",
-                    root.display(),
-                    dump_dir.display()
-                )
-                .into());
-            }
-            return Ok(());
-        }
-        if !probe.pop() {
-            return Ok(());
-        }
-    }
+    Ok(create::refuse_inside(root, dump)?)
 }
 
 /// `dumpview cases record`: files RESULT_DIR as a new attempt of CASE.

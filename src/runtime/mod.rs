@@ -19,6 +19,7 @@ mod in_process;
 pub mod input;
 pub mod jobs;
 pub mod load;
+mod matrix_job;
 pub mod replay;
 pub mod replay_history;
 mod terminal;
@@ -178,7 +179,7 @@ pub fn run(source: Source, tolerances: Tolerances) -> Result<(), RunError> {
         _ => None,
     };
     // Jobs are cancelled (children killed) before the terminal is given back.
-    runtime.stop_replay(REPLAY_STOP_WAIT);
+    runtime.stop_children(REPLAY_STOP_WAIT);
     drop(runtime);
     drop(guard);
     result.map_err(RunError::Terminal)?;
@@ -206,7 +207,7 @@ pub fn run_watch(
     input::spawn_terminal_reader(runtime.sender());
     watch::workbench::spawn(sources, vs, options, tolerances, runtime.sender());
     let result = runtime.run();
-    runtime.stop_replay(REPLAY_STOP_WAIT);
+    runtime.stop_children(REPLAY_STOP_WAIT);
     drop(runtime);
     drop(guard);
     result
@@ -317,17 +318,24 @@ where
         std::mem::take(&mut self.performed)
     }
 
-    /// Cancels the running replay, if any, and waits up to `timeout` for its job to end: the
-    /// replay runner kills the Python's process group from the job's thread once it sees the
-    /// cancel, which must happen before the process exits. Other jobs are only cancelled
-    /// when the runtime is dropped (their children die with their [`jobs::CancelHandle`]).
-    pub fn stop_replay(&mut self, timeout: Duration) {
-        if self.jobs.current(Slot::Replay).is_none() {
+    /// Cancels the running replay and case-matrix run, if any, and waits up to `timeout` for
+    /// their jobs to end: their runners kill the Python's process group (or end the remote
+    /// side) from the job's thread once they see the cancel, which must happen before the
+    /// process exits. Other jobs are only cancelled when the runtime is dropped (their
+    /// children die with their [`jobs::CancelHandle`]).
+    pub fn stop_children(&mut self, timeout: Duration) {
+        const SLOTS: [Slot; 2] = [Slot::Replay, Slot::Cases];
+        let running = |jobs: &jobs::Jobs<Message>| SLOTS.iter().any(|s| jobs.current(*s).is_some());
+        if !running(&self.jobs) {
             return;
         }
-        self.jobs.cancel(Slot::Replay);
+        for slot in SLOTS {
+            if self.jobs.current(slot).is_some() {
+                self.jobs.cancel(slot);
+            }
+        }
         let deadline = Instant::now() + timeout;
-        while self.jobs.current(Slot::Replay).is_some() {
+        while running(&self.jobs) {
             match self
                 .inbox
                 .recv_timeout(deadline.saturating_duration_since(Instant::now()))

@@ -61,6 +61,16 @@ pub fn spawn<E: From<JobUpdate> + Send + 'static>(jobs: &mut Jobs<E>, spec: JobS
         JobSpec::Replay(spec) => {
             jobs.spawn(slot, "the replay", move |cx| replay(cx, spec));
         }
+        JobSpec::PlanCases(spec) => {
+            jobs.spawn(slot, "the case matrix", move |cx| {
+                super::matrix_job::plan_and_run(cx, *spec)
+            });
+        }
+        JobSpec::RunCases(spec) => {
+            jobs.spawn(slot, "the case matrix", move |cx| {
+                super::matrix_job::run_again(cx, spec)
+            });
+        }
     }
 }
 

@@ -13,6 +13,7 @@
 //! warnings, help, load progress, errors) are drawn last, over the rest.
 
 mod aliases;
+mod cases;
 mod detail;
 mod export;
 mod format;
@@ -174,6 +175,12 @@ pub fn overlay_scroll_max(area: Rect, app: &App) -> usize {
         help::scroll_max(area, app)
     } else if app.warnings_open {
         warnings::scroll_max(area, app)
+    } else if app
+        .cases_board
+        .as_ref()
+        .is_some_and(|b| b.open && b.case_view.is_some())
+    {
+        cases::scroll_max(area, app)
     } else {
         replay::scroll_max(area, app)
     }
@@ -209,6 +216,7 @@ pub fn draw(frame: &mut Frame, app: &App) {
     status::draw(frame, app, areas.status, theme);
     tensors::draw(frame, app, area, theme);
     replay::draw(frame, app, area, theme);
+    cases::draw(frame, app, area, theme);
     if app.warnings_open {
         warnings::draw(frame, app, area, theme);
     }

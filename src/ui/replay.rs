@@ -29,11 +29,11 @@ use crate::model::replay::Verdict;
 use crate::model::replay::judge::{OutputJudgement, SideSummary};
 
 /// Widest the popups get.
-const MAX_WIDTH: u16 = 110;
+pub(super) const MAX_WIDTH: u16 = 110;
 /// The label column of the dialog's fields and of the result's lines.
-const LABEL: usize = 11;
+pub(super) const LABEL: usize = 11;
 /// Rows the result's |diff| histogram takes (its title line, bars, labels, legend).
-const HISTOGRAM: u16 = 7;
+pub(super) const HISTOGRAM: u16 = 7;
 
 /// Draws whichever replay popup is open, centred in `area`.
 pub fn draw(frame: &mut Frame, app: &App, area: Rect, theme: Theme) {
@@ -75,19 +75,19 @@ fn title(rank: u32, stage: &str, side: Option<Side>, extra: &str, theme: Theme) 
     )
 }
 
-fn width_in(area: Rect) -> u16 {
+pub(super) fn width_in(area: Rect) -> u16 {
     area.width.saturating_sub(4).min(MAX_WIDTH)
 }
 
 /// `label     value`, the value wrapped under itself.
-fn labelled(label: &str, value: &str, width: usize, style: Style) -> Vec<Line<'static>> {
+pub(super) fn labelled(label: &str, value: &str, width: usize, style: Style) -> Vec<Line<'static>> {
     tensors::wrap(&format!("{label:<LABEL$}{value}"), width, LABEL)
         .into_iter()
         .map(|l| Line::from(Span::styled(l, style)))
         .collect()
 }
 
-fn wrapped(text: &str, width: usize, indent: usize, style: Style) -> Vec<Line<'static>> {
+pub(super) fn wrapped(text: &str, width: usize, indent: usize, style: Style) -> Vec<Line<'static>> {
     format::wrap(text, width, indent)
         .into_iter()
         .map(|l| Line::from(Span::styled(l, style)))
@@ -338,33 +338,7 @@ fn result_layout<'k>(
         Ok(result) => {
             let replay = &result.replay;
             outputs = replay.outputs.len();
-            // `ERROR  reason`, the reason wrapped under itself.
-            let word = replay.verdict.name().to_uppercase();
-            let text = format!("{word}  {}", replay.reason);
-            for (i, line) in tensors::wrap(&text, inner, word.len() + 2)
-                .into_iter()
-                .enumerate()
-            {
-                lines.push(match i {
-                    0 => Line::from(vec![
-                        verdict_span(replay.verdict, theme),
-                        Span::raw(line[word.len()..].to_string()),
-                    ]),
-                    _ => Line::from(line),
-                });
-            }
-            for side in &replay.sides {
-                if side.role == "candidate" || side.role == "reference" {
-                    lines.extend(side_lines(side, replay, inner, theme));
-                }
-            }
-            if let Some(o) = replay
-                .outputs
-                .get(view.output.min(outputs.saturating_sub(1)))
-            {
-                output_lines(o, &replay.reason, outputs > 1, inner, theme, &mut lines);
-                histogram = o.metrics.as_ref().map(|m| &m.histogram);
-            }
+            histogram = judged_lines(replay, view.output, inner, theme, &mut lines);
             // Where it ran and where its evidence is, after the figures.
             let run = &result.run;
             lines.extend(labelled("outputs", &run.out_dir, inner, Style::new()));
@@ -411,7 +385,7 @@ fn result_layout<'k>(
     if lines.len() > usize::from(text_rows) {
         keys.push_str("PgUp PgDn scroll · ");
     }
-    keys.push_str("Esc closes");
+    keys.push_str("c case matrix · Esc closes");
     ResultLayout {
         rect,
         lines,
@@ -419,6 +393,41 @@ fn result_layout<'k>(
         histogram: histogram.filter(|_| histogram_rows > 0),
         keys,
     }
+}
+
+/// A judged replay's lines: the verdict and its reason, the candidate's and the reference's
+/// runs, and output `output`'s figures and metrics; returns that output's |diff| histogram.
+pub(super) fn judged_lines<'r>(
+    replay: &'r crate::model::replay::Replay,
+    output: usize,
+    inner: usize,
+    theme: Theme,
+    lines: &mut Vec<Line<'static>>,
+) -> Option<&'r crate::model::tensor::metrics::Histogram> {
+    let outputs = replay.outputs.len();
+    // `ERROR  reason`, the reason wrapped under itself.
+    let word = replay.verdict.name().to_uppercase();
+    let text = format!("{word}  {}", replay.reason);
+    for (i, line) in tensors::wrap(&text, inner, word.len() + 2)
+        .into_iter()
+        .enumerate()
+    {
+        lines.push(match i {
+            0 => Line::from(vec![
+                verdict_span(replay.verdict, theme),
+                Span::raw(line[word.len()..].to_string()),
+            ]),
+            _ => Line::from(line),
+        });
+    }
+    for side in &replay.sides {
+        if side.role == "candidate" || side.role == "reference" {
+            lines.extend(side_lines(side, replay, inner, theme));
+        }
+    }
+    let o = replay.outputs.get(output.min(outputs.saturating_sub(1)))?;
+    output_lines(o, &replay.reason, outputs > 1, inner, theme, lines);
+    o.metrics.as_ref().map(|m| &m.histogram)
 }
 
 /// `candidate  SPEC: ok, 6.67 ms` (and what it raised); the reference with its golden and

@@ -44,6 +44,15 @@ impl Theme {
     pub fn bad(self) -> Style {
         self.pick(Style::new().fg(Color::Red), Style::new())
     }
+    /// A case that crashed (the case-matrix board): apart from a numerical mismatch's red.
+    pub fn crash(self) -> Style {
+        self.pick(
+            Style::new()
+                .fg(Color::LightMagenta)
+                .add_modifier(Modifier::BOLD),
+            Style::new().add_modifier(Modifier::BOLD),
+        )
+    }
     pub fn warn(self) -> Style {
         self.pick(Style::new().fg(Color::Yellow), Style::new())
     }

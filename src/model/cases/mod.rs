@@ -17,9 +17,11 @@
 //! the plan's standard. Running the batch is the runtime's (`runtime::cases`).
 
 pub mod analysis;
+pub mod create;
 pub mod export;
 pub mod names;
 pub mod plan;
+pub mod snapshot;
 pub mod store;
 pub mod vs;
 

@@ -6,14 +6,20 @@ use std::path::Path;
 
 use super::plan::VsCheck;
 use crate::model::analysis::compare::Tolerances;
-use crate::model::analysis::diff;
+use crate::model::analysis::diff::{self, DiffReport};
 use crate::model::dump::Dump;
 
 /// Compares `a` (DUMP) with `b` (the `--vs` capture) at the record `key` (`stage#N`) of the
 /// window read from `a_window` (its manifest path as loaded). `vs` names B in the result.
 pub fn check(a: &Dump, b: &Dump, a_window: &Path, key: &str, vs: &str) -> VsCheck {
     let report = diff::diff(&a.windows, &b.windows, &Tolerances::default());
-    let source = a_window.display().to_string();
+    from_diff(&report, a_window, key, vs)
+}
+
+/// [`check`] on a diff already computed (the workbench's, under its tolerances): the window
+/// read from `window` may be either side of `report`, and `vs` names the other side.
+pub fn from_diff(report: &DiffReport, window: &Path, key: &str, vs: &str) -> VsCheck {
+    let source = window.display().to_string();
     let mut out = VsCheck {
         dump: vs.to_string(),
         key: key.to_string(),
@@ -23,7 +29,11 @@ pub fn check(a: &Dump, b: &Dump, a_window: &Path, key: &str, vs: &str) -> VsChec
         first_divergence: None,
         detail: String::new(),
     };
-    let Some(window) = report.windows.iter().find(|w| w.a.source == source) else {
+    let Some(window) = report
+        .windows
+        .iter()
+        .find(|w| w.a.source == source || w.b.source == source)
+    else {
         out.detail = format!(
             "no window of {vs} pairs with {source} (same rank, label, match and occurrence)"
         );
@@ -31,7 +41,12 @@ pub fn check(a: &Dump, b: &Dump, a_window: &Path, key: &str, vs: &str) -> VsChec
     };
     out.first_divergence = window.first().map(|p| p.key.clone());
     let Some(pair) = window.pairs.iter().find(|p| p.key == key) else {
-        out.detail = if window.only_a.iter().any(|k| k == key) {
+        let only_here = if window.a.source == source {
+            &window.only_a
+        } else {
+            &window.only_b
+        };
+        out.detail = if only_here.iter().any(|k| k == key) {
             format!("{vs} has no record {key}: missing evidence")
         } else {
             format!("neither capture has a record {key} (the stage's output was not dumped)")
