@@ -68,10 +68,10 @@ shot() {
     shift
     # The working directory is the repository root so relative capture paths stay short in
     # the header; the export key is never pressed here. A replay's history and outputs go
-    # into the scratch directory.
+    # into the scratch directory, and so do case matrices.
     tmx -f "$SCRATCH/tmux.conf" new-session -d -s shot -x "$COLS" -y "$ROWS" -c "$ROOT" \
         env -u NO_COLOR DUMPVIEW_PYTHON=.venv/bin/python XDG_STATE_HOME="$SCRATCH/state" \
-        XDG_CACHE_HOME="$SCRATCH/cache" "$BIN" "$@"
+        XDG_CACHE_HOME="$SCRATCH/cache" DUMPVIEW_CASES_DIR="$SCRATCH/cases" "$BIN" "$@"
     wait_for "$ready"
     local i before
     for ((i = 0; i < ${#steps[@]}; i += 2)); do
@@ -105,4 +105,15 @@ shot replay-dialog "6 conflicts" / "/▏" "$NORM_SEARCH" 'norm#1$▏' Enter "agr
 shot replay "6 conflicts" / "/▏" "$NORM_SEARCH" 'norm#1$▏' Enter "agrees within" p "replay · rank 0" \
     "$CANDIDATE" "eps_after▏" Enter "|a-b| by decade" -- assets/examples/llama_kv_alias/a assets/examples/llama_kv_alias/b
 
-ls -l "$OUT"/{scan,diff,aliases,help,tensors,replay-dialog,replay}.png
+# `c` on that verdict: the case-matrix form (the captured baseline, one line per axis); with a
+# candidate wrong in three ways and float64 added, Enter: the board, every outcome on it, the
+# cursor on bfloat16.
+FAULTS=tests/fixtures/cases_board/candidates.py:rms_norm_three_faults
+shot cases-form "6 conflicts" / "/▏" "$NORM_SEARCH" 'norm#1$▏' Enter "agrees within" p "replay · rank 0" \
+    "$FAULTS" "faults▏" Enter "|a-b| by decade" c "› dtype" -- assets/examples/llama_kv_alias/a assets/examples/llama_kv_alias/b
+shot cases-board "6 conflicts" / "/▏" "$NORM_SEARCH" 'norm#1$▏' Enter "agrees within" p "replay · rank 0" \
+    "$FAULTS" "faults▏" Enter "|a-b| by decade" c "› dtype" ",float64" "float64▏" Enter "r runs missing" \
+    Down "selected   dtype=float16" Right "selected   dtype=bfloat16" \
+    -- assets/examples/llama_kv_alias/a assets/examples/llama_kv_alias/b
+
+ls -l "$OUT"/{scan,diff,aliases,help,tensors,replay-dialog,replay,cases-form,cases-board}.png

@@ -1603,3 +1603,169 @@ fn p_on_a_remote_capture_replays_on_its_host() {
     t.keys(&["q"]);
     assert_eq!(t.wait_exit(), (0, true));
 }
+
+/// The processes whose command line names `needle` (the case matrix's batch Pythons name
+/// their matrix directory), from /proc.
+#[cfg(target_os = "linux")]
+fn alive_naming(needle: &str) -> Vec<i32> {
+    let mut out = Vec::new();
+    for entry in std::fs::read_dir("/proc").unwrap().flatten() {
+        let Ok(pid) = entry.file_name().to_string_lossy().parse::<i32>() else {
+            continue;
+        };
+        let zombie = std::fs::read_to_string(entry.path().join("stat"))
+            .is_ok_and(|s| s.rsplit_once(')').is_some_and(|(_, r)| r.trim_start().starts_with('Z')));
+        let named = std::fs::read(entry.path().join("cmdline"))
+            .is_ok_and(|c| String::from_utf8_lossy(&c).contains(needle));
+        if named && !zombie {
+            out.push(pid);
+        }
+    }
+    out
+}
+
+// (u) From a replay's verdict, c plans a case matrix on its input set; Enter runs it and the
+// board fills in: a candidate wrong only for bfloat16 fails there alone, and the matrix is on
+// disk under .dumpview/cases of the working directory; Enter shows a case's metrics.
+#[test]
+fn c_plans_and_runs_a_case_matrix_from_a_replay_and_the_board_shows_its_outcomes() {
+    if !tmux_available() || !venv_has_torch() {
+        return;
+    }
+    let a = example("llama_kv_alias/a");
+    let b = example("llama_kv_alias/b");
+    let dir = tempfile::tempdir().unwrap();
+    let env = replay_env(dir.path());
+    let env: Vec<(&str, &str)> = env.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect();
+    let t = Term::start(120, 40, &[a.to_str().unwrap(), b.to_str().unwrap()], &env);
+    t.wait_loaded();
+    search_stage(&t, NORM);
+    t.keys(&["p"]);
+    t.wait_text("› candidate");
+    t.type_text(&candidate("rms_norm_wrong_in_bf16"));
+    t.keys(&["Enter"]);
+    t.wait_within(REPLAY_TIMEOUT, "the verdict", false, |s| {
+        s.text.contains("PASS  Max abs error") && s.text.contains("c case matrix")
+    });
+    t.keys(&["c"]);
+    let s = t.wait_text("case matrix · rank 0 · layers.0.input_norm#1 · A");
+    for expected in [
+        "baseline   x       tensor float32 [12, 256] stride [256, 1]",
+        "› dtype      float16,bfloat16,float32▏",
+        "  layout     x=transposed,strided",
+        "vs         capture B agrees with DUMP at layers.0.input_norm#1",
+    ] {
+        assert!(s.text.contains(expected), "{expected:?} in:\n{}", s.text);
+    }
+    t.keys(&["Enter"]);
+    let s = t.wait_within(REPLAY_TIMEOUT, "the finished board", false, |s| {
+        s.text.contains("case matrix layers.0.input_norm-1 · rank 0")
+            && s.text.contains("r runs missing")
+    });
+    for expected in [
+        "baseline   ✓ captured",
+        "dtype      ✓ float16     ✗ bfloat16    ✓ float32 =",
+        "layout[x]  ✓ transposed  ✓ strided",
+        "✓ pass 4 · ✗ mismatch 1",
+        "follows    every numerical mismatch is dtype=bfloat16",
+    ] {
+        assert!(s.text.contains(expected), "{expected:?} in:\n{}", s.text);
+    }
+    assert!(
+        s.status()
+            .starts_with("case matrix layers.0.input_norm-1: 4 pass, 1 numerical mismatch · numerical mismatch follows dtype=bfloat16"),
+        "{}",
+        s.status()
+    );
+    let matrix = t.path().join(".dumpview/cases/layers.0.input_norm-1");
+    assert!(matrix.join("plan.json").is_file());
+    assert!(
+        matrix
+            .join("cases/dtype=bfloat16/attempt-1/replay.json")
+            .is_file()
+    );
+    // Down to dtype, right to bfloat16, Enter: its metrics.
+    t.keys(&["Down"]);
+    t.keys(&["Right"]);
+    t.keys(&["Enter"]);
+    let s = t.wait_text("case dtype=bfloat16 · layers.0.input_norm-1");
+    assert!(
+        s.text.contains("ERROR  Cosine similarity") && s.text.contains("|a-b| by decade"),
+        "{}",
+        s.text
+    );
+    t.keys(&["Escape"]);
+    t.wait("the case closed", |s| !s.text.contains("case dtype=bfloat16 ·"));
+    t.keys(&["Escape"]);
+    t.wait("the board closed", |s| !s.text.contains("case matrix layers"));
+    // c again: the same board, and the same name would be numbered for a new matrix.
+    t.keys(&["c"]);
+    t.wait_text("case matrix layers.0.input_norm-1 · rank 0");
+    t.keys(&["q"]);
+    assert_eq!(t.wait_exit(), (0, true));
+}
+
+// (v) x cancels a running matrix: the batch's Python is gone, the finished case stays filed,
+// and r runs what is left; q while a matrix runs takes its Python with it.
+#[cfg(target_os = "linux")]
+#[test]
+fn x_cancels_a_running_case_matrix_and_q_takes_its_python_along() {
+    if !tmux_available() || !venv_has_torch() {
+        return;
+    }
+    let a = example("llama_kv_alias/a");
+    let dir = tempfile::tempdir().unwrap();
+    let env = replay_env(dir.path());
+    let env: Vec<(&str, &str)> = env.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect();
+    let t = Term::start(120, 40, &[a.to_str().unwrap()], &env);
+    t.wait_loaded();
+    search_stage(&t, NORM);
+    t.keys(&["p"]);
+    t.wait_text("› candidate");
+    t.type_text(&candidate("rms_norm_hangs_on_eps"));
+    t.keys(&["Enter"]);
+    t.wait_within(REPLAY_TIMEOUT, "the verdict", false, |s| {
+        s.text.contains("c case matrix")
+    });
+    t.keys(&["c"]);
+    t.wait_text("› dtype");
+    // Only an eps axis: the baseline passes, eps=1e-5 sleeps ten minutes.
+    t.keys(&["C-u"]);
+    t.keys(&["Down"]);
+    t.keys(&["C-u"]);
+    for _ in 0..3 {
+        t.keys(&["Down"]);
+    }
+    t.wait_text("› option");
+    t.type_text("eps=1e-5");
+    t.keys(&["Enter"]);
+    let matrix = t.path().join(".dumpview/cases/layers.0.input_norm-1");
+    let needle = matrix.display().to_string();
+    let s = t.wait_within(REPLAY_TIMEOUT, "the hanging case running", false, |s| {
+        s.text.contains("▶ 1e-5") && s.text.contains("✓ captured")
+    });
+    assert!(s.text.contains("x cancels"), "{}", s.text);
+    assert!(!alive_naming(&needle).is_empty(), "the batch runs");
+    t.keys(&["x"]);
+    let s = t.wait("the cancel", |s| {
+        s.status()
+            .starts_with("case matrix layers.0.input_norm-1 cancelled: 1 case(s) filed before")
+    });
+    assert!(s.text.contains("? 1e-5"), "missing evidence now:\n{}", s.text);
+    let deadline = Instant::now() + TIMEOUT;
+    while !alive_naming(&needle).is_empty() {
+        assert!(Instant::now() < deadline, "left: {:?}", alive_naming(&needle));
+        std::thread::sleep(POLL);
+    }
+    assert!(matrix.join("cases/baseline/attempt-1/replay.json").is_file());
+    // r runs what is left; q while it runs: dumpview exits and its Python with it.
+    t.keys(&["r"]);
+    t.wait_within(REPLAY_TIMEOUT, "the rest running", false, |s| s.text.contains("▶ 1e-5"));
+    t.keys(&["q"]);
+    assert_eq!(t.wait_exit(), (0, true));
+    let deadline = Instant::now() + TIMEOUT;
+    while !alive_naming(&needle).is_empty() {
+        assert!(Instant::now() < deadline, "left after q: {:?}", alive_naming(&needle));
+        std::thread::sleep(POLL);
+    }
+}

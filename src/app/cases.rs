@@ -962,14 +962,27 @@ fn summary(board: &CasesBoard) -> String {
         }
     }
     let mut text = format!("case matrix {}: {}", a.name, parts.join(", "));
-    // What the failures follow: one axis for all of them, else each kind's own.
+    // What the failures follow, in a few words (the board says it in full): one axis for
+    // all of them, else each kind's own.
     let failing = ["failure", "numerical mismatch", "crash"];
-    if let Some(f) = a
+    for f in a
         .follows
         .iter()
-        .find(|f| failing.contains(&f.outcome.as_str()) && f.axis.is_some())
+        .filter(|f| failing.contains(&f.outcome.as_str()))
     {
-        text.push_str(&format!(" · {}", f.text));
+        let (Some(axis), Some(value)) = (&f.axis, &f.value) else {
+            continue;
+        };
+        let axis = match &f.target {
+            Some(t) if axis == "layout" || axis.starts_with("dtype") || axis.starts_with("shape") => {
+                format!("{axis}[{t}]")
+            }
+            _ => axis.clone(),
+        };
+        text.push_str(&format!(" · {} follows {axis}={value}", f.outcome));
+        if f.outcome == "failure" {
+            break;
+        }
     }
     text
 }

@@ -380,8 +380,7 @@ fn the_board_follows_the_run_case_by_case_and_installs_the_analysis() {
         app.message.as_deref(),
         Some(
             "case matrix demo: 2 pass, 1 numerical mismatch, 2 crash, 1 unsupported combination \
-             · every numerical mismatch is dtype=bfloat16 (1 case: dtype=bfloat16); on the same \
-             axis dtype=float16 passes"
+             · numerical mismatch follows dtype=bfloat16 · crash follows layout[x]=non-contiguous"
         )
     );
 }
