@@ -1613,8 +1613,10 @@ fn alive_naming(needle: &str) -> Vec<i32> {
         let Ok(pid) = entry.file_name().to_string_lossy().parse::<i32>() else {
             continue;
         };
-        let zombie = std::fs::read_to_string(entry.path().join("stat"))
-            .is_ok_and(|s| s.rsplit_once(')').is_some_and(|(_, r)| r.trim_start().starts_with('Z')));
+        let zombie = std::fs::read_to_string(entry.path().join("stat")).is_ok_and(|s| {
+            s.rsplit_once(')')
+                .is_some_and(|(_, r)| r.trim_start().starts_with('Z'))
+        });
         let named = std::fs::read(entry.path().join("cmdline"))
             .is_ok_and(|c| String::from_utf8_lossy(&c).contains(needle));
         if named && !zombie {
@@ -1659,7 +1661,8 @@ fn c_plans_and_runs_a_case_matrix_from_a_replay_and_the_board_shows_its_outcomes
     }
     t.keys(&["Enter"]);
     let s = t.wait_within(REPLAY_TIMEOUT, "the finished board", false, |s| {
-        s.text.contains("case matrix layers.0.input_norm-1 · rank 0")
+        s.text
+            .contains("case matrix layers.0.input_norm-1 · rank 0")
             && s.text.contains("r runs missing")
     });
     for expected in [
@@ -1695,9 +1698,13 @@ fn c_plans_and_runs_a_case_matrix_from_a_replay_and_the_board_shows_its_outcomes
         s.text
     );
     t.keys(&["Escape"]);
-    t.wait("the case closed", |s| !s.text.contains("case dtype=bfloat16 ·"));
+    t.wait("the case closed", |s| {
+        !s.text.contains("case dtype=bfloat16 ·")
+    });
     t.keys(&["Escape"]);
-    t.wait("the board closed", |s| !s.text.contains("case matrix layers"));
+    t.wait("the board closed", |s| {
+        !s.text.contains("case matrix layers")
+    });
     // c again: the same board, and the same name would be numbered for a new matrix.
     t.keys(&["c"]);
     t.wait_text("case matrix layers.0.input_norm-1 · rank 0");
@@ -1751,21 +1758,39 @@ fn x_cancels_a_running_case_matrix_and_q_takes_its_python_along() {
         s.status()
             .starts_with("case matrix layers.0.input_norm-1 cancelled: 1 case(s) filed before")
     });
-    assert!(s.text.contains("? 1e-5"), "missing evidence now:\n{}", s.text);
+    assert!(
+        s.text.contains("? 1e-5"),
+        "missing evidence now:\n{}",
+        s.text
+    );
     let deadline = Instant::now() + TIMEOUT;
     while !alive_naming(&needle).is_empty() {
-        assert!(Instant::now() < deadline, "left: {:?}", alive_naming(&needle));
+        assert!(
+            Instant::now() < deadline,
+            "left: {:?}",
+            alive_naming(&needle)
+        );
         std::thread::sleep(POLL);
     }
-    assert!(matrix.join("cases/baseline/attempt-1/replay.json").is_file());
+    assert!(
+        matrix
+            .join("cases/baseline/attempt-1/replay.json")
+            .is_file()
+    );
     // r runs what is left; q while it runs: dumpview exits and its Python with it.
     t.keys(&["r"]);
-    t.wait_within(REPLAY_TIMEOUT, "the rest running", false, |s| s.text.contains("▶ 1e-5"));
+    t.wait_within(REPLAY_TIMEOUT, "the rest running", false, |s| {
+        s.text.contains("▶ 1e-5")
+    });
     t.keys(&["q"]);
     assert_eq!(t.wait_exit(), (0, true));
     let deadline = Instant::now() + TIMEOUT;
     while !alive_naming(&needle).is_empty() {
-        assert!(Instant::now() < deadline, "left after q: {:?}", alive_naming(&needle));
+        assert!(
+            Instant::now() < deadline,
+            "left after q: {:?}",
+            alive_naming(&needle)
+        );
         std::thread::sleep(POLL);
     }
 }

@@ -974,7 +974,9 @@ fn summary(board: &CasesBoard) -> String {
             continue;
         };
         let axis = match &f.target {
-            Some(t) if axis == "layout" || axis.starts_with("dtype") || axis.starts_with("shape") => {
+            Some(t)
+                if axis == "layout" || axis.starts_with("dtype") || axis.starts_with("shape") =>
+            {
                 format!("{axis}[{t}]")
             }
             _ => axis.clone(),

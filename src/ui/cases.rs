@@ -17,13 +17,15 @@
 //! ```
 
 use ratatui::Frame;
-use ratatui::layout::{Constraint, Layout, Rect};
+use ratatui::layout::Rect;
 use ratatui::style::{Modifier, Style};
 use ratatui::text::{Line, Span};
 use ratatui::widgets::{Block, Clear, Paragraph};
 
-use super::replay::{HISTOGRAM, LABEL, judged_lines, labelled, width_in, wrapped};
-use super::{Theme, centered, format, tensors};
+use super::replay::{
+    HISTOGRAM, LABEL, ResultLayout, draw_judged, judged_lines, labelled, width_in, wrapped,
+};
+use super::{Theme, centered, format};
 use crate::app::App;
 use crate::app::cases::{CaseView, CasesBoard, CasesField, CasesForm, CellState, grid};
 use crate::app::session::Side;
@@ -415,20 +417,12 @@ fn draw_board(frame: &mut Frame, board: &CasesBoard, area: Rect, theme: Theme) {
     );
 }
 
-struct CaseLayout<'b> {
-    rect: Rect,
-    lines: Vec<Line<'static>>,
-    text_rows: u16,
-    histogram: Option<&'b crate::model::tensor::metrics::Histogram>,
-    keys: String,
-}
-
 fn case_layout<'b>(
     board: &'b CasesBoard,
     view: CaseView,
     area: Rect,
     theme: Theme,
-) -> CaseLayout<'b> {
+) -> ResultLayout<'b> {
     let width = width_in(area);
     let inner = usize::from(width.saturating_sub(2)).max(30);
     let mut lines: Vec<Line<'static>> = Vec::new();
@@ -512,7 +506,7 @@ fn case_layout<'b>(
         keys.push_str("PgUp PgDn scroll · ");
     }
     keys.push_str("Esc closes");
-    CaseLayout {
+    ResultLayout {
         rect: centered(area, width, height),
         lines,
         text_rows,
@@ -529,30 +523,9 @@ fn draw_case(frame: &mut Frame, board: &CasesBoard, view: CaseView, area: Rect, 
         .cases
         .get(view.case)
         .map_or("?", |c| c.id.as_str());
-    let block = Block::bordered()
-        .title(Span::styled(
-            format!(" case {id} · {} ", board.snapshot.plan.name),
-            theme.title(),
-        ))
-        .title(Line::from(Span::styled(format!(" {} ", layout.keys), theme.dim())).right_aligned());
-    let inner = block.inner(layout.rect);
-    frame.render_widget(Clear, layout.rect);
-    frame.render_widget(block, layout.rect);
-    let [text_area, chart_area] =
-        Layout::vertical([Constraint::Length(layout.text_rows), Constraint::Min(0)]).areas(inner);
-    let max = layout
-        .lines
-        .len()
-        .saturating_sub(usize::from(layout.text_rows));
-    let first = view.scroll.min(max);
-    let shown: Vec<Line> = layout
-        .lines
-        .into_iter()
-        .skip(first)
-        .take(usize::from(layout.text_rows))
-        .collect();
-    frame.render_widget(Paragraph::new(shown), text_area);
-    if let Some(histogram) = layout.histogram {
-        tensors::draw_histogram(frame, histogram, chart_area, theme);
-    }
+    let title = Span::styled(
+        format!(" case {id} · {} ", board.snapshot.plan.name),
+        theme.title(),
+    );
+    draw_judged(frame, layout, title, view.scroll, theme);
 }

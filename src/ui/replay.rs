@@ -282,12 +282,12 @@ fn verdict_span(verdict: Verdict, theme: Theme) -> Span<'static> {
 
 /// The result popup's rectangle, its text lines, the rows the text gets and whether the
 /// histogram is drawn (of which output's metrics).
-struct ResultLayout<'k> {
-    rect: Rect,
-    lines: Vec<Line<'static>>,
-    text_rows: u16,
-    histogram: Option<&'k crate::model::tensor::metrics::Histogram>,
-    keys: String,
+pub(super) struct ResultLayout<'k> {
+    pub(super) rect: Rect,
+    pub(super) lines: Vec<Line<'static>>,
+    pub(super) text_rows: u16,
+    pub(super) histogram: Option<&'k crate::model::tensor::metrics::Histogram>,
+    pub(super) keys: String,
 }
 
 fn result_layout<'k>(
@@ -546,16 +546,29 @@ fn metric_block(o: &OutputJudgement, width: usize, theme: Theme, lines: &mut Vec
 
 fn draw_result(frame: &mut Frame, kept: &ReplayKept, view: ReplayView, area: Rect, theme: Theme) {
     let layout = result_layout(kept, view, area, theme);
+    let title = title(
+        kept.rank,
+        &kept.stage,
+        Some(kept.side),
+        &kept.outcome.as_ref().map_or(String::new(), |r| {
+            format!(" · {}", r.replay.standard.describe())
+        }),
+        theme,
+    );
+    draw_judged(frame, layout, title, view.scroll, theme);
+}
+
+/// A judged replay's popup (the replay result, a case of the matrix): `title` and the keys
+/// on its border, its text from line `scroll` on, the histogram under it.
+pub(super) fn draw_judged(
+    frame: &mut Frame,
+    layout: ResultLayout,
+    title: Span<'static>,
+    scroll: usize,
+    theme: Theme,
+) {
     let block = Block::bordered()
-        .title(title(
-            kept.rank,
-            &kept.stage,
-            Some(kept.side),
-            &kept.outcome.as_ref().map_or(String::new(), |r| {
-                format!(" · {}", r.replay.standard.describe())
-            }),
-            theme,
-        ))
+        .title(title)
         .title(Line::from(Span::styled(format!(" {} ", layout.keys), theme.dim())).right_aligned());
     let inner = block.inner(layout.rect);
     frame.render_widget(Clear, layout.rect);
@@ -566,7 +579,7 @@ fn draw_result(frame: &mut Frame, kept: &ReplayKept, view: ReplayView, area: Rec
         .lines
         .len()
         .saturating_sub(usize::from(layout.text_rows));
-    let first = view.scroll.min(max);
+    let first = scroll.min(max);
     let shown: Vec<Line> = layout
         .lines
         .into_iter()
