@@ -16,7 +16,10 @@ use dumpview::remote;
 /// `[user@]host:path` (read through ssh into a local cache). Subcommands answer the same
 /// questions headless.
 #[derive(Parser)]
-#[command(version, after_help = EXAMPLES, args_conflicts_with_subcommands = true)]
+// Not `args_conflicts_with_subcommands`: with it a global option before the subcommand
+// (`dumpview --json scan A`) made the subcommand's name read as a capture. The workbench's own
+// options are refused with a subcommand in `main` instead.
+#[command(version, after_help = EXAMPLES)]
 struct Args {
     #[command(subcommand)]
     command: Option<Command>,
@@ -471,7 +474,19 @@ fn main() -> ExitCode {
     // Declared before everything that reads the captures, so it is dropped last: its
     // mirrors' ssh masters end when main returns.
     let mut sources = Sources::new(args.remote, json);
-    let result = if args.vs.is_some() && args.watch.is_empty() {
+    let workbench_only = !args.captures.is_empty()
+        || !args.watch.is_empty()
+        || args.vs.is_some()
+        || args.tolerance.rtol.is_some()
+        || args.tolerance.atol.is_some()
+        || !args.tolerance.per_stat.is_empty();
+    let result = if args.command.is_some() && workbench_only {
+        Err(
+            "CAPTURE, --rtol, --atol, --tol, --watch and --vs before a subcommand are the \
+             workbench's; give a subcommand's own after its name (`dumpview diff --rtol 1e-3 A B`)"
+                .into(),
+        )
+    } else if args.vs.is_some() && args.watch.is_empty() {
         Err(
             "--vs compares followed captures (with --watch); for two captures give them as A B"
                 .into(),
@@ -571,7 +586,7 @@ fn run(
             threshold,
         } => cli::vary::run(&sources.locals(&captures)?, threshold, &attempts, json),
         Command::Replay(args) => replay(&args, json, sources),
-        Command::Cases(args) => cases(&args, json, sources),
+        Command::Cases(args) => cases(&args, &attempts, json, sources),
         Command::Report {
             a,
             b,
@@ -713,6 +728,7 @@ fn replay(
 /// is kept).
 fn cases(
     args: &cli::cases::CasesArgs,
+    attempts: &cli::inputs::AttemptArgs,
     json: bool,
     sources: &mut Sources,
 ) -> Result<Outcome, cli::CliError> {
@@ -734,6 +750,8 @@ fn cases(
             let inputs = cli::cases::PlanInputs {
                 dump: &dump,
                 vs: vs.as_deref(),
+                attempt: attempts.side(0),
+                vs_attempt: attempts.side(1),
                 dump_is_remote,
                 fetch: &mut fetch,
             };

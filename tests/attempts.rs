@@ -181,3 +181,48 @@ fn the_workbench_header_shows_the_attempt() {
         .collect();
     assert!(line.contains("(match 1, call 1, attempt 2)"), "{line}");
 }
+
+#[test]
+fn cases_plan_takes_the_attempt_asked_for() {
+    // The KV example's window (it holds input sets) run twice into one directory.
+    let dump = tempfile::tempdir().unwrap();
+    let window = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("assets/examples/llama_kv_alias/a/rank0/match1-occ1");
+    for name in ["match1-occ1", "match1-occ1.2"] {
+        let to = dump.path().join("rank0").join(name);
+        for file in ["manifest.json", "inputs/layers.0.input_norm#1.pt"] {
+            std::fs::create_dir_all(to.join(file).parent().unwrap()).unwrap();
+            std::fs::copy(window.join(file), to.join(file)).unwrap();
+        }
+    }
+    let cases = tempfile::tempdir().unwrap();
+    let plan = |name: &str, attempt: &[&str]| {
+        let cases_dir = cases.path().display().to_string();
+        let from = dump.path().display().to_string();
+        let mut args = vec![
+            "cases",
+            "--cases-dir",
+            &cases_dir,
+            "plan",
+            name,
+            "--from",
+            &from,
+            "--stage",
+            "layers.0.input_norm#1",
+            "--candidate",
+            "builtin:rms_norm",
+            "--reference",
+            "builtin:rms_norm",
+            "--axis",
+            "dtype=float16",
+            "--json",
+        ];
+        args.extend_from_slice(attempt);
+        let (code, json, stderr) = dumpview(&args);
+        assert_eq!(code, 0, "{stderr}");
+        json["window"].as_str().unwrap().to_string()
+    };
+    assert_eq!(plan("newest", &[]), "match1-occ1.2");
+    assert_eq!(plan("first", &["--attempt", "1"]), "match1-occ1");
+    assert_eq!(plan("first_a", &["--attempt-a", "1"]), "match1-occ1");
+}

@@ -643,3 +643,38 @@ fn an_input_error_with_json_prints_an_error_document() {
     assert_eq!(value["warnings"], serde_json::json!([]));
     assert!(String::from_utf8_lossy(&out.stderr).contains("dumpview: error: /nonexistent/dump"));
 }
+
+#[test]
+fn a_global_option_may_come_before_the_subcommand_and_workbench_options_may_not() {
+    let kv = Path::new(env!("CARGO_MANIFEST_DIR")).join("assets/examples/llama_kv_alias");
+    // `--json` before `scan` is the same as after it.
+    let before = dumpview()
+        .arg("--json")
+        .arg("scan")
+        .arg(kv.join("b"))
+        .output()
+        .unwrap();
+    let after = dumpview()
+        .arg("scan")
+        .arg(kv.join("b"))
+        .arg("--json")
+        .output()
+        .unwrap();
+    assert_eq!(before.status.code(), after.status.code());
+    assert_eq!(before.stdout, after.stdout);
+    let value: serde_json::Value = serde_json::from_slice(&before.stdout).unwrap();
+    assert!(value["windows"].is_array(), "{value}");
+    // The workbench's --rtol before `diff` would be silently lost: refused, saying where it goes.
+    let out = dumpview()
+        .args(["--rtol", "1e-3", "diff"])
+        .arg(kv.join("a"))
+        .arg(kv.join("b"))
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("give a subcommand's own after its name (`dumpview diff --rtol 1e-3 A B`)"),
+        "{stderr}"
+    );
+}

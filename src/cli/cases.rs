@@ -172,6 +172,10 @@ pub struct PlanInputs<'a> {
     pub dump: &'a Path,
     /// DUMP_B, as a local path.
     pub vs: Option<&'a Path>,
+    /// Which attempt of DUMP's windows (`--attempt`, `--attempt-a`).
+    pub attempt: Attempt,
+    /// Which attempt of DUMP_B's windows (`--attempt`, `--attempt-b`).
+    pub vs_attempt: Attempt,
     /// Whether DUMP is on another host (then the cases directory cannot be inside it).
     pub dump_is_remote: bool,
     /// Brings a file of a remote capture into its mirror; nothing for a local file.
@@ -314,12 +318,12 @@ pub fn plan(
     if !inputs.dump_is_remote {
         refuse_inside(root, inputs.dump)?;
     }
-    let dump = super::inputs::load_capture(&[inputs.dump.to_path_buf()], Attempt::Newest, json)?;
+    let dump = super::inputs::load_capture(&[inputs.dump.to_path_buf()], inputs.attempt, json)?;
     let (window, entry) = pick(&dump, args)?;
     let key = format!("{}#{}", entry.stage, entry.occurrence);
     let vs = match (inputs.vs, &args.vs) {
         (Some(b), Some(text)) => {
-            let other = super::inputs::load_capture(&[b.to_path_buf()], Attempt::Newest, json)?;
+            let other = super::inputs::load_capture(&[b.to_path_buf()], inputs.vs_attempt, json)?;
             Some(vs::check(&dump, &other, &window.source, &key, text))
         }
         _ => None,
