@@ -910,7 +910,9 @@ def call_style(fn, names):
 
 def classify(exc):
     """"unsupported" for torch's refusal of a dtype/layout (or NotImplementedError), else "crash"."""
-    if isinstance(exc, NotImplementedError) or _UNSUPPORTED.search(str(exc)):
+    # Python's own "unsupported operand type(s) for +" is a TypeError in the code, not a refusal.
+    message = str(exc).replace("unsupported operand", "")
+    if isinstance(exc, NotImplementedError) or _UNSUPPORTED.search(message):
         return "unsupported"
     return "crash"
 

@@ -123,6 +123,9 @@ pub struct CasesForm {
     pub error: Option<String>,
     /// Enter was pressed: the plan is being written.
     pub planning: bool,
+    /// The replay result it was opened from ([`super::ReplayView::result`]): Esc shows it
+    /// again.
+    pub from_result: usize,
 }
 
 impl CasesForm {
@@ -135,11 +138,12 @@ impl CasesForm {
         &mut self.texts[index(field)]
     }
 
-    /// The `--axis` and `--tie` specs the lines make, or the line to fix and why.
+    /// The `--axis`, `--tie` and `--untie` specs the lines make (on the tie line `A.D=B.E`
+    /// ties, `A.D` alone keeps its size), or the line to fix and why.
     ///
     /// # Errors
     /// A layout or option line without `ARG=`; no axis at all.
-    pub fn specs(&self) -> Result<(Vec<String>, Vec<String>), (CasesField, String)> {
+    pub fn specs(&self) -> Result<Specs, (CasesField, String)> {
         let parts = |field: CasesField| -> Vec<String> {
             self.text(field)
                 .split(';')
@@ -189,14 +193,45 @@ impl CasesForm {
                 "give at least one axis: a dtype, layout, shape, mode or option line".into(),
             ));
         }
-        let ties = self
+        let (ties, untied): (Vec<String>, Vec<String>) = self
             .text(CasesField::Ties)
             .split(|c: char| c == ';' || c.is_whitespace())
             .filter(|t| !t.is_empty())
             .map(str::to_string)
-            .collect();
-        Ok((axes, ties))
+            .partition(|t| t.contains('='));
+        Ok(Specs { axes, ties, untied })
     }
+}
+
+/// What the form's lines say, as `dumpview cases plan` takes it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Specs {
+    /// `--axis` specs, in the form's order.
+    pub axes: Vec<String>,
+    /// `--tie A.D=B.E`.
+    pub ties: Vec<String>,
+    /// `--untie A.D`.
+    pub untied: Vec<String>,
+}
+
+/// The line a plan's refusal is about, from the spec it names first.
+fn field_of(error: &str) -> Option<CasesField> {
+    let at = |needle: &str| error.find(needle);
+    [
+        ("--axis dtype", CasesField::Dtype),
+        ("--axis layout", CasesField::Layout),
+        ("--axis shape", CasesField::Shape),
+        ("--axis mode", CasesField::Mode),
+        ("--axis option", CasesField::Options),
+        ("--tie", CasesField::Ties),
+        ("--untie", CasesField::Ties),
+        ("case matrix name", CasesField::Name),
+        ("a plan is never replaced", CasesField::Name),
+    ]
+    .into_iter()
+    .filter_map(|(needle, field)| at(needle).map(|i| (i, field)))
+    .min_by_key(|(i, _)| *i)
+    .map(|(_, field)| field)
 }
 
 fn index(field: CasesField) -> usize {
@@ -272,6 +307,9 @@ pub struct CasesBoard {
     pub case_view: Option<CaseView>,
     /// Whether the board is on screen (a run goes on when it is closed).
     pub open: bool,
+    /// The matrix is being read again (after a cancel, or on `c`): its result changes no
+    /// message.
+    pub refreshing: bool,
 }
 
 /// One row of the grid: an axis spec (or the baseline) and its values.
@@ -393,7 +431,13 @@ pub(super) fn open(app: &mut App) -> Vec<Effect> {
         return Vec::new();
     }
     match app.cases_board.as_mut() {
-        Some(board) => board.open = true,
+        Some(board) => {
+            board.open = true;
+            // What another run (`dumpview cases run --rerun`) filed since shows too.
+            if board.run.is_none() {
+                return refresh(board);
+            }
+        }
         None => {
             app.message = Some(
                 "no case matrix yet: replay a stage (p), then c on its result plans one".into(),
@@ -493,18 +537,18 @@ fn form_for(app: &App, result: usize) -> Result<CasesForm, String> {
             .is_some_and(|ndim| ndim >= 2)
     });
     let vs = app.diffing().then(|| {
-        let other = match kept.side {
-            Side::A => "B",
-            Side::B => "A",
+        let (other, index) = match kept.side {
+            Side::A => ("B", 1),
+            Side::B => ("A", 0),
         };
-        loaded.diff().map(|report| {
-            vs::from_diff(
-                report,
-                &window.source,
-                &kept.stage,
-                &format!("capture {other}"),
-            )
-        })
+        // The other capture by its path where it was opened from one (the plan keeps it).
+        let name = session
+            .roots
+            .get(index)
+            .map_or_else(|| format!("capture {other}"), |r| r.display().to_string());
+        loaded
+            .diff()
+            .map(|report| vs::from_diff(report, &window.source, &kept.stage, &name))
     });
     let mut texts: [String; 7] = Default::default();
     texts[index(CasesField::Name)] = default_name(&kept.stage);
@@ -548,6 +592,7 @@ fn form_for(app: &App, result: usize) -> Result<CasesForm, String> {
         focus: CasesField::Dtype,
         error: None,
         planning: false,
+        from_result: result,
     })
 }
 
@@ -652,7 +697,13 @@ pub(super) fn on_form(app: &mut App, action: &super::Action) -> Option<Vec<Effec
         }
         Action::CasesSubmit => return Some(submit(app)),
         Action::CasesCancel => {
+            let result = form.from_result;
             app.cases_form = None;
+            app.replay_view = Some(super::ReplayView {
+                result,
+                output: 0,
+                scroll: 0,
+            });
             app.message = Some("case matrix not planned: nothing was written".into());
         }
         _ => return None,
@@ -671,7 +722,7 @@ fn submit(app: &mut App) -> Vec<Effect> {
         form.error = Some(e);
         return Vec::new();
     }
-    let (axes, ties) = match form.specs() {
+    let Specs { axes, ties, untied } = match form.specs() {
         Ok(specs) => specs,
         Err((field, message)) => {
             form.focus = field;
@@ -691,8 +742,14 @@ fn submit(app: &mut App) -> Vec<Effect> {
         standard: form.standard,
         axes,
         ties,
+        untied,
         vs: form.vs.clone(),
         python: form.python.clone(),
+        captures: app
+            .loaded
+            .as_ref()
+            .map(|l| l.session.roots.clone())
+            .unwrap_or_default(),
     };
     vec![Effect::Spawn(JobSpec::PlanCases(Box::new(spec)))]
 }
@@ -821,8 +878,9 @@ pub(super) fn scroll_case(app: &mut App, delta: i64) {
     }
 }
 
-/// An event of the case-matrix job.
-pub(super) fn on_event(app: &mut App, event: JobEvent) {
+/// An event of the case-matrix job; a run that ended without its result (cancelled,
+/// failed) has the matrix read again, so the board shows what was filed.
+pub(super) fn on_event(app: &mut App, event: JobEvent) -> Vec<Effect> {
     match event {
         JobEvent::Progress(JobProgress::Cases { elapsed_ms, event }) => {
             on_progress(app, elapsed_ms, event)
@@ -831,22 +889,33 @@ pub(super) fn on_event(app: &mut App, event: JobEvent) {
         JobEvent::Done(JobOutput::Cases(snapshot)) => {
             app.cases_form = None;
             let board = board_for(app, *snapshot);
+            let refreshed = std::mem::take(&mut board.refreshing);
             board.run = None;
             board.filed.clear();
-            app.message = Some(summary(board));
+            if !refreshed {
+                app.message = Some(summary(board));
+            }
         }
         JobEvent::Done(_) => {}
         JobEvent::Failed(error) => {
             if let Some(form) = app.cases_form.as_mut().filter(|f| f.planning) {
                 form.planning = false;
+                if let Some(field) = field_of(&error) {
+                    form.focus = field;
+                }
                 form.error = Some(error);
-                return;
+                return Vec::new();
             }
             match app.cases_board.as_mut() {
+                Some(board) if board.refreshing => {
+                    board.refreshing = false;
+                    board.error = Some(error);
+                }
                 Some(board) => {
                     board.run = None;
                     board.error = Some(error.clone());
                     app.message = Some(format!("the case matrix run failed: {error}"));
+                    return refresh(board);
                 }
                 None => app.message = Some(format!("the case matrix was not planned: {error}")),
             }
@@ -862,9 +931,19 @@ pub(super) fn on_event(app: &mut App, event: JobEvent) {
                     board.name(),
                     board.filed.len()
                 ));
+                return refresh(board);
             }
         }
     }
+    Vec::new()
+}
+
+/// Has the board's matrix read again (what other runs filed, what a cancelled one left).
+fn refresh(board: &mut CasesBoard) -> Vec<Effect> {
+    board.refreshing = true;
+    vec![Effect::Spawn(JobSpec::ReadCases {
+        dir: board.snapshot.dir.clone(),
+    })]
 }
 
 fn on_progress(app: &mut App, elapsed_ms: u64, event: CaseEvent) {
@@ -948,6 +1027,7 @@ fn board_for(app: &mut App, snapshot: MatrixSnapshot) -> &mut CasesBoard {
         error: None,
         case_view: None,
         open: true,
+        refreshing: false,
     })
 }
 

@@ -103,6 +103,12 @@ pub enum JobSpec {
     PlanCases(Box<CasesPlanSpec>),
     /// Run (again) the cases of a planned matrix; progress and result as `PlanCases`.
     RunCases(CasesRunSpec),
+    /// Read a planned matrix again (after a cancel, or when its board is shown again):
+    /// result [`JobOutput::Cases`].
+    ReadCases {
+        /// The matrix directory.
+        dir: PathBuf,
+    },
 }
 
 /// A matrix to plan ([`JobSpec::PlanCases`]): `dumpview cases plan NAME --from DUMP --stage
@@ -129,10 +135,15 @@ pub struct CasesPlanSpec {
     pub axes: Vec<String>,
     /// `--tie` specs.
     pub ties: Vec<String>,
+    /// `--untie` specs.
+    pub untied: Vec<String>,
     /// The other capture at the stage (diff mode), from the workbench's diff.
     pub vs: Option<VsCheck>,
     /// The Python (`None`: as `dumpview cases run` chooses).
     pub python: Option<String>,
+    /// The open captures' roots ([`Session::roots`]): the cases directory may not lie inside
+    /// one.
+    pub captures: Vec<PathBuf>,
 }
 
 /// Cases of a planned matrix to run ([`JobSpec::RunCases`]), as `dumpview cases run`.
@@ -209,7 +220,7 @@ impl JobSpec {
             JobSpec::Export { .. } => Slot::Export,
             JobSpec::Load { .. } => Slot::Reload,
             JobSpec::Replay(_) => Slot::Replay,
-            JobSpec::PlanCases(_) | JobSpec::RunCases(_) => Slot::Cases,
+            JobSpec::PlanCases(_) | JobSpec::RunCases(_) | JobSpec::ReadCases { .. } => Slot::Cases,
         }
     }
 }

@@ -1225,7 +1225,7 @@ fn on_job(app: &mut App, slot: Slot, event: JobEvent) -> Vec<Effect> {
     match (slot, event) {
         (Slot::Compare, event) => tensors::on_event(app, event),
         (Slot::Replay, event) => replay::on_event(app, event),
-        (Slot::Cases, event) => cases::on_event(app, event),
+        (Slot::Cases, event) => return cases::on_event(app, event),
         (Slot::Export, JobEvent::Done(JobOutput::Exported(path))) => export::written(app, &path),
         (Slot::Export, JobEvent::Failed(e)) => export::failed(app, &e),
         (Slot::Reload, JobEvent::Progress(JobProgress::Load(p))) if app.loaded.is_none() => {

@@ -41,6 +41,10 @@ pub struct Session {
     pub checkout_differs: Option<PathBuf>,
     /// The saved tensor files found on disk when the session was built.
     pub saved: SavedTensors,
+    /// The captures as opened, on this machine (A's, then B's; a remote capture's mirror
+    /// root); empty for an embedded example and a watch. A case matrix may not be written
+    /// inside one of them.
+    pub roots: Vec<PathBuf>,
 }
 
 /// Which capture of a session.

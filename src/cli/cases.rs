@@ -318,6 +318,11 @@ pub fn plan(
     if !inputs.dump_is_remote {
         refuse_inside(root, inputs.dump)?;
     }
+    // Nor inside the other capture: a matrix there would be read as one of its windows.
+    // (A remote one is its mirror's copy here, which a cases directory never lies in.)
+    if let Some(vs) = inputs.vs {
+        refuse_inside(root, vs)?;
+    }
     let dump = super::inputs::load_capture(&[inputs.dump.to_path_buf()], inputs.attempt, json)?;
     let (window, entry) = pick(&dump, args)?;
     let key = format!("{}#{}", entry.stage, entry.occurrence);

@@ -63,6 +63,7 @@ pub fn open_with(
         checkout: None,
         checkout_differs: None,
         saved: SavedTensors::default(),
+        roots: std::iter::once(a).chain(b).map(Path::to_path_buf).collect(),
     }))
 }
 
@@ -120,6 +121,7 @@ pub fn embedded_in(
         checkout_differs: (!same && on_disk(&pair.a) && on_disk(&pair.b))
             .then(|| root.join("assets/examples").join(&pair.name)),
         saved: SavedTensors::default(),
+        roots: Vec::new(),
     }))
 }
 

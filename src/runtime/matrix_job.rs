@@ -41,8 +41,19 @@ pub(super) fn plan_and_run(cx: &JobContext, spec: CasesPlanSpec) -> Result<JobOu
             (place.source, Some(place.ssh))
         }
         None => {
-            create::refuse_inside(&root, &window_dir)?;
-            let dir = std::path::absolute(&window_dir).map_err(|e| e.to_string())?;
+            for capture in spec
+                .captures
+                .iter()
+                .map(PathBuf::as_path)
+                .chain([window_dir.as_path()])
+            {
+                create::refuse_inside(&root, capture)?;
+            }
+            // Canonical: `dumpB/../dumpA` would be how the plan names DUMP.
+            let dir = window_dir
+                .canonicalize()
+                .or_else(|_| std::path::absolute(&window_dir))
+                .map_err(|e| e.to_string())?;
             (dir.display().to_string(), None)
         }
     };
@@ -59,7 +70,7 @@ pub(super) fn plan_and_run(cx: &JobContext, spec: CasesPlanSpec) -> Result<JobOu
             standard: spec.standard,
             axes: &spec.axes,
             ties: &spec.ties,
-            untied: &[],
+            untied: &spec.untied,
             vs: spec.vs.clone(),
         },
         &mut |path| super::fetch::ensure(path),
@@ -84,6 +95,13 @@ pub(super) fn run_again(cx: &JobContext, spec: CasesRunSpec) -> Result<JobOutput
         .and_then(Result::ok)
         .map(|place| place.ssh);
     run(cx, started, matrix, spec.only, spec.rerun, spec.python, ssh)
+}
+
+/// Reads a planned matrix whole.
+pub(super) fn read(dir: &Path) -> Result<JobOutput, JobError> {
+    let (root, name) = split(dir)?;
+    let matrix = Matrix::open(&root, &name)?;
+    Ok(JobOutput::Cases(Box::new(MatrixSnapshot::read(&matrix))))
 }
 
 fn split(dir: &Path) -> Result<(PathBuf, String), String> {

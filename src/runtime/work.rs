@@ -71,6 +71,11 @@ pub fn spawn<E: From<JobUpdate> + Send + 'static>(jobs: &mut Jobs<E>, spec: JobS
                 super::matrix_job::run_again(cx, spec)
             });
         }
+        JobSpec::ReadCases { dir } => {
+            jobs.spawn(slot, "reading the case matrix", move |_| {
+                super::matrix_job::read(&dir)
+            });
+        }
     }
 }
 

@@ -121,16 +121,16 @@ fn note(form: &CasesForm, field: CasesField) -> String {
         .collect();
     match field {
         CasesField::Name if !form.name_edited => {
-            "under .dumpview/cases/ (numbered when taken)".into()
+            "in the cases directory; .2, .3 … when taken".into()
         }
-        CasesField::Name => "under .dumpview/cases/".into(),
+        CasesField::Name => "in the cases directory".into(),
         CasesField::Dtype => DTYPES.join(" "),
         CasesField::Layout => format!("ARG={}", LAYOUTS.join(",")),
         CasesField::Shape => format!("{} (ARG= for one)", SHAPES.join(",")),
         CasesField::Mode => format!("{} (compile: Inductor, slow)", MODES.join(",")),
         CasesField::Options if scalars.is_empty() => "NAME=V1,V2".into(),
         CasesField::Options => format!("NAME=V1,V2 · scalars: {}", scalars.join(" ")),
-        CasesField::Ties => "A.D=B.E (x.-1=weight.0)".into(),
+        CasesField::Ties => "A.D=B.E ties · A.D alone keeps its size".into(),
     }
 }
 
@@ -341,8 +341,11 @@ fn board_lines(board: &CasesBoard, inner: usize, theme: Theme) -> Vec<Line<'stat
             lines.extend(labelled(
                 "smallest",
                 &format!(
-                    "{} ({}, {} elements): `dumpview cases export-test {} {} -o test_case.py`",
-                    smallest.id, smallest.outcome, smallest.elements, plan.name, smallest.id
+                    "{} ({}, {} elements): `{}`",
+                    smallest.id,
+                    smallest.outcome,
+                    smallest.elements,
+                    crate::model::present::cases::export_test_command(&plan.name, &smallest.id)
                 ),
                 inner,
                 Style::new(),
@@ -400,9 +403,10 @@ fn draw_board(frame: &mut Frame, board: &CasesBoard, area: Rect, theme: Theme) {
         None => String::new(),
     };
     let plan = &board.snapshot.plan;
+    // The progress first: a narrow terminal cuts the title's end.
     let title = Span::styled(
         format!(
-            " case matrix {} · rank {} · {} · {}{status} ",
+            " case matrix {}{status} · rank {} · {} · {} ",
             plan.name,
             board.rank,
             plan.stage,

@@ -142,7 +142,10 @@ fn c_on_a_replay_result_opens_the_form_on_its_baseline_with_a_small_matrix() {
     // Diff mode: B at the stage, from the workbench's own diff.
     let vs = form.vs.clone().expect("diff mode gives the other capture");
     assert!(vs.paired && !vs.diverges, "{vs:?}");
-    assert_eq!(vs.dump, "capture B");
+    assert_eq!(
+        vs.dump, "assets/examples/llama_kv_alias/b",
+        "B by the path it was opened from"
+    );
     // c without a replay result open and no matrix yet says how to get one.
     let mut plain = kv_on_disk();
     apply(&mut plain, [Action::CaseMatrix]);
@@ -188,11 +191,16 @@ fn the_form_turns_its_lines_into_axis_specs_and_enter_spawns_the_plan() {
         ]
     );
     assert_eq!(ties, &["x.-1=weight.0"]);
+    // The open captures, so that the job refuses a cases directory inside either.
+    assert_eq!(
+        spec.captures,
+        [Path::new(KV).join("a"), Path::new(KV).join("b")]
+    );
     assert_eq!(candidate, EPS_AFTER);
     assert_eq!(*standard, Standard::Msprobe);
     let form = app.cases_form.as_ref().unwrap();
     assert!(form.planning && form.error.is_none());
-    // The plan's refusal comes back into the form, which takes keys again.
+    // The plan's refusal comes back into the form, on the line it is about.
     apply(
         &mut app,
         [cases_event(
@@ -202,6 +210,7 @@ fn the_form_turns_its_lines_into_axis_specs_and_enter_spawns_the_plan() {
     );
     let form = app.cases_form.as_ref().unwrap();
     assert!(!form.planning);
+    assert_eq!(form.focus, CasesField::Ties);
     assert_eq!(
         form.error.as_deref(),
         Some("--tie x.-1=weight.0: x.-1 is 256, weight.0 is 512")
@@ -257,10 +266,37 @@ fn a_bad_line_keeps_the_form_open_on_it_and_a_typed_name_is_not_numbered() {
     };
     assert_eq!((spec.name.as_str(), spec.auto_name), ("mine", false));
     assert_eq!(spec.axes, ["dtype=float16"]);
-    // Esc closes the form; nothing was written.
+    // On the tie line, a dimension alone keeps its size (--untie).
+    let mut app = form_open();
+    for _ in 0..5 {
+        apply(&mut app, [Action::CasesNextField]);
+    }
+    assert_eq!(app.cases_form.as_ref().unwrap().focus, CasesField::Ties);
+    apply(&mut app, "weight.0; x.0=x.0".chars().map(Action::CasesChar));
+    let effects = apply(&mut app, [Action::CasesSubmit]);
+    let [Effect::Spawn(JobSpec::PlanCases(spec))] = &effects[..] else {
+        panic!("{effects:?}")
+    };
+    assert_eq!(
+        (&spec.ties[..], &spec.untied[..]),
+        (&["x.0=x.0".to_string()][..], &["weight.0".to_string()][..])
+    );
+    // An axis refusal lands on its line.
+    apply(
+        &mut app,
+        [cases_event(
+            2,
+            JobEvent::Failed(
+                "--axis layout[y]=strided: layers.0.input_norm#1 has no argument \"y\"".into(),
+            ),
+        )],
+    );
+    assert_eq!(app.cases_form.as_ref().unwrap().focus, CasesField::Layout);
+    // Esc closes the form, nothing written, and gives the replay's result back.
     let mut app = form_open();
     apply(&mut app, [Action::CasesCancel]);
     assert!(app.cases_form.is_none());
+    assert_eq!(app.replay_view.map(|v| v.result), Some(0));
     assert_eq!(
         app.message.as_deref(),
         Some("case matrix not planned: nothing was written")
@@ -471,19 +507,33 @@ fn r_runs_what_has_no_result_big_r_reruns_the_selected_case_and_x_cancels() {
         [Effect::Cancel(Slot::Cases)]
     );
     assert!(apply(&mut app, [Action::CasesStop]).is_empty(), "once");
-    apply(&mut app, [cases_event(3, JobEvent::Cancelled)]);
+    // The cancel has the matrix read again (job 4), so the board shows what was filed.
+    let effects = apply(&mut app, [cases_event(3, JobEvent::Cancelled)]);
+    let dir = app.cases_board.as_ref().unwrap().snapshot.dir.clone();
+    assert_eq!(effects, [Effect::Spawn(JobSpec::ReadCases { dir })]);
     let board = app.cases_board.as_ref().unwrap();
-    assert!(board.run.is_none() && board.open);
+    assert!(board.run.is_none() && board.open && board.refreshing);
     assert_eq!(
         app.message.as_deref(),
         Some("case matrix demo cancelled: 0 case(s) filed before; r runs the rest")
     );
-    // A failed run says why on the board.
-    apply(&mut app, [Action::CasesRerun]);
+    // The matrix read back changes no message; a failed run (job 5) says why on the board.
+    let dir = app.cases_board.as_ref().unwrap().snapshot.dir.clone();
+    let again = Matrix::open(dir.parent().unwrap(), "demo").unwrap();
+    let done = MatrixSnapshot::read(&again);
     apply(
         &mut app,
         [cases_event(
             4,
+            JobEvent::Done(JobOutput::Cases(Box::new(done))),
+        )],
+    );
+    assert!(app.message.as_deref().unwrap().contains("cancelled"));
+    apply(&mut app, [Action::CasesRerun]);
+    apply(
+        &mut app,
+        [cases_event(
+            5,
             JobEvent::Failed("replay_op.py --batch exited with status 1".into()),
         )],
     );

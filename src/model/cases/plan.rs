@@ -1195,6 +1195,25 @@ fn resolve_option(
             "option:{name}={text}: a non-finite value cannot be written into plan.json"
         ));
     }
+    // A captured number or bool takes a value of its kind: anything else (a word, a number
+    // out of range such as 1e400) would reach the operator as a string and fail there.
+    let fits = match arg.kind.as_str() {
+        "float" => value.is_number(),
+        "int" => value.is_i64() || value.is_u64(),
+        "bool" => value.is_boolean(),
+        _ => true,
+    };
+    if !fits {
+        return Err(format!(
+            "option:{name}={text}: {name} is a {} (captured {captured}); {text:?} is not a {}",
+            arg.kind,
+            match arg.kind.as_str() {
+                "float" => "finite number",
+                "int" => "whole number",
+                _ => "True or False",
+            }
+        ));
+    }
     if same_value(&value, captured) {
         return Ok(Resolved::Folds(format!("{name} is {captured} as captured")));
     }
@@ -1397,7 +1416,11 @@ mod tests {
             (&["option:alpha=1"], "no argument \"alpha\""),
             (&["option:x=1"], "x is a tensor"),
             (&["option:eps=nan"], "non-finite"),
-            (&["option:eps=a/b"], "no valid case id"),
+            (
+                &["option:eps=1e400"],
+                "option:eps=1e400: eps is a float (captured 1e-6); \"1e400\" is not a finite number",
+            ),
+            (&["option:eps=abc"], "\"abc\" is not a finite number"),
             (&["dtype=float16,float16"], "given twice"),
             (&["dtype"], "expected AXIS=V1,V2"),
         ] {
@@ -1405,6 +1428,15 @@ mod tests {
             assert!(e.contains(wanted), "{axes:?}: {e}");
             assert!(e.contains(axes[0]), "{axes:?} not named: {e}");
         }
+        // A string option takes any text, but not one that cannot name a case directory.
+        let mut with_str = rms_norm_set();
+        with_str
+            .args
+            .push(("approximate".into(), InputValue::Str("none".into())));
+        let e = plan(&with_str, &["option:approximate=a/b"], &[], &[]).unwrap_err();
+        assert!(e.contains("no valid case id"), "{e}");
+        let p = plan(&with_str, &["option:approximate=tanh"], &[], &[]).unwrap();
+        assert!(p.case("option.approximate=tanh").is_some());
     }
 
     #[test]

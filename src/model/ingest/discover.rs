@@ -6,11 +6,15 @@ use std::path::{Path, PathBuf};
 use super::error::LoadError;
 use crate::model::formats::{self, msprobe::MSPROBE_NAME, probe::MANIFEST_NAME};
 
+/// The directory of dumpview's own files beside a capture (`.dumpview/cases/…`): a directory
+/// search never enters one.
+pub const WORKSPACE_DIR: &str = ".dumpview";
+
 /// The manifest files named by `inputs`, in a stable order.
 ///
 /// A file is taken as it is, whatever its name; a directory is searched recursively for
 /// the file names of every registered format ([`formats::file_names`]: `manifest.json`,
-/// msprobe's `dump.json`). Symbolic links to files and directories are followed; a directory
+/// msprobe's `dump.json`), leaving out [`WORKSPACE_DIR`] directories. Symbolic links to files and directories are followed; a directory
 /// reached twice (by its device and inode) is searched once, so a link loop cannot hang the
 /// search and a linked run is not counted twice. (Evidence files a dump names keep their own
 /// rule, `dump::evidence`: a link there may not lead out of the dump.)
@@ -120,6 +124,11 @@ fn find_manifests(
             }
         }
         if kind.is_dir() {
+            // dumpview's own workspace (case matrices and their baseline copies) is never
+            // part of a capture, even where one was made inside a dump.
+            if entry.file_name() == WORKSPACE_DIR {
+                continue;
+            }
             find_manifests(&path, visited, out)?;
         } else if kind.is_file() && formats::file_names().any(|name| entry.file_name() == name) {
             out.push(path);
@@ -135,6 +144,21 @@ mod tests {
     fn manifest_at(dir: &Path) {
         std::fs::create_dir_all(dir).unwrap();
         std::fs::write(dir.join("manifest.json"), "{}").unwrap();
+    }
+
+    #[test]
+    fn a_case_matrix_made_inside_a_dump_is_not_part_of_it() {
+        let root = tempfile::tempdir().unwrap();
+        manifest_at(&root.path().join("rank0/match1-occ1"));
+        // The baseline copy of a matrix planned with the dump as the working directory.
+        manifest_at(&root.path().join("rank0/.dumpview/cases/m/baseline"));
+        let files = discover(&[root.path().to_path_buf()]).unwrap();
+        assert_eq!(files, [root.path().join("rank0/match1-occ1/manifest.json")]);
+        // Named itself, it is read (the user asked for that file).
+        let named = root
+            .path()
+            .join("rank0/.dumpview/cases/m/baseline/manifest.json");
+        assert_eq!(discover(std::slice::from_ref(&named)).unwrap(), [named]);
     }
 
     #[cfg(unix)]

@@ -210,14 +210,12 @@ pub fn markdown(a: &CasesAnalysis, path: &dyn Fn(&str) -> String) -> String {
         Some(s) => {
             let _ = writeln!(
                 out,
-                "`{}` ({}, {} input elements, {} bytes): `dumpview cases export-test {} {} -o test_{}.py` writes it as a regression test.",
+                "`{}` ({}, {} input elements, {} bytes): `{}` writes it as a regression test.",
                 s.id,
                 s.outcome,
                 s.elements,
                 s.bytes,
-                a.name,
-                s.id,
-                s.id.replace(|c: char| !c.is_ascii_alphanumeric(), "_")
+                export_test_command(&a.name, &s.id)
             );
         }
         None => {
@@ -258,4 +256,14 @@ pub fn markdown(a: &CasesAnalysis, path: &dyn Fn(&str) -> String) -> String {
         "\nA passing case does not establish a whole-model fix: rerun the model after the operator fix."
     );
     out
+}
+
+/// `dumpview cases export-test NAME CASE -o test_CASE.py`: the command that writes case `id` of
+/// matrix `name` as a regression test (the file named after the case, `_` for what a Python
+/// module name cannot hold).
+pub fn export_test_command(name: &str, id: &str) -> String {
+    format!(
+        "dumpview cases export-test {name} {id} -o test_{}.py",
+        id.replace(|c: char| !c.is_ascii_alphanumeric(), "_")
+    )
 }

@@ -126,10 +126,13 @@ pub fn input_dtype_text(set: &InputSet, widen: Option<&dyn Fn(DType) -> DType>) 
 }
 
 /// replay_op.py's `classify`: a failure whose message says `not implemented for`, `not
-/// supported` or `unsupported` (any case) is torch refusing a dtype or layout,
+/// supported` or `unsupported` (any case; Python's `unsupported operand type(s)` excepted)
+/// is torch refusing a dtype or layout,
 /// [`Status::Unsupported`]; anything else is a [`Status::Crash`].
 pub fn classify(message: &str) -> Status {
     let lower = message.to_lowercase();
+    // Python's "unsupported operand type(s) for +" is a TypeError in the code, not a refusal.
+    let lower = lower.replace("unsupported operand", "");
     if ["not implemented for", "not supported", "unsupported"]
         .iter()
         .any(|w| lower.contains(w))
@@ -266,6 +269,11 @@ mod tests {
         );
         assert_eq!(
             classify("shape '[12, 4]' is invalid for input of size 3"),
+            Status::Crash
+        );
+        // A TypeError in the candidate's own code is its crash, whatever word it uses.
+        assert_eq!(
+            classify("unsupported operand type(s) for +: 'Tensor' and 'str'"),
             Status::Crash
         );
     }

@@ -84,6 +84,7 @@ fn watch(
             checkout: None,
             checkout_differs: None,
             saved: Default::default(),
+            roots: Vec::new(),
         };
         last = Some((
             session.a.clone(),
