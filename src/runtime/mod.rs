@@ -19,6 +19,7 @@ mod in_process;
 pub mod input;
 pub mod jobs;
 pub mod load;
+pub mod python;
 pub mod replay;
 pub mod replay_history;
 mod terminal;
