@@ -947,10 +947,17 @@ fn a_candidate_that_segfaults_on_a_transposed_x_is_that_case_s_crash_and_the_res
     );
     let f = follows(&a, "crash");
     assert_eq!(
-        (f["axis"].as_str(), f["target"].as_str(), f["value"].as_str()),
+        (
+            f["axis"].as_str(),
+            f["target"].as_str(),
+            f["value"].as_str()
+        ),
         (Some("layout"), Some("x"), Some("transposed"))
     );
-    assert_eq!(f["passing_on_axis"], serde_json::json!(["layout.x=strided"]));
+    assert_eq!(
+        f["passing_on_axis"],
+        serde_json::json!(["layout.x=strided"])
+    );
     assert_eq!(
         a["cases"][1]["reason"],
         format!(

@@ -1372,7 +1372,8 @@ fn a_candidate_that_kills_the_process_is_a_crash_naming_how_with_its_outputs_kep
             .as_array()
             .unwrap()
             .iter()
-            .any(|l| l == "replay_op: candidate stdout: rms_norm_segfaults: x (12, 256) stride (256, 1)"),
+            .any(|l| l
+                == "replay_op: candidate stdout: rms_norm_segfaults: x (12, 256) stride (256, 1)"),
         "{}",
         run.json["run"]["log"]
     );
@@ -1460,7 +1461,10 @@ fn what_a_candidate_prints_is_kept_and_logged() {
         "the log streams to stderr: {}",
         run.stderr
     );
-    assert!(!out.join("reference.stdout").exists(), "nothing printed, no file");
+    assert!(
+        !out.join("reference.stdout").exists(),
+        "nothing printed, no file"
+    );
 }
 
 #[test]
@@ -1541,5 +1545,44 @@ fn script_directories_a_killed_dumpview_left_are_swept_at_the_next_replay() {
         left,
         vec![live],
         "the stale ones and the run's own are gone"
+    );
+}
+
+#[test]
+fn a_candidate_that_kills_the_remote_python_is_a_crash_and_nothing_is_left_there() {
+    let Some(_) = python() else { return };
+    let Some(server) = Sshd::start() else { return };
+    let cache = tempfile::tempdir().unwrap();
+    let cand = candidate("rms_norm_segfaults");
+    let mut args: Vec<String> = vec![
+        server.url(&repo(F32)),
+        "--stage".into(),
+        "layers.0.input_norm#1".into(),
+        "--candidate".into(),
+        cand.clone(),
+        "--reference".into(),
+        "builtin:rms_norm".into(),
+    ];
+    args.extend(remote_args(&server));
+    let run = replay_json(
+        cache.path(),
+        &args.iter().map(String::as_str).collect::<Vec<_>>(),
+    );
+    assert_eq!(run.code, 1, "{}", run.stderr);
+    assert_eq!(verdict(&run), "crash");
+    assert_eq!(
+        run.json["reason"],
+        format!("the candidate {cand} ended the process (killed by SIGSEGV (signal 11))")
+    );
+    let out = PathBuf::from(run.json["run"]["out_dir"].as_str().unwrap());
+    assert_eq!(
+        std::fs::read_to_string(out.join("candidate.stdout")).unwrap(),
+        "rms_norm_segfaults: x (12, 256) stride (256, 1)\n",
+        "what the remote candidate printed came back"
+    );
+    assert_eq!(
+        left_in(&server.home()),
+        Vec::<String>::new(),
+        "left on the remote side"
     );
 }

@@ -31,6 +31,7 @@ use std::path::{Path, PathBuf};
 use std::time::Instant;
 
 use super::python::{self, Ending, Python, PythonError, ScriptLog, StdoutUse};
+use crate::model::replay::ended::PARTIAL_FILE;
 use crate::model::replay::load::{ReplayDir, VERDICT_FILE};
 use crate::model::replay::{Execution, ReplayResult, Standard};
 use crate::remote;
@@ -156,6 +157,11 @@ pub fn run(
     let (python, host) = match outcome {
         Ok(ran) => ran,
         Err(e) => {
+            if e == ReplayError::Cancelled {
+                // The user stopped it: the marker of the side that was running is no
+                // evidence, nor is an empty stdout file; what a side printed is kept.
+                discard_markers(&out);
+            }
             // An output directory this run made and left empty holds no evidence; anything
             // written into it is kept.
             if !existed && std::fs::read_dir(&out).is_ok_and(|mut d| d.next().is_none()) {
@@ -196,6 +202,18 @@ pub fn run(
         ))
     })?;
     Ok(result)
+}
+
+/// Removes `dir`'s partial record and its empty `<side>.stdout` files.
+fn discard_markers(dir: &Path) {
+    let _ = std::fs::remove_file(dir.join(PARTIAL_FILE));
+    for entry in std::fs::read_dir(dir).into_iter().flatten().flatten() {
+        let path = entry.path();
+        let empty = path.metadata().is_ok_and(|m| m.is_file() && m.len() == 0);
+        if empty && path.extension().is_some_and(|e| e == "stdout") {
+            let _ = std::fs::remove_file(path);
+        }
+    }
 }
 
 /// Runs `replay_op.py DUMP --list [--json]` where the dump lives and returns what it
