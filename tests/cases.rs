@@ -1032,3 +1032,69 @@ fn a_reference_that_dies_leaves_its_case_missing_evidence_not_a_crash() {
         );
     }
 }
+
+#[test]
+fn a_remote_batch_killed_by_its_candidate_files_the_crash_and_runs_the_rest_there() {
+    let Some(python) = python() else { return };
+    let Some(server) = Sshd::start() else { return };
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let cand = format!(
+        "{}:rms_norm_segfaults_transposed",
+        repo(CANDIDATES).display()
+    );
+    let remote_args = ["--ssh-command", &server.ssh_command()];
+    let r = ran(dumpview(d)
+        .args(["plan", "rsegv", "--from", &server.url(&repo(F32))])
+        .args([
+            "--stage",
+            STAGE,
+            "--candidate",
+            &cand,
+            "--reference",
+            "builtin:rms_norm",
+        ])
+        .args(["--axis", "layout[x]=transposed", "--axis", "dtype=float16"])
+        .args(remote_args)
+        .output()
+        .unwrap());
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    let r = ran(dumpview(d)
+        .args(["run", "rsegv", "--python", python])
+        .args(remote_args)
+        .output()
+        .unwrap());
+    assert_eq!(r.code, 1, "{}\n{}", r.stdout, r.stderr);
+    assert!(
+        r.stderr.contains(&format!(
+            "replay_op.py --batch on 127.0.0.1:{} killed by SIGSEGV (signal 11) in case layout.x=transposed; the 1 case(s) it had not started run in a new Python",
+            server.port
+        )),
+        "{}",
+        r.stderr
+    );
+    let a = analysis(d, "rsegv");
+    assert_eq!(
+        outcomes(&a),
+        pairs(&[
+            ("baseline", "pass"),
+            ("layout.x=transposed", "crash"),
+            ("dtype=float16", "pass"),
+        ])
+    );
+    assert_eq!(
+        std::fs::read_to_string(
+            d.join("rsegv/cases/layout.x=transposed/attempt-1/candidate.stdout")
+        )
+        .unwrap(),
+        "rms_norm_segfaults_transposed: stride (1, 12)\n"
+    );
+    let left: Vec<String> = std::fs::read_dir(server.home())
+        .map(|e| {
+            e.flatten()
+                .map(|e| e.file_name().to_string_lossy().into_owned())
+                .collect()
+        })
+        .unwrap_or_default();
+    assert_eq!(left, Vec::<String>::new(), "left on the remote side");
+}
