@@ -390,8 +390,8 @@ pub fn run_script(
 /// crash record (`model::replay::ended::crash_record`, with `ending` and what the process
 /// said last, `said`) as `replay.json`, removes the partial record it supersedes, and hands
 /// `log` a line saying so and the lines the side printed (`<side>.stdout`). Returns the
-/// side; `None` when there is nothing to recover (a finished replay, or a process that died
-/// before any side).
+/// side; `None` when there is nothing to recover (a finished replay, a process that died
+/// before any side, or replay_op.py's own unhandled exception: status 1 and a traceback).
 ///
 /// # Errors
 /// A partial record that cannot be read or completed, or `replay.json` not written; the
@@ -405,6 +405,11 @@ pub fn recover_crash(
     let partial = dir.join(PARTIAL_FILE);
     let record = dir.join(RECORD_FILE);
     if record.exists() || !partial.is_file() {
+        return Ok(None);
+    }
+    // A side's exceptions (SystemExit too) are caught inside replay_op.py: status 1 with a
+    // traceback is replay_op.py's own failure (a full disk while saving), not the side's.
+    if ending == Ending::Exited(1) && said.contains("Traceback (most recent call last)") {
         return Ok(None);
     }
     let bytes =
@@ -644,6 +649,15 @@ mod tests {
             serde_json::from_slice(&std::fs::read(dir.path().join(RECORD_FILE)).unwrap()).unwrap();
         assert_eq!(record["sides"]["candidate"]["status"], "crash");
         assert_eq!(record["ended"]["how"], "killed by SIGSEGV (signal 11)");
+        // replay_op.py's own exception is no side's crash.
+        let other = tempfile::tempdir().unwrap();
+        std::fs::write(other.path().join(PARTIAL_FILE), partial).unwrap();
+        let traceback = "Traceback (most recent call last):\nOSError: [Errno 28] No space left";
+        assert_eq!(
+            recover_crash(other.path(), Ending::Exited(1), traceback, &mut |_| {}),
+            Ok(None)
+        );
+        assert!(!other.path().join(RECORD_FILE).exists());
         // A finished replay is left as it is.
         assert_eq!(
             recover_crash(dir.path(), Ending::Exited(3), "", &mut |_| {}),
