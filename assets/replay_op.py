@@ -37,6 +37,8 @@ of the dumpview repository.
 """
 
 import argparse
+import ctypes
+import faulthandler
 import importlib
 import importlib.util
 import inspect
@@ -69,13 +71,24 @@ _UPCAST = {}
 
 SIDES = ("candidate", "reference", "golden", "reference_native")
 
+# Written before each side runs and removed once replay.json is: what is known so far and which
+# side is about to run.  A side that kills the process (a segfaulting kernel, os._exit) leaves
+# it behind, and dumpview turns it into that side's crash record (docs/replay.md, "A process
+# that dies").
+PARTIAL = "replay.partial.json"
+
 
 def load_torch():
     """Import torch (once) and the dtype tables that need it."""
     global torch
     if torch is not None:
         return torch
-    import torch as module
+    try:
+        import torch as module
+    except Exception as exc:  # ImportError, or an OSError of a broken install's libraries
+        # One clear line (exit 2) rather than a traceback: the fix is another interpreter.
+        raise InputError("cannot import torch: %s: %s (replay_op.py needs a Python with torch >= 2.1; "
+                         "this is %s)" % (type(exc).__name__, exc, sys.executable))
 
     torch = module
     _UPCAST.update({
@@ -950,13 +963,74 @@ def layout_of(t):
     }
 
 
-def run_side(spec, fn, resolved, inputs, device, upcast, mapping, overrides, seed):
-    """Rebuild inputs, call fn once, time it; (side record for replay.json, {output name: tensor})."""
-    side = {
-        "spec": spec, "resolved": resolved, "status": "ok", "duration_s": None, "exception": None,
+def side_stub(spec, resolved, inputs, device, upcast, status="ok"):
+    """The record of one side before it runs (``status`` "running" in replay.partial.json)."""
+    return {
+        "spec": spec, "resolved": resolved, "status": status, "duration_s": None, "exception": None,
         "input_dtype": input_dtype_text(inputs.leaves, upcast), "device": str(device), "call": None,
         "outputs": [], "output_layouts": [], "values": {}, "outputs_from": None, "mutated_args": [], "notes": [],
     }
+
+
+class StdoutTo:
+    """File descriptor 1 into ``path`` while a side runs, so what the operator prints (``print``,
+    a kernel's ``printf``) is kept as ``<side>.stdout`` beside its outputs, even when it kills the
+    process.  Nothing else of replay_op.py writes to stdout outside ``--list``."""
+
+    def __init__(self, path):
+        self.path = path
+        self.saved = None
+
+    def __enter__(self):
+        try:
+            sys.stdout.flush()
+            self.saved = os.dup(1)
+            fd = os.open(self.path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+            os.dup2(fd, 1)
+            os.close(fd)
+        except OSError as exc:  # no stdout at all: nothing to keep
+            _log("note: %s not kept (%s)" % (self.path, exc))
+            self.saved = None
+        return self
+
+    def __exit__(self, *exc):
+        if self.saved is None:
+            return False
+        try:
+            sys.stdout.flush()
+            ctypes.CDLL(None).fflush(None)  # C stdio's buffer belongs to this file, not to what comes after
+        except Exception:
+            pass
+        os.dup2(self.saved, 1)
+        os.close(self.saved)
+        return False
+
+    def report(self, side):
+        """Logs what was printed (its first lines) and drops an empty file; returns the file name or None."""
+        try:
+            with open(self.path, "rb") as handle:
+                text = handle.read().decode("utf-8", "replace")
+        except OSError:
+            return None
+        if not text:
+            os.remove(self.path)
+            return None
+        lines = text.splitlines()
+        for line in lines[:STDOUT_LOG_LINES]:
+            _log("%s stdout: %s" % (side, line))
+        if len(lines) > STDOUT_LOG_LINES:
+            _log("%s stdout: ... %d more lines in %s" % (side, len(lines) - STDOUT_LOG_LINES,
+                                                         os.path.basename(self.path)))
+        return os.path.basename(self.path)
+
+
+STDOUT_LOG_LINES = 50
+
+
+def run_side(spec, fn, resolved, inputs, device, upcast, mapping, overrides, seed, stdout=None):
+    """Rebuild inputs, call fn once, time it; (side record for replay.json, {output name: tensor}).
+    ``stdout``: where fd 1 goes during the call (``<side>.stdout``), None to leave it."""
+    side = side_stub(spec, resolved, inputs, device, upcast)
     try:
         values, notes = inputs.rebuild(device, upcast)
     except Exception as exc:  # e.g. out of device memory, or a dtype the device cannot hold
@@ -973,8 +1047,9 @@ def run_side(spec, fn, resolved, inputs, device, upcast, mapping, overrides, see
     torch.manual_seed(seed)
     result = None
     start = None
+    captured = StdoutTo(stdout) if stdout else None
     try:
-        with torch.no_grad():
+        with torch.no_grad(), (captured or _Nothing()):
             _synchronize(device)
             start = time.perf_counter()
             result = fn(**named) if style == "keywords" else fn(*named.values())
@@ -985,7 +1060,9 @@ def run_side(spec, fn, resolved, inputs, device, upcast, mapping, overrides, see
             side["duration_s"] = time.perf_counter() - start  # time to the failure
         side["status"] = classify(exc)
         side["exception"] = _exception(exc)
+        side["stdout"] = captured.report(side_name(stdout)) if captured else None
         return side, {}
+    side["stdout"] = captured.report(side_name(stdout)) if captured else None
     try:
         mutated = [(n, t) for n, t, copy in before if not _same_bits(t.detach(), copy)]
     except Exception:
@@ -1007,6 +1084,40 @@ def run_side(spec, fn, resolved, inputs, device, upcast, mapping, overrides, see
         else:
             side["values"][out_name] = _json_value(value)
     return side, tensors
+
+
+class _Nothing:
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        return False
+
+
+def side_name(stdout_path):
+    """``candidate`` of ``DIR/candidate.stdout``."""
+    return os.path.basename(stdout_path).rsplit(".", 1)[0]
+
+
+def write_partial(out, report, sides, running):
+    """replay.partial.json: ``report`` with the sides finished so far and ``running``'s stub
+    (status "running"), written atomically and fsynced before that side is called."""
+    partial = dict(report)
+    partial["sides"] = dict(sides)
+    partial["sides"][running["name"]] = running["stub"]
+    partial["running"] = running["name"]
+    _atomic_write(os.path.join(out, PARTIAL), (dumps(_json_value(partial)) + "\n").encode("utf-8"))
+
+
+def finish_record(out, report):
+    """replay.json (last of the outputs), then the partial record it supersedes removed."""
+    path = os.path.join(out, "replay.json")
+    _atomic_write(path, (dumps(_json_value(report)) + "\n").encode("utf-8"))
+    try:
+        os.remove(os.path.join(out, PARTIAL))
+    except FileNotFoundError:
+        pass
+    return path
 
 
 def skipped_side(spec, resolved, inputs, device, upcast):
@@ -1609,14 +1720,6 @@ def run_case(args, plan, case, inputs, window, entry, file, fns, device, ref_dev
         ("golden", plan["reference"], reference_fn, reference_resolved, ref_device, "float64"),
         ("reference_native", plan["reference"], reference_fn, reference_resolved, ref_device, None),
     )
-    sides = {}
-    for name, spec, fn, resolved, dev, upcast in runs:
-        side, tensors = run_side(spec, fn, resolved, case_inputs, dev, upcast, {}, overrides, args.seed)
-        side["file"] = None
-        if side["status"] == "ok" and tensors:
-            side["file"] = "%s.pt" % name
-            save_tensors(os.path.join(out, side["file"]), tensors)
-        sides[name] = side
     report = {
         "format": FORMAT, "version": FORMAT_VERSION, "tool": TOOL_VERSION,
         "dump": args.dump, "manifest": window.path, "window_dir": window.directory,
@@ -1627,15 +1730,28 @@ def run_case(args, plan, case, inputs, window, entry, file, fns, device, ref_dev
         "device": str(device), "device_name": device_name(device), "captured_device": inputs.captured_device,
         "device_note": device_note, "reference_device": str(ref_device),
         "versions": versions(), "host": socket.gethostname(), "created_unix_s": time.time(), "seed": args.seed,
-        "call": sides["candidate"]["call"],
+        "call": None,
         "arg_map": {}, "arg_overrides": {k: _json_value(v) for k, v in overrides.items()},
         "args": describe_args(case_inputs, overrides, {}),
-        "outputs": sides["candidate"]["output_layouts"],
-        "sides": sides,
+        "outputs": [],
         "case": {"plan": plan["name"], "id": case["id"], "axis": case.get("axis"), "value": case.get("value"),
                  "transform": case["transform"], "mode": mode, "notes": notes, "inputs_file": inputs_file},
     }
-    _atomic_write(os.path.join(out, "replay.json"), (dumps(_json_value(report)) + "\n").encode("utf-8"))
+    sides = {}
+    for name, spec, fn, resolved, dev, upcast in runs:
+        write_partial(out, report, sides, {"name": name,
+                                           "stub": side_stub(spec, resolved, case_inputs, dev, upcast, "running")})
+        side, tensors = run_side(spec, fn, resolved, case_inputs, dev, upcast, {}, overrides, args.seed,
+                                 stdout=os.path.join(out, "%s.stdout" % name))
+        side["file"] = None
+        if side["status"] == "ok" and tensors:
+            side["file"] = "%s.pt" % name
+            save_tensors(os.path.join(out, side["file"]), tensors)
+        sides[name] = side
+    report["call"] = sides["candidate"]["call"]
+    report["outputs"] = sides["candidate"]["output_layouts"]
+    report["sides"] = sides
+    finish_record(out, report)
     return sides["candidate"]
 
 
@@ -1823,13 +1939,31 @@ def replay(args):
         ("golden", args.reference, reference_fn, reference_resolved, ref_device, "float64"),
         ("reference_native", args.reference, reference_fn, reference_resolved, ref_device, None),
     )
+    report = {
+        "format": FORMAT, "version": FORMAT_VERSION, "tool": TOOL_VERSION,
+        "dump": args.dump, "manifest": window.path, "window_dir": window.directory,
+        "rank": window.rank, "label": window.label, "match": window.match, "occurrence_window": window.occurrence,
+        "attempt": window.attempt,
+        "stage": entry["stage"], "occurrence": entry["occurrence"], "input_file": file,
+        "op_recorded": entry.get("op"),
+        "device": str(device), "device_name": device_name(device), "captured_device": inputs.captured_device,
+        "device_note": device_note, "reference_device": str(ref_device), "candidate_only": bool(args.candidate_only),
+        "versions": versions(), "host": socket.gethostname(), "created_unix_s": time.time(), "seed": args.seed,
+        "call": None,
+        "arg_map": mapping, "arg_overrides": {k: _json_value(v) for k, v in overrides.items()},
+        "args": describe_args(inputs, overrides, mapping),
+        "outputs": [],
+    }
     sides = {}
     for name, spec, fn, resolved, dev, upcast in plan:
         if args.candidate_only and name != "candidate":
             sides[name] = skipped_side(spec, resolved, inputs, dev, upcast)
             _log("%s %s: skipped (--candidate-only)" % (name, spec))
             continue
-        side, tensors = run_side(spec, fn, resolved, inputs, dev, upcast, mapping, overrides, args.seed)
+        write_partial(out, report, sides, {"name": name,
+                                           "stub": side_stub(spec, resolved, inputs, dev, upcast, "running")})
+        side, tensors = run_side(spec, fn, resolved, inputs, dev, upcast, mapping, overrides, args.seed,
+                                 stdout=os.path.join(out, "%s.stdout" % name))
         side["file"] = None
         if side["status"] == "ok" and tensors:
             side["file"] = "%s.pt" % name
@@ -1842,25 +1976,10 @@ def replay(args):
             _log("%s %s: %s: %s: %s" % (name, spec, side["status"], side["exception"]["type"],
                                         (side["exception"]["message"].strip().splitlines() or [""])[0][:200]))
 
-    report = {
-        "format": FORMAT, "version": FORMAT_VERSION, "tool": TOOL_VERSION,
-        "dump": args.dump, "manifest": window.path, "window_dir": window.directory,
-        "rank": window.rank, "label": window.label, "match": window.match, "occurrence_window": window.occurrence,
-        "attempt": window.attempt,
-        "stage": entry["stage"], "occurrence": entry["occurrence"], "input_file": file,
-        "op_recorded": entry.get("op"),
-        "device": str(device), "device_name": device_name(device), "captured_device": inputs.captured_device,
-        "device_note": device_note, "reference_device": str(ref_device), "candidate_only": bool(args.candidate_only),
-        "versions": versions(), "host": socket.gethostname(), "created_unix_s": time.time(), "seed": args.seed,
-        "call": sides["candidate"]["call"],
-        "arg_map": mapping, "arg_overrides": {k: _json_value(v) for k, v in overrides.items()},
-        "args": describe_args(inputs, overrides, mapping),
-        "outputs": sides["candidate"]["output_layouts"],
-        "sides": sides,
-    }
-    text = dumps(_json_value(report)) + "\n"
-    path = os.path.join(out, "replay.json")
-    _atomic_write(path, text.encode("utf-8"))
+    report["call"] = sides["candidate"]["call"]
+    report["outputs"] = sides["candidate"]["output_layouts"]
+    report["sides"] = sides
+    path = finish_record(out, report)
     _log("wrote %s" % path)
     return path
 
@@ -1885,6 +2004,10 @@ def main(argv=None):
             else:
                 sys.stdout.write(list_text(document))
             return 0
+        if args.batch or args.stage:
+            # A fatal signal (a segfaulting kernel) prints the Python stack of the call on
+            # stderr before the process dies: dumpview keeps it in the crash record.
+            faulthandler.enable()
         if args.batch:
             batch(args)
             return 0

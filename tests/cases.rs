@@ -15,45 +15,16 @@
 mod support;
 
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output, Stdio};
-use std::sync::OnceLock;
+use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use serde_json::Value;
+use support::python::{CANDIDATES, Ran, python, ran, repo};
 use support::sshd::{Sshd, processes_mentioning};
 
 const F32: &str = "assets/examples/llama_kv_alias/a";
 const STAGE: &str = "layers.0.input_norm#1";
-const CANDIDATES: &str = "tests/python/replay_candidates.py";
-
-fn repo(path: &str) -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join(path)
-}
-
-/// The Python with torch: `$DUMPVIEW_PYTHON`, else the venv's; `None` (the test says
-/// "skipped") when neither imports torch.
-fn python() -> Option<&'static str> {
-    static PYTHON: OnceLock<Option<String>> = OnceLock::new();
-    PYTHON
-        .get_or_init(|| {
-            let candidate = std::env::var("DUMPVIEW_PYTHON")
-                .ok()
-                .filter(|p| !p.is_empty())
-                .unwrap_or_else(|| repo(".venv/bin/python").display().to_string());
-            let ok = Command::new(&candidate)
-                .args(["-c", "import torch"])
-                .status()
-                .is_ok_and(|s| s.success());
-            if !ok {
-                eprintln!(
-                    "skipped: no Python with torch ({candidate}); scripts/test.sh makes .venv"
-                );
-            }
-            ok.then_some(candidate)
-        })
-        .as_deref()
-}
-
+/// `tests/python/replay_candidates.py:NAME`, relative: the plan keeps it as written.
 fn candidate(name: &str) -> String {
     format!("{CANDIDATES}:{name}")
 }
@@ -69,20 +40,6 @@ fn dumpview(cases: &Path) -> Command {
         .current_dir(env!("CARGO_MANIFEST_DIR"))
         .arg("cases");
     command
-}
-
-struct Ran {
-    code: i32,
-    stdout: String,
-    stderr: String,
-}
-
-fn ran(out: Output) -> Ran {
-    Ran {
-        code: out.status.code().unwrap_or(-1),
-        stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
-        stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
-    }
 }
 
 fn cases(dir: &Path, args: &[&str]) -> Ran {
@@ -950,4 +907,194 @@ fn twenty_cases_timed() {
     let wall2 = start.elapsed().as_secs_f64();
     assert_eq!(r.code, 0, "{}", r.stderr);
     eprintln!("20 cases: {wall:.2} s (1 job), {wall2:.2} s (2 jobs)");
+}
+
+#[test]
+fn a_candidate_that_segfaults_on_a_transposed_x_is_that_case_s_crash_and_the_rest_is_judged() {
+    let Some(_) = python() else { return };
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    plan(
+        d,
+        "segv",
+        "rms_norm_segfaults_transposed",
+        &[
+            "--axis",
+            "layout[x]=contiguous,transposed,strided",
+            "--axis",
+            "dtype=float16",
+        ],
+    );
+    let r = cases(d, &["run", "segv"]);
+    assert_eq!(r.code, 1, "{}\n{}", r.stdout, r.stderr);
+    assert!(
+        r.stderr.contains(
+            "dumpview: replay_op.py --batch killed by SIGSEGV (signal 11) in case \
+             layout.x=transposed; the 2 case(s) it had not started run in a new Python"
+        ),
+        "{}",
+        r.stderr
+    );
+    let a = analysis(d, "segv");
+    assert_eq!(
+        outcomes(&a),
+        pairs(&[
+            ("baseline", "pass"),
+            ("layout.x=transposed", "crash"),
+            ("layout.x=strided", "pass"),
+            ("dtype=float16", "pass"),
+        ])
+    );
+    let f = follows(&a, "crash");
+    assert_eq!(
+        (
+            f["axis"].as_str(),
+            f["target"].as_str(),
+            f["value"].as_str()
+        ),
+        (Some("layout"), Some("x"), Some("transposed"))
+    );
+    assert_eq!(
+        f["passing_on_axis"],
+        serde_json::json!(["layout.x=strided"])
+    );
+    assert_eq!(
+        a["cases"][1]["reason"],
+        format!(
+            "the candidate {} ended the process (killed by SIGSEGV (signal 11))",
+            candidate("rms_norm_segfaults_transposed")
+        )
+    );
+    assert_eq!(a["smallest_failing"]["id"], "layout.x=transposed");
+    // The crashed case's evidence: the record dumpview completed, what the candidate printed.
+    let attempt = d.join("segv/cases/layout.x=transposed/attempt-1");
+    let record: Value =
+        serde_json::from_slice(&std::fs::read(attempt.join("replay.json")).unwrap()).unwrap();
+    assert_eq!(record["ended"]["side"], "candidate");
+    assert_eq!(record["case"]["id"], "layout.x=transposed");
+    assert_eq!(record["args"][0]["stride"], serde_json::json!([1, 12]));
+    assert!(!attempt.join("replay.partial.json").exists());
+    assert_eq!(
+        std::fs::read_to_string(attempt.join("candidate.stdout")).unwrap(),
+        "rms_norm_segfaults_transposed: stride (1, 12)\n"
+    );
+    assert_eq!(
+        a["cases"][1]["attempts"].as_array().unwrap().len(),
+        1,
+        "one attempt per case: the restart ran only the cases left"
+    );
+}
+
+#[test]
+fn a_reference_that_dies_leaves_its_case_missing_evidence_not_a_crash() {
+    let Some(_) = python() else { return };
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let cand = candidate("rms_norm_exact");
+    let reference = candidate("rms_norm_reference_segfaults");
+    let r = cases(
+        d,
+        &[
+            "plan",
+            "refdies",
+            "--from",
+            F32,
+            "--stage",
+            STAGE,
+            "--candidate",
+            &cand,
+            "--reference",
+            &reference,
+            "--axis",
+            "dtype=float16",
+        ],
+    );
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    let r = cases(d, &["run", "refdies"]);
+    assert_eq!(r.code, 1, "{}\n{}", r.stdout, r.stderr);
+    let a = analysis(d, "refdies");
+    assert_eq!(
+        outcomes(&a),
+        pairs(&[
+            ("baseline", "missing_evidence"),
+            ("dtype=float16", "missing_evidence"),
+        ])
+    );
+    assert_eq!(a["counts"]["crash"], 0);
+    // float32 inputs die in the reference run (float64 already), float16 ones in the golden.
+    for (case, run) in [(0, "reference"), (1, "golden")] {
+        let reason = a["cases"][case]["reason"].as_str().unwrap();
+        assert!(
+            reason.contains(&format!(
+                "the reference died: its {run} run ({reference}) ended the process (killed by SIGSEGV (signal 11))"
+            )),
+            "{reason}"
+        );
+    }
+}
+
+#[test]
+fn a_remote_batch_killed_by_its_candidate_files_the_crash_and_runs_the_rest_there() {
+    let Some(python) = python() else { return };
+    let Some(server) = Sshd::start() else { return };
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let cand = format!(
+        "{}:rms_norm_segfaults_transposed",
+        repo(CANDIDATES).display()
+    );
+    let remote_args = ["--ssh-command", &server.ssh_command()];
+    let r = ran(dumpview(d)
+        .args(["plan", "rsegv", "--from", &server.url(&repo(F32))])
+        .args([
+            "--stage",
+            STAGE,
+            "--candidate",
+            &cand,
+            "--reference",
+            "builtin:rms_norm",
+        ])
+        .args(["--axis", "layout[x]=transposed", "--axis", "dtype=float16"])
+        .args(remote_args)
+        .output()
+        .unwrap());
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    let r = ran(dumpview(d)
+        .args(["run", "rsegv", "--python", python])
+        .args(remote_args)
+        .output()
+        .unwrap());
+    assert_eq!(r.code, 1, "{}\n{}", r.stdout, r.stderr);
+    assert!(
+        r.stderr.contains(&format!(
+            "replay_op.py --batch on 127.0.0.1:{} killed by SIGSEGV (signal 11) in case layout.x=transposed; the 1 case(s) it had not started run in a new Python",
+            server.port
+        )),
+        "{}",
+        r.stderr
+    );
+    let a = analysis(d, "rsegv");
+    assert_eq!(
+        outcomes(&a),
+        pairs(&[
+            ("baseline", "pass"),
+            ("layout.x=transposed", "crash"),
+            ("dtype=float16", "pass"),
+        ])
+    );
+    assert_eq!(
+        std::fs::read_to_string(
+            d.join("rsegv/cases/layout.x=transposed/attempt-1/candidate.stdout")
+        )
+        .unwrap(),
+        "rms_norm_segfaults_transposed: stride (1, 12)\n"
+    );
+    let left: Vec<String> = std::fs::read_dir(server.home())
+        .map(|e| {
+            e.flatten()
+                .map(|e| e.file_name().to_string_lossy().into_owned())
+                .collect()
+        })
+        .unwrap_or_default();
+    assert_eq!(left, Vec::<String>::new(), "left on the remote side");
 }

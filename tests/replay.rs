@@ -22,11 +22,8 @@ use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
 use serde_json::Value;
+use support::python::{candidate, python, repo};
 use support::sshd::Sshd;
-
-fn repo(path: &str) -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join(path)
-}
 
 const F32: &str = "assets/examples/llama_kv_alias/a";
 const F16: &str = "assets/examples/llama_fp16_overflow/b";
@@ -175,38 +172,6 @@ for dtype, equal in ((torch.int64, True), (torch.int64, False), (torch.bool, Tru
     cases.append({"dir": d, "msprobe": status, "dynamo": "pass" if same else "error", "what": "%s equal=%s" % (dtype, equal)})
 print(json.dumps(cases))
 "#;
-
-/// The Python with torch the tests run replay_op.py with: `$DUMPVIEW_PYTHON`, else the
-/// venv's; `None` (the test says "skipped") when neither imports torch.
-fn python() -> Option<&'static str> {
-    static PYTHON: OnceLock<Option<String>> = OnceLock::new();
-    PYTHON
-        .get_or_init(|| {
-            let candidate = std::env::var("DUMPVIEW_PYTHON")
-                .ok()
-                .filter(|p| !p.is_empty())
-                .unwrap_or_else(|| repo(".venv/bin/python").display().to_string());
-            let ok = Command::new(&candidate)
-                .args(["-c", "import torch"])
-                .status()
-                .is_ok_and(|s| s.success());
-            if !ok {
-                eprintln!(
-                    "skipped: no Python with torch ({candidate}); scripts/test.sh makes .venv"
-                );
-            }
-            ok.then_some(candidate)
-        })
-        .as_deref()
-}
-
-/// `path:NAME` of a candidate in tests/python/replay_candidates.py.
-fn candidate(name: &str) -> String {
-    format!(
-        "{}:{name}",
-        repo("tests/python/replay_candidates.py").display()
-    )
-}
 
 /// The sleepers' module, written once for the test run.
 fn sleepers() -> &'static Path {
@@ -1329,4 +1294,295 @@ fn figures() {
             );
         }
     }
+}
+
+/// The candidate side of a `--json` document.
+fn side<'a>(run: &'a Run, role: &str) -> &'a Value {
+    run.json["sides"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|s| s["role"] == role)
+        .unwrap_or_else(|| panic!("no {role} side: {}", run.json["sides"]))
+}
+
+/// `replay F32 --stage layers.0.input_norm#1 --candidate CAND --reference REF --out OUT`.
+fn replay_to(cache: &Path, cand: &str, reference: &str, out: &Path, extra: &[&str]) -> Run {
+    let mut args = vec![
+        F32,
+        "--stage",
+        "layers.0.input_norm#1",
+        "--candidate",
+        cand,
+        "--reference",
+        reference,
+        "--out",
+        out.to_str().unwrap(),
+    ];
+    args.extend_from_slice(extra);
+    replay_json(cache, &args)
+}
+
+#[test]
+fn a_candidate_that_kills_the_process_is_a_crash_naming_how_with_its_outputs_kept() {
+    let Some(_) = python() else { return };
+    let cache = tempfile::tempdir().unwrap();
+    // A segfault (what a faulting NPU kernel does to the process).
+    let out = cache.path().join("segv");
+    let cand = candidate("rms_norm_segfaults");
+    let run = replay_to(cache.path(), &cand, "builtin:rms_norm", &out, &[]);
+    assert_eq!(run.code, 1, "a crash is exit 1: {}", run.stderr);
+    assert_eq!(verdict(&run), "crash");
+    assert_eq!(
+        run.json["reason"],
+        format!("the candidate {cand} ended the process (killed by SIGSEGV (signal 11))")
+    );
+    let c = side(&run, "candidate");
+    assert_eq!(c["status"], "crash");
+    assert_eq!(c["exception"]["type"], "ProcessDied");
+    let stack = c["exception"]["traceback"].as_str().unwrap();
+    assert!(
+        stack.contains("Fatal Python error: Segmentation fault")
+            && stack.contains("in rms_norm_segfaults"),
+        "the fault handler's stack names the candidate's line: {stack}"
+    );
+    // What was written so far is kept, with the record dumpview completed.
+    let mut names: Vec<String> = std::fs::read_dir(&out)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    names.sort();
+    assert_eq!(
+        names,
+        ["candidate.stdout", "replay.json", "verdict.json"],
+        "{names:?}"
+    );
+    assert_eq!(
+        std::fs::read_to_string(out.join("candidate.stdout")).unwrap(),
+        "rms_norm_segfaults: x (12, 256) stride (256, 1)\n"
+    );
+    let record: Value =
+        serde_json::from_slice(&std::fs::read(out.join("replay.json")).unwrap()).unwrap();
+    assert_eq!(
+        record["ended"],
+        serde_json::json!({"side": "candidate", "how": "killed by SIGSEGV (signal 11)", "recorded_by": "dumpview"})
+    );
+    assert!(
+        run.json["run"]["log"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|l| l
+                == "replay_op: candidate stdout: rms_norm_segfaults: x (12, 256) stride (256, 1)"),
+        "{}",
+        run.json["run"]["log"]
+    );
+    // Every reader sees a crash: the judge as `report --replay` and `cases analyze` call it.
+    let judged = dumpview::model::replay::judge_dir(&out, None).unwrap();
+    assert_eq!(judged.verdict, dumpview::model::replay::Verdict::Crash);
+
+    // os._exit(3): no signal, an exit status.
+    let out = cache.path().join("exit");
+    let cand = candidate("rms_norm_exits");
+    let run = replay_to(cache.path(), &cand, "builtin:rms_norm", &out, &[]);
+    assert_eq!(run.code, 1, "{}", run.stderr);
+    assert_eq!(verdict(&run), "crash");
+    assert_eq!(
+        run.json["reason"],
+        format!("the candidate {cand} ended the process (exited with status 3)")
+    );
+    assert!(out.join("replay.json").is_file());
+}
+
+#[test]
+fn a_reference_that_dies_leaves_nothing_to_judge_against_and_says_so() {
+    let Some(_) = python() else { return };
+    let cache = tempfile::tempdir().unwrap();
+    let out = cache.path().join("refdies");
+    let reference = candidate("rms_norm_reference_segfaults");
+    let run = replay_to(
+        cache.path(),
+        &candidate("rms_norm_exact"),
+        &reference,
+        &out,
+        &[],
+    );
+    assert_eq!(run.code, 2, "no verdict: {}", run.stderr);
+    let error = run.json["error"].as_str().unwrap();
+    assert!(
+        error.contains(&format!(
+            "the reference died: its reference run ({reference}) ended the process (killed by SIGSEGV (signal 11)); nothing to judge the candidate against"
+        )) && error.contains(&format!("the outputs are kept in {}", out.display())),
+        "{error}"
+    );
+    assert!(out.join("candidate.pt").is_file() && out.join("replay.json").is_file());
+    let record: Value =
+        serde_json::from_slice(&std::fs::read(out.join("replay.json")).unwrap()).unwrap();
+    assert_eq!(record["sides"]["candidate"]["status"], "ok");
+    assert_eq!(record["sides"]["reference"]["status"], "crash");
+    assert_eq!(record["ended"]["side"], "reference");
+}
+
+#[test]
+fn what_a_candidate_prints_is_kept_and_logged() {
+    let Some(_) = python() else { return };
+    let cache = tempfile::tempdir().unwrap();
+    let out = cache.path().join("prints");
+    let run = replay_to(
+        cache.path(),
+        &candidate("rms_norm_prints"),
+        "builtin:rms_norm",
+        &out,
+        &[],
+    );
+    assert_eq!(verdict(&run), "pass", "{}", run.stderr);
+    let printed = "rms_norm_prints: x (12, 256) float32\nrms_norm_prints: eps 1e-06\n";
+    assert_eq!(
+        std::fs::read_to_string(out.join("candidate.stdout")).unwrap(),
+        printed
+    );
+    let log: Vec<&str> = run.json["run"]["log"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|l| l.as_str())
+        .filter(|l| l.contains("stdout:"))
+        .collect();
+    assert_eq!(
+        log,
+        [
+            "replay_op: candidate stdout: rms_norm_prints: x (12, 256) float32",
+            "replay_op: candidate stdout: rms_norm_prints: eps 1e-06"
+        ]
+    );
+    assert!(
+        run.stderr
+            .contains("replay_op: candidate stdout: rms_norm_prints: eps 1e-06"),
+        "the log streams to stderr: {}",
+        run.stderr
+    );
+    assert!(
+        !out.join("reference.stdout").exists(),
+        "nothing printed, no file"
+    );
+}
+
+#[test]
+fn a_python_without_torch_is_one_clear_message_said_once() {
+    let Some(_) = python() else { return };
+    let cache = tempfile::tempdir().unwrap();
+    let no_torch = support::python::python_without_torch(cache.path());
+    let out = dumpview(cache.path())
+        .args([
+            "replay",
+            F32,
+            "--stage",
+            "layers.0.input_norm#1",
+            "--candidate",
+            "builtin:rms_norm",
+            "--reference",
+            "builtin:rms_norm",
+            "--python",
+            no_torch.to_str().unwrap(),
+        ])
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert!(!stderr.contains("Traceback"), "{stderr}");
+    assert_eq!(
+        stderr.trim_end(),
+        format!(
+            "dumpview: error: {} cannot import torch (ModuleNotFoundError: No module named 'torch'); give a Python that has it with --python or $DUMPVIEW_PYTHON",
+            no_torch.display()
+        )
+    );
+    assert!(
+        !cache.path().join("dumpview/replays").exists()
+            || std::fs::read_dir(cache.path().join("dumpview/replays"))
+                .unwrap()
+                .next()
+                .is_none(),
+        "no empty output directory is left"
+    );
+}
+
+#[test]
+fn script_directories_a_killed_dumpview_left_are_swept_at_the_next_replay() {
+    let Some(_) = python() else { return };
+    let cache = tempfile::tempdir().unwrap();
+    let tmp = tempfile::tempdir().unwrap();
+    let mut gone = Command::new("true").spawn().unwrap();
+    let dead = gone.id();
+    gone.wait().unwrap();
+    let stale = [
+        tmp.path().join(format!("dumpview-replay-{dead}-0")),
+        tmp.path().join(format!("dumpview-cases-{dead}-3")),
+    ];
+    // This test's own process is alive: its directory is not a stale one.
+    let live = tmp
+        .path()
+        .join(format!("dumpview-replay-{}-0", std::process::id()));
+    for dir in stale.iter().chain([&live]) {
+        std::fs::create_dir(dir).unwrap();
+        std::fs::write(dir.join("replay_op.py"), "# left behind\n").unwrap();
+    }
+    let out = dumpview(cache.path())
+        .env("TMPDIR", tmp.path())
+        .args(["replay", F32, "--list"])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let left: Vec<PathBuf> = std::fs::read_dir(tmp.path())
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .collect();
+    assert_eq!(
+        left,
+        vec![live],
+        "the stale ones and the run's own are gone"
+    );
+}
+
+#[test]
+fn a_candidate_that_kills_the_remote_python_is_a_crash_and_nothing_is_left_there() {
+    let Some(_) = python() else { return };
+    let Some(server) = Sshd::start() else { return };
+    let cache = tempfile::tempdir().unwrap();
+    let cand = candidate("rms_norm_segfaults");
+    let mut args: Vec<String> = vec![
+        server.url(&repo(F32)),
+        "--stage".into(),
+        "layers.0.input_norm#1".into(),
+        "--candidate".into(),
+        cand.clone(),
+        "--reference".into(),
+        "builtin:rms_norm".into(),
+    ];
+    args.extend(remote_args(&server));
+    let run = replay_json(
+        cache.path(),
+        &args.iter().map(String::as_str).collect::<Vec<_>>(),
+    );
+    assert_eq!(run.code, 1, "{}", run.stderr);
+    assert_eq!(verdict(&run), "crash");
+    assert_eq!(
+        run.json["reason"],
+        format!("the candidate {cand} ended the process (killed by SIGSEGV (signal 11))")
+    );
+    let out = PathBuf::from(run.json["run"]["out_dir"].as_str().unwrap());
+    assert_eq!(
+        std::fs::read_to_string(out.join("candidate.stdout")).unwrap(),
+        "rms_norm_segfaults: x (12, 256) stride (256, 1)\n",
+        "what the remote candidate printed came back"
+    );
+    assert_eq!(
+        left_in(&server.home()),
+        Vec::<String>::new(),
+        "left on the remote side"
+    );
 }

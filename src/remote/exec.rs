@@ -16,11 +16,10 @@
 //!   on); dumpview's death kills the client (`PR_SET_PDEATHSIG`) and its master with it;
 //! - HUP, INT, TERM and PIPE delivered to the script.
 
-use std::io::{BufRead, BufReader, Read, Write};
+use std::io::{Read, Write};
 use std::sync::Arc;
-use std::sync::mpsc::{RecvTimeoutError, channel};
-use std::time::Duration;
 
+use super::child::{Stream, pump};
 use super::error::RemoteError;
 use super::options::SshOptions;
 use super::script::quote;
@@ -90,8 +89,6 @@ pub struct RemoteHost {
 
 /// The exit status the script uses when `mktemp -d` fails.
 const NO_TEMP_DIR: i32 = 97;
-/// How often the caller's cancel is checked.
-const POLL: Duration = Duration::from_millis(50);
 
 impl RemoteHost {
     /// Connects to `spec`'s host (sharing a live master to the same destination).
@@ -126,7 +123,6 @@ impl RemoteHost {
         let script = script(job);
         self.connection.ensure_master()?;
         let mut child = self.connection.spawn_shell()?;
-        let pid = child.id() as i32;
         let mut stdin = child.stdin.take().expect("piped stdin");
         let writer = std::thread::spawn(move || {
             let _ = stdin.write_all(&script);
@@ -137,52 +133,26 @@ impl RemoteHost {
             let _ = stdout.read_to_end(&mut bytes);
             bytes
         });
-        let (lines_tx, lines) = channel::<String>();
         let stderr = child.stderr.take().expect("piped stderr");
-        let stderr_reader = std::thread::spawn(move || {
-            let mut reader = BufReader::new(stderr);
-            let mut line = Vec::new();
-            while let Ok(n @ 1..) = reader.read_until(b'\n', &mut line) {
-                let _ = n;
-                let text = String::from_utf8_lossy(&line)
-                    .trim_end_matches(['\n', '\r'])
-                    .to_string();
-                if lines_tx.send(text).is_err() {
-                    break;
-                }
-                line.clear();
-            }
-        });
         let mut tail: Vec<String> = Vec::new();
-        let mut was_cancelled = false;
-        loop {
-            match lines.recv_timeout(POLL) {
-                Ok(line) => {
-                    on_stderr(&line);
-                    tail.push(line);
-                    if tail.len() > 50 {
-                        tail.remove(0);
-                    }
+        let pumped = pump(
+            &mut child,
+            vec![(Stream::Stderr, Box::new(stderr))],
+            &mut |_, line| {
+                on_stderr(line);
+                tail.push(line.to_string());
+                if tail.len() > 50 {
+                    tail.remove(0);
                 }
-                Err(RecvTimeoutError::Disconnected) => break,
-                Err(RecvTimeoutError::Timeout) => {}
-            }
-            if !was_cancelled && cancelled() {
-                was_cancelled = true;
-                // SAFETY: the client is our unreaped child and the leader of its own
-                // session and process group.
-                unsafe {
-                    libc::kill(-pid, libc::SIGKILL);
-                }
-            }
-        }
-        let status = child.wait();
+            },
+            cancelled,
+        );
         let _ = writer.join();
-        let _ = stderr_reader.join();
         let out = reader.join().unwrap_or_default();
-        if was_cancelled {
+        if pumped.cancelled {
             return Err(ExecError::Cancelled);
         }
+        let status = pumped.status;
         let status = status.map_err(|e| RemoteError::Ssh {
             host: self.authority().to_string(),
             reason: format!("waiting for ssh: {e}"),

@@ -11,6 +11,8 @@
 //!
 //! [`RemoteHost::run`] runs one program in a private temporary directory that it removes on
 //! every way out (single-operator replay): the only thing dumpview writes on a remote host.
+//! Its line loop (`child::pump`) and its spawn with `PR_SET_PDEATHSIG` serve the runtime's
+//! local Python too.
 //!
 //! This layer runs child processes and writes the cache; it uses `crate::model` only, and
 //! nothing of `model`, `app`, `ui` or `cli` uses it (`main.rs` maps remote sources to local
@@ -18,6 +20,7 @@
 
 mod backoff;
 mod cache;
+mod child;
 mod control;
 mod error;
 mod exec;
@@ -29,6 +32,10 @@ mod source;
 mod ssh;
 
 pub use backoff::Backoff;
+// For the runtime's local child processes (`runtime::python`): the same spawn and the same
+// line loop as a remote job's ssh client.
+pub(crate) use child::{Stream, pump};
+pub(crate) use control::spawn_with_parent_death;
 pub use control::{control_dir, install_exit_cleanup, shutdown};
 pub use error::RemoteError;
 pub use exec::{ExecError, Finished, Job, RemoteHost, Word};

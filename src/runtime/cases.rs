@@ -13,29 +13,32 @@
 //!   one `mktemp -d` directory removed on every way out); the plan goes as an argument, and
 //!   each case's files come back when the job ends.
 //!
-//! A case whose process ended before it wrote `replay.json` is filed as an incomplete attempt:
-//! missing evidence, never a result. Job-friendly: progress as [`RunEvent`]s through a
+//! A case whose candidate kills the batch's process (a segfaulting kernel, `os._exit`) is
+//! filed as that case's crash (`python::recover_crash` completes the partial record
+//! replay_op.py wrote before the side), and the batch starts again in a fresh Python on the
+//! cases it had not started, so one dying case does not lose the rest of the matrix; a
+//! reference that dies leaves that case without a judgement (missing evidence, "the
+//! reference died"). A case interrupted by a cancel or by dumpview's own death is filed as an
+//! incomplete attempt: missing evidence, never a result. Job-friendly: progress as [`RunEvent`]s through a
 //! callback, a cancel predicate polled every 50 ms.
 
-use std::io::{BufRead, BufReader};
-use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
+use std::path::Path;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc::{RecvTimeoutError, Sender, channel};
 use std::time::{Duration, Instant};
 
-use crate::embedded::REPLAY_SOURCE;
+use super::python::{self, Ending, Python, PythonError, SCRIPT, ScriptLog, StdoutUse};
 use crate::model::cases::names;
 use crate::model::cases::store::{AttemptInfo, JudgedAttempt, Matrix};
 use crate::remote;
 
-/// The environment variable naming the local Python (as `dumpview replay` reads it).
-pub const PYTHON_ENV: &str = "DUMPVIEW_PYTHON";
+pub use super::python::PYTHON_ENV;
+
 /// How often the cancel predicate is asked.
 const POLL: Duration = Duration::from_millis(50);
-/// Lines of a job's stderr kept for its error message.
-const TAIL: usize = 30;
+/// What the errors of a batch call it.
+const BATCH: &str = "replay_op.py --batch";
 
 /// One run of a matrix.
 #[derive(Debug, Clone)]
@@ -166,11 +169,17 @@ pub fn run(
     }
     let place = remote::parse_source(&plan.dump).map_err(|e| CasesError::Input(e.to_string()))?;
     let python = match (&place, &request.python) {
-        (remote::SourceSpec::Local(_), given) => local_python(given.as_deref())?,
-        (remote::SourceSpec::Remote(_), Some(p)) => p.clone(),
-        (remote::SourceSpec::Remote(_), None) => "python3".into(),
+        (remote::SourceSpec::Local(_), given) => python::local_python(given.as_deref())?,
+        (remote::SourceSpec::Remote(_), Some(p)) => Python {
+            program: p.clone(),
+            chosen_by: "--python, on the remote host".into(),
+        },
+        (remote::SourceSpec::Remote(_), None) => Python {
+            program: "python3".into(),
+            chosen_by: "the remote host's python3 (--python chooses)".into(),
+        },
     };
-    report.python = python.clone();
+    report.python = python.program.clone();
     let staging = matrix.staging().map_err(CasesError::Failed)?;
     let jobs = request.jobs.clamp(1, report.ran.len());
     let mut groups: Vec<Vec<String>> = vec![Vec::new(); jobs];
@@ -198,11 +207,8 @@ pub fn run(
         }
         remote::SourceSpec::Local(_) => None,
     };
-    for (job, group) in groups.into_iter().enumerate() {
+    for group in groups {
         let mut words: Vec<String> = Vec::new();
-        for id in &group {
-            words.extend(["--only".into(), id.clone()]);
-        }
         if let Some(device) = &request.device {
             words.extend(["--device".into(), device.clone()]);
         }
@@ -219,8 +225,9 @@ pub fn run(
                     staging.display().to_string(),
                 ];
                 args.extend(words);
+                let staging = staging.clone();
                 threads.push(std::thread::spawn(move || {
-                    let outcome = run_local(&python, &args, &tx, job, &stop);
+                    let outcome = run_local(&python, &args, group, &staging, &tx, &stop);
                     let _ = tx.send(Message::Ended { outcome });
                 }));
             }
@@ -247,7 +254,8 @@ pub fn run(
                 let host = Arc::clone(host);
                 let staging = staging.clone();
                 threads.push(std::thread::spawn(move || {
-                    let outcome = run_remote(&host, &python, &args, &staging, &tx, job, &stop);
+                    let outcome =
+                        run_remote(&host, &python.program, &args, group, &staging, &tx, &stop);
                     let _ = tx.send(Message::Ended { outcome });
                 }));
             }
@@ -272,13 +280,25 @@ pub fn run(
                         matrix,
                         &staging.join(id),
                         id,
-                        local_info(&python),
+                        local_info(&python.program),
                         &mut report,
                         on_event,
                     );
                 }
                 _ => on_event(RunEvent::Log(&line)),
             },
+            Ok(Message::Died { id }) => {
+                if remote_host.is_none() && report.ran.contains(&id) {
+                    file(
+                        matrix,
+                        &staging.join(&id),
+                        &id,
+                        local_info(&python.program),
+                        &mut report,
+                        on_event,
+                    );
+                }
+            }
             Ok(Message::Ended { outcome }) => {
                 if let Err(e) = outcome {
                     failures.push(e);
@@ -299,10 +319,10 @@ pub fn run(
     let info = match &report.host {
         Some(host) => AttemptInfo {
             host: Some(host.clone()),
-            python: Some(python.clone()),
+            python: Some(python.program.clone()),
             ..AttemptInfo::default()
         },
-        None => local_info(&python),
+        None => local_info(&python.program),
     };
     for id in report.ran.clone() {
         let dir = staging.join(&id);
@@ -381,7 +401,11 @@ fn sweep_stale(matrix: &Matrix, report: &mut RunReport, on_event: &mut dyn FnMut
 
 /// What a job thread sends.
 enum Message {
+    /// A line of replay_op.py's (or of dumpview's about the job).
     Line { line: String },
+    /// The candidate of case `id` killed the batch; its crash record is written: file it.
+    Died { id: String },
+    /// The job is over.
     Ended { outcome: Result<(), CasesError> },
 }
 
@@ -404,284 +428,260 @@ fn progress(line: &str) -> Option<Progress<'_>> {
     }
 }
 
-/// Maps a batch's exit status to the error the user sees.
-fn exit_status(
-    status: i32,
-    tail: &[String],
-    python: &str,
-    host: Option<&str>,
-) -> Result<(), CasesError> {
+impl From<PythonError> for CasesError {
+    fn from(e: PythonError) -> CasesError {
+        match e {
+            PythonError::Input(m) => CasesError::Input(m),
+            PythonError::Cancelled => CasesError::Cancelled { filed: 0 },
+            PythonError::Failed(m) => CasesError::Failed(m),
+        }
+    }
+}
+
+/// The cases one batch process started and finished, read from its progress lines.
+#[derive(Debug, Default)]
+struct Seen {
+    started: Vec<String>,
+    done: Vec<String>,
+}
+
+impl Seen {
+    fn line(&mut self, line: &str) {
+        match progress(line) {
+            Some(Progress::Start(id)) => self.started.push(id.to_string()),
+            Some(Progress::Done(id)) => self.done.push(id.to_string()),
+            None => {}
+        }
+    }
+
+    /// The case that was running when the process ended.
+    fn running(&self) -> Option<&str> {
+        self.started
+            .last()
+            .filter(|id| !self.done.contains(id))
+            .map(String::as_str)
+    }
+}
+
+/// Where a job runs and reports.
+#[derive(Clone, Copy)]
+struct JobPlace<'a> {
+    /// The run's staging directory (`CASE/` per case).
+    staging: &'a Path,
+    /// To the run's loop.
+    tx: &'a Sender<Message>,
+    /// The Python.
+    program: &'a str,
+    /// The remote host, `None` here.
+    host: Option<&'a str>,
+}
+
+/// What a job does after one batch process ended.
+enum Next {
+    /// Every case of the job ran.
+    Done,
+    /// The process died in a case (filed as its crash); these cases were not started.
+    Restart(Vec<String>),
+}
+
+/// After one batch process of a job ended (`ending`) having run cases of `left`: a process
+/// that died in a case gets that case's crash record (`python::recover_crash`, in
+/// `staging/CASE`) and, when it had started any case, a fresh process for the cases it had
+/// not started; one that died before any case, or refused its input, is the job's error.
+fn after_batch(
+    job: &JobPlace,
+    ending: Ending,
+    said: &ScriptLog,
+    seen: &Seen,
+    left: &[String],
+) -> Result<Next, CasesError> {
+    let JobPlace {
+        staging,
+        tx,
+        program,
+        host,
+    } = *job;
+    if ending == Ending::Exited(0) {
+        return Ok(Next::Done);
+    }
+    let send = |line: &str| {
+        let _ = tx.send(Message::Line {
+            line: line.to_string(),
+        });
+    };
+    let mut died_in = None;
+    if let Some(id) = seen.running() {
+        let mut log = |line: &str| send(line);
+        match python::recover_crash(
+            &staging.join(id),
+            ending,
+            &said.after_last_log_line(),
+            &mut log,
+        ) {
+            Ok(Some(_)) => {
+                died_in = Some(id.to_string());
+                let _ = tx.send(Message::Died { id: id.to_string() });
+            }
+            Ok(None) => {}
+            Err(e) => send(&format!("dumpview: case {id}: {e}")),
+        }
+    }
+    if seen.started.is_empty() {
+        said.check(ending, BATCH, program, host)?;
+        return Ok(Next::Done);
+    }
+    let rest: Vec<String> = left
+        .iter()
+        .filter(|id| !seen.started.contains(id))
+        .cloned()
+        .collect();
     let on = host.map(|h| format!(" on {h}")).unwrap_or_default();
-    let said = tail.join("\n");
-    match status {
-        0 => Ok(()),
-        2 => Err(CasesError::Input(said)),
-        127 if host.is_some() => Err(CasesError::Input(format!(
-            "{python}: not found{on} (give the remote interpreter with --python): {said}"
-        ))),
-        _ if said.contains("No module named 'torch'") => Err(CasesError::Input(format!(
-            "{python}{on} cannot import torch (give a Python that has it with --python): {said}"
-        ))),
-        s if s > 128 => Err(CasesError::Failed(format!(
-            "replay_op.py --batch{on} was killed by signal {}: {said}",
-            s - 128
-        ))),
-        s => Err(CasesError::Failed(format!(
-            "replay_op.py --batch{on} exited with status {s}: {said}"
-        ))),
+    let in_case = died_in
+        .or_else(|| seen.running().map(str::to_string))
+        .map(|id| format!(" in case {id}"))
+        .unwrap_or_default();
+    if rest.is_empty() {
+        send(&format!(
+            "dumpview: {BATCH}{on} {}{in_case}, its last",
+            ending.describe()
+        ));
+        return Ok(Next::Done);
     }
+    send(&format!(
+        "dumpview: {BATCH}{on} {}{in_case}; the {} case(s) it had not started run in a new Python",
+        ending.describe(),
+        rest.len()
+    ));
+    Ok(Next::Restart(rest))
 }
 
-fn keep(tail: &mut Vec<String>, line: &str) {
-    if !line.trim().is_empty() {
-        tail.push(line.to_string());
-        if tail.len() > TAIL {
-            tail.remove(0);
-        }
-    }
+/// `--only` words for `ids`.
+fn only(ids: &[String]) -> Vec<String> {
+    ids.iter()
+        .flat_map(|id| ["--only".to_string(), id.clone()])
+        .collect()
 }
 
-/// One local job: the script in a private directory, Python in its own process group.
+/// One local job: replay_op.py `--batch` on the cases `ids` (`args` the rest of its
+/// command line), again on the ones left whenever a case kills the process.
 fn run_local(
-    python: &str,
+    python: &Python,
     args: &[String],
-    tx: &Sender<Message>,
-    _job: usize,
-    stop: &AtomicBool,
-) -> Result<(), CasesError> {
-    use std::os::unix::process::{CommandExt, ExitStatusExt};
-    let dir = ScriptDir::new()?;
-    let script = dir.0.join("replay_op.py");
-    std::fs::write(&script, REPLAY_SOURCE)
-        .map_err(|e| CasesError::Failed(format!("{}: cannot write: {e}", script.display())))?;
-    let mut command = Command::new(python);
-    command
-        .arg(&script)
-        .args(args)
-        .env("PYTHONDONTWRITEBYTECODE", "1")
-        .env("PYTHONUNBUFFERED", "1")
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .process_group(0);
-    #[cfg(target_os = "linux")]
-    {
-        let parent = std::process::id();
-        // SAFETY: prctl and getppid are async-signal-safe; nothing else runs between fork
-        // and exec.
-        unsafe {
-            command.pre_exec(move || {
-                if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL as libc::c_ulong) != 0 {
-                    return Err(std::io::Error::last_os_error());
-                }
-                if libc::getppid() as u32 != parent {
-                    libc::_exit(1);
-                }
-                Ok(())
-            });
-        }
-    }
-    let mut child = command.spawn().map_err(|e| {
-        CasesError::Input(match e.kind() {
-            std::io::ErrorKind::NotFound => format!(
-                "{python}: not found; give a Python that has torch with --python or ${PYTHON_ENV}"
-            ),
-            _ => format!("cannot run {python}: {e}"),
-        })
-    })?;
-    let pid = child.id() as i32;
-    let kill = || {
-        // SAFETY: the group's leader is our child, unreaped until try_wait says so; after
-        // that the group id stays ours until every member is gone (ESRCH then).
-        unsafe {
-            libc::kill(-pid, libc::SIGKILL);
-        }
-    };
-    let (lines_tx, lines) = channel::<String>();
-    let stderr = child.stderr.take().expect("piped stderr");
-    let reader = std::thread::spawn(move || {
-        let mut reader = BufReader::new(stderr);
-        let mut line = Vec::new();
-        while let Ok(1..) = reader.read_until(b'\n', &mut line) {
-            let text = String::from_utf8_lossy(&line)
-                .trim_end_matches(['\n', '\r'])
-                .to_string();
-            if lines_tx.send(text).is_err() {
-                break;
-            }
-            line.clear();
-        }
-    });
-    let mut tail = Vec::new();
-    let mut killed = false;
-    loop {
-        match lines.recv_timeout(POLL) {
-            Ok(line) => {
-                keep(&mut tail, &line);
-                let _ = tx.send(Message::Line { line });
-            }
-            Err(RecvTimeoutError::Disconnected) => break,
-            Err(RecvTimeoutError::Timeout) => {}
-        }
-        if !killed && stop.load(Ordering::SeqCst) {
-            killed = true;
-            kill();
-        }
-    }
-    let status = loop {
-        match child.try_wait() {
-            Ok(Some(status)) => break status,
-            Ok(None) => {
-                if !killed && stop.load(Ordering::SeqCst) {
-                    killed = true;
-                    kill();
-                }
-                std::thread::sleep(POLL);
-            }
-            Err(e) => return Err(CasesError::Failed(format!("waiting for Python: {e}"))),
-        }
-    };
-    kill();
-    let _ = reader.join();
-    if killed {
-        return Err(CasesError::Cancelled { filed: 0 });
-    }
-    let code = status
-        .code()
-        .unwrap_or_else(|| 128 + status.signal().unwrap_or(0));
-    exit_status(code, &tail, python, None)
-}
-
-/// One remote job; its files are written into `staging` (`CASE/FILE`).
-fn run_remote(
-    host: &remote::RemoteHost,
-    python: &str,
-    args: &[remote::Word],
+    ids: Vec<String>,
     staging: &Path,
     tx: &Sender<Message>,
-    _job: usize,
     stop: &AtomicBool,
 ) -> Result<(), CasesError> {
-    let mut tail = Vec::new();
-    let job = remote::Job {
-        program: python,
-        args,
-        env: &[("PYTHONDONTWRITEBYTECODE", "1"), ("PYTHONUNBUFFERED", "1")],
-        stdin: REPLAY_SOURCE,
-        collect: "out",
-    };
-    let finished = host
-        .run(
-            &job,
+    let mut left = ids;
+    loop {
+        let mut words = args.to_vec();
+        words.extend(only(&left));
+        let mut said = ScriptLog::default();
+        let mut seen = Seen::default();
+        let ran = python::run_script(
+            python,
+            "cases",
+            &words,
+            StdoutUse::Log,
+            &mut said,
             &mut |line| {
-                keep(&mut tail, line);
+                seen.line(line);
                 let _ = tx.send(Message::Line {
                     line: line.to_string(),
                 });
             },
             &|| stop.load(Ordering::SeqCst),
-        )
-        .map_err(|e| match e {
-            remote::ExecError::Cancelled => CasesError::Cancelled { filed: 0 },
-            remote::ExecError::Remote(e) if !e.is_transient() => CasesError::Input(e.to_string()),
-            other => CasesError::Failed(other.to_string()),
-        })?;
-    // The cases' files, whatever the status: a batch that stopped midway still finished some.
-    for (name, bytes) in &finished.files {
-        let Some((id, file)) = name.split_once('/') else {
-            continue;
+        )?;
+        let place = JobPlace {
+            staging,
+            tx,
+            program: &python.program,
+            host: None,
         };
-        if !names::is_valid(id) || !names::is_valid(file) {
-            continue;
+        match after_batch(&place, ran.ending, &said, &seen, &left)? {
+            Next::Done => return Ok(()),
+            Next::Restart(rest) => left = rest,
         }
-        let dir = staging.join(id);
-        let path = dir.join(file);
-        std::fs::create_dir_all(&dir)
-            .and_then(|()| std::fs::write(&path, bytes))
-            .map_err(|e| CasesError::Failed(format!("{}: cannot write: {e}", path.display())))?;
     }
-    exit_status(finished.status, &tail, python, Some(host.authority()))
 }
 
-/// The local interpreter: `given`, else `$DUMPVIEW_PYTHON`, else the first `python3` or
-/// `python` on PATH that imports torch.
-fn local_python(given: Option<&str>) -> Result<String, CasesError> {
-    if let Some(program) = given {
-        return Ok(program.to_string());
-    }
-    if let Some(program) = std::env::var(PYTHON_ENV).ok().filter(|p| !p.is_empty()) {
-        return Ok(program);
-    }
-    let path = std::env::var_os("PATH").unwrap_or_default();
-    let mut tried = Vec::new();
-    for dir in std::env::split_paths(&path) {
-        for name in ["python3", "python"] {
-            let candidate = dir.join(name);
-            if !is_executable(&candidate) {
+/// One remote job; each batch's files are written into `staging` (`CASE/FILE`), and a case
+/// that kills the remote Python is handled as [`run_local`] does.
+fn run_remote(
+    host: &remote::RemoteHost,
+    program: &str,
+    args: &[remote::Word],
+    ids: Vec<String>,
+    staging: &Path,
+    tx: &Sender<Message>,
+    stop: &AtomicBool,
+) -> Result<(), CasesError> {
+    let mut left = ids;
+    loop {
+        let mut words = args.to_vec();
+        words.extend(only(&left).into_iter().map(remote::Word::Literal));
+        let mut said = ScriptLog::default();
+        let mut seen = Seen::default();
+        let job = remote::Job {
+            program,
+            args: &words,
+            env: &[("PYTHONDONTWRITEBYTECODE", "1"), ("PYTHONUNBUFFERED", "1")],
+            stdin: SCRIPT,
+            collect: "out",
+        };
+        let finished = host
+            .run(
+                &job,
+                &mut |line| {
+                    said.line(line, &mut |line| {
+                        seen.line(line);
+                        let _ = tx.send(Message::Line {
+                            line: line.to_string(),
+                        });
+                    })
+                },
+                &|| stop.load(Ordering::SeqCst),
+            )
+            .map_err(|e| match e {
+                remote::ExecError::Cancelled => CasesError::Cancelled { filed: 0 },
+                remote::ExecError::Remote(e) if !e.is_transient() => {
+                    CasesError::Input(e.to_string())
+                }
+                other => CasesError::Failed(other.to_string()),
+            })?;
+        // The cases' files, whatever the status: a batch that stopped midway still finished
+        // some.
+        for (name, bytes) in &finished.files {
+            let Some((id, file)) = name.split_once('/') else {
+                continue;
+            };
+            if !names::is_valid(id) || !names::is_valid(file) {
                 continue;
             }
-            let imports = Command::new(&candidate)
-                .args(["-c", "import torch"])
-                .stdin(Stdio::null())
-                .stdout(Stdio::null())
-                .stderr(Stdio::null())
-                .status()
-                .is_ok_and(|s| s.success());
-            if imports {
-                return Ok(candidate.display().to_string());
-            }
-            tried.push(candidate.display().to_string());
+            let dir = staging.join(id);
+            let path = dir.join(file);
+            std::fs::create_dir_all(&dir)
+                .and_then(|()| std::fs::write(&path, bytes))
+                .map_err(|e| {
+                    CasesError::Failed(format!("{}: cannot write: {e}", path.display()))
+                })?;
         }
-    }
-    Err(CasesError::Input(if tried.is_empty() {
-        format!(
-            "no python3 or python on PATH; give one that has torch with --python or ${PYTHON_ENV}"
-        )
-    } else {
-        format!(
-            "no Python on PATH imports torch (tried {}); give one that does with --python or ${PYTHON_ENV}",
-            tried.join(", ")
-        )
-    }))
-}
-
-fn is_executable(path: &Path) -> bool {
-    use std::os::unix::fs::PermissionsExt;
-    std::fs::metadata(path).is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
-}
-
-/// A private directory holding the script for one local job, removed when dropped.
-struct ScriptDir(PathBuf);
-
-impl ScriptDir {
-    fn new() -> Result<ScriptDir, CasesError> {
-        use std::os::unix::fs::DirBuilderExt;
-        static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
-        let base = std::env::temp_dir();
-        for _ in 0..1000 {
-            let n = NEXT.fetch_add(1, Ordering::Relaxed);
-            let dir = base.join(format!("dumpview-cases-{}-{n}", std::process::id()));
-            match std::fs::DirBuilder::new().mode(0o700).create(&dir) {
-                Ok(()) => return Ok(ScriptDir(dir)),
-                Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => continue,
-                Err(e) => {
-                    return Err(CasesError::Failed(format!(
-                        "{}: cannot create: {e}",
-                        dir.display()
-                    )));
-                }
-            }
+        let place = JobPlace {
+            staging,
+            tx,
+            program,
+            host: Some(host.authority()),
+        };
+        match after_batch(
+            &place,
+            Ending::from_shell(finished.status),
+            &said,
+            &seen,
+            &left,
+        )? {
+            Next::Done => return Ok(()),
+            Next::Restart(rest) => left = rest,
         }
-        Err(CasesError::Failed(format!(
-            "{}: no free name for the script's directory",
-            base.display()
-        )))
-    }
-}
-
-impl Drop for ScriptDir {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
     }
 }
 
@@ -701,18 +701,5 @@ mod tests {
         ));
         assert!(progress("replay_op: note: x").is_none());
         assert!(progress("replay_op: case 1/1 x: starting").is_none());
-    }
-
-    #[test]
-    fn exit_statuses_name_what_to_change() {
-        assert_eq!(exit_status(0, &[], "py", None), Ok(()));
-        assert!(matches!(
-            exit_status(2, &["replay_op.py: error: plan.json: truncated".into()], "py", None),
-            Err(CasesError::Input(m)) if m.contains("truncated")
-        ));
-        assert!(matches!(
-            exit_status(137, &[], "py", None),
-            Err(CasesError::Failed(m)) if m.contains("signal 9")
-        ));
     }
 }

@@ -20,6 +20,7 @@ pub mod input;
 pub mod jobs;
 pub mod load;
 mod matrix_job;
+pub mod python;
 pub mod replay;
 pub mod replay_history;
 mod terminal;

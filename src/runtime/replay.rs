@@ -2,10 +2,10 @@
 //! ([`list`]): `assets/replay_op.py` (embedded in the binary) runs where the dump lives, and
 //! its outputs are judged here (`model::replay`).
 //!
-//! - On this machine: the interpreter is `--python`, else `$DUMPVIEW_PYTHON`, else the first
-//!   `python3` or `python` on `PATH` that imports torch. The script is written into a private
-//!   temporary directory (removed afterwards) and run as the leader of its own process group
-//!   (a cancel kills the group; on Linux the kernel kills it if dumpview dies).
+//! - On this machine: the interpreter and the way the script runs are `runtime::python`'s
+//!   (`--python`, else `$DUMPVIEW_PYTHON`, else the first `python3` or `python` on `PATH`
+//!   that imports torch; a private script directory; Python in its own process group, killed
+//!   by a cancel and, on Linux, when dumpview dies).
 //! - On a remote host (`ssh://…`, `host:path`): `--python` names the remote interpreter
 //!   (default `python3`); the script goes on its stdin and its outputs into one `mktemp -d`
 //!   directory that the remote shell removes on exit, cancel and disconnect
@@ -19,29 +19,27 @@
 //!   `inprocess.json`, and judged from memory. `--python-reference`
 //!   ([`ReplayRequest::python_reference`]) and remote dumps keep the reference in Python.
 //!
+//! A candidate (or reference) that kills the process (a segfaulting kernel, `os._exit`) is
+//! that side's crash: replay_op.py's partial record is completed here
+//! (`python::recover_crash`), the output directory kept, and the replay judged as any other
+//! (docs/replay.md, "A process that dies").
+//!
 //! Job-friendly: owned inputs and results, progress as log lines through a callback, a
 //! cancel as a predicate polled every 50 ms, nothing printed.
 
-use std::io::{BufRead, BufReader, Read};
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
-use std::sync::mpsc::{RecvTimeoutError, channel};
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
+use super::python::{self, Ending, Python, PythonError, ScriptLog, StdoutUse};
+use crate::model::replay::ended::PARTIAL_FILE;
 use crate::model::replay::load::{ReplayDir, VERDICT_FILE};
 use crate::model::replay::{Execution, ReplayResult, Standard};
 use crate::remote;
 
-/// The replay script, as `dumpview` runs it.
-pub const REPLAY_SCRIPT: &str = crate::embedded::REPLAY_SOURCE;
-
-/// The environment variable naming the local Python when `--python` is not given.
-pub const PYTHON_ENV: &str = "DUMPVIEW_PYTHON";
+pub use super::python::{PYTHON_ENV, SCRIPT as REPLAY_SCRIPT};
 
 /// Log lines kept in [`Execution::log`].
 const LOG_LINES: usize = 200;
-/// How often the cancel predicate is asked.
-const POLL: Duration = Duration::from_millis(50);
 
 /// One replay to run.
 #[derive(Debug, Clone, PartialEq)]
@@ -108,10 +106,14 @@ pub enum ReplayError {
     Failed(String),
 }
 
-/// The interpreter and how it was chosen.
-struct Python {
-    program: String,
-    chosen_by: String,
+impl From<PythonError> for ReplayError {
+    fn from(e: PythonError) -> ReplayError {
+        match e {
+            PythonError::Input(m) => ReplayError::Input(m),
+            PythonError::Cancelled => ReplayError::Cancelled,
+            PythonError::Failed(m) => ReplayError::Failed(m),
+        }
+    }
 }
 
 /// Runs `request` and judges its outputs. `log` receives each line replay_op.py writes to
@@ -155,9 +157,15 @@ pub fn run(
     let (python, host) = match outcome {
         Ok(ran) => ran,
         Err(e) => {
-            // An output directory this run made holds no evidence worth keeping.
-            if !existed && !out.join("replay.json").exists() {
-                let _ = std::fs::remove_dir_all(&out);
+            if e == ReplayError::Cancelled {
+                // The user stopped it: the marker of the side that was running is no
+                // evidence, nor is an empty stdout file; what a side printed is kept.
+                discard_markers(&out);
+            }
+            // An output directory this run made and left empty holds no evidence; anything
+            // written into it is kept.
+            if !existed && std::fs::read_dir(&out).is_ok_and(|mut d| d.next().is_none()) {
+                let _ = std::fs::remove_dir(&out);
             }
             return Err(e);
         }
@@ -169,7 +177,9 @@ pub fn run(
         super::in_process::compute(&mut dir, &request.reference, &mut keep)
             .map_err(ReplayError::Failed)?;
     }
-    let replay = dir.judge(request.standard).map_err(ReplayError::Input)?;
+    let replay = dir.judge(request.standard).map_err(|e| {
+        ReplayError::Input(format!("{e} (the outputs are kept in {})", out.display()))
+    })?;
     let result = ReplayResult {
         replay,
         run: Execution {
@@ -194,6 +204,18 @@ pub fn run(
     Ok(result)
 }
 
+/// Removes `dir`'s partial record and its empty `<side>.stdout` files.
+fn discard_markers(dir: &Path) {
+    let _ = std::fs::remove_file(dir.join(PARTIAL_FILE));
+    for entry in std::fs::read_dir(dir).into_iter().flatten().flatten() {
+        let path = entry.path();
+        let empty = path.metadata().is_ok_and(|m| m.is_file() && m.len() == 0);
+        if empty && path.extension().is_some_and(|e| e == "stdout") {
+            let _ = std::fs::remove_file(path);
+        }
+    }
+}
+
 /// Runs `replay_op.py DUMP --list [--json]` where the dump lives and returns what it
 /// printed.
 ///
@@ -214,11 +236,20 @@ pub fn list(
     push_window(&mut words, request.rank, request.window.as_deref());
     let stdout = match place {
         remote::SourceSpec::Local(_) => {
-            let python = local_python(request.python.as_deref())?;
+            let python = python::local_python(request.python.as_deref())?;
             let mut args = vec![request.dump.clone()];
             args.extend(words);
-            let ran = run_script(&python, &args, log, cancelled)?;
-            exit_status(ran.status, &ran.stderr, &python.program, None)?;
+            let mut said = ScriptLog::default();
+            let ran = python::run_script(
+                &python,
+                "replay",
+                &args,
+                StdoutUse::Collect,
+                &mut said,
+                log,
+                cancelled,
+            )?;
+            said.check(ran.ending, "replay_op.py", &python.program, None)?;
             ran.stdout
         }
         remote::SourceSpec::Remote(spec) => {
@@ -230,14 +261,14 @@ pub fn list(
                 remote::Word::Literal(remote_dump(&spec)),
             ];
             args.extend(words.into_iter().map(remote::Word::Literal));
-            let finished = run_job(&host, &program, &args, log, cancelled)?;
-            exit_status(
-                finished.0.status,
-                &finished.1,
+            let (finished, said) = run_job(&host, &program, &args, log, cancelled)?;
+            said.check(
+                Ending::from_shell(finished.status),
+                "replay_op.py",
                 &program,
                 Some(host.authority()),
             )?;
-            finished.0.stdout
+            finished.stdout
         }
     };
     Ok(String::from_utf8_lossy(&stdout).into_owned())
@@ -309,7 +340,7 @@ fn run_local(
     log: &mut dyn FnMut(&str),
     cancelled: &dyn Fn() -> bool,
 ) -> Result<(Python, Option<String>), ReplayError> {
-    let python = local_python(request.python.as_deref())?;
+    let python = python::local_python(request.python.as_deref())?;
     if let Some(parent) = out.parent().filter(|p| !p.as_os_str().is_empty()) {
         std::fs::create_dir_all(parent)
             .map_err(|e| ReplayError::Input(format!("{}: cannot create: {e}", parent.display())))?;
@@ -320,9 +351,39 @@ fn run_local(
         args.push("--candidate-only".into());
     }
     args.extend(["--out".into(), out.display().to_string()]);
-    let ran = run_script(&python, &args, log, cancelled)?;
-    exit_status(ran.status, &ran.stderr, &python.program, None)?;
+    let mut said = ScriptLog::default();
+    let ran = python::run_script(
+        &python,
+        "replay",
+        &args,
+        StdoutUse::Log,
+        &mut said,
+        log,
+        cancelled,
+    )?;
+    ended(out, ran.ending, &said, &python.program, None, log)?;
     Ok((python, None))
+}
+
+/// How the replay's process ended, made an error or not: a process that died in a side gets
+/// that side's crash record (then it is judged as any replay); otherwise
+/// [`ScriptLog::check`].
+fn ended(
+    out: &Path,
+    ending: Ending,
+    said: &ScriptLog,
+    program: &str,
+    host: Option<&str>,
+    log: &mut dyn FnMut(&str),
+) -> Result<(), ReplayError> {
+    if ending != Ending::Exited(0) {
+        let recovered = python::recover_crash(out, ending, &said.after_last_log_line(), log)
+            .map_err(ReplayError::Failed)?;
+        if recovered.is_some() {
+            return Ok(());
+        }
+    }
+    Ok(said.check(ending, "replay_op.py", program, host)?)
 }
 
 fn connect(
@@ -350,15 +411,15 @@ fn remote_dump(spec: &remote::RemoteSpec) -> String {
     }
 }
 
-/// Runs the script remotely; returns what it left and its stderr.
+/// Runs the script remotely; returns what it left and what it said on stderr.
 fn run_job(
     host: &remote::RemoteHost,
     program: &str,
     args: &[remote::Word],
     log: &mut dyn FnMut(&str),
     cancelled: &dyn Fn() -> bool,
-) -> Result<(remote::Finished, String), ReplayError> {
-    let mut stderr = Vec::new();
+) -> Result<(remote::Finished, ScriptLog), ReplayError> {
+    let mut said = ScriptLog::default();
     let job = remote::Job {
         program,
         args,
@@ -367,20 +428,13 @@ fn run_job(
         collect: "out",
     };
     let finished = host
-        .run(
-            &job,
-            &mut |line| {
-                log(line);
-                stderr.push(line.to_string());
-            },
-            cancelled,
-        )
+        .run(&job, &mut |line| said.line(line, log), cancelled)
         .map_err(|e| match e {
             remote::ExecError::Cancelled => ReplayError::Cancelled,
             remote::ExecError::Remote(e) if !e.is_transient() => ReplayError::Input(e.to_string()),
             other => ReplayError::Failed(other.to_string()),
         })?;
-    Ok((finished, stderr.join("\n")))
+    Ok((finished, said))
 }
 
 fn run_remote(
@@ -409,15 +463,25 @@ fn run_remote(
         remote::Word::Literal("--out".into()),
         remote::Word::InTemp("out".into()),
     ]);
-    let (finished, stderr) = run_job(&host, &program, &args, log, cancelled)?;
-    exit_status(finished.status, &stderr, &program, Some(host.authority()))?;
-    std::fs::create_dir_all(out)
-        .map_err(|e| ReplayError::Input(format!("{}: cannot create: {e}", out.display())))?;
+    let (finished, said) = run_job(&host, &program, &args, log, cancelled)?;
+    // The files first, whatever the status: a side that killed the process left evidence.
+    if !finished.files.is_empty() {
+        std::fs::create_dir_all(out)
+            .map_err(|e| ReplayError::Input(format!("{}: cannot create: {e}", out.display())))?;
+    }
     for (name, bytes) in &finished.files {
         let path = out.join(name);
         std::fs::write(&path, bytes)
             .map_err(|e| ReplayError::Failed(format!("{}: cannot write: {e}", path.display())))?;
     }
+    ended(
+        out,
+        Ending::from_shell(finished.status),
+        &said,
+        &program,
+        Some(host.authority()),
+        log,
+    )?;
     Ok((
         Python {
             program,
@@ -425,100 +489,6 @@ fn run_remote(
         },
         Some(host.authority().to_string()),
     ))
-}
-
-/// Maps replay_op.py's exit status to the error the user sees.
-fn exit_status(
-    status: i32,
-    stderr: &str,
-    python: &str,
-    host: Option<&str>,
-) -> Result<(), ReplayError> {
-    let on = host.map(|h| format!(" on {h}")).unwrap_or_default();
-    let said = tail(stderr, 30);
-    match status {
-        0 => Ok(()),
-        2 => Err(ReplayError::Input(said)),
-        127 if host.is_some() => Err(ReplayError::Input(format!(
-            "{python}: not found{on} (give the remote interpreter with --python): {said}"
-        ))),
-        _ if stderr.contains("No module named 'torch'") => Err(ReplayError::Input(format!(
-            "{python}{on} cannot import torch (give a Python that has it with --python{}): {said}",
-            if host.is_some() {
-                ""
-            } else {
-                " or $DUMPVIEW_PYTHON"
-            }
-        ))),
-        s if s > 128 => Err(ReplayError::Failed(format!(
-            "replay_op.py{on} was killed by signal {}: {said}",
-            s - 128
-        ))),
-        s => Err(ReplayError::Failed(format!(
-            "replay_op.py{on} exited with status {s}: {said}"
-        ))),
-    }
-}
-
-fn tail(text: &str, lines: usize) -> String {
-    let all: Vec<&str> = text.lines().filter(|l| !l.trim().is_empty()).collect();
-    all[all.len().saturating_sub(lines)..].join("\n")
-}
-
-/// The local interpreter: `given`, else `$DUMPVIEW_PYTHON`, else the first `python3` or
-/// `python` on PATH that imports torch.
-fn local_python(given: Option<&str>) -> Result<Python, ReplayError> {
-    if let Some(program) = given {
-        return Ok(Python {
-            program: program.to_string(),
-            chosen_by: "--python".into(),
-        });
-    }
-    if let Some(program) = std::env::var(PYTHON_ENV).ok().filter(|p| !p.is_empty()) {
-        return Ok(Python {
-            program,
-            chosen_by: format!("${PYTHON_ENV}"),
-        });
-    }
-    let path = std::env::var_os("PATH").unwrap_or_default();
-    let mut tried = Vec::new();
-    for dir in std::env::split_paths(&path) {
-        for name in ["python3", "python"] {
-            let candidate = dir.join(name);
-            if !is_executable(&candidate) {
-                continue;
-            }
-            let imports = Command::new(&candidate)
-                .args(["-c", "import torch"])
-                .stdin(Stdio::null())
-                .stdout(Stdio::null())
-                .stderr(Stdio::null())
-                .status()
-                .is_ok_and(|s| s.success());
-            if imports {
-                return Ok(Python {
-                    program: candidate.display().to_string(),
-                    chosen_by: "the first python3/python on PATH that imports torch".into(),
-                });
-            }
-            tried.push(candidate.display().to_string());
-        }
-    }
-    Err(ReplayError::Input(if tried.is_empty() {
-        format!(
-            "no python3 or python on PATH; give one that has torch with --python or ${PYTHON_ENV}"
-        )
-    } else {
-        format!(
-            "no Python on PATH imports torch (tried {}); give one that does with --python or ${PYTHON_ENV}",
-            tried.join(", ")
-        )
-    }))
-}
-
-fn is_executable(path: &Path) -> bool {
-    use std::os::unix::fs::PermissionsExt;
-    std::fs::metadata(path).is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
 }
 
 /// `$XDG_CACHE_HOME/dumpview/replays/<UTC yyyymmdd-HHMMSS>-<stage>` (else under
@@ -606,184 +576,13 @@ fn check_out_dir(out: &Path) -> Result<(), ReplayError> {
     }
 }
 
-/// A private directory holding the script for one local run, removed when dropped.
-struct ScriptDir(PathBuf);
-
-impl ScriptDir {
-    fn new() -> Result<ScriptDir, ReplayError> {
-        use std::os::unix::fs::DirBuilderExt;
-        static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
-        let base = std::env::temp_dir();
-        for _ in 0..1000 {
-            let n = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-            let dir = base.join(format!("dumpview-replay-{}-{n}", std::process::id()));
-            match std::fs::DirBuilder::new().mode(0o700).create(&dir) {
-                Ok(()) => return Ok(ScriptDir(dir)),
-                Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => continue,
-                Err(e) => {
-                    return Err(ReplayError::Failed(format!(
-                        "{}: cannot create: {e}",
-                        dir.display()
-                    )));
-                }
-            }
-        }
-        Err(ReplayError::Failed(format!(
-            "{}: no free name for the script's directory",
-            base.display()
-        )))
-    }
-}
-
-impl Drop for ScriptDir {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
-}
-
-/// What a local run of the script left.
-struct Ran {
-    status: i32,
-    stdout: Vec<u8>,
-    stderr: String,
-}
-
-/// Runs the embedded script with `python` and `args`, streaming stderr lines to `log`.
-fn run_script(
-    python: &Python,
-    args: &[String],
-    log: &mut dyn FnMut(&str),
-    cancelled: &dyn Fn() -> bool,
-) -> Result<Ran, ReplayError> {
-    use std::os::unix::process::CommandExt;
-    let dir = ScriptDir::new()?;
-    let script = dir.0.join("replay_op.py");
-    std::fs::write(&script, REPLAY_SCRIPT)
-        .map_err(|e| ReplayError::Failed(format!("{}: cannot write: {e}", script.display())))?;
-    let mut command = Command::new(&python.program);
-    command
-        .arg(&script)
-        .args(args)
-        .env("PYTHONDONTWRITEBYTECODE", "1")
-        .env("PYTHONUNBUFFERED", "1")
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .process_group(0);
-    #[cfg(target_os = "linux")]
-    {
-        let parent = std::process::id();
-        // SAFETY: prctl and getppid are async-signal-safe; nothing else runs between fork
-        // and exec.
-        unsafe {
-            command.pre_exec(move || {
-                if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL as libc::c_ulong) != 0 {
-                    return Err(std::io::Error::last_os_error());
-                }
-                if libc::getppid() as u32 != parent {
-                    libc::_exit(1);
-                }
-                Ok(())
-            });
-        }
-    }
-    let mut child = command.spawn().map_err(|e| {
-        ReplayError::Input(match e.kind() {
-            std::io::ErrorKind::NotFound => format!(
-                "{}: not found ({}); give a Python that has torch with --python or ${PYTHON_ENV}",
-                python.program, python.chosen_by
-            ),
-            _ => format!("cannot run {}: {e}", python.program),
-        })
-    })?;
-    let pid = child.id() as i32;
-    let mut stdout = child.stdout.take().expect("piped stdout");
-    let reader = std::thread::spawn(move || {
-        let mut bytes = Vec::new();
-        let _ = stdout.read_to_end(&mut bytes);
-        bytes
-    });
-    let (lines_tx, lines) = channel::<String>();
-    let stderr = child.stderr.take().expect("piped stderr");
-    let stderr_reader = std::thread::spawn(move || {
-        let mut reader = BufReader::new(stderr);
-        let mut line = Vec::new();
-        while let Ok(1..) = reader.read_until(b'\n', &mut line) {
-            let text = String::from_utf8_lossy(&line)
-                .trim_end_matches(['\n', '\r'])
-                .to_string();
-            if lines_tx.send(text).is_err() {
-                break;
-            }
-            line.clear();
-        }
-    });
-    let mut all = Vec::new();
-    let mut was_cancelled = false;
-    loop {
-        match lines.recv_timeout(POLL) {
-            Ok(line) => {
-                log(&line);
-                all.push(line);
-            }
-            Err(RecvTimeoutError::Disconnected) => break,
-            Err(RecvTimeoutError::Timeout) => {}
-        }
-        if !was_cancelled && cancelled() {
-            was_cancelled = true;
-            // SAFETY: the group's leader is our unreaped child: the id is not reused.
-            unsafe {
-                libc::kill(-pid, libc::SIGKILL);
-            }
-        }
-    }
-    // stderr closed: the script ended (or closed it); a child still running is waited for,
-    // cancel still honoured.
-    let status = loop {
-        match child.try_wait() {
-            Ok(Some(status)) => break status,
-            Ok(None) => {
-                if !was_cancelled && cancelled() {
-                    was_cancelled = true;
-                    // SAFETY: as above.
-                    unsafe {
-                        libc::kill(-pid, libc::SIGKILL);
-                    }
-                }
-                std::thread::sleep(POLL);
-            }
-            Err(e) => return Err(ReplayError::Failed(format!("waiting for Python: {e}"))),
-        }
-    };
-    // Anything the script left running in its group goes with it.
-    // SAFETY: the leader is reaped, but the group id stays ours until every member is gone;
-    // ESRCH when none is left.
-    unsafe {
-        libc::kill(-pid, libc::SIGKILL);
-    }
-    let _ = stderr_reader.join();
-    let stdout = reader.join().unwrap_or_default();
-    if was_cancelled {
-        return Err(ReplayError::Cancelled);
-    }
-    use std::os::unix::process::ExitStatusExt;
-    let code = status
-        .code()
-        .unwrap_or_else(|| 128 + status.signal().unwrap_or(0));
-    Ok(Ran {
-        status: code,
-        stdout,
-        stderr: all.join("\n"),
-    })
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
 
     #[test]
     fn the_stamp_is_utc_civil_time() {
-        let t = std::time::UNIX_EPOCH + Duration::from_secs(1_709_251_199); // 2024-02-29T23:59:59Z
+        let t = std::time::UNIX_EPOCH + std::time::Duration::from_secs(1_709_251_199); // 2024-02-29T23:59:59Z
         assert_eq!(utc_stamp(t), "20240229-235959");
         assert_eq!(utc_stamp(std::time::UNIX_EPOCH), "19700101-000000");
     }
@@ -796,37 +595,5 @@ mod tests {
         std::fs::write(dir.path().join("x"), "").unwrap();
         let e = check_out_dir(dir.path()).unwrap_err();
         assert!(e.to_string().contains("never overwrites evidence"), "{e}");
-    }
-
-    #[test]
-    fn exit_statuses_name_what_to_change() {
-        assert_eq!(exit_status(0, "", "py", None), Ok(()));
-        assert_eq!(
-            exit_status(2, "replay_op.py: error: x.pt: truncated", "py", None),
-            Err(ReplayError::Input(
-                "replay_op.py: error: x.pt: truncated".into()
-            ))
-        );
-        let e = exit_status(
-            1,
-            "ModuleNotFoundError: No module named 'torch'",
-            "py",
-            None,
-        )
-        .unwrap_err();
-        assert!(
-            matches!(&e, ReplayError::Input(m) if m.contains("cannot import torch")),
-            "{e:?}"
-        );
-        let e = exit_status(127, "sh: python9: not found", "python9", Some("h")).unwrap_err();
-        assert!(
-            matches!(&e, ReplayError::Input(m) if m.contains("not found on h")),
-            "{e:?}"
-        );
-        let e = exit_status(137, "", "py", None).unwrap_err();
-        assert!(
-            matches!(&e, ReplayError::Failed(m) if m.contains("signal 9")),
-            "{e:?}"
-        );
     }
 }

@@ -169,3 +169,49 @@ def rms_norm_hangs_on_eps(x, weight, eps):
     if abs(eps - 1e-6) > 1e-12:
         time.sleep(600)
     return _rms_norm_f64(x, weight, eps)
+
+
+# --------------------------------------------------------------------------- processes that die
+# tests/replay.rs and tests/cases.rs: an NPU kernel that faults takes the whole process with it
+# (no exception to catch).  ctypes.string_at(0) reads address 0: SIGSEGV, as a bad kernel does.
+
+
+def _segfault():
+    import ctypes
+
+    ctypes.string_at(0)
+
+
+def rms_norm_segfaults(x, weight, eps):
+    """Prints a line (print-debugging, kept as candidate.stdout), then dies of SIGSEGV."""
+    print("rms_norm_segfaults: x %s stride %s" % (tuple(x.shape), tuple(x.stride())), flush=True)
+    _segfault()
+
+
+def rms_norm_exits(x, weight, eps):
+    """Ends the process with os._exit(3): no exception, no cleanup."""
+    os._exit(3)
+
+
+def rms_norm_segfaults_transposed(x, weight, eps):
+    """Correct, except on a transposed x (stride 1 in the second-to-last dimension), where it
+    dies of SIGSEGV, as a kernel that assumes dense rows reads out of bounds."""
+    if x.dim() >= 2 and x.stride(-2) == 1 and x.shape[-1] > 1:
+        print("rms_norm_segfaults_transposed: stride %s" % (tuple(x.stride()),), flush=True)
+        _segfault()
+    return _rms_norm_f64(x, weight, eps)
+
+
+def rms_norm_reference_segfaults(x, weight, eps):
+    """A reference that dies of SIGSEGV on float64 inputs (for a float32 capture: its reference
+    run already) and is correct otherwise."""
+    if x.dtype == torch.float64 and weight.dtype == torch.float64:
+        _segfault()
+    return _rms_norm_f64(x, weight, eps)
+
+
+def rms_norm_prints(x, weight, eps):
+    """Correct, and prints as a developer print-debugging a candidate does (kept as candidate.stdout)."""
+    print("rms_norm_prints: x %s %s" % (tuple(x.shape), str(x.dtype).replace("torch.", "")))
+    print("rms_norm_prints: eps %r" % (eps,))
+    return _rms_norm_f64(x, weight, eps)

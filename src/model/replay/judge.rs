@@ -4,7 +4,7 @@
 
 use serde::Serialize;
 
-use super::record::{Argument, Exception, ReplayRecord, Side, Status};
+use super::record::{Argument, DIED, Exception, ReplayRecord, Side, Status};
 use super::side::SideTensors;
 use super::standard::{Standard, Verdict};
 use super::{dynamo, msprobe};
@@ -423,14 +423,24 @@ pub fn judge(
             .as_ref()
             .map_or("no exception recorded".to_string(), Exception::text)
     };
+    let died = |side: &Side| {
+        side.exception
+            .as_ref()
+            .filter(|e| e.kind == DIED)
+            .map(|e| e.message.clone())
+    };
     match candidate.status {
         Status::Crash => {
             replay.verdict = Verdict::Crash;
-            replay.reason = format!(
-                "the candidate {} raised {}",
-                candidate.spec,
-                raised(candidate)
-            );
+            replay.reason = match died(candidate) {
+                // A fatal signal or an exit is no exception: say how the process ended.
+                Some(how) => how,
+                None => format!(
+                    "the candidate {} raised {}",
+                    candidate.spec,
+                    raised(candidate)
+                ),
+            };
             return Ok(replay);
         }
         Status::Unsupported => {
@@ -449,6 +459,23 @@ pub fn judge(
             ));
         }
         Status::Ok => {}
+    }
+    if let Some(ended) = record.ended.as_ref().filter(|e| e.side != "candidate") {
+        // Whichever reference run died, the reference's evidence is incomplete: never judge
+        // on what happens to be left.
+        return Err(format!(
+            "{dir}: the reference died: its {} run ({}) ended the process ({}); nothing to \
+             judge the candidate against",
+            ended.side,
+            match ended.side.as_str() {
+                "golden" => &record.sides.golden,
+                "reference_native" => &record.sides.reference_native,
+                _ => &record.sides.reference,
+            }
+            .as_ref()
+            .map_or("?", |s| s.spec.as_str()),
+            ended.how,
+        ));
     }
     let (needed, needed_file) = match standard {
         Standard::Dynamo => (&record.sides.reference_native, &files.reference_native),

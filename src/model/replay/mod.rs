@@ -12,6 +12,9 @@
 //! next to the standard's own figures; the replay's verdict is the worst output's, or the
 //! candidate's crash or refusal, which are never numerical mismatches.
 //!
+//! A process that died in a side (a segfaulting kernel) is recorded by [`ended`] from the
+//! partial record replay_op.py wrote before that side, and judged as any crash.
+//!
 //! For the workbench's replay dialog: [`suggest`] guesses the built-in reference of a stage,
 //! [`history`] is the format of its earlier entries.
 //!
@@ -23,6 +26,7 @@
 //! given. Running the script is the runtime's (`runtime::replay`).
 
 pub mod dynamo;
+pub mod ended;
 pub mod history;
 pub mod judge;
 pub mod load;

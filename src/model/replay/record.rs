@@ -76,6 +76,10 @@ pub struct ReplayRecord {
     /// What each side did: `candidate`, `reference`, `golden`, `reference_native`.
     #[serde(default)]
     pub sides: Sides,
+    /// Set when the process died while a side ran and dumpview wrote this record
+    /// (`model::replay::ended`): which side, and how the process ended.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ended: Option<ProcessEnd>,
 }
 
 /// One argument of the replayed call.
@@ -122,6 +126,21 @@ pub struct OutputLayout {
     #[serde(default)]
     pub stride: Option<Vec<i64>>,
 }
+
+/// How the process of a replay ended while a side ran (`replay.json`'s `ended`, written by dumpview from `replay.partial.json`: `model::replay::ended`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ProcessEnd {
+    /// The side that was running: `candidate`, `reference`, `golden` or `reference_native`.
+    pub side: String,
+    /// How the process ended: `killed by SIGSEGV (signal 11)`, `exited with status 3`.
+    pub how: String,
+    /// Who wrote the record: `dumpview` (replay_op.py could not).
+    pub recorded_by: String,
+}
+
+/// The exception type (`sides.*.exception.type`) of a side that killed its process: its
+/// message says how the process ended (`model::replay::ended`).
+pub const DIED: &str = "ProcessDied";
 
 /// The four runs of a replay.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
