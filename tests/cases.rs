@@ -789,6 +789,32 @@ print("ok")
         .unwrap());
     assert_eq!(r.code, 2);
     assert!(r.stderr.contains("lies inside the dump"), "{}", r.stderr);
+    // Nor inside the --vs capture: its directory search would then find the baseline copy.
+    let other = tempfile::tempdir().unwrap();
+    support::copy_tree(&repo(F32), other.path());
+    let r = ran(dumpview(d)
+        .args(["plan", "vs-inside", "--from"])
+        .arg(repo(F32))
+        .arg("--vs")
+        .arg(other.path())
+        .args([
+            "--stage",
+            STAGE,
+            "--candidate",
+            &cand,
+            "--reference",
+            "builtin:rms_norm",
+        ])
+        .args(["--axis", "dtype=float16", "--cases-dir"])
+        .arg(other.path().join(".dumpview/cases"))
+        .output()
+        .unwrap());
+    assert_eq!(r.code, 2);
+    assert!(
+        r.stderr.contains("lies inside the dump") && !other.path().join(".dumpview").exists(),
+        "{}",
+        r.stderr
+    );
     let r = cases(d, &["analyze", "never-planned"]);
     assert_eq!(r.code, 2);
     assert!(
