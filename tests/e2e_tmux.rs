@@ -1652,12 +1652,15 @@ fn c_plans_and_runs_a_case_matrix_from_a_replay_and_the_board_shows_its_outcomes
     t.keys(&["c"]);
     let s = t.wait_text("case matrix · rank 0 · layers.0.input_norm#1 · A");
     for expected in [
-        "baseline   x       tensor float32 [12, 256] stride [256, 1]",
-        "› dtype      float16,bfloat16,float32▏",
-        "  layout     x=transposed,strided",
-        "vs         capture B agrees with DUMP at layers.0.input_norm#1",
+        "baseline   x       tensor float32 [12, 256] stride [256, 1]".to_string(),
+        "› dtype      float16,bfloat16,float32▏".to_string(),
+        "  layout     x=transposed,strided".to_string(),
+        format!(
+            "vs         {} agrees with DUMP at layers.0.input_norm#1",
+            b.display()
+        ),
     ] {
-        assert!(s.text.contains(expected), "{expected:?} in:\n{}", s.text);
+        assert!(s.text.contains(&expected), "{expected:?} in:\n{}", s.text);
     }
     t.keys(&["Enter"]);
     let s = t.wait_within(REPLAY_TIMEOUT, "the finished board", false, |s| {

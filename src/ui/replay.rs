@@ -567,9 +567,15 @@ pub(super) fn draw_judged(
     scroll: usize,
     theme: Theme,
 ) {
-    let block = Block::bordered()
-        .title(title)
-        .title(Line::from(Span::styled(format!(" {} ", layout.keys), theme.dim())).right_aligned());
+    // The keys give way from the first on (Esc closes stays) where the title needs the room.
+    let room = usize::from(layout.rect.width).saturating_sub(format::width(&title.content) + 4);
+    let mut keys: Vec<&str> = layout.keys.split(" · ").collect();
+    while keys.len() > 1 && format::width(&keys.join(" · ")) + 2 > room {
+        keys.remove(0);
+    }
+    let block = Block::bordered().title(title).title(
+        Line::from(Span::styled(format!(" {} ", keys.join(" · ")), theme.dim())).right_aligned(),
+    );
     let inner = block.inner(layout.rect);
     frame.render_widget(Clear, layout.rect);
     frame.render_widget(block, layout.rect);
