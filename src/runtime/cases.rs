@@ -151,6 +151,9 @@ pub fn run(
             )));
         }
     }
+    // One run of a matrix at a time (the workbench's and a `cases run` in another shell would
+    // file the same cases twice and take each other's running case for an interrupted one).
+    let _lock = RunLock::take(matrix).map_err(CasesError::Input)?;
     sweep_stale(matrix, &mut report, on_event);
     for case in &plan.cases {
         if !request.only.is_empty() && !request.only.contains(&case.id) {
@@ -685,9 +688,97 @@ fn run_remote(
     }
 }
 
+/// A run's hold on its matrix: `NAME/.run.lock` holding the running process's pid, created
+/// exclusively and removed when dropped. A lock whose process is gone (dumpview killed) is
+/// taken over.
+struct RunLock(std::path::PathBuf);
+
+/// The lock file in a matrix directory.
+const RUN_LOCK: &str = ".run.lock";
+
+impl RunLock {
+    fn take(matrix: &Matrix) -> Result<RunLock, String> {
+        use std::io::Write;
+        let path = matrix.dir.join(RUN_LOCK);
+        for _ in 0..3 {
+            match std::fs::OpenOptions::new()
+                .write(true)
+                .create_new(true)
+                .open(&path)
+            {
+                Ok(mut file) => {
+                    let _ = write!(file, "{}", std::process::id());
+                    return Ok(RunLock(path));
+                }
+                Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {
+                    let holder = std::fs::read_to_string(&path)
+                        .ok()
+                        .and_then(|t| t.trim().parse::<i32>().ok());
+                    // SAFETY: kill with signal 0 only asks whether the process exists.
+                    let alive = holder.is_some_and(|pid| unsafe { libc::kill(pid, 0) } == 0);
+                    match holder {
+                        Some(pid) if alive => {
+                            return Err(format!(
+                                "case matrix {} is being run by process {pid} ({}): one run at a time",
+                                matrix.plan.name,
+                                path.display()
+                            ));
+                        }
+                        // A dead holder's lock, or one being written: taken over.
+                        _ => {
+                            std::thread::sleep(Duration::from_millis(20));
+                            if holder.is_some() {
+                                let _ = std::fs::remove_file(&path);
+                            }
+                        }
+                    }
+                }
+                Err(e) => return Err(format!("{}: cannot create: {e}", path.display())),
+            }
+        }
+        Err(format!("{}: cannot take the run lock", path.display()))
+    }
+}
+
+impl Drop for RunLock {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_file(&self.0);
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn one_run_of_a_matrix_at_a_time_and_a_dead_run_s_lock_is_taken_over() {
+        let root = tempfile::tempdir().unwrap();
+        let demo = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/cases_board/demo");
+        let dir = root.path().join("demo");
+        std::fs::create_dir_all(&dir).unwrap();
+        std::fs::copy(demo.join("plan.json"), dir.join("plan.json")).unwrap();
+        let matrix = Matrix::open(root.path(), "demo").unwrap();
+        let held = RunLock::take(&matrix).unwrap();
+        let refused = RunLock::take(&matrix).err().unwrap();
+        assert_eq!(
+            refused,
+            format!(
+                "case matrix demo is being run by process {} ({}): one run at a time",
+                std::process::id(),
+                dir.join(RUN_LOCK).display()
+            )
+        );
+        drop(held);
+        assert!(!dir.join(RUN_LOCK).exists());
+        // A lock left by a process that is gone (pid far above pid_max).
+        std::fs::write(dir.join(RUN_LOCK), "2147483000").unwrap();
+        let taken = RunLock::take(&matrix).unwrap();
+        assert_eq!(
+            std::fs::read_to_string(dir.join(RUN_LOCK)).unwrap(),
+            std::process::id().to_string()
+        );
+        drop(taken);
+    }
 
     #[test]
     fn progress_lines_are_read_and_others_are_not() {

@@ -165,6 +165,7 @@ fn draw_form(frame: &mut Frame, form: &CasesForm, area: Rect, theme: Theme) {
         lines.extend(labelled("vs", &vs.detail, inner, theme.dim()));
     }
     lines.push(Line::from(""));
+    let info = lines.len();
     for field in CasesField::ALL {
         let focused = field == form.focus;
         let marker = if focused { "› " } else { "  " };
@@ -199,6 +200,13 @@ fn draw_form(frame: &mut Frame, form: &CasesForm, area: Rect, theme: Theme) {
         format::fit(keys, inner),
         theme.dim(),
     )));
+    // Too few rows: the candidate, baseline and vs lines give way, never a line to edit, the
+    // error or the keys.
+    let room = usize::from(area.height.saturating_sub(2));
+    if lines.len() > room {
+        let cut = (lines.len() - room).min(info);
+        lines.drain(..cut);
+    }
     let rect = centered(area, width, lines.len() as u16 + 2);
     frame.render_widget(Clear, rect);
     let title = Span::styled(
@@ -358,15 +366,18 @@ fn board_lines(board: &CasesBoard, inner: usize, theme: Theme) -> Vec<Line<'stat
     if let Some(error) = &board.error {
         lines.extend(labelled("failed", error, inner, theme.bad()));
     }
-    if let Some(run) = &board.run
-        && let Some(last) = run.log.last()
-    {
-        lines.extend(labelled(
-            "log",
-            &format::fit(last, inner),
-            inner,
-            theme.dim(),
-        ));
+    if let Some(run) = &board.run {
+        let now = match &run.running {
+            Some(id) => format!("{id} ({}/{})", run.index, run.total),
+            None if run.index == 0 => "starting Python and torch…".to_string(),
+            None => format!("filing ({}/{})", run.index, run.total),
+        };
+        lines.extend(labelled("running", &now, inner, theme.dim()));
+        // replay_op.py's latest line that is not a case's progress (a warning, a print).
+        if let Some(last) = run.log.last() {
+            let fitted = format::fit(last, inner.saturating_sub(LABEL));
+            lines.extend(labelled("log", &fitted, inner, theme.dim()));
+        }
     }
     lines.extend(labelled(
         "evidence",

@@ -231,6 +231,13 @@ fn a_bad_line_keeps_the_form_open_on_it_and_a_typed_name_is_not_numbered() {
         form.error.as_deref(),
         Some("layout: give ARG=VALUES (x=transposed,strided), not \"transposed\"")
     );
+    // On a small terminal the error and the keys stay; the baseline lines give way.
+    let small = text(&render(&mut app, 60, 20));
+    assert!(
+        small.contains("layout: give ARG=VALUES") && small.contains("Enter plans and runs"),
+        "{small}"
+    );
+    render(&mut app, 100, 30);
     // No axis at all.
     apply(
         &mut app,
