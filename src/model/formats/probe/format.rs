@@ -40,6 +40,7 @@ impl Format for Probe {
                 .iter()
                 .map(|problem| Warning::lost(path.to_path_buf(), problem.to_string())),
         );
+        warnings.extend(parsed.notes.to_warnings(path));
         Ok((parsed.manifest, warnings))
     }
 }
