@@ -1156,3 +1156,183 @@ fn bad_calls_under_address_sanitizer() {
     assert!(run.output.status.success());
     check_bad_calls(&run, &out);
 }
+
+#[test]
+fn probe_install_native_writes_the_header_and_the_library_once() {
+    let dir = tempdir();
+    let pkg = dir.path().join("pkg");
+    std::fs::create_dir(&pkg).unwrap();
+    let install = || {
+        Command::new(env!("CARGO_BIN_EXE_dumpview"))
+            .args(["probe", "install"])
+            .arg(&pkg)
+            .arg("--native")
+            .output()
+            .unwrap()
+    };
+    let first = install();
+    let stdout = String::from_utf8_lossy(&first.stdout);
+    assert!(
+        first.status.success(),
+        "{}",
+        String::from_utf8_lossy(&first.stderr)
+    );
+    assert!(
+        stdout.contains("dump_probe.h") && stdout.contains("libdump_probe.so"),
+        "{stdout}"
+    );
+    assert_eq!(
+        std::fs::read_to_string(pkg.join("dump_probe.h")).unwrap(),
+        std::fs::read_to_string(format!("{REPO}/assets/dump_probe.h")).unwrap()
+    );
+    let second = install();
+    assert_eq!(second.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&second.stderr).contains("already exists"));
+    // What was installed is enough to build and run a caller.
+    let Some(tc) = toolchain() else { return };
+    let exe = dir.path().join("abi_check");
+    let output = Command::new(&tc.cc)
+        .args(["-std=c11", "-Wall", "-Werror"])
+        .arg(format!("-I{}", pkg.display()))
+        .arg(format!("-I{REPO}/tests/native"))
+        .arg(native("abi_check.c"))
+        .arg("-o")
+        .arg(&exe)
+        .arg(format!("-L{}", pkg.display()))
+        .arg(format!("-Wl,-rpath,{}", pkg.display()))
+        .arg("-ldump_probe")
+        .output()
+        .unwrap();
+    assert!(
+        output.status.success(),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let run = run(&exe, &[], &[]);
+    assert!(run.stdout.contains("abi ok"), "{}", run.stdout);
+}
+
+/// The project's Python with `module`, or `None` after saying why the test is skipped.
+fn python_with(module: &str, why: &str) -> Option<String> {
+    let python =
+        std::env::var("DUMPVIEW_PYTHON").unwrap_or_else(|_| format!("{REPO}/.venv/bin/python"));
+    let ok = Command::new(&python)
+        .args(["-c", &format!("import {module}")])
+        .output()
+        .is_ok_and(|o| o.status.success());
+    if !ok {
+        eprintln!(
+            "skipped: no Python with {module} at {python} (run scripts/ensure-venv.sh) for {why}"
+        );
+        return None;
+    }
+    Some(python)
+}
+
+#[test]
+fn native_manifests_follow_the_schema() {
+    let Some(tc) = toolchain() else { return };
+    let Some(python) = python_with(
+        "jsonschema",
+        "validating native manifests against assets/manifest.schema.json",
+    ) else {
+        return;
+    };
+    let dir = tempdir();
+    let exe = dir.path().join("host_e2e");
+    tc.driver("host_e2e.c", &exe, &[]);
+    host_run(&exe, "b", &dir.path().join("e2e"));
+    let mut manifests = vec![dir.path().join("e2e/rank0/match2-occ1/manifest.json")];
+    for scenario in ["budget", "fail"] {
+        let sub = dir.path().join(scenario);
+        let case = MockCase::new(&tc, &sub, "acl");
+        case.run(scenario, &[]);
+        manifests.push(case.out.join("rank0/match1-occ1/manifest.json"));
+    }
+    let script = "import json, sys, jsonschema\n\
+        schema = json.load(open(sys.argv[1]))\n\
+        for path in sys.argv[2:]:\n\
+        \x20   jsonschema.validate(json.load(open(path)), schema)\n\
+        \x20   print('valid', path)\n";
+    let output = Command::new(&python)
+        .arg("-c")
+        .arg(script)
+        .arg(format!("{REPO}/assets/manifest.schema.json"))
+        .args(&manifests)
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    assert!(
+        output.status.success(),
+        "{stdout}\n{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    assert_eq!(
+        stdout.lines().filter(|l| l.starts_with("valid ")).count(),
+        3,
+        "{stdout}"
+    );
+    // The budget and fail manifests carry the new fields the schema now describes.
+    let budget = read_json(&manifests[1]);
+    assert_eq!(budget["skipped_over_budget"].as_array().unwrap().len(), 1);
+    let fail = read_json(&manifests[2]);
+    assert_eq!(fail["warnings"].as_array().unwrap().len(), 1);
+}
+
+/// The CUDA runtime the project's pip torch wheel ships, if present.
+fn wheel_cudart() -> Option<PathBuf> {
+    let site = Path::new(REPO).join(".venv/lib");
+    let mut found = Vec::new();
+    let mut stack = vec![site];
+    while let Some(dir) = stack.pop() {
+        let Ok(entries) = std::fs::read_dir(&dir) else {
+            continue;
+        };
+        for entry in entries.flatten() {
+            let path = entry.path();
+            let name = entry.file_name().to_string_lossy().into_owned();
+            if path.is_dir() && !entry.file_type().is_ok_and(|t| t.is_symlink()) {
+                stack.push(path);
+            } else if name.starts_with("libcudart.so.") {
+                found.push(path);
+            }
+        }
+    }
+    found.sort();
+    found.pop()
+}
+
+#[test]
+fn auto_with_the_wheels_real_cuda_runtime_loaded_asks_it_for_devices() {
+    let Some(tc) = toolchain() else { return };
+    let Some(cudart) = wheel_cudart() else {
+        eprintln!("skipped: no libcudart.so.* under {REPO}/.venv (the pip torch wheel ships one)");
+        return;
+    };
+    let dir = tempdir();
+    let exe = dir.path().join("mock_driver");
+    tc.driver("mock_driver.c", &exe, &[]);
+    let out = dir.path().join("out");
+    let run = run(
+        &exe,
+        &["auto-real", cudart.to_str().unwrap(), "cuda"],
+        &[
+            ("DUMP_PROBE", "1"),
+            ("DUMP_PROBE_DIR", out.to_str().unwrap()),
+            ("DUMP_PROBE_BACKEND", "auto"),
+        ],
+    );
+    assert_eq!(run.int("finish"), 0);
+    let manifest = read_json(&out.join("rank0/match1-occ1/manifest.json"));
+    let reason = manifest["backend_reason"].as_str().unwrap();
+    let name = cudart.file_name().unwrap().to_string_lossy().into_owned();
+    assert!(reason.contains(&format!("{name} is loaded")), "{reason}");
+    // Loaded is not enough: on a machine without a GPU the runtime reports no device and the
+    // probe stays on the host; with one, it takes cuda.
+    if reason.contains("reports no device") || reason.contains("reports 0 devices") {
+        assert_eq!(manifest["backend"], "host", "{reason}");
+    } else {
+        assert_eq!(manifest["backend"], "cuda", "{reason}");
+    }
+    eprintln!("backend_reason with the wheel's runtime: {reason}");
+}

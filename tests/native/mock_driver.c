@@ -10,6 +10,8 @@
  * graph     the second stream reports that it is being captured into a graph
  * auto      the mock is loaded (dlopen RTLD_GLOBAL) before dp_open with DUMP_PROBE_BACKEND=auto
  * auto-none nothing is loaded before dp_open with DUMP_PROBE_BACKEND=auto
+ * auto-real MOCK_PATH is a real runtime (torch's libcudart), loaded before dp_open; only a host
+ *           tensor is captured (a made-up stream handle must never reach a real runtime)
  */
 #include <dlfcn.h>
 
@@ -77,12 +79,12 @@ int main(int argc, char **argv) {
     for (int i = 0; i < 5; i++) e[i] = 100 * i;
     for (int i = 0; i < 100; i++) small[i] = big[i] = (float)i;
 
-    if (!strcmp(scenario, "auto")) open_mock(path, RTLD_NOW | RTLD_GLOBAL);
+    if (!strcmp(scenario, "auto") || !strcmp(scenario, "auto-real")) open_mock(path, RTLD_NOW | RTLD_GLOBAL);
 
     dp_session *s = NULL;
     uint64_t budget = !strcmp(scenario, "budget") ? 1000 : 0;
     fact_status(s, "open", dp_open(NULL, 0, budget, &s));
-    if (strcmp(scenario, "auto") && strcmp(scenario, "auto-none")) open_mock(path, RTLD_NOW);
+    if (strncmp(scenario, "auto", 4)) open_mock(path, RTLD_NOW);
     fact_status(s, "arm", dp_arm(s, "req", NULL));
 
     view v;
@@ -144,6 +146,11 @@ int main(int argc, char **argv) {
         fact_status(s, "finish", dp_finish(s));
         dp_close(s);
         if (mock) counts("closed");
+    } else if (!strcmp(scenario, "auto-real")) {
+        view_init(&v, host, sizeof host, 3, DP_FLOAT32, 1, s3, unit, 0);
+        fact_status(s, "capture.host", dp_capture(s, "host", &v.t));
+        fact_status(s, "finish", dp_finish(s));
+        dp_close(s);
     } else {
         printf("unknown scenario %s\n", scenario);
         return 2;
