@@ -1336,3 +1336,45 @@ fn auto_with_the_wheels_real_cuda_runtime_loaded_asks_it_for_devices() {
     }
     eprintln!("backend_reason with the wheel's runtime: {reason}");
 }
+
+#[test]
+fn one_session_shared_by_threads_records_every_capture_once() {
+    let Some(tc) = toolchain() else { return };
+    let dir = tempdir();
+    let exe = dir.path().join("threads");
+    tc.driver("threads.c", &exe, &["-pthread"]);
+    let out = dir.path().join("out");
+    let run = run(
+        &exe,
+        &[],
+        &[
+            ("DUMP_PROBE", "1"),
+            ("DUMP_PROBE_DIR", out.to_str().unwrap()),
+            ("DUMP_PROBE_BACKEND", "host"),
+        ],
+    );
+    assert_eq!((run.int("failures"), run.int("finish")), (0, 0));
+    let manifest = read_json(&out.join("rank0/match1-occ1/manifest.json"));
+    let all = manifest["records"].as_array().unwrap();
+    assert_eq!(all.len(), 800);
+    // seq is the order captures were taken in, 0..800 without a gap or a repeat; each thread's
+    // stage has occurrences 1..=100 in that order, and its own values.
+    let seqs: Vec<u64> = all.iter().map(|r| r["seq"].as_u64().unwrap()).collect();
+    assert_eq!(seqs, (0..800).collect::<Vec<_>>());
+    for k in 0..8 {
+        let stage = format!("thread{k}");
+        let mine: Vec<&Value> = all
+            .iter()
+            .filter(|r| r["stage"] == stage.as_str())
+            .collect();
+        let occurrences: Vec<u64> = mine
+            .iter()
+            .map(|r| r["occurrence"].as_u64().unwrap())
+            .collect();
+        assert_eq!(occurrences, (1..=100).collect::<Vec<_>>(), "{stage}");
+        assert!(
+            mine.iter().all(|r| r["stats"]["min"] == (k * 1000) as f64),
+            "{stage}"
+        );
+    }
+}

@@ -10,6 +10,18 @@ use crate::view::Device;
 /// Host memory only.
 pub struct Host;
 
+/// The size of a transparent huge page on x86-64 and aarch64 (4 KiB base pages).
+const HUGE_PAGE: usize = 2 << 20;
+
+/// Large chunks are aligned to huge pages so that the kernel can back them with them.
+fn align_for(bytes: usize) -> usize {
+    if bytes >= HUGE_PAGE {
+        HUGE_PAGE
+    } else {
+        STAGING_ALIGN
+    }
+}
+
 impl Runtime for Host {
     fn name(&self) -> &'static str {
         "host"
@@ -20,18 +32,24 @@ impl Runtime for Host {
     }
 
     fn alloc_staging(&self, bytes: usize) -> Result<*mut u8, String> {
-        let layout = Layout::from_size_align(bytes.max(1), STAGING_ALIGN)
+        let layout = Layout::from_size_align(bytes.max(1), align_for(bytes))
             .map_err(|e| format!("staging of {bytes} bytes: {e}"))?;
         // SAFETY: the layout has a non-zero size.
         let ptr = unsafe { std::alloc::alloc(layout) };
         if ptr.is_null() {
             return Err(format!("out of host memory for {bytes} bytes of staging"));
         }
+        if bytes >= HUGE_PAGE {
+            // Fresh staging is written once per window: with 2 MiB pages the first write faults
+            // 512 times less often (a hint; ignored where transparent huge pages are off).
+            // SAFETY: the range is the allocation just made.
+            unsafe { libc::madvise(ptr.cast(), bytes, libc::MADV_HUGEPAGE) };
+        }
         Ok(ptr)
     }
 
     fn free_staging(&self, ptr: *mut u8, bytes: usize) -> Option<String> {
-        let layout = Layout::from_size_align(bytes.max(1), STAGING_ALIGN).ok()?;
+        let layout = Layout::from_size_align(bytes.max(1), align_for(bytes)).ok()?;
         // SAFETY: ptr came from alloc_staging(bytes), which used this layout.
         unsafe { std::alloc::dealloc(ptr, layout) };
         None
