@@ -84,7 +84,7 @@ fn guard(session: Option<&Session>, body: impl FnOnce() -> Result<(), Failure>) 
 ///
 /// # Safety
 /// `s` is NULL or a pointer dp_open returned (sessions are never freed: see dp_close).
-unsafe fn session<'a>(s: *const abi_session) -> Result<&'a Session, Failure> {
+unsafe fn session<'a>(s: *const DpSession) -> Result<&'a Session, Failure> {
     if s.is_null() {
         return Err(Failure::new(Status::NullArgument, "session is NULL"));
     }
@@ -93,8 +93,7 @@ unsafe fn session<'a>(s: *const abi_session) -> Result<&'a Session, Failure> {
 }
 
 /// The opaque `dp_session` of the header.
-#[allow(non_camel_case_types)]
-pub enum abi_session {}
+pub enum DpSession {}
 
 /// `dp_open`; see assets/dump_probe.h.
 ///
@@ -105,7 +104,7 @@ pub unsafe extern "C" fn dp_open(
     dir: *const c_char,
     rank: c_int,
     budget_bytes: u64,
-    out: *mut *mut abi_session,
+    out: *mut *mut DpSession,
 ) -> c_int {
     guard(None, || {
         if out.is_null() {
@@ -145,7 +144,7 @@ pub unsafe extern "C" fn dp_open(
 /// `s` is NULL or from dp_open; `label` and `metadata_json` are NULL or NUL-terminated.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn dp_arm(
-    s: *mut abi_session,
+    s: *mut DpSession,
     label: *const c_char,
     metadata_json: *const c_char,
 ) -> c_int {
@@ -186,7 +185,7 @@ pub unsafe extern "C" fn dp_arm(
 /// as the header describes.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn dp_capture(
-    s: *mut abi_session,
+    s: *mut DpSession,
     stage: *const c_char,
     t: *const DpTensor,
 ) -> c_int {
@@ -230,7 +229,7 @@ fn session_closed(session: &Session) -> Result<(), Failure> {
 /// # Safety
 /// `s` is NULL or from dp_open.
 #[unsafe(no_mangle)]
-pub unsafe extern "C" fn dp_finish(s: *mut abi_session) -> c_int {
+pub unsafe extern "C" fn dp_finish(s: *mut DpSession) -> c_int {
     // SAFETY: forwarded contract.
     let session = match unsafe { session(s) } {
         Ok(session) => session,
@@ -244,7 +243,7 @@ pub unsafe extern "C" fn dp_finish(s: *mut abi_session) -> c_int {
 /// # Safety
 /// `s` is NULL or from dp_open.
 #[unsafe(no_mangle)]
-pub unsafe extern "C" fn dp_close(s: *mut abi_session) {
+pub unsafe extern "C" fn dp_close(s: *mut DpSession) {
     // SAFETY: forwarded contract.
     if let Ok(session) = unsafe { session(s) } {
         guard(Some(session), || {
@@ -259,7 +258,7 @@ pub unsafe extern "C" fn dp_close(s: *mut abi_session) {
 /// # Safety
 /// `s` is NULL or from dp_open.
 #[unsafe(no_mangle)]
-pub unsafe extern "C" fn dp_last_error(s: *const abi_session) -> *const c_char {
+pub unsafe extern "C" fn dp_last_error(s: *const DpSession) -> *const c_char {
     let result = catch_unwind(AssertUnwindSafe(|| {
         let message = if s.is_null() {
             NO_SESSION_ERROR.with(|slot| slot.borrow().clone())
