@@ -278,6 +278,10 @@ impl Session {
     /// `Closed`, `Device`, and for a capture that was counted but not made: `OverBudget`,
     /// `GraphCapture`, `Runtime` (each recorded in the manifest).
     pub fn capture(&self, stage: String, view: View) -> Result<(), Failure> {
+        self.check_open()?;
+        if !self.armed {
+            return Ok(());
+        }
         let mut guard = lock(&self.state);
         let Some(state) = guard.as_mut() else {
             return Err(Failure::new(
