@@ -46,7 +46,7 @@ pub struct Config {
     pub occurrence: u32,
     /// `DUMP_PROBE_BACKEND`. Default auto.
     pub backend: BackendChoice,
-    /// Notes for the manifest's warnings: values accepted with a caveat
+    /// Values accepted with a caveat, printed once by `dp_open`
     /// (`DUMP_PROBE_TENSOR_FORMAT=pt`, which the native probe cannot write).
     pub notes: Vec<String>,
 }

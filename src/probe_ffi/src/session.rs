@@ -137,6 +137,9 @@ impl Session {
                 format!("{error}; the probe stays disarmed"),
             )));
         }
+        for note in &config.notes {
+            eprintln!("dump_probe: warning: {note}");
+        }
         let selected = match backend::select(config.backend) {
             Ok(s) => s,
             Err(e) => {
@@ -262,7 +265,7 @@ impl Session {
                 armed_unix_s: now(),
                 captures: Vec::new(),
                 skipped: Vec::new(),
-                warnings: state.config.notes.clone(),
+                warnings: Vec::new(),
                 occurrences: HashMap::new(),
                 streams: Vec::new(),
                 next_seq: 0,
