@@ -268,6 +268,32 @@ fn the_header_matches_the_library() {
     assert!(checks >= 60, "only {checks} checks ran");
     // It ran disarmed (no DUMP_PROBE): nothing may be written.
     assert!(!dir.path().join("out").exists());
+    // C++ callers (serving code) include the same header.
+    let cxx = std::env::var("CXX").unwrap_or_else(|_| "c++".to_string());
+    if Command::new(&cxx).arg("--version").output().is_err() {
+        eprintln!("skipped the C++ half: no {cxx}");
+        return;
+    }
+    let source = dir.path().join("header.cpp");
+    std::fs::write(
+        &source,
+        "#include \"dump_probe.h\"\nint main() { dp_session *s = nullptr; int st = dp_open(nullptr, 0, 0, &s); dp_close(s); return st; }\n",
+    )
+    .unwrap();
+    let exe = dir.path().join("header_cpp");
+    let output = Command::new(&cxx)
+        .args(["-std=c++17", "-Wall", "-Wextra", "-Werror"])
+        .arg(format!("-I{REPO}/assets"))
+        .arg(&source)
+        .arg("-o")
+        .arg(&exe)
+        .arg(format!("-L{}", tc.lib_dir.display()))
+        .arg(format!("-Wl,-rpath,{}", tc.lib_dir.display()))
+        .arg("-ldump_probe")
+        .output()
+        .unwrap();
+    assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
+    assert!(Command::new(&exe).status().unwrap().success());
 }
 
 /// Runs host_e2e for run `which` into `out`; DUMP_PROBE_MATCH=2 selects req-7's first call.
