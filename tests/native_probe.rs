@@ -292,7 +292,11 @@ fn the_header_matches_the_library() {
         .arg("-ldump_probe")
         .output()
         .unwrap();
-    assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
+    assert!(
+        output.status.success(),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
     assert!(Command::new(&exe).status().unwrap().success());
 }
 
