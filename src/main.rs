@@ -401,7 +401,13 @@ enum Command {
 #[derive(Subcommand)]
 enum ProbeAction {
     /// Write dump_probe.py and replay_op.py into DIR (never replaces an existing file).
-    Install { dir: PathBuf },
+    Install {
+        dir: PathBuf,
+        /// Write the native probe instead: dump_probe.h and libdump_probe.so (the library found
+        /// beside this dumpview; docs/native_probe.md).
+        #[arg(long)]
+        native: bool,
+    },
 }
 
 /// The pair the workbench opens with no arguments: a non-finite record and a divergence.
@@ -636,8 +642,8 @@ fn run(
             Err("--json is not supported by `probe install` and `completions`".into())
         }
         Command::Probe {
-            action: ProbeAction::Install { dir },
-        } => cli::probe_install::run(&dir).map(|paths| {
+            action: ProbeAction::Install { dir, native },
+        } => cli::probe_install::run(&dir, native).map(|paths| {
             for path in paths {
                 println!("wrote {}", path.display());
             }

@@ -9,8 +9,10 @@ mod format;
 mod header;
 mod line;
 pub mod parse;
+mod writer_notes;
 
 pub use format::Probe;
+pub use writer_notes::{SkippedCapture, WriterNotes};
 
 pub use header::{FACTS, FORMAT, MANIFEST_NAME, ManifestError, SCHEMA_VERSION};
 

@@ -26,6 +26,7 @@ use super::header::{FACTS, FORMAT, ManifestError, SCHEMA_VERSION};
 use crate::model::dump::{InputSet, Record, Window};
 
 use super::line;
+use super::writer_notes::WriterNotes;
 
 /// A parsed manifest, complete or cut short.
 #[derive(Debug, Clone)]
@@ -39,6 +40,9 @@ pub struct Parsed {
     /// (made null: the pair is not compared on it) or a layout field of the wrong type (the
     /// record is left out). Either costs that record alone, never the ones after it.
     pub repaired: Vec<RecordProblem>,
+    /// What the writer said about the window (the native probe's `warnings`,
+    /// `skipped_over_budget`, `storage_identity`); empty for manifests without them.
+    pub notes: WriterNotes,
 }
 
 /// One record of a manifest that did not read as written (see [`Parsed::repaired`]).
@@ -103,6 +107,8 @@ struct Partial {
     records_placeholder: bool,
     /// How many times that pass met the placeholder as the value of `records`.
     placeholders_seen: usize,
+    /// The writer's notes on the window.
+    notes: WriterNotes,
 }
 
 /// Files smaller than this are parsed in one pass: splitting them would not pay.
@@ -215,6 +221,7 @@ pub fn parse_one_pass(bytes: &[u8], path: &Path) -> Result<Parsed, ManifestError
         manifest,
         stopped,
         repaired,
+        notes: std::mem::take(&mut partial.notes),
     })
 }
 
@@ -301,6 +308,7 @@ pub fn parse_by_lines(bytes: &[u8], path: &Path) -> Option<Parsed> {
         },
         stopped: None,
         repaired: Vec::new(),
+        notes: std::mem::take(&mut partial.notes),
     })
 }
 
@@ -568,6 +576,16 @@ impl<'de> Visitor<'de> for TopSeed<'_> {
                 }
                 "records" => map.next_value_seed(RecordSink(p, self.1))?,
                 "input_sets" => map.next_value_seed(Sink(&mut p.input_sets))?,
+                "warnings" => p.notes.set_warnings(map.next_value()?),
+                "skipped_over_budget" => p.notes.set_skipped(map.next_value()?),
+                // Optional notes never make a manifest unreadable: a wrong type reads as absent.
+                "budget_bytes" => {
+                    p.notes.budget_bytes = map.next_value::<serde_json::Value>()?.as_u64();
+                }
+                "storage_identity" => {
+                    let value = map.next_value::<serde_json::Value>()?;
+                    p.notes.storage_identity = value.as_str().map(str::to_owned);
+                }
                 _ => {
                     map.next_value::<IgnoredAny>()?;
                 }

@@ -1,0 +1,274 @@
+//! The `DUMP_PROBE*` environment, read by `dp_open`, with the Python probe's meanings and
+//! defaults (assets/dump_probe.py, `_Config`), plus `DUMP_PROBE_BACKEND`.
+//!
+//! An invalid value disarms the session (as the Python probe stays disarmed) and `dp_open`
+//! returns `DP_ERR_CONFIG` naming the first invalid variable.
+
+use std::collections::BTreeSet;
+
+use regex::Regex;
+
+/// Which device runtime a session uses (`DUMP_PROBE_BACKEND`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum BackendChoice {
+    /// A runtime already loaded in the process that reports a device (ACL first, then CUDA),
+    /// else host (the default).
+    Auto,
+    /// Ascend ACL (`libascendcl.so`).
+    Acl,
+    /// The CUDA runtime (`libcudart.so`).
+    Cuda,
+    /// Host memory only.
+    Host,
+}
+
+/// The parsed environment.
+#[derive(Debug, Clone)]
+pub struct Config {
+    /// `DUMP_PROBE` is 1/true/yes/on.
+    pub enabled: bool,
+    /// The first invalid variable, with why; `Some` disarms the session.
+    pub error: Option<String>,
+    /// `DUMP_PROBE_DIR`, overriding `dp_open`'s `dir` when set and non-empty.
+    pub directory: Option<String>,
+    /// `DUMP_PROBE_RANKS`: the ranks that write (`None`: all). Default `{0}`.
+    pub ranks: Option<BTreeSet<u32>>,
+    /// `DUMP_PROBE_TENSOR` as given (empty: no tensors saved).
+    pub tensor_pattern: String,
+    /// Its compiled form (Rust `regex` syntax, searched anywhere in the stage name like
+    /// Python's `re.search`).
+    pub tensor_regex: Option<Regex>,
+    /// `DUMP_PROBE_ROWS`: rows of dimension 0 kept per saved tensor; 0 keeps all. Default 256.
+    pub rows: u64,
+    /// `DUMP_PROBE_MATCH`: which distinct label is captured, 1-based. Default 1.
+    pub match_index: u32,
+    /// `DUMP_PROBE_OCCURRENCE`: which call within that label, 1-based. Default 1.
+    pub occurrence: u32,
+    /// `DUMP_PROBE_BACKEND`. Default auto.
+    pub backend: BackendChoice,
+    /// Values accepted with a caveat, printed once by `dp_open`
+    /// (`DUMP_PROBE_TENSOR_FORMAT=pt`, which the native probe cannot write).
+    pub notes: Vec<String>,
+}
+
+const TRUE: [&str; 4] = ["1", "true", "yes", "on"];
+
+impl Config {
+    /// Reads the process environment.
+    pub fn from_process() -> Config {
+        Config::from_lookup(|name| std::env::var(name).ok())
+    }
+
+    /// Reads the variables through `lookup` (tests pass a map).
+    pub fn from_lookup(lookup: impl Fn(&str) -> Option<String>) -> Config {
+        let get = |name: &str, default: &str| lookup(name).unwrap_or_else(|| default.to_string());
+        let mut errors: Vec<String> = Vec::new();
+        let enabled = TRUE.contains(&get("DUMP_PROBE", "").trim().to_lowercase().as_str());
+        let directory = lookup("DUMP_PROBE_DIR").filter(|d| !d.is_empty());
+        let ranks = parse_ranks(&get("DUMP_PROBE_RANKS", "0"), &mut errors);
+        let tensor_pattern = get("DUMP_PROBE_TENSOR", "");
+        let tensor_regex = if tensor_pattern.is_empty() {
+            None
+        } else {
+            match Regex::new(&tensor_pattern) {
+                Ok(re) => Some(re),
+                Err(e) => {
+                    errors.push(format!(
+                        "DUMP_PROBE_TENSOR={tensor_pattern:?} is not a valid regex ({e})"
+                    ));
+                    None
+                }
+            }
+        };
+        let rows_text = get("DUMP_PROBE_ROWS", "256").trim().to_lowercase();
+        let rows = if rows_text == "all" {
+            0
+        } else {
+            positive("DUMP_PROBE_ROWS", &rows_text, true, &mut errors).into()
+        };
+        let match_index = positive(
+            "DUMP_PROBE_MATCH",
+            &get("DUMP_PROBE_MATCH", "1"),
+            false,
+            &mut errors,
+        );
+        let occurrence = positive(
+            "DUMP_PROBE_OCCURRENCE",
+            &get("DUMP_PROBE_OCCURRENCE", "1"),
+            false,
+            &mut errors,
+        );
+        let backend = match get("DUMP_PROBE_BACKEND", "auto")
+            .trim()
+            .to_lowercase()
+            .as_str()
+        {
+            "auto" | "" => BackendChoice::Auto,
+            "acl" | "npu" => BackendChoice::Acl,
+            "cuda" => BackendChoice::Cuda,
+            "host" | "cpu" => BackendChoice::Host,
+            other => {
+                errors.push(format!(
+                    "DUMP_PROBE_BACKEND={other:?} must be auto, acl, cuda or host"
+                ));
+                BackendChoice::Host
+            }
+        };
+        let mut notes = Vec::new();
+        match get("DUMP_PROBE_TENSOR_FORMAT", "safetensors").trim().to_lowercase().as_str() {
+            "safetensors" => {}
+            "pt" => notes.push(
+                "DUMP_PROBE_TENSOR_FORMAT=pt: the native probe writes safetensors only; tensors are saved as .safetensors"
+                    .to_string(),
+            ),
+            other => errors.push(format!(
+                "DUMP_PROBE_TENSOR_FORMAT={other:?} must be 'safetensors' or 'pt'"
+            )),
+        }
+        Config {
+            enabled,
+            error: errors.into_iter().next(),
+            directory,
+            ranks,
+            tensor_pattern,
+            tensor_regex,
+            rows,
+            match_index,
+            occurrence,
+            backend,
+            notes,
+        }
+    }
+
+    /// True when the session may capture: armed and every variable valid.
+    pub fn usable(&self) -> bool {
+        self.enabled && self.error.is_none()
+    }
+
+    /// Whether `rank` writes.
+    pub fn selects_rank(&self, rank: u32) -> bool {
+        self.ranks.as_ref().is_none_or(|r| r.contains(&rank))
+    }
+
+    /// Whether `stage`'s full tensor is saved.
+    pub fn saves_tensor(&self, stage: &str) -> bool {
+        self.tensor_regex
+            .as_ref()
+            .is_some_and(|re| re.is_match(stage))
+    }
+}
+
+fn positive(name: &str, text: &str, allow_zero: bool, errors: &mut Vec<String>) -> u32 {
+    match text.trim().parse::<u32>() {
+        Ok(v) if v > 0 || allow_zero => v,
+        _ => {
+            errors.push(format!(
+                "{name}={text:?} must be a {} integer",
+                if allow_zero {
+                    "non-negative"
+                } else {
+                    "positive"
+                }
+            ));
+            1
+        }
+    }
+}
+
+fn parse_ranks(text: &str, errors: &mut Vec<String>) -> Option<BTreeSet<u32>> {
+    let text = text.trim().to_lowercase();
+    if text == "all" {
+        return None;
+    }
+    let ranks: Result<BTreeSet<u32>, _> = text
+        .split(',')
+        .filter(|p| !p.trim().is_empty())
+        .map(|p| p.trim().parse::<u32>())
+        .collect();
+    match ranks {
+        Ok(r) if !r.is_empty() => Some(r),
+        _ => {
+            errors.push(format!(
+                "DUMP_PROBE_RANKS={text:?} must be 'all' or a comma-separated list of ranks"
+            ));
+            Some(BTreeSet::new())
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::collections::HashMap;
+
+    fn config(pairs: &[(&str, &str)]) -> Config {
+        let env: HashMap<String, String> = pairs
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect();
+        Config::from_lookup(|name| env.get(name).cloned())
+    }
+
+    #[test]
+    fn defaults_are_the_python_probes() {
+        let c = config(&[("DUMP_PROBE", "1")]);
+        assert!(c.usable());
+        assert_eq!((c.rows, c.match_index, c.occurrence), (256, 1, 1));
+        assert!(c.selects_rank(0) && !c.selects_rank(1));
+        assert_eq!(c.backend, BackendChoice::Auto);
+        assert!(!c.saves_tensor("x"));
+        assert!(!config(&[]).enabled);
+        assert!(!config(&[("DUMP_PROBE", "0")]).enabled);
+    }
+
+    #[test]
+    fn values_parse_and_bad_ones_disarm() {
+        let c = config(&[
+            ("DUMP_PROBE", "on"),
+            ("DUMP_PROBE_RANKS", "0, 2"),
+            ("DUMP_PROBE_ROWS", "all"),
+            ("DUMP_PROBE_TENSOR", "^layers\\.1\\."),
+            ("DUMP_PROBE_BACKEND", "HOST"),
+        ]);
+        assert!(c.usable());
+        assert!(c.selects_rank(2) && !c.selects_rank(1));
+        assert_eq!(c.rows, 0);
+        assert!(c.saves_tensor("layers.1.q") && !c.saves_tensor("xlayers.1.q"));
+        assert_eq!(c.backend, BackendChoice::Host);
+        for (name, value, says) in [
+            (
+                "DUMP_PROBE_MATCH",
+                "0",
+                "DUMP_PROBE_MATCH=\"0\" must be a positive integer",
+            ),
+            (
+                "DUMP_PROBE_RANKS",
+                "x",
+                "DUMP_PROBE_RANKS=\"x\" must be 'all'",
+            ),
+            (
+                "DUMP_PROBE_TENSOR",
+                "(",
+                "DUMP_PROBE_TENSOR=\"(\" is not a valid regex",
+            ),
+            (
+                "DUMP_PROBE_BACKEND",
+                "tpu",
+                "DUMP_PROBE_BACKEND=\"tpu\" must be",
+            ),
+            (
+                "DUMP_PROBE_ROWS",
+                "-1",
+                "DUMP_PROBE_ROWS=\"-1\" must be a non-negative",
+            ),
+        ] {
+            let c = config(&[("DUMP_PROBE", "1"), (name, value)]);
+            assert!(!c.usable(), "{name}={value}");
+            assert!(
+                c.error.as_deref().unwrap().starts_with(says),
+                "{:?}",
+                c.error
+            );
+        }
+    }
+}

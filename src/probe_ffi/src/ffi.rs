@@ -1,0 +1,327 @@
+//! The `extern "C"` entry points of assets/dump_probe.h.
+//!
+//! Each one runs its body under `catch_unwind`, so a bug in the probe becomes
+//! `DP_ERR_INTERNAL` and a message, never an unwind into C (undefined behaviour) or an abort of
+//! the host program. A failure's message is kept in the session (or, without one, in this
+//! thread's slot) for `dp_last_error`.
+
+use std::cell::RefCell;
+use std::ffi::{CStr, CString, c_char, c_int};
+use std::panic::{AssertUnwindSafe, catch_unwind};
+use std::sync::atomic::{AtomicBool, Ordering};
+
+use crate::abi::{self, DpTensor, Failure, Status};
+use crate::names::checked_name;
+use crate::session::Session;
+use crate::view::View;
+
+thread_local! {
+    /// The last failure of a call given no session (or of dp_open), on this thread.
+    static NO_SESSION_ERROR: RefCell<String> = const { RefCell::new(String::new()) };
+    /// What dp_last_error last returned on this thread (kept alive until the next call).
+    static RETURNED: RefCell<CString> = RefCell::new(CString::default());
+}
+
+/// Set once the panic hook that keeps caught panics quiet is installed.
+static QUIET_HOOK: AtomicBool = AtomicBool::new(false);
+
+/// Replaces the default panic hook's report with one line naming the probe, so a caught panic
+/// does not print a backtrace into the host program's stderr as if it had crashed.
+fn install_quiet_hook() {
+    if QUIET_HOOK.load(Ordering::Acquire) || QUIET_HOOK.swap(true, Ordering::AcqRel) {
+        return;
+    }
+    let previous = std::panic::take_hook();
+    std::panic::set_hook(Box::new(move |info| {
+        let ours = info
+            .location()
+            .is_some_and(|l| l.file().contains("probe_ffi"));
+        if ours {
+            eprintln!(
+                "dump_probe: internal error caught ({info}); the call returns DP_ERR_INTERNAL"
+            );
+        } else {
+            previous(info);
+        }
+    }));
+}
+
+fn panic_message(payload: Box<dyn std::any::Any + Send>) -> String {
+    payload
+        .downcast_ref::<&str>()
+        .map(|s| s.to_string())
+        .or_else(|| payload.downcast_ref::<String>().cloned())
+        .unwrap_or_else(|| "a panic without a message".to_string())
+}
+
+fn remember(session: Option<&Session>, message: String) {
+    match session {
+        Some(s) => {
+            *s.last_error.lock().unwrap_or_else(|e| e.into_inner()) = message;
+        }
+        None => NO_SESSION_ERROR.with(|slot| *slot.borrow_mut() = message),
+    }
+}
+
+/// Runs `body` and turns its outcome into a status, recording a failure's message.
+fn guard(session: Option<&Session>, body: impl FnOnce() -> Result<(), Failure>) -> c_int {
+    install_quiet_hook();
+    let failure = match catch_unwind(AssertUnwindSafe(body)) {
+        Ok(Ok(())) => return Status::Ok as c_int,
+        Ok(Err(failure)) => failure,
+        Err(payload) => Failure::new(
+            Status::Internal,
+            format!("internal error in the probe: {}", panic_message(payload)),
+        ),
+    };
+    let status = failure.status as c_int;
+    // Recording must not unwind either (a poisoned lock is taken as is).
+    let _ = catch_unwind(AssertUnwindSafe(|| remember(session, failure.message)));
+    status
+}
+
+/// The session behind `s`, or the NULL failure.
+///
+/// # Safety
+/// `s` is NULL or a pointer dp_open returned (sessions are never freed: see dp_close).
+unsafe fn session<'a>(s: *const DpSession) -> Result<&'a Session, Failure> {
+    if s.is_null() {
+        return Err(Failure::new(Status::NullArgument, "session is NULL"));
+    }
+    // SAFETY: dp_open made it from a Box<Session> that is never freed.
+    Ok(unsafe { &*s.cast::<Session>() })
+}
+
+/// The opaque `dp_session` of the header.
+pub enum DpSession {}
+
+/// `dp_open`; see assets/dump_probe.h.
+///
+/// # Safety
+/// `dir` is NULL or a NUL-terminated string; `out` is NULL or writable.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn dp_open(
+    dir: *const c_char,
+    rank: c_int,
+    budget_bytes: u64,
+    out: *mut *mut DpSession,
+) -> c_int {
+    guard(None, || {
+        if out.is_null() {
+            return Err(Failure::new(Status::NullArgument, "out is NULL"));
+        }
+        // SAFETY: out is writable (caller's contract); cleared first so a failure leaves NULL.
+        unsafe { *out = std::ptr::null_mut() };
+        let dir = if dir.is_null() {
+            None
+        } else {
+            // SAFETY: a NUL-terminated string (caller's contract).
+            Some(
+                unsafe { CStr::from_ptr(dir) }
+                    .to_string_lossy()
+                    .into_owned(),
+            )
+        };
+        let (session, failure) = Session::open(dir, rank, budget_bytes);
+        // Never freed (dp_close empties it), so late calls on a closed session stay safe.
+        let raw = Box::into_raw(Box::new(session));
+        // SAFETY: as above.
+        unsafe { *out = raw.cast() };
+        match failure {
+            None => Ok(()),
+            Some(f) => {
+                // SAFETY: raw is live.
+                remember(Some(unsafe { &*raw }), f.message.clone());
+                Err(f)
+            }
+        }
+    })
+}
+
+/// `dp_arm`; see assets/dump_probe.h.
+///
+/// # Safety
+/// `s` is NULL or from dp_open; `label` and `metadata_json` are NULL or NUL-terminated.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn dp_arm(
+    s: *mut DpSession,
+    label: *const c_char,
+    metadata_json: *const c_char,
+) -> c_int {
+    // SAFETY: forwarded contract.
+    let session = match unsafe { session(s) } {
+        Ok(session) => session,
+        Err(f) => return guard(None, || Err(f)),
+    };
+    guard(Some(session), || {
+        if !session.is_armed() {
+            return Ok(());
+        }
+        // SAFETY: forwarded contract.
+        let label = unsafe { checked_name(label, "label") }?;
+        let metadata = if metadata_json.is_null() {
+            None
+        } else {
+            // SAFETY: forwarded contract.
+            Some(
+                unsafe { CStr::from_ptr(metadata_json) }
+                    .to_str()
+                    .map_err(|e| {
+                        Failure::new(
+                            Status::Metadata,
+                            format!("metadata_json is not UTF-8 ({e})"),
+                        )
+                    })?,
+            )
+        };
+        session.arm(label, metadata)
+    })
+}
+
+/// `dp_capture`; see assets/dump_probe.h.
+///
+/// # Safety
+/// `s` is NULL or from dp_open; `stage` is NULL or NUL-terminated; `t` is NULL or a dp_tensor
+/// as the header describes.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn dp_capture(
+    s: *mut DpSession,
+    stage: *const c_char,
+    t: *const DpTensor,
+) -> c_int {
+    if s.is_null() {
+        return guard(None, || {
+            Err(Failure::new(Status::NullArgument, "session is NULL"))
+        });
+    }
+    // SAFETY: from dp_open, never freed.
+    let session = unsafe { &*s.cast::<Session>() };
+    // The disarmed and idle paths: two loads, nothing else.
+    if !session.is_armed() || !session.is_active() {
+        if session.is_closed() {
+            return guard(Some(session), || session_closed(session));
+        }
+        return Status::Ok as c_int;
+    }
+    guard(Some(session), || {
+        // SAFETY: forwarded contract.
+        let stage = unsafe { checked_name(stage, "stage") }?;
+        // SAFETY: forwarded contract.
+        let view = unsafe { View::check(t) }?;
+        session.capture(stage, view)
+    })
+}
+
+/// `DP_ERR_CLOSED` for a closed session, else OK (the idle path's only question).
+fn session_closed(session: &Session) -> Result<(), Failure> {
+    if session.is_closed() {
+        Err(Failure::new(
+            Status::Closed,
+            "the session was closed (dp_close)",
+        ))
+    } else {
+        Ok(())
+    }
+}
+
+/// `dp_finish`; see assets/dump_probe.h.
+///
+/// # Safety
+/// `s` is NULL or from dp_open.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn dp_finish(s: *mut DpSession) -> c_int {
+    // SAFETY: forwarded contract.
+    let session = match unsafe { session(s) } {
+        Ok(session) => session,
+        Err(f) => return guard(None, || Err(f)),
+    };
+    guard(Some(session), || session.finish())
+}
+
+/// `dp_close`; see assets/dump_probe.h.
+///
+/// # Safety
+/// `s` is NULL or from dp_open.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn dp_close(s: *mut DpSession) {
+    // SAFETY: forwarded contract.
+    if let Ok(session) = unsafe { session(s) } {
+        guard(Some(session), || {
+            session.close();
+            Ok(())
+        });
+    }
+}
+
+/// `dp_last_error`; see assets/dump_probe.h.
+///
+/// # Safety
+/// `s` is NULL or from dp_open.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn dp_last_error(s: *const DpSession) -> *const c_char {
+    let result = catch_unwind(AssertUnwindSafe(|| {
+        let message = if s.is_null() {
+            NO_SESSION_ERROR.with(|slot| slot.borrow().clone())
+        } else {
+            // SAFETY: from dp_open, never freed.
+            let session = unsafe { &*s.cast::<Session>() };
+            session
+                .last_error
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .clone()
+        };
+        // A message never holds NUL (names with NUL cannot be passed in C), but be sure.
+        let text = CString::new(message.replace('\0', "\\0")).unwrap_or_default();
+        RETURNED.with(|slot| {
+            *slot.borrow_mut() = text;
+            slot.borrow().as_ptr()
+        })
+    }));
+    result.unwrap_or(c"".as_ptr())
+}
+
+/// `dp_abi_constant`; see assets/dump_probe.h.
+#[unsafe(no_mangle)]
+pub extern "C" fn dp_abi_constant(key: i32) -> i64 {
+    match key {
+        0 => abi::ABI_VERSION,
+        1 => i64::from(abi::MAX_NDIM),
+        2 => abi::DEFAULT_BUDGET_BYTES as i64,
+        3 => crate::dtype::DTYPE_COUNT,
+        4 => abi::DEVICE_COUNT,
+        5 => Status::Internal as i64,
+        _ => i64::MIN,
+    }
+}
+
+/// `dp_abi_tensor_size`; see assets/dump_probe.h.
+#[unsafe(no_mangle)]
+pub extern "C" fn dp_abi_tensor_size() -> u32 {
+    std::mem::size_of::<DpTensor>() as u32
+}
+
+/// `dp_abi_tensor_offset`; see assets/dump_probe.h.
+#[unsafe(no_mangle)]
+pub extern "C" fn dp_abi_tensor_offset(field: i32) -> u32 {
+    usize::try_from(field)
+        .ok()
+        .and_then(|f| abi::tensor_field_offsets().get(f).copied())
+        .map_or(u32::MAX, |o| o as u32)
+}
+
+/// `dp_status_name`; see assets/dump_probe.h.
+#[unsafe(no_mangle)]
+pub extern "C" fn dp_status_name(status: c_int) -> *const c_char {
+    static NAMES: std::sync::OnceLock<Vec<(i32, CString)>> = std::sync::OnceLock::new();
+    let names = NAMES.get_or_init(|| {
+        Status::ALL
+            .iter()
+            .map(|s| (*s as i32, CString::new(s.name()).expect("no NUL")))
+            .collect()
+    });
+    names
+        .iter()
+        .find(|(code, _)| *code == status)
+        .map_or(c"".as_ptr(), |(_, name)| name.as_ptr())
+}

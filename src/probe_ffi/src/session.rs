@@ -1,0 +1,711 @@
+//! A session: the parsed environment, the runtime, the label bookkeeping of selection, the open
+//! window's captures, and finishing a window into its files.
+//!
+//! One mutex guards the state; the two flags that every call checks first (`armed`, fixed at
+//! open, and `active`, set while a window is open) are read without it, so a disarmed or idle
+//! `dp_capture` costs two loads. `dp_close` empties the session but keeps its shell, so that a
+//! late call on a closed session is answered `DP_ERR_CLOSED` instead of touching freed memory.
+
+use std::collections::{HashMap, HashSet};
+use std::ffi::c_void;
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Mutex, MutexGuard};
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use rayon::prelude::*;
+
+use crate::abi::{DEFAULT_BUDGET_BYTES, Failure, Status};
+use crate::backend::{self, Runtime};
+use crate::config::Config;
+use crate::manifest::{self, Header, RecordOut, SavedTensor, Skipped};
+use crate::stats::{self, Summary};
+use crate::view::{Device, View};
+use crate::window_files;
+
+/// One `dp_session`.
+pub struct Session {
+    /// `DUMP_PROBE` set, the environment valid and the backend loaded: fixed at open.
+    armed: bool,
+    /// A window is open (a hint read without the lock; the locked state decides).
+    active: AtomicBool,
+    /// `dp_close` ran.
+    closed: AtomicBool,
+    /// Everything else; `None` once closed or when disarmed.
+    state: Mutex<Option<State>>,
+    /// The message of the last failing call (`dp_last_error`).
+    pub(crate) last_error: Mutex<String>,
+}
+
+struct State {
+    config: Config,
+    root: PathBuf,
+    rank: u32,
+    world_size: u32,
+    runtime: Box<dyn Runtime>,
+    backend_reason: String,
+    /// label → (1-based match index in first-seen order, arm calls so far).
+    labels: HashMap<String, (u32, u32)>,
+    arms: u64,
+    window: Option<Window>,
+    staging: crate::staging::Staging,
+    /// (manifest path, records) of each window written, for the report at close.
+    written: Vec<(PathBuf, usize)>,
+    /// Warnings already printed to stderr (each once per session).
+    printed: HashSet<String>,
+}
+
+struct Window {
+    label: String,
+    match_index: u32,
+    occurrence: u32,
+    metadata: serde_json::Value,
+    armed_unix_s: f64,
+    captures: Vec<Capture>,
+    skipped: Vec<Skipped>,
+    warnings: Vec<String>,
+    /// stage → captures so far (occurrence numbers).
+    occurrences: HashMap<String, u32>,
+    /// Streams with copies enqueued, in first-use order, each once.
+    streams: Vec<(Device, usize)>,
+    next_seq: u64,
+}
+
+struct Capture {
+    seq: u64,
+    stage: String,
+    occurrence: u32,
+    view: View,
+    /// Staging address of the span (0 without elements).
+    staged: usize,
+    save: bool,
+}
+
+// SAFETY: the raw staging addresses in `Capture` point into the session's own arena, used only
+// under the session's mutex (and by finish's workers while it holds that mutex).
+unsafe impl Send for State {}
+
+fn now() -> f64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0.0, |d| d.as_secs_f64())
+}
+
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    // A panic caught at the boundary may have poisoned the lock; the state is still consistent
+    // enough to answer (every mutation completes before anything that can panic).
+    m.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+fn env_u32(name: &str) -> Option<u32> {
+    std::env::var(name).ok()?.trim().parse().ok()
+}
+
+fn host_name() -> String {
+    let mut buf = [0u8; 256];
+    // SAFETY: buf is writable for its length.
+    let ok = unsafe { libc::gethostname(buf.as_mut_ptr().cast(), buf.len()) } == 0;
+    if !ok {
+        return String::new();
+    }
+    let end = buf.iter().position(|&b| b == 0).unwrap_or(buf.len());
+    String::from_utf8_lossy(&buf[..end]).into_owned()
+}
+
+impl Session {
+    /// Opens a session (`dp_open`). Returns the session and, when it is disarmed because of
+    /// the environment or the backend, the failure to report with it.
+    pub fn open(dir: Option<String>, rank: i32, budget_bytes: u64) -> (Session, Option<Failure>) {
+        let config = Config::from_process();
+        let disarmed = |failure: Option<Failure>| {
+            let session = Session {
+                armed: false,
+                active: AtomicBool::new(false),
+                closed: AtomicBool::new(false),
+                state: Mutex::new(None),
+                last_error: Mutex::new(String::new()),
+            };
+            (session, failure)
+        };
+        if !config.enabled {
+            return disarmed(None);
+        }
+        if let Some(error) = &config.error {
+            eprintln!("dump_probe: warning: {error}; the probe stays disarmed");
+            return disarmed(Some(Failure::new(
+                Status::Config,
+                format!("{error}; the probe stays disarmed"),
+            )));
+        }
+        for note in &config.notes {
+            eprintln!("dump_probe: warning: {note}");
+        }
+        let selected = match backend::select(config.backend) {
+            Ok(s) => s,
+            Err(e) => {
+                eprintln!("dump_probe: warning: {e}; the probe stays disarmed");
+                return disarmed(Some(Failure::new(
+                    Status::Backend,
+                    format!("{e}; the probe stays disarmed"),
+                )));
+            }
+        };
+        let root = config
+            .directory
+            .clone()
+            .or(dir)
+            .unwrap_or_else(|| "dump_probe_out".to_string());
+        let rank = if rank >= 0 {
+            rank as u32
+        } else {
+            env_u32("RANK").unwrap_or(0)
+        };
+        let budget = if budget_bytes == 0 {
+            DEFAULT_BUDGET_BYTES
+        } else {
+            budget_bytes
+        };
+        let state = State {
+            root: PathBuf::from(root),
+            rank,
+            world_size: env_u32("WORLD_SIZE").unwrap_or(1).max(1),
+            runtime: selected.runtime,
+            backend_reason: selected.reason,
+            labels: HashMap::new(),
+            arms: 0,
+            window: None,
+            staging: crate::staging::Staging::new(budget),
+            written: Vec::new(),
+            printed: HashSet::new(),
+            config,
+        };
+        let session = Session {
+            armed: true,
+            active: AtomicBool::new(false),
+            closed: AtomicBool::new(false),
+            state: Mutex::new(Some(state)),
+            last_error: Mutex::new(String::new()),
+        };
+        (session, None)
+    }
+
+    /// True when `DUMP_PROBE` armed this session (and nothing disarmed it).
+    pub fn is_armed(&self) -> bool {
+        self.armed
+    }
+
+    fn check_open(&self) -> Result<(), Failure> {
+        if self.closed.load(Ordering::Acquire) {
+            return Err(Failure::new(
+                Status::Closed,
+                "the session was closed (dp_close)",
+            ));
+        }
+        Ok(())
+    }
+
+    /// `dp_arm`: counts the label and opens a window when selected.
+    ///
+    /// # Errors
+    /// `Closed`; `Metadata` for metadata that is not a JSON object; `Io` when a window still
+    /// open could not be written first.
+    pub fn arm(&self, label: String, metadata: Option<&str>) -> Result<(), Failure> {
+        self.check_open()?;
+        if !self.armed {
+            return Ok(());
+        }
+        let metadata = match metadata {
+            None => serde_json::Value::Object(serde_json::Map::new()),
+            Some(text) => match serde_json::from_str::<serde_json::Value>(text) {
+                Ok(v @ serde_json::Value::Object(_)) => v,
+                Ok(other) => {
+                    return Err(Failure::new(
+                        Status::Metadata,
+                        format!(
+                            "metadata_json must be a JSON object, not {}",
+                            kind_of(&other)
+                        ),
+                    ));
+                }
+                Err(e) => {
+                    return Err(Failure::new(
+                        Status::Metadata,
+                        format!("metadata_json is not JSON: {e}"),
+                    ));
+                }
+            },
+        };
+        let mut guard = lock(&self.state);
+        let Some(state) = guard.as_mut() else {
+            return Err(Failure::new(
+                Status::Closed,
+                "the session was closed (dp_close)",
+            ));
+        };
+        // A window still open is finished first, as the Python probe does.
+        let finished = if state.window.is_some() {
+            self.finish_locked(state)
+        } else {
+            Ok(())
+        };
+        let next = state.labels.len() as u32 + 1;
+        let entry = state.labels.entry(label.clone()).or_insert((next, 0));
+        entry.1 += 1;
+        let (match_index, calls) = *entry;
+        state.arms += 1;
+        if state.config.selects_rank(state.rank)
+            && match_index == state.config.match_index
+            && calls == state.config.occurrence
+        {
+            state.window = Some(Window {
+                label,
+                match_index,
+                occurrence: calls,
+                metadata,
+                armed_unix_s: now(),
+                captures: Vec::new(),
+                skipped: Vec::new(),
+                warnings: Vec::new(),
+                occurrences: HashMap::new(),
+                streams: Vec::new(),
+                next_seq: 0,
+            });
+            self.active.store(true, Ordering::Release);
+        }
+        finished
+    }
+
+    /// `dp_capture`. `stage` and `view` are already checked by the caller.
+    ///
+    /// # Errors
+    /// `Closed`, `Device`, and for a capture that was counted but not made: `OverBudget`,
+    /// `GraphCapture`, `Runtime` (each recorded in the manifest).
+    pub fn capture(&self, stage: String, view: View) -> Result<(), Failure> {
+        self.check_open()?;
+        if !self.armed {
+            return Ok(());
+        }
+        let mut guard = lock(&self.state);
+        let Some(state) = guard.as_mut() else {
+            return Err(Failure::new(
+                Status::Closed,
+                "the session was closed (dp_close)",
+            ));
+        };
+        let State {
+            runtime,
+            staging,
+            window,
+            config,
+            printed,
+            ..
+        } = state;
+        let Some(window) = window.as_mut() else {
+            return Ok(());
+        };
+        if !runtime.reads(view.device) {
+            return Err(Failure::new(
+                Status::Device,
+                format!(
+                    "the {} backend cannot read {} memory (stage {stage:?}); set DUMP_PROBE_BACKEND",
+                    runtime.name(),
+                    view.device.name()
+                ),
+            ));
+        }
+        let seq = window.next_seq;
+        window.next_seq += 1;
+        let occurrence = {
+            let n = window.occurrences.entry(stage.clone()).or_insert(0);
+            *n += 1;
+            *n
+        };
+        let key = format!("{stage}#{occurrence}");
+        let mut fail = |window: &mut Window, status: Status, message: String| {
+            if status != Status::OverBudget {
+                warn(printed, &message);
+                window.warnings.push(message.clone());
+            }
+            Err(Failure::new(status, message))
+        };
+        let stream = view.stream as *mut c_void;
+        let on_device = view.device != Device::Host;
+        if on_device && view.numel > 0 {
+            match runtime.is_capturing(stream) {
+                Ok(false) => {}
+                Ok(true) => {
+                    return fail(
+                        window,
+                        Status::GraphCapture,
+                        format!(
+                            "{key} (seq {seq}) not captured: its stream {stream:p} is being captured into a graph; \
+                             the native probe does not support graph capture (capture outside it, or use \
+                             dump_probe.py's graph_slot/capture_graph)"
+                        ),
+                    );
+                }
+                Err(e) => {
+                    return fail(
+                        window,
+                        Status::Runtime,
+                        format!("{key} (seq {seq}) not captured: {e}"),
+                    );
+                }
+            }
+        }
+        let bytes = view.span_bytes();
+        let staged = if view.numel == 0 {
+            0
+        } else {
+            match staging.reserve(runtime.as_ref(), bytes) {
+                Ok(ptr) => ptr as usize,
+                Err(crate::staging::NoSlot::OverBudget { left }) => {
+                    window.skipped.push(Skipped {
+                        seq,
+                        stage: stage.clone(),
+                        occurrence,
+                        bytes,
+                        budget_left: left,
+                    });
+                    return fail(
+                        window,
+                        Status::OverBudget,
+                        format!(
+                            "{key} (seq {seq}) skipped: its span of {bytes} bytes is over the {left} bytes left of \
+                             the window's staging budget ({} bytes); recorded in skipped_over_budget",
+                            staging.budget()
+                        ),
+                    );
+                }
+                Err(crate::staging::NoSlot::Alloc(e)) => {
+                    return fail(
+                        window,
+                        Status::Runtime,
+                        format!("{key} (seq {seq}) not captured: {e}"),
+                    );
+                }
+            }
+        };
+        if staged != 0 {
+            let src = view.span_start() as *const u8;
+            let copied = if on_device {
+                runtime.copy_to_host_async(staged as *mut u8, src, bytes as usize, stream)
+            } else {
+                // Host memory is copied now, whatever the backend: a later write by the caller
+                // must not be seen, as stream order would have it.
+                // SAFETY: the span was checked; staging holds `bytes` at `staged`.
+                unsafe { std::ptr::copy_nonoverlapping(src, staged as *mut u8, bytes as usize) };
+                Ok(())
+            };
+            if let Err(e) = copied {
+                return fail(
+                    window,
+                    Status::Runtime,
+                    format!("{key} (seq {seq}) not captured: {e}"),
+                );
+            }
+            if on_device && !window.streams.contains(&(view.device, view.stream)) {
+                window.streams.push((view.device, view.stream));
+            }
+        }
+        let save = config.saves_tensor(&stage);
+        window.captures.push(Capture {
+            seq,
+            stage,
+            occurrence,
+            view,
+            staged,
+            save,
+        });
+        Ok(())
+    }
+
+    /// Whether dp_close ran.
+    pub fn is_closed(&self) -> bool {
+        self.closed.load(Ordering::Acquire)
+    }
+
+    /// Whether captures are being recorded (a hint, read without the lock).
+    pub fn is_active(&self) -> bool {
+        self.active.load(Ordering::Acquire)
+    }
+
+    /// `dp_finish`.
+    ///
+    /// # Errors
+    /// `Closed`; `Io` when the window could not be written; `Runtime` when a stream failed to
+    /// synchronize (the window is still written, those records with null statistics).
+    pub fn finish(&self) -> Result<(), Failure> {
+        self.check_open()?;
+        if !self.armed {
+            return Ok(());
+        }
+        let mut guard = lock(&self.state);
+        let Some(state) = guard.as_mut() else {
+            return Err(Failure::new(
+                Status::Closed,
+                "the session was closed (dp_close)",
+            ));
+        };
+        self.finish_locked(state)
+    }
+
+    fn finish_locked(&self, state: &mut State) -> Result<(), Failure> {
+        let Some(mut window) = state.window.take() else {
+            return Ok(());
+        };
+        self.active.store(false, Ordering::Release);
+        let result = finish_window(state, &mut window);
+        state.staging.reset();
+        result
+    }
+
+    /// `dp_close`: reports what was written, frees staging and the runtime.
+    pub fn close(&self) {
+        if self.closed.swap(true, Ordering::AcqRel) {
+            return;
+        }
+        self.active.store(false, Ordering::Release);
+        let Some(mut state) = lock(&self.state).take() else {
+            return;
+        };
+        for (path, n) in &state.written {
+            eprintln!(
+                "dump_probe: wrote {} ({n} record{})",
+                path.display(),
+                if *n == 1 { "" } else { "s" }
+            );
+        }
+        if let Some(window) = &state.window {
+            eprintln!(
+                "dump_probe: the window of label {:?} is still armed at dp_close: dp_finish was never called, so it was not written",
+                window.label
+            );
+        } else if state.written.is_empty() && state.config.selects_rank(state.rank) {
+            eprintln!(
+                "dump_probe: nothing written: {}",
+                nothing_written_reason(&state)
+            );
+        }
+        state.window = None;
+        let runtime = std::mem::replace(&mut state.runtime, Box::new(NoRuntime));
+        for error in state.staging.free_all(runtime.as_ref()) {
+            eprintln!("dump_probe: warning: freeing staging: {error}");
+        }
+    }
+}
+
+/// Stands in for the runtime while the real one frees the staging it allocated.
+struct NoRuntime;
+
+impl Runtime for NoRuntime {
+    fn name(&self) -> &'static str {
+        "closed"
+    }
+    fn reads(&self, _: Device) -> bool {
+        false
+    }
+    fn alloc_staging(&self, _: usize) -> Result<*mut u8, String> {
+        Err("the session is closed".into())
+    }
+    fn free_staging(&self, _: *mut u8, _: usize) -> Option<String> {
+        None
+    }
+    fn is_capturing(&self, _: *mut c_void) -> Result<bool, String> {
+        Ok(false)
+    }
+    fn copy_to_host_async(
+        &self,
+        _: *mut u8,
+        _: *const u8,
+        _: usize,
+        _: *mut c_void,
+    ) -> Result<(), String> {
+        Err("the session is closed".into())
+    }
+    fn synchronize(&self, _: *mut c_void) -> Result<(), String> {
+        Ok(())
+    }
+}
+
+fn kind_of(v: &serde_json::Value) -> &'static str {
+    match v {
+        serde_json::Value::Null => "null",
+        serde_json::Value::Bool(_) => "a boolean",
+        serde_json::Value::Number(_) => "a number",
+        serde_json::Value::String(_) => "a string",
+        serde_json::Value::Array(_) => "an array",
+        serde_json::Value::Object(_) => "an object",
+    }
+}
+
+fn warn(printed: &mut HashSet<String>, message: &str) {
+    if printed.insert(message.to_string()) {
+        eprintln!("dump_probe: warning: {message}");
+    }
+}
+
+/// Why an armed session on a selected rank wrote nothing, in the user's terms (the Python
+/// probe's `_nothing_written_reason`).
+fn nothing_written_reason(state: &State) -> String {
+    let (want_match, want_occ) = (state.config.match_index, state.config.occurrence);
+    if state.arms == 0 {
+        return "dp_arm was never called".to_string();
+    }
+    let labels = state.labels.len() as u32;
+    if labels < want_match {
+        return format!(
+            "no label matched DUMP_PROBE_MATCH={want_match}: {labels} label{} seen",
+            if labels == 1 { "" } else { "s" }
+        );
+    }
+    match state.labels.iter().find(|(_, (m, _))| *m == want_match) {
+        Some((label, (_, calls))) if *calls < want_occ => format!(
+            "DUMP_PROBE_OCCURRENCE={want_occ} is beyond the {calls} call{} of label {label:?} (match {want_match})",
+            if *calls == 1 { "" } else { "s" }
+        ),
+        Some((label, _)) => format!(
+            "the selected window of label {label:?} was not written (see the warning above)"
+        ),
+        None => "no window was selected".to_string(),
+    }
+}
+
+/// Synchronizes, summarizes, saves and writes one window.
+fn finish_window(state: &mut State, window: &mut Window) -> Result<(), Failure> {
+    // One synchronize per stream that has copies enqueued, and no more.
+    let mut failed_streams: Vec<(Device, usize)> = Vec::new();
+    for &(device, stream) in &window.streams {
+        if let Err(e) = state.runtime.synchronize(stream as *mut c_void) {
+            let n = window
+                .captures
+                .iter()
+                .filter(|c| c.view.device == device && c.view.stream == stream)
+                .count();
+            let message = format!(
+                "{e}: the {n} capture{} on that stream ({}) have no statistics and no saved tensor",
+                if n == 1 { "" } else { "s" },
+                device.name()
+            );
+            warn(&mut state.printed, &message);
+            window.warnings.push(message);
+            failed_streams.push((device, stream));
+        }
+    }
+    let usable =
+        |c: &Capture| c.staged != 0 && !failed_streams.contains(&(c.view.device, c.view.stream));
+    let summaries: Vec<Option<Summary>> = window
+        .captures
+        .par_iter()
+        .map(|c| {
+            if !usable(c) {
+                return None;
+            }
+            // SAFETY: the span was staged at c.staged and its copy has completed (host: in
+            // dp_capture; device: synchronized above).
+            let staged = unsafe {
+                std::slice::from_raw_parts(c.staged as *const u8, c.view.span_bytes() as usize)
+            };
+            stats::summarize(&c.view, staged)
+        })
+        .collect();
+    let (dir, attempt) = window_files::new_window_dir(
+        &state.root,
+        state.rank,
+        window.match_index,
+        window.occurrence,
+    )
+    .map_err(|e| io_failure(state, e))?;
+    if attempt > 1 {
+        let base = dir.with_extension("");
+        let message = format!(
+            "{} already holds a dump; writing {} instead",
+            base.display(),
+            dir.display()
+        );
+        warn(&mut state.printed, &message);
+    }
+    let mut records = Vec::with_capacity(window.captures.len());
+    for (capture, summary) in window.captures.iter().zip(summaries) {
+        let mut tensor = None;
+        if capture.save && (usable(capture) || capture.view.numel == 0) {
+            let kept = window_files::rows_kept(&capture.view, state.config.rows);
+            let staged: &[u8] = if capture.staged == 0 {
+                &[]
+            } else {
+                // SAFETY: as for the statistics above.
+                unsafe {
+                    std::slice::from_raw_parts(
+                        capture.staged as *const u8,
+                        capture.view.span_bytes() as usize,
+                    )
+                }
+            };
+            let key = format!("{}#{}", capture.stage, capture.occurrence);
+            match window_files::save_tensor(&dir, &key, &capture.view, staged, kept) {
+                Ok(file) => {
+                    tensor = Some(SavedTensor {
+                        file,
+                        rows_kept: kept,
+                        rows_total: capture.view.dim0(),
+                    })
+                }
+                Err(e) => {
+                    let message = format!("tensor {key} not saved ({e})");
+                    warn(&mut state.printed, &message);
+                    window.warnings.push(message);
+                }
+            }
+        }
+        records.push(RecordOut {
+            seq: capture.seq,
+            stage: &capture.stage,
+            occurrence: capture.occurrence,
+            view: &capture.view,
+            summary,
+            tensor,
+        });
+    }
+    let host = host_name();
+    let header = Header {
+        label: &window.label,
+        match_index: window.match_index,
+        occurrence: window.occurrence,
+        attempt,
+        rank: state.rank,
+        world_size: state.world_size,
+        metadata: &window.metadata,
+        tensor_rows: state.config.rows,
+        tensor_pattern: &state.config.tensor_pattern,
+        host: &host,
+        pid: std::process::id(),
+        armed_unix_s: window.armed_unix_s,
+        finished_unix_s: now(),
+        backend: state.runtime.name(),
+        backend_reason: &state.backend_reason,
+        budget_bytes: state.staging.budget(),
+        staged_bytes: state.staging.staged(),
+    };
+    let text = manifest::text(&header, &records, &window.skipped, &window.warnings);
+    let path = dir.join("manifest.json");
+    window_files::write_atomic(&path, &[text.as_bytes()]).map_err(|e| io_failure(state, e))?;
+    let n = records.len();
+    state.written.push((path, n));
+    if !failed_streams.is_empty() {
+        return Err(Failure::new(
+            Status::Runtime,
+            format!(
+                "{} stream{} failed to synchronize; the window was written with a warning",
+                failed_streams.len(),
+                if failed_streams.len() == 1 { "" } else { "s" }
+            ),
+        ));
+    }
+    Ok(())
+}
+
+fn io_failure(state: &mut State, e: String) -> Failure {
+    let message = format!("finish failed ({e}); nothing written for this window");
+    warn(&mut state.printed, &message);
+    Failure::new(Status::Io, message)
+}
