@@ -1408,3 +1408,86 @@ fn one_session_shared_by_threads_records_every_capture_once() {
         );
     }
 }
+
+#[test]
+fn a_child_forked_after_a_window_finishes_its_own() {
+    let Some(tc) = toolchain() else { return };
+    let dir = tempdir();
+    let exe = dir.path().join("fork");
+    tc.driver("fork.c", &exe, &[]);
+    let (parent, child) = (dir.path().join("parent"), dir.path().join("child"));
+    let run = run(
+        &exe,
+        &[parent.to_str().unwrap(), child.to_str().unwrap()],
+        &[("DUMP_PROBE", "1"), ("DUMP_PROBE_BACKEND", "host")],
+    );
+    assert_eq!(run.fact("parent.finish"), "0", "{}", run.stdout);
+    // The statistics' pool of the parent has no threads in the child: a hang there was an
+    // alarm (signal 14) here.
+    assert_eq!(
+        (run.fact("child.signal"), run.fact("child.exited")),
+        ("0", "0"),
+        "{}\n{}",
+        run.stdout,
+        run.stderr
+    );
+    assert_eq!(run.fact("child.finish"), "0", "{}", run.stdout);
+    let manifest = |root: &Path| read_json(&root.join("rank0/match1-occ1/manifest.json"));
+    assert_eq!(stages(&manifest(&parent)), ["before0", "before1"]);
+    assert_eq!(stages(&manifest(&child)), ["after0", "after1"]);
+}
+
+#[test]
+fn a_program_that_never_closes_its_session_is_told_at_exit() {
+    let Some(tc) = toolchain() else { return };
+    let dir = tempdir();
+    let exe = dir.path().join("no_close");
+    tc.driver("no_close.c", &exe, &[]);
+    let out = dir.path().join("out");
+    let env = [
+        ("DUMP_PROBE", "1"),
+        ("DUMP_PROBE_DIR", out.to_str().unwrap()),
+        ("DUMP_PROBE_BACKEND", "host"),
+    ];
+    let finished = run(&exe, &["finished"], &env);
+    let manifest = out.join("rank0/match1-occ1/manifest.json");
+    assert!(
+        finished.stderr.contains(&format!(
+            "dump_probe: wrote {} (1 record)",
+            manifest.display()
+        )),
+        "{}",
+        finished.stderr
+    );
+    let armed = run(&exe, &["armed"], &env);
+    assert!(
+        armed.stderr.contains(
+            "dump_probe: the window of label \"req\" is still armed at exit: dp_finish was never called, so it was not written"
+        ),
+        "{}",
+        armed.stderr
+    );
+    assert!(
+        !out.join("rank0/match1-occ1.2").exists(),
+        "nothing more written"
+    );
+}
+
+#[test]
+fn a_forced_runtime_without_a_device_is_refused_at_open() {
+    let Some(tc) = toolchain() else { return };
+    let dir = tempdir();
+    for backend in ["acl", "cuda"] {
+        let case = MockCase::new(&tc, &dir.path().join(backend), backend);
+        let run = case.run("budget", &[("MOCK_DEVICE_COUNT", "0")]);
+        assert_eq!(run.int("open"), -14, "DP_ERR_BACKEND\n{}", run.stdout);
+        let error = run.fact("open.error");
+        assert!(
+            error.starts_with(&format!("DUMP_PROBE_BACKEND={backend}: "))
+                && error.contains("nothing to copy from"),
+            "{error}"
+        );
+        // Disarmed: nothing written.
+        assert!(!case.out.join("rank0").exists());
+    }
+}

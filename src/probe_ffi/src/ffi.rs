@@ -127,6 +127,11 @@ pub unsafe extern "C" fn dp_open(
         let raw = Box::into_raw(Box::new(session));
         // SAFETY: as above.
         unsafe { *out = raw.cast() };
+        // SAFETY: raw is live and never freed.
+        let leaked: &'static Session = unsafe { &*raw };
+        if leaked.is_armed() {
+            crate::exit_report::register(leaked);
+        }
         match failure {
             None => Ok(()),
             Some(f) => {

@@ -31,8 +31,9 @@ pub struct Session {
     active: AtomicBool,
     /// `dp_close` ran.
     closed: AtomicBool,
-    /// Everything else; `None` once closed or when disarmed.
-    state: Mutex<Option<State>>,
+    /// Everything else; `None` once closed or when disarmed. Boxed: a closed session's
+    /// handle is never freed (late calls must find it), so what stays is only this shell.
+    state: Mutex<Option<Box<State>>>,
     /// The message of the last failing call (`dp_last_error`).
     pub(crate) last_error: Mutex<String>,
 }
@@ -183,7 +184,7 @@ impl Session {
             armed: true,
             active: AtomicBool::new(false),
             closed: AtomicBool::new(false),
-            state: Mutex::new(Some(state)),
+            state: Mutex::new(Some(Box::new(state))),
             last_error: Mutex::new(String::new()),
         };
         (session, None)
@@ -299,7 +300,7 @@ impl Session {
             config,
             printed,
             ..
-        } = state;
+        } = &mut **state;
         let Some(window) = window.as_mut() else {
             return Ok(());
         };
@@ -469,29 +470,52 @@ impl Session {
         let Some(mut state) = lock(&self.state).take() else {
             return;
         };
-        for (path, n) in &state.written {
-            eprintln!(
-                "dump_probe: wrote {} ({n} record{})",
-                path.display(),
-                if *n == 1 { "" } else { "s" }
-            );
-        }
-        if let Some(window) = &state.window {
-            eprintln!(
-                "dump_probe: the window of label {:?} is still armed at dp_close: dp_finish was never called, so it was not written",
-                window.label
-            );
-        } else if state.written.is_empty() && state.config.selects_rank(state.rank) {
-            eprintln!(
-                "dump_probe: nothing written: {}",
-                nothing_written_reason(&state)
-            );
-        }
+        report(&state, "at dp_close");
         state.window = None;
         let runtime = std::mem::replace(&mut state.runtime, Box::new(NoRuntime));
         for error in state.staging.free_all(runtime.as_ref()) {
             eprintln!("dump_probe: warning: freeing staging: {error}");
         }
+    }
+}
+
+impl Session {
+    /// At the process's exit, for a session never closed: what [`Session::close`] would
+    /// report, and nothing freed (the device runtime may be gone already). Skipped when
+    /// another thread holds the session (it is mid-call: a report then could deadlock).
+    pub fn report_at_exit(&self) {
+        if self.closed.load(Ordering::Acquire) {
+            return;
+        }
+        let Ok(guard) = self.state.try_lock() else {
+            return;
+        };
+        if let Some(state) = guard.as_ref() {
+            report(state, "at exit");
+        }
+    }
+}
+
+/// What a session wrote, or why it wrote nothing, on stderr (as the Python probe says at
+/// exit); `when` is `at dp_close` or `at exit`.
+fn report(state: &State, when: &str) {
+    for (path, n) in &state.written {
+        eprintln!(
+            "dump_probe: wrote {} ({n} record{})",
+            path.display(),
+            if *n == 1 { "" } else { "s" }
+        );
+    }
+    if let Some(window) = &state.window {
+        eprintln!(
+            "dump_probe: the window of label {:?} is still armed {when}: dp_finish was never called, so it was not written",
+            window.label
+        );
+    } else if state.written.is_empty() && state.config.selects_rank(state.rank) {
+        eprintln!(
+            "dump_probe: nothing written: {}",
+            nothing_written_reason(state)
+        );
     }
 }
 
@@ -594,21 +618,24 @@ fn finish_window(state: &mut State, window: &mut Window) -> Result<(), Failure> 
     }
     let usable =
         |c: &Capture| c.staged != 0 && !failed_streams.contains(&(c.view.device, c.view.stream));
-    let summaries: Vec<Option<Summary>> = window
-        .captures
-        .par_iter()
-        .map(|c| {
-            if !usable(c) {
-                return None;
-            }
-            // SAFETY: the span was staged at c.staged and its copy has completed (host: in
-            // dp_capture; device: synchronized above).
-            let staged = unsafe {
-                std::slice::from_raw_parts(c.staged as *const u8, c.view.span_bytes() as usize)
-            };
-            stats::summarize(&c.view, staged)
-        })
-        .collect();
+    // On this process's own pool: after a fork the inherited one has no threads.
+    let captures = &window.captures;
+    let summaries: Vec<Option<Summary>> = crate::pool::run(|| {
+        captures
+            .par_iter()
+            .map(|c| {
+                if !usable(c) {
+                    return None;
+                }
+                // SAFETY: the span was staged at c.staged and its copy has completed (host:
+                // in dp_capture; device: synchronized above).
+                let staged = unsafe {
+                    std::slice::from_raw_parts(c.staged as *const u8, c.view.span_bytes() as usize)
+                };
+                stats::summarize(&c.view, staged)
+            })
+            .collect()
+    });
     let (dir, attempt) = window_files::new_window_dir(
         &state.root,
         state.rank,

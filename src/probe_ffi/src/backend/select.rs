@@ -5,7 +5,8 @@
 //! runtime that merely exists on disk, or is loaded on a machine without a GPU (the pip torch
 //! wheel ships one), is no reason to pick cuda. ACL is asked first, then CUDA; else host.
 //! `acl` and `cuda` load their runtime (the dynamic loader's search: `LD_LIBRARY_PATH`, the
-//! cache) and fail `dp_open` with `DP_ERR_BACKEND` when it cannot be loaded.
+//! cache) and fail `dp_open` with `DP_ERR_BACKEND` when it cannot be loaded or reports no
+//! device.
 
 use libloading::Library;
 
@@ -39,7 +40,15 @@ pub fn select(choice: BackendChoice) -> Result<Selected, String> {
                 .map_err(|e| format!("DUMP_PROBE_BACKEND=acl: {e}"))?;
             let acl =
                 Acl::bind(library).map_err(|e| format!("DUMP_PROBE_BACKEND=acl: {name}: {e}"))?;
-            let devices = describe_count(acl.device_count());
+            // Forced onto a runtime without a device, every capture would fail later.
+            let count = acl.device_count();
+            if !matches!(count, Ok(n) if n > 0) {
+                return Err(format!(
+                    "DUMP_PROBE_BACKEND=acl: {name} {}: nothing to copy from (DUMP_PROBE_BACKEND=auto or host on this machine)",
+                    describe_count(count)
+                ));
+            }
+            let devices = describe_count(count);
             Ok(Selected {
                 runtime: Box::new(acl),
                 reason: format!("DUMP_PROBE_BACKEND=acl: {name}, {devices}"),
@@ -50,7 +59,15 @@ pub fn select(choice: BackendChoice) -> Result<Selected, String> {
                 .map_err(|e| format!("DUMP_PROBE_BACKEND=cuda: {e}"))?;
             let cuda =
                 Cuda::bind(library).map_err(|e| format!("DUMP_PROBE_BACKEND=cuda: {name}: {e}"))?;
-            let devices = describe_count(cuda.device_count());
+            // Forced onto a runtime without a device, every capture would fail later.
+            let count = cuda.device_count();
+            if !matches!(count, Ok(n) if n > 0) {
+                return Err(format!(
+                    "DUMP_PROBE_BACKEND=cuda: {name} {}: nothing to copy from (DUMP_PROBE_BACKEND=auto or host on this machine)",
+                    describe_count(count)
+                ));
+            }
+            let devices = describe_count(count);
             Ok(Selected {
                 runtime: Box::new(cuda),
                 reason: format!("DUMP_PROBE_BACKEND=cuda: {name}, {devices}"),
