@@ -1471,6 +1471,18 @@ fn a_program_that_never_closes_its_session_is_told_at_exit() {
         !out.join("rank0/match1-occ1.2").exists(),
         "nothing more written"
     );
+    // A mistyped $RANK is said, not silently rank 0.
+    let mut env = env.to_vec();
+    env.push(("RANK", "abc"));
+    std::fs::remove_dir_all(&out).unwrap();
+    let mistyped = run(&exe, &["finished"], &env);
+    assert!(
+        mistyped
+            .stderr
+            .contains("dump_probe: warning: RANK=\"abc\" is not a rank; using rank 0"),
+        "{}",
+        mistyped.stderr
+    );
 }
 
 #[test]

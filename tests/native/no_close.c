@@ -5,7 +5,8 @@
 int main(int argc, char **argv) {
     if (argc < 2) return 2;
     dp_session *s;
-    fact_status(s, "open", dp_open(NULL, 0, 0, &s));
+    /* rank -1: from $RANK (else 0) */
+    fact_status(s, "open", dp_open(NULL, -1, 0, &s));
     float values[4] = {1, 2, 3, 4};
     int64_t shape[1] = {4}, strides[1] = {1};
     view v;

@@ -159,7 +159,15 @@ impl Session {
         let rank = if rank >= 0 {
             rank as u32
         } else {
-            env_u32("RANK").unwrap_or(0)
+            match std::env::var("RANK") {
+                Err(_) => 0,
+                Ok(text) => text.trim().parse().unwrap_or_else(|_| {
+                    // As the Python probe says it: a mistyped rank would otherwise write
+                    // silently as rank 0, over the rank that really is 0.
+                    eprintln!("dump_probe: warning: RANK={text:?} is not a rank; using rank 0");
+                    0
+                }),
+            }
         };
         let budget = if budget_bytes == 0 {
             DEFAULT_BUDGET_BYTES
