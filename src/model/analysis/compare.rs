@@ -981,6 +981,7 @@ mod tests {
             rows_kept: None,
             rows_total: None,
             truncated: None,
+            ..Record::default()
         }
     }
 }

@@ -735,6 +735,7 @@ mod tests {
             rows_kept: None,
             rows_total: None,
             truncated: None,
+            ..Record::default()
         }
     }
 
