@@ -7,6 +7,8 @@
 pub mod compare;
 pub mod diff;
 pub mod layout;
+pub mod merge;
+pub mod replicated;
 pub mod report;
 pub mod scan;
 pub mod summary;

@@ -8,9 +8,6 @@ use std::str::FromStr;
 
 use serde::{Deserialize, Deserializer};
 
-use super::record::Name;
-use super::window::Window;
-
 /// The axes `arm(parallel=...)` accepts: tensor, context, data, pipeline, expert parallel.
 pub const AXES: [&str; 5] = ["tp", "cp", "dp", "pp", "ep"];
 
@@ -21,7 +18,7 @@ pub enum Shard {
     /// `cp:D`, `cp:D:zigzag`).
     Split {
         /// The group axis (`tp` or `cp`).
-        axis: Name,
+        axis: &'static str,
         /// The sliced dimension, counted from the front.
         dim: u32,
         /// Where the slice lies: `None` for an equal slice in group-rank order.
@@ -30,12 +27,12 @@ pub enum Shard {
     /// The same values on every rank of the group (`replicated:AXIS`).
     Replicated {
         /// The group axis.
-        axis: Name,
+        axis: &'static str,
     },
     /// A partial sum still to be reduced over the group (`partial:AXIS`).
     Partial {
         /// The group axis.
-        axis: Name,
+        axis: &'static str,
     },
 }
 
@@ -81,11 +78,7 @@ impl FromStr for Shard {
             )
         };
         let (head, rest) = text.split_once(':').ok_or_else(refuse)?;
-        let axis_of = |a: &str| {
-            AXES.contains(&a)
-                .then(|| Name::new(a))
-                .ok_or_else(refuse)
-        };
+        let axis_of = |a: &str| AXES.iter().copied().find(|x| *x == a).ok_or_else(refuse);
         match head {
             "replicated" => Ok(Shard::Replicated {
                 axis: axis_of(rest)?,
@@ -152,51 +145,6 @@ impl<'de> Deserialize<'de> for Shard {
 /// `metadata.parallel` (empty when the window recorded none: every stage is per-rank).
 pub type Layout = BTreeMap<String, (u32, u32)>;
 
-impl Window {
-    /// The window's parallel layout from `metadata.parallel`.
-    ///
-    /// # Errors
-    /// A message naming the window's file when `parallel` is not an object of documented axes
-    /// mapping to `[rank_in_group, group_size]` with `rank_in_group < group_size`.
-    pub fn parallel(&self) -> Result<Layout, String> {
-        let Some(value) = self.metadata.get("parallel") else {
-            return Ok(Layout::new());
-        };
-        let refuse = |why: String| {
-            format!(
-                "{}: metadata.parallel {value}: {why}",
-                self.source.display()
-            )
-        };
-        let object = value
-            .as_object()
-            .ok_or_else(|| refuse("not an object".into()))?;
-        let mut layout = Layout::new();
-        for (axis, pair) in object {
-            if !AXES.contains(&axis.as_str()) {
-                return Err(refuse(format!("axis {axis:?} is not one of {AXES:?}")));
-            }
-            let numbers: Option<Vec<u32>> = pair.as_array().and_then(|items| {
-                items
-                    .iter()
-                    .map(|v| v.as_u64().and_then(|n| u32::try_from(n).ok()))
-                    .collect()
-            });
-            match numbers.as_deref() {
-                Some(&[rank, size]) if rank < size => {
-                    layout.insert(axis.clone(), (rank, size));
-                }
-                _ => {
-                    return Err(refuse(format!(
-                        "{axis} must be [rank_in_group, group_size] with rank_in_group < group_size"
-                    )));
-                }
-            }
-        }
-        Ok(layout)
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -218,34 +166,25 @@ mod tests {
         assert_eq!(
             "tp:0@8/10".parse::<Shard>().unwrap(),
             Shard::Split {
-                axis: Name::new("tp"),
+                axis: "tp",
                 dim: 0,
-                placement: Placement::At { offset: 8, full: 10 }
+                placement: Placement::At {
+                    offset: 8,
+                    full: 10
+                }
             }
         );
-        for bad in ["tp", "tp:-1", "xp:1", "replicated:xx", "tp:1@8", "tp:1:zag", ""] {
+        for bad in [
+            "tp",
+            "tp:-1",
+            "xp:1",
+            "replicated:xx",
+            "tp:1@8",
+            "tp:1:zag",
+            "",
+        ] {
             let err = bad.parse::<Shard>().unwrap_err();
             assert!(err.contains(&format!("{bad:?}")), "{err}");
         }
-    }
-
-    #[test]
-    fn the_layout_comes_from_metadata_parallel() {
-        let mut window: Window = serde_json::from_value(serde_json::json!({
-            "schema_version": 1, "label": "r", "match": 1, "occurrence": 1, "rank": 1,
-            "world_size": 2, "records": []
-        }))
-        .unwrap();
-        window.source = "rank1/m.json".into();
-        assert!(window.parallel().unwrap().is_empty());
-        window
-            .metadata
-            .insert("parallel".into(), serde_json::json!({"tp": [1, 2]}));
-        assert_eq!(window.parallel().unwrap()["tp"], (1, 2));
-        window
-            .metadata
-            .insert("parallel".into(), serde_json::json!({"tp": [2, 2]}));
-        let err = window.parallel().unwrap_err();
-        assert!(err.starts_with("rank1/m.json: metadata.parallel"), "{err}");
     }
 }
