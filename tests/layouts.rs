@@ -304,3 +304,105 @@ fn shards_that_do_not_add_up_are_named_with_stage_and_ranks() {
     );
     assert_eq!(report.windows[0].only_a, ["layers.0.act#1"]);
 }
+
+#[test]
+fn a_nan_planted_on_rank_1_before_the_all_reduce_originates_there_and_rank_0_is_propagated() {
+    use dumpview::model::analysis::ranks::first_nonfinite_across;
+    let across = first_nonfinite_across(&capture("tp2_nan").windows);
+    assert_eq!(across.len(), 1);
+    let x = &across[0];
+    assert_eq!(
+        (x.label.as_str(), x.ranks.clone()),
+        ("req-layouts", vec![0, 1])
+    );
+    assert_eq!(
+        (x.origin_key.as_str(), x.origin_position),
+        ("layers.0.act#1", 5)
+    );
+    assert_eq!(x.origin_ranks, [1]);
+    let rank0 = x.firsts.iter().find(|f| f.rank == 0).unwrap();
+    assert_eq!(rank0.first.key, "layers.0.down#1");
+    assert_eq!(rank0.first.nan_count, 8);
+    assert_eq!(rank0.propagated_via.as_deref(), Some("layers.0.down#1"));
+    assert!(x.finite_ranks.is_empty());
+    assert_eq!(
+        x.describe(),
+        "rank 1 went non-finite first, at layers.0.act#1; rank 0 propagated (non-finite from \
+         layers.0.down#1, a collective)"
+    );
+    // A capture whose ranks are all finite has nothing to say.
+    assert!(first_nonfinite_across(&capture("tp2").windows).is_empty());
+}
+
+fn dumpview(args: &[&str]) -> (i32, String, String) {
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_dumpview"))
+        .args(args)
+        .output()
+        .unwrap();
+    (
+        out.status.code().unwrap(),
+        String::from_utf8(out.stdout).unwrap(),
+        String::from_utf8(out.stderr).unwrap(),
+    )
+}
+
+#[test]
+fn scan_names_the_origin_rank_and_ignore_leaves_stages_out_of_scan_diff_and_report() {
+    let nan = dir("tp2_nan");
+    let nan = nan.to_str().unwrap();
+    let (code, text, _) = dumpview(&["scan", nan]);
+    assert_eq!(code, 1);
+    assert!(
+        text.contains("first non-finite across ranks: rank 1 went non-finite first, at layers.0.act#1; rank 0 propagated"),
+        "{text}"
+    );
+    assert!(text.contains("   rank 0: layers.0.down#1 (shared position 7, 8 NaN, 0 inf): propagated via layers.0.down#1"));
+
+    let (code, json, err) = dumpview(&["--json", "scan", nan, "--ignore", "act$"]);
+    assert_eq!(code, 1);
+    let doc: serde_json::Value = serde_json::from_str(&json).unwrap();
+    assert_eq!(
+        doc["across_ranks"][0]["origin_key"],
+        "layers.0.down_partial#1"
+    );
+    assert_eq!(
+        doc["across_ranks"][0]["origin_ranks"],
+        serde_json::json!([1])
+    );
+    let notes: Vec<&str> = doc["warnings"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|w| w["message"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        notes,
+        ["--ignore \"act$\": 1 record left out of the search (stage layers.0.act)"; 2]
+    );
+    assert!(err.contains("note:"), "{err}");
+
+    let tp1 = dir("tp1");
+    let (code, text, _) = dumpview(&["diff", tp1.to_str().unwrap(), nan, "--ignore", "act|down"]);
+    assert_eq!(code, 1);
+    assert!(
+        text.contains("coverage: 7 paired (2 merged over a parallel group)"),
+        "{text}"
+    );
+    assert!(text.contains("first divergence: layers.0.out#1"), "{text}");
+
+    let (code, md, _) = dumpview(&["report", tp1.to_str().unwrap(), nan, "--ignore", "logits"]);
+    assert_eq!(code, 1);
+    assert!(md.contains("## First non-finite across ranks\n\n- side B, label `req-layouts`: rank 1 went non-finite first, at layers.0.act#1"), "{md}");
+    assert!(md.contains("## Ignored stages\n"), "{md}");
+    assert!(
+        md.contains("--ignore \"logits\": 1 record left out of the search (stage logits)"),
+        "{md}"
+    );
+
+    let (code, _, err) = dumpview(&["scan", nan, "--ignore", "("]);
+    assert_eq!(code, 2);
+    assert!(
+        err.contains("--ignore \"(\" is not a valid regular expression"),
+        "{err}"
+    );
+}

@@ -30,19 +30,22 @@ pub fn merge_text(report: &DiffReport) -> String {
         sizes.join(", ")
     );
     for (side, merge) in [("A", &layouts.a), ("B", &layouts.b)] {
-        out.push_str(&side_text(side, merge));
+        for line in side_lines(side, merge) {
+            let _ = writeln!(out, "   {line}");
+        }
     }
     out.push('\n');
     out
 }
 
-fn side_text(side: &str, merge: &SideMerge) -> String {
+/// One line per group merged on `side`, its missing ranks and what it could not merge.
+pub fn side_lines(side: &str, merge: &SideMerge) -> Vec<String> {
     let mut out = String::new();
     for g in merge.groups.iter().filter(|g| g.size > 1) {
         let ranks: Vec<String> = g.ranks.iter().map(u32::to_string).collect();
         let _ = writeln!(
             out,
-            "   {side}: {} group of {} (ranks {}) merged as rank {}: {} stage{} merged from \
+            "{side}: {} group of {} (ranks {}) merged as rank {}: {} stage{} merged from \
              pieces, {} replicated (rank {}'s record stands for the group)",
             g.axis,
             g.size,
@@ -57,7 +60,7 @@ fn side_text(side: &str, merge: &SideMerge) -> String {
             let missing: Vec<String> = g.missing_ranks.iter().map(u32::to_string).collect();
             let _ = writeln!(
                 out,
-                "   {side}: MISSING EVIDENCE: {} rank{} {} of the group not captured; its sharded \
+                "{side}: MISSING EVIDENCE: {} rank{} {} of the group not captured; its sharded \
                  stages are left out (capture every rank: DUMP_PROBE_RANKS=all)",
                 g.axis,
                 if missing.len() == 1 { "" } else { "s" },
@@ -65,20 +68,20 @@ fn side_text(side: &str, merge: &SideMerge) -> String {
             );
         }
         for w in g.warnings.iter().take(LISTED) {
-            let _ = writeln!(out, "   {side}: not merged: {w}");
+            let _ = writeln!(out, "{side}: not merged: {w}");
         }
         if g.warnings.len() > LISTED {
             let _ = writeln!(
                 out,
-                "   {side}: … {} more not merged",
+                "{side}: … {} more not merged",
                 g.warnings.len() - LISTED
             );
         }
     }
     for invalid in &merge.invalid {
-        let _ = writeln!(out, "   {side}: layout not read, kept per rank: {invalid}");
+        let _ = writeln!(out, "{side}: layout not read, kept per rank: {invalid}");
     }
-    out
+    out.lines().map(str::to_string).collect()
 }
 
 /// ` (7 merged over a parallel group)` for the coverage line; empty when none is.
