@@ -406,3 +406,55 @@ fn scan_names_the_origin_rank_and_ignore_leaves_stages_out_of_scan_diff_and_repo
         "{err}"
     );
 }
+
+#[test]
+fn an_uneven_tp3_split_merges_back_to_the_tp1_run() {
+    let report = across("tp1", "tp3_uneven");
+    let g = &report.layouts.as_ref().unwrap().b.groups[0];
+    assert_eq!((g.size, g.ranks.clone(), g.merged), (3, vec![0, 1, 2], 3));
+    let w = &report.windows[0];
+    assert_eq!(
+        w.only_a,
+        ["layers.0.up_heads#1"],
+        "4 heads do not split over 3 ranks"
+    );
+    let up = w.pairs.iter().find(|p| p.key == "layers.0.up#1").unwrap();
+    assert_eq!(up.shape_b.to_vec(), vec![6, 16]);
+    let shapes: Vec<Vec<u64>> = up.pieces_b.iter().map(|p| p.shape.clone()).collect();
+    assert_eq!(shapes, [vec![6, 6], vec![6, 5], vec![6, 5]]);
+    assert_eq!(up.shard_b.as_ref().unwrap().to_string(), "tp:1@0/16");
+    for p in &w.pairs {
+        assert_eq!(p.comparison.verdict, Verdict::Agree, "{}", p.key);
+    }
+    assert_eq!(w.first_divergence, None);
+}
+
+#[test]
+fn a_cp_zigzag_split_merges_back_to_the_cp1_run() {
+    let report = across("cp1", "cp2_zigzag");
+    let layouts = report.layouts.as_ref().unwrap();
+    assert_eq!(layouts.axes, ["cp"]);
+    let w = &report.windows[0];
+    let keys: Vec<&str> = w.pairs.iter().map(|p| p.key.as_str()).collect();
+    assert_eq!(
+        keys,
+        [
+            "embed#1",
+            "layers.0.input_norm#1",
+            "layers.0.norm_weight#1",
+            "layers.0.up#1"
+        ]
+    );
+    assert!(
+        w.pairs
+            .iter()
+            .all(|p| p.comparison.verdict == Verdict::Agree)
+    );
+    assert_eq!(w.pairs[0].shape_b.to_vec(), vec![8, 8]);
+    // The checksums of the zigzag chunks add up to the whole run's exactly (float64).
+    let embed = &w.pairs[0].comparison.stats[5];
+    assert!(
+        (embed.a.unwrap() - embed.b.unwrap()).abs() < 1e-12,
+        "{embed:?}"
+    );
+}

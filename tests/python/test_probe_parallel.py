@@ -33,7 +33,7 @@ def _window(root, rank):
 def runs(tmp_path_factory):
     """tp1, tp2 and tp2_nan written by real gloo process groups into a temporary directory."""
     out = str(tmp_path_factory.mktemp("layouts"))
-    names = ("tp1", "tp2", "tp2_nan")
+    names = ("tp1", "tp2", "tp2_nan", "tp3_uneven", "cp1", "cp2_zigzag")
     done = subprocess.run([sys.executable, GENERATOR, out, *names], capture_output=True, text=True, timeout=240)
     assert done.returncode == 0, done.stderr
     return {name: os.path.join(out, name) for name in names}
@@ -77,6 +77,25 @@ def test_the_shards_statistics_add_up_to_the_unsharded_run(runs, stage):
         assert math.sqrt(sum(p["l2"] ** 2 for p in parts)) == pytest.approx(full["l2"], rel=1e-12)
 
 
+@pytest.mark.parametrize("run,whole,stages,ranks", [
+    ("tp3_uneven", "tp1", ("layers.0.up", "layers.0.act", "layers.0.down_partial"), 3),
+    ("cp2_zigzag", "cp1", ("embed", "layers.0.input_norm", "layers.0.up"), 2),
+])
+def test_uneven_and_zigzag_gloo_shards_add_up(runs, run, whole, stages, ranks):
+    windows = [_window(runs[run], r) for r in range(ranks)]
+    if run == "tp3_uneven":
+        assert [record(w, "layers.0.up")["shard"] for w in windows] == ["tp:1@0/16", "tp:1@6/16", "tp:1@11/16"]
+        assert [record(w, "layers.0.up")["shape"] for w in windows] == [[6, 6], [6, 5], [6, 5]]
+    else:
+        assert [w["metadata"]["parallel"] for w in windows] == [{"cp": [0, 2]}, {"cp": [1, 2]}]
+        assert record(windows[1], "embed")["shard"] == "cp:0:zigzag"
+    for stage in stages:
+        full = record(_window(runs[whole], 0), stage)["stats"]
+        parts = [record(w, stage)["stats"] for w in windows]
+        got = sum(p["pos_checksum"] for p in parts)
+        assert got == pytest.approx(full["pos_checksum"], rel=1e-12, abs=1e-12), (run, stage)
+
+
 @pytest.mark.parametrize("stage", REPLICATED)
 def test_replicated_stages_equal_on_both_ranks_and_the_unsharded_run(runs, stage):
     full = record(_window(runs["tp1"], 0), stage)["stats"]
@@ -111,6 +130,10 @@ def test_uneven_and_zigzag_checksums_add_up(probe):
     local = [torch.cat([chunks[0], chunks[3]]), torch.cat([chunks[1], chunks[2]])]
     total = sum(probe._statistics(t, split=probe._Split(0, 8, 0, True, r, 2))[-1].item() for r, t in enumerate(local))
     assert total == pytest.approx(whole, rel=1e-12)
+    # Contiguous halves annotated as zigzag put rows in the wrong places: the sum moves.
+    wrong = sum(probe._statistics(t, split=probe._Split(0, 8, 0, True, r, 2))[-1].item()
+                for r, t in enumerate(seq.split(4)))
+    assert abs(wrong - whole) > 1e-3 * abs(whole)
 
 
 def test_annotations_are_recorded_normalised_and_bad_ones_refused(probe, capsys):
