@@ -144,6 +144,7 @@ class _State:
         self.config = config
         self.labels = {}  # label -> (1-based match index, calls so far)
         self.window = None  # dict describing the open window
+        self.parallel = {}  # axis -> (rank in group, group size) of the open window (arm's parallel=)
         self.records = []
         self.input_sets = []
         self.occurrences = {}  # stage -> captures so far in this window
@@ -255,6 +256,13 @@ def arm(label, **metadata):
             return False
         if match != _config.match or calls != _config.occurrence:
             return False
+        parallel = _parallel_layout(metadata.get("parallel"))
+        if parallel:
+            metadata = dict(metadata, parallel={axis: list(v) for axis, v in parallel.items()})
+            _warn_unselected_group(parallel)
+        elif "parallel" in metadata:
+            metadata = {k: v for k, v in metadata.items() if k != "parallel"}
+        _state.parallel = parallel
         _state.window = {
             "label": label,
             "match": match,
@@ -282,6 +290,53 @@ def arm(label, **metadata):
         return False
 
 
+# Axes of arm(parallel=...): tensor, context, data, pipeline and expert parallel.
+PARALLEL_AXES = ("tp", "cp", "dp", "pp", "ep")
+# Collectives a capture(collective=...) may name.
+COLLECTIVES = ("all_reduce", "all_gather", "reduce_scatter", "all_to_all", "broadcast", "reduce")
+
+
+def _parallel_layout(value):
+    """{axis: (rank_in_group, group_size)} from arm(parallel=...); {} (with a warning) when invalid.
+
+    ``value`` maps an axis of PARALLEL_AXES to a pair of ints, 0 <= rank_in_group < group_size
+    (tensors and lists of two ints are accepted).  None gives {}.
+    """
+    if value is None:
+        return {}
+    try:
+        if not isinstance(value, dict) or not value:
+            raise ValueError("a dict such as {'tp': (rank_in_group, group_size)}")
+        layout = {}
+        for axis, pair in value.items():
+            if axis not in PARALLEL_AXES:
+                raise ValueError("axis %r is not one of %s" % (axis, ", ".join(PARALLEL_AXES)))
+            if isinstance(pair, torch.Tensor):
+                pair = pair.tolist()
+            rank, size = (int(v) for v in pair)
+            if size < 1 or not 0 <= rank < size:
+                raise ValueError("%s=(%d, %d) needs 0 <= rank_in_group < group_size" % (axis, rank, size))
+            layout[axis] = (rank, size)
+        return layout
+    except Exception as exc:
+        _warn("arm(parallel=%r) is not a parallel layout (%s); recorded without one" % (value, exc), key="parallel")
+        return {}
+
+
+def _warn_unselected_group(parallel):
+    """One warning when DUMP_PROBE_RANKS cannot select every rank of a group of ``parallel``."""
+    if _config.ranks is None:
+        return
+    for axis, (_, size) in sorted(parallel.items()):
+        if size > 1 and len(_config.ranks) < size:
+            _warn("arm(parallel=...) gives a %s group of %d ranks but DUMP_PROBE_RANKS=%s selects %d rank%s: "
+                  "stages sharded over %s will be missing evidence on the ranks left out; set "
+                  "DUMP_PROBE_RANKS=all (or list every rank of the group)"
+                  % (axis, size, ",".join(str(r) for r in sorted(_config.ranks)), len(_config.ranks),
+                     "" if len(_config.ranks) == 1 else "s", axis), key="parallel-ranks")
+            return
+
+
 def _metadata_value(value):
     """Keep metadata JSON-ready; tensors stay on device (cloned) until finish()."""
     if isinstance(value, torch.Tensor):
@@ -299,12 +354,24 @@ def _metadata_value(value):
     return repr(value)
 
 
-def capture(stage, tensor):
+def capture(stage, tensor, shard=None, collective=None):
     """Record statistics and layout of ``tensor`` as the next occurrence of ``stage``.
 
     Costs one boolean check when no window is open.  Only device-side work
     happens here; nothing is read back until finish().  A tensor whose stage
     matches DUMP_PROBE_TENSOR is also kept (first DUMP_PROBE_ROWS rows).
+
+    ``shard`` says how this rank's tensor relates to the full one, over an axis
+    given to arm(parallel=...): ``"tp:D"`` (an equal slice along dimension D, in
+    group-rank order), ``"tp:D@OFFSET/FULL"`` (an uneven slice: OFFSET elements
+    into a full size FULL), ``"cp:D"`` / ``"cp:D@OFFSET/FULL"`` / ``"cp:D:zigzag"``
+    (context-parallel chunks; zigzag: chunks r and 2n-1-r of 2n), ``"replicated:tp"``
+    (the same values on every rank) or ``"partial:tp"`` (a partial sum still to be
+    reduced).  The position checksum of a sliced tensor uses each element's
+    coordinates in the full tensor, so the shards' checksums add up to the full
+    tensor's.  ``collective`` names the collective whose output this is
+    (``"all_reduce"``, ``"all_gather"``, ...).  An invalid annotation prints one
+    warning and the record is kept without it.
     """
     if not _active:
         return
@@ -318,13 +385,24 @@ def capture(stage, tensor):
         tensor = tensor.detach()
         meta = _layout(tensor)
         meta.update(stage=stage, occurrence=occurrence, seq=len(_state.records), mode="eager")
+        split = None
+        if shard is not None:
+            annotation = _shard_annotation(stage, shard, tensor)
+            if annotation is not None:
+                meta["shard"], split = annotation
+        if collective is not None:
+            if collective in COLLECTIVES:
+                meta["collective"] = collective
+            else:
+                _warn("capture(%r, collective=%r): not one of %s; recorded without it"
+                      % (stage, collective, ", ".join(COLLECTIVES)), key="collective:%s" % stage)
         saved = None
         if _config.tensor_regex is not None and _config.tensor_regex.search(stage):
             saved = _bounded_rows(tensor).clone()
             meta["rows_total"] = int(tensor.shape[0]) if tensor.dim() > 0 else 1
             meta["rows_kept"] = int(saved.shape[0]) if saved.dim() > 0 else 1
         try:
-            stats = _statistics(tensor)
+            stats = _statistics(tensor, split=split)
         except Exception as exc:  # a dtype or layout torch cannot reduce (float8, sparse): that record only
             _warn("no statistics for %s tensors (%s: %s); their records carry null stats"
                   % (tensor.dtype, type(exc).__name__, str(exc).splitlines()[0][:120]), key="stats:%s" % tensor.dtype)
@@ -366,6 +444,113 @@ def capture_inputs(stage, _op=None, **named):
         _state.input_sets.append(entry)
     except Exception as exc:
         _disarm("capture_inputs(%r)" % (stage,), exc)
+
+
+_SHARD = re.compile(r"^(?:(replicated|partial):(\w+)|(tp|cp):(-?\d+)(?:@(\d+)/(\d+)|:(zigzag))?)$")
+
+
+class _Split:
+    """Where a sliced tensor's indices along ``dim`` lie in the full tensor (see _global_index)."""
+
+    __slots__ = ("dim", "full", "offset", "zigzag", "rank", "size")
+
+    def __init__(self, dim, full, offset, zigzag, rank, size):
+        self.dim, self.full, self.offset, self.zigzag, self.rank, self.size = dim, full, offset, zigzag, rank, size
+
+    def key(self):
+        return (self.dim, self.full, self.offset, self.zigzag, self.rank, self.size)
+
+
+def _shard_annotation(stage, shard, tensor):
+    """(the manifest's ``shard`` string, a _Split or None) of capture(shard=...), or None with a warning.
+
+    The string is written normalised: a negative dimension counted from the front.
+    """
+    def refuse(why):
+        _warn("capture(%r, shard=%r): %s; recorded without a shard" % (stage, shard, why), key="shard:%s" % stage)
+        return None
+
+    m = _SHARD.match(str(shard).strip())
+    if m is None:
+        return refuse("not 'tp:D', 'tp:D@OFFSET/FULL', 'cp:D', 'cp:D:zigzag', 'replicated:AXIS' or 'partial:AXIS'")
+    kind_axis, axis = m.group(1), m.group(2) or m.group(3)
+    if axis not in _state.parallel:
+        return refuse("arm() was given no parallel layout for %r (arm(..., parallel={%r: (rank_in_group, group_size)}))"
+                      % (axis, axis))
+    rank, size = _state.parallel[axis]
+    if kind_axis is not None:
+        return "%s:%s" % (kind_axis, axis), None
+    ndim = tensor.dim()
+    dim = int(m.group(4))
+    if not -ndim <= dim < ndim:
+        return refuse("dimension %d is out of range for a %d-d tensor" % (dim, ndim))
+    dim %= ndim
+    local = int(tensor.shape[dim])
+    if m.group(5) is not None:
+        offset, full = int(m.group(5)), int(m.group(6))
+        if offset + local > full:
+            return refuse("offset %d + local size %d is past the full size %d" % (offset, local, full))
+        return "%s:%d@%d/%d" % (axis, dim, offset, full), _Split(dim, full, offset, False, rank, size)
+    if m.group(7) is not None:
+        if local % 2:
+            return refuse("a zigzag shard holds two equal chunks, but dimension %d has odd size %d" % (dim, local))
+        return "%s:%d:zigzag" % (axis, dim), _Split(dim, local * size, 0, True, rank, size)
+    return "%s:%d" % (axis, dim), _Split(dim, local * size, rank * local, False, rank, size)
+
+
+def _global_index(split, local, device):
+    """[local] int64 indices, along ``split.dim``, of this rank's elements in the full tensor.
+
+    An offset slice holds offset .. offset+local-1.  A zigzag shard of n ranks splits the full
+    dimension into 2n chunks of c = local/2 and holds chunks ``rank`` and ``2n-1-rank``.
+    """
+    index = torch.arange(local, dtype=torch.int64, device=device)
+    if not split.zigzag:
+        return index + split.offset
+    c = local // 2
+    second = (2 * split.size - 1 - split.rank) * c - c
+    return torch.where(index < c, index + split.rank * c, index + second)
+
+
+def _shard_weights(shape, split, dtype, device):
+    """(row weights [rows], column weights [cols]) at the full tensor's coordinates; cached.
+
+    The local tensor is viewed as [rows, cols] as for an unsharded one; a slice along the
+    last dimension moves the column indices, one along a leading dimension the row index of
+    each local row, which is that row's multi-index with the full size at ``split.dim``.
+    """
+    key = ("shard", tuple(shape), split.key(), dtype, device)
+    cached = _weights_cache.get(key)
+    if cached is not None:
+        return cached
+    cols = shape[-1]
+    rows = 1
+    for size in shape[:-1]:
+        rows *= size
+    if split.dim == len(shape) - 1:
+        col_index = _global_index(split, cols, device)
+        row_index = torch.arange(rows, dtype=torch.int64, device=device)
+    else:
+        outer = 1
+        for size in shape[: split.dim]:
+            outer *= size
+        inner = 1
+        for size in shape[split.dim + 1: -1]:
+            inner *= size
+        along = _global_index(split, shape[split.dim], device)
+        row_index = (torch.arange(outer, dtype=torch.int64, device=device).view(-1, 1, 1) * (split.full * inner)
+                     + along.view(1, -1, 1) * inner
+                     + torch.arange(inner, dtype=torch.int64, device=device).view(1, 1, -1)).reshape(-1)
+        col_index = torch.arange(cols, dtype=torch.int64, device=device)
+    weights = (_weights_at(row_index, _ROW_MUL, dtype), _weights_at(col_index, _COL_MUL, dtype))
+    if len(_weights_cache) < _WEIGHTS_CACHE_MAX and rows + cols <= _WEIGHTS_CACHE_LENGTH:
+        _weights_cache[key] = weights
+    return weights
+
+
+def _weights_at(index, multiplier, dtype):
+    """(((index + 1) * multiplier) mod 2**32) / 2**32 for 0-based int64 ``index``."""
+    return torch.bitwise_and((index + 1) * multiplier, _TWO_32 - 1).to(dtype) / _TWO_32
 
 
 def _op_name(op):
@@ -509,7 +694,7 @@ def _stats_dtype(device):
     return torch.float64 if device.type in ("cpu", "cuda", "meta", "xpu") else torch.float32
 
 
-def _statistics(tensor, acc=None):
+def _statistics(tensor, acc=None, split=None):
     """The _DEVICE_STATS vector of ``tensor``, computed on its device, no host read.
 
     Definitions (x: the tensor's values, F: its finite elements):
@@ -534,6 +719,8 @@ def _statistics(tensor, acc=None):
     Floating tensors are reduced in float32 (float64 tensors, and tensors of
     2**24 or more elements where the device has float64, in float64), so
     counts are exact; integers and bools are summarised as float values.
+    ``split`` (a _Split, from capture(shard=...)) puts the checksum's weights
+    at the full tensor's coordinates.
     """
     acc = acc or _stats_dtype(tensor.device)
     n = tensor.numel()
@@ -563,8 +750,12 @@ def _statistics(tensor, acc=None):
         # the values scaled by an exact power of two, widened to acc before scaling back.
         rescued = torch.linalg.vector_norm(values * _L2_SCALE).to(acc) / _L2_SCALE
         l2 = torch.where(torch.isinf(l2), rescued, l2.to(acc))
-    row_sums = values @ _position_weights(cols, _COL_MUL, red, x.device)
-    checksum = torch.dot(row_sums, _position_weights(x.shape[0], _ROW_MUL, red, x.device))
+    if split is None:
+        row_weights = _position_weights(x.shape[0], _ROW_MUL, red, x.device)
+        col_weights = _position_weights(cols, _COL_MUL, red, x.device)
+    else:
+        row_weights, col_weights = _shard_weights(list(tensor.shape), split, red, x.device)
+    checksum = torch.dot(values @ col_weights, row_weights)
     return torch.stack([nan_count, inf_count, low, high, total, l2, checksum]).to(acc)
 
 
@@ -829,6 +1020,8 @@ _RECORD_ORDER = (
     "numel", "storage_ptr", "storage_id", "storage_nbytes", "data_ptr", "device", "device_format", "is_contiguous", "stats",
     "tensor_file", "rows_kept", "rows_total",
 )
+# Written after ``truncated``, only when given (older readers ignore them).
+_RECORD_TAIL = ("shard", "collective")
 
 
 def _ordered_record(meta):
@@ -838,6 +1031,9 @@ def _ordered_record(meta):
         out.pop("rows_total", None)
     else:
         out["truncated"] = out["rows_kept"] < out["rows_total"]
+    for key in _RECORD_TAIL:
+        if key in meta:
+            out[key] = meta[key]
     return out
 
 

@@ -305,6 +305,8 @@ enum Command {
         /// Manifest files or directories holding them (all ranks and windows).
         #[arg(required = true)]
         inputs: Vec<PathBuf>,
+        #[command(flatten)]
+        ignore: cli::inputs::IgnoreArgs,
     },
     /// Pair two captures by rank, window and stage#occurrence; report coverage, input
     /// identity and the first divergence.
@@ -315,6 +317,8 @@ enum Command {
         b: PathBuf,
         #[command(flatten)]
         tolerance: ToleranceArgs,
+        #[command(flatten)]
+        ignore: cli::inputs::IgnoreArgs,
     },
     /// Run-to-run variability of repeated captures of one request: per-stage spread of
     /// each statistic and the first stage that varies.
@@ -344,6 +348,8 @@ enum Command {
         /// `dumpview replay`, judged again by the standard its verdict.json names).
         #[arg(long = "replay", value_name = "DIR")]
         replays: Vec<PathBuf>,
+        #[command(flatten)]
+        ignore: cli::inputs::IgnoreArgs,
     },
     /// Replay one captured operator input set through a candidate and a reference, judged.
     ///
@@ -454,10 +460,10 @@ fn workbench(
         // No terminal to draw on (a pipe, a script): the same answers as text.
         return match source {
             dumpview::runtime::Source::Files { a, b: None, .. } => {
-                cli::scan::run(&[a], attempts, json)
+                cli::scan::run(&[a], attempts, &Default::default(), json)
             }
             dumpview::runtime::Source::Files { a, b: Some(b), .. } => {
-                cli::diff::run(&a, &b, tolerance, attempts, json)
+                cli::diff::run(&a, &b, tolerance, attempts, &Default::default(), json)
             }
             dumpview::runtime::Source::Example(_) => cli::summary::run_embedded(json),
         };
@@ -574,17 +580,25 @@ fn run(
             &attempts,
             json,
         ),
-        Command::Scan { inputs } => cli::scan::run(&sources.locals(&inputs)?, &attempts, json),
+        Command::Scan { inputs, ignore } => {
+            cli::scan::run(&sources.locals(&inputs)?, &attempts, &ignore, json)
+        }
         Command::Tensors(mut args) => {
             args.a = sources.local(&args.a)?;
             args.b = sources.local(&args.b)?;
             cli::tensors::run(&args, json)
         }
-        Command::Diff { a, b, tolerance } => cli::diff::run(
+        Command::Diff {
+            a,
+            b,
+            tolerance,
+            ignore,
+        } => cli::diff::run(
             &sources.local(&a)?,
             &sources.local(&b)?,
             &tolerance,
             &attempts,
+            &ignore,
             json,
         ),
         Command::Vary {
@@ -600,6 +614,7 @@ fn run(
             table,
             tolerance,
             replays,
+            ignore,
         } => {
             let a = sources.local(&a)?;
             let b = b.map(|b| sources.local(&b)).transpose()?;
@@ -615,6 +630,7 @@ fn run(
                 &table,
                 &tolerance,
                 &attempts,
+                &ignore,
                 json,
             )
         }

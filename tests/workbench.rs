@@ -2425,3 +2425,56 @@ fn replay_verdicts_are_coloured_words_and_words_without_colour() {
     }
     assert!(text(&buffer).contains("ERROR  Relative"));
 }
+
+#[test]
+fn the_detail_of_a_merged_record_shows_the_merged_statistics_and_its_per_rank_pieces() {
+    let root = std::path::Path::new("tests/fixtures/layouts");
+    let mut app = bench(App::new(
+        load::open(
+            &root.join("tp1"),
+            Some(&root.join("tp2_wrong_shard")),
+            &mut |_| {},
+        )
+        .unwrap(),
+        false,
+    ));
+    assert_eq!(
+        key(&app),
+        "layers.0.up#1",
+        "opens on the merged first divergence"
+    );
+    let screen = text(&render(&mut app, 140, 40));
+    let detail = boxed(&screen, "detail");
+    let at = detail
+        .iter()
+        .position(|l| l == "B merged from 2 ranks")
+        .unwrap_or_else(|| panic!("{detail:#?}"));
+    assert!(
+        detail[at + 1].starts_with("  rank 0 [6, 8] 0/0"),
+        "{:?}",
+        detail[at + 1]
+    );
+    assert!(
+        detail[at + 2].starts_with("  rank 1 [6, 8] 0/0"),
+        "{:?}",
+        detail[at + 2]
+    );
+    // The B column holds the merged statistics the diff compared, not rank 0's piece: the
+    // merged l2 is sqrt(2) times rank 0's (rank 1 holds a copy of rank 0's slice).
+    let l2 = detail.iter().find(|l| l.starts_with("l2")).unwrap();
+    let pair = app.loaded.as_ref().unwrap().diff().unwrap().windows[0].pairs[3].clone();
+    let merged = pair.comparison.stats[4].b.unwrap();
+    let own = pair.pieces_b[0].stats.as_ref().unwrap().l2.unwrap();
+    assert!(
+        (merged - own * 2f64.sqrt()).abs() < 1e-12,
+        "{merged} vs {own}"
+    );
+    let shown: f64 = l2.split_whitespace().nth(2).unwrap().parse().unwrap();
+    assert!((shown - merged).abs() < 1e-3 * merged, "{l2}: {merged}");
+    assert!(
+        detail
+            .iter()
+            .any(|l| l.starts_with("nan/inf") && l.contains("0/0")),
+        "{detail:#?}"
+    );
+}

@@ -84,13 +84,16 @@ pub fn run(
     b: &Path,
     tolerance: &ToleranceArgs,
     attempts: &super::inputs::AttemptArgs,
+    ignore: &super::inputs::IgnoreArgs,
     json: bool,
 ) -> Result<Outcome, CliError> {
     let tolerances = tolerance.tolerances()?;
-    let [dump_a, dump_b]: [Dump; 2] =
+    let [mut dump_a, mut dump_b]: [Dump; 2] =
         load_captures(&[a.to_path_buf(), b.to_path_buf()], attempts, json)?
             .try_into()
             .expect("two captures in, two dumps out");
+    ignore.apply(&mut dump_a)?;
+    ignore.apply(&mut dump_b)?;
     let analysis = Analysis::compute_diff(&dump_a, &dump_b, &tolerances);
     let report = analysis.diff.as_ref().expect("a diff of two captures");
     if json {

@@ -38,6 +38,35 @@ impl AttemptArgs {
     }
 }
 
+/// `--ignore REGEX` of scan, diff and report.
+#[derive(Debug, Clone, Default, clap::Args)]
+pub struct IgnoreArgs {
+    /// Leave stages whose name matches REGEX out of the search (uninitialized outputs of
+    /// `empty`, receive buffers, masks); a note per window lists what was left out.
+    #[arg(long, value_name = "REGEX")]
+    pub ignore: Option<String>,
+}
+
+impl IgnoreArgs {
+    /// Leaves the matching stages out of `dump` (nothing without `--ignore`).
+    ///
+    /// # Errors
+    /// `--ignore` that is not a valid regular expression.
+    pub fn apply(&self, dump: &mut Dump) -> Result<(), String> {
+        let Some(pattern) = &self.ignore else {
+            return Ok(());
+        };
+        let regex = regex::Regex::new(pattern)
+            .map_err(|e| format!("--ignore {pattern:?} is not a valid regular expression: {e}"))?;
+        let before = dump.warnings.len();
+        dump.ignore_stages(&regex, pattern);
+        for warning in &dump.warnings[before..] {
+            eprintln!("dumpview: note: {warning}");
+        }
+        Ok(())
+    }
+}
+
 /// A load slower than this shows progress (only on a terminal, never with `--json`).
 const PROGRESS_AFTER: Duration = Duration::from_secs(1);
 

@@ -36,6 +36,7 @@ pub fn run(
     table: &TableArgs,
     tolerance: &ToleranceArgs,
     attempts: &super::inputs::AttemptArgs,
+    ignore: &super::inputs::IgnoreArgs,
     json: bool,
 ) -> Result<Outcome, CliError> {
     let Captures {
@@ -47,8 +48,12 @@ pub fn run(
     let tolerances = tolerance.tolerances()?;
     let inputs: Vec<PathBuf> = std::iter::once(a).chain(b).map(Path::to_path_buf).collect();
     let mut dumps = load_captures(&inputs, attempts, json)?.into_iter();
-    let dump_a = dumps.next().expect("A is loaded");
-    let dump_b = dumps.next();
+    let mut dump_a = dumps.next().expect("A is loaded");
+    let mut dump_b = dumps.next();
+    ignore.apply(&mut dump_a)?;
+    if let Some(b) = &mut dump_b {
+        ignore.apply(b)?;
+    }
     let analysis = Analysis::compute(&dump_a, dump_b.as_ref(), &tolerances);
     let mut report = Report::build(&dump_a, dump_b.as_ref(), &analysis);
     if let Some(dump_b) = &dump_b {

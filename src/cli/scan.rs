@@ -15,22 +15,25 @@ use crate::model::present;
 pub fn run(
     paths: &[PathBuf],
     attempts: &super::inputs::AttemptArgs,
+    ignore: &super::inputs::IgnoreArgs,
     json: bool,
 ) -> Result<Outcome, CliError> {
-    let dump = load_capture(paths, attempts.side(0), json)?;
+    let mut dump = load_capture(paths, attempts.side(0), json)?;
+    ignore.apply(&mut dump)?;
     let analysis = Analysis::compute(&dump, None, &Tolerances::default());
     let scans = &analysis.scans_a;
     if json {
         println!(
             "{}",
             serde_json::to_string_pretty(
-                &serde_json::json!({"windows": scans, "warnings": dump.warnings})
+                &serde_json::json!({"windows": scans, "across_ranks": analysis.ranks_a, "warnings": dump.warnings})
             )?
         );
     } else {
         for scan in scans {
             print!("{}", present::scan::text(scan));
         }
+        print!("{}", present::scan::across_ranks_text(&analysis.ranks_a));
     }
     // A damaged input (records dropped, evidence refused) is something to look at too.
     let found = scans.iter().any(WindowScan::found_something)

@@ -17,7 +17,7 @@ use super::format::{Piece, bar};
 use super::{Theme, format};
 use crate::app::App;
 use crate::model::analysis::compare::{STATS, Verdict};
-use crate::model::dump::{Mode, Record, Stats};
+use crate::model::dump::{Mode, Record, Shard, Stats};
 
 /// The stage and the verdict.
 const KEY: u8 = 0;
@@ -249,8 +249,31 @@ fn entries(app: &App, width: usize, theme: Theme) -> Vec<Entry> {
         .iter()
         .map(|name| pair.and_then(|p| p.comparison.stats.iter().find(|d| d.name == *name)))
         .collect();
-    let values_a: Vec<String> = STATS.iter().map(|n| format::num(stat(sa, n))).collect();
-    let values_b: Vec<String> = STATS.iter().map(|n| format::num(stat(sb, n))).collect();
+    // A record merged over a parallel group shows the merged statistics the diff compared,
+    // not its lowest rank's piece (the pieces follow below).
+    let merged =
+        |pieces: fn(&crate::model::analysis::diff::PairDiff) -> bool| pair.is_some_and(pieces);
+    let (merged_a, merged_b) = (
+        merged(|p| !p.pieces_a.is_empty()),
+        merged(|p| !p.pieces_b.is_empty()),
+    );
+    let value = |i: usize, name: &str, side_merged: bool, own: Option<&Stats>, b_side: bool| {
+        if side_merged {
+            diffs[i].and_then(|d| if b_side { d.b } else { d.a })
+        } else {
+            stat(own, name)
+        }
+    };
+    let values_a: Vec<String> = STATS
+        .iter()
+        .enumerate()
+        .map(|(i, n)| format::num(value(i, n, merged_a, sa, false)))
+        .collect();
+    let values_b: Vec<String> = STATS
+        .iter()
+        .enumerate()
+        .map(|(i, n)| format::num(value(i, n, merged_b, sb, true)))
+        .collect();
     let rels: Vec<String> = diffs
         .iter()
         .map(|d| {
@@ -270,7 +293,34 @@ fn entries(app: &App, width: usize, theme: Theme) -> Vec<Entry> {
             .max()
             .unwrap_or(1)
     };
-    let (ca, cb) = (counts(sa), counts(sb));
+    // A merged record's counts: its pieces' summed (a replicated one's: its lowest rank's).
+    let merged_counts = |pieces: &[crate::model::dump::Piece], shard: &Option<Shard>| {
+        let stats: Option<Vec<&Stats>> = pieces.iter().map(|p| p.stats.as_ref()).collect();
+        match (stats, shard) {
+            (Some(stats), Some(Shard::Replicated { .. })) => counts(stats.first().copied()),
+            (Some(stats), _) => format!(
+                "{}/{}",
+                stats.iter().map(|s| s.nan_count).sum::<u64>(),
+                stats.iter().map(|s| s.inf_count).sum::<u64>()
+            ),
+            (None, _) => "–".to_string(),
+        }
+    };
+    let (ca, cb) = match pair {
+        Some(p) if merged_a || merged_b => (
+            if merged_a {
+                merged_counts(&p.pieces_a, &p.shard_a)
+            } else {
+                counts(sa)
+            },
+            if merged_b {
+                merged_counts(&p.pieces_b, &p.shard_b)
+            } else {
+                counts(sb)
+            },
+        ),
+        _ => (counts(sa), counts(sb)),
+    };
     let first_header = if diffing { "A" } else { "value" };
     let wa = widest(&values_a, first_header).max(format::width(&ca));
     let wb = widest(&values_b, "B").max(format::width(&cb));
@@ -318,6 +368,36 @@ fn entries(app: &App, width: usize, theme: Theme) -> Vec<Entry> {
         });
     }
 
+    // The per-rank pieces of a merged record: rank, local shape, and its own statistics.
+    if let Some(p) = pair {
+        for (side, pieces) in [("A", &p.pieces_a), ("B", &p.pieces_b)] {
+            if pieces.is_empty() {
+                continue;
+            }
+            out.push(Entry {
+                level: SUMMARY,
+                line: Line::from(Span::styled(
+                    format::fit(&format!("{side} merged from {} ranks", pieces.len()), width),
+                    theme.dim(),
+                )),
+            });
+            for piece in pieces.iter() {
+                let s = piece.stats.as_ref();
+                let text = format!(
+                    "  rank {} {:?} {} max_abs {} mean {}",
+                    piece.rank,
+                    piece.shape,
+                    counts(s),
+                    format::num(stat(s, "max_abs")),
+                    format::num(stat(s, "mean"))
+                );
+                out.push(Entry {
+                    level: SUMMARY,
+                    line: Line::from(format::fit(&text, width)),
+                });
+            }
+        }
+    }
     let sides = [
         (a, "A", theme.side_a(), window_a.facts.name),
         (

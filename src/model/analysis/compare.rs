@@ -195,6 +195,10 @@ pub enum ExclusionKind {
     /// A sum that is non-finite although every element is finite and inside its dtype's range:
     /// the dump tool's own accumulation overflowed.
     Overflow,
+    /// A statistic of a partial sum merged over a parallel group (`partial:tp`): only the sum
+    /// (so the mean) and the position checksum merge exactly; `min`, `max`, `max_abs` and `l2`
+    /// of the reduced tensor do not follow from the partial sums' (docs/diff.md).
+    Partial,
 }
 
 /// A statistic left out of a pair's verdict, and why.
@@ -290,6 +294,19 @@ pub enum Verdict {
 }
 
 impl Verdict {
+    /// The verdict's name as the JSON `kind` spells it (`agree`, `magnitude`, `non_finite`, …).
+    pub fn name(&self) -> &'static str {
+        match self {
+            Verdict::Agree => "agree",
+            Verdict::Structural { .. } => "structural",
+            Verdict::NonFinite => "non_finite",
+            Verdict::Magnitude => "magnitude",
+            Verdict::ValuesMoved => "values_moved",
+            Verdict::ChecksumInconclusive => "checksum_inconclusive",
+            Verdict::NotCompared { .. } => "not_compared",
+        }
+    }
+
     /// True for the verdicts a first divergence is made of: structural, non-finite, magnitude
     /// and values moved (not agree, checksum inconclusive or not compared).
     pub fn diverges(&self) -> bool {
@@ -535,6 +552,31 @@ fn exclusion(
     stats: (&Stats, &Stats),
 ) -> Option<Exclusion> {
     let (va, vb) = (stat_at(stats.0, index), stat_at(stats.1, index));
+    let partial = |r: &Record| {
+        r.merged_from.is_some()
+            && matches!(r.shard, Some(crate::model::dump::Shard::Partial { .. }))
+    };
+    if STATS[index] != "mean"
+        && STATS[index] != "pos_checksum"
+        && (partial(records.0) || partial(records.1))
+    {
+        let (side, record) = if partial(records.0) {
+            ("a", records.0)
+        } else {
+            ("b", records.1)
+        };
+        let axis = record.shard.as_ref().map_or("tp", |s| s.axis());
+        return Some(Exclusion {
+            kind: ExclusionKind::Partial,
+            side,
+            text: format!(
+                "{} of a partial sum merged over {axis} on side {} does not follow from its pieces: \
+                 compared on mean and pos_checksum only",
+                STATS[index],
+                side.to_ascii_uppercase()
+            ),
+        });
+    }
     if va.is_some() != vb.is_some() {
         let side = if va.is_some() { "a" } else { "b" };
         return Some(Exclusion {
@@ -981,6 +1023,7 @@ mod tests {
             rows_kept: None,
             rows_total: None,
             truncated: None,
+            ..Record::default()
         }
     }
 }

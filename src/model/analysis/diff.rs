@@ -15,8 +15,10 @@ use serde::Serialize;
 use crate::model::analysis::compare::{
     Comparison, ExclusionKind, Tolerances, Verdict, compare_records,
 };
+use crate::model::analysis::merge::{self, SideMerge};
+use crate::model::analysis::replicated::{self, ReplicationFinding};
 use crate::model::analysis::scan::NonFinite;
-use crate::model::dump::{Dims, Mode, Name, Record, Window, keys_increase};
+use crate::model::dump::{Dims, Mode, Name, Piece, Record, Shard, Window, keys_increase};
 
 /// Hash maps over keys from the (untrusted) manifests: foldhash, seeded per process.
 type Map<K, V> = HashMap<K, V, foldhash::fast::RandomState>;
@@ -179,6 +181,30 @@ pub struct PairDiff {
     /// Verdict and per-statistic differences (flattened into this object in JSON).
     #[serde(flatten)]
     pub comparison: Comparison,
+    /// The per-rank pieces A's record was merged from over a parallel group (ranks, files,
+    /// local shapes and statistics); empty for a record as captured.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub pieces_a: Vec<Piece>,
+    /// The pieces of B's record, as `pieces_a`.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub pieces_b: Vec<Piece>,
+    /// A's record's parallel annotation (`tp:1`, `replicated:tp`, `partial:tp`), when it has one.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub shard_a: Option<Shard>,
+    /// B's record's parallel annotation.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub shard_b: Option<Shard>,
+}
+
+impl PairDiff {
+    /// True when either side's record was merged from the pieces of a parallel group (a
+    /// slice or a partial sum; a replicated record stands for its group and is not counted).
+    pub fn merged(&self) -> bool {
+        let pieces = |s: &Option<Shard>, p: &[Piece]| {
+            !p.is_empty() && !matches!(s, Some(Shard::Replicated { .. }))
+        };
+        pieces(&self.shard_a, &self.pieces_a) || pieces(&self.shard_b, &self.pieces_b)
+    }
 }
 
 /// The diff of one pair of windows.
@@ -295,12 +321,32 @@ pub struct DiffReport {
     pub stages: Vec<String>,
     /// rank → one [`Cell`] per entry of `stages`.
     pub table: BTreeMap<u32, Vec<Cell>>,
+    /// How the windows were merged over parallel groups before pairing, when A and B have
+    /// different group sizes (`None`: same layout, rank by rank).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub layouts: Option<LayoutMerge>,
+    /// `replicated` stages whose ranks disagree, on either side, under the diff's tolerances.
+    pub replicated: Vec<ReplicationFinding>,
+}
+
+/// The merge of both sides over the parallel axes whose group sizes differ.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct LayoutMerge {
+    /// The axes merged (`tp`, `cp`).
+    pub axes: Vec<String>,
+    /// `axis → (A's group size, B's group size)`.
+    pub sizes: BTreeMap<String, (u32, u32)>,
+    /// What merging did to A.
+    pub a: SideMerge,
+    /// What merging did to B.
+    pub b: SideMerge,
 }
 
 impl DiffReport {
     /// True when anything a user must look at was found: a divergence, a non-finite record
     /// on either side, an identity mismatch, a large drop in record count (missing data),
-    /// missing windows.
+    /// missing windows, a replicated stage whose ranks disagree, a parallel group that could
+    /// not be merged whole (missing ranks, shards that do not fit).
     pub fn found_something(&self) -> bool {
         self.windows.iter().any(|w| {
             w.first_divergence.is_some()
@@ -310,6 +356,16 @@ impl DiffReport {
                 || w.first_nonfinite_b.is_some()
         }) || !self.unpaired_a.is_empty()
             || !self.unpaired_b.is_empty()
+            || !self.replicated.is_empty()
+            || self.layouts.as_ref().is_some_and(|l| {
+                [&l.a, &l.b].iter().any(|side| {
+                    !side.invalid.is_empty()
+                        || side
+                            .groups
+                            .iter()
+                            .any(|g| !g.missing_ranks.is_empty() || !g.warnings.is_empty())
+                })
+            })
     }
 }
 
@@ -326,10 +382,39 @@ pub fn diff_reusing(
     tolerances: &Tolerances,
     reuse: impl Fn(&Window, &Window) -> Option<WindowDiff> + Sync,
 ) -> DiffReport {
+    let mut replicated = replicated::check('a', a, tolerances);
+    replicated.extend(replicated::check('b', b, tolerances));
+    let axes = merge::axes_to_merge(a, b);
+    let (merged_a, merged_b, layouts);
+    let (a, b) = if axes.is_empty() {
+        layouts = None;
+        (a, b)
+    } else {
+        let (wa, ma) = merge::merge_side(a, &axes);
+        let (wb, mb) = merge::merge_side(b, &axes);
+        (merged_a, merged_b) = (wa, wb);
+        layouts = Some(LayoutMerge {
+            axes: axes.iter().map(|s| s.to_string()).collect(),
+            sizes: axes
+                .iter()
+                .map(|axis| {
+                    let sizes = (merge::group_size(a, axis), merge::group_size(b, axis));
+                    (axis.to_string(), sizes)
+                })
+                .collect(),
+            a: ma,
+            b: mb,
+        });
+        (merged_a.as_slice(), merged_b.as_slice())
+    };
     let (pairs, unpaired_a, unpaired_b) = pair_windows(a, b);
     let windows: Vec<WindowDiff> = pairs
         .par_iter()
-        .map(|&(x, y)| reuse(x, y).unwrap_or_else(|| diff_windows(x, y, tolerances)))
+        .map(|&(x, y)| {
+            // A merged window is built anew on every diff: nothing earlier describes it.
+            let earlier = if layouts.is_none() { reuse(x, y) } else { None };
+            earlier.unwrap_or_else(|| diff_windows(x, y, tolerances))
+        })
         .collect();
     let first_rank = windows
         .iter()
@@ -345,6 +430,8 @@ pub fn diff_reusing(
         first_rank,
         stages,
         table,
+        layouts,
+        replicated,
     }
 }
 
@@ -408,6 +495,10 @@ pub fn diff_windows(a: &Window, b: &Window, tolerances: &Tolerances) -> WindowDi
             shape_a: ra.shape.clone(),
             shape_b: rb.shape.clone(),
             comparison: compare_records(ra, rb, tolerances),
+            pieces_a: ra.merged_from.as_deref().cloned().unwrap_or_default(),
+            pieces_b: rb.merged_from.as_deref().cloned().unwrap_or_default(),
+            shard_a: ra.shard.clone(),
+            shard_b: rb.shard.clone(),
         }
     };
     let mut pairs = Vec::new();
@@ -735,6 +826,7 @@ mod tests {
             rows_kept: None,
             rows_total: None,
             truncated: None,
+            ..Record::default()
         }
     }
 

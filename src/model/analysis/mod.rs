@@ -7,6 +7,9 @@
 pub mod compare;
 pub mod diff;
 pub mod layout;
+pub mod merge;
+pub mod ranks;
+pub mod replicated;
 pub mod report;
 pub mod scan;
 pub mod summary;
@@ -34,6 +37,10 @@ pub struct Analysis {
     pub scans_b: Vec<WindowScan>,
     /// A against B, when B is given.
     pub diff: Option<DiffReport>,
+    /// A's first non-finite across ranks, per request captured on several ranks.
+    pub ranks_a: Vec<ranks::AcrossRanks>,
+    /// B's, as `ranks_a` (empty without B).
+    pub ranks_b: Vec<ranks::AcrossRanks>,
 }
 
 impl Analysis {
@@ -54,6 +61,10 @@ impl Analysis {
             scans_a,
             scans_b,
             diff,
+            ranks_a: ranks::first_nonfinite_across(&a.windows),
+            ranks_b: b
+                .map(|b| ranks::first_nonfinite_across(&b.windows))
+                .unwrap_or_default(),
         }
     }
 
@@ -66,6 +77,8 @@ impl Analysis {
             scans_a: Vec::new(),
             scans_b: Vec::new(),
             diff: Some(diff::diff(&a.windows, &b.windows, tolerances)),
+            ranks_a: Vec::new(),
+            ranks_b: Vec::new(),
         }
     }
 
@@ -76,6 +89,8 @@ impl Analysis {
             scans_a: self.scans_a.clone(),
             scans_b: self.scans_b.clone(),
             diff: b.map(|b| diff::diff(&a.windows, &b.windows, tolerances)),
+            ranks_a: self.ranks_a.clone(),
+            ranks_b: self.ranks_b.clone(),
         }
     }
 
@@ -121,6 +136,11 @@ impl Analysis {
             scans_a,
             scans_b,
             diff,
+            ranks_a: ranks::first_nonfinite_across(&new.0.windows),
+            ranks_b: new
+                .1
+                .map(|b| ranks::first_nonfinite_across(&b.windows))
+                .unwrap_or_default(),
         }
     }
 

@@ -137,6 +137,26 @@ pub struct Report {
     /// order given; absent from the JSON when there are none.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub replays: Vec<ReplayFinding>,
+    /// The first non-finite across ranks of each request captured on several ranks, A's then
+    /// B's (docs/scan.md, "Across ranks").
+    pub across_ranks: Vec<SideAcrossRanks>,
+    /// How the diff merged parallel groups, when A and B have different group sizes.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub layouts: Option<crate::model::analysis::diff::LayoutMerge>,
+    /// `replicated` stages whose ranks disagree (docs/diff.md, "Across parallel layouts").
+    pub replicated: Vec<crate::model::analysis::replicated::ReplicationFinding>,
+    /// What `--ignore` left out of the search, one line per window.
+    pub ignored: Vec<String>,
+}
+
+/// The first non-finite across the ranks of one request on one side.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct SideAcrossRanks {
+    /// `'a'` or `'b'`.
+    pub side: char,
+    /// The answer.
+    #[serde(flatten)]
+    pub across: crate::model::analysis::ranks::AcrossRanks,
 }
 
 /// One replay output directory, judged (docs/replay.md).
@@ -280,6 +300,25 @@ impl Report {
             warnings,
             tensor_comparisons: Vec::new(),
             replays: Vec::new(),
+            across_ranks: analysis
+                .ranks_a
+                .iter()
+                .map(|x| ('a', x))
+                .chain(analysis.ranks_b.iter().map(|x| ('b', x)))
+                .map(|(side, across)| SideAcrossRanks {
+                    side,
+                    across: across.clone(),
+                })
+                .collect(),
+            layouts: report.and_then(|r| r.layouts.clone()),
+            replicated: report.map(|r| r.replicated.clone()).unwrap_or_default(),
+            ignored: a
+                .warnings
+                .iter()
+                .chain(b.iter().flat_map(|b| &b.warnings))
+                .filter(|w| w.message.starts_with("--ignore "))
+                .map(ToString::to_string)
+                .collect(),
         }
     }
 
@@ -445,6 +484,16 @@ impl Report {
             || self.nonfinite.iter().any(|n| n.first.is_some())
             || !self.alias_suspects.is_empty()
             || !self.missing_windows.is_empty()
+            || !self.replicated.is_empty()
+            || self.layouts.as_ref().is_some_and(|l| {
+                [&l.a, &l.b].iter().any(|side| {
+                    !side.invalid.is_empty()
+                        || side
+                            .groups
+                            .iter()
+                            .any(|g| !g.missing_ranks.is_empty() || !g.warnings.is_empty())
+                })
+            })
             || self.windows.iter().any(|w| {
                 w.first_divergence.is_some() || w.identity.is_mismatch() || w.missing_data.is_some()
             })

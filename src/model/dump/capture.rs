@@ -10,3 +10,38 @@ pub struct Dump {
     /// What the user should know about the inputs, in file order.
     pub warnings: Vec<Warning>,
 }
+
+impl Dump {
+    /// Leaves out of every window the records whose stage matches `regex` (uninitialized
+    /// outputs of `empty`, receive buffers, masks), so no analysis sees them; one note per
+    /// window that lost records names `pattern`, the count and the stages. Returns the number
+    /// of records left out.
+    pub fn ignore_stages(&mut self, regex: &regex::Regex, pattern: &str) -> usize {
+        let mut total = 0;
+        for window in &mut self.windows {
+            let mut stages: Vec<String> = Vec::new();
+            let before = window.records.len();
+            window.records.retain(|r| {
+                let ignored = regex.is_match(&r.stage);
+                if ignored && !stages.iter().any(|s| *s == *r.stage) {
+                    stages.push(r.stage.to_string());
+                }
+                !ignored
+            });
+            let left_out = before - window.records.len();
+            if left_out > 0 {
+                total += left_out;
+                self.warnings.push(Warning::note(
+                    window.source.clone(),
+                    format!(
+                        "--ignore {pattern:?}: {left_out} record{} left out of the search (stage{} {})",
+                        if left_out == 1 { "" } else { "s" },
+                        if stages.len() == 1 { "" } else { "s" },
+                        stages.join(", ")
+                    ),
+                ));
+            }
+        }
+        total
+    }
+}

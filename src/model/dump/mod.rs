@@ -7,12 +7,14 @@
 
 mod capture;
 pub mod evidence;
+mod parallel;
 mod record;
 mod stage_key;
 mod warning;
 mod window;
 
 pub use capture::Dump;
+pub use parallel::{AXES, Layout, Placement, Shard};
 pub use record::*;
 pub use stage_key::{StageKey, capture_regex};
 pub use warning::{UNREADABLE_WINDOW, Warning, WarningKind, any_lost};

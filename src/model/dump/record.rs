@@ -31,7 +31,7 @@ pub enum Mode {
 /// (no finite element). Non-finite results of the reduction itself, written by
 /// the probe as the strings `"nan"`, `"inf"`, `"-inf"`, are read back as the
 /// corresponding `f64`.
-#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Deserialize, serde::Serialize)]
 pub struct Stats {
     /// Number of NaN elements; when `counts_known` is false, 1 means "at least one".
     pub nan_count: u64,
@@ -395,6 +395,35 @@ pub struct Record {
     /// prefix (windowed, `max_bytes_per_tensor`); `None` when not recorded.
     #[serde(default)]
     pub truncated: Option<bool>,
+    /// How this rank's tensor relates to the full one over a parallel group (`tp:1`,
+    /// `replicated:tp`, `partial:tp`, docs/manifest.md "Parallel layouts"); `None` for a
+    /// per-rank stage, in older manifests and in other formats.
+    #[serde(default)]
+    pub shard: Option<super::parallel::Shard>,
+    /// The collective this record is the output of (`all_reduce`, `all_gather`, …); `None`
+    /// where not marked.
+    #[serde(default)]
+    pub collective: Option<Name>,
+    /// The per-rank records this one was merged from over a parallel group (set by
+    /// [`crate::model::analysis::merge`], never read from a file); `None` for a record as
+    /// captured.
+    #[serde(skip)]
+    pub merged_from: Option<std::sync::Arc<Vec<Piece>>>,
+}
+
+/// One rank's piece of a record merged over a parallel group.
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+pub struct Piece {
+    /// The global rank that captured it.
+    pub rank: u32,
+    /// Its rank within the group.
+    pub rank_in_group: u32,
+    /// The manifest it was read from.
+    pub source: String,
+    /// Its local shape, elements.
+    pub shape: Vec<u64>,
+    /// Its statistics as captured.
+    pub stats: Option<Stats>,
 }
 
 impl Record {

@@ -5,6 +5,7 @@ use std::path::{Path, PathBuf};
 
 use serde::Deserialize;
 
+use super::parallel::{AXES, Layout};
 use super::record::{Record, Stats};
 
 /// One `capture_inputs()` call: a complete operator input set saved for replay.
@@ -172,5 +173,75 @@ impl Window {
         let mut ids = Vec::new();
         flatten(self.metadata.get("token_ids")?, &mut ids)?;
         Some(ids)
+    }
+}
+
+impl Window {
+    /// The window's parallel layout from `metadata.parallel`.
+    ///
+    /// # Errors
+    /// A message naming the window's file when `parallel` is not an object of documented axes
+    /// mapping to `[rank_in_group, group_size]` with `rank_in_group < group_size`.
+    pub fn parallel(&self) -> Result<Layout, String> {
+        let Some(value) = self.metadata.get("parallel") else {
+            return Ok(Layout::new());
+        };
+        let refuse = |why: String| {
+            format!(
+                "{}: metadata.parallel {value}: {why}",
+                self.source.display()
+            )
+        };
+        let object = value
+            .as_object()
+            .ok_or_else(|| refuse("not an object".into()))?;
+        let mut layout = Layout::new();
+        for (axis, pair) in object {
+            if !AXES.contains(&axis.as_str()) {
+                return Err(refuse(format!("axis {axis:?} is not one of {AXES:?}")));
+            }
+            let numbers: Option<Vec<u32>> = pair.as_array().and_then(|items| {
+                items
+                    .iter()
+                    .map(|v| v.as_u64().and_then(|n| u32::try_from(n).ok()))
+                    .collect()
+            });
+            match numbers.as_deref() {
+                Some(&[rank, size]) if rank < size => {
+                    layout.insert(axis.clone(), (rank, size));
+                }
+                _ => {
+                    return Err(refuse(format!(
+                        "{axis} must be [rank_in_group, group_size] with rank_in_group < group_size"
+                    )));
+                }
+            }
+        }
+        Ok(layout)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_layout_comes_from_metadata_parallel() {
+        let mut window: Window = serde_json::from_value(serde_json::json!({
+            "schema_version": 1, "label": "r", "match": 1, "occurrence": 1, "rank": 1,
+            "world_size": 2, "records": []
+        }))
+        .unwrap();
+        window.source = "rank1/m.json".into();
+        assert!(window.parallel().unwrap().is_empty());
+        window
+            .metadata
+            .insert("parallel".into(), serde_json::json!({"tp": [1, 2]}));
+        assert_eq!(window.parallel().unwrap()["tp"], (1, 2));
+        window
+            .metadata
+            .insert("parallel".into(), serde_json::json!({"tp": [2, 2]}));
+        let err = window.parallel().unwrap_err();
+        assert!(err.starts_with("rank1/m.json: metadata.parallel"), "{err}");
     }
 }

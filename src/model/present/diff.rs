@@ -8,9 +8,11 @@ use crate::model::analysis::diff::{DiffReport, PairDiff, WindowDiff};
 /// The text form of a diff.
 pub fn text(report: &DiffReport) -> String {
     let mut out = String::new();
+    out.push_str(&super::layouts::merge_text(report));
     for w in &report.windows {
         out.push_str(&render_window(w));
     }
+    out.push_str(&super::layouts::replicated_text(report));
     for (side, windows) in [("A", &report.unpaired_a), ("B", &report.unpaired_b)] {
         for w in windows.iter() {
             let _ = writeln!(
@@ -64,8 +66,9 @@ fn render_window(w: &WindowDiff) -> String {
     let unpaired = !w.only_a.is_empty() || !w.only_b.is_empty();
     let _ = writeln!(
         out,
-        "coverage: {} paired{}, {} only in A, {} only in B{}",
+        "coverage: {} paired{}{}, {} only in A, {} only in B{}",
         w.pairs.len(),
+        super::layouts::merged_count(w),
         not_compared_counts(w),
         w.only_a.len(),
         w.only_b.len(),
@@ -86,6 +89,7 @@ fn render_window(w: &WindowDiff) -> String {
             w.precision_changes
         );
     }
+    out.push_str(&super::layouts::partial_text(w));
     out.push_str(&render_unjudged(w));
     match w.first() {
         Some(pair) => out.push_str(&render_first(pair)),
@@ -293,6 +297,7 @@ fn render_first(pair: &PairDiff) -> String {
             let _ = writeln!(out, "   {}", checksum_bound_text(&bound));
         }
     }
+    out.push_str(&super::layouts::pieces_text(pair));
     out
 }
 

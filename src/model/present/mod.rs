@@ -3,6 +3,7 @@
 
 pub mod cases;
 pub mod diff;
+pub mod layouts;
 pub mod number;
 pub mod replay;
 pub mod report;

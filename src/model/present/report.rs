@@ -6,6 +6,52 @@ use crate::model::analysis::compare::Verdict;
 use crate::model::analysis::report::Report;
 
 impl Report {
+    /// The parallel-layout sections: first non-finite across ranks, groups merged, replicated
+    /// stages that differ, stages `--ignore` left out; empty when none applies.
+    fn parallel_markdown(&self) -> String {
+        let mut md = String::new();
+        if !self.across_ranks.is_empty() {
+            let _ = writeln!(md, "## First non-finite across ranks\n");
+            for x in &self.across_ranks {
+                let _ = writeln!(
+                    md,
+                    "- side {}, label `{}`: {}",
+                    x.side.to_ascii_uppercase(),
+                    x.across.label,
+                    x.across.describe()
+                );
+            }
+            md.push('\n');
+        }
+        if self.layouts.is_some() || !self.replicated.is_empty() {
+            let _ = writeln!(md, "## Parallel layouts\n");
+            if let Some(layouts) = &self.layouts {
+                for (side, merge) in [("A", &layouts.a), ("B", &layouts.b)] {
+                    for line in crate::model::present::layouts::side_lines(side, merge) {
+                        let _ = writeln!(md, "- {line}");
+                    }
+                }
+            }
+            for f in &self.replicated {
+                let _ = writeln!(
+                    md,
+                    "- side {}: {}",
+                    f.side.to_ascii_uppercase(),
+                    f.describe()
+                );
+            }
+            md.push('\n');
+        }
+        if !self.ignored.is_empty() {
+            let _ = writeln!(md, "## Ignored stages\n");
+            for line in &self.ignored {
+                let _ = writeln!(md, "- {line}");
+            }
+            md.push('\n');
+        }
+        md
+    }
+
     /// The report as Markdown.
     pub fn to_markdown(&self) -> String {
         let mut md = String::new();
@@ -88,6 +134,7 @@ impl Report {
             };
         }
         md.push('\n');
+        md.push_str(&self.parallel_markdown());
         if !self.inputs_b.is_empty() {
             md.push_str(&self.diff_markdown());
         }

@@ -3,7 +3,46 @@
 
 use std::fmt::Write;
 
+use crate::model::analysis::ranks::AcrossRanks;
 use crate::model::analysis::scan::{AliasGroup, WindowScan};
+
+/// The text of the first non-finite across ranks, one block per request; empty for none.
+pub fn across_ranks_text(across: &[AcrossRanks]) -> String {
+    let mut out = String::new();
+    for a in across {
+        let ranks: Vec<String> = a.ranks.iter().map(u32::to_string).collect();
+        let _ = writeln!(
+            out,
+            "== across ranks {}, label {:?} (match {}, call {})
+first non-finite across ranks: {}",
+            ranks.join(", "),
+            a.label,
+            a.match_index,
+            a.occurrence,
+            a.describe()
+        );
+        for f in &a.firsts {
+            let role = if a.origin_ranks.contains(&f.rank) {
+                "origin".to_string()
+            } else {
+                match &f.propagated_via {
+                    Some(via) => format!("propagated via {via}"),
+                    None => "later, no collective between".to_string(),
+                }
+            };
+            let _ = writeln!(
+                out,
+                "   rank {}: {} (shared position {}, {}): {role}",
+                f.rank,
+                f.first.key,
+                f.shared_position,
+                f.first.counts_text()
+            );
+        }
+        out.push('\n');
+    }
+    out
+}
 
 /// The text form of one window's scan.
 pub fn text(scan: &WindowScan) -> String {

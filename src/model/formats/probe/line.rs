@@ -205,7 +205,7 @@ fn serde_json_f64(token: &[u8], pow10: &[f64; 309]) -> Option<f64> {
 }
 
 /// Record keys in the probe's order, which is tried first.
-const RECORD_KEYS: [&[u8]; 22] = [
+const RECORD_KEYS: [&[u8]; 24] = [
     b"seq",
     b"stage",
     b"occurrence",
@@ -228,6 +228,8 @@ const RECORD_KEYS: [&[u8]; 22] = [
     b"rows_kept",
     b"rows_total",
     b"truncated",
+    b"shard",
+    b"collective",
 ];
 
 const STATS_KEYS: [&[u8]; 9] = [
@@ -249,7 +251,7 @@ macro_rules! literals {
     };
 }
 
-const RECORD_LITERALS: [&[u8]; 22] = literals!(
+const RECORD_LITERALS: [&[u8]; 24] = literals!(
     "seq",
     "stage",
     "occurrence",
@@ -272,6 +274,8 @@ const RECORD_LITERALS: [&[u8]; 22] = literals!(
     "rows_kept",
     "rows_total",
     "truncated",
+    "shard",
+    "collective",
 );
 
 const STATS_LITERALS: [&[u8]; 9] = literals!(
@@ -599,6 +603,9 @@ impl<'a> Cursor<'a> {
                 19 => r.rows_kept = c.option(Self::u64)?,
                 20 => r.rows_total = c.option(Self::u64)?,
                 21 => r.truncated = c.option(Self::bool)?,
+                // An annotation that does not parse is left to serde, whose error names it.
+                22 => r.shard = c.option(|c| c.string().and_then(|t| t.parse().ok()))?,
+                23 => r.collective = c.option(|c| c.string().map(Name::new))?,
                 _ => return None,
             }
             Some(())

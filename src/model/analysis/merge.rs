@@ -1,0 +1,503 @@
+//! Merging the windows of one parallel group into one logical window, from the records'
+//! statistics alone (docs/diff.md, "Across parallel layouts").
+//!
+//! A TP=2 capture holds, per rank, slices (`tp:D`), partial sums (`partial:tp`) and replicated
+//! tensors (`replicated:tp`) of what a TP=1 capture holds whole. The statistics of the whole
+//! follow from the pieces': NaN/inf/finite counts add, `min`/`max` are the extremes,
+//! `max_abs` the largest, the sum (so the mean) adds, `l2` is the root of the summed squares,
+//! the position checksum adds (the probe weights a slice at the full tensor's coordinates).
+//! A partial sum merges its sum and checksum only. A stage missing on one rank of the group
+//! is missing evidence, never a smaller tensor.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use serde::Serialize;
+
+use crate::model::dump::{Piece, Placement, Record, Shard, Stats, Window, dims, strides};
+
+/// The group axes merged when the two sides' group sizes differ, in the order they are merged.
+pub const MERGED_AXES: [&str; 2] = ["tp", "cp"];
+
+/// One group of windows merged into one logical window.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct GroupMerge {
+    /// The axis merged over (`tp`, `cp`).
+    pub axis: String,
+    /// The group size the windows recorded.
+    pub size: u32,
+    /// Global ranks of the windows merged, in group-rank order.
+    pub ranks: Vec<u32>,
+    /// Group ranks (0-based) with no window: their sharded stages are missing evidence.
+    pub missing_ranks: Vec<u32>,
+    /// The logical rank the merged window is paired under.
+    pub logical_rank: u32,
+    /// `stage#occurrence` keys merged from several ranks' pieces (slices and partial sums).
+    pub merged: usize,
+    /// `replicated` keys, where the lowest group rank's record stands for all.
+    pub replicated: usize,
+    /// Problems found while merging (a shard missing on a rank, shapes that do not add up,
+    /// group sizes that disagree), each naming the stage and ranks; those stages are left out
+    /// of the merged window (missing evidence).
+    pub warnings: Vec<String>,
+}
+
+/// What merging did to one side.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+pub struct SideMerge {
+    /// One entry per group merged.
+    pub groups: Vec<GroupMerge>,
+    /// Windows whose `metadata.parallel` could not be read (named by file): kept per rank.
+    pub invalid: Vec<String>,
+}
+
+/// The group size of `axis` on a side: the largest recorded, 1 where none is.
+pub fn group_size(windows: &[Window], axis: &str) -> u32 {
+    windows
+        .iter()
+        .filter_map(|w| w.parallel().ok()?.get(axis).map(|&(_, n)| n))
+        .max()
+        .unwrap_or(1)
+}
+
+/// The axes whose group sizes differ between A and B: the diff merges over these.
+pub fn axes_to_merge(a: &[Window], b: &[Window]) -> Vec<&'static str> {
+    MERGED_AXES
+        .into_iter()
+        .filter(|axis| group_size(a, axis) != group_size(b, axis))
+        .collect()
+}
+
+/// Merges the windows of every group of `axes` on one side (renumbering the logical ranks
+/// densely, in order of the groups' lowest global rank, so that the two sides pair).
+pub fn merge_side(windows: &[Window], axes: &[&str]) -> (Vec<Window>, SideMerge) {
+    let mut current: Vec<Window> = windows.to_vec();
+    let mut report = SideMerge {
+        invalid: windows.iter().filter_map(|w| w.parallel().err()).collect(),
+        ..SideMerge::default()
+    };
+    for axis in axes {
+        let (next, groups) = merge_axis(&current, axis);
+        current = next;
+        report.groups.extend(groups);
+    }
+    let mut ranks: Vec<u32> = current.iter().map(|w| w.rank).collect();
+    ranks.sort_unstable();
+    ranks.dedup();
+    for w in &mut current {
+        w.rank = ranks.binary_search(&w.rank).map_or(w.rank, |i| i as u32);
+    }
+    for g in &mut report.groups {
+        g.logical_rank = ranks
+            .binary_search(&g.logical_rank)
+            .map_or(g.logical_rank, |i| i as u32);
+    }
+    (current, report)
+}
+
+/// The key windows of one group share: the request window and every other axis's place.
+type GroupKey = (String, u32, u32, Vec<(String, u32, u32)>);
+
+fn merge_axis(windows: &[Window], axis: &str) -> (Vec<Window>, Vec<GroupMerge>) {
+    let mut groups: BTreeMap<GroupKey, Vec<(u32, u32, &Window)>> = BTreeMap::new();
+    let mut out = Vec::new();
+    let mut notes = Vec::new();
+    for w in windows {
+        let layout = w.parallel().unwrap_or_default();
+        // A group of one holds whole tensors already: nothing to merge.
+        let Some(&(rank_in_group, size)) = layout.get(axis).filter(|&&(_, n)| n > 1) else {
+            out.push(w.clone());
+            continue;
+        };
+        let others: Vec<(String, u32, u32)> = layout
+            .iter()
+            .filter(|(k, _)| k.as_str() != axis)
+            .map(|(k, &(r, n))| (k.clone(), r, n))
+            .collect();
+        groups
+            .entry((w.label.clone(), w.match_index, w.occurrence, others))
+            .or_default()
+            .push((rank_in_group, size, w));
+    }
+    for (_, mut members) in groups {
+        members.sort_by_key(|&(r, _, w)| (r, w.rank));
+        let (window, note) = merge_group(axis, &members);
+        out.push(window);
+        notes.push(note);
+    }
+    out.sort_by_key(|w| (w.rank, w.match_index, w.occurrence));
+    (out, notes)
+}
+
+/// Merges one group's windows (sorted by group rank) into the lowest group rank's window.
+fn merge_group(axis: &str, members: &[(u32, u32, &Window)]) -> (Window, GroupMerge) {
+    let size = members.iter().map(|m| m.1).max().unwrap_or(1);
+    let mut warnings = Vec::new();
+    let sizes: Vec<u32> = members.iter().map(|m| m.1).collect();
+    if sizes.iter().any(|&n| n != size) {
+        warnings.push(format!(
+            "{axis} group sizes disagree across ranks {}: {sizes:?}; merged as a group of {size}",
+            rank_list(members.iter().map(|m| m.2.rank))
+        ));
+    }
+    // One window per group rank (a second claiming the same place is left out, said so).
+    let mut by_rank: Vec<Option<&Window>> = vec![None; size as usize];
+    for &(r, _, w) in members {
+        match &mut by_rank[r as usize] {
+            slot @ None => *slot = Some(w),
+            Some(first) => warnings.push(format!(
+                "ranks {} and {} both claim {axis} rank {r}; rank {} left out",
+                first.rank, w.rank, w.rank
+            )),
+        }
+    }
+    let missing_ranks: Vec<u32> = (0..size)
+        .filter(|&r| by_rank[r as usize].is_none())
+        .collect();
+    let present: Vec<(u32, &Window)> = by_rank
+        .iter()
+        .enumerate()
+        .filter_map(|(r, w)| w.map(|w| (r as u32, w)))
+        .collect();
+    let base = present[0].1;
+    let mut window = base.clone();
+    if let Some(serde_json::Value::Object(parallel)) = window.metadata.get_mut("parallel") {
+        // The merged window holds the whole group: one rank of a group of one.
+        parallel.insert(axis.to_string(), serde_json::json!([0, 1]));
+    }
+    let lookup: Vec<BTreeMap<(&str, u32), &Record>> = present
+        .iter()
+        .map(|(_, w)| {
+            let mut map = BTreeMap::new();
+            for r in &w.records {
+                map.entry((r.stage.as_str(), r.occurrence)).or_insert(r);
+            }
+            map
+        })
+        .collect();
+    let (mut merged, mut replicated) = (0, 0);
+    let mut records = Vec::with_capacity(base.records.len());
+    for record in &base.records {
+        let over_axis = record.shard.as_ref().is_some_and(|s| s.axis() == axis);
+        if !over_axis {
+            records.push(record.clone());
+            continue;
+        }
+        let key = (record.stage.as_str(), record.occurrence);
+        let pieces: Vec<(u32, &Window, Option<&Record>)> = present
+            .iter()
+            .zip(&lookup)
+            .map(|(&(r, w), map)| (r, w, map.get(&key).copied()))
+            .collect();
+        match merge_record(record, &pieces, size, &missing_ranks) {
+            Ok(Some(r)) => {
+                if matches!(r.shard, Some(Shard::Replicated { .. })) {
+                    replicated += 1;
+                } else {
+                    merged += 1;
+                }
+                records.push(r);
+            }
+            Ok(None) => records.push(record.clone()),
+            Err(why) => warnings.push(format!("{}: {why}", record.key())),
+        }
+    }
+    window.records = records;
+    let note = GroupMerge {
+        axis: axis.to_string(),
+        size,
+        ranks: present.iter().map(|(_, w)| w.rank).collect(),
+        missing_ranks,
+        logical_rank: base.rank,
+        merged,
+        replicated,
+        warnings,
+    };
+    (window, note)
+}
+
+fn rank_list(ranks: impl Iterator<Item = u32>) -> String {
+    ranks.map(|r| r.to_string()).collect::<Vec<_>>().join(", ")
+}
+
+/// The merged record of one stage over the group; `Ok(None)` for a replicated stage whose
+/// lowest rank's record stands for all; an error (missing evidence) when a piece is missing or
+/// the pieces do not fit together.
+fn merge_record(
+    base: &Record,
+    pieces: &[(u32, &Window, Option<&Record>)],
+    size: u32,
+    missing_ranks: &[u32],
+) -> Result<Option<Record>, String> {
+    let shard = base.shard.clone().expect("annotated");
+    let axis = shard.axis().to_string();
+    if matches!(shard, Shard::Replicated { .. }) {
+        let mut record = base.clone();
+        record.merged_from = Some(Arc::new(piece_list(pieces)));
+        return Ok(Some(record));
+    }
+    if !missing_ranks.is_empty() {
+        return Err(format!(
+            "{shard} but {axis} rank{} {} of {size} not captured: missing evidence \
+             (capture every rank: DUMP_PROBE_RANKS=all)",
+            if missing_ranks.len() == 1 { "" } else { "s" },
+            rank_list(missing_ranks.iter().copied())
+        ));
+    }
+    let absent: Vec<u32> = pieces
+        .iter()
+        .filter(|p| p.2.is_none())
+        .map(|p| p.1.rank)
+        .collect();
+    if !absent.is_empty() {
+        return Err(format!(
+            "{shard} captured on rank {} but not on rank{} {}: missing evidence",
+            pieces[0].1.rank,
+            if absent.len() == 1 { "" } else { "s" },
+            rank_list(absent.into_iter())
+        ));
+    }
+    let records: Vec<&Record> = pieces.iter().filter_map(|p| p.2).collect();
+    let ranks = || rank_list(pieces.iter().map(|p| p.1.rank));
+    if let Some(other) = records
+        .iter()
+        .find(|r| r.shard != base.shard && !is_equal_form(r, base))
+    {
+        return Err(format!(
+            "annotated {shard} on one rank and {} on another (ranks {})",
+            other
+                .shard
+                .as_ref()
+                .map_or("nothing".to_string(), |s| s.to_string()),
+            ranks()
+        ));
+    }
+    if records.iter().any(|r| r.dtype != base.dtype) {
+        return Err(format!("dtypes differ across ranks {}", ranks()));
+    }
+    let full_shape = match &shard {
+        Shard::Partial { .. } => {
+            if records.iter().any(|r| r.shape != base.shape) {
+                return Err(format!(
+                    "partial sums of different shapes across ranks {}: {:?}",
+                    ranks(),
+                    records.iter().map(|r| r.shape.to_vec()).collect::<Vec<_>>()
+                ));
+            }
+            base.shape.to_vec()
+        }
+        Shard::Split { dim, placement, .. } => {
+            split_shape(&records, *dim as usize, placement, size)
+                .map_err(|why| format!("{why} (ranks {})", ranks()))?
+        }
+        Shard::Replicated { .. } => unreachable!("handled above"),
+    };
+    let partial = matches!(shard, Shard::Partial { .. });
+    let stats = merge_stats(&records, partial, full_shape.iter().product());
+    let mut record = base.clone();
+    record.numel = full_shape.iter().product();
+    record.stride = strides(&contiguous(&full_shape));
+    record.shape = dims(&full_shape);
+    record.stats = stats;
+    record.storage_ptr = None;
+    record.storage_id = None;
+    record.storage_nbytes = None;
+    record.data_ptr = None;
+    record.storage_offset = 0;
+    record.is_contiguous = true;
+    record.tensor_file = None;
+    record.rows_kept = None;
+    record.rows_total = None;
+    record.truncated = None;
+    record.merged_from = Some(Arc::new(piece_list(pieces)));
+    Ok(Some(record))
+}
+
+/// Uneven forms (`tp:1@0/10`, `tp:1@4/10`) differ as strings but annotate one split.
+fn is_equal_form(a: &Record, b: &Record) -> bool {
+    match (&a.shard, &b.shard) {
+        (
+            Some(Shard::Split {
+                axis: x,
+                dim: d,
+                placement: Placement::At { full: f, .. },
+            }),
+            Some(Shard::Split {
+                axis: y,
+                dim: e,
+                placement: Placement::At { full: g, .. },
+            }),
+        ) => x == y && d == e && f == g,
+        _ => false,
+    }
+}
+
+fn piece_list(pieces: &[(u32, &Window, Option<&Record>)]) -> Vec<Piece> {
+    pieces
+        .iter()
+        .filter_map(|&(r, w, rec)| {
+            rec.map(|rec| Piece {
+                rank: w.rank,
+                rank_in_group: r,
+                source: w.source.display().to_string(),
+                shape: rec.shape.to_vec(),
+                stats: rec.stats.clone(),
+            })
+        })
+        .collect()
+}
+
+fn contiguous(shape: &[u64]) -> Vec<i64> {
+    let mut out = vec![1i64; shape.len()];
+    for i in (0..shape.len().saturating_sub(1)).rev() {
+        out[i] = out[i + 1] * shape[i + 1] as i64;
+    }
+    out
+}
+
+/// The full shape of a split stage from its pieces (in group-rank order), checking that they
+/// tile the full dimension exactly.
+fn split_shape(
+    records: &[&Record],
+    dim: usize,
+    placement: &Placement,
+    size: u32,
+) -> Result<Vec<u64>, String> {
+    let base = &records[0].shape;
+    if dim >= base.len() {
+        return Err(format!(
+            "shard dimension {dim} is out of range for shape {:?}",
+            base.to_vec()
+        ));
+    }
+    for r in records {
+        let same_rank = r.shape.len() == base.len();
+        let others_equal = same_rank
+            && r.shape
+                .iter()
+                .zip(base.iter())
+                .enumerate()
+                .all(|(i, (x, y))| i == dim || x == y);
+        if !others_equal {
+            return Err(format!(
+                "shards' shapes do not add up along dimension {dim}: {:?}",
+                records.iter().map(|r| r.shape.to_vec()).collect::<Vec<_>>()
+            ));
+        }
+    }
+    let locals: Vec<u64> = records.iter().map(|r| r.shape[dim]).collect();
+    let total: u64 = locals.iter().sum();
+    match placement {
+        Placement::Equal | Placement::Zigzag => {
+            if locals.iter().any(|&n| n != locals[0]) || records.len() as u32 != size {
+                return Err(format!(
+                    "an equal split of {size} needs equal local sizes along dimension {dim}, got {locals:?}"
+                ));
+            }
+        }
+        Placement::At { .. } => {
+            let mut spans: Vec<(u64, u64, u64)> = records
+                .iter()
+                .map(|r| match r.shard {
+                    Some(Shard::Split {
+                        placement: Placement::At { offset, full },
+                        ..
+                    }) => (offset, r.shape[dim], full),
+                    _ => (0, r.shape[dim], 0),
+                })
+                .collect();
+            spans.sort_unstable();
+            let full = spans[0].2;
+            let mut at = 0;
+            for &(offset, n, f) in &spans {
+                if f != full || offset != at {
+                    return Err(format!(
+                        "uneven shards along dimension {dim} do not tile the full size {full}: \
+                         (offset, size) {:?}",
+                        spans.iter().map(|s| (s.0, s.1)).collect::<Vec<_>>()
+                    ));
+                }
+                at += n;
+            }
+            if at != full {
+                return Err(format!(
+                    "uneven shards along dimension {dim} cover {at} of the full size {full}"
+                ));
+            }
+        }
+    }
+    let mut shape = base.to_vec();
+    shape[dim] = total;
+    Ok(shape)
+}
+
+/// The statistics of the whole from its pieces'. A partial sum keeps its sum (as the mean over
+/// `numel`) and checksum only, and only while every piece is finite.
+fn merge_stats(records: &[&Record], partial: bool, numel: u64) -> Option<Stats> {
+    let stats: Vec<&Stats> = records
+        .iter()
+        .map(|r| r.stats.as_ref())
+        .collect::<Option<_>>()?;
+    let nan_count = stats.iter().map(|s| s.nan_count).sum();
+    let inf_count = stats.iter().map(|s| s.inf_count).sum();
+    let counts_known = stats.iter().all(|s| s.counts_known);
+    let finite: Option<Vec<u64>> = stats.iter().map(|s| s.finite_count).collect();
+    // Σ of each piece's finite sum (mean × finite_count); a piece with no finite element adds 0.
+    let sum: Option<f64> = finite.as_ref().and_then(|finite| {
+        stats
+            .iter()
+            .zip(finite)
+            .map(|(s, &n)| {
+                if n == 0 {
+                    Some(0.0)
+                } else {
+                    s.mean.map(|m| m * n as f64)
+                }
+            })
+            .sum()
+    });
+    let checksum: Option<f64> = stats.iter().map(|s| s.pos_checksum).sum();
+    let fold = |f: fn(&Stats) -> Option<f64>, pick: fn(f64, f64) -> f64| {
+        stats.iter().filter_map(|s| f(s)).reduce(pick)
+    };
+    if partial {
+        let all_finite = nan_count == 0 && inf_count == 0;
+        return Some(Stats {
+            nan_count,
+            inf_count,
+            finite_count: all_finite.then_some(numel),
+            max_abs: None,
+            min: None,
+            max: None,
+            mean: sum
+                .filter(|_| all_finite && numel > 0)
+                .map(|s| s / numel as f64),
+            l2: None,
+            pos_checksum: checksum,
+            counts_known,
+            reduced_in_dtype: false,
+        });
+    }
+    let finite_count = finite.as_ref().map(|f| f.iter().sum::<u64>());
+    let l2: Option<f64> = stats
+        .iter()
+        .map(|s| s.l2.map(|x| x * x))
+        .sum::<Option<f64>>()
+        .map(f64::sqrt);
+    Some(Stats {
+        nan_count,
+        inf_count,
+        finite_count,
+        max_abs: fold(|s| s.max_abs, f64::max),
+        min: fold(|s| s.min, f64::min),
+        max: fold(|s| s.max, f64::max),
+        mean: match (sum, finite_count) {
+            (Some(s), Some(n)) if n > 0 => Some(s / n as f64),
+            _ => None,
+        },
+        l2,
+        pos_checksum: checksum,
+        counts_known,
+        reduced_in_dtype: stats.iter().any(|s| s.reduced_in_dtype),
+    })
+}
