@@ -65,6 +65,21 @@ pub fn safe_file_name(key: &str) -> String {
         .collect()
 }
 
+/// Whether `text` is a shard annotation as the manifest schema takes it (docs/manifest.md,
+/// "Parallel layouts"): `tp:D`, `tp:D@OFFSET/FULL`, `cp:D`, `cp:D:zigzag`, `cp:D@OFFSET/FULL`,
+/// `replicated:G` or `partial:G` with G one of tp, cp, dp, pp, ep.
+pub fn is_shard(text: &str) -> bool {
+    static SHARD: std::sync::OnceLock<regex::Regex> = std::sync::OnceLock::new();
+    SHARD
+        .get_or_init(|| {
+            regex::Regex::new(
+                r"^((replicated|partial):(tp|cp|dp|pp|ep)|(tp|cp):[0-9]+(@[0-9]+/[0-9]+|:zigzag)?)$",
+            )
+            .expect("a valid pattern")
+        })
+        .is_match(text)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -96,5 +111,21 @@ mod tests {
         assert_eq!(safe_file_name("a/b c#1"), "a_b_c#1");
         assert_eq!(safe_file_name(&"x".repeat(300)).len(), 200);
         assert_eq!(safe_file_name("é#2"), "_#2");
+    }
+
+    #[test]
+    fn shard_annotations_follow_the_schema() {
+        for good in [
+            "tp:1",
+            "tp:0@8/10",
+            "cp:2:zigzag",
+            "replicated:tp",
+            "partial:tp",
+        ] {
+            assert!(super::is_shard(good), "{good}");
+        }
+        for bad in ["", "tp", "tp:x", "replicated:world", "tp:1@8", "tp:1 "] {
+            assert!(!super::is_shard(bad), "{bad:?}");
+        }
     }
 }

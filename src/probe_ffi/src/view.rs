@@ -170,6 +170,16 @@ impl View {
                 .to_string_lossy()
                 .into_owned()
         });
+        if let Some(text) = &shard
+            && !crate::names::is_shard(text)
+        {
+            return Err(Failure::new(
+                Status::Name,
+                format!(
+                    "shard {text:?} is not a shard annotation (tp:D, tp:D@OFFSET/FULL, cp:D, cp:D:zigzag, replicated:GROUP, partial:GROUP; docs/manifest.md \"Parallel layouts\")"
+                ),
+            ));
+        }
         Ok(View {
             dtype,
             shape: shape.iter().map(|&s| s as u64).collect(),
