@@ -458,3 +458,23 @@ fn a_cp_zigzag_split_merges_back_to_the_cp1_run() {
         "{embed:?}"
     );
 }
+
+#[test]
+fn an_unannotated_tp1_capture_pairs_with_the_merged_tp2_groups() {
+    // A TP=1 run captured without parallel= or shard= (an older probe): its whole tensors
+    // pair with the merged TP=2 records all the same.
+    let mut a = capture("tp1");
+    for w in &mut a.windows {
+        w.metadata.remove("parallel");
+        for r in &mut w.records {
+            r.shard = None;
+            r.collective = None;
+        }
+    }
+    let report = diff(&a.windows, &capture("tp2").windows, &Tolerances::default());
+    assert_eq!(report.layouts.as_ref().unwrap().sizes["tp"], (1, 2));
+    let w = &report.windows[0];
+    assert_eq!(w.pairs.len(), 10);
+    assert!(w.pairs.iter().all(|p| p.comparison.verdict == Verdict::Agree));
+    assert!(!report.found_something());
+}
