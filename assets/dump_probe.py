@@ -12,6 +12,14 @@ Usage inside the code under test::
     dp.capture_inputs("layers.3.rope", q=q, k=k, pos=pos)  # a full operator input set
     dp.finish()                                            # once the logits exist
 
+Under tensor (or context) parallelism, say where each rank sits and how each stage is
+split, so dumpview can merge a TP=2 capture's shards and compare it with a TP=1 one::
+
+    dp.arm(request_id, token_ids=ids, parallel={"tp": (tp_rank, tp_size)})
+    dp.capture("layers.3.qkv", qkv, shard="tp:-1")              # a slice of the last dim
+    dp.capture("layers.3.o_partial", o, shard="partial:tp")     # before the all-reduce
+    dp.capture("layers.3.o", o_sum, shard="replicated:tp", collective="all_reduce")
+
 Environment (read once, at import):
 
     DUMP_PROBE             1/true/yes/on arms the probe; anything else (or unset) leaves it off

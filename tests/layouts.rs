@@ -458,3 +458,48 @@ fn a_cp_zigzag_split_merges_back_to_the_cp1_run() {
         "{embed:?}"
     );
 }
+
+#[test]
+fn an_unannotated_tp1_capture_pairs_with_the_merged_tp2_groups() {
+    // A TP=1 run captured without parallel= or shard= (an older probe): its whole tensors
+    // pair with the merged TP=2 records all the same.
+    let mut a = capture("tp1");
+    for w in &mut a.windows {
+        w.metadata.remove("parallel");
+        for r in &mut w.records {
+            r.shard = None;
+            r.collective = None;
+        }
+    }
+    let report = diff(&a.windows, &capture("tp2").windows, &Tolerances::default());
+    assert_eq!(report.layouts.as_ref().unwrap().sizes["tp"], (1, 2));
+    let w = &report.windows[0];
+    assert_eq!(w.pairs.len(), 10);
+    assert!(
+        w.pairs
+            .iter()
+            .all(|p| p.comparison.verdict == Verdict::Agree)
+    );
+    assert!(!report.found_something());
+}
+
+#[test]
+fn a_missing_all_reduce_is_the_first_divergence_at_down_and_its_ranks_disagree() {
+    let report = across("tp1", "tp2_no_all_reduce");
+    let w = &report.windows[0];
+    let first = w.first().unwrap();
+    assert_eq!(first.key, "layers.0.down#1");
+    assert_eq!(first.comparison.verdict, Verdict::Magnitude);
+    // Everything up to the partial sums agrees: the shards were right.
+    assert!(
+        w.pairs[..7]
+            .iter()
+            .all(|p| p.comparison.verdict == Verdict::Agree)
+    );
+    let stages: Vec<&str> = report.replicated.iter().map(|f| f.stage.as_str()).collect();
+    assert_eq!(stages, ["layers.0.down", "layers.0.out", "logits"]);
+    assert_eq!(
+        (report.replicated[0].rank, report.replicated[0].other_rank),
+        (0, 1)
+    );
+}
