@@ -334,6 +334,45 @@ fn a_nan_planted_on_rank_1_before_the_all_reduce_originates_there_and_rank_0_is_
     assert!(first_nonfinite_across(&capture("tp2").windows).is_empty());
 }
 
+#[test]
+fn a_rank_non_finite_after_a_collective_that_came_out_finite_is_an_origin_of_its_own() {
+    use dumpview::model::analysis::ranks::first_nonfinite_across;
+    // TP=2, all finite, then: an inf in rank 0's up (a mask, say), and a NaN in rank 1's
+    // logits, after the all_reduce (layers.0.down), which stays finite on both ranks.
+    let mut dump = capture("tp2");
+    for w in &mut dump.windows {
+        let stage = if w.rank == 0 { "layers.0.up" } else { "logits" };
+        let record = w
+            .records
+            .iter_mut()
+            .find(|r| r.key() == format!("{stage}#1"))
+            .unwrap();
+        let stats = record.stats.as_mut().unwrap();
+        if w.rank == 0 {
+            stats.inf_count = 1;
+        } else {
+            stats.nan_count = 1;
+        }
+    }
+    let across = first_nonfinite_across(&dump.windows);
+    let x = &across[0];
+    assert_eq!(
+        (x.origin_key.as_str(), x.origin_ranks.clone()),
+        ("layers.0.up#1", vec![0])
+    );
+    let rank1 = x.firsts.iter().find(|f| f.rank == 1).unwrap();
+    assert_eq!(rank1.first.key, "logits#1");
+    assert_eq!(
+        rank1.propagated_via, None,
+        "the collective carried nothing to it"
+    );
+    assert_eq!(
+        x.describe(),
+        "rank 0 went non-finite first, at layers.0.up#1; rank 1 non-finite later, at logits#1, \
+         not through a collective: an origin of its own"
+    );
+}
+
 fn dumpview(args: &[&str]) -> (i32, String, String) {
     let out = std::process::Command::new(env!("CARGO_BIN_EXE_dumpview"))
         .args(args)

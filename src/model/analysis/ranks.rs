@@ -69,16 +69,12 @@ impl AcrossRanks {
                 continue;
             }
             match &f.propagated_via {
-                Some(via) if *via == f.first.key => out.push_str(&format!(
+                Some(via) => out.push_str(&format!(
                     "; rank {} propagated (non-finite from {}, a collective)",
                     f.rank, via
                 )),
-                Some(via) => out.push_str(&format!(
-                    "; rank {} propagated (non-finite from {}, after the collective {via})",
-                    f.rank, f.first.key
-                )),
                 None => out.push_str(&format!(
-                    "; rank {} non-finite later, at {}, with no collective between",
+                    "; rank {} non-finite later, at {}, not through a collective: an origin of its own",
                     f.rank, f.first.key
                 )),
             }
@@ -158,11 +154,11 @@ fn across(windows: &[&Window]) -> Option<AcrossRanks> {
         .map(|f| f.rank)
         .collect();
     for f in &mut firsts {
-        if f.shared_position > origin_position {
-            // The first collective after the origin and at or before this rank's first.
-            f.propagated_via = (origin_position + 1..=f.shared_position)
-                .find(|&p| collective[p])
-                .map(|p| order[p].clone());
+        // Propagated only when the collective's own output is this rank's first non-finite
+        // record: a collective that came out finite carried nothing, so a later non-finite
+        // record there is an origin of its own (a causal mask's -inf, a second bug).
+        if f.shared_position > origin_position && collective[f.shared_position] {
+            f.propagated_via = Some(order[f.shared_position].clone());
         }
     }
     let finite_ranks = windows
