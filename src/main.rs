@@ -112,6 +112,25 @@ impl Sources {
         Ok(self.options.as_ref().expect("just set"))
     }
 
+    /// The ssh options for a child process run on `source`'s host (a replay, a case matrix),
+    /// `None` for a local source. Made apart from [`Sources::options`], without the exit
+    /// cleanup: the run ends its connection itself when it is cancelled.
+    fn run_options(&self, source: &str) -> Result<Option<remote::SshOptions>, cli::CliError> {
+        Ok(match remote::parse_source(source)? {
+            remote::SourceSpec::Remote(_) => {
+                let a = &self.args;
+                Some(remote::SshOptions::new(
+                    a.ssh_command.as_deref(),
+                    a.accept_new_host_key,
+                    a.cache_dir.clone(),
+                    a.cache_size,
+                    a.poll,
+                )?)
+            }
+            remote::SourceSpec::Local(_) => None,
+        })
+    }
+
     /// The local path to read for `path` as the user wrote it.
     fn local(&mut self, path: &Path) -> Result<PathBuf, cli::CliError> {
         let Some(text) = path.to_str() else {
@@ -687,28 +706,12 @@ fn replay(
     sources: &mut Sources,
 ) -> Result<Outcome, cli::CliError> {
     use dumpview::runtime::replay::{self as runner, ListRequest, ReplayRequest};
-    use std::sync::Arc;
-    use std::sync::atomic::{AtomicBool, Ordering};
+    use std::sync::atomic::Ordering;
     args.check()?;
     // No exit cleanup for these signals here: they cancel the replay, which then ends its
     // connection on the way out (and the kernel kills its ssh if dumpview dies).
-    let ssh = match remote::parse_source(&args.dump)? {
-        remote::SourceSpec::Remote(_) => {
-            let a = &sources.args;
-            Some(remote::SshOptions::new(
-                a.ssh_command.as_deref(),
-                a.accept_new_host_key,
-                a.cache_dir.clone(),
-                a.cache_size,
-                a.poll,
-            )?)
-        }
-        remote::SourceSpec::Local(_) => None,
-    };
-    let cancel = Arc::new(AtomicBool::new(false));
-    for signal in [libc::SIGINT, libc::SIGTERM, libc::SIGHUP] {
-        signal_hook::flag::register(signal, Arc::clone(&cancel))?;
-    }
+    let ssh = sources.run_options(&args.dump)?;
+    let cancel = cancel_on_signals()?;
     let cancelled = || cancel.load(Ordering::SeqCst);
     let mut log = |line: &str| eprintln!("{line}");
     if args.list {
@@ -806,26 +809,10 @@ fn cases_run(
     use dumpview::model::cases::Outcome as CaseOutcome;
     use dumpview::runtime::cases::{self as runner, RunEvent, RunRequest};
     use std::io::IsTerminal;
-    use std::sync::Arc;
-    use std::sync::atomic::{AtomicBool, Ordering};
+    use std::sync::atomic::Ordering;
     let matrix = cli::cases::open(root, &args.name)?;
-    let ssh = match remote::parse_source(&matrix.plan.dump)? {
-        remote::SourceSpec::Remote(_) => {
-            let a = &sources.args;
-            Some(remote::SshOptions::new(
-                a.ssh_command.as_deref(),
-                a.accept_new_host_key,
-                a.cache_dir.clone(),
-                a.cache_size,
-                a.poll,
-            )?)
-        }
-        remote::SourceSpec::Local(_) => None,
-    };
-    let cancel = Arc::new(AtomicBool::new(false));
-    for signal in [libc::SIGINT, libc::SIGTERM, libc::SIGHUP] {
-        signal_hook::flag::register(signal, Arc::clone(&cancel))?;
-    }
+    let ssh = sources.run_options(&matrix.plan.dump)?;
+    let cancel = cancel_on_signals()?;
     let cancelled = || cancel.load(Ordering::SeqCst);
     let request = RunRequest {
         matrix: matrix.clone(),
@@ -985,4 +972,14 @@ fn finish(result: Result<Outcome, cli::CliError>, json: bool) -> ExitCode {
             ExitCode::from(2)
         }
     }
+}
+
+/// A flag SIGINT, SIGTERM and SIGHUP set: what a headless replay or matrix run polls as its
+/// cancel.
+fn cancel_on_signals() -> Result<std::sync::Arc<std::sync::atomic::AtomicBool>, cli::CliError> {
+    let cancel = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    for signal in [libc::SIGINT, libc::SIGTERM, libc::SIGHUP] {
+        signal_hook::flag::register(signal, std::sync::Arc::clone(&cancel))?;
+    }
+    Ok(cancel)
 }

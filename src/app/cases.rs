@@ -255,7 +255,7 @@ pub enum CellState {
 /// A matrix run in progress.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct CasesRun {
-    /// The cases it runs (empty until its first case starts: every case without a result).
+    /// The cases it runs.
     pub cases: Vec<String>,
     /// The case running now.
     pub running: Option<String>,
@@ -269,8 +269,6 @@ pub struct CasesRun {
     pub log: Vec<String>,
     /// `x` was pressed: the runtime is stopping it.
     pub cancelling: bool,
-    /// `R`: this run reruns cases that have results.
-    pub rerun: bool,
 }
 
 /// A case's metrics, open over the board.
@@ -386,12 +384,7 @@ impl CasesBoard {
             if run.running.as_deref() == Some(result.id.as_str()) {
                 return CellState::Running;
             }
-            let in_run = if run.cases.is_empty() {
-                result.outcome == Outcome::MissingEvidence || run.rerun
-            } else {
-                run.cases.contains(&result.id)
-            };
-            if in_run {
+            if run.cases.contains(&result.id) {
                 return CellState::Queued;
             }
         }
@@ -794,7 +787,6 @@ pub(super) fn run(app: &mut App, rerun: bool) -> Vec<Effect> {
         elapsed_ms: 0,
         log: Vec::new(),
         cancelling: false,
-        rerun,
     });
     if rerun {
         board.filed.remove(&only[0]);
@@ -954,15 +946,22 @@ fn on_progress(app: &mut App, elapsed_ms: u64, event: CaseEvent) {
         board.open = true;
         board.filed.clear();
         board.python = python.or(board.python.take());
+        // A new matrix: its run runs every case.
+        let cases: Vec<String> = board
+            .snapshot
+            .plan
+            .ids()
+            .into_iter()
+            .map(String::from)
+            .collect();
         board.run = Some(CasesRun {
-            cases: Vec::new(),
+            total: cases.len(),
+            cases,
             running: None,
             index: 0,
-            total: board.snapshot.plan.cases.len(),
             elapsed_ms,
             log: Vec::new(),
             cancelling: false,
-            rerun: false,
         });
         app.cases_form = None;
         return;
