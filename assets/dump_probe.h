@@ -91,7 +91,12 @@ typedef struct dp_tensor {
     int32_t device_type;    /* DP_DEVICE_HOST, DP_DEVICE_NPU, DP_DEVICE_CUDA */
     int32_t device_index;
     void *stream;           /* aclrtStream or cudaStream_t; may be NULL: the default stream */
-    const char *shard;      /* NULL, or a shard annotation (parallel-layouts issue) */
+    const char *shard;      /* NULL, or how this tensor lies in the full one over a parallel
+                               group: tp:D, tp:D@OFFSET/FULL, cp:D, cp:D:zigzag, replicated:AXIS,
+                               partial:AXIS (D may count from the end), over an axis dp_arm's
+                               metadata_json gives as {"parallel": {"tp": [rank_in_group,
+                               group_size]}} (docs/manifest.md "Parallel layouts"); one that
+                               cannot be used is a warning, the record kept without it */
 } dp_tensor;
 
 /* Opens a session writing under dir (DUMP_PROBE_DIR overrides it; NULL: ./dump_probe_out) as
@@ -129,6 +134,15 @@ void dp_close(dp_session *s);
  * dp_open), or "" when none did. The string belongs to the calling thread and stays valid
  * until its next dp_last_error call. Never NULL. */
 const char *dp_last_error(const dp_session *s);
+
+/* The statistics of one host view now, with no session and no copy (dump_probe.py's fused
+ * statistics path for CPU tensors, DUMP_PROBE_LIB): out[7] = nan_count, inf_count, finite min
+ * (+inf when no element is finite), finite max (-inf), finite sum, l2, pos_checksum, with the
+ * definitions of dp_finish. split is NULL, or int64[6] {dim, full, offset, zigzag (0/1),
+ * rank_in_group, group_size} putting the checksum at the full tensor's coordinates. Returns
+ * DP_OK, or DP_ERR_NULL_ARGUMENT / DP_ERR_LAYOUT / DP_ERR_DTYPE / DP_ERR_DEVICE for a view
+ * dp_capture would refuse (or a split that does not fit it). */
+int dp_summarize(const dp_tensor *t, const int64_t *split, double *out);
 
 /* ABI self-description, for checking this header against the library. */
 #define DP_ABI_KEY_VERSION 0

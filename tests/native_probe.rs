@@ -855,13 +855,25 @@ fn captures_over_the_budget_are_skipped_and_recorded() {
         run.fact("capture.third.error")
     );
     assert_eq!(run.int("capture.fourth"), 0, "a smaller capture still fits");
+    // A 4-byte span with 1000 elements: the budget bounds the statistics' work too.
+    assert_eq!(run.int("capture.broadcast"), -9);
+    assert!(
+        run.fact("capture.broadcast.error").contains(
+            "broadcast#1 (seq 4) skipped: its 1000 elements are 4000 bytes as a dense tensor (read from a span of 4 bytes)"
+        ),
+        "{}",
+        run.fact("capture.broadcast.error")
+    );
     assert_eq!(run.int("captured.memcpy_async"), 3);
     let manifest = case.manifest("");
     assert_eq!(manifest["budget_bytes"], 1000);
     assert_eq!(manifest["staged_bytes"], 900);
     assert_eq!(
         manifest["skipped_over_budget"],
-        serde_json::json!([{"seq": 2, "stage": "third", "occurrence": 1, "bytes": 400, "budget_left": 200}])
+        serde_json::json!([
+            {"seq": 2, "stage": "third", "occurrence": 1, "bytes": 400, "budget_left": 200},
+            {"seq": 4, "stage": "broadcast", "occurrence": 1, "bytes": 4000, "budget_left": 100}
+        ])
     );
     let seqs: Vec<u64> = manifest["records"]
         .as_array()
@@ -1304,7 +1316,7 @@ fn native_manifests_follow_the_schema() {
     );
     // The budget and fail manifests carry the new fields the schema now describes.
     let budget = read_json(&manifests[1]);
-    assert_eq!(budget["skipped_over_budget"].as_array().unwrap().len(), 1);
+    assert_eq!(budget["skipped_over_budget"].as_array().unwrap().len(), 2);
     let fail = read_json(&manifests[2]);
     assert_eq!(fail["warnings"].as_array().unwrap().len(), 1);
 }
@@ -1502,4 +1514,137 @@ fn a_forced_runtime_without_a_device_is_refused_at_open() {
         // Disarmed: nothing written.
         assert!(!case.out.join("rank0").exists());
     }
+}
+
+#[test]
+fn sliced_captures_checksum_in_the_full_tensors_coordinates_and_merge_back() {
+    let Some(tc) = toolchain() else { return };
+    let dir = tempdir();
+    let exe = dir.path().join("shards");
+    tc.driver("shards.c", &exe, &[]);
+    let (full, tp) = (dir.path().join("full"), dir.path().join("tp"));
+    let env = |out: &Path| {
+        vec![
+            ("DUMP_PROBE", "1".to_string()),
+            ("DUMP_PROBE_DIR", out.to_str().unwrap().to_string()),
+            ("DUMP_PROBE_BACKEND", "host".to_string()),
+            ("DUMP_PROBE_RANKS", "all".to_string()),
+        ]
+    };
+    let as_refs = |v: &[(&'static str, String)]| -> Vec<(&'static str, String)> { v.to_vec() };
+    for (out, mode) in [(&full, "full"), (&tp, "tp")] {
+        let vars = as_refs(&env(out));
+        let vars: Vec<(&str, &str)> = vars.iter().map(|(k, v)| (*k, v.as_str())).collect();
+        let run = run(&exe, &[out.to_str().unwrap(), mode], &vars);
+        assert!(!run.stdout.contains("fact capture."), "{}", run.stdout);
+        if mode == "tp" {
+            for expected in [
+                "bad#1 (seq 5): shard \"tp:5\": dimension 5 is out of range for a 2-d tensor; recorded without a shard",
+                "typo#1 (seq 7): shard \"TP:0\": not 'tp:D', 'tp:D@OFFSET/FULL', 'cp:D', 'cp:D:zigzag', 'replicated:AXIS' or 'partial:AXIS'; recorded without a shard",
+                "metadata.parallel.xp = [0,1] left out",
+            ] {
+                assert!(
+                    run.stderr.contains(expected),
+                    "{expected:?} in:\n{}",
+                    run.stderr
+                );
+            }
+        }
+    }
+    // Without DUMP_PROBE_RANKS=all, arm says once that the group's other rank is left out.
+    let partial = dir.path().join("rank0-only");
+    let only_zero = run(
+        &exe,
+        &[partial.to_str().unwrap(), "tp"],
+        &[
+            ("DUMP_PROBE", "1"),
+            ("DUMP_PROBE_DIR", partial.to_str().unwrap()),
+            ("DUMP_PROBE_BACKEND", "host"),
+        ],
+    );
+    let warning = "dp_arm's parallel layout gives a tp group of 2 ranks but DUMP_PROBE_RANKS=0 selects 1 rank: \
+                   stages sharded over tp will be missing evidence on the ranks left out";
+    assert_eq!(
+        only_zero.stderr.matches(warning).count(),
+        2,
+        "once per session:\n{}",
+        only_zero.stderr
+    );
+    let whole = records(&read_json(&full.join("rank0/match1-occ1/manifest.json")));
+    let ranks: Vec<Value> = (0..2)
+        .map(|r| read_json(&tp.join(format!("rank{r}/match1-occ1/manifest.json"))))
+        .collect();
+    let pieces: Vec<HashMap<String, Value>> = ranks.iter().map(records).collect();
+    for stage in ["col#1", "row#1", "uneven#1", "mid#1", "zig#1", "neg#1"] {
+        let full_sum = whole[stage]["stats"]["pos_checksum"].as_f64().unwrap();
+        let abs = whole[stage]["stats"]["mean"].as_f64().unwrap().abs() * 100.0 + 100.0;
+        let sum: f64 = pieces
+            .iter()
+            .map(|p| p[stage]["stats"]["pos_checksum"].as_f64().unwrap())
+            .sum();
+        // float64 sums of at most 48 elements of magnitude < 20: rounding far below 1e-12.
+        assert!(
+            (sum - full_sum).abs() < 1e-12 * abs,
+            "{stage}: the shards' checksums add up to {sum}, the full tensor's is {full_sum}"
+        );
+        // Local coordinates would not: the shards' local checksums differ from these.
+        assert!(pieces[1][stage]["shard"].is_string(), "{stage}");
+    }
+    // The refused annotations: the records are kept, without `shard`, and the manifest says
+    // why; a negative D is written counted from the front, as dump_probe.py writes it.
+    assert!(pieces[1]["bad#1"].get("shard").is_none());
+    assert!(pieces[1]["typo#1"].get("shard").is_none());
+    assert_eq!(pieces[1]["neg#1"]["shard"], "tp:1");
+    // The layout recorded is what was used: the unknown axis is left out.
+    assert_eq!(
+        ranks[1]["metadata"]["parallel"],
+        serde_json::json!({"tp": [1, 2]})
+    );
+    let warnings = ranks[1]["warnings"].as_array().unwrap();
+    assert!(
+        warnings
+            .iter()
+            .any(|w| w.as_str().unwrap().contains("\"tp:5\"")),
+        "{warnings:?}"
+    );
+    // dumpview merges the slices over the group and finds the full run's values, stage by stage
+    // (`bad` is per-rank on B and compared rank 0 to rank 0: the first 3 rows against all 6).
+    let (code, json, text) = dumpview(&[
+        "diff",
+        full.to_str().unwrap(),
+        tp.to_str().unwrap(),
+        "--ignore",
+        "^(bad|typo)$",
+        "--json",
+    ]);
+    let window = &json["diff"]["windows"][0];
+    assert!(window.is_object(), "{text}");
+    assert_eq!(window["first_divergence"], Value::Null, "{text}");
+    // Exit 1 for the probe's warnings about `bad` alone (README: evidence lost counts).
+    let warned: Vec<&str> = json["warnings"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|w| w["message"].as_str().unwrap())
+        .filter(|m| m.starts_with("the probe warned"))
+        .collect();
+    // bad, typo and the left-out axis, on each rank.
+    assert_eq!(warned.len(), 6, "{warned:?}");
+    assert!(
+        warned.iter().any(|w| w.contains("shard \"tp:5\"")),
+        "{warned:?}"
+    );
+    assert_eq!(code, 1, "{text}");
+    let merged: Vec<&str> = window["pairs"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|p| p["pieces_b"].as_array().is_some_and(|a| a.len() == 2))
+        .map(|p| p["key"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        merged,
+        ["col#1", "row#1", "uneven#1", "mid#1", "zig#1", "neg#1"],
+        "{text}"
+    );
 }

@@ -5,7 +5,8 @@
  *
  * copies    five captures on three streams (one the default stream) and one host tensor, then a
  *           second session capturing on one stream: copies, kinds, sizes, synchronizes
- * budget    a 1000-byte budget: captures of 400, 400, 400 and 100 bytes
+ * budget    a 1000-byte budget: captures of 400, 400, 400 and 100 bytes, then a broadcast view of
+ *           1000 elements over 4 bytes
  * fail      the second aclrtMemcpyAsync / cudaMemcpyAsync fails
  * graph     the second stream reports that it is being captured into a graph
  * auto      the mock is loaded (dlopen RTLD_GLOBAL) before dp_open with DUMP_PROBE_BACKEND=auto
@@ -133,6 +134,11 @@ int main(int argc, char **argv) {
             snprintf(key, sizeof key, "capture.%s", names[i]);
             fact_status(s, key, dp_capture(s, names[i], &v.t));
         }
+        /* A broadcast view: 1000 elements (4000 bytes dense) read from a span of 4 bytes. */
+        int64_t s1000[1] = {1000}, zero[1] = {0};
+        view_init(&v, small, 4, 20, DP_FLOAT32, 1, s1000, zero, 0);
+        v.t.device_type = device, v.t.stream = streams[0];
+        fact_status(s, "capture.broadcast", dp_capture(s, "broadcast", &v.t));
         counts("captured");
         fact_status(s, "finish", dp_finish(s));
         dp_close(s);

@@ -152,8 +152,10 @@ element!(F32, 4, |b| f64::from(f32::from_le_bytes(b)));
 element!(F64, 8, |b| f64::from_le_bytes(b));
 element!(F16, 2, |b| half::f16::from_bits(u16::from_le_bytes(b))
     .to_f64());
-element!(BF16, 2, |b| half::bf16::from_bits(u16::from_le_bytes(b))
-    .to_f64());
+// bfloat16 is the upper half of a float32, NaN payloads included: a shift decodes it exactly.
+element!(BF16, 2, |b| f64::from(f32::from_bits(
+    u32::from(u16::from_le_bytes(b)) << 16
+)));
 element!(E4m3fn, 1, |b| f64::from(
     f8_tables().e4m3fn[usize::from(b[0])]
 ));

@@ -11,7 +11,7 @@ use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::sync::atomic::{AtomicBool, Ordering};
 
 use crate::abi::{self, DpTensor, Failure, Status};
-use crate::names::checked_name;
+use crate::names::{checked_name, checked_name_ref};
 use crate::session::Session;
 use crate::view::View;
 
@@ -210,7 +210,8 @@ pub unsafe extern "C" fn dp_capture(
     }
     guard(Some(session), || {
         // SAFETY: forwarded contract.
-        let stage = unsafe { checked_name(stage, "stage") }?;
+        // Borrowed: a stage seen before in the window costs no allocation.
+        let stage = unsafe { checked_name_ref(stage, "stage") }?;
         // SAFETY: forwarded contract.
         let view = unsafe { View::check(t) }?;
         session.capture(stage, view)
@@ -329,4 +330,81 @@ pub extern "C" fn dp_status_name(status: c_int) -> *const c_char {
         .iter()
         .find(|(code, _)| *code == status)
         .map_or(c"".as_ptr(), |(_, name)| name.as_ptr())
+}
+
+/// `dp_summarize`; see assets/dump_probe.h: the statistics of one host view now, without a
+/// session, into `out[7]` = nan_count, inf_count, finite min (+inf without one), finite max
+/// (−inf without one), finite sum, l2, pos_checksum — dump_probe.py's `_DEVICE_STATS` order,
+/// for its fused CPU path. `split` is NULL or `{dim, full, offset, zigzag, rank, size}`.
+///
+/// # Safety
+/// `t` is NULL or a dp_tensor as the header describes whose span is readable host memory;
+/// `split` is NULL or 6 readable int64; `out` is NULL or 7 writable doubles.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn dp_summarize(
+    t: *const DpTensor,
+    split: *const i64,
+    out: *mut f64,
+) -> c_int {
+    guard(None, || {
+        if out.is_null() {
+            return Err(Failure::new(Status::NullArgument, "out is NULL"));
+        }
+        // SAFETY: forwarded contract.
+        let view = unsafe { View::check(t) }?;
+        if view.device != crate::view::Device::Host {
+            return Err(Failure::new(
+                Status::Device,
+                "dp_summarize reads host memory only",
+            ));
+        }
+        let split = (!split.is_null()).then(|| {
+            // SAFETY: 6 readable int64 (caller's contract).
+            let v = unsafe { std::slice::from_raw_parts(split, 6) };
+            crate::stats::Split {
+                dim: v[0].max(0) as usize,
+                full: v[1].max(0) as u64,
+                offset: v[2].max(0) as u64,
+                zigzag: v[3] != 0,
+                rank: v[4].max(0) as u64,
+                size: v[5].max(1) as u64,
+            }
+        });
+        if let Some(s) = &split
+            && (s.dim >= view.shape.len() || s.rank >= s.size)
+        {
+            return Err(Failure::new(
+                Status::Layout,
+                format!("split {s:?} does not fit a {}-d view", view.shape.len()),
+            ));
+        }
+        let staged: &[u8] = if view.numel == 0 {
+            &[]
+        } else {
+            // SAFETY: View::check bounded the span; host memory of the caller's.
+            unsafe {
+                std::slice::from_raw_parts(
+                    view.span_start() as *const u8,
+                    view.span_bytes() as usize,
+                )
+            }
+        };
+        let values =
+            // On the caller's thread: one tensor at a time from inside a model's step.
+            match crate::stats::summarize_with(&view, staged, split.as_ref(), false) {
+                None => [0.0, 0.0, f64::INFINITY, f64::NEG_INFINITY, 0.0, 0.0, 0.0],
+                Some(s) => [
+                    s.nan_count as f64,
+                    s.inf_count as f64,
+                    s.min.unwrap_or(f64::INFINITY),
+                    s.max.unwrap_or(f64::NEG_INFINITY),
+                    s.sum,
+                    s.l2,
+                    s.pos_checksum,
+                ],
+            };
+        // SAFETY: 7 writable doubles (caller's contract).
+        unsafe { std::ptr::copy_nonoverlapping(values.as_ptr(), out, 7) };
+        Ok(())
+    })
 }

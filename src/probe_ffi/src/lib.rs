@@ -20,6 +20,7 @@ pub mod manifest;
 pub mod names;
 pub mod pool;
 pub mod session;
+pub mod shard;
 pub mod staging;
 pub mod stats;
 pub mod view;

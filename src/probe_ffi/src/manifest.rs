@@ -5,6 +5,8 @@
 //! Fields only the native probe writes (optional in the schema): `backend`, `backend_reason`,
 //! `budget_bytes`, `staged_bytes`, `storage_identity`, `skipped_over_budget`, `warnings`.
 
+use std::fmt::Write as _;
+
 use crate::stats::Summary;
 use crate::view::View;
 
@@ -103,27 +105,73 @@ pub struct Header<'a> {
     pub staged_bytes: u64,
 }
 
-fn string(s: &str) -> String {
-    serde_json::to_string(s).expect("a string serializes")
-}
-
-/// A statistic as strict JSON: a number, `null`, or `"nan"` / `"inf"` / `"-inf"`.
-fn stat(value: Option<f64>) -> String {
-    match value {
-        None => "null".to_string(),
-        Some(v) if v.is_nan() => "\"nan\"".to_string(),
-        Some(v) if v.is_infinite() => if v > 0.0 { "\"inf\"" } else { "\"-inf\"" }.to_string(),
-        Some(v) => serde_json::to_string(&v).expect("a finite float serializes"),
+/// Appends `s` as a JSON string.
+fn push_string(out: &mut String, s: &str) {
+    // JSON escapes only '"', '\\' and control characters (RFC 8259, section 7); stage names
+    // rarely hold one, and then serde_json's escaping is used.
+    if s.bytes().any(|b| b == b'"' || b == b'\\' || b < 0x20) {
+        out.push_str(&serde_json::to_string(s).expect("a string serializes"));
+    } else {
+        out.push('"');
+        out.push_str(s);
+        out.push('"');
     }
 }
 
-fn list<T: ToString>(items: &[T]) -> String {
-    let items: Vec<String> = items.iter().map(T::to_string).collect();
-    format!("[{}]", items.join(", "))
+fn string(s: &str) -> String {
+    let mut out = String::new();
+    push_string(&mut out, s);
+    out
 }
 
-fn option<T: ToString>(value: Option<T>) -> String {
-    value.map_or("null".to_string(), |v| v.to_string())
+/// Appends a statistic: strict JSON, so NaN and the infinities are strings and a missing value
+/// is `null`. Finite values are written shortest-round-trip (zmij, as serde_json does).
+fn push_stat(out: &mut String, value: Option<f64>) {
+    match value {
+        None => out.push_str("null"),
+        Some(v) if v.is_nan() => out.push_str("\"nan\""),
+        Some(v) if v.is_infinite() => out.push_str(if v > 0.0 { "\"inf\"" } else { "\"-inf\"" }),
+        Some(v) => {
+            let mut buffer = zmij::Buffer::new();
+            let text = buffer.format_finite(v);
+            out.push_str(text);
+            if !text.contains(['.', 'e', 'E']) {
+                // serde_json writes integral floats with ".0"; so does the Python probe.
+                out.push_str(".0");
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+fn stat(value: Option<f64>) -> String {
+    let mut out = String::new();
+    push_stat(&mut out, value);
+    out
+}
+
+/// Appends a whole number (itoa: no formatter machinery per number).
+fn push_u64(out: &mut String, v: u64) {
+    out.push_str(itoa::Buffer::new().format(v));
+}
+
+/// Appends `[a, b, c]`.
+fn push_list(out: &mut String, items: &[u64]) {
+    out.push('[');
+    for (k, &item) in items.iter().enumerate() {
+        if k > 0 {
+            out.push_str(", ");
+        }
+        push_u64(out, item);
+    }
+    out.push(']');
+}
+
+fn push_option(out: &mut String, value: Option<u64>) {
+    match value {
+        None => out.push_str("null"),
+        Some(v) => push_u64(out, v),
+    }
 }
 
 /// `storage_identity`: how scan can group this window's aliases — `storage_id` when every
@@ -144,57 +192,87 @@ pub fn storage_identity(views: &[&View]) -> &'static str {
     }
 }
 
-fn record_line(r: &RecordOut) -> String {
+/// Appends one record's line (without the separator).
+fn push_record(out: &mut String, r: &RecordOut) {
     let v = r.view;
     let element_size = v.element_size() as u64;
-    let stats = match &r.summary {
-        None => "null".to_string(),
-        Some(s) => format!(
-            "{{\"nan_count\": {}, \"inf_count\": {}, \"finite_count\": {}, \"max_abs\": {}, \"min\": {}, \"max\": {}, \"mean\": {}, \"l2\": {}, \"pos_checksum\": {}}}",
-            s.nan_count,
-            s.inf_count,
-            s.finite_count,
-            stat(s.max_abs),
-            stat(s.min),
-            stat(s.max),
-            stat(s.mean),
-            stat(Some(s.l2)),
-            stat(Some(s.pos_checksum)),
-        ),
-    };
-    let mut line = format!(
-        "{{\"seq\": {}, \"stage\": {}, \"occurrence\": {}, \"mode\": \"eager\", \"dtype\": \"{}\", \"shape\": {}, \"stride\": {}, \"storage_offset\": {}, \"element_size\": {}, \"numel\": {}, \"storage_ptr\": {}, \"storage_id\": {}, \"storage_nbytes\": {}, \"data_ptr\": {}, \"device\": \"{}\", \"device_format\": null, \"is_contiguous\": {}, \"stats\": {stats}",
-        r.seq,
-        string(r.stage),
-        r.occurrence,
-        v.dtype.name(),
-        list(&v.shape),
-        list(&v.strides),
-        v.storage_offset,
-        element_size,
-        v.numel,
-        v.data,
-        option(v.storage_id),
-        option(v.storage_bytes),
-        v.data as u64 + v.storage_offset * element_size,
-        v.device.name(),
-        v.is_contiguous(),
-    );
+    out.push_str("{\"seq\": ");
+    push_u64(out, r.seq);
+    out.push_str(", \"stage\": ");
+    push_string(out, r.stage);
+    out.push_str(", \"occurrence\": ");
+    push_u64(out, u64::from(r.occurrence));
+    out.push_str(", \"mode\": \"eager\", \"dtype\": \"");
+    out.push_str(v.dtype.name());
+    out.push_str("\", \"shape\": ");
+    push_list(out, &v.shape);
+    out.push_str(", \"stride\": ");
+    push_list(out, &v.strides);
+    out.push_str(", \"storage_offset\": ");
+    push_u64(out, v.storage_offset);
+    out.push_str(", \"element_size\": ");
+    push_u64(out, element_size);
+    out.push_str(", \"numel\": ");
+    push_u64(out, v.numel);
+    out.push_str(", \"storage_ptr\": ");
+    push_u64(out, v.data as u64);
+    out.push_str(", \"storage_id\": ");
+    push_option(out, v.storage_id);
+    out.push_str(", \"storage_nbytes\": ");
+    push_option(out, v.storage_bytes);
+    out.push_str(", \"data_ptr\": ");
+    push_u64(out, v.data as u64 + v.storage_offset * element_size);
+    out.push_str(", \"device\": \"");
+    out.push_str(&v.device.name());
+    out.push_str("\", \"device_format\": null, \"is_contiguous\": ");
+    out.push_str(if v.is_contiguous() { "true" } else { "false" });
+    out.push_str(", \"stats\": ");
+    match &r.summary {
+        None => out.push_str("null"),
+        Some(s) => {
+            out.push_str("{\"nan_count\": ");
+            push_u64(out, s.nan_count);
+            out.push_str(", \"inf_count\": ");
+            push_u64(out, s.inf_count);
+            out.push_str(", \"finite_count\": ");
+            push_u64(out, s.finite_count);
+            out.push_str(", \"max_abs\": ");
+            push_stat(out, s.max_abs);
+            out.push_str(", \"min\": ");
+            push_stat(out, s.min);
+            out.push_str(", \"max\": ");
+            push_stat(out, s.max);
+            out.push_str(", \"mean\": ");
+            push_stat(out, s.mean);
+            out.push_str(", \"l2\": ");
+            push_stat(out, Some(s.l2));
+            out.push_str(", \"pos_checksum\": ");
+            push_stat(out, Some(s.pos_checksum));
+            out.push('}');
+        }
+    }
     match &r.tensor {
-        None => line.push_str(", \"tensor_file\": null"),
-        Some(t) => line.push_str(&format!(
-            ", \"tensor_file\": {}, \"rows_kept\": {}, \"rows_total\": {}, \"truncated\": {}",
-            string(&t.file),
-            t.rows_kept,
-            t.rows_total,
-            t.rows_kept < t.rows_total
-        )),
+        None => out.push_str(", \"tensor_file\": null"),
+        Some(t) => {
+            out.push_str(", \"tensor_file\": ");
+            push_string(out, &t.file);
+            out.push_str(", \"rows_kept\": ");
+            push_u64(out, t.rows_kept);
+            out.push_str(", \"rows_total\": ");
+            push_u64(out, t.rows_total);
+            out.push_str(", \"truncated\": ");
+            out.push_str(if t.rows_kept < t.rows_total {
+                "true"
+            } else {
+                "false"
+            });
+        }
     }
     if let Some(shard) = &v.shard {
-        line.push_str(&format!(", \"shard\": {}", string(shard)));
+        out.push_str(", \"shard\": ");
+        push_string(out, shard);
     }
-    line.push('}');
-    line
+    out.push('}');
 }
 
 fn skipped_json(s: &Skipped) -> String {
@@ -208,10 +286,11 @@ fn skipped_json(s: &Skipped) -> String {
     )
 }
 
-/// The whole manifest text.
+/// The whole manifest of one window: the header's fields, then `skipped_over_budget`,
+/// `warnings`, one line per record, and `input_sets` (always empty natively).
 pub fn text(h: &Header, records: &[RecordOut], skipped: &[Skipped], warnings: &[String]) -> String {
     let views: Vec<&View> = records.iter().map(|r| r.view).collect();
-    let mut lines: Vec<String> = vec![
+    let lines: Vec<String> = vec![
         "\"format\": \"dumpview.manifest\"".into(),
         "\"schema_version\": 1".into(),
         format!("\"probe\": {}", string(PROBE_NAME)),
@@ -228,37 +307,80 @@ pub fn text(h: &Header, records: &[RecordOut], skipped: &[Skipped], warnings: &[
         format!("\"tensor_pattern\": {}", string(h.tensor_pattern)),
         format!("\"host\": {}", string(h.host)),
         format!("\"pid\": {}", h.pid),
-        format!("\"armed_unix_s\": {}", stat(Some(h.armed_unix_s))),
-        format!("\"finished_unix_s\": {}", stat(Some(h.finished_unix_s))),
+        format!("\"armed_unix_s\": {}", stat_text(h.armed_unix_s)),
+        format!("\"finished_unix_s\": {}", stat_text(h.finished_unix_s)),
         format!("\"backend\": {}", string(h.backend)),
         format!("\"backend_reason\": {}", string(h.backend_reason)),
         format!("\"budget_bytes\": {}", h.budget_bytes),
         format!("\"staged_bytes\": {}", h.staged_bytes),
         format!("\"storage_identity\": \"{}\"", storage_identity(&views)),
     ];
-    let array = |name: &str, items: Vec<String>| {
-        if items.is_empty() {
-            format!("\"{name}\": []")
-        } else {
-            format!("\"{name}\": [\n  {}\n ]", items.join(",\n  "))
+    // About 600 bytes per record line.
+    let mut out = String::with_capacity(4096 + records.len() * 700);
+    out.push_str("{\n ");
+    for line in &lines {
+        out.push_str(line);
+        out.push_str(",\n ");
+    }
+    let array = |out: &mut String, name: &str, items: &mut dyn Iterator<Item = String>| {
+        let _ = write!(out, "\"{name}\": [");
+        let mut any = false;
+        for item in items {
+            out.push_str(if any { ",\n  " } else { "\n  " });
+            out.push_str(&item);
+            any = true;
         }
+        out.push_str(if any { "\n ],\n " } else { "],\n " });
     };
-    lines.push(array(
+    array(
+        &mut out,
         "skipped_over_budget",
-        skipped.iter().map(skipped_json).collect(),
-    ));
-    lines.push(array(
+        &mut skipped.iter().map(skipped_json),
+    );
+    array(
+        &mut out,
         "warnings",
-        warnings.iter().map(|w| string(w)).collect(),
-    ));
-    lines.push(array("records", records.iter().map(record_line).collect()));
-    lines.push("\"input_sets\": []".into());
-    format!("{{\n {}\n}}\n", lines.join(",\n "))
+        &mut warnings.iter().map(|w| string(w)),
+    );
+    out.push_str("\"records\": [");
+    for (k, record) in records.iter().enumerate() {
+        out.push_str(if k > 0 { ",\n  " } else { "\n  " });
+        push_record(&mut out, record);
+    }
+    out.push_str(if records.is_empty() {
+        "],\n "
+    } else {
+        "\n ],\n "
+    });
+    out.push_str("\"input_sets\": []\n}\n");
+    out
+}
+
+fn stat_text(v: f64) -> String {
+    let mut out = String::new();
+    push_stat(&mut out, Some(v));
+    out
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn strings_are_escaped_as_serde_json_escapes_them() {
+        for text in [
+            "layers.0.q",
+            "注意力/q",
+            "a\"b",
+            "back\\slash",
+            "tab\there",
+            "\u{7f}del",
+        ] {
+            let mut out = String::new();
+            push_string(&mut out, text);
+            assert_eq!(out, serde_json::to_string(text).unwrap(), "{text:?}");
+        }
+    }
 
     #[test]
     fn statistics_are_strict_json() {

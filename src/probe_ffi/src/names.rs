@@ -21,6 +21,15 @@ pub const MAX_NAME_BYTES: usize = 4096;
 /// `NullArgument` for NULL; `Name` for an empty name, one that is not UTF-8, longer than
 /// [`MAX_NAME_BYTES`], or holding a control character.
 pub unsafe fn checked_name(ptr: *const c_char, what: &str) -> Result<String, Failure> {
+    // SAFETY: forwarded contract; the text is copied before the call returns.
+    unsafe { checked_name_ref(ptr, what) }.map(str::to_string)
+}
+
+/// [`checked_name`] without the copy: the text borrowed from the caller's string.
+///
+/// # Safety
+/// As for [`checked_name`]; and the caller's string outlives `'a`.
+pub unsafe fn checked_name_ref<'a>(ptr: *const c_char, what: &str) -> Result<&'a str, Failure> {
     if ptr.is_null() {
         return Err(Failure::new(
             Status::NullArgument,
@@ -47,7 +56,7 @@ pub unsafe fn checked_name(ptr: *const c_char, what: &str) -> Result<String, Fai
             text.chars().take(80).collect::<String>()
         )));
     }
-    Ok(text.to_string())
+    Ok(text)
 }
 
 /// `<stage>#<N>` as a file name: characters outside `[A-Za-z0-9_.#-]` become `_`, cut at 200
@@ -63,21 +72,6 @@ pub fn safe_file_name(key: &str) -> String {
         })
         .take(200)
         .collect()
-}
-
-/// Whether `text` is a shard annotation as the manifest schema takes it (docs/manifest.md,
-/// "Parallel layouts"): `tp:D`, `tp:D@OFFSET/FULL`, `cp:D`, `cp:D:zigzag`, `cp:D@OFFSET/FULL`,
-/// `replicated:G` or `partial:G` with G one of tp, cp, dp, pp, ep.
-pub fn is_shard(text: &str) -> bool {
-    static SHARD: std::sync::OnceLock<regex::Regex> = std::sync::OnceLock::new();
-    SHARD
-        .get_or_init(|| {
-            regex::Regex::new(
-                r"^((replicated|partial):(tp|cp|dp|pp|ep)|(tp|cp):[0-9]+(@[0-9]+/[0-9]+|:zigzag)?)$",
-            )
-            .expect("a valid pattern")
-        })
-        .is_match(text)
 }
 
 #[cfg(test)]
@@ -111,21 +105,5 @@ mod tests {
         assert_eq!(safe_file_name("a/b c#1"), "a_b_c#1");
         assert_eq!(safe_file_name(&"x".repeat(300)).len(), 200);
         assert_eq!(safe_file_name("é#2"), "_#2");
-    }
-
-    #[test]
-    fn shard_annotations_follow_the_schema() {
-        for good in [
-            "tp:1",
-            "tp:0@8/10",
-            "cp:2:zigzag",
-            "replicated:tp",
-            "partial:tp",
-        ] {
-            assert!(super::is_shard(good), "{good}");
-        }
-        for bad in ["", "tp", "tp:x", "replicated:world", "tp:1@8", "tp:1 "] {
-            assert!(!super::is_shard(bad), "{bad:?}");
-        }
     }
 }

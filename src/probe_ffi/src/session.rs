@@ -61,12 +61,16 @@ struct Window {
     match_index: u32,
     occurrence: u32,
     metadata: serde_json::Value,
+    /// `metadata.parallel`, the axes shard annotations refer to.
+    layout: crate::shard::Layout,
     armed_unix_s: f64,
     captures: Vec<Capture>,
     skipped: Vec<Skipped>,
     warnings: Vec<String>,
-    /// stage → captures so far (occurrence numbers).
-    occurrences: HashMap<String, u32>,
+    /// The window's stage names, each once, in first-capture order ([`Capture::stage`] indexes it).
+    stage_names: Vec<String>,
+    /// stage → (its index in `stage_names`, captures so far, whether DUMP_PROBE_TENSOR saves it).
+    stages: HashMap<String, (u32, u32, bool)>,
     /// Streams with copies enqueued, in first-use order, each once.
     streams: Vec<(Device, usize)>,
     next_seq: u64,
@@ -74,12 +78,15 @@ struct Window {
 
 struct Capture {
     seq: u64,
-    stage: String,
+    /// Index into [`Window::stage_names`].
+    stage: u32,
     occurrence: u32,
     view: View,
     /// Staging address of the span (0 without elements).
     staged: usize,
     save: bool,
+    /// The full tensor's coordinates of a sliced capture (`shard`), for its position checksum.
+    split: Option<crate::stats::Split>,
 }
 
 // SAFETY: the raw staging addresses in `Capture` point into the session's own arena, used only
@@ -262,20 +269,38 @@ impl Session {
         entry.1 += 1;
         let (match_index, calls) = *entry;
         state.arms += 1;
+        let (layout, problems) = crate::shard::layout_of(&metadata);
+        // On every rank, selected or not, as dump_probe.py warns at arm.
+        if let Some(message) = crate::shard::unselected_group(&layout, state.config.ranks.as_ref())
+        {
+            warn(&mut state.printed, &message);
+        }
         if state.config.selects_rank(state.rank)
             && match_index == state.config.match_index
             && calls == state.config.occurrence
         {
+            let mut metadata = metadata;
+            let mut warnings = Vec::new();
+            if !problems.is_empty() {
+                // What was left out is not recorded as if it were the layout (dump_probe.py's rule).
+                metadata["parallel"] = crate::shard::layout_json(&layout);
+            }
+            for problem in problems {
+                warn(&mut state.printed, &problem);
+                warnings.push(problem);
+            }
             state.window = Some(Window {
                 label,
                 match_index,
                 occurrence: calls,
                 metadata,
+                layout,
                 armed_unix_s: now(),
                 captures: Vec::new(),
                 skipped: Vec::new(),
-                warnings: Vec::new(),
-                occurrences: HashMap::new(),
+                warnings,
+                stage_names: Vec::new(),
+                stages: HashMap::new(),
                 streams: Vec::new(),
                 next_seq: 0,
             });
@@ -289,7 +314,7 @@ impl Session {
     /// # Errors
     /// `Closed`, `Device`, and for a capture that was counted but not made: `OverBudget`,
     /// `GraphCapture`, `Runtime` (each recorded in the manifest).
-    pub fn capture(&self, stage: String, view: View) -> Result<(), Failure> {
+    pub fn capture(&self, stage: &str, mut view: View) -> Result<(), Failure> {
         self.check_open()?;
         if !self.armed {
             return Ok(());
@@ -324,12 +349,23 @@ impl Session {
         }
         let seq = window.next_seq;
         window.next_seq += 1;
-        let occurrence = {
-            let n = window.occurrences.entry(stage.clone()).or_insert(0);
-            *n += 1;
-            *n
+        // A stage seen before costs no allocation here (most calls of a window), and its
+        // DUMP_PROBE_TENSOR match is remembered.
+        let (stage_index, occurrence, save) = match window.stages.get_mut(stage) {
+            Some((index, n, save)) => {
+                *n += 1;
+                (*index, *n, *save)
+            }
+            None => {
+                let index = window.stage_names.len() as u32;
+                let save = config.saves_tensor(stage);
+                window.stage_names.push(stage.to_string());
+                window.stages.insert(stage.to_string(), (index, 1, save));
+                (index, 1, save)
+            }
         };
-        let key = format!("{stage}#{occurrence}");
+        // The record's key, for messages only.
+        let key = StageKey(stage, occurrence);
         let mut fail = |window: &mut Window, status: Status, message: String| {
             if status != Status::OverBudget {
                 warn(printed, &message);
@@ -363,6 +399,30 @@ impl Session {
             }
         }
         let bytes = view.span_bytes();
+        // A broadcast (stride 0) view reads few bytes but has as many elements as its shape:
+        // the statistics (and a saved tensor) cost what the dense tensor would, so the budget
+        // bounds that too.
+        let dense = view.numel.saturating_mul(view.element_size() as u64);
+        if dense > staging.budget() {
+            window.skipped.push(Skipped {
+                seq,
+                stage: stage.to_string(),
+                occurrence,
+                bytes: dense,
+                budget_left: staging.budget() - staging.staged(),
+            });
+            return fail(
+                window,
+                Status::OverBudget,
+                format!(
+                    "{key} (seq {seq}) skipped: its {} elements are {dense} bytes as a dense tensor (read from a span of \
+                     {bytes} bytes), over the window's staging budget of {} bytes, which bounds what a capture's \
+                     statistics read; recorded in skipped_over_budget",
+                    view.numel,
+                    staging.budget()
+                ),
+            );
+        }
         let staged = if view.numel == 0 {
             0
         } else {
@@ -371,7 +431,7 @@ impl Session {
                 Err(crate::staging::NoSlot::OverBudget { left }) => {
                     window.skipped.push(Skipped {
                         seq,
-                        stage: stage.clone(),
+                        stage: stage.to_string(),
                         occurrence,
                         bytes,
                         budget_left: left,
@@ -417,14 +477,35 @@ impl Session {
                 window.streams.push((view.device, view.stream));
             }
         }
-        let save = config.saves_tensor(&stage);
+        let split = match view
+            .shard
+            .as_deref()
+            .map(|shard| crate::shard::resolve(shard, &view, &window.layout))
+        {
+            None => None,
+            Some(Ok(resolved)) => {
+                view.shard = Some(resolved.text);
+                resolved.split
+            }
+            Some(Err(why)) => {
+                let message = format!(
+                    "{key} (seq {seq}): shard {:?}: {why}; recorded without a shard",
+                    view.shard.as_deref().unwrap_or_default()
+                );
+                warn(printed, &message);
+                window.warnings.push(message);
+                view.shard = None;
+                None
+            }
+        };
         window.captures.push(Capture {
             seq,
-            stage,
+            stage: stage_index,
             occurrence,
             view,
             staged,
             save,
+            split,
         });
         Ok(())
     }
@@ -603,6 +684,15 @@ fn nothing_written_reason(state: &State) -> String {
     }
 }
 
+/// `stage#occurrence`, as messages name a record; formatted only when a message is.
+struct StageKey<'a>(&'a str, u32);
+
+impl std::fmt::Display for StageKey<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}#{}", self.0, self.1)
+    }
+}
+
 /// Synchronizes, summarizes, saves and writes one window.
 fn finish_window(state: &mut State, window: &mut Window) -> Result<(), Failure> {
     // One synchronize per stream that has copies enqueued, and no more.
@@ -640,7 +730,7 @@ fn finish_window(state: &mut State, window: &mut Window) -> Result<(), Failure> 
                 let staged = unsafe {
                     std::slice::from_raw_parts(c.staged as *const u8, c.view.span_bytes() as usize)
                 };
-                stats::summarize(&c.view, staged)
+                stats::summarize(&c.view, staged, c.split.as_ref())
             })
             .collect()
     });
@@ -676,7 +766,10 @@ fn finish_window(state: &mut State, window: &mut Window) -> Result<(), Failure> 
                     )
                 }
             };
-            let key = format!("{}#{}", capture.stage, capture.occurrence);
+            let key = format!(
+                "{}#{}",
+                window.stage_names[capture.stage as usize], capture.occurrence
+            );
             match window_files::save_tensor(&dir, &key, &capture.view, staged, kept) {
                 Ok(file) => {
                     tensor = Some(SavedTensor {
@@ -694,7 +787,7 @@ fn finish_window(state: &mut State, window: &mut Window) -> Result<(), Failure> 
         }
         records.push(RecordOut {
             seq: capture.seq,
-            stage: &capture.stage,
+            stage: &window.stage_names[capture.stage as usize],
             occurrence: capture.occurrence,
             view: &capture.view,
             summary,
