@@ -32,8 +32,6 @@ struct Args {
     /// Print JSON instead of text.
     #[arg(long, global = true)]
     json: bool,
-    #[command(flatten)]
-    attempts: cli::inputs::AttemptArgs,
     /// Follow SOURCE in the workbench as dumps land (repeat for several; they merge into one
     /// capture). Not with positional captures.
     #[arg(long, value_name = "SOURCE", conflicts_with = "captures")]
@@ -41,6 +39,13 @@ struct Args {
     /// With --watch: diff mode against this capture, itself followed.
     #[arg(long, value_name = "SOURCE", requires = "watch")]
     vs: Option<String>,
+    /// The workbench leaves stages whose name matches REGEX out of both captures, as
+    /// `dumpview scan/diff/report --ignore` does (a note per window lists what).
+    #[arg(long, value_name = "REGEX", conflicts_with = "watch")]
+    ignore: Option<String>,
+    // The flattened groups last: each sets the help heading of the options after it.
+    #[command(flatten)]
+    attempts: cli::inputs::AttemptArgs,
     #[command(flatten)]
     remote: RemoteArgs,
 }
@@ -48,6 +53,7 @@ struct Args {
 /// How captures on other machines (`ssh://host/path`, `host:path`) are reached
 /// (docs/remote.md).
 #[derive(Debug, Clone, Default, clap::Args)]
+#[command(next_help_heading = "Remote captures (host:path, ssh://host/path; every subcommand)")]
 struct RemoteArgs {
     /// The ssh program and its options for remote captures, split like a shell would (e.g.
     /// "ssh -F ~/.ssh/gpu_config"); default: $DUMPVIEW_SSH, else ssh.
@@ -411,7 +417,8 @@ enum Command {
         #[command(flatten)]
         tolerance: ToleranceArgs,
     },
-    /// The capture probe (assets/dump_probe.py).
+    /// The capture probes: assets/dump_probe.py, or with `install --native` the C-ABI library
+    /// (docs/native_probe.md).
     Probe {
         #[command(subcommand)]
         action: ProbeAction,
@@ -427,6 +434,7 @@ enum Command {
 enum ProbeAction {
     /// Write dump_probe.py and replay_op.py into DIR (never replaces an existing file).
     Install {
+        /// An existing directory to write into, e.g. the package of the code under test.
         dir: PathBuf,
         /// Write the native probe instead: dump_probe.h and libdump_probe.so (the library found
         /// beside this dumpview; docs/native_probe.md).
@@ -446,11 +454,17 @@ fn tolerances_given(tolerance: &ToleranceArgs) -> bool {
 fn workbench(
     source: dumpview::runtime::Source,
     tolerance: &ToleranceArgs,
+    ignore: &cli::inputs::IgnoreArgs,
     attempts: &cli::inputs::AttemptArgs,
     json: bool,
 ) -> Result<Outcome, cli::CliError> {
     use std::io::IsTerminal;
     let tolerances = tolerance.tolerances()?;
+    // A bad pattern is an input error, said before the terminal is taken.
+    if let Some(pattern) = &ignore.ignore {
+        regex::Regex::new(pattern)
+            .map_err(|e| format!("--ignore {pattern:?} is not a valid regular expression: {e}"))?;
+    }
     if tolerances_given(tolerance)
         && matches!(&source, dumpview::runtime::Source::Files { b: None, .. })
     {
@@ -479,10 +493,10 @@ fn workbench(
         // No terminal to draw on (a pipe, a script): the same answers as text.
         return match source {
             dumpview::runtime::Source::Files { a, b: None, .. } => {
-                cli::scan::run(&[a], attempts, &Default::default(), json)
+                cli::scan::run(&[a], attempts, ignore, json)
             }
             dumpview::runtime::Source::Files { a, b: Some(b), .. } => {
-                cli::diff::run(&a, &b, tolerance, attempts, &Default::default(), json)
+                cli::diff::run(&a, &b, tolerance, attempts, ignore, json)
             }
             dumpview::runtime::Source::Example(_) => cli::summary::run_embedded(json),
         };
@@ -507,14 +521,15 @@ fn main() -> ExitCode {
     let mut sources = Sources::new(args.remote, json);
     let workbench_only = !args.captures.is_empty()
         || !args.watch.is_empty()
+        || args.ignore.is_some()
         || args.vs.is_some()
         || args.tolerance.rtol.is_some()
         || args.tolerance.atol.is_some()
         || !args.tolerance.per_stat.is_empty();
     let result = if args.command.is_some() && workbench_only {
         Err(
-            "CAPTURE, --rtol, --atol, --tol, --watch and --vs before a subcommand are the \
-             workbench's; give a subcommand's own after its name (`dumpview diff --rtol 1e-3 A B`)"
+            "CAPTURE, --rtol, --atol, --tol, --ignore, --watch and --vs before a subcommand are \
+             the workbench's; give a subcommand's own after its name (`dumpview diff --rtol 1e-3 A B`)"
                 .into(),
         )
     } else if args.vs.is_some() && args.watch.is_empty() {
@@ -527,6 +542,9 @@ fn main() -> ExitCode {
             args.command,
             &args.captures,
             &args.tolerance,
+            &cli::inputs::IgnoreArgs {
+                ignore: args.ignore.clone(),
+            },
             &attempts,
             json,
             &mut sources,
@@ -553,6 +571,7 @@ fn run(
     command: Option<Command>,
     captures: &[PathBuf],
     tolerance: &ToleranceArgs,
+    ignore: &cli::inputs::IgnoreArgs,
     attempts: &cli::inputs::AttemptArgs,
     json: bool,
     sources: &mut Sources,
@@ -571,10 +590,11 @@ fn run(
                 b: None,
                 attempt_a: attempts.side(0),
                 attempt_b: attempts.side(1),
+                ignore: ignore.ignore.clone(),
             };
             // A remote capture's saved tensors come when `t` needs them.
             let _fetching = sources.fetcher().map(dumpview::runtime::fetch::register);
-            return workbench(source, tolerance, &attempts, json);
+            return workbench(source, tolerance, ignore, &attempts, json);
         }
         (None, [a, b, ..]) => {
             let source = dumpview::runtime::Source::Files {
@@ -582,9 +602,10 @@ fn run(
                 b: Some(sources.local(b)?),
                 attempt_a: attempts.side(0),
                 attempt_b: attempts.side(1),
+                ignore: ignore.ignore.clone(),
             };
             let _fetching = sources.fetcher().map(dumpview::runtime::fetch::register);
-            return workbench(source, tolerance, &attempts, json);
+            return workbench(source, tolerance, ignore, &attempts, json);
         }
     };
     match command {
@@ -596,6 +617,7 @@ fn run(
         } => workbench(
             dumpview::runtime::Source::Example(pair),
             &tolerance,
+            &Default::default(),
             &attempts,
             json,
         ),

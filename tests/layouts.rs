@@ -116,6 +116,15 @@ fn tp1_against_tp2_pairs_the_merged_stages_and_every_one_agrees() {
         ]
     );
     assert_eq!(w.first_divergence, None);
+    // The merged group is one logical rank: no "configuration differs: parallel" beside the
+    // layouts line that says what was merged.
+    assert!(
+        w.metadata_differences
+            .iter()
+            .all(|d| !d.starts_with("parallel")),
+        "{:?}",
+        w.metadata_differences
+    );
     assert!(report.replicated.is_empty());
     assert!(!report.found_something());
 
@@ -215,8 +224,10 @@ fn a_replicated_norm_weight_that_differs_on_rank_1_is_the_replicated_finding() {
     assert_eq!(
         findings,
         [
-            "replicated tensor differs across tp ranks 0 and 1 at layers.0.norm_weight (magnitude)",
-            "replicated tensor differs across tp ranks 0 and 1 at layers.0.input_norm (magnitude)",
+            "replicated tensor differs across tp ranks 0 and 1 at layers.0.norm_weight \
+             (magnitude: max_abs by 4.633e-1, replica bound 1.695e-15)",
+            "replicated tensor differs across tp ranks 0 and 1 at layers.0.input_norm \
+             (magnitude: max_abs by 6.828e-1, replica bound 3.330e-15)",
         ]
     );
     assert!(report.replicated.iter().all(|f| f.side == 'b'));
@@ -540,5 +551,57 @@ fn a_missing_all_reduce_is_the_first_divergence_at_down_and_its_ranks_disagree()
     assert_eq!(
         (report.replicated[0].rank, report.replicated[0].other_rank),
         (0, 1)
+    );
+}
+
+#[test]
+fn an_uneven_tp4_split_of_four_gloo_processes_merges_back_to_the_tp1_run() {
+    let report = across("tp1", "tp4_uneven");
+    let g = &report.layouts.as_ref().unwrap().b.groups[0];
+    assert_eq!(
+        (g.size, g.ranks.clone(), g.merged),
+        (4, vec![0, 1, 2, 3], 3)
+    );
+    let w = &report.windows[0];
+    assert_eq!(
+        w.only_a,
+        ["layers.0.up_heads#1"],
+        "an uneven split has no heads view"
+    );
+    let up = w.pairs.iter().find(|p| p.key == "layers.0.up#1").unwrap();
+    assert_eq!(up.shape_b.to_vec(), vec![6, 16]);
+    let shapes: Vec<Vec<u64>> = up.pieces_b.iter().map(|p| p.shape.clone()).collect();
+    assert_eq!(shapes, [vec![6, 5], vec![6, 4], vec![6, 4], vec![6, 3]]);
+    for p in &w.pairs {
+        assert_eq!(p.comparison.verdict, Verdict::Agree, "{}", p.key);
+    }
+    assert_eq!(w.first_divergence, None);
+}
+
+#[test]
+fn a_nan_planted_on_rank_2_of_four_originates_there_and_the_others_are_propagated() {
+    use dumpview::model::analysis::ranks::first_nonfinite_across;
+    let across = first_nonfinite_across(&capture("tp4_nan").windows);
+    assert_eq!(across.len(), 1);
+    let x = &across[0];
+    assert_eq!(x.ranks, [0, 1, 2, 3]);
+    assert_eq!(
+        (x.origin_key.as_str(), x.origin_ranks.clone()),
+        ("layers.0.act#1", vec![2])
+    );
+    for rank in [0, 1, 3] {
+        let f = x.firsts.iter().find(|f| f.rank == rank).unwrap();
+        assert_eq!(f.first.key, "layers.0.down#1", "rank {rank}");
+        assert_eq!(
+            f.propagated_via.as_deref(),
+            Some("layers.0.down#1"),
+            "rank {rank}"
+        );
+    }
+    assert_eq!(
+        x.describe(),
+        "rank 2 went non-finite first, at layers.0.act#1; rank 0 propagated (non-finite from \
+         layers.0.down#1, a collective); rank 1 propagated (non-finite from layers.0.down#1, a \
+         collective); rank 3 propagated (non-finite from layers.0.down#1, a collective)"
     );
 }

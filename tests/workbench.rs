@@ -16,6 +16,8 @@ use ratatui::style::{Color, Modifier};
 
 #[path = "workbench/cases.rs"]
 mod cases;
+#[path = "workbench/layouts.rs"]
+mod layouts;
 mod support;
 
 /// The real loop over a TestBackend terminal, jobs held: tests send their events.
@@ -2304,11 +2306,13 @@ fn esc_cancels_the_running_replay_once_and_a_failure_is_shown_with_its_log() {
         app.message
     );
 
-    // A replay that could not be judged: the popup says why, with the log's last lines.
+    // p again reopens the dialog on what the cancelled replay was asked.
     apply(&mut app, [Action::Replay]);
-    apply(&mut app, typed(EPS_AFTER));
+    assert_eq!(app.replay_dialog.as_ref().unwrap().candidate, EPS_AFTER);
+    // A replay that could not be judged: the popup says why, with the log's last lines.
     apply(&mut app, [Action::ReplaySubmit]);
     assert_eq!(app.0.jobs().current(Slot::Replay), Some(JobId(2)));
+    assert!(app.replay_cancelled.is_none(), "a new start supersedes it");
     apply(
         &mut app,
         [

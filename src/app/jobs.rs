@@ -53,6 +53,9 @@ pub enum Source {
         attempt_a: Attempt,
         /// Which attempt of each of B's windows to keep.
         attempt_b: Attempt,
+        /// `--ignore REGEX`: stages left out of both captures before the analysis, as the
+        /// CLI's `--ignore` leaves them out (a note per window says what); `None`: none.
+        ignore: Option<String>,
     },
     /// An embedded example pair, by name (`crate::embedded::example_pairs`).
     Example(String),

@@ -211,6 +211,9 @@ pub struct Loaded {
     /// Some window of A or B captured an input set (`p` has something to replay): the
     /// timeline shows its ↻ column, the keys offer `p`.
     pub input_sets: bool,
+    /// What merging parallel groups lost (`DiffReport::merge_warnings`), shown with the load
+    /// warnings (`w`), each with its side.
+    pub merge_warnings: Vec<(char, crate::model::dump::Warning)>,
 }
 
 impl Loaded {
@@ -272,11 +275,30 @@ impl Loaded {
             .iter()
             .chain(session.b.iter().flat_map(|b| b.windows.iter()))
             .any(|w| !w.input_sets.is_empty());
+        let merge_warnings = session
+            .analysis
+            .diff
+            .as_ref()
+            .map(|d| d.merge_warnings())
+            .unwrap_or_default()
+            .into_iter()
+            .map(|w| {
+                (
+                    if w.message.starts_with("A:") {
+                        'A'
+                    } else {
+                        'B'
+                    },
+                    w,
+                )
+            })
+            .collect();
         Loaded {
             session,
             windows,
             overview,
             input_sets,
+            merge_warnings,
         }
     }
 }
@@ -338,6 +360,9 @@ pub struct App {
     pub replay_dialog: Option<ReplayDialog>,
     /// The running replay (one at a time); its popup shows the log.
     pub replay_job: Option<ReplayJob>,
+    /// The last replay cancelled before it finished, so that `p` on its stage reopens the
+    /// dialog on what was asked (a finished one is in `replay_results`).
+    pub replay_cancelled: Option<ReplayJob>,
     /// Finished replays, in the order they finished; the exported report includes the
     /// judged ones.
     pub replay_results: Vec<ReplayKept>,
@@ -403,6 +428,7 @@ impl App {
             tensor_popup: None,
             replay_dialog: None,
             replay_job: None,
+            replay_cancelled: None,
             replay_results: Vec::new(),
             replay_view: None,
             replay_history: None,
@@ -474,7 +500,18 @@ impl App {
                     .iter()
                     .flat_map(|b| b.warnings.iter().map(|w| ('B', w))),
             )
+            .chain(loaded.merge_warnings.iter().map(|(side, w)| (*side, w)))
             .collect()
+    }
+
+    /// Why the selected window could not be merged whole across parallel layouts (empty when
+    /// it was, or nothing was merged): its first divergence is unknown.
+    pub fn unmerged(&self) -> &[String] {
+        self.loaded
+            .as_ref()
+            .zip(self.choice())
+            .and_then(|(l, c)| Some(&l.diff()?.windows.get(c.pair?)?.unmerged))
+            .map_or(&[], |u| u.as_slice())
     }
 
     /// How many load warnings the open captures have, and how many of them lost evidence.
@@ -508,6 +545,7 @@ impl App {
                 &loaded.scans_a()[choice.a],
                 &loaded.scans_b()[bi],
                 &report.windows[pair],
+                &rows::replicated_keys(&report.replicated, a, &b.windows[bi]),
             ),
             _ => rows::scan_rows(a, &loaded.scans_a()[choice.a]),
         };
@@ -1117,12 +1155,17 @@ fn update_base(app: &mut App, action: Action, page: usize) -> Vec<Effect> {
                     found = app.rows.iter().position(|r| r.first_divergence);
                 }
             }
+            let unmerged = app.unmerged().first().cloned();
             let what = if app.loaded.as_ref().is_some_and(|l| l.diff().is_some()) {
                 "divergence"
             } else {
                 "divergence in scan mode (open two captures)"
             };
             app.jump_to(found, what);
+            if let (None, Some(why)) = (found, unmerged) {
+                // Not "no divergence": the stages not merged were never compared.
+                app.message = Some(format!("first divergence unknown: {why}"));
+            }
         }
         Action::StartSearch => {
             app.search.editing = true;

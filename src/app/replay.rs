@@ -384,15 +384,22 @@ fn dialog_for(app: &App) -> Result<ReplayDialog, String> {
         recall: None,
         error: None,
     };
-    // Replayed before: the dialog opens on what was run last for this stage.
-    if let Some(kept) = app
+    // Replayed before: the dialog opens on what was run last for this stage, finished or
+    // cancelled (a cancelled one is newer than every finished one it is kept beside).
+    let cancelled = app
+        .replay_cancelled
+        .as_ref()
+        .filter(|j| j.rank == choice.rank && j.stage == key)
+        .map(|j| (&j.entry, j.side));
+    let kept = app
         .replay_results
         .iter()
         .rev()
         .find(|k| k.rank == choice.rank && k.stage == key)
-    {
-        dialog.fill(&kept.entry);
-        if let Some(i) = dialog.targets.iter().position(|t| t.side == kept.side) {
+        .map(|k| (&k.entry, k.side));
+    if let Some((entry, side)) = cancelled.or(kept) {
+        dialog.fill(entry);
+        if let Some(i) = dialog.targets.iter().position(|t| t.side == side) {
             dialog.target = i;
         }
     }
@@ -640,6 +647,7 @@ fn submit(app: &mut App) -> Vec<Effect> {
         standard,
         python: (!entry.python.is_empty()).then(|| entry.python.clone()),
     };
+    app.replay_cancelled = None;
     app.replay_job = Some(ReplayJob {
         rank: spec.rank,
         stage: spec.stage.clone(),
@@ -733,7 +741,7 @@ pub(super) fn on_event(app: &mut App, event: JobEvent) {
         JobEvent::Progress(_) => return,
         JobEvent::Cancelled => {
             let stage = job.stage.clone();
-            app.replay_job = None;
+            app.replay_cancelled = app.replay_job.take();
             app.message = Some(format!(
                 "replay of {stage} cancelled: replay_op.py and its process group were stopped"
             ));

@@ -5,6 +5,7 @@ use std::collections::{HashMap, HashSet};
 
 use crate::model::analysis::compare::Verdict;
 use crate::model::analysis::diff::WindowDiff;
+use crate::model::analysis::replicated::ReplicationFinding;
 use crate::model::analysis::scan::WindowScan;
 use crate::model::dump::{Record, Window};
 
@@ -45,6 +46,9 @@ pub struct Row {
     pub conflict: bool,
     pub first_nonfinite: bool,
     pub first_divergence: bool,
+    /// A `replicated` stage whose ranks disagree, on either side, involving this window's
+    /// rank ([`crate::model::analysis::replicated::ReplicationFinding`]).
+    pub replicated: bool,
     /// log10 of max_abs on each side (None: no finite values or not captured).
     pub log_a: Option<f64>,
     pub log_b: Option<f64>,
@@ -59,6 +63,7 @@ impl Row {
     pub fn is_finding(&self) -> bool {
         self.first_nonfinite
             || self.first_divergence
+            || self.replicated
             || self.conflict
             || matches!(
                 self.state,
@@ -79,7 +84,9 @@ impl Row {
     pub fn kept_by_filter(&self) -> bool {
         match self.state {
             RowState::Single => self.nonfinite_a || self.conflict,
-            RowState::Agrees => self.conflict || self.nonfinite_a || self.nonfinite_b,
+            RowState::Agrees => {
+                self.conflict || self.nonfinite_a || self.nonfinite_b || self.replicated
+            }
             _ => true,
         }
     }
@@ -147,6 +154,7 @@ pub fn scan_rows(window: &Window, scan: &WindowScan) -> Vec<Row> {
                 nonfinite_b: false,
                 first_nonfinite: first == Some(i),
                 first_divergence: false,
+                replicated: false,
                 log_a: log_max_abs(r),
                 log_b: None,
             }
@@ -154,13 +162,28 @@ pub fn scan_rows(window: &Window, scan: &WindowScan) -> Vec<Row> {
         .collect()
 }
 
-/// Rows of a window pair (diff mode): A's order, then B's unpaired stages.
+/// The keys of the replicated findings that concern the windows `a` and `b`: a finding of
+/// side A naming `a`'s rank (as the group's or the disagreeing rank), of side B naming `b`'s.
+pub fn replicated_keys(findings: &[ReplicationFinding], a: &Window, b: &Window) -> HashSet<String> {
+    findings
+        .iter()
+        .filter(|f| {
+            let rank = if f.side == 'a' { a.rank } else { b.rank };
+            f.rank == rank || f.other_rank == rank
+        })
+        .map(|f| f.key.clone())
+        .collect()
+}
+
+/// Rows of a window pair (diff mode): A's order, then B's unpaired stages; `replicated`
+/// holds the keys of the replicated findings about these windows ([`replicated_keys`]).
 pub fn diff_rows(
     a: &Window,
     b: &Window,
     scan_a: &WindowScan,
     scan_b: &WindowScan,
     diff: &WindowDiff,
+    replicated: &HashSet<String>,
 ) -> Vec<Row> {
     let (mut aliased, mut conflict) = alias_keys(scan_a);
     let (aliased_b, conflict_b) = alias_keys(scan_b);
@@ -208,6 +231,7 @@ pub fn diff_rows(
             conflict: conflict.contains(&key),
             first_nonfinite: first_nf_a == Some(key.as_str()) || first_nf_b == Some(key.as_str()),
             first_divergence: first_div == Some(key.as_str()),
+            replicated: replicated.contains(&key),
             a: Some(i),
             b: j,
             pair: found.map(|&(p, _)| p),
@@ -239,6 +263,7 @@ pub fn diff_rows(
             conflict: conflict.contains(key),
             first_nonfinite: first_nf_b == Some(key.as_str()),
             first_divergence: false,
+            replicated: replicated.contains(key),
             key: key.clone(),
             a: None,
             b: j,

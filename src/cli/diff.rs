@@ -104,9 +104,16 @@ pub fn run(
             diff: &'r DiffReport,
             warnings: Vec<&'r crate::model::dump::Warning>,
         }
+        // The load warnings, then what merging over parallel groups could not do.
+        let merge_warnings = report.merge_warnings();
         let document = Document {
             diff: report,
-            warnings: dump_a.warnings.iter().chain(&dump_b.warnings).collect(),
+            warnings: dump_a
+                .warnings
+                .iter()
+                .chain(&dump_b.warnings)
+                .chain(&merge_warnings)
+                .collect(),
         };
         let mut out = std::io::BufWriter::with_capacity(1 << 20, std::io::stdout().lock());
         serde_json::to_writer_pretty(&mut out, &document)?;

@@ -10,6 +10,9 @@ use crate::model::ingest::{Attempt, LoadError, Progress, load_attempt, same_inpu
 /// Which attempt of a window re-run into one dump directory to compare (docs/manifest.md,
 /// "Attempts"): the newest unless asked.
 #[derive(Debug, Clone, Copy, Default, clap::Args)]
+#[command(
+    next_help_heading = "Attempts (of a window re-run into one dump directory; every subcommand)"
+)]
 pub struct AttemptArgs {
     /// Use attempt N of every window on both sides (a re-run into the same DUMP_PROBE_DIR
     /// writes `match1-occ1.2`, attempt 2); default: each window's newest attempt.

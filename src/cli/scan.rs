@@ -1,4 +1,5 @@
-//! `dumpview scan A...`: storage aliases first, then the first non-finite record, per window.
+//! `dumpview scan A...`: storage aliases first, then the first non-finite record, per window;
+//! then the first non-finite across ranks and the replicated stages that differ across a group.
 
 use std::path::PathBuf;
 
@@ -22,21 +23,30 @@ pub fn run(
     ignore.apply(&mut dump)?;
     let analysis = Analysis::compute(&dump, None, &Tolerances::default());
     let scans = &analysis.scans_a;
+    // One capture holds every rank of a group: its replicas can be checked without a second.
+    let replicated = crate::model::analysis::replicated::check('a', &dump.windows);
     if json {
         println!(
             "{}",
-            serde_json::to_string_pretty(
-                &serde_json::json!({"windows": scans, "across_ranks": analysis.ranks_a, "warnings": dump.warnings})
-            )?
+            serde_json::to_string_pretty(&serde_json::json!({
+                "windows": scans,
+                "across_ranks": analysis.ranks_a,
+                "replicated": replicated,
+                "warnings": dump.warnings
+            }))?
         );
     } else {
         for scan in scans {
             print!("{}", present::scan::text(scan));
         }
         print!("{}", present::scan::across_ranks_text(&analysis.ranks_a));
+        for finding in &replicated {
+            println!("REPLICATED TENSOR DIFFERS: {}", finding.describe());
+        }
     }
     // A damaged input (records dropped, evidence refused) is something to look at too.
     let found = scans.iter().any(WindowScan::found_something)
+        || !replicated.is_empty()
         || crate::model::dump::any_lost(&dump.warnings);
     Ok(if found {
         Outcome::Found

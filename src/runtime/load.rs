@@ -37,11 +37,34 @@ pub fn open_with(
     tolerances: &Tolerances,
     progress: &mut dyn FnMut(Progress),
 ) -> Result<Session, LoadError> {
-    let dump_a = load_attempt(&[a.to_path_buf()], attempts[0], progress)?;
+    open_ignoring(a, b, attempts, tolerances, None, progress)
+}
+
+/// [`open_with`], leaving the stages whose names match `ignore` out of both captures before
+/// the analysis (`--ignore REGEX`, the CLI's semantics: [`Dump::ignore_stages`], a note per
+/// window in the load warnings).
+///
+/// # Errors
+/// As [`open_with`].
+pub fn open_ignoring(
+    a: &Path,
+    b: Option<&Path>,
+    attempts: [Attempt; 2],
+    tolerances: &Tolerances,
+    ignore: Option<(&regex::Regex, &str)>,
+    progress: &mut dyn FnMut(Progress),
+) -> Result<Session, LoadError> {
+    let mut dump_a = load_attempt(&[a.to_path_buf()], attempts[0], progress)?;
     let mut dump_b = match b {
         Some(b) => Some(load_attempt(&[b.to_path_buf()], attempts[1], progress)?),
         None => None,
     };
+    if let Some((regex, pattern)) = ignore {
+        dump_a.ignore_stages(regex, pattern);
+        if let Some(dump_b) = dump_b.as_mut() {
+            dump_b.ignore_stages(regex, pattern);
+        }
+    }
     if let (Some(b), Some(dump_b)) = (b, dump_b.as_mut()) {
         if let Some(mut note) = same_input(&[a.to_path_buf()], &dump_a, &[b.to_path_buf()], dump_b)
         {
@@ -140,14 +163,26 @@ pub fn source(
             b,
             attempt_a,
             attempt_b,
-        } => open_with(
-            a,
-            b.as_deref(),
-            [*attempt_a, *attempt_b],
-            tolerances,
-            progress,
-        )
-        .map_err(|e| e.to_string()),
+            ignore,
+        } => {
+            let regex = ignore
+                .as_deref()
+                .map(|p| {
+                    regex::Regex::new(p).map(|r| (r, p)).map_err(|e| {
+                        format!("--ignore {p:?} is not a valid regular expression: {e}")
+                    })
+                })
+                .transpose()?;
+            open_ignoring(
+                a,
+                b.as_deref(),
+                [*attempt_a, *attempt_b],
+                tolerances,
+                regex.as_ref().map(|(r, p)| (r, *p)),
+                progress,
+            )
+            .map_err(|e| e.to_string())
+        }
         Source::Example(name) => match crate::embedded::example_pairs()
             .into_iter()
             .find(|p| &p.name == name)

@@ -252,12 +252,19 @@ fn board_lines(board: &CasesBoard, inner: usize, theme: Theme) -> Vec<Line<'stat
         .max()
         .unwrap_or(0)
         + 4;
+    // A row wider than the popup continues on the next line under its first cell, so every
+    // cell stays in view on a narrow terminal (the cursor still moves by grid position).
+    let per_line = (inner.saturating_sub(label_width + 4) / cell_width).max(1);
     for (r, row) in rows.iter().enumerate() {
         let mut spans = vec![Span::styled(
             format!("  {:<label_width$}  ", row.label),
             theme.title(),
         )];
         for (c, cell) in row.cells.iter().enumerate() {
+            if c > 0 && c % per_line == 0 {
+                lines.push(Line::from(std::mem::take(&mut spans)));
+                spans.push(Span::raw(" ".repeat(label_width + 4)));
+            }
             let state = board.state(cell.case);
             let mut style = style(state, theme);
             if cell.folded {
@@ -298,10 +305,8 @@ fn board_lines(board: &CasesBoard, inner: usize, theme: Theme) -> Vec<Line<'stat
     ];
     let live = !board.filed.is_empty() || board.run.is_some();
     let mut legend: Vec<Span<'static>> = Vec::new();
+    let mut used = 0;
     for (i, (state, n)) in counts.iter().enumerate() {
-        if i > 0 {
-            legend.push(Span::styled(" · ", theme.dim()));
-        }
         let CellState::Done(outcome) = state else {
             continue;
         };
@@ -313,13 +318,24 @@ fn board_lines(board: &CasesBoard, inner: usize, theme: Theme) -> Vec<Line<'stat
         } else {
             *n
         };
-        legend.push(Span::styled(
-            format!("{} {} {n}", glyph(*state), short_name(*outcome)),
-            style(*state, theme),
-        ));
+        let entry = format!("{} {} {n}", glyph(*state), short_name(*outcome));
+        // Entries that would pass the popup's edge start the next line (narrow terminals).
+        if i > 0 && used + 3 + format::width(&entry) > inner {
+            lines.push(Line::from(std::mem::take(&mut legend)));
+            used = 0;
+        } else if i > 0 {
+            legend.push(Span::styled(" · ", theme.dim()));
+            used += 3;
+        }
+        used += format::width(&entry);
+        legend.push(Span::styled(entry, style(*state, theme)));
     }
     if board.run.is_some() {
-        legend.push(Span::styled(" · ▶ running · · queued", theme.dim()));
+        let running = " · ▶ running · · queued";
+        if used + format::width(running) > inner {
+            lines.push(Line::from(std::mem::take(&mut legend)));
+        }
+        legend.push(Span::styled(running, theme.dim()));
     }
     lines.push(Line::from(legend));
     if let Some(case) = board.selected_case()

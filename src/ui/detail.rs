@@ -67,8 +67,19 @@ fn layout_entries(
     r: &Record,
     format_name: &str,
     width: usize,
+    merged: Option<(&[u64], usize)>,
 ) -> Vec<Entry> {
-    let mut summary = format!("{} {}", r.dtype, format::shape(&r.shape));
+    // A record merged over a parallel group: the full shape the diff compared, then this
+    // rank's own (the layout below is this rank's piece).
+    let mut summary = match merged {
+        Some((full, ranks)) if full != &r.shape[..] => format!(
+            "{} {} merged from {ranks} ranks (this rank {})",
+            r.dtype,
+            format::shape(full),
+            format::shape(&r.shape)
+        ),
+        _ => format!("{} {}", r.dtype, format::shape(&r.shape)),
+    };
     if !r.device.is_empty() {
         summary.push_str(&format!(" on {}", r.device));
     }
@@ -134,6 +145,10 @@ fn layout_entries(
         ];
         if let Some(f) = r.device_format {
             pieces.push(Piece::new(format!("device format {f}"), plain, 3));
+        }
+        if let Some(path) = r.stats_path.as_deref() {
+            // Which kernel computed the statistics: worth a glance when two captures disagree.
+            pieces.push(Piece::new(format!("stats by {path}"), plain, 3));
         }
         bar(pieces, " ", plain, width)
     } else {
@@ -239,6 +254,30 @@ fn entries(app: &App, width: usize, theme: Theme) -> Vec<Entry> {
             level: KEY,
             line: Line::from(Span::styled(format::fit(&text, width), style)),
         });
+    }
+    // The replicated findings at this stage: the ranks that disagree, and by how much.
+    if row.replicated
+        && let Some(report) = loaded.diff()
+    {
+        for f in report.replicated.iter().filter(|f| f.key == row.key) {
+            let text = format!(
+                "REPLICATED TENSOR DIFFERS in {}: {} ranks {} and {}{}",
+                f.side.to_ascii_uppercase(),
+                f.axis,
+                f.rank,
+                f.other_rank,
+                match (&f.stat, f.abs_diff, f.bound) {
+                    (Some(stat), Some(d), Some(bound)) => {
+                        format!(" ({stat} by {d:.3e}, bound {bound:.3e})")
+                    }
+                    _ => format!(" ({})", f.verdict.name()),
+                }
+            );
+            out.push(Entry {
+                level: KEY,
+                line: Line::from(Span::styled(format::fit(&text, width), theme.bad())),
+            });
+        }
     }
 
     // The statistics: values sized to what is shown (numbers are never cut), then the names
@@ -410,7 +449,15 @@ fn entries(app: &App, width: usize, theme: Theme) -> Vec<Entry> {
     for (record, label, style, format_name) in sides {
         if let Some(r) = record {
             let side = diffing.then_some((label, style));
-            out.extend(layout_entries(side, r, format_name, width));
+            let merged = pair.and_then(|p| {
+                let (shape, pieces) = if label == "A" {
+                    (&p.shape_a, &p.pieces_a)
+                } else {
+                    (&p.shape_b, &p.pieces_b)
+                };
+                (pieces.len() > 1).then_some((&shape[..], pieces.len()))
+            });
+            out.extend(layout_entries(side, r, format_name, width, merged));
         }
     }
     // What the source format adds (msprobe's module and stack, a windowed dump's roles).

@@ -66,6 +66,22 @@ pub fn draw(frame: &mut Frame, app: &App, area: Rect, theme: Theme) {
     if let Some(text) = tolerances(&loaded.session.analysis.tolerances) {
         first.push(Piece::shrinking(text, theme.warn(), 1, 16).cut_at(3));
     }
+    // A diff across parallel layouts says which side was merged (`A: tp=1 · B: tp=2 merged`).
+    if let Some(banner) = loaded
+        .diff()
+        .and_then(crate::model::present::layouts::banner)
+    {
+        first.push(Piece::shrinking(banner, theme.warn(), 1, 12).cut_at(3));
+    }
+    // A window that could not be merged whole has no known first divergence: said where
+    // "0 findings" would otherwise read as clean.
+    if !app.unmerged().is_empty() {
+        first.push(Piece::new(
+            "NOT MERGED: first divergence unknown (w)".to_string(),
+            theme.bad(),
+            0,
+        ));
+    }
     let (warnings, lost) = app.warning_counts();
     if warnings > 0 {
         first.push(Piece::new(
@@ -159,6 +175,22 @@ pub fn draw(frame: &mut Frame, app: &App, area: Rect, theme: Theme) {
                 }
             };
             second.push(Piece::new(text, style, 1));
+        }
+    }
+    // Scan mode over several ranks: which rank went non-finite first, and which only
+    // propagated it (docs/scan.md, "Across ranks").
+    if let (false, Some(choice)) = (diffing, app.choice()) {
+        let a = &loaded.session.a.windows[choice.a];
+        if let Some(across) = loaded.session.analysis.ranks_a.iter().find(|x| {
+            (x.label.as_str(), x.match_index, x.occurrence)
+                == (a.label.as_str(), a.match_index, a.occurrence)
+        }) {
+            second.push(Piece::shrinking(
+                format!("across ranks: {}", across.describe()),
+                theme.bad(),
+                1,
+                24,
+            ));
         }
     }
     // Nothing followed: nothing to say (an "off" the user never asked about only took room).

@@ -32,6 +32,10 @@ const GLYPHS: &[(&str, &str)] = &[
         "stride-conflicting storage alias / alias without conflict",
     ),
     (
+        "R",
+        "a replicated stage whose ranks disagree (REPLICATED TENSOR DIFFERS)",
+    ),
+    (
         "f32/f16",
         "dtype (or shape) of A / of B, where the two differ",
     ),

@@ -42,6 +42,8 @@ pub fn glyphs(row: &Row) -> [char; 3] {
     };
     let alias = if row.conflict {
         'X'
+    } else if row.replicated {
+        'R'
     } else if row.aliased {
         '='
     } else {
@@ -56,7 +58,7 @@ pub fn row_style(row: &Row, theme: Theme) -> Style {
         theme.first_nonfinite()
     } else if row.first_divergence {
         theme.first_divergence()
-    } else if row.conflict || row.nonfinite_a || row.nonfinite_b {
+    } else if row.conflict || row.nonfinite_a || row.nonfinite_b || row.replicated {
         theme.bad()
     } else {
         match row.state {
@@ -73,10 +75,18 @@ pub fn row_style(row: &Row, theme: Theme) -> Style {
 
 /// The cells of one timeline row besides its glyphs and key: seq, dtype, shape. Where A
 /// and B differ, dtype and shape read `A/B` (`f32/f16`), so B's side is never hidden.
-fn cells(a: Option<&Record>, b: Option<&Record>) -> (String, String, String) {
+/// `merged`: the full shapes of A's / B's records where the diff merged them over a
+/// parallel group (shown instead of the rank's local shape).
+fn cells(
+    a: Option<&Record>,
+    b: Option<&Record>,
+    merged: [Option<&[u64]>; 2],
+) -> (String, String, String) {
     let Some(first) = a.or(b) else {
         return (String::new(), String::new(), String::new());
     };
+    let shape_a = merged[0].or(a.map(|r| &r.shape[..])).unwrap_or_default();
+    let shape_b = merged[1].or(b.map(|r| &r.shape[..])).unwrap_or_default();
     let (dtype, shape) = match (a, b) {
         (Some(a), Some(b)) => (
             if a.dtype == b.dtype {
@@ -84,13 +94,14 @@ fn cells(a: Option<&Record>, b: Option<&Record>) -> (String, String, String) {
             } else {
                 format!("{}/{}", format::dtype(&a.dtype), format::dtype(&b.dtype))
             },
-            if a.shape == b.shape {
-                format::shape(&a.shape)
+            if shape_a == shape_b {
+                format::shape(shape_a)
             } else {
-                format!("{}/{}", format::shape(&a.shape), format::shape(&b.shape))
+                format!("{}/{}", format::shape(shape_a), format::shape(shape_b))
             },
         ),
-        _ => (format::dtype(&first.dtype), format::shape(&first.shape)),
+        (Some(_), None) => (format::dtype(&first.dtype), format::shape(shape_a)),
+        _ => (format::dtype(&first.dtype), format::shape(shape_b)),
     };
     (first.seq.to_string(), dtype, shape)
 }
@@ -153,12 +164,28 @@ pub fn draw(frame: &mut Frame, app: &App, area: Rect, theme: Theme) {
     let visible: Vec<(usize, &Row)> = (start..end)
         .map(|position| (position, &app.rows[app.row_index(position)]))
         .collect();
+    let pairs = choice
+        .pair
+        .zip(loaded.diff())
+        .map(|(w, report)| &report.windows[w].pairs);
     let cells: Vec<(String, String, String)> = visible
         .iter()
         .map(|(_, row)| {
+            let pair = row.pair.zip(pairs).map(|(p, pairs)| &pairs[p]);
+            let merged = |b_side: bool| {
+                pair.and_then(|p| {
+                    let (shape, pieces) = if b_side {
+                        (&p.shape_b, &p.pieces_b)
+                    } else {
+                        (&p.shape_a, &p.pieces_a)
+                    };
+                    (pieces.len() > 1).then_some(&shape[..])
+                })
+            };
             cells(
                 row.a.map(|i| &a.records[i]),
                 row.b.and_then(|j| b.map(|b| &b.records[j])),
+                [merged(false), merged(true)],
             )
         })
         .collect();

@@ -103,6 +103,6 @@ def test_record_key_order(make_probe):
     probe.capture("s", torch.ones(3, 2))
     probe.capture("n", torch.ones(3, 2))
     saved, plain = load_manifest(probe.finish())["records"]
-    assert list(saved) == LAYOUT_KEYS + ["rows_kept", "rows_total", "truncated"]
-    assert list(plain) == LAYOUT_KEYS
+    assert list(saved) == LAYOUT_KEYS + ["rows_kept", "rows_total", "truncated", "stats_path"]
+    assert list(plain) == LAYOUT_KEYS + ["stats_path"]
     assert (saved["rows_kept"], saved["rows_total"], saved["truncated"]) == (2, 3, True)

@@ -34,7 +34,11 @@ def runs(tmp_path_factory):
     """tp1, tp2 and tp2_nan written by real gloo process groups into a temporary directory."""
     out = str(tmp_path_factory.mktemp("layouts"))
     names = ("tp1", "tp2", "tp2_nan", "tp3_uneven", "cp1", "cp2_zigzag")
-    done = subprocess.run([sys.executable, GENERATOR, out, *names], capture_output=True, text=True, timeout=240)
+    # The eager statistics: each gloo rank is a fresh process that would compile the fused
+    # kernels again; the fused path's shard coordinates are checked in test_probe_kernels.py.
+    env = dict(os.environ, DUMP_PROBE_KERNEL=os.environ.get("DUMP_PROBE_KERNEL", "torch"))
+    done = subprocess.run([sys.executable, GENERATOR, out, *names], capture_output=True, text=True, timeout=240,
+                          env=env)
     assert done.returncode == 0, done.stderr
     return {name: os.path.join(out, name) for name in names}
 
@@ -180,3 +184,20 @@ def test_an_invalid_parallel_layout_is_left_out_with_a_warning(probe, capsys):
     m = load_manifest(probe.finish())
     assert "parallel" not in m["metadata"]
     assert "needs 0 <= rank_in_group < group_size" in capsys.readouterr().err
+
+
+def test_a_pp2_gloo_run_splits_the_stages_and_send_recv_carries_them_exactly(tmp_path):
+    """pp2: rank 0 captures embed and layer 0, rank 1 (after dist.recv) layer 1 and logits."""
+    done = subprocess.run([sys.executable, GENERATOR, str(tmp_path), "pp1", "pp2"],
+                          capture_output=True, text=True, timeout=240)
+    assert done.returncode == 0, done.stderr
+    whole = _window(str(tmp_path / "pp1"), 0)
+    stages = [r["stage"] for r in whole["records"]]
+    assert stages[0] == "embed" and stages[-1] == "logits" and len(stages) == 12
+    split = [_window(str(tmp_path / "pp2"), rank) for rank in (0, 1)]
+    for rank, m in enumerate(split):
+        VALIDATOR.validate(m)
+        assert m["metadata"]["parallel"] == {"pp": [rank, 2]}
+    assert [r["stage"] for r in split[0]["records"]] + [r["stage"] for r in split[1]["records"]] == stages
+    for stage in ("layers.1.out", "logits"):
+        assert record(split[1], stage)["stats"] == record(whole, stage)["stats"]

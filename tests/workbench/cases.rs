@@ -646,4 +646,17 @@ fn snapshot_form_100x30_and_board_120x40_with_their_colours() {
         cell("✓ float32 =").modifier.contains(Modifier::DIM),
         "folded"
     );
+    // On a 60-column terminal a row continues under its first cell: every value in view.
+    let narrow = text(&render(&mut app, 60, 40));
+    for value in [
+        "✓ captured",
+        "✗ bfloat16",
+        "✓ float32 =",
+        "⊘ float64",
+        "‼ transposed",
+        "‼ strided",
+        "? missing 0",
+    ] {
+        assert!(narrow.contains(value), "{value:?} in:\n{narrow}");
+    }
 }

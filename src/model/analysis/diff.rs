@@ -15,7 +15,7 @@ use serde::Serialize;
 use crate::model::analysis::compare::{
     Comparison, ExclusionKind, Tolerances, Verdict, compare_records,
 };
-use crate::model::analysis::merge::{self, SideMerge};
+use crate::model::analysis::merge::{self, GroupMerge, SideMerge};
 use crate::model::analysis::replicated::{self, ReplicationFinding};
 use crate::model::analysis::scan::NonFinite;
 use crate::model::dump::{Dims, Mode, Name, Piece, Record, Shard, Window, keys_increase};
@@ -200,8 +200,10 @@ impl PairDiff {
     /// True when either side's record was merged from the pieces of a parallel group (a
     /// slice or a partial sum; a replicated record stands for its group and is not counted).
     pub fn merged(&self) -> bool {
+        // A replicated record stands for its group, a pp record came whole from its rank:
+        // neither is merged from pieces.
         let pieces = |s: &Option<Shard>, p: &[Piece]| {
-            !p.is_empty() && !matches!(s, Some(Shard::Replicated { .. }))
+            !p.is_empty() && matches!(s, Some(Shard::Split { .. } | Shard::Partial { .. }))
         };
         pieces(&self.shard_a, &self.pieces_a) || pieces(&self.shard_b, &self.pieces_b)
     }
@@ -247,6 +249,12 @@ pub struct WindowDiff {
     pub first_nonfinite_a: Option<NonFinite>,
     /// B's first record holding NaN/inf, in B's capture order.
     pub first_nonfinite_b: Option<NonFinite>,
+    /// Why this window could not be merged whole over a parallel group (a group rank not
+    /// captured, a stage not merged), one line per group and side: its stages left out are
+    /// missing evidence, so "no divergence" covers the merged stages only. Empty when the
+    /// window merged whole or was not merged.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub unmerged: Vec<String>,
 }
 
 impl WindowDiff {
@@ -325,8 +333,112 @@ pub struct DiffReport {
     /// different group sizes (`None`: same layout, rank by rank).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub layouts: Option<LayoutMerge>,
-    /// `replicated` stages whose ranks disagree, on either side, under the diff's tolerances.
+    /// `replicated` stages whose ranks disagree, on either side, under the near-exact replica
+    /// bound ([`replicated::replica_tolerances`]).
     pub replicated: Vec<ReplicationFinding>,
+    /// The earliest finding in stage order: the first divergence, or a replicated stage whose
+    /// ranks disagree at or before it (often the first sign of a broken collective); `None`
+    /// when neither was found.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub headline: Option<Headline>,
+}
+
+/// What a diff found first, in the stage order of [`DiffReport::stages`] (A's capture order):
+/// a replicated stage whose ranks disagree at or before the first divergence comes first.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Headline {
+    /// `replicated` (a [`ReplicationFinding`] at or before the first divergence, or with no
+    /// divergence at all), `divergence`, or `unmerged` (no divergence among the paired stages
+    /// of a window that could not be merged whole: missing evidence).
+    pub kind: &'static str,
+    /// `stage#occurrence` of the earliest finding (empty for `unmerged`).
+    pub key: String,
+    /// The logical rank of the first divergence's window (ranks renumbered by merging), or,
+    /// for a replicated finding, the global rank whose record stands for the group.
+    pub rank: u32,
+    /// The first divergence's key, when there is one (it may come later than `key`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub first_divergence: Option<String>,
+    /// One line for people: `first sign: replicated tensor differs across tp ranks 0 and 1 at
+    /// layers.0.norm_weight (…) in B, before the first divergence at layers.0.up#1 (rank 0)`.
+    pub text: String,
+}
+
+impl Headline {
+    fn of(
+        windows: &[WindowDiff],
+        first_rank: Option<u32>,
+        stages: &[String],
+        replicated: &[ReplicationFinding],
+    ) -> Option<Headline> {
+        let order = |key: &str, fallback: usize| {
+            stages
+                .iter()
+                .position(|s| s == key)
+                .unwrap_or(fallback.saturating_add(stages.len()))
+        };
+        let first = first_rank.and_then(|rank| {
+            let w = windows.iter().find(|w| w.rank == rank)?;
+            w.first().map(|p| (order(&p.key, p.position), rank, p))
+        });
+        let earliest = replicated
+            .iter()
+            .map(|f| (order(&f.key, f.position), f))
+            .min_by_key(|(at, f)| (*at, f.side, f.rank));
+        match (earliest, first) {
+            (Some((at, f)), first) if first.is_none_or(|(d, ..)| at <= d) => {
+                let tail = match first {
+                    Some((d, rank, p)) if d == at => format!(
+                        ", at the first divergence itself ({} on rank {rank}): the collective \
+                         or the replicas are the first thing to check",
+                        p.key
+                    ),
+                    Some((_, rank, p)) => format!(
+                        ", before the first divergence at {} (rank {rank}): often the first sign \
+                         of a broken collective or a weight loaded differently on one rank",
+                        p.key
+                    ),
+                    None => ", with no divergence between A and B".to_string(),
+                };
+                Some(Headline {
+                    kind: "replicated",
+                    key: f.key.clone(),
+                    rank: f.rank,
+                    first_divergence: first.map(|(_, _, p)| p.key.clone()),
+                    text: format!(
+                        "first sign: {} in {}{tail}",
+                        f.describe(),
+                        f.side.to_ascii_uppercase()
+                    ),
+                })
+            }
+            (_, Some((_, rank, p))) => Some(Headline {
+                kind: "divergence",
+                key: p.key.clone(),
+                rank,
+                first_divergence: Some(p.key.clone()),
+                text: format!(
+                    "first divergence: {} on rank {rank} ({})",
+                    p.key,
+                    p.comparison.verdict.name()
+                ),
+            }),
+            _ => windows
+                .iter()
+                .find(|w| !w.unmerged.is_empty())
+                .map(|w| Headline {
+                    kind: "unmerged",
+                    key: String::new(),
+                    rank: w.rank,
+                    first_divergence: None,
+                    text: format!(
+                        "first divergence unknown on rank {}: {} (missing evidence)",
+                        w.rank,
+                        w.unmerged.join("; ")
+                    ),
+                }),
+        }
+    }
 }
 
 /// The merge of both sides over the parallel axes whose group sizes differ.
@@ -369,6 +481,22 @@ impl DiffReport {
     }
 }
 
+impl DiffReport {
+    /// What merging over parallel groups left (ranks not captured, stages not merged,
+    /// layouts not read), A's then B's, as lost-evidence warnings ([`SideMerge::warnings`]);
+    /// empty for a same-layout diff.
+    pub fn merge_warnings(&self) -> Vec<crate::model::dump::Warning> {
+        self.layouts
+            .iter()
+            .flat_map(|l| {
+                let mut out = l.a.warnings("A");
+                out.extend(l.b.warnings("B"));
+                out
+            })
+            .collect()
+    }
+}
+
 /// Diffs two captures (each a list of windows, as loaded).
 pub fn diff(a: &[Window], b: &[Window], tolerances: &Tolerances) -> DiffReport {
     diff_reusing(a, b, tolerances, |_, _| None)
@@ -382,8 +510,8 @@ pub fn diff_reusing(
     tolerances: &Tolerances,
     reuse: impl Fn(&Window, &Window) -> Option<WindowDiff> + Sync,
 ) -> DiffReport {
-    let mut replicated = replicated::check('a', a, tolerances);
-    replicated.extend(replicated::check('b', b, tolerances));
+    let mut replicated = replicated::check('a', a);
+    replicated.extend(replicated::check('b', b));
     let axes = merge::axes_to_merge(a, b);
     let (merged_a, merged_b, layouts);
     let (a, b) = if axes.is_empty() {
@@ -408,7 +536,7 @@ pub fn diff_reusing(
         (merged_a.as_slice(), merged_b.as_slice())
     };
     let (pairs, unpaired_a, unpaired_b) = pair_windows(a, b);
-    let windows: Vec<WindowDiff> = pairs
+    let mut windows: Vec<WindowDiff> = pairs
         .par_iter()
         .map(|&(x, y)| {
             // A merged window is built anew on every diff: nothing earlier describes it.
@@ -416,12 +544,18 @@ pub fn diff_reusing(
             earlier.unwrap_or_else(|| diff_windows(x, y, tolerances))
         })
         .collect();
+    if let Some(layouts) = &layouts {
+        for w in &mut windows {
+            w.unmerged = unmerged_lines(layouts, w);
+        }
+    }
     let first_rank = windows
         .iter()
         .filter_map(|w| w.first().map(|p| (p.position, w.rank)))
         .min()
         .map(|(_, rank)| rank);
     let (stages, table) = overview(&windows);
+    let headline = Headline::of(&windows, first_rank, &stages, &replicated);
     DiffReport {
         tolerances: tolerances.clone(),
         windows,
@@ -432,7 +566,60 @@ pub fn diff_reusing(
         table,
         layouts,
         replicated,
+        headline,
     }
+}
+
+/// Why the logical window `w` could not be merged whole, one line per group and side (the
+/// groups of its own request window: label, match and occurrence).
+fn unmerged_lines(layouts: &LayoutMerge, w: &WindowDiff) -> Vec<String> {
+    let mut out = Vec::new();
+    for (side, merge, window) in [("A", &layouts.a, &w.a), ("B", &layouts.b, &w.b)] {
+        let own = |g: &&GroupMerge| {
+            g.logical_rank == w.rank
+                && g.label == window.label
+                && g.match_index == window.match_index
+                && g.occurrence == window.occurrence
+        };
+        for g in merge.groups.iter().filter(own) {
+            let mut why = Vec::new();
+            if !g.missing_ranks.is_empty() {
+                why.push(format!(
+                    "{} rank{} {} of {} not captured",
+                    g.axis,
+                    if g.missing_ranks.len() == 1 { "" } else { "s" },
+                    g.missing_ranks
+                        .iter()
+                        .map(u32::to_string)
+                        .collect::<Vec<_>>()
+                        .join(", "),
+                    g.size
+                ));
+            }
+            why.extend(g.inconsistent.iter().cloned());
+            let stages = g.warnings.len();
+            if stages > 0 {
+                why.push(format!(
+                    "{stages} stage{} not merged",
+                    if stages == 1 { "" } else { "s" }
+                ));
+            }
+            if !why.is_empty() {
+                out.push(format!(
+                    "{side}'s {} group of {} (ranks {}) could not be merged whole: {}",
+                    g.axis,
+                    g.size,
+                    g.ranks
+                        .iter()
+                        .map(u32::to_string)
+                        .collect::<Vec<_>>()
+                        .join(", "),
+                    why.join("; ")
+                ));
+            }
+        }
+    }
+    out
 }
 
 type WindowPairs<'a> = (
@@ -543,26 +730,36 @@ pub fn diff_windows(a: &Window, b: &Window, tolerances: &Tolerances) -> WindowDi
         precision_changes,
         first_nonfinite_a: NonFinite::first_in(a),
         first_nonfinite_b: NonFinite::first_in(b),
+        unmerged: Vec::new(),
     }
 }
 
 /// `key: A vs B` for each metadata key (token ids aside) and topology field that differs.
 fn metadata_differences(a: &Window, b: &Window) -> Vec<String> {
     let text = |v: Option<&serde_json::Value>| v.map_or("(absent)".to_string(), |v| v.to_string());
-    let mut keys: Vec<&String> = a
-        .metadata
-        .keys()
-        .chain(b.metadata.keys())
-        // Token ids are judged by the identity check; a process id differs on every run.
-        .filter(|k| *k != "token_ids" && *k != "pid")
-        .collect();
+    // What is compared: the metadata, token ids aside (judged by the identity check) and the
+    // process id (different on every run), with `parallel` as its groups of two ranks or more.
+    let compared = |w: &Window| -> BTreeMap<String, serde_json::Value> {
+        let mut m: BTreeMap<String, serde_json::Value> = w
+            .metadata
+            .iter()
+            .filter(|(k, _)| *k != "token_ids" && *k != "pid" && *k != "parallel")
+            .map(|(k, v)| (k.clone(), v.clone()))
+            .collect();
+        if let Some(groups) = groups_only(w) {
+            m.insert("parallel".to_string(), groups);
+        }
+        m
+    };
+    let (ma, mb) = (compared(a), compared(b));
+    let mut keys: Vec<&String> = ma.keys().chain(mb.keys()).collect();
     keys.sort();
     keys.dedup();
     let mut out: Vec<String> = keys
         .into_iter()
-        .filter(|k| a.metadata.get(*k) != b.metadata.get(*k))
+        .filter(|k| ma.get(*k) != mb.get(*k))
         .map(|k| {
-            let (x, y) = excerpts(&text(a.metadata.get(k)), &text(b.metadata.get(k)));
+            let (x, y) = excerpts(&text(ma.get(k)), &text(mb.get(k)));
             format!("{k}: {x} vs {y}")
         })
         .collect();
@@ -570,6 +767,22 @@ fn metadata_differences(a: &Window, b: &Window) -> Vec<String> {
         out.push(format!("world_size: {} vs {}", a.world_size, b.world_size));
     }
     out
+}
+
+/// `metadata.parallel` without its groups of one rank (`[0, 1]`: no group at all), `None` when
+/// nothing is left: a TP=1 run that recorded `{"tp": [0, 1]}`, one that recorded nothing, and a
+/// TP=2 group merged into one logical rank have the same configuration.
+fn groups_only(w: &Window) -> Option<serde_json::Value> {
+    let value = w.metadata.get("parallel")?;
+    let Some(object) = value.as_object() else {
+        return Some(value.clone());
+    };
+    let groups: serde_json::Map<String, serde_json::Value> = object
+        .iter()
+        .filter(|(_, v)| v.get(1).and_then(serde_json::Value::as_u64) != Some(1))
+        .map(|(k, v)| (k.clone(), v.clone()))
+        .collect();
+    (!groups.is_empty()).then(|| groups.into())
 }
 
 /// At most this many characters of each side of a configuration difference are shown.

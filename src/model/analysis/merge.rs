@@ -8,16 +8,22 @@
 //! the position checksum adds (the probe weights a slice at the full tensor's coordinates).
 //! A partial sum merges its sum and checksum only. A stage missing on one rank of the group
 //! is missing evidence, never a smaller tensor.
+//!
+//! A pipeline (`pp`) group holds different stages on each rank, not pieces of one: its
+//! windows are concatenated in pp order into one logical window ([`concat_group`]). Data
+//! parallel (`dp`) ranks hold different requests and stay separate windows; `ep` is recorded,
+//! not merged.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use serde::Serialize;
 
-use crate::model::dump::{Piece, Placement, Record, Shard, Stats, Window, dims, strides};
+use crate::model::dump::{Piece, Placement, Record, Shard, Stats, Warning, Window, dims, strides};
 
-/// The group axes merged when the two sides' group sizes differ, in the order they are merged.
-pub const MERGED_AXES: [&str; 2] = ["tp", "cp"];
+/// The group axes merged when the two sides' group sizes differ, in the order they are merged:
+/// the tp and cp pieces within each pipeline stage first, then the pp stages concatenated.
+pub const MERGED_AXES: [&str; 3] = ["tp", "cp", "pp"];
 
 /// One group of windows merged into one logical window.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
@@ -28,14 +34,31 @@ pub struct GroupMerge {
     pub size: u32,
     /// Global ranks of the windows merged, in group-rank order.
     pub ranks: Vec<u32>,
+    /// The files of those windows (manifest paths), in the same order.
+    pub sources: Vec<String>,
     /// Group ranks (0-based) with no window: their sharded stages are missing evidence.
     pub missing_ranks: Vec<u32>,
     /// The logical rank the merged window is paired under.
     pub logical_rank: u32,
+    /// The window merged: its label, match and occurrence (a side can hold several requests).
+    pub label: String,
+    /// `match` of the window merged.
+    #[serde(rename = "match")]
+    pub match_index: u32,
+    /// `occurrence` of the window merged.
+    pub occurrence: u32,
     /// `stage#occurrence` keys merged from several ranks' pieces (slices and partial sums).
     pub merged: usize,
     /// `replicated` keys, where the lowest group rank's record stands for all.
     pub replicated: usize,
+    /// `pp`: records appended from the pp ranks after the first (their stages, in pp order);
+    /// 0 for tp and cp.
+    #[serde(skip_serializing_if = "is_zero")]
+    pub concatenated: usize,
+    /// Why the group's windows are not pieces of one run (other token ids on a rank, windows
+    /// of different attempts): the merged window cannot stand for the group.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub inconsistent: Vec<String>,
     /// Problems found while merging (a shard missing on a rank, shapes that do not add up,
     /// group sizes that disagree), each naming the stage and ranks; those stages are left out
     /// of the merged window (missing evidence).
@@ -49,6 +72,46 @@ pub struct SideMerge {
     pub groups: Vec<GroupMerge>,
     /// Windows whose `metadata.parallel` could not be read (named by file): kept per rank.
     pub invalid: Vec<String>,
+}
+
+impl SideMerge {
+    /// Each problem merging left (a group rank not captured, a stage not merged, a layout not
+    /// read) as a lost-evidence warning on the group's first file, `side` (`A`, `B`) and the
+    /// group named: the `--json` documents' top-level `warnings` carry them.
+    pub fn warnings(&self, side: &str) -> Vec<Warning> {
+        let mut out = Vec::new();
+        for g in &self.groups {
+            let file = g.sources.first().cloned().unwrap_or_default();
+            let ranks = rank_list(g.ranks.iter().copied());
+            let group = format!("{side}: {} group of {} (ranks {ranks})", g.axis, g.size);
+            if !g.missing_ranks.is_empty() {
+                out.push(Warning::lost(
+                    &file,
+                    format!(
+                        "{group}: {} rank{} {} not captured: its sharded stages are missing \
+                         evidence (capture every rank: DUMP_PROBE_RANKS=all)",
+                        g.axis,
+                        if g.missing_ranks.len() == 1 { "" } else { "s" },
+                        rank_list(g.missing_ranks.iter().copied())
+                    ),
+                ));
+            }
+            for why in &g.inconsistent {
+                out.push(Warning::lost(&file, format!("{group}: {why}")));
+            }
+            for w in &g.warnings {
+                out.push(Warning::lost(&file, format!("{group}: not merged: {w}")));
+            }
+        }
+        for invalid in &self.invalid {
+            let file = invalid.split(": ").next().unwrap_or_default();
+            out.push(Warning::lost(
+                file,
+                format!("{side}: layout not read, kept per rank: {invalid}"),
+            ));
+        }
+        out
+    }
 }
 
 /// The group size of `axis` on a side: the largest recorded, 1 where none is.
@@ -79,6 +142,17 @@ pub fn merge_side(windows: &[Window], axes: &[&str]) -> (Vec<Window>, SideMerge)
     for axis in axes {
         let (next, groups) = merge_axis(&current, axis);
         current = next;
+        // A window merged earlier (a tp group within a pp stage) may itself have been absorbed
+        // now: its group follows the window it went into, so that what it lost is told there.
+        let absorbed: BTreeMap<u32, u32> = groups
+            .iter()
+            .flat_map(|g| g.ranks.iter().map(move |&r| (r, g.logical_rank)))
+            .collect();
+        for g in &mut report.groups {
+            if let Some(&into) = absorbed.get(&g.logical_rank) {
+                g.logical_rank = into;
+            }
+        }
         report.groups.extend(groups);
     }
     let mut ranks: Vec<u32> = current.iter().map(|w| w.rank).collect();
@@ -121,12 +195,40 @@ fn merge_axis(windows: &[Window], axis: &str) -> (Vec<Window>, Vec<GroupMerge>) 
     }
     for (_, mut members) in groups {
         members.sort_by_key(|&(r, _, w)| (r, w.rank));
-        let (window, note) = merge_group(axis, &members);
+        let (window, note) = if axis == "pp" {
+            concat_group(&members)
+        } else {
+            merge_group(axis, &members)
+        };
         out.push(window);
         notes.push(note);
     }
     out.sort_by_key(|w| (w.rank, w.match_index, w.occurrence));
     (out, notes)
+}
+
+/// One window per group rank of a group of `size` (a second claiming the same place is left
+/// out, with a warning), and the group ranks with no window.
+fn place<'a>(
+    axis: &str,
+    size: u32,
+    members: &[(u32, u32, &'a Window)],
+    warnings: &mut Vec<String>,
+) -> (Vec<Option<&'a Window>>, Vec<u32>) {
+    let mut by_rank: Vec<Option<&Window>> = vec![None; size as usize];
+    for &(r, _, w) in members {
+        match &mut by_rank[r as usize] {
+            slot @ None => *slot = Some(w),
+            Some(first) => warnings.push(format!(
+                "ranks {} and {} both claim {axis} rank {r}; rank {} left out",
+                first.rank, w.rank, w.rank
+            )),
+        }
+    }
+    let missing = (0..size)
+        .filter(|&r| by_rank[r as usize].is_none())
+        .collect();
+    (by_rank, missing)
 }
 
 /// Merges one group's windows (sorted by group rank) into the lowest group rank's window.
@@ -140,26 +242,14 @@ fn merge_group(axis: &str, members: &[(u32, u32, &Window)]) -> (Window, GroupMer
             rank_list(members.iter().map(|m| m.2.rank))
         ));
     }
-    // One window per group rank (a second claiming the same place is left out, said so).
-    let mut by_rank: Vec<Option<&Window>> = vec![None; size as usize];
-    for &(r, _, w) in members {
-        match &mut by_rank[r as usize] {
-            slot @ None => *slot = Some(w),
-            Some(first) => warnings.push(format!(
-                "ranks {} and {} both claim {axis} rank {r}; rank {} left out",
-                first.rank, w.rank, w.rank
-            )),
-        }
-    }
-    let missing_ranks: Vec<u32> = (0..size)
-        .filter(|&r| by_rank[r as usize].is_none())
-        .collect();
+    let (by_rank, missing_ranks) = place(axis, size, members, &mut warnings);
     let present: Vec<(u32, &Window)> = by_rank
         .iter()
         .enumerate()
         .filter_map(|(r, w)| w.map(|w| (r as u32, w)))
         .collect();
     let base = present[0].1;
+    let inconsistent = group_consistency(axis, present.iter().map(|(_, w)| *w));
     let mut window = base.clone();
     if let Some(serde_json::Value::Object(parallel)) = window.metadata.get_mut("parallel") {
         // The merged window holds the whole group: one rank of a group of one.
@@ -202,22 +292,203 @@ fn merge_group(axis: &str, members: &[(u32, u32, &Window)]) -> (Window, GroupMer
             Err(why) => warnings.push(format!("{}: {why}", record.key())),
         }
     }
+    // What the other ranks hold and the lowest one lacks: a piece of a sharded stage is
+    // missing evidence for that stage; a per-rank record is not compared (the merged window
+    // stands for the group by the lowest rank's per-rank records), which is said too.
+    let base_keys = &lookup[0];
+    let mut extra: BTreeMap<(&str, u32), (Vec<u32>, bool)> = BTreeMap::new();
+    for ((_, w), map) in present.iter().zip(&lookup).skip(1) {
+        for (key, record) in map {
+            if !base_keys.contains_key(key) {
+                let entry = extra.entry(*key).or_insert((Vec::new(), false));
+                entry.0.push(w.rank);
+                entry.1 |= record.shard.as_ref().is_some_and(|s| s.axis() == axis);
+            }
+        }
+    }
+    for ((stage, occurrence), (ranks, sharded)) in extra {
+        let held = format!(
+            "captured on rank{} {} but not on rank {} (the group's lowest)",
+            if ranks.len() == 1 { "" } else { "s" },
+            rank_list(ranks.iter().copied()),
+            base.rank
+        );
+        warnings.push(if sharded {
+            format!("{stage}#{occurrence}: {held}: missing evidence")
+        } else {
+            format!(
+                "{stage}#{occurrence}: {held}, and not annotated over {axis}: a merged group compares \
+                 the lowest rank's per-rank records, so this one is not compared"
+            )
+        });
+    }
     window.records = records;
     let note = GroupMerge {
         axis: axis.to_string(),
         size,
         ranks: present.iter().map(|(_, w)| w.rank).collect(),
+        sources: present
+            .iter()
+            .map(|(_, w)| w.source.display().to_string())
+            .collect(),
         missing_ranks,
         logical_rank: base.rank,
+        label: base.label.clone(),
+        match_index: base.match_index,
+        occurrence: base.occurrence,
         merged,
         replicated,
+        concatenated: 0,
+        inconsistent,
         warnings,
     };
     (window, note)
 }
 
+/// Why a group's windows are not pieces of one run: ranks that recorded other token ids
+/// (other inputs), or windows of different attempts (a re-run beside an old one). Each is a
+/// reason the merge cannot stand for the group.
+fn group_consistency<'a>(axis: &str, members: impl Iterator<Item = &'a Window>) -> Vec<String> {
+    let members: Vec<&Window> = members.collect();
+    let Some(base) = members.first() else {
+        return Vec::new();
+    };
+    let mut out = Vec::new();
+    let tokens = |w: &Window| w.metadata.get("token_ids").cloned();
+    let other_inputs: Vec<u32> = members
+        .iter()
+        .filter(|w| tokens(w) != tokens(base))
+        .map(|w| w.rank)
+        .collect();
+    if !other_inputs.is_empty() {
+        out.push(format!(
+            "the {axis} group's ranks saw different inputs: rank{} {} recorded other token_ids than rank {}; \
+             its pieces are not of one tensor",
+            if other_inputs.len() == 1 { "" } else { "s" },
+            rank_list(other_inputs.iter().copied()),
+            base.rank
+        ));
+    }
+    let attempts: BTreeMap<u32, Vec<u32>> = members.iter().fold(BTreeMap::new(), |mut m, w| {
+        m.entry(w.attempt).or_default().push(w.rank);
+        m
+    });
+    if attempts.len() > 1 {
+        let each: Vec<String> = attempts
+            .iter()
+            .map(|(a, ranks)| {
+                format!(
+                    "attempt {a} on rank{} {}",
+                    if ranks.len() == 1 { "" } else { "s" },
+                    rank_list(ranks.iter().copied())
+                )
+            })
+            .collect();
+        out.push(format!(
+            "the {axis} group's windows come from different attempts ({}): pieces of different runs; \
+             choose one with --attempt N",
+            each.join(", ")
+        ));
+    }
+    out
+}
+
+fn is_zero(n: &usize) -> bool {
+    *n == 0
+}
+
+/// One pipeline group's windows (sorted by pp rank) as one window: the lowest pp rank's
+/// header and records, then each later pp rank's records in its capture order. A key (stage
+/// and occurrence) captured on two pp ranks keeps the first (said so); a pp rank with no
+/// window leaves its stages missing (said so, naming the rank).
+fn concat_group(members: &[(u32, u32, &Window)]) -> (Window, GroupMerge) {
+    let size = members.iter().map(|m| m.1).max().unwrap_or(1);
+    let mut warnings = Vec::new();
+    let (by_rank, missing_ranks) = place("pp", size, members, &mut warnings);
+    let present: Vec<&Window> = by_rank.iter().flatten().copied().collect();
+    let base = present[0];
+    let mut window = base.clone();
+    if let Some(serde_json::Value::Object(parallel)) = window.metadata.get_mut("parallel") {
+        parallel.insert("pp".to_string(), serde_json::json!([0, 1]));
+    }
+    let mut seen: std::collections::HashSet<(String, u32)> = base
+        .records
+        .iter()
+        .map(|r| (r.stage.to_string(), r.occurrence))
+        .collect();
+    let mut concatenated = 0;
+    for (&(r, _, _), w) in members.iter().zip(&present).skip(1) {
+        for record in &w.records {
+            if seen.insert((record.stage.to_string(), record.occurrence)) {
+                let mut record = record.clone();
+                // Where the record came from: the pp rank's own file (a tp-merged record
+                // keeps the pieces it was merged from).
+                if record.merged_from.is_none() {
+                    record.merged_from = Some(Arc::new(vec![Piece {
+                        rank: w.rank,
+                        rank_in_group: r,
+                        source: w.source.display().to_string(),
+                        shape: record.shape.to_vec(),
+                        stats: record.stats.clone(),
+                    }]));
+                }
+                window.records.push(record);
+                concatenated += 1;
+            } else {
+                warnings.push(format!(
+                    "{} captured on pp ranks {} and {}: rank {}'s record left out",
+                    record.key(),
+                    base.rank,
+                    w.rank,
+                    w.rank
+                ));
+            }
+        }
+    }
+    let note = GroupMerge {
+        axis: "pp".to_string(),
+        size,
+        ranks: present.iter().map(|w| w.rank).collect(),
+        sources: present
+            .iter()
+            .map(|w| w.source.display().to_string())
+            .collect(),
+        missing_ranks,
+        logical_rank: base.rank,
+        label: base.label.clone(),
+        match_index: base.match_index,
+        occurrence: base.occurrence,
+        merged: 0,
+        replicated: 0,
+        concatenated,
+        inconsistent: Vec::new(),
+        warnings,
+    };
+    (window, note)
+}
+
+/// `0, 2, 5-9`: ascending ranks with runs of three or more written as ranges, so that a group
+/// of thousands missing most of its ranks stays one short line.
 fn rank_list(ranks: impl Iterator<Item = u32>) -> String {
-    ranks.map(|r| r.to_string()).collect::<Vec<_>>().join(", ")
+    let mut parts: Vec<String> = Vec::new();
+    let mut run: Option<(u32, u32)> = None;
+    let flush = |run: Option<(u32, u32)>, parts: &mut Vec<String>| match run {
+        Some((a, b)) if b >= a + 2 => parts.push(format!("{a}-{b}")),
+        Some((a, b)) if b == a + 1 => parts.extend([a.to_string(), b.to_string()]),
+        Some((a, _)) => parts.push(a.to_string()),
+        None => {}
+    };
+    for r in ranks {
+        run = match run {
+            Some((a, b)) if r == b + 1 => Some((a, r)),
+            other => {
+                flush(other, &mut parts);
+                Some((r, r))
+            }
+        };
+    }
+    flush(run, &mut parts);
+    parts.join(", ")
 }
 
 /// The merged record of one stage over the group; `Ok(None)` for a replicated stage whose
@@ -232,7 +503,24 @@ fn merge_record(
     let shard = base.shard.clone().expect("annotated");
     let axis = shard.axis().to_string();
     if matches!(shard, Shard::Replicated { .. }) {
-        let mut record = base.clone();
+        // The lowest rank's record stands for the group, unless another replica holds NaN or
+        // inf where it holds none: then that one does, so the diff's first non-finite names
+        // it (the replicated check reports the disagreement itself).
+        let non_finite = |r: &Record| {
+            r.stats
+                .as_ref()
+                .is_some_and(|s| s.nan_count + s.inf_count > 0)
+        };
+        let standing = if non_finite(base) {
+            base
+        } else {
+            pieces
+                .iter()
+                .filter_map(|p| p.2)
+                .find(|r| non_finite(r))
+                .unwrap_or(base)
+        };
+        let mut record = standing.clone();
         record.merged_from = Some(Arc::new(piece_list(pieces)));
         return Ok(Some(record));
     }
@@ -500,4 +788,17 @@ fn merge_stats(records: &[&Record], partial: bool, numel: u64) -> Option<Stats> 
         counts_known,
         reduced_in_dtype: stats.iter().any(|s| s.reduced_in_dtype),
     })
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn rank_lists_write_runs_as_ranges() {
+        assert_eq!(
+            super::rank_list([0, 1, 2, 3, 5, 7, 8].into_iter()),
+            "0-3, 5, 7, 8"
+        );
+        assert_eq!(super::rank_list(1..3000), "1-2999");
+        assert_eq!(super::rank_list(std::iter::empty()), "");
+    }
 }

@@ -21,6 +21,13 @@ pub struct RankFirst {
     /// `Some(key)` when the rank turned non-finite only at or after this collective stage,
     /// later than the origin: propagated through it, not the origin.
     pub propagated_via: Option<String>,
+    /// How it propagated: `collective`, or `pipeline` (a later pp stage whose first record,
+    /// the activation it received, is its first non-finite one); `None` with no propagation.
+    pub propagated_by: Option<&'static str>,
+    /// This rank's pp rank, when it is a later pipeline stage whose very first record is
+    /// its first non-finite one (the received activation); not serialized.
+    #[serde(skip)]
+    pub received_at_stage: Option<u32>,
 }
 
 /// The first non-finite of one request across its ranks.
@@ -68,12 +75,17 @@ impl AcrossRanks {
             if self.origin_ranks.contains(&f.rank) {
                 continue;
             }
-            match &f.propagated_via {
-                Some(via) => out.push_str(&format!(
+            match (&f.propagated_via, f.propagated_by) {
+                (Some(via), Some("pipeline")) => out.push_str(&format!(
+                    "; rank {} propagated (non-finite from {via}, the activation pp stage {} received from the stage before)",
+                    f.rank,
+                    f.received_at_stage.unwrap_or_default()
+                )),
+                (Some(via), _) => out.push_str(&format!(
                     "; rank {} propagated (non-finite from {}, a collective)",
                     f.rank, via
                 )),
-                None => out.push_str(&format!(
+                (None, _) => out.push_str(&format!(
                     "; rank {} non-finite later, at {}, not through a collective: an origin of its own",
                     f.rank, f.first.key
                 )),
@@ -139,11 +151,19 @@ fn across(windows: &[&Window]) -> Option<AcrossRanks> {
         .iter()
         .filter_map(|w| {
             let first = NonFinite::first_in(w)?;
+            let pp_rank = w
+                .parallel()
+                .ok()
+                .and_then(|l| l.get("pp").map(|&(r, _)| r))
+                .filter(|&r| r > 0);
+            let received = w.records.first().is_some_and(|r| r.key() == first.key);
             Some(RankFirst {
                 rank: w.rank,
                 shared_position: position[&first.key],
                 first,
                 propagated_via: None,
+                propagated_by: None,
+                received_at_stage: pp_rank.filter(|_| received),
             })
         })
         .collect();
@@ -159,6 +179,12 @@ fn across(windows: &[&Window]) -> Option<AcrossRanks> {
         // record there is an origin of its own (a causal mask's -inf, a second bug).
         if f.shared_position > origin_position && collective[f.shared_position] {
             f.propagated_via = Some(order[f.shared_position].clone());
+            f.propagated_by = Some("collective");
+        } else if f.shared_position > origin_position && f.received_at_stage.is_some() {
+            // A later pipeline stage whose first record (what it received from the stage
+            // before) is already non-finite: carried by the send/recv, not a second origin.
+            f.propagated_via = Some(order[f.shared_position].clone());
+            f.propagated_by = Some("pipeline");
         }
     }
     let finite_ranks = windows

@@ -1,14 +1,23 @@
 //! Replication checks: a stage captured `replicated:AXIS` must hold the same values on every
-//! rank of its group. Ranks that disagree, under the diff's own tolerances, are a finding of
-//! their own, often the first sign of a broken collective or a weight loaded differently on
-//! one rank (docs/diff.md, "Across parallel layouts").
+//! rank of its group. Replicas are one tensor, so their statistics must be (near-)bit-identical:
+//! they are held to a near-exact, dtype-aware bound ([`replica_tolerances`]), never the diff's
+//! coarse screen. Ranks that disagree are a finding of their own, often the first sign of a
+//! broken collective or a weight loaded differently on one rank (docs/diff.md, "Replicated
+//! stages").
 
 use std::collections::BTreeMap;
 
 use serde::Serialize;
 
-use crate::model::analysis::compare::{Tolerances, Verdict, compare_records};
-use crate::model::dump::{Shard, Window};
+use crate::model::analysis::compare::{
+    STATS, Tolerance, Tolerances, Verdict, compare_records, unit_roundoff,
+};
+use crate::model::dump::{Record, Shard, Window};
+
+/// `K`: replicas may differ by `K` ULP of their dtype at an extreme's magnitude, and by `K`
+/// unit roundoffs of the reduction's dtype times `sqrt(n) · Σ|x|` in an accumulated
+/// statistic (docs/diff.md, "Replicated stages").
+pub const REPLICA_FACTOR: f64 = 4.0;
 
 /// Two ranks of a group whose `replicated` records of one stage disagree.
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -25,8 +34,15 @@ pub struct ReplicationFinding {
     pub rank: u32,
     /// The global rank that disagrees with it.
     pub other_rank: u32,
-    /// How the two records compare (never agree).
+    /// How the two records compare under [`replica_tolerances`] (never agree).
     pub verdict: Verdict,
+    /// The first statistic beyond its replica bound, in [`STATS`] order (`None` for a shape,
+    /// dtype or non-finite count that differs).
+    pub stat: Option<String>,
+    /// `|a − b|` of that statistic.
+    pub abs_diff: Option<f64>,
+    /// The replica bound it exceeded, in the statistic's units.
+    pub bound: Option<f64>,
     /// Position of the stage in the lowest rank's capture order (0-based).
     pub position: usize,
 }
@@ -34,8 +50,14 @@ pub struct ReplicationFinding {
 impl ReplicationFinding {
     /// `replicated tensor differs across tp ranks 0 and 1 at layers.3.attn_norm (magnitude)`.
     pub fn describe(&self) -> String {
+        let by = match (&self.stat, self.abs_diff, self.bound) {
+            (Some(stat), Some(d), Some(bound)) => {
+                format!(": {stat} by {d:.3e}, replica bound {bound:.3e}")
+            }
+            _ => String::new(),
+        };
         format!(
-            "replicated tensor differs across {} ranks {} and {} at {} ({})",
+            "replicated tensor differs across {} ranks {} and {} at {} ({}{by})",
             self.axis,
             self.rank,
             self.other_rank,
@@ -45,9 +67,86 @@ impl ReplicationFinding {
     }
 }
 
-/// Checks every `replicated` stage of `windows` across its group, under `tolerances`; findings
-/// in order of side, group and capture position.
-pub fn check(side: char, windows: &[Window], tolerances: &Tolerances) -> Vec<ReplicationFinding> {
+/// The near-exact bound two replicas `a` and `b` of one tensor are held to, per statistic
+/// (docs/diff.md, "Replicated stages"), with `K` = [`REPLICA_FACTOR`]:
+///
+/// - `min`, `max`, `max_abs` are elements: `K` ULP of the dtype at their magnitude,
+///   `rtol = 2K · u(dtype)` (one ULP at `|x|` is at most `2u · |x|`);
+/// - `mean`, `l2`, `pos_checksum` are reductions, whose order may differ: `K · u_r · sqrt(n) ·
+///   Σ|x|` (`/ n` for the mean; `l2` relative: `K · u_r · sqrt(n) · l2`), `u_r` the unit
+///   roundoff the reduction ran in (the dtype's own when `reduced_in_dtype`, float64 for a
+///   float64 tensor, float32 otherwise) and `Σ|x| ≤ min(sqrt(n) · l2, n · max_abs)`;
+/// - every statistic also passes the rounding of `stats_dtype` (`2 · u · scale`).
+///
+/// Integers and bools take float64's roundoff (their statistics are float64 sums).
+pub fn replica_tolerances(a: &Record, b: &Record, stats_dtype: Option<&str>) -> Tolerances {
+    let float64 = 2f64.powi(-53);
+    let u = unit_roundoff(&a.dtype)
+        .max(unit_roundoff(&b.dtype))
+        .max(float64);
+    let reduced_in_dtype = [a, b]
+        .iter()
+        .any(|r| r.stats.as_ref().is_some_and(|s| s.reduced_in_dtype));
+    let u_reduce = if reduced_in_dtype || u <= float64 {
+        u
+    } else {
+        2f64.powi(-24)
+    };
+    let u_stack = stats_dtype.map_or(float64, unit_roundoff).max(float64);
+    let pick = |f: fn(&crate::model::dump::Stats) -> Option<f64>| {
+        [a, b]
+            .iter()
+            .filter_map(|r| r.stats.as_ref().and_then(f))
+            .filter(|x| x.is_finite())
+            .map(f64::abs)
+            .fold(0.0, f64::max)
+    };
+    let n = [a, b]
+        .iter()
+        .map(|r| {
+            r.stats
+                .as_ref()
+                .and_then(|s| s.finite_count)
+                .unwrap_or(r.numel)
+        })
+        .max()
+        .unwrap_or(0)
+        .max(1) as f64;
+    let (l2, max_abs) = (pick(|s| s.l2), pick(|s| s.max_abs));
+    let sum_abs = (n.sqrt() * l2).min(n * max_abs);
+    let k = REPLICA_FACTOR;
+    let reduce = k * u_reduce * n.sqrt();
+    let element = Tolerance {
+        rtol: 2.0 * k * u + 2.0 * u_stack,
+        atol: 0.0,
+    };
+    let mut per_stat = [element; 6];
+    for (i, name) in STATS.iter().enumerate() {
+        per_stat[i] = match *name {
+            "mean" => Tolerance {
+                rtol: 2.0 * u_stack,
+                atol: reduce * sum_abs / n,
+            },
+            "l2" => Tolerance {
+                rtol: reduce + 2.0 * u_stack,
+                atol: 0.0,
+            },
+            "pos_checksum" => Tolerance {
+                rtol: 2.0 * u_stack,
+                atol: reduce * sum_abs,
+            },
+            _ => element,
+        };
+    }
+    Tolerances {
+        per_stat,
+        checksum_noise: None,
+    }
+}
+
+/// Checks every `replicated` stage of `windows` across its group, each pair of replicas under
+/// [`replica_tolerances`]; findings in order of side, group and capture position.
+pub fn check(side: char, windows: &[Window]) -> Vec<ReplicationFinding> {
     type Key = (String, String, u32, u32, Vec<(String, u32, u32)>);
     let mut groups: BTreeMap<Key, Vec<(u32, &Window)>> = BTreeMap::new();
     for w in windows {
@@ -91,8 +190,10 @@ pub fn check(side: char, windows: &[Window], tolerances: &Tolerances) -> Vec<Rep
                 else {
                     continue;
                 };
-                let comparison = compare_records(record, theirs, tolerances);
+                let tolerances = replica_tolerances(record, theirs, base.stats_dtype.as_deref());
+                let comparison = compare_records(record, theirs, &tolerances);
                 if comparison.verdict.diverges() {
+                    let beyond = comparison.stats.iter().find(|d| d.exceeds);
                     findings.push(ReplicationFinding {
                         side,
                         axis: axis.clone(),
@@ -101,6 +202,9 @@ pub fn check(side: char, windows: &[Window], tolerances: &Tolerances) -> Vec<Rep
                         rank: base.rank,
                         other_rank: other.rank,
                         verdict: comparison.verdict,
+                        stat: beyond.map(|d| d.name.to_string()),
+                        abs_diff: beyond.and_then(|d| d.abs_diff),
+                        bound: beyond.and_then(|d| d.bound),
                         position,
                     });
                 }

@@ -5,7 +5,8 @@ use serde::Serialize;
 
 use crate::model::analysis::Analysis;
 use crate::model::analysis::compare::{Tolerances, Verdict};
-use crate::model::analysis::diff::{DiffReport, Identity, WindowDiff};
+use crate::model::analysis::diff::{DiffReport, Identity, LayoutMerge, WindowDiff};
+use crate::model::analysis::merge::SideMerge;
 use crate::model::analysis::scan::{AliasGroup, NonFinite, WindowScan};
 use crate::model::dump::Window;
 use crate::model::dump::{Dump, StageKey, Warning, capture_regex};
@@ -100,8 +101,19 @@ pub struct WindowFinding {
     pub overflowed: Vec<String>,
     /// Number of pairs with an overflowed statistic.
     pub overflowed_pairs: usize,
-    /// A capture command that saves the diverging stage's tensors on the next run.
+    /// A capture command that saves the diverging stage's tensors on the next run
+    /// (`DUMP_PROBE_RANKS=all` for a side merged over a parallel group: every rank of the
+    /// group holds a piece).
     pub next_step: Option<String>,
+    /// Number of pairs with a record merged over a parallel group ([`PairDiff::merged`]).
+    ///
+    /// [`PairDiff::merged`]: crate::model::analysis::diff::PairDiff::merged
+    pub merged_pairs: usize,
+    /// Keys of the partial sums compared on `mean` and `pos_checksum` only (the first
+    /// `LIST_LIMIT`); `partial_pairs` counts them.
+    pub partial_keys: Vec<String>,
+    /// Number of partial-sum pairs.
+    pub partial_pairs: usize,
 }
 
 /// The report. `b`-side fields are empty for a single capture.
@@ -143,8 +155,12 @@ pub struct Report {
     /// How the diff merged parallel groups, when A and B have different group sizes.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub layouts: Option<crate::model::analysis::diff::LayoutMerge>,
-    /// `replicated` stages whose ranks disagree (docs/diff.md, "Across parallel layouts").
+    /// `replicated` stages whose ranks disagree (docs/diff.md, "Replicated stages").
     pub replicated: Vec<crate::model::analysis::replicated::ReplicationFinding>,
+    /// The diff's earliest finding ([`crate::model::analysis::diff::Headline`]); `None` for a
+    /// single capture or when nothing diverged.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub headline: Option<crate::model::analysis::diff::Headline>,
     /// What `--ignore` left out of the search, one line per window.
     pub ignored: Vec<String>,
 }
@@ -276,7 +292,13 @@ impl Report {
                         }
                     }
                 }
-                windows.push(finding(w));
+                let merged = |side: fn(&LayoutMerge) -> &SideMerge| {
+                    report
+                        .layouts
+                        .as_ref()
+                        .is_some_and(|l| side(l).groups.iter().any(|g| g.size > 1))
+                };
+                windows.push(finding(w, [merged(|l| &l.a), merged(|l| &l.b)]));
             }
             missing_windows = missing(report);
         }
@@ -286,6 +308,7 @@ impl Report {
         if let Some(b) = b {
             warnings.extend(b.warnings.iter().cloned());
         }
+        warnings.extend(report.iter().flat_map(|r| r.merge_warnings()));
         Report {
             dumpview: format!("dumpview {}", env!("CARGO_PKG_VERSION")),
             inputs_a: sources(a),
@@ -312,6 +335,7 @@ impl Report {
                 .collect(),
             layouts: report.and_then(|r| r.layouts.clone()),
             replicated: report.map(|r| r.replicated.clone()).unwrap_or_default(),
+            headline: report.and_then(|r| r.headline.clone()),
             ignored: a
                 .warnings
                 .iter()
@@ -500,21 +524,39 @@ impl Report {
     }
 }
 
-fn finding(w: &WindowDiff) -> WindowFinding {
+/// The finding of one window pair; `merged[0]` / `merged[1]`: A / B was merged over a
+/// parallel group (its window's rank is a logical rank, and every rank holds a piece).
+fn finding(w: &WindowDiff, merged: [bool; 2]) -> WindowFinding {
     let first = w.first().cloned();
     let next_step = first.as_ref().map(|p| {
         let stage = StageKey::stage_of(&p.key);
-        let select = |r: &crate::model::analysis::diff::WindowRef| {
+        let select = |r: &crate::model::analysis::diff::WindowRef, merged: bool| {
             format!(
                 "DUMP_PROBE=1 DUMP_PROBE_RANKS={} DUMP_PROBE_TENSOR='{}' DUMP_PROBE_MATCH={} DUMP_PROBE_OCCURRENCE={}",
-                r.rank,
+                if merged { "all".to_string() } else { r.rank.to_string() },
                 capture_regex(stage),
                 r.match_index,
                 r.occurrence
             )
         };
-        format!("# A\n{} <command of A>\n# B\n{} <command of B>", select(&w.a), select(&w.b))
+        format!(
+            "# A\n{} <command of A>\n# B\n{} <command of B>",
+            select(&w.a, merged[0]),
+            select(&w.b, merged[1])
+        )
     });
+    let partial: Vec<String> = w
+        .pairs
+        .iter()
+        .filter(|p| {
+            p.comparison.stats.iter().any(|d| {
+                d.excluded.as_ref().is_some_and(|e| {
+                    e.kind == crate::model::analysis::compare::ExclusionKind::Partial
+                })
+            })
+        })
+        .map(|p| p.key.clone())
+        .collect();
     WindowFinding {
         rank: w.rank,
         a: w.a.source.clone(),
@@ -561,6 +603,9 @@ fn finding(w: &WindowDiff) -> WindowFinding {
         overflowed_pairs: w.overflowed,
         first_divergence: first,
         next_step,
+        merged_pairs: w.pairs.iter().filter(|p| p.merged()).count(),
+        partial_pairs: partial.len(),
+        partial_keys: partial.into_iter().take(LIST_LIMIT).collect(),
     }
 }
 

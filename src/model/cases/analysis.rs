@@ -425,6 +425,17 @@ pub fn analyze(
                     if missing == 1 { "" } else { "s" }
                 ),
             )
+        } else if chosen.len() < plan.cases.len() {
+            // `--only`: a subset that passes says nothing of the cases left out.
+            (
+                Conclusion::Inconclusive,
+                format!(
+                    "not concluded: only {} of the matrix's {} cases analysed (--only), and they pass; the operator against {} needs every case",
+                    chosen.len(),
+                    plan.cases.len(),
+                    vs.dump
+                ),
+            )
         } else if !vs.paired {
             (
                 Conclusion::Inconclusive,
@@ -868,6 +879,17 @@ mod tests {
                 .unwrap()
                 .text
                 .starts_with("operator passes, integration fails")
+        );
+        // A passing subset (--only) concludes nothing about the operator against the integration.
+        let only = ["baseline".to_string()];
+        let a = analyze(&p, "plan.json", &pass, Some(&only));
+        let i = a.integration.unwrap();
+        assert_eq!(i.conclusion, Conclusion::Inconclusive, "{}", i.text);
+        assert!(
+            i.text
+                .starts_with("not concluded: only 1 of the matrix's 2 cases analysed (--only)"),
+            "{}",
+            i.text
         );
         // Never run: missing evidence.
         let a = analyze(&p, "plan.json", &[], None);

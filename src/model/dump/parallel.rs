@@ -78,7 +78,14 @@ impl FromStr for Shard {
             )
         };
         let (head, rest) = text.split_once(':').ok_or_else(refuse)?;
-        let axis_of = |a: &str| AXES.iter().copied().find(|x| *x == a).ok_or_else(refuse);
+        let axis_of = |a: &str| {
+            AXES.iter().copied().find(|x| *x == a).ok_or_else(|| {
+                format!(
+                    "shard {text:?}: axis {a:?} is not one of {} ({head}:AXIS)",
+                    AXES.join(", ")
+                )
+            })
+        };
         match head {
             "replicated" => Ok(Shard::Replicated {
                 axis: axis_of(rest)?,

@@ -404,6 +404,11 @@ pub struct Record {
     /// where not marked.
     #[serde(default)]
     pub collective: Option<Name>,
+    /// Which path of dump_probe.py computed `stats` (`triton`, `inductor`: one fused pass;
+    /// `torch`: the eager ops; `DUMP_PROBE_KERNEL`, docs/manifest.md); `None` in older
+    /// manifests, for records without statistics and in other formats.
+    #[serde(default)]
+    pub stats_path: Option<Name>,
     /// The per-rank records this one was merged from over a parallel group (set by
     /// [`crate::model::analysis::merge`], never read from a file); `None` for a record as
     /// captured.

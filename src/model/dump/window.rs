@@ -176,6 +176,10 @@ impl Window {
     }
 }
 
+/// The largest parallel group [`Window::parallel`] reads (2^20 ranks): a larger one is a typo,
+/// and merging one would allocate per rank.
+pub const MAX_GROUP_SIZE: u32 = 1 << 20;
+
 impl Window {
     /// The window's parallel layout from `metadata.parallel`.
     ///
@@ -207,6 +211,11 @@ impl Window {
                     .collect()
             });
             match numbers.as_deref() {
+                Some(&[_, size]) if size > MAX_GROUP_SIZE => {
+                    return Err(refuse(format!(
+                        "{axis} group size {size} is beyond {MAX_GROUP_SIZE} ranks: not a layout a run has"
+                    )));
+                }
                 Some(&[rank, size]) if rank < size => {
                     layout.insert(axis.clone(), (rank, size));
                 }
@@ -243,5 +252,18 @@ mod tests {
             .insert("parallel".into(), serde_json::json!({"tp": [2, 2]}));
         let err = window.parallel().unwrap_err();
         assert!(err.starts_with("rank1/m.json: metadata.parallel"), "{err}");
+        // A group of 4294967295 ranks is a typo, not a layout: refused before any merge
+        // allocates per rank.
+        window.metadata.insert(
+            "parallel".into(),
+            serde_json::json!({"tp": [0, 4_294_967_295u64]}),
+        );
+        let err = window.parallel().unwrap_err();
+        assert!(
+            err.ends_with(
+                "tp group size 4294967295 is beyond 1048576 ranks: not a layout a run has"
+            ),
+            "{err}"
+        );
     }
 }

@@ -9,6 +9,9 @@ use crate::model::analysis::diff::{DiffReport, PairDiff, WindowDiff};
 pub fn text(report: &DiffReport) -> String {
     let mut out = String::new();
     out.push_str(&super::layouts::merge_text(report));
+    if let Some(h) = report.headline.as_ref().filter(|h| h.kind != "divergence") {
+        let _ = writeln!(out, "{}\n", h.text);
+    }
     for w in &report.windows {
         out.push_str(&render_window(w));
     }
@@ -91,8 +94,27 @@ fn render_window(w: &WindowDiff) -> String {
     }
     out.push_str(&super::layouts::partial_text(w));
     out.push_str(&render_unjudged(w));
+    for line in &w.unmerged {
+        let _ = writeln!(out, "NOT MERGED: {line}");
+    }
     match w.first() {
         Some(pair) => out.push_str(&render_first(pair)),
+        None if !w.unmerged.is_empty() => {
+            let _ = writeln!(
+                out,
+                "first divergence: unknown: the window could not be merged whole ({} stage{} \
+                 captured on one side only, {} paired); the stages left out are missing \
+                 evidence, so the paired ones agreeing proves nothing about them (exit 1: \
+                 missing evidence)",
+                w.only_a.len() + w.only_b.len(),
+                if w.only_a.len() + w.only_b.len() == 1 {
+                    ""
+                } else {
+                    "s"
+                },
+                w.pairs.len()
+            );
+        }
         None if w.pairs.is_empty() => {
             out.push_str("first divergence: nothing paired, nothing compared\n")
         }

@@ -23,11 +23,21 @@ pub fn merge_text(report: &DiffReport) -> String {
         .iter()
         .map(|(axis, (a, b))| format!("{axis} {a} in A vs {b} in B"))
         .collect();
+    let mut how = Vec::new();
+    if layouts.axes.iter().any(|a| a != "pp") {
+        how.push(
+            "each group's records are merged into one logical record before pairing (counts, sums \
+             and the position checksum add; extremes combine; l2 by squares)",
+        );
+    }
+    if layouts.axes.iter().any(|a| a == "pp") {
+        how.push("the pp ranks' stages are concatenated in pp order into one logical window");
+    }
     let _ = writeln!(
         out,
-        "parallel layouts differ: {}: each group's records are merged into one logical record \
-         before pairing (counts, sums and the position checksum add; extremes combine; l2 by squares)",
-        sizes.join(", ")
+        "parallel layouts differ: {}: {}",
+        sizes.join(", "),
+        how.join("; ")
     );
     for (side, merge) in [("A", &layouts.a), ("B", &layouts.b)] {
         for line in side_lines(side, merge) {
@@ -38,33 +48,76 @@ pub fn merge_text(report: &DiffReport) -> String {
     out
 }
 
+/// The workbench's title note for a diff across layouts: each side's group sizes, and which
+/// side was merged (`A: tp=1 · B: tp=2 merged`); `None` for a same-layout diff.
+pub fn banner(report: &DiffReport) -> Option<String> {
+    let layouts = report.layouts.as_ref()?;
+    let side = |label: &str, merge: &SideMerge, pick: fn(&(u32, u32)) -> u32| {
+        let sizes: Vec<String> = layouts
+            .sizes
+            .iter()
+            .map(|(axis, sizes)| format!("{axis}={}", pick(sizes)))
+            .collect();
+        let merged = merge.groups.iter().any(|g| g.size > 1);
+        format!(
+            "{label}: {}{}",
+            sizes.join(" "),
+            if merged { " merged" } else { "" }
+        )
+    };
+    Some(format!(
+        "{} · {}",
+        side("A", &layouts.a, |s| s.0),
+        side("B", &layouts.b, |s| s.1)
+    ))
+}
+
 /// One line per group merged on `side`, its missing ranks and what it could not merge.
 pub fn side_lines(side: &str, merge: &SideMerge) -> Vec<String> {
     let mut out = String::new();
     for g in merge.groups.iter().filter(|g| g.size > 1) {
         let ranks: Vec<String> = g.ranks.iter().map(u32::to_string).collect();
-        let _ = writeln!(
-            out,
-            "{side}: {} group of {} (ranks {}) merged as rank {}: {} stage{} merged from \
+        if g.axis == "pp" {
+            let _ = writeln!(
+                out,
+                "{side}: pp group of {} (ranks {}) concatenated in pp order as rank {}: {} \
+                 record{} from the later pp ranks after rank {}'s",
+                g.size,
+                ranks.join(", "),
+                g.logical_rank,
+                g.concatenated,
+                if g.concatenated == 1 { "" } else { "s" },
+                g.ranks.first().copied().unwrap_or_default()
+            );
+        } else {
+            let _ = writeln!(
+                out,
+                "{side}: {} group of {} (ranks {}) merged as rank {}: {} stage{} merged from \
              pieces, {} replicated (rank {}'s record stands for the group)",
-            g.axis,
-            g.size,
-            ranks.join(", "),
-            g.logical_rank,
-            g.merged,
-            if g.merged == 1 { "" } else { "s" },
-            g.replicated,
-            g.ranks.first().copied().unwrap_or_default()
-        );
+                g.axis,
+                g.size,
+                ranks.join(", "),
+                g.logical_rank,
+                g.merged,
+                if g.merged == 1 { "" } else { "s" },
+                g.replicated,
+                g.ranks.first().copied().unwrap_or_default()
+            );
+        }
         if !g.missing_ranks.is_empty() {
             let missing: Vec<String> = g.missing_ranks.iter().map(u32::to_string).collect();
             let _ = writeln!(
                 out,
-                "{side}: MISSING EVIDENCE: {} rank{} {} of the group not captured; its sharded \
-                 stages are left out (capture every rank: DUMP_PROBE_RANKS=all)",
+                "{side}: MISSING EVIDENCE: {} rank{} {} of the group not captured; its {} \
+                 are left out (capture every rank: DUMP_PROBE_RANKS=all)",
                 g.axis,
                 if missing.len() == 1 { "" } else { "s" },
-                missing.join(", ")
+                missing.join(", "),
+                if g.axis == "pp" {
+                    "stages"
+                } else {
+                    "sharded stages"
+                }
             );
         }
         for w in g.warnings.iter().take(LISTED) {
@@ -133,7 +186,13 @@ pub fn pieces_text(pair: &PairDiff) -> String {
             .iter()
             .map(|p| format!("rank {} {:?} ({})", p.rank, p.shape, p.source))
             .collect();
-        let _ = writeln!(out, "   {side} merged from: {}", parts.join("; "));
+        // One piece: a pp stage, captured whole on its rank.
+        let verb = if pieces.len() == 1 {
+            "captured on"
+        } else {
+            "merged from"
+        };
+        let _ = writeln!(out, "   {side} {verb}: {}", parts.join("; "));
     }
     out
 }

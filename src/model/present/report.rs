@@ -222,6 +222,9 @@ impl Report {
                 parts.join(", ")
             );
         }
+        if let Some(h) = self.headline.as_ref().filter(|h| h.kind != "divergence") {
+            let _ = writeln!(md, "**{}**\n", h.text);
+        }
         for m in &self.missing_windows {
             let _ = writeln!(md, "- **{m}**");
         }
@@ -230,9 +233,32 @@ impl Report {
             let _ = writeln!(md, "- A: `{}`\n- B: `{}`", w.a, w.b);
             let _ = writeln!(
                 md,
-                "- coverage: {} paired ({} not compared), {} only in A, {} only in B",
-                w.paired, w.not_compared, w.only_a, w.only_b
+                "- coverage: {} paired ({}{} not compared), {} only in A, {} only in B",
+                w.paired,
+                match w.merged_pairs {
+                    0 => String::new(),
+                    n => format!("{n} merged over a parallel group, "),
+                },
+                w.not_compared,
+                w.only_a,
+                w.only_b
             );
+            if w.partial_pairs > 0 {
+                let keys: Vec<String> = w.partial_keys.iter().map(|k| format!("`{k}`")).collect();
+                let _ = writeln!(
+                    md,
+                    "- partial sums: {} pair{} compared on mean and pos_checksum only (min, max, \
+                     max_abs and l2 of a reduced tensor do not follow from its partial sums): {}{}",
+                    w.partial_pairs,
+                    if w.partial_pairs == 1 { "" } else { "s" },
+                    keys.join(", "),
+                    if w.partial_pairs > keys.len() {
+                        ", …"
+                    } else {
+                        ""
+                    }
+                );
+            }
             if let Some(message) = &w.missing_data {
                 let _ = writeln!(md, "- **{message}**");
             }
@@ -287,6 +313,24 @@ impl Report {
                         w.diverging_pairs,
                         verdict_text(&p.comparison.verdict)
                     );
+                    for (side, pieces) in [("A", &p.pieces_a), ("B", &p.pieces_b)] {
+                        if pieces.is_empty() {
+                            continue;
+                        }
+                        let parts: Vec<String> = pieces
+                            .iter()
+                            .map(|x| format!("rank {} {:?} (`{}`)", x.rank, x.shape, x.source))
+                            .collect();
+                        let verb = if pieces.len() == 1 {
+                            "captured on"
+                        } else {
+                            "merged from"
+                        };
+                        let _ = writeln!(md, "- {side} {verb}: {}", parts.join("; "));
+                    }
+                    if !(p.pieces_a.is_empty() && p.pieces_b.is_empty()) {
+                        md.push('\n');
+                    }
                     if !p.comparison.stats.is_empty() {
                         let _ = writeln!(md, "| statistic | A | B | abs diff | rel diff | bound |");
                         let _ = writeln!(md, "|---|---:|---:|---:|---:|---:|");

@@ -26,7 +26,7 @@ impl Format for Probe {
         true
     }
     fn read(&self, path: &Path, bytes: &[u8]) -> Result<(Window, Vec<Warning>), FormatError> {
-        let parsed = parse::parse_manifest(bytes, path)?;
+        let mut parsed = parse::parse_manifest(bytes, path)?;
         let mut warnings = Vec::new();
         if let Some(stop) = &parsed.stopped {
             warnings.push(Warning::lost(
@@ -41,6 +41,7 @@ impl Format for Probe {
                 .map(|problem| Warning::lost(path.to_path_buf(), problem.to_string())),
         );
         warnings.extend(parsed.notes.to_warnings(path));
+        warnings.extend(super::annotations::check(&mut parsed.manifest, path));
         Ok((parsed.manifest, warnings))
     }
 }

@@ -205,7 +205,7 @@ fn serde_json_f64(token: &[u8], pow10: &[f64; 309]) -> Option<f64> {
 }
 
 /// Record keys in the probe's order, which is tried first.
-const RECORD_KEYS: [&[u8]; 24] = [
+const RECORD_KEYS: [&[u8]; 25] = [
     b"seq",
     b"stage",
     b"occurrence",
@@ -230,6 +230,7 @@ const RECORD_KEYS: [&[u8]; 24] = [
     b"truncated",
     b"shard",
     b"collective",
+    b"stats_path",
 ];
 
 const STATS_KEYS: [&[u8]; 9] = [
@@ -251,7 +252,7 @@ macro_rules! literals {
     };
 }
 
-const RECORD_LITERALS: [&[u8]; 24] = literals!(
+const RECORD_LITERALS: [&[u8]; 25] = literals!(
     "seq",
     "stage",
     "occurrence",
@@ -276,6 +277,7 @@ const RECORD_LITERALS: [&[u8]; 24] = literals!(
     "truncated",
     "shard",
     "collective",
+    "stats_path",
 );
 
 const STATS_LITERALS: [&[u8]; 9] = literals!(
@@ -606,6 +608,7 @@ impl<'a> Cursor<'a> {
                 // An annotation that does not parse is left to serde, whose error names it.
                 22 => r.shard = c.option(|c| c.string().and_then(|t| t.parse().ok()))?,
                 23 => r.collective = c.option(|c| c.string().map(Name::new))?,
+                24 => r.stats_path = c.option(|c| c.string().map(Name::new))?,
                 _ => return None,
             }
             Some(())
@@ -721,6 +724,19 @@ mod tests {
     fn a_probe_line_reads_as_serde_reads_it() {
         let fast = record(LINE.as_bytes()).expect("the probe's layout");
         assert_eq!(Some(fast), serde(LINE));
+    }
+
+    #[test]
+    fn stats_path_is_read_after_the_annotations() {
+        let line = LINE.replace(
+            "\"tensor_file\": null",
+            "\"tensor_file\": null, \"collective\": \"all_reduce\", \"stats_path\": \"inductor\"",
+        );
+        let fast = record(line.as_bytes()).expect("the probe's layout");
+        assert_eq!(fast.stats_path.as_deref(), Some("inductor"));
+        assert_eq!(Some(fast), serde(&line));
+        let without = record(LINE.as_bytes()).expect("the probe's layout");
+        assert_eq!(without.stats_path, None);
     }
 
     #[test]

@@ -5,12 +5,14 @@ use std::path::Path;
 
 use crate::model::dump::Window;
 
+mod annotations;
 mod format;
 mod header;
 mod line;
 pub mod parse;
 mod writer_notes;
 
+pub use annotations::COLLECTIVES;
 pub use format::Probe;
 pub use writer_notes::{SkippedCapture, WriterNotes};
 

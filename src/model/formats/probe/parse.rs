@@ -75,8 +75,10 @@ impl fmt::Display for RecordProblem {
             self.byte_offset,
             self.field,
             self.reason,
-            if self.kept {
+            if self.kept && self.field.starts_with("stats.") {
                 "that statistic is null (not compared); the record is kept"
+            } else if self.kept {
+                "the record is kept without it (per rank)"
             } else {
                 "the record is left out"
             }
@@ -671,6 +673,22 @@ fn repair(
                 problems.push(problem(seq, format!("stats.{name}"), reason, true));
                 stats.insert(name.to_string(), serde_json::Value::Null);
             }
+        }
+    }
+    // A parallel annotation that does not read costs the annotation, never the record (the
+    // Python probe records a capture whose annotation it refuses without it).
+    for name in ["shard", "collective"] {
+        let Some(value) = fields.get(name).filter(|v| !v.is_null()) else {
+            continue;
+        };
+        let error = match name {
+            "shard" => serde_json::from_value::<crate::model::dump::Shard>(value.clone()).err(),
+            _ => serde_json::from_value::<String>(value.clone()).err(),
+        };
+        if let Some(e) = error {
+            let reason = strip_position(&e.to_string());
+            problems.push(problem(seq, name.to_string(), reason, true));
+            fields.remove(name);
         }
     }
     let fields = serde_json::Value::Object(fields);
