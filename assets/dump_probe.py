@@ -30,6 +30,12 @@ Environment (read once, at import):
     DUMP_PROBE_MATCH       which distinct label is captured, 1-based (default 1)
     DUMP_PROBE_OCCURRENCE  which call within that label is captured, 1-based (default 1)
     DUMP_PROBE_TENSOR_FORMAT  "safetensors" (default) or "pt"
+    DUMP_PROBE_KERNEL      statistics path: "auto" (default: one fused pass per tensor where it
+                           can run, a Triton kernel on cuda/npu; on cpu the native library's
+                           dp_summarize when libdump_probe.so is found, else torch.compile),
+                           "fused" (the same, with a warning where it cannot), or "torch"
+    DUMP_PROBE_LIB         the native library for the cpu path (default: libdump_probe.so
+                           beside this file)
 
 An invalid value prints one warning and leaves the probe disarmed.  No
 function here raises into the model it observes: an internal failure prints
@@ -44,6 +50,7 @@ repository.
 """
 
 import atexit
+import ctypes
 import json
 import os
 import re
@@ -65,6 +72,8 @@ _DEVICE_STATS = ("nan_count", "inf_count", "min", "max", "sum", "l2", "pos_check
 _TWO_32 = 4294967296
 
 _TRUE = ("1", "true", "yes", "on")
+# DUMP_PROBE_KERNEL values (see _stats_path).
+_KERNEL_CHOICES = ("auto", "fused", "torch")
 
 # The one boolean that every public call checks first.  True only while a
 # selected window is open on a selected rank.
@@ -95,6 +104,11 @@ class _Config:
         if fmt not in ("safetensors", "pt"):
             self._fail("DUMP_PROBE_TENSOR_FORMAT=%r must be 'safetensors' or 'pt'" % fmt)
         self.tensor_format = fmt
+        kernel = env.get("DUMP_PROBE_KERNEL", "auto").strip().lower() or "auto"
+        if kernel not in _KERNEL_CHOICES:
+            self._fail("DUMP_PROBE_KERNEL=%r must be 'auto', 'fused' or 'torch'" % kernel)
+            kernel = "auto"
+        self.kernel = kernel
 
     def _fail(self, message):
         if self.error is None:
@@ -137,14 +151,15 @@ class _Record:
 class _Slot:
     """A preallocated graph-mode buffer set for one stage (see graph_slot)."""
 
-    __slots__ = ("stage", "stats", "tensor", "meta", "index")
+    __slots__ = ("stage", "stats", "tensor", "meta", "index", "scratch")
 
-    def __init__(self, stage, stats, tensor, index):
+    def __init__(self, stage, stats, tensor, index, scratch=None):
         self.stage = stage
         self.stats = stats
         self.tensor = tensor
         self.meta = None  # layout of the tensor seen by capture_graph, host-side
         self.index = index
+        self.scratch = scratch  # the Triton kernel's partials, so a captured graph allocates nothing
 
 
 class _State:
@@ -415,6 +430,8 @@ def capture(stage, tensor, shard=None, collective=None):
             _warn("no statistics for %s tensors (%s: %s); their records carry null stats"
                   % (tensor.dtype, type(exc).__name__, str(exc).splitlines()[0][:120]), key="stats:%s" % tensor.dtype)
             stats = None
+        if stats is not None and tensor.device.type != "meta":
+            meta["stats_path"] = _stats_path(tensor)  # after the call: a fused failure says "torch"
         _state.records.append(_Record(meta, stats, saved))
     except Exception as exc:
         _disarm("capture(%r)" % (stage,), exc)
@@ -663,7 +680,10 @@ def graph_slot(stage, like):
         buffer = None
         if _config.tensor_regex is not None and _config.tensor_regex.search(stage):
             buffer = torch.empty_like(_bounded_rows(like), memory_format=torch.contiguous_format)
-        _state.slots[stage] = _Slot(stage, stats, buffer, len(_state.slots))
+        scratch = None
+        if like.device.type in _TRITON_DEVICES and _config.kernel != "torch":
+            scratch = _triton_scratch(like.device, stats.dtype == torch.float64)
+        _state.slots[stage] = _Slot(stage, stats, buffer, len(_state.slots), scratch)
         return True
     except Exception as exc:
         _disarm("graph_slot(%r)" % (stage,), exc)
@@ -683,8 +703,8 @@ def capture_graph(stage, tensor):
         return
     try:
         tensor = tensor.detach()
-        stats = _statistics(tensor, slot.stats.dtype)
-        if stats is not None:  # empty or complex tensors get null stats in the record
+        stats = _statistics(tensor, slot.stats.dtype, out=slot.stats, scratch=slot.scratch)
+        if stats is not None and stats is not slot.stats:  # empty or complex tensors get null stats
             slot.stats.copy_(stats)
         if slot.tensor is not None:
             slot.tensor.copy_(_bounded_rows(tensor))
@@ -692,6 +712,8 @@ def capture_graph(stage, tensor):
         if slot.tensor is not None:
             meta["rows_total"] = int(tensor.shape[0]) if tensor.dim() > 0 else 1
             meta["rows_kept"] = int(slot.tensor.shape[0]) if slot.tensor.dim() > 0 else 1
+        if stats is not None and tensor.device.type != "meta":
+            meta["stats_path"] = _stats_path(tensor)
         slot.meta = meta
     except Exception as exc:
         _disarm("capture_graph(%r)" % (stage,), exc)
@@ -702,7 +724,7 @@ def _stats_dtype(device):
     return torch.float64 if device.type in ("cpu", "cuda", "meta", "xpu") else torch.float32
 
 
-def _statistics(tensor, acc=None, split=None):
+def _statistics(tensor, acc=None, split=None, out=None, scratch=None):
     """The _DEVICE_STATS vector of ``tensor``, computed on its device, no host read.
 
     Definitions (x: the tensor's values, F: its finite elements):
@@ -719,6 +741,36 @@ def _statistics(tensor, acc=None, split=None):
                             v(c) = (((c + 1) * 2246822519) mod 2**32) / 2**32.
                             Moving rows (tokens, cache blocks) or elements
                             within a row changes it; min/max/mean/l2 stay.
+    ``split`` (a _Split, from capture(shard=...)) puts the checksum's weights
+    at the full tensor's coordinates.  Returns None for empty and complex tensors.
+
+    The path is _stats_path's: one fused pass (a Triton kernel on cuda/npu,
+    torch.compile's Inductor C++ kernel on cpu) or the eager torch ops of
+    _torch_statistics.  A fused path that fails warns once, is not tried again
+    for that key, and this call falls back to the torch ops.  ``out`` (a
+    [7] vector of ``acc``) and ``scratch`` (a graph slot's preallocated
+    partials) let the Triton kernel write a slot without allocating, so it can
+    be captured in a CUDA graph.
+    """
+    acc = acc or _stats_dtype(tensor.device)
+    if tensor.numel() == 0 or tensor.is_complex():
+        return None
+    path = _stats_path(tensor)
+    if path != "torch":
+        try:
+            if path == "triton":
+                return _triton_statistics(tensor, acc, split, out, scratch)
+            if path == "native":
+                return _native_statistics(tensor, acc, split)
+            return _inductor_statistics(tensor, acc, split)
+        except Exception as exc:  # never into the model: this key goes back to the eager ops
+            _fused_failed(_fused_key(path, tensor), exc)
+    return _torch_statistics(tensor, acc, split)
+
+
+def _torch_statistics(tensor, acc, split=None):
+    """_statistics with eager torch ops (about fourteen passes; every device, meta included).
+
     Cost matters (every capture point pays it): non-finite elements are
     excluded by nan_to_num replacement instead of boolean masks (bool-output
     kernels are several times slower on CPU), counts come from 0/1 indicators
@@ -727,13 +779,8 @@ def _statistics(tensor, acc=None, split=None):
     Floating tensors are reduced in float32 (float64 tensors, and tensors of
     2**24 or more elements where the device has float64, in float64), so
     counts are exact; integers and bools are summarised as float values.
-    ``split`` (a _Split, from capture(shard=...)) puts the checksum's weights
-    at the full tensor's coordinates.
     """
-    acc = acc or _stats_dtype(tensor.device)
     n = tensor.numel()
-    if n == 0 or tensor.is_complex():
-        return None
     cols = tensor.shape[-1] if tensor.dim() > 0 else 1
     x = tensor.reshape(n // cols, cols)
     wide = tensor.dtype == torch.float64 or n >= 2**24 or not tensor.is_floating_point()
@@ -767,8 +814,528 @@ def _statistics(tensor, acc=None, split=None):
     return torch.stack([nan_count, inf_count, low, high, total, l2, checksum]).to(acc)
 
 
+
+# --------------------------------------------------------------------------- fused statistics
+#
+# One pass over each captured tensor instead of _torch_statistics' fourteen. Compiled kernels,
+# their compile counts and the keys that failed live in _KERNELS, one dict per process (the
+# test-suite shares one across its many module copies so that each kernel compiles once).
+_KERNELS = {}
+# Compilations a per-dtype Inductor function may need: one graph, sizes unbacked (see
+# _inductor_statistics). More means a guard we did not foresee is recompiling on every shape,
+# which would end at dynamo's recompile limit and its silent eager fallback; we stop first.
+_INDUCTOR_MAX_COMPILES = 2
+# Dtypes the fused kernels read directly; integers and bools are widened to float64 first.
+_FUSED_FLOATS = (torch.float16, torch.bfloat16, torch.float32, torch.float64)
+_TRITON_DEVICES = ("cuda", "npu")
+
+
+def _stats_path(tensor):
+    """Which path computes ``tensor``'s statistics: "triton", "native", "inductor" or "torch".
+
+    DUMP_PROBE_KERNEL=torch, meta tensors (shape only), tensors traced by an outer
+    torch.compile, dtypes outside the fused kernels' set and any key that failed before get
+    "torch". Otherwise cuda/npu get "triton" where Triton imports (triton-ascend on npu), and
+    cpu gets "native" where the native library is found (_native), else "inductor" where a C++
+    compiler is on PATH; "fused" that cannot run warns once.
+    """
+    kernel = _config.kernel
+    device = tensor.device.type
+    if kernel == "torch" or device == "meta":
+        return "torch"
+    if not (tensor.dtype in _FUSED_FLOATS or tensor.dtype == torch.bool or not tensor.is_floating_point()):
+        return "torch"  # float8 and other narrow floats: the eager ops decide (or give null stats)
+    if _compiling():
+        return "torch"  # inside an outer torch.compile the eager ops are what gets traced
+    if device in _TRITON_DEVICES:
+        path, why = "triton", _triton_unusable(device)
+    elif device == "cpu" and tensor.dtype in _NATIVE_DTYPES and _native()[0] is not None:
+        path, why = "native", None
+    elif device == "cpu":
+        path, why = "inductor", _inductor_unusable()
+    else:
+        path, why = None, "no fused kernel for %s tensors" % device
+    if why is None:
+        why = _KERNELS.get(("failed", _fused_key(path, tensor)))
+    if why is None:
+        return path
+    if kernel == "fused":
+        _warn("DUMP_PROBE_KERNEL=fused: %s; %s statistics use the torch ops" % (why, device),
+              key="kernel:%s:%s" % (device, why))
+    return "torch"
+
+
+# ---- cpu: the native probe's statistics (libdump_probe.so's dp_summarize)
+#
+# On CPU the tensor's memory is the host's: the native library's one pass over it (vectorized,
+# float64 lanes, src/probe_ffi/src/stats.rs) costs a few microseconds of call and about what a
+# read of the bytes costs, with no compile. Found at $DUMP_PROBE_LIB, else beside this file
+# (`dumpview probe install DIR` copies it there when it is beside dumpview).
+_NATIVE_DTYPES = {
+    torch.float32: 0, torch.float16: 1, torch.bfloat16: 2, torch.float64: 3, torch.int8: 6,
+    torch.int16: 7, torch.int32: 8, torch.int64: 9, torch.uint8: 10, torch.bool: 11,
+}
+
+
+class _DpTensor(ctypes.Structure):
+    """assets/dump_probe.h's dp_tensor."""
+
+    _fields_ = [
+        ("struct_size", ctypes.c_uint32), ("data", ctypes.c_void_p), ("storage_bytes", ctypes.c_uint64),
+        ("storage_id", ctypes.c_uint64), ("dtype", ctypes.c_int32), ("ndim", ctypes.c_int32),
+        ("shape", ctypes.POINTER(ctypes.c_int64)), ("strides", ctypes.POINTER(ctypes.c_int64)),
+        ("storage_offset", ctypes.c_int64), ("device_type", ctypes.c_int32),
+        ("device_index", ctypes.c_int32), ("stream", ctypes.c_void_p), ("shard", ctypes.c_char_p),
+    ]
+
+
+def _native():
+    """(dp_summarize, None) from the native library, or (None, why not); looked up once."""
+    cached = _KERNELS.get("native")
+    if cached is None:
+        path = os.environ.get("DUMP_PROBE_LIB") or os.path.join(
+            os.path.dirname(os.path.abspath(__file__)), "libdump_probe.so")
+        try:
+            if not os.path.isfile(path):
+                raise OSError("%s not found" % path)
+            call = ctypes.CDLL(path).dp_summarize
+            call.argtypes = [ctypes.POINTER(_DpTensor), ctypes.c_void_p, ctypes.c_void_p]
+            call.restype = ctypes.c_int
+            cached = (call, None)
+        except Exception as exc:  # AttributeError: an older library without dp_summarize
+            cached = (None, "no native statistics library (%s)" % exc)
+        _KERNELS["native"] = cached
+    return cached
+
+
+def _native_statistics(tensor, acc, split=None):
+    """_statistics of a CPU tensor by dp_summarize, read in place (strides and all)."""
+    call, _ = _native()
+    ndim = tensor.dim()
+    t = _DpTensor()
+    t.struct_size = ctypes.sizeof(_DpTensor)
+    t.data = tensor.data_ptr()
+    t.dtype = _NATIVE_DTYPES[tensor.dtype]
+    t.ndim = ndim
+    shape = (ctypes.c_int64 * max(ndim, 1))(*tensor.shape)
+    strides = (ctypes.c_int64 * max(ndim, 1))(*tensor.stride())
+    t.shape, t.strides = shape, strides
+    out = (ctypes.c_double * 7)()
+    where = None
+    if split is not None:
+        where = (ctypes.c_int64 * 6)(split.dim, split.full, split.offset, int(split.zigzag), split.rank, split.size)
+    status = call(ctypes.byref(t), where, out)
+    if status != 0:
+        raise RuntimeError("dp_summarize returned status %d" % status)
+    return torch.tensor(list(out), dtype=acc)
+
+
+def _compiling():
+    try:
+        return bool(torch.compiler.is_compiling())
+    except Exception:
+        return False
+
+
+def _fused_key(path, tensor):
+    """The unit that compiles and fails together: one device type and input dtype."""
+    return (path, tensor.device.type, tensor.dtype if tensor.dtype in _FUSED_FLOATS else torch.float64)
+
+
+def _fused_failed(key, exc):
+    """Remember that ``key`` cannot run (it is not tried again) and say so once."""
+    why = "the %s kernel failed (%s: %s)" % (key[0], type(exc).__name__, str(exc).splitlines()[0][:160] if str(exc) else "")
+    _KERNELS[("failed", key)] = why
+    _warn("%s for %s %s tensors; they use the torch ops from now on" % (why, key[1], _dtype_name(key[2])),
+          key="fused-failed:%s" % (key,))
+
+
+def _note_compile(key, seconds):
+    """One stderr line per compiled kernel: the first-call cost, apart from every later call."""
+    _KERNELS.setdefault("compile_s", {})[key] = seconds
+    try:
+        sys.stderr.write("dump_probe: compiled the fused %s statistics for %s %s tensors in %.1f s "
+                         "(first call only)\n" % (key[0], key[1], _dtype_name(key[2]), seconds))
+    except Exception:
+        pass
+
+
+def compile_seconds():
+    """{(path, device type, dtype): seconds} spent compiling fused kernels in this process."""
+    return dict(_KERNELS.get("compile_s", {}))
+
+
+# ---- cpu: torch.compile (Inductor's C++ backend)
+
+
+def _inductor_unusable():
+    """None when torch.compile can build C++ kernels here, else why not."""
+    cached = _KERNELS.get("inductor_unusable", False)
+    if cached is not False:
+        return cached
+    why = None
+    if not hasattr(torch, "compile"):
+        why = "this torch has no torch.compile"
+    else:
+        import shutil
+
+        compilers = [os.environ.get("CXX", "")] + ["g++", "c++", "clang++"]
+        if not any(c and shutil.which(c) for c in compilers):
+            why = "no C++ compiler on PATH (g++, c++, clang++ or $CXX) for torch.compile"
+    _KERNELS["inductor_unusable"] = why
+    return why
+
+
+def _fused_body(x, u, v):
+    """All seven statistics of a [rows, cols] tensor in one Inductor loop (traced, never run eagerly).
+
+    Floating inputs are compared and masked in float32 (float64 for float64), and every
+    reduction accumulates in float64, so float32 squares cannot overflow and counts are exact;
+    float64 squares that overflow (|x| > 1e154) are rescued by a sum of squares scaled by 2**-600.
+    """
+    red = torch.float64 if x.dtype == torch.float64 else torch.float32
+    xf = x.to(red)
+    nan = xf != xf
+    finite = xf.abs() < _INF
+    values = torch.where(finite, xf, 0.0)
+    wide = values.to(torch.float64)
+    squares = (wide * wide).sum()
+    l2 = squares.sqrt()
+    if red == torch.float64:  # decided while tracing: only float64 squares can overflow float64
+        scaled = wide * _L2_WIDE_SCALE
+        l2 = torch.where(torch.isinf(squares), (scaled * scaled).sum().sqrt() / _L2_WIDE_SCALE, l2)
+    return torch.stack([
+        nan.sum(dtype=torch.float64),
+        torch.logical_not(finite | nan).sum(dtype=torch.float64),
+        torch.where(finite, xf, _INF).amin().to(torch.float64),
+        torch.where(finite, xf, -_INF).amax().to(torch.float64),
+        wide.sum(),
+        l2,
+        (values * u.view(-1, 1) * v.view(1, -1)).sum(dtype=torch.float64),
+    ])
+
+
+def _counting_backend(key):
+    """Inductor, counting the graphs it compiles for ``key`` (a recompile is a bug, see above)."""
+
+    def backend(graph, example_inputs):
+        from torch._inductor.compile_fx import compile_fx
+
+        _KERNELS[("compiles", key)] = _KERNELS.get(("compiles", key), 0) + 1
+        return compile_fx(graph, example_inputs)
+
+    return backend
+
+
+def _inductor_kernel(key):
+    """The compiled _fused_body for one input dtype: its own code object, so its own dynamo cache."""
+    fn = _KERNELS.get(key)
+    if fn is None:
+        import types
+
+        code = _fused_body.__code__.replace(co_name="_fused_stats_" + _dtype_name(key[2]))
+        body = types.FunctionType(code, _fused_body.__globals__, code.co_name)
+        fn = torch.compile(body, dynamic=True, fullgraph=True, backend=_counting_backend(key))
+        _KERNELS[key] = fn
+    return fn
+
+
+def _plain_alias(x):
+    """A tensor over ``x``'s memory that is not a view, made under inference mode.
+
+    dynamo guards a view's base sizes too, which would specialise (and recompile) on every
+    base shape, and guards each input's dispatch keys, which differ between tensors made in and
+    out of inference mode; these aliases carry only their own sizes and always the same keys.
+    """
+    return x.new_empty(0).set_(x.untyped_storage(), x.storage_offset(), x.size(), x.stride())
+
+
+def _weights_alias(weights):
+    """_plain_alias of a weight vector, marked unbacked, kept while the vector is cached."""
+    from torch._dynamo.decorators import mark_unbacked
+
+    aliases = _KERNELS.setdefault("aliases", {})
+    entry = aliases.get(id(weights))
+    if entry is not None and entry[0] is weights:
+        return entry[1]
+    alias = _plain_alias(weights)
+    mark_unbacked(alias, 0)
+    # Bounded like the weights cache, and only for vectors it would keep: holding a vector
+    # pins its id (no reuse by another), so an unbounded table would pin every long one.
+    if len(aliases) < _WEIGHTS_CACHE_MAX and weights.numel() <= _WEIGHTS_CACHE_LENGTH:
+        aliases[id(weights)] = (weights, alias)
+    return alias
+
+
+def _inductor_statistics(tensor, acc, split):
+    """_statistics on cpu through the compiled per-dtype kernel (float64 results, cast to ``acc``).
+
+    The tensor goes in contiguous as [rows, cols] with both sizes (and the weights' lengths)
+    marked unbacked: dynamo then compiles one graph for every shape, 1-sized dimensions
+    included, instead of specialising and recompiling. Integers and bools are widened to float64
+    first (one eager pass), so four functions cover every dtype.
+    """
+    key = _fused_key("inductor", tensor)
+    n = tensor.numel()
+    cols = tensor.shape[-1] if tensor.dim() > 0 else 1
+    x = tensor.reshape(n // cols, cols)
+    if key[2] != tensor.dtype:
+        x = x.to(torch.float64)
+    red = torch.float64 if key[2] == torch.float64 else torch.float32
+    if split is None:
+        u = _position_weights(x.shape[0], _ROW_MUL, red, x.device)
+        v = _position_weights(cols, _COL_MUL, red, x.device)
+    else:
+        u, v = _shard_weights(list(tensor.shape), split, red, x.device)
+    from torch._dynamo.decorators import mark_unbacked
+
+    fn = _inductor_kernel(key)
+    first = ("compiles", key) not in _KERNELS
+    start = time.perf_counter()
+    with torch.inference_mode():  # one mode for every alias and the call (see _plain_alias)
+        x = _plain_alias(x.contiguous())
+        mark_unbacked(x, 0)
+        mark_unbacked(x, 1)
+        stats = fn(x, _weights_alias(u), _weights_alias(v))
+    if first:
+        _note_compile(key, time.perf_counter() - start)
+    if _KERNELS.get(("compiles", key), 0) > _INDUCTOR_MAX_COMPILES:
+        raise RuntimeError("torch.compile recompiled it %d times" % _KERNELS[("compiles", key)])
+    return stats if acc == torch.float64 else stats.to(acc)
+
+
+# ---- cuda / npu: a Triton kernel
+
+
+def _triton_unusable(device):
+    """None when Triton kernels can be launched on ``device`` tensors, else why not."""
+    cached = _KERNELS.get(("triton_unusable", device), False)
+    if cached is not False:
+        return cached
+    why = None
+    try:
+        _triton_kernels()
+    except Exception as exc:
+        why = "Triton is not importable (%s: %s)" % (type(exc).__name__, exc)
+    if why is None and device == "npu":
+        try:
+            import importlib.util
+
+            if importlib.util.find_spec("triton.backends.ascend") is None:
+                why = "the installed Triton has no Ascend backend (triton-ascend)"
+        except Exception as exc:
+            why = "the installed Triton has no Ascend backend (%s)" % exc
+    _KERNELS[("triton_unusable", device)] = why
+    return why
+
+
+# Partial results per program of the first pass: sum, sum of squares, squares scaled for
+# overflow, checksum, min, max (floats) and nan, inf counts (int64). A slot holds room for
+# _TRITON_PROGRAMS programs, so the same kernels replay in a CUDA graph with no allocation.
+_TRITON_PROGRAMS = 256
+_TRITON_BLOCK = 1024
+_PARTIAL_FLOATS = 6
+
+
+def _triton_kernels():
+    """(first pass, second pass), defined on first use (TRITON_INTERPRET is read here)."""
+    # Triton resolves the names a kernel uses from its module's globals (closures are not
+    # seen), so the modules and helpers are bound there, on first use only: the probe itself
+    # must import without Triton.
+    global triton, tl, _triton_kahan_add, _triton_kahan_total, _triton_global_index
+    kernels = _KERNELS.get("triton")
+    if kernels is not None:
+        return kernels
+    import triton
+    import triton.language as tl
+
+    @triton.jit
+    def _triton_kahan_add(total, comp, value):
+        y = value - comp
+        t = total + y
+        return t, (t - total) - y
+
+    @triton.jit
+    def _triton_kahan_total(total, comp):
+        # An overflowed lane's compensation is inf - inf = nan: its total is the plain inf.
+        return tl.sum(tl.where(tl.abs(total) < float("inf"), total - comp, total), axis=0)
+
+    @triton.jit
+    def _triton_global_index(index, cut, off1, off2):
+        return index + tl.where(index < cut, off1, off2)
+
+    @triton.jit
+    def stats_partial(x_ptr, part_f, part_i, n, cols, stride_r, stride_c,
+                      split_len, inner, full, cut, off1, off2, per,
+                      SPLIT: tl.constexpr, WIDE: tl.constexpr, BLOCK: tl.constexpr, SCALE: tl.constexpr):
+        # One program reduces elements [pid * per, (pid + 1) * per) of the logical [rows, cols]
+        # view, BLOCK lanes at a time, each lane keeping its own (compensated) accumulators.
+        pid = tl.program_id(0)
+        acc_t = tl.float64 if WIDE else tl.float32
+        lanes = tl.arange(0, BLOCK).to(tl.int64)
+        lo = pid.to(tl.int64) * per
+        hi = tl.minimum(lo + per, n)
+        s = tl.zeros([BLOCK], acc_t)
+        s_c = tl.zeros([BLOCK], acc_t)
+        q = tl.zeros([BLOCK], acc_t)
+        q_c = tl.zeros([BLOCK], acc_t)
+        qs = tl.zeros([BLOCK], acc_t)
+        qs_c = tl.zeros([BLOCK], acc_t)
+        k = tl.zeros([BLOCK], acc_t)
+        k_c = tl.zeros([BLOCK], acc_t)
+        low = tl.full([BLOCK], float("inf"), acc_t)
+        high = tl.full([BLOCK], float("-inf"), acc_t)
+        nans = tl.zeros([BLOCK], tl.int64)
+        infs = tl.zeros([BLOCK], tl.int64)
+        for start in range(lo, hi, BLOCK):
+            i = start + lanes
+            inside = i < hi
+            r = i // cols
+            c = i - r * cols
+            x = tl.load(x_ptr + r * stride_r + c * stride_c, mask=inside, other=0).to(acc_t)
+            is_nan = (x != x) & inside
+            finite = (tl.abs(x) < float("inf")) & inside
+            nans += is_nan.to(tl.int64)
+            infs += (inside & ~finite & ~is_nan).to(tl.int64)
+            v = tl.where(finite, x, 0.0)
+            low = tl.minimum(low, tl.where(finite, x, float("inf")))
+            high = tl.maximum(high, tl.where(finite, x, float("-inf")))
+            # Global coordinates of a sliced capture (docs/manifest.md, "Parallel layouts").
+            if SPLIT == 1:
+                c = _triton_global_index(c, cut, off1, off2)
+            if SPLIT == 2:
+                a = r // (split_len * inner)
+                rest = r - a * (split_len * inner)
+                along = rest // inner
+                r = a * (full * inner) + _triton_global_index(along, cut, off1, off2) * inner + (rest - along * inner)
+            u = (((r + 1) * 2654435761) & 0xFFFFFFFF).to(acc_t) / 4294967296.0
+            w = (((c + 1) * 2246822519) & 0xFFFFFFFF).to(acc_t) / 4294967296.0
+            if WIDE:
+                s += v
+                q += v * v
+                qs += (v * SCALE) * (v * SCALE)
+                k += v * u * w
+            else:  # float32 only (npu): Kahan-compensated lanes
+                s, s_c = _triton_kahan_add(s, s_c, v)
+                q, q_c = _triton_kahan_add(q, q_c, v * v)
+                qs, qs_c = _triton_kahan_add(qs, qs_c, (v * SCALE) * (v * SCALE))
+                k, k_c = _triton_kahan_add(k, k_c, v * u * w)
+        base = part_f + pid * 6
+        tl.store(base + 0, _triton_kahan_total(s, s_c))
+        tl.store(base + 1, _triton_kahan_total(q, q_c))
+        tl.store(base + 2, _triton_kahan_total(qs, qs_c))
+        tl.store(base + 3, _triton_kahan_total(k, k_c))
+        tl.store(base + 4, tl.min(low, axis=0))
+        tl.store(base + 5, tl.max(high, axis=0))
+        tl.store(part_i + pid * 2 + 0, tl.sum(nans, axis=0))
+        tl.store(part_i + pid * 2 + 1, tl.sum(infs, axis=0))
+
+    @triton.jit
+    def stats_final(part_f, part_i, out, programs, PROGRAMS: tl.constexpr, SCALE: tl.constexpr):
+        # The partials in a fixed order, so equal inputs give bit-equal statistics run after run.
+        p = tl.arange(0, PROGRAMS)
+        used = p < programs
+        total = tl.sum(tl.load(part_f + p * 6 + 0, mask=used, other=0.0), axis=0)
+        squares = tl.sum(tl.load(part_f + p * 6 + 1, mask=used, other=0.0), axis=0)
+        scaled = tl.sum(tl.load(part_f + p * 6 + 2, mask=used, other=0.0), axis=0)
+        checksum = tl.sum(tl.load(part_f + p * 6 + 3, mask=used, other=0.0), axis=0)
+        low = tl.min(tl.load(part_f + p * 6 + 4, mask=used, other=float("inf")), axis=0)
+        high = tl.max(tl.load(part_f + p * 6 + 5, mask=used, other=float("-inf")), axis=0)
+        nans = tl.sum(tl.load(part_i + p * 2 + 0, mask=used, other=0), axis=0)
+        infs = tl.sum(tl.load(part_i + p * 2 + 1, mask=used, other=0), axis=0)
+        l2 = tl.sqrt(squares)
+        l2 = tl.where(l2 < float("inf"), l2, tl.sqrt(scaled) / SCALE)
+        ty = out.dtype.element_ty
+        tl.store(out + 0, nans.to(ty))
+        tl.store(out + 1, infs.to(ty))
+        tl.store(out + 2, low.to(ty))
+        tl.store(out + 3, high.to(ty))
+        tl.store(out + 4, total.to(ty))
+        tl.store(out + 5, l2.to(ty))
+        tl.store(out + 6, checksum.to(ty))
+
+    kernels = (stats_partial, stats_final)
+    _KERNELS["triton"] = kernels
+    return kernels
+
+
+def _triton_scratch(device, wide):
+    """Partials for _TRITON_PROGRAMS programs: (floats [P * 6] of the accumulator dtype, int64 [P * 2])."""
+    dtype = torch.float64 if wide else torch.float32
+    return (torch.empty(_TRITON_PROGRAMS * _PARTIAL_FLOATS, dtype=dtype, device=device),
+            torch.empty(_TRITON_PROGRAMS * 2, dtype=torch.int64, device=device))
+
+
+def _split_args(tensor, split):
+    """(SPLIT, split_len, inner, full, cut, off1, off2) for the kernel's global coordinates.
+
+    SPLIT 0: no split; 1: along the last dimension (columns move); 2: along a leading one (rows
+    move: row r = a * (split_len * inner) + l * inner + b maps to a * (full * inner) + g(l) *
+    inner + b). g(l) = l + (off1 if l < cut else off2) is _global_index as arithmetic.
+    """
+    if split is None:
+        return 0, 1, 1, 1, 0, 0, 0
+    local = int(tensor.shape[split.dim])
+    if split.zigzag:
+        c = local // 2
+        cut, off1, off2 = c, split.rank * c, (2 * split.size - 1 - split.rank) * c - c
+    else:
+        cut, off1, off2 = local, split.offset, 0
+    inner = 1
+    for size in tensor.shape[split.dim + 1: -1]:
+        inner *= int(size)
+    mode = 1 if split.dim == tensor.dim() - 1 else 2
+    return mode, local, inner, int(split.full), cut, off1, off2
+
+
+def _triton_statistics(tensor, acc, split, out=None, scratch=None):
+    """_statistics by the two Triton kernels; ``out`` [7] of ``acc`` is allocated when not given.
+
+    Strided views are read in place when they flatten to [rows, cols] (torch's reshape gives a
+    view); others are copied contiguous first. No host read, no sync: sizes come from the shape.
+    """
+    partial, final = _triton_kernels()
+    n = tensor.numel()
+    cols = tensor.shape[-1] if tensor.dim() > 0 else 1
+    x = tensor.reshape(n // cols, cols)
+    if x.dtype == torch.bool:
+        x = x.view(torch.uint8)
+    wide = acc == torch.float64
+    key = _fused_key("triton", tensor)
+    if out is None:
+        out = torch.empty(len(_DEVICE_STATS), dtype=acc, device=tensor.device)
+    if scratch is None or scratch[0].dtype != (torch.float64 if wide else torch.float32):
+        scratch = _triton_scratch(tensor.device, wide)
+    programs = min(_TRITON_PROGRAMS, -(-n // _TRITON_BLOCK))
+    per = -(-(-(-n // programs)) // _TRITON_BLOCK) * _TRITON_BLOCK
+    mode, split_len, inner, full, cut, off1, off2 = _split_args(tensor, split)
+    scale = 2.0 ** -600 if wide else _L2_SCALE
+    first = ("compiled", key) not in _KERNELS
+    start = time.perf_counter()
+    with _device_guard(tensor.device):
+        partial[(programs,)](x, scratch[0], scratch[1], n, cols, x.stride(0), x.stride(1),
+                             split_len, inner, full, cut, off1, off2, per,
+                             SPLIT=mode, WIDE=wide, BLOCK=_TRITON_BLOCK, SCALE=scale)
+        final[(1,)](scratch[0], scratch[1], out, programs, PROGRAMS=_TRITON_PROGRAMS, SCALE=scale)
+    if first:
+        _KERNELS[("compiled", key)] = True
+        _note_compile(key, time.perf_counter() - start)
+    return out
+
+
+def _device_guard(device):
+    """Triton launches on the current device: make it the tensor's for the launch."""
+    module = getattr(torch, device.type, None)
+    if device.index is not None and module is not None and hasattr(module, "device"):
+        return module.device(device)
+    import contextlib
+
+    return contextlib.nullcontext()
+
+
 _INF = float("inf")
 _L2_SCALE = 2.0 ** -64
+_L2_WIDE_SCALE = 2.0 ** -600  # float64 squares overflow above |x| ~ 1.3e154
 _ROW_MUL = 2654435761  # Knuth's multiplicative hash constant, floor(2**32 / golden ratio)
 _COL_MUL = 2246822519  # the second prime of xxHash32
 _weights_cache = {}
@@ -1029,7 +1596,7 @@ _RECORD_ORDER = (
     "tensor_file", "rows_kept", "rows_total",
 )
 # Written after ``truncated``, only when given (older readers ignore them).
-_RECORD_TAIL = ("shard", "collective")
+_RECORD_TAIL = ("shard", "collective", "stats_path")
 
 
 def _ordered_record(meta):

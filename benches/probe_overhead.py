@@ -1,19 +1,31 @@
 """Probe overhead on the Llama example, side by side in one run.
 
-Times one prefill step of examples/tiny_llama.py (6 layers, 119 capture
-points per forward) on CPU in three modes, each in its own fresh process so
+Times one prefill step of examples/tiny_llama.py (6 layers, 117 capture
+points per forward) on CPU in four modes, each in its own fresh process so
 no mode inherits another's hooks:
 
-  disarmed  dump_probe imported, DUMP_PROBE unset (capture() is one boolean check)
-  armed     DUMP_PROBE=1, summaries only: arm + forward + finish (manifest written)
-  msprobe   mindstudio-probe PrecisionDebugger, task "statistics", level "L1"
-            (per-API statistics), start + forward + stop + step
+  disarmed     dump_probe imported, DUMP_PROBE unset (capture() is one boolean check)
+  armed        DUMP_PROBE=1, summaries only: arm + forward + finish (manifest written);
+               the default statistics path (DUMP_PROBE_KERNEL=auto: torch.compile's
+               fused kernel on cpu)
+  armed-native the same with the native library found (DUMP_PROBE_LIB=target/release/
+               libdump_probe.so: auto's cpu path is then libdump_probe's dp_summarize)
+  armed-torch  the same with DUMP_PROBE_KERNEL=torch (the eager ops, the probe before
+               the fused kernels)
+  msprobe      mindstudio-probe PrecisionDebugger, task "statistics", level "L1"
+               (per-API statistics), start + forward + stop + step
 
 at two widths: the example itself (hidden 256) and the same architecture 4x
-wider.  Modes are interleaved over several rounds and the median step time of each is
-used.  Prints step times and the ratios the probe issue sets as goals:
-armed / disarmed (goal <= 1.10) and msprobe's added time / the probe's added
-time (goal >= 5).
+wider.  Modes are interleaved over several rounds and the median step time of
+each is used; two warm-up steps per process keep the fused kernel's first-call
+compile out of the step time, and it is printed apart.  torch.compile's cache
+is a fresh directory inside the work tree (.inductor_cache/bench-*), so the
+first armed process compiles cold and a warm cache elsewhere hides nothing.
+Then, in one more process, the per-capture cost of each statistics path over
+the very tensors one forward captures.  Prints step times, the ratios the
+probe issue sets as goals: armed / disarmed (goal <= 1.5 at hidden 256,
+<= 1.15 at hidden 1024) and msprobe's added time / the probe's added time
+(goal >= 10), and a RESULT line.
 
     .venv/bin/python benches/probe_overhead.py [--tokens 256] [--steps 15] [--rounds 3]
 """
@@ -21,6 +33,7 @@ time (goal >= 5).
 import argparse
 import json
 import os
+import shutil
 import statistics
 import subprocess
 import sys
@@ -29,7 +42,6 @@ import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
-
 # Model widths measured: the example itself, and the same architecture 4x wider
 # (real decoders are 8-32x wider still), because the probe's cost per element
 # is fixed while the model's grows with the hidden size.
@@ -37,23 +49,39 @@ WIDTHS = {
     "example": {},
     "4x wider": dict(hidden_size=1024, intermediate_size=2752, num_attention_heads=16, num_key_value_heads=8),
 }
+MODES = ("disarmed", "armed-native", "armed", "armed-torch", "msprobe")
+# The native library the armed-native mode's probe calls (dp_summarize); main() builds it.
+LIBRARY = os.path.join(ROOT, "target", "release", "libdump_probe.so")
+GOAL_RATIO = {256: 1.5, 1024: 1.15}
+GOAL_MSPROBE = 10.0
 
 
-def child(mode, width, tokens, steps, out_dir):
-    """Runs in a subprocess: time `steps` prefill steps in `mode`, print JSON."""
+def _model(width, tokens, probe):
     sys.path[:0] = [os.path.join(ROOT, "assets"), os.path.join(ROOT, "examples")]
     import torch
 
-    import dump_probe
     import tiny_llama as tl
 
     tl.CONFIG.update(WIDTHS[width])
     tl.deterministic()
-    hf = tl.build_hf_model()
-    probe = dump_probe if mode == "armed" else (dump_probe if mode == "disarmed" else None)
-    model = tl.TinyLlama(hf, max_tokens=tokens, probe=probe)
+    model = tl.TinyLlama(tl.build_hf_model(), max_tokens=tokens, probe=probe)
     generator = torch.Generator().manual_seed(1)
     ids = torch.randint(0, tl.CONFIG["vocab_size"], (tokens,), generator=generator)
+    return model, ids
+
+
+def child(mode, width, tokens, steps, out_dir):
+    """Runs in a subprocess: time `steps` prefill steps in `mode`, print JSON."""
+    sys.path[:0] = [os.path.join(ROOT, "assets")]
+    # Only armed-native finds the library; "armed" is auto's cpu path without it (Inductor).
+    os.environ["DUMP_PROBE_LIB"] = LIBRARY if mode == "armed-native" else os.path.join(out_dir, "no-library.so")
+    import torch
+
+    import dump_probe
+
+    armed = mode.startswith("armed")
+    model, ids = _model(width, tokens, dump_probe if mode != "msprobe" else None)
+    env = {"DUMP_PROBE": "1", "DUMP_PROBE_KERNEL": "torch" if mode == "armed-torch" else "auto"}
 
     debugger = None
     if mode == "msprobe":
@@ -63,14 +91,14 @@ def child(mode, width, tokens, steps, out_dir):
 
     def step(index):
         model.reset_cache()
-        if mode == "armed":
-            dump_probe._reset_for_tests({"DUMP_PROBE": "1", "DUMP_PROBE_DIR": os.path.join(out_dir, str(index))})
+        if armed:
+            dump_probe._reset_for_tests(dict(env, DUMP_PROBE_DIR=os.path.join(out_dir, str(index))))
             dump_probe.arm("bench", token_ids=ids)
         if debugger is not None:
             debugger.start()
         with torch.no_grad():
             model.forward(ids, 0)
-        if mode == "armed":
+        if armed:
             dump_probe.finish()
         if debugger is not None:
             debugger.stop()
@@ -80,14 +108,65 @@ def child(mode, width, tokens, steps, out_dir):
     for index in range(steps + 2):
         start = time.perf_counter()
         step(index)
-        if index >= 2:  # two warm-up steps
+        if index >= 2:  # two warm-up steps (the fused kernels compile in the first)
             times.append(time.perf_counter() - start)
-    records = None
-    if mode == "armed":
+    records = paths = None
+    if armed:
         manifest = os.path.join(out_dir, str(steps + 1), "rank0", "match1-occ1", "manifest.json")
         with open(manifest) as handle:
-            records = len(json.load(handle)["records"])
-    print(json.dumps({"mode": mode, "times": times, "records": records}))
+            recs = json.load(handle)["records"]
+        records = len(recs)
+        paths = sorted({r.get("stats_path") for r in recs if r.get("stats_path")})
+    compile_s = sum(dump_probe.compile_seconds().values())
+    print(json.dumps({"mode": mode, "times": times, "records": records, "paths": paths, "compile_s": compile_s}))
+
+
+def per_capture(width, tokens, reps):
+    """Runs in a subprocess: the per-capture cost of each statistics path, over one forward's tensors."""
+    sys.path[:0] = [os.path.join(ROOT, "assets")]
+    import torch
+
+    import dump_probe
+
+    captured = []
+
+    class Collect:
+        """A probe stand-in that keeps every captured tensor."""
+
+        @staticmethod
+        def capture(stage, tensor, **_kwargs):
+            captured.append(tensor.detach().clone())
+
+        def __getattr__(self, name):
+            return lambda *a, **k: None
+
+    model, ids = _model(width, tokens, Collect())
+    with torch.no_grad():
+        model.forward(ids, 0)
+    dump_probe._reset_for_tests({"DUMP_PROBE": "1", "DUMP_PROBE_DIR": os.devnull})
+    acc = torch.float64
+    os.environ["DUMP_PROBE_LIB"] = LIBRARY
+    paths = {
+        "native": lambda t: dump_probe._native_statistics(t, acc),
+        "fused": lambda t: dump_probe._inductor_statistics(t, acc, None),
+        "torch": lambda t: dump_probe._torch_statistics(t, acc),
+        "layout": lambda t: dump_probe._layout(t),  # the host-side rest of capture()
+    }
+    result = {}
+    for name, fn in paths.items():
+        for t in captured:
+            fn(t)  # compile / caches outside the timing
+        best = None
+        for _ in range(reps):
+            start = time.perf_counter()
+            for t in captured:
+                fn(t)
+            took = (time.perf_counter() - start) / len(captured)
+            best = took if best is None else min(best, took)
+        result[name] = best * 1e6
+    result["captures"] = len(captured)
+    result["fused_path"] = "inductor"
+    print(json.dumps(result))
 
 
 def main():
@@ -96,49 +175,94 @@ def main():
     parser.add_argument("--steps", type=int, default=15, help="timed steps per mode and round")
     parser.add_argument("--rounds", type=int, default=3, help="interleaved rounds")
     parser.add_argument("--child", help=argparse.SUPPRESS)
+    parser.add_argument("--per-capture", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--width", default="example", help=argparse.SUPPRESS)
     parser.add_argument("--out", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.child:
         child(args.child, args.width, args.tokens, args.steps, args.out)
         return
+    if args.per_capture:
+        per_capture(args.width, args.tokens, reps=5)
+        return
+    built = subprocess.run(["cargo", "build", "--release", "-p", "dump_probe", "--locked"], cwd=ROOT, check=False)
+    if built.returncode != 0 or not os.path.isfile(LIBRARY):
+        sys.exit("cannot build %s (cargo build --release -p dump_probe)" % LIBRARY)
     print("probe overhead: tiny Llama prefill of %d tokens, CPU, 1 thread, median of %d steps per mode"
           % (args.tokens, args.steps * args.rounds))
-    for width in WIDTHS:
-        measure(width, args)
+    cache_root = os.path.join(ROOT, ".inductor_cache")
+    os.makedirs(cache_root, exist_ok=True)
+    cache = tempfile.mkdtemp(prefix="bench-", dir=cache_root)
+    try:
+        fields = []
+        for width in WIDTHS:
+            fields += measure(width, args, cache)
+        print("RESULT " + " ".join(fields))
+    finally:
+        shutil.rmtree(cache, ignore_errors=True)
 
 
-def measure(width, args):
+def _run(cmd, env):
+    result = subprocess.run(cmd, env=env, capture_output=True, text=True, check=False)
+    if result.returncode != 0:
+        sys.exit("%s failed:\n%s" % (" ".join(cmd[2:4]), result.stderr[-3000:]))
+    return json.loads(result.stdout.strip().splitlines()[-1])
+
+
+def measure(width, args, cache):
     env = {k: v for k, v in os.environ.items() if not k.startswith("DUMP_PROBE")}
-    env.update(OMP_NUM_THREADS="1", HF_HUB_OFFLINE="1")
-    samples = {"disarmed": [], "armed": [], "msprobe": []}
+    env.update(OMP_NUM_THREADS="1", HF_HUB_OFFLINE="1", TORCHINDUCTOR_CACHE_DIR=cache)
+    samples = {mode: [] for mode in MODES}
+    compiles = []
     hidden = WIDTHS[width].get("hidden_size", 256)
-    records = None
+    records = paths = None
     with tempfile.TemporaryDirectory() as tmp:
         for round_index in range(args.rounds):
-            for mode in samples:
+            for mode in MODES:
                 out = os.path.join(tmp, "%s-%d" % (mode, round_index))
                 cmd = [sys.executable, __file__, "--child", mode, "--width", width, "--out", out,
                        "--tokens", str(args.tokens), "--steps", str(args.steps)]
-                result = subprocess.run(cmd, env=env, capture_output=True, text=True, check=False)
-                if result.returncode != 0:
-                    sys.exit("%s failed:\n%s" % (mode, result.stderr[-3000:]))
-                data = json.loads(result.stdout.strip().splitlines()[-1])
+                data = _run(cmd, env)
                 samples[mode].extend(data["times"])
-                records = data["records"] or records
+                if mode == "armed":
+                    records, paths = data["records"], data["paths"]
+                    compiles.append(data["compile_s"])
+    costs = _run([sys.executable, __file__, "--per-capture", "--width", width, "--tokens", str(args.tokens)], env)
 
     median = {mode: statistics.median(times) * 1e3 for mode, times in samples.items()}
     base = median["disarmed"]
-    probe_added = median["armed"] - base
+    print("\n%s (hidden %d, %d records per window, armed statistics by %s)"
+          % (width, hidden, records or 0, ", ".join(paths or ["?"])))
+    for mode in MODES:
+        print("  %-12s %8.2f ms   %.3fx disarmed" % (mode, median[mode], median[mode] / base))
+    ratio = median["armed"] / base
+    ratio_native = median["armed-native"] / base
+    ratio_torch = median["armed-torch"] / base
     msprobe_added = median["msprobe"] - base
-    print("\n%s (hidden %d, %d records per window)" % (width, hidden, records or 0))
-    for mode in samples:
-        print("  %-9s %8.2f ms   %.3fx disarmed" % (mode, median[mode], median[mode] / base))
-    print("  armed / disarmed:                       %.3f  (goal <= 1.10)" % (median["armed"] / base))
-    if probe_added > 0:
-        print("  msprobe added time / probe added time:  %.1f  (goal >= 5)" % (msprobe_added / probe_added))
-    else:
-        print("  msprobe added time / probe added time:  probe added no measurable time")
+    added, added_torch = median["armed"] - base, median["armed-torch"] - base
+    added_native = median["armed-native"] - base
+    vs = msprobe_added / added if added > 0 else float("inf")
+    vs_native = msprobe_added / added_native if added_native > 0 else float("inf")
+    vs_torch = msprobe_added / added_torch if added_torch > 0 else float("inf")
+    goal = GOAL_RATIO.get(hidden, 1.15)
+    print("  armed / disarmed:                       native %.3f  (goal <= %.2f; inductor %.3f, torch ops %.3f)"
+          % (ratio_native, goal, ratio, ratio_torch))
+    print("  msprobe added time / probe added time:  native %.1f  (goal >= %g; inductor %.1f, torch ops %.1f)"
+          % (vs_native, GOAL_MSPROBE, vs, vs_torch))
+    print("  fused kernel compile, first call: %.1f s cold cache (first armed process), %s s warm"
+          % (compiles[0], "/".join("%.1f" % c for c in compiles[1:]) or "-"))
+    print("  per capture (%d tensors, best of 5): statistics native %.0f us, inductor %.0f us, torch ops %.0f us; "
+          "layout %.0f us" % (costs["captures"], costs["native"], costs["fused"], costs["torch"], costs["layout"]))
+    tag = "h%d" % hidden
+    return ["%s_disarmed_ms=%.2f" % (tag, base), "%s_armed_native_ms=%.2f" % (tag, median["armed-native"]),
+            "%s_ratio_native=%.3f" % (tag, ratio_native), "%s_msprobe_vs_native=%.1f" % (tag, vs_native),
+            "%s_native_us=%.0f" % (tag, costs["native"]),
+            "%s_armed_ms=%.2f" % (tag, median["armed"]),
+            "%s_armed_torch_ms=%.2f" % (tag, median["armed-torch"]), "%s_msprobe_ms=%.2f" % (tag, median["msprobe"]),
+            "%s_ratio=%.3f" % (tag, ratio), "%s_ratio_torch=%.3f" % (tag, ratio_torch),
+            "%s_msprobe_vs_probe=%.1f" % (tag, vs), "%s_msprobe_vs_torch=%.1f" % (tag, vs_torch),
+            "%s_compile_cold_s=%.1f" % (tag, compiles[0]),
+            "%s_fused_us=%.0f" % (tag, costs["fused"]), "%s_torch_us=%.0f" % (tag, costs["torch"])]
 
 
 if __name__ == "__main__":

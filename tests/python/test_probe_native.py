@@ -1,0 +1,95 @@
+"""The native statistics path on cpu: dump_probe.py calling libdump_probe.so's dp_summarize.
+
+With the library found ($DUMP_PROBE_LIB here: the one `cargo test` builds under target/),
+cpu tensors get one pass of the native probe's statistics (src/probe_ffi/src/stats.rs) instead
+of a compiled or eager torch kernel. Each case of test_probe_kernels.CASES gives the eager torch
+ops' values (counts, min and max exactly; sums within tol * sum|x|), sharded checksums use the
+full tensor's coordinates, and the manifest records stats_path "native".
+"""
+
+import os
+
+import pytest
+import torch
+
+from conftest import REPO, load_manifest, record
+from test_probe_kernels import CASES, _splits, assert_same_stats
+
+
+def _library():
+    """The newest libdump_probe.so under target/ (a workspace build's, or `cargo test`'s in
+    deps/), or None."""
+    found = [os.path.join(REPO, "target", profile, sub, "libdump_probe.so")
+             for profile in ("debug", "release") for sub in ("", "deps")]
+    found = [p for p in found if os.path.isfile(p)]
+    return max(found, key=os.path.getmtime) if found else None
+
+
+LIBRARY = _library()
+pytestmark = pytest.mark.skipif(LIBRARY is None, reason="libdump_probe.so not built (cargo build -p dump_probe)")
+
+
+@pytest.fixture
+def native(make_probe, monkeypatch):
+    probe = make_probe()
+    monkeypatch.setenv("DUMP_PROBE_LIB", LIBRARY)
+    monkeypatch.setattr(probe, "_KERNELS", {})
+    call, why = probe._native()
+    assert call is not None, why
+    return probe
+
+
+@pytest.mark.parametrize("name", sorted(CASES))
+def test_native_matches_torch_ops(native, name):
+    t = CASES[name]()
+    if t.dtype not in native._NATIVE_DTYPES:
+        pytest.skip("no native dtype")
+    mine = native._native_statistics(t, torch.float64, None)
+    assert_same_stats(mine, native._torch_statistics(t, torch.float64), t, torch.float64)
+
+
+@pytest.mark.parametrize("kind", ["last_dim", "leading_dim", "middle_dim", "uneven", "zigzag"])
+def test_native_checksum_uses_global_coordinates(native, kind):
+    full, shards = _splits(native)[kind]
+    total = 0.0
+    for local, split in shards:
+        mine = native._native_statistics(local, torch.float64, split)[6].item()
+        eager = native._torch_statistics(local.contiguous(), torch.float64, split)[6].item()
+        assert mine == pytest.approx(eager, rel=1e-6, abs=1e-6)
+        total += mine
+    assert total == pytest.approx(native._torch_statistics(full, torch.float64)[6].item(), rel=1e-6, abs=1e-6)
+
+
+def test_the_default_cpu_path_is_native_when_the_library_is_found_and_recorded(native):
+    native.arm("r")
+    native.capture("x", CASES["float32_nonfinite"]())
+    native.capture("ids", torch.arange(5))
+    native.capture("half", CASES["float16"]())
+    manifest = load_manifest(native.finish())
+    for stage in ("x", "ids", "half"):
+        assert record(manifest, stage)["stats_path"] == "native", stage
+    x = record(manifest, "x")["stats"]
+    assert (x["nan_count"], x["inf_count"], x["finite_count"]) == (2, 3, 9 * 13 - 5)
+
+
+def test_a_missing_library_leaves_the_other_paths(make_probe, monkeypatch, tmp_path):
+    probe = make_probe()
+    monkeypatch.setenv("DUMP_PROBE_LIB", str(tmp_path / "nowhere.so"))
+    monkeypatch.setattr(probe, "_KERNELS", {})
+    call, why = probe._native()
+    assert call is None and "nowhere.so not found" in why
+    assert probe._stats_path(torch.ones(3)) in ("inductor", "torch")
+
+
+def test_a_failing_native_call_warns_once_and_the_record_says_torch(native, monkeypatch, capsys):
+    def broken(*args):
+        raise RuntimeError("dp_summarize returned status -2")
+
+    monkeypatch.setattr(native, "_native_statistics", broken)
+    native.arm("r")
+    native.capture("a", torch.ones(4))
+    native.capture("b", torch.ones(4))
+    manifest = load_manifest(native.finish())
+    assert record(manifest, "a")["stats_path"] == "torch"
+    assert record(manifest, "b")["stats"]["finite_count"] == 4
+    assert capsys.readouterr().err.count("dp_summarize returned status -2") == 1
