@@ -31,9 +31,11 @@ Environment (read once, at import):
     DUMP_PROBE_OCCURRENCE  which call within that label is captured, 1-based (default 1)
     DUMP_PROBE_TENSOR_FORMAT  "safetensors" (default) or "pt"
     DUMP_PROBE_KERNEL      statistics path: "auto" (default: one fused pass per tensor where it
-                           can run, a Triton kernel on cuda/npu; on cpu the native library's
-                           dp_summarize when libdump_probe.so is found, else torch.compile),
-                           "fused" (the same, with a warning where it cannot), or "torch"
+                           runs without a compile on cpu: a Triton kernel on cuda/npu; on cpu
+                           the native library's dp_summarize when libdump_probe.so is found,
+                           else the torch ops), "fused" (the same, but on cpu without the
+                           library torch.compile, seconds per dtype on the first capture; a
+                           warning where no fused path can run), or "torch"
     DUMP_PROBE_LIB         the native library for the cpu path (default: libdump_probe.so
                            beside this file)
 
@@ -425,13 +427,13 @@ def capture(stage, tensor, shard=None, collective=None):
             meta["rows_total"] = int(tensor.shape[0]) if tensor.dim() > 0 else 1
             meta["rows_kept"] = int(saved.shape[0]) if saved.dim() > 0 else 1
         try:
-            stats = _statistics(tensor, split=split)
+            stats, path = _statistics_by_path(tensor, split=split)
         except Exception as exc:  # a dtype or layout torch cannot reduce (float8, sparse): that record only
             _warn("no statistics for %s tensors (%s: %s); their records carry null stats"
                   % (tensor.dtype, type(exc).__name__, str(exc).splitlines()[0][:120]), key="stats:%s" % tensor.dtype)
-            stats = None
+            stats = path = None
         if stats is not None and tensor.device.type != "meta":
-            meta["stats_path"] = _stats_path(tensor)  # after the call: a fused failure says "torch"
+            meta["stats_path"] = path
         _state.records.append(_Record(meta, stats, saved))
     except Exception as exc:
         _disarm("capture(%r)" % (stage,), exc)
@@ -703,7 +705,7 @@ def capture_graph(stage, tensor):
         return
     try:
         tensor = tensor.detach()
-        stats = _statistics(tensor, slot.stats.dtype, out=slot.stats, scratch=slot.scratch)
+        stats, path = _statistics_by_path(tensor, slot.stats.dtype, out=slot.stats, scratch=slot.scratch)
         if stats is not None and stats is not slot.stats:  # empty or complex tensors get null stats
             slot.stats.copy_(stats)
         if slot.tensor is not None:
@@ -713,7 +715,7 @@ def capture_graph(stage, tensor):
             meta["rows_total"] = int(tensor.shape[0]) if tensor.dim() > 0 else 1
             meta["rows_kept"] = int(slot.tensor.shape[0]) if slot.tensor.dim() > 0 else 1
         if stats is not None and tensor.device.type != "meta":
-            meta["stats_path"] = _stats_path(tensor)
+            meta["stats_path"] = path
         slot.meta = meta
     except Exception as exc:
         _disarm("capture_graph(%r)" % (stage,), exc)
@@ -752,20 +754,29 @@ def _statistics(tensor, acc=None, split=None, out=None, scratch=None):
     partials) let the Triton kernel write a slot without allocating, so it can
     be captured in a CUDA graph.
     """
+    return _statistics_by_path(tensor, acc, split, out, scratch)[0]
+
+
+def _statistics_by_path(tensor, acc=None, split=None, out=None, scratch=None):
+    """(_statistics' vector or None, the path that computed it, or None without statistics).
+
+    capture() records the path from here, so _stats_path runs once per capture and a fused
+    path that failed on this very call is recorded as "torch".
+    """
     acc = acc or _stats_dtype(tensor.device)
     if tensor.numel() == 0 or tensor.is_complex():
-        return None
+        return None, None
     path = _stats_path(tensor)
     if path != "torch":
         try:
             if path == "triton":
-                return _triton_statistics(tensor, acc, split, out, scratch)
+                return _triton_statistics(tensor, acc, split, out, scratch), path
             if path == "native":
-                return _native_statistics(tensor, acc, split)
-            return _inductor_statistics(tensor, acc, split)
+                return _native_statistics(tensor, acc, split), path
+            return _inductor_statistics(tensor, acc, split), path
         except Exception as exc:  # never into the model: this key goes back to the eager ops
             _fused_failed(_fused_key(path, tensor), exc)
-    return _torch_statistics(tensor, acc, split)
+    return _torch_statistics(tensor, acc, split), "torch"
 
 
 def _torch_statistics(tensor, acc, split=None):
@@ -836,28 +847,54 @@ def _stats_path(tensor):
     DUMP_PROBE_KERNEL=torch, meta tensors (shape only), tensors traced by an outer
     torch.compile, dtypes outside the fused kernels' set and any key that failed before get
     "torch". Otherwise cuda/npu get "triton" where Triton imports (triton-ascend on npu), and
-    cpu gets "native" where the native library is found (_native), else "inductor" where a C++
-    compiler is on PATH; "fused" that cannot run warns once.
+    cpu gets "native" where the native library is found (_native), else "torch" under "auto"
+    and "inductor" under "fused" where a C++ compiler is on PATH; "fused" that cannot run warns
+    once.
     """
     kernel = _config.kernel
+    if kernel == "torch":
+        return "torch"
+    if _compiling():
+        return "torch"  # inside an outer torch.compile the eager ops are what gets traced
     device = tensor.device.type
-    if kernel == "torch" or device == "meta":
+    # Every capture asks; the answer depends on the device type and dtype alone until a key
+    # fails (_fused_failed clears this) or the configuration changes (_reset_for_tests).
+    memo = _KERNELS.setdefault(("path", kernel), {})
+    key = (device, tensor.dtype)
+    path = memo.get(key)
+    if path is None:
+        path = memo[key] = _choose_stats_path(kernel, device, tensor)
+    return path
+
+
+def _forget_paths():
+    """Drops _stats_path's memo (a key failed, or the configuration changed)."""
+    for key in [k for k in _KERNELS if isinstance(k, tuple) and k[0] == "path"]:
+        del _KERNELS[key]
+
+
+def _choose_stats_path(kernel, device, tensor):
+    """_stats_path's decision for one device type and dtype (warning once when "fused" cannot)."""
+    if device == "meta":
         return "torch"
     if not (tensor.dtype in _FUSED_FLOATS or tensor.dtype == torch.bool or not tensor.is_floating_point()):
         return "torch"  # float8 and other narrow floats: the eager ops decide (or give null stats)
-    if _compiling():
-        return "torch"  # inside an outer torch.compile the eager ops are what gets traced
     if device in _TRITON_DEVICES:
         path, why = "triton", _triton_unusable(device)
     elif device == "cpu" and tensor.dtype in _NATIVE_DTYPES and _native()[0] is not None:
         path, why = "native", None
+    elif device == "cpu" and kernel == "auto":
+        # Not Inductor: the probe captures one window per process, and compiling costs 4-19 s
+        # per dtype (benches/README.md) against about 0.1 s for a whole window of eager ops.
+        # It pays off only over thousands of captures in one process, so it is opted into.
+        return "torch"
     elif device == "cpu":
         path, why = "inductor", _inductor_unusable()
     else:
         path, why = None, "no fused kernel for %s tensors" % device
     if why is None:
-        why = _KERNELS.get(("failed", _fused_key(path, tensor)))
-    if why is None:
+        if _KERNELS.get(("failed", _fused_key(path, tensor))) is not None:
+            return "torch"  # _fused_failed said so when it failed
         return path
     if kernel == "fused":
         _warn("DUMP_PROBE_KERNEL=fused: %s; %s statistics use the torch ops" % (why, device),
@@ -920,14 +957,16 @@ def _native_statistics(tensor, acc, split=None):
     shape = (ctypes.c_int64 * max(ndim, 1))(*tensor.shape)
     strides = (ctypes.c_int64 * max(ndim, 1))(*tensor.stride())
     t.shape, t.strides = shape, strides
-    out = (ctypes.c_double * 7)()
+    # dp_summarize writes the seven float64 statistics straight into the record's vector:
+    # torch.empty costs a microsecond, torch.tensor(list) twenty.
+    out = torch.empty(7, dtype=torch.float64)
     where = None
     if split is not None:
         where = (ctypes.c_int64 * 6)(split.dim, split.full, split.offset, int(split.zigzag), split.rank, split.size)
-    status = call(ctypes.byref(t), where, out)
+    status = call(ctypes.byref(t), where, out.data_ptr())
     if status != 0:
         raise RuntimeError("dp_summarize returned status %d" % status)
-    return torch.tensor(list(out), dtype=acc)
+    return out if acc == torch.float64 else out.to(acc)
 
 
 def _compiling():
@@ -946,6 +985,7 @@ def _fused_failed(key, exc):
     """Remember that ``key`` cannot run (it is not tried again) and say so once."""
     why = "the %s kernel failed (%s: %s)" % (key[0], type(exc).__name__, str(exc).splitlines()[0][:160] if str(exc) else "")
     _KERNELS[("failed", key)] = why
+    _forget_paths()  # this key's path is now "torch"
     _warn("%s for %s %s tensors; they use the torch ops from now on" % (why, key[1], _dtype_name(key[2])),
           key="fused-failed:%s" % (key,))
 
@@ -1365,8 +1405,14 @@ def _bounded_rows(tensor):
     return tensor
 
 
+_DTYPE_NAMES = {}
+
+
 def _dtype_name(dtype):
-    return str(dtype).replace("torch.", "")
+    name = _DTYPE_NAMES.get(dtype)
+    if name is None:
+        name = _DTYPE_NAMES[dtype] = str(dtype).replace("torch.", "")
+    return name
 
 
 def _layout(tensor):
@@ -1574,12 +1620,15 @@ def _write_window(window):
     return path
 
 
+# One encoder for every manifest: json.dumps with options builds a new JSONEncoder per call,
+# which was a third of the manifest's formatting time (one call per record).
+_JSON = json.JSONEncoder(allow_nan=False, separators=(", ", ": "))
+
+
 def _manifest_text(manifest):
     """Strict JSON, one top-level field per line and one record per line (greppable, diffable)."""
 
-    def dump(value):
-        return json.dumps(value, allow_nan=False, separators=(", ", ": "))
-
+    dump = _JSON.encode
     lines = []
     for key, value in manifest.items():
         if key in ("records", "input_sets") and value:
@@ -1805,5 +1854,6 @@ def _reset_for_tests(env=None):
     _config = _Config(os.environ if env is None else env)
     _state = _State(_config)
     _state.report_at_exit = False
+    _forget_paths()  # its "fused" warnings are said again after a reset
     if _config.enabled and _config.error:
         _warn(_config.error + "; the probe stays disarmed", key="config")

@@ -6,8 +6,8 @@ no mode inherits another's hooks:
 
   disarmed     dump_probe imported, DUMP_PROBE unset (capture() is one boolean check)
   armed        DUMP_PROBE=1, summaries only: arm + forward + finish (manifest written);
-               the default statistics path (DUMP_PROBE_KERNEL=auto: torch.compile's
-               fused kernel on cpu)
+               torch.compile's fused kernel on cpu (DUMP_PROBE_KERNEL=fused without the
+               native library; auto would take the torch ops there)
   armed-native the same with the native library found (DUMP_PROBE_LIB=target/release/
                libdump_probe.so: auto's cpu path is then libdump_probe's dp_summarize)
   armed-torch  the same with DUMP_PROBE_KERNEL=torch (the eager ops, the probe before
@@ -81,7 +81,8 @@ def child(mode, width, tokens, steps, out_dir):
 
     armed = mode.startswith("armed")
     model, ids = _model(width, tokens, dump_probe if mode != "msprobe" else None)
-    env = {"DUMP_PROBE": "1", "DUMP_PROBE_KERNEL": "torch" if mode == "armed-torch" else "auto"}
+    # "armed" forces the Inductor path: auto's cpu path without the library is the torch ops.
+    env = {"DUMP_PROBE": "1", "DUMP_PROBE_KERNEL": {"armed-torch": "torch", "armed": "fused"}.get(mode, "auto")}
 
     debugger = None
     if mode == "msprobe":

@@ -64,7 +64,7 @@ def _fused_kernels_compiled():
         return
 
     module = load_probe_module()
-    module._reset_for_tests({"DUMP_PROBE": "1"})
+    module._reset_for_tests({"DUMP_PROBE": "1", "DUMP_PROBE_KERNEL": "fused"})
     with contextlib.redirect_stderr(io.StringIO()):
         for dtype in (torch.float32, torch.bfloat16, torch.float16, torch.float64):
             module._statistics(torch.ones(2, 3, dtype=dtype))

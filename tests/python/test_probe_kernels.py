@@ -25,6 +25,12 @@ needs_interpreter = pytest.mark.skipif(
     not INTERPRETED, reason="run by test_triton_kernels_under_the_interpreter in a child with TRITON_INTERPRET=1")
 
 
+@pytest.fixture
+def probe(make_probe):
+    """The probe with DUMP_PROBE_KERNEL=fused: auto does not compile on cpu (see below)."""
+    return make_probe(DUMP_PROBE_KERNEL="fused")
+
+
 def _randn(shape, seed, scale=3.0, dtype=torch.float32):
     g = torch.Generator().manual_seed(seed)
     return (torch.randn(shape, generator=g) * scale).to(dtype)
@@ -202,7 +208,19 @@ def test_fused_checksum_uses_global_coordinates(probe, monkeypatch, kind, path):
 # --------------------------------------------------------------------------- DUMP_PROBE_KERNEL
 
 
-def test_default_path_on_cpu_is_inductor_and_recorded(probe):
+def test_auto_on_cpu_without_the_library_uses_the_torch_ops_and_compiles_nothing(make_probe, monkeypatch, capsys):
+    """One window per process: a compile of seconds would cost more than the eager ops save."""
+    probe = make_probe()
+    monkeypatch.setattr(probe, "_KERNELS", {"native": (None, "no native statistics library (test)")})
+    probe.arm("r")
+    probe.capture("x", CASES["float32_nonfinite"]())
+    manifest = load_manifest(probe.finish())
+    assert record(manifest, "x")["stats_path"] == "torch"
+    assert probe.compile_seconds() == {}
+    assert capsys.readouterr().err == ""
+
+
+def test_fused_path_on_cpu_without_the_library_is_inductor_and_recorded(probe):
     probe.arm("r")
     probe.capture("x", CASES["float32_nonfinite"]())
     probe.capture("ids", torch.arange(5))
@@ -215,7 +233,7 @@ def test_default_path_on_cpu_is_inductor_and_recorded(probe):
 
 def test_torch_kernel_is_recorded_and_gives_the_same_statistics(make_probe):
     values = {}
-    for kernel in ("torch", "auto"):
+    for kernel in ("torch", "fused"):
         probe = make_probe(DUMP_PROBE_KERNEL=kernel)
         probe.arm("r")
         probe.capture("x", CASES["bfloat16_nonfinite"]())
@@ -248,7 +266,7 @@ def test_forced_fused_that_cannot_run_warns_once_and_falls_back(make_probe, monk
 
 
 def test_auto_without_a_compiler_falls_back_silently(make_probe, monkeypatch, capsys):
-    probe = make_probe()
+    probe = make_probe(DUMP_PROBE_KERNEL="auto")
     monkeypatch.setattr(probe, "_KERNELS", {"inductor_unusable": "no C++ compiler on PATH"})
     probe.arm("r")
     probe.capture("a", CASES["float32"]())

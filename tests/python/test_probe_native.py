@@ -78,7 +78,7 @@ def test_a_missing_library_leaves_the_other_paths(make_probe, monkeypatch, tmp_p
     monkeypatch.setattr(probe, "_KERNELS", {})
     call, why = probe._native()
     assert call is None and "nowhere.so not found" in why
-    assert probe._stats_path(torch.ones(3)) in ("inductor", "torch")
+    assert probe._stats_path(torch.ones(3)) == "torch"  # auto on cpu: no compile without the library
 
 
 def test_a_failing_native_call_warns_once_and_the_record_says_torch(native, monkeypatch, capsys):
