@@ -161,7 +161,7 @@ def test_slot_holding_nan_values_is_not_mistaken_for_the_sentinel(probe, capsys)
 
 
 def test_capture_graph_without_slot_is_noop(probe, capsys, monkeypatch):
-    monkeypatch.setattr(probe, "_statistics", lambda *a, **k: pytest.fail("no slot: no work"))
+    monkeypatch.setattr(probe, "_statistics_by_path", lambda *a, **k: pytest.fail("no slot: no work"))
     probe.capture_graph("unknown", torch.ones(2))
     probe.arm("r")
     probe.capture_graph("unknown", torch.ones(2))

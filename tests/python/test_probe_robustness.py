@@ -78,7 +78,7 @@ def test_failing_statistics_keep_the_window_with_null_stats(make_probe, dump_dir
     probe = make_probe()
     assert probe.arm("r") is True
     probe.capture("ok", torch.ones(2))
-    monkeypatch.setattr(probe, "_statistics", _boom)
+    monkeypatch.setattr(probe, "_statistics_by_path", _boom)
     probe.capture("x", torch.ones(4, 2))  # must not raise
     assert probe.armed() is True
     monkeypatch.undo()
@@ -157,7 +157,7 @@ def test_failing_graph_slot_and_capture_graph(probe, capsys, monkeypatch):
     assert probe.graph_slot("g", torch.ones(2)) is False
     monkeypatch.undo()
     assert probe.graph_slot("h", torch.ones(2)) is True
-    monkeypatch.setattr(probe, "_statistics", _boom)
+    monkeypatch.setattr(probe, "_statistics_by_path", _boom)
     probe.capture_graph("h", torch.ones(2))  # must not raise
     lines = warning_lines(capsys.readouterr().err)
     assert lines == [DISARM_LINE % "graph_slot('g')"]  # one "disarm" warning per process state

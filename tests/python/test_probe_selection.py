@@ -240,7 +240,7 @@ def test_capture_when_not_armed_does_no_work(make_probe, monkeypatch):
 
 def test_capture_when_probe_off_does_no_work(make_probe, monkeypatch):
     probe = make_probe(DUMP_PROBE="0")
-    monkeypatch.setattr(probe, "_statistics", lambda *a, **k: (_ for _ in ()).throw(AssertionError("called")))
+    monkeypatch.setattr(probe, "_statistics_by_path", lambda *a, **k: (_ for _ in ()).throw(AssertionError("called")))
     monkeypatch.setattr(probe, "current_rank", lambda: (_ for _ in ()).throw(AssertionError("called")))
     assert probe.arm("r") is False
     probe.capture("x", torch.ones(2))
