@@ -54,6 +54,7 @@ repository.
 import atexit
 import ctypes
 import json
+import operator
 import os
 import re
 import socket
@@ -322,30 +323,52 @@ COLLECTIVES = ("all_reduce", "all_gather", "reduce_scatter", "all_to_all", "broa
 
 
 def _parallel_layout(value):
-    """{axis: (rank_in_group, group_size)} from arm(parallel=...); {} (with a warning) when invalid.
+    """{axis: (rank_in_group, group_size)} from arm(parallel=...); each invalid entry is left out.
 
     ``value`` maps an axis of PARALLEL_AXES to a pair of ints, 0 <= rank_in_group < group_size
-    (tensors and lists of two ints are accepted).  None gives {}.
+    (tensors and lists of two ints are accepted).  None gives {}.  Each axis is checked on its
+    own: a valid one is kept whatever its neighbours hold, an invalid one gets its own warning
+    (naming the axis, the value and why) and is dropped.  A value that is not a non-empty dict
+    warns once and gives {}.
     """
     if value is None:
         return {}
-    try:
-        if not isinstance(value, dict) or not value:
-            raise ValueError("a dict such as {'tp': (rank_in_group, group_size)}")
-        layout = {}
-        for axis, pair in value.items():
-            if axis not in PARALLEL_AXES:
-                raise ValueError("axis %r is not one of %s" % (axis, ", ".join(PARALLEL_AXES)))
-            if isinstance(pair, torch.Tensor):
-                pair = pair.tolist()
-            rank, size = (int(v) for v in pair)
-            if size < 1 or not 0 <= rank < size:
-                raise ValueError("%s=(%d, %d) needs 0 <= rank_in_group < group_size" % (axis, rank, size))
-            layout[axis] = (rank, size)
-        return layout
-    except Exception as exc:
-        _warn("arm(parallel=%r) is not a parallel layout (%s); recorded without one" % (value, exc), key="parallel")
+    if not isinstance(value, dict) or not value:
+        _warn("arm(parallel=%r) is not a parallel layout (a dict such as {'tp': (rank_in_group, group_size)}); "
+              "recorded without one" % (value,), key="parallel")
         return {}
+    layout = {}
+    for axis, pair in value.items():
+        entry, problem = _parallel_entry(axis, pair)
+        if entry is not None:
+            layout[axis] = entry
+        else:
+            _warn("arm(parallel=...): %r: %r left out (%s)" % (axis, pair, problem),
+                  key="parallel:%r:%r:%s" % (axis, pair, problem))
+    return layout
+
+
+def _parallel_entry(axis, pair):
+    """((rank_in_group, group_size), None) for a valid entry of arm(parallel=...), else (None, why not)."""
+    try:
+        if axis not in PARALLEL_AXES:
+            return None, "axis %r is not one of %s" % (axis, ", ".join(PARALLEL_AXES))
+        if isinstance(pair, torch.Tensor):
+            pair = pair.tolist()
+        if isinstance(pair, (str, bytes, dict)) or len(pair) != 2 \
+                or any(isinstance(v, (bool, float)) for v in pair):
+            return None, "not a (rank_in_group, group_size) pair of ints"
+        try:
+            rank, size = (operator.index(v) for v in pair)
+        except TypeError:
+            return None, "not a (rank_in_group, group_size) pair of ints"
+        if size < 1:
+            return None, "group size %d is < 1" % size
+        if not 0 <= rank < size:
+            return None, "rank_in_group %d is out of range 0..%d; needs 0 <= rank_in_group < group_size" % (rank, size - 1)
+        return (rank, size), None
+    except Exception:  # an object with no len() or iteration: the probe never raises into the model
+        return None, "not a (rank_in_group, group_size) pair of ints"
 
 
 def _warn_unselected_group(parallel):

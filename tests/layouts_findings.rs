@@ -302,3 +302,55 @@ fn scan_checks_replicas_across_the_ranks_of_one_capture() {
     assert_eq!(code, 0, "{text}");
     assert!(!text.contains("REPLICATED"), "{text}");
 }
+
+#[test]
+fn a_replica_missing_or_not_annotated_on_one_rank_is_a_finding_not_a_pass() {
+    let stage = "layers.0.norm_weight";
+    // Not annotated on rank 1.
+    let mut tp2 = capture("tp2");
+    record(&mut tp2, 1, stage).shard = None;
+    let findings = check('b', &tp2.windows);
+    assert_eq!(findings.len(), 1, "{findings:?}");
+    assert_eq!(
+        findings[0].describe(),
+        "replicated tensor differs across tp ranks 0 and 1 at layers.0.norm_weight \
+         (structural: rank 1 records it without replicated:tp)"
+    );
+    // Not captured on rank 1.
+    let mut tp2 = capture("tp2");
+    let w = tp2.windows.iter_mut().find(|w| w.rank == 1).unwrap();
+    w.records.retain(|r| r.stage != stage);
+    let findings = check('b', &tp2.windows);
+    assert_eq!(findings.len(), 1, "{findings:?}");
+    assert!(findings[0].describe().ends_with("(structural: not captured on rank 1)"));
+    // Annotated on rank 1 only: the lowest rank, which stands for the group, lacks it.
+    let mut tp2 = capture("tp2");
+    record(&mut tp2, 0, stage).shard = None;
+    let findings = check('b', &tp2.windows);
+    assert_eq!(findings.len(), 1, "{findings:?}");
+    assert!(
+        findings[0]
+            .describe()
+            .ends_with("(structural: rank 0 records it without replicated:tp)")
+    );
+    // The capture as made has none.
+    assert!(check('b', &capture("tp2").windows).is_empty());
+}
+
+#[test]
+fn replicas_whose_statistics_accumulated_in_float64_are_held_to_float64_rounding() {
+    let mut tp2 = capture("tp2");
+    let r = record(&mut tp2, 0, "layers.0.norm_weight");
+    r.dtype = "float32".into();
+    let eager = replica_tolerances(r, r, Some("float64"));
+    r.stats_path = Some("native".into());
+    let native = replica_tolerances(r, r, Some("float64"));
+    let mean = dumpview::model::analysis::compare::STATS
+        .iter()
+        .position(|s| *s == "mean")
+        .unwrap();
+    // u_r: float32's 2^-24 for the eager ops' float32 reduction, float64's 2^-53 for the
+    // native path's float64 accumulation; the stacking term is the same.
+    let ratio = eager.per_stat[mean].atol / native.per_stat[mean].atol;
+    assert!((ratio / 2f64.powi(29) - 1.0).abs() < 1e-9, "{ratio}");
+}

@@ -7,7 +7,7 @@ use crate::model::analysis::compare::Verdict;
 use crate::model::analysis::diff::WindowDiff;
 use crate::model::analysis::replicated::ReplicationFinding;
 use crate::model::analysis::scan::WindowScan;
-use crate::model::dump::{Record, Window};
+use crate::model::dump::{Piece, Record, Window};
 
 /// How a row compares across the two captures.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -204,8 +204,21 @@ pub fn diff_rows(
         .map(|(i, p)| (p.key.as_str(), (i, &p.comparison.verdict)))
         .collect();
     let first_div = diff.first().map(|p| p.key.as_str());
-    let first_nf_a = scan_a.first_nonfinite.as_ref().map(|n| n.key.as_str());
-    let first_nf_b = scan_b.first_nonfinite.as_ref().map(|n| n.key.as_str());
+    // The diff's own first non-finite records: across parallel layouts they are found in the
+    // merged records, so a NaN on another rank of the group marks its stage here too, where
+    // this rank's own scan would only see it after the collective.
+    let first_nf_a = (diff.first_nonfinite_a.as_ref())
+        .or(scan_a.first_nonfinite.as_ref())
+        .map(|n| n.key.as_str());
+    let first_nf_b = (diff.first_nonfinite_b.as_ref())
+        .or(scan_b.first_nonfinite.as_ref())
+        .map(|n| n.key.as_str());
+    // A merged record holds non-finite values when any of its pieces does.
+    let pieces_nonfinite = |pieces: &[Piece]| {
+        pieces
+            .iter()
+            .any(|p| p.stats.as_ref().is_some_and(|s| s.has_nonfinite()))
+    };
     let mut seen = HashSet::new();
     let mut rows = Vec::with_capacity(a.records.len() + diff.only_b.len());
     for (i, r) in a.records.iter().enumerate() {
@@ -226,6 +239,16 @@ pub fn diff_rows(
             Some(Verdict::NonFinite) => RowState::NonFiniteDiff,
         };
         let rb = j.map(|j| &b.records[j]);
+        let paired = found.map(|&(p, _)| &diff.pairs[p]);
+        let merged_nonfinite = |pieces: Option<&[Piece]>, own: bool| match pieces {
+            Some(pieces) if !pieces.is_empty() => pieces_nonfinite(pieces),
+            _ => own,
+        };
+        let nonfinite_a = merged_nonfinite(paired.map(|p| p.pieces_a.as_slice()), nonfinite(r));
+        let nonfinite_b = merged_nonfinite(
+            paired.map(|p| p.pieces_b.as_slice()),
+            rb.is_some_and(nonfinite),
+        );
         rows.push(Row {
             aliased: aliased.contains(&key),
             conflict: conflict.contains(&key),
@@ -236,8 +259,8 @@ pub fn diff_rows(
             b: j,
             pair: found.map(|&(p, _)| p),
             state,
-            nonfinite_a: nonfinite(r),
-            nonfinite_b: rb.is_some_and(nonfinite),
+            nonfinite_a,
+            nonfinite_b,
             log_a: log_max_abs(r),
             log_b: rb.and_then(log_max_abs),
             input_a: inputs_a.contains(&key),

@@ -17,7 +17,7 @@ import jsonschema
 import pytest
 import torch
 
-from conftest import REPO, SCHEMA_PATH, load_manifest, record
+from conftest import REPO, SCHEMA_PATH, load_manifest, record, warning_lines
 
 GENERATOR = os.path.join(REPO, "tests", "fixtures", "layouts", "make_layouts_fixture.py")
 VALIDATOR = jsonschema.Draft202012Validator(json.loads(pathlib.Path(SCHEMA_PATH).read_text()))
@@ -183,7 +183,67 @@ def test_an_invalid_parallel_layout_is_left_out_with_a_warning(probe, capsys):
     assert probe.arm("req", parallel={"tp": (2, 2)}) is True
     m = load_manifest(probe.finish())
     assert "parallel" not in m["metadata"]
-    assert "needs 0 <= rank_in_group < group_size" in capsys.readouterr().err
+    lines = warning_lines(capsys.readouterr().err)
+    assert len(lines) == 1
+    assert "'tp': (2, 2) left out" in lines[0]
+    assert "rank_in_group 2 is out of range 0..1" in lines[0]
+
+
+def test_each_parallel_axis_is_validated_on_its_own(make_probe, capsys):
+    """One bad axis no longer drops the valid ones; each bad one is named in its own warning."""
+    probe = make_probe(DUMP_PROBE_RANKS="all")  # no warning about the group's other ranks
+    parallel = {"tp": (0, 2), "cp": (0, 2), "xx": (0, 2), "dp": (3, 2)}
+    assert probe.arm("req", parallel=parallel) is True
+    probe.capture("sliced", torch.ones(4, 2), shard="tp:1")
+    m = load_manifest(probe.finish())
+    VALIDATOR.validate(m)
+    assert m["metadata"]["parallel"] == {"tp": [0, 2], "cp": [0, 2]}
+    assert record(m, "sliced")["shard"] == "tp:1"
+    lines = warning_lines(capsys.readouterr().err)
+    assert not any("no parallel layout" in line for line in lines)
+    xx = [line for line in lines if "'xx'" in line]
+    dp = [line for line in lines if "'dp'" in line]
+    assert len(xx) == 1 and "axis 'xx' is not one of tp, cp, dp, pp, ep" in xx[0]
+    assert len(dp) == 1 and "(3, 2)" in dp[0] and "rank_in_group 3 is out of range 0..1" in dp[0]
+    assert len(lines) == 2
+
+
+@pytest.mark.parametrize("pair,why", [
+    ((0, 0), "group size 0 is < 1"),
+    ((-1, 2), "rank_in_group -1 is out of range 0..1"),
+    ((0,), "not a (rank_in_group, group_size) pair of ints"),
+    ((0, 1, 2), "not a (rank_in_group, group_size) pair of ints"),
+    ((0.5, 2), "not a (rank_in_group, group_size) pair of ints"),
+    ("02", "not a (rank_in_group, group_size) pair of ints"),
+    (3, "not a (rank_in_group, group_size) pair of ints"),
+    (None, "not a (rank_in_group, group_size) pair of ints"),
+])
+def test_each_kind_of_invalid_parallel_entry_is_named(make_probe, capsys, pair, why):
+    probe = make_probe(DUMP_PROBE_RANKS="all")  # no warning about the group's other ranks
+    assert probe.arm("req", parallel={"tp": (1, 2), "pp": pair}) is True
+    m = load_manifest(probe.finish())
+    assert m["metadata"]["parallel"] == {"tp": [1, 2]}
+    lines = warning_lines(capsys.readouterr().err)
+    assert len(lines) == 1 and "'pp': %r left out (%s" % (pair, why) in lines[0]
+
+
+def test_tensor_and_list_pairs_are_accepted(make_probe, capsys):
+    probe = make_probe(DUMP_PROBE_RANKS="all")  # no warning about the group's other ranks
+    assert probe.arm("req", parallel={"tp": torch.tensor([1, 4]), "ep": [0, 1]}) is True
+    m = load_manifest(probe.finish())
+    assert m["metadata"]["parallel"] == {"tp": [1, 4], "ep": [0, 1]}
+    assert capsys.readouterr().err == ""
+
+
+@pytest.mark.parametrize("value", [[("tp", (0, 2))], "tp:0/2", {}])
+def test_a_parallel_that_is_not_a_dict_warns_once_and_records_no_layout(probe, capsys, value):
+    assert probe.arm("req", parallel=value) is True
+    probe.capture("sliced", torch.ones(4, 2), shard="tp:1")
+    m = load_manifest(probe.finish())
+    assert "parallel" not in m["metadata"]
+    assert "shard" not in record(m, "sliced")
+    lines = warning_lines(capsys.readouterr().err)
+    assert sum("is not a parallel layout" in line for line in lines) == 1
 
 
 def test_a_pp2_gloo_run_splits_the_stages_and_send_recv_carries_them_exactly(tmp_path):

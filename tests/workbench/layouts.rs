@@ -196,3 +196,22 @@ fn a_window_that_could_not_be_merged_whole_never_reads_as_clean() {
     assert!(app.unmerged().is_empty());
     assert_eq!(app.warning_counts(), (0, 0));
 }
+
+#[test]
+fn a_nan_on_another_rank_of_the_group_marks_its_own_stage_and_f_goes_there() {
+    // tests/fixtures/layouts/tp2_nan: rank 1 plants a NaN at layers.0.act, before the
+    // all_reduce; rank 0's own records turn non-finite only at layers.0.down. The rows follow
+    // the merged records, as the diff does, not the selected rank's own.
+    let mut app = layouts("tp1", Some("tp2_nan"));
+    let marked: Vec<&str> = app
+        .rows
+        .iter()
+        .filter(|r| r.first_nonfinite)
+        .map(|r| r.key.as_str())
+        .collect();
+    assert_eq!(marked, ["layers.0.act#1"]);
+    let act = app.rows.iter().find(|r| r.key == "layers.0.act#1").unwrap();
+    assert!(act.nonfinite_b && !act.nonfinite_a);
+    update(&mut app, Action::FirstNonFinite);
+    assert_eq!(key(&app), "layers.0.act#1");
+}

@@ -50,10 +50,11 @@ pub struct ReplicationFinding {
 impl ReplicationFinding {
     /// `replicated tensor differs across tp ranks 0 and 1 at layers.3.attn_norm (magnitude)`.
     pub fn describe(&self) -> String {
-        let by = match (&self.stat, self.abs_diff, self.bound) {
-            (Some(stat), Some(d), Some(bound)) => {
+        let by = match (&self.stat, self.abs_diff, self.bound, &self.verdict) {
+            (Some(stat), Some(d), Some(bound), _) => {
                 format!(": {stat} by {d:.3e}, replica bound {bound:.3e}")
             }
+            (_, _, _, Verdict::Structural { reason }) => format!(": {reason}"),
             _ => String::new(),
         };
         format!(
@@ -75,7 +76,7 @@ impl ReplicationFinding {
 /// - `mean`, `l2`, `pos_checksum` are reductions, whose order may differ: `K · u_r · sqrt(n) ·
 ///   Σ|x|` (`/ n` for the mean; `l2` relative: `K · u_r · sqrt(n) · l2`), `u_r` the unit
 ///   roundoff the reduction ran in (the dtype's own when `reduced_in_dtype`, float64 for a
-///   float64 tensor, float32 otherwise) and `Σ|x| ≤ min(sqrt(n) · l2, n · max_abs)`;
+///   float64 tensor or records whose `stats_path` accumulated in float64, float32 otherwise) and `Σ|x| ≤ min(sqrt(n) · l2, n · max_abs)`;
 /// - every statistic also passes the rounding of `stats_dtype` (`2 · u · scale`).
 ///
 /// Integers and bools take float64's roundoff (their statistics are float64 sums).
@@ -87,12 +88,21 @@ pub fn replica_tolerances(a: &Record, b: &Record, stats_dtype: Option<&str>) -> 
     let reduced_in_dtype = [a, b]
         .iter()
         .any(|r| r.stats.as_ref().is_some_and(|s| s.reduced_in_dtype));
-    let u_reduce = if reduced_in_dtype || u <= float64 {
+    let u_stack = stats_dtype.map_or(float64, unit_roundoff).max(float64);
+    // dump_probe.py's fused paths accumulate in float64 (docs/manifest.md "Statistics
+    // paths"): `native` and `inductor` always, `triton` where the statistics are float64.
+    let accumulated_in_float64 = [a, b].iter().all(|r| match r.stats_path.as_deref() {
+        Some("native" | "inductor") => true,
+        Some("triton") => u_stack <= float64,
+        _ => false,
+    });
+    let u_reduce = if reduced_in_dtype {
         u
+    } else if u <= float64 || accumulated_in_float64 {
+        float64
     } else {
         2f64.powi(-24)
     };
-    let u_stack = stats_dtype.map_or(float64, unit_roundoff).max(float64);
     let pick = |f: fn(&crate::model::dump::Stats) -> Option<f64>| {
         [a, b]
             .iter()
@@ -176,20 +186,83 @@ pub fn check(side: char, windows: &[Window]) -> Vec<ReplicationFinding> {
     for ((axis, ..), mut members) in groups {
         members.sort_by_key(|&(r, w)| (r, w.rank));
         let (_, base) = members[0];
+        let start = findings.len();
+        let is_replica = |r: &Record| matches!(&r.shard, Some(Shard::Replicated { axis: a }) if *a == axis);
+        // A stage only a later rank records as replicated: the lowest rank, which stands for
+        // the group, lacks it or records it as something else.
+        for &(_, other) in &members[1..] {
+            for record in other.records.iter().filter(|r| is_replica(r)) {
+                let mine = base
+                    .records
+                    .iter()
+                    .position(|r| r.stage == record.stage && r.occurrence == record.occurrence);
+                let reason = match mine.map(|i| (i, &base.records[i].shard)) {
+                    Some((_, Some(Shard::Replicated { axis: a }))) if *a == axis => continue,
+                    None => format!("not captured on rank {}", base.rank),
+                    Some((_, Some(shard))) => format!(
+                        "rank {} records it as {shard}, not replicated:{axis}",
+                        base.rank
+                    ),
+                    Some((_, None)) => format!(
+                        "rank {} records it without replicated:{axis}",
+                        base.rank
+                    ),
+                };
+                findings.push(ReplicationFinding {
+                    side,
+                    axis: axis.clone(),
+                    key: record.key(),
+                    stage: record.stage.to_string(),
+                    rank: base.rank,
+                    other_rank: other.rank,
+                    verdict: Verdict::Structural { reason },
+                    stat: None,
+                    abs_diff: None,
+                    bound: None,
+                    position: mine.unwrap_or(base.records.len()),
+                });
+            }
+        }
         for (position, record) in base.records.iter().enumerate() {
-            let replicated =
-                matches!(&record.shard, Some(Shard::Replicated { axis: a }) if *a == axis);
-            if !replicated {
+            if !is_replica(record) {
                 continue;
             }
             for &(_, other) in &members[1..] {
-                let Some(theirs) = other
+                let theirs = other
                     .records
                     .iter()
-                    .find(|r| r.stage == record.stage && r.occurrence == record.occurrence)
-                else {
-                    continue;
+                    .find(|r| r.stage == record.stage && r.occurrence == record.occurrence);
+                // A replica that is missing, or recorded as something else, is no evidence
+                // that the ranks agree: said as a finding, never passed over.
+                let missing = match theirs.map(|r| &r.shard) {
+                    None => Some(format!("not captured on rank {}", other.rank)),
+                    Some(Some(Shard::Replicated { axis: a })) if *a == axis => None,
+                    Some(Some(shard)) => Some(format!(
+                        "rank {} records it as {shard}, not replicated:{axis}",
+                        other.rank
+                    )),
+                    Some(None) => Some(format!(
+                        "rank {} records it without replicated:{axis}",
+                        other.rank
+                    )),
                 };
+                if let Some(reason) = missing {
+                    findings.push(ReplicationFinding {
+                        side,
+                        axis: axis.clone(),
+                        key: record.key(),
+                        stage: record.stage.to_string(),
+                        rank: base.rank,
+                        other_rank: other.rank,
+                        verdict: Verdict::Structural { reason },
+                        stat: None,
+                        abs_diff: None,
+                        bound: None,
+                        position,
+                    });
+                    continue;
+                }
+                let Some(theirs) = theirs else { continue };
                 let tolerances = replica_tolerances(record, theirs, base.stats_dtype.as_deref());
                 let comparison = compare_records(record, theirs, &tolerances);
                 if comparison.verdict.diverges() {
@@ -210,6 +283,7 @@ pub fn check(side: char, windows: &[Window]) -> Vec<ReplicationFinding> {
                 }
             }
         }
+        findings[start..].sort_by_key(|f| f.position);
     }
     findings
 }
