@@ -438,3 +438,37 @@ fn a_replica_holding_nan_on_a_higher_rank_is_the_first_non_finite() {
     assert_eq!(first.key, "logits#1");
     assert!(!report.replicated.is_empty(), "and the replicas disagree");
 }
+
+#[test]
+fn a_group_rank_missing_because_a_captured_window_was_not_placed_is_not_blamed_on_the_capture() {
+    // Rank 1 claims tp rank 0 too: it was captured, so "capture every rank" would be wrong.
+    let dup = edited(1, |t| {
+        t.replace(
+            "\"parallel\": {\"tp\": [1, 2]}",
+            "\"parallel\": {\"tp\": [0, 2]}",
+        )
+    });
+    let tp1 = fixture("tp1");
+    let (code, text) = dumpview(&["diff", tp1.to_str().unwrap(), dup.path().to_str().unwrap()]);
+    assert_eq!(code, 1, "{text}");
+    assert!(
+        text.contains("ranks 0 and 1 both claim tp rank 0; rank 1 left out"),
+        "{text}"
+    );
+    assert!(
+        text.contains(
+            "tp rank 1 of the group not captured; its sharded stages are left out (global rank 1 \
+             was captured but not placed in this group: a layout not read, no entry for the axis, \
+             or a group rank claimed twice; see the other warnings)"
+        ),
+        "{text}"
+    );
+    assert!(!text.contains("DUMP_PROBE_RANKS=all"), "{text}");
+    // A rank truly left out of the capture still gets the advice.
+    let rank0 = fixture("tp2").join("rank0");
+    let (_, text) = dumpview(&["diff", tp1.to_str().unwrap(), rank0.to_str().unwrap()]);
+    assert!(
+        text.contains("(capture every rank: DUMP_PROBE_RANKS=all)"),
+        "{text}"
+    );
+}

@@ -322,7 +322,11 @@ fn a_replica_missing_or_not_annotated_on_one_rank_is_a_finding_not_a_pass() {
     w.records.retain(|r| r.stage != stage);
     let findings = check('b', &tp2.windows);
     assert_eq!(findings.len(), 1, "{findings:?}");
-    assert!(findings[0].describe().ends_with("(structural: not captured on rank 1)"));
+    assert!(
+        findings[0]
+            .describe()
+            .ends_with("(structural: not captured on rank 1)")
+    );
     // Annotated on rank 1 only: the lowest rank, which stands for the group, lacks it.
     let mut tp2 = capture("tp2");
     record(&mut tp2, 0, stage).shard = None;
@@ -353,4 +357,18 @@ fn replicas_whose_statistics_accumulated_in_float64_are_held_to_float64_rounding
     // native path's float64 accumulation; the stacking term is the same.
     let ratio = eager.per_stat[mean].atol / native.per_stat[mean].atol;
     assert!((ratio / 2f64.powi(29) - 1.0).abs() < 1e-9, "{ratio}");
+}
+
+#[test]
+fn the_first_non_finite_of_a_merged_side_names_the_rank_that_holds_it() {
+    let (code, out) = dumpview(&[
+        "diff",
+        dir("tp1").to_str().unwrap(),
+        dir("tp4_nan").to_str().unwrap(),
+    ]);
+    assert_eq!(code, 1, "{out}");
+    assert!(
+        out.contains("first non-finite: A none; B layers.0.act#1 on rank 2 (seq 5, 1 NaN, 0 inf)"),
+        "{out}"
+    );
 }

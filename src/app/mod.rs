@@ -617,6 +617,15 @@ impl App {
         self.loaded.as_ref().is_some_and(|l| l.diff().is_some())
     }
 
+    /// Whether the diff merged parallel groups (A and B have different tp/cp/pp group
+    /// sizes): each merged group is then one logical rank of the timeline.
+    pub fn merged_layouts(&self) -> bool {
+        self.loaded
+            .as_ref()
+            .and_then(|l| l.diff())
+            .is_some_and(|d| d.layouts.is_some())
+    }
+
     /// Where the current window is, counted as `r` and `l` move: `(rank, ranks)`, the rank's
     /// place among the loaded ranks (1-based) and their number, and `(window, windows)`,
     /// the window's place among its rank's label windows and their number.
@@ -1182,6 +1191,12 @@ fn update_base(app: &mut App, action: Action, page: usize) -> Vec<Effect> {
                 .find(|&i| windows[i].rank != rank);
             match next {
                 Some(i) => app.select_window(i),
+                None if app.merged_layouts() => {
+                    app.message = Some(format!(
+                        "only logical rank {rank}: a merged parallel group is one rank here; \
+                         its per-rank pieces are in the detail of each merged record"
+                    ))
+                }
                 None => app.message = Some(format!("only rank {rank} is loaded")),
             }
         }

@@ -75,8 +75,38 @@ fn content(app: &App) -> Vec<(bool, &'static str, &'static str)> {
             .filter(|(k, _)| inputs || *k != "↻")
             .map(|(k, v)| (false, *k, *v)),
     );
+    if app.merged_layouts() {
+        out.push((false, "", ""));
+        out.extend(MERGED.iter().map(|&(heading, k, v)| (heading, k, v)));
+    }
     out
 }
+
+/// What a diff across parallel layouts changes in the workbench (docs/diff.md).
+const MERGED: &[(bool, &str, &str)] = &[
+    (
+        true,
+        "",
+        "parallel layouts (the title says which side was merged)",
+    ),
+    (
+        false,
+        "rows",
+        "one per stage of the whole group: a sliced or partial stage merged from every rank's \
+         piece, a replicated one stood for by the lowest rank",
+    ),
+    (
+        false,
+        "detail",
+        "the merged statistics and full shape, then each rank's piece (rank, local shape, \
+         counts): the rank holding a NaN is named there",
+    ),
+    (
+        false,
+        "r",
+        "a merged group is one logical rank; ranks that were not merged still step",
+    ),
+];
 
 /// The popup's width in `area` and its lines, wrapped to it.
 fn lines(app: &App, area: Rect, theme: Theme) -> (u16, Vec<Line<'static>>) {

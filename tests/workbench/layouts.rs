@@ -215,3 +215,30 @@ fn a_nan_on_another_rank_of_the_group_marks_its_own_stage_and_f_goes_there() {
     update(&mut app, Action::FirstNonFinite);
     assert_eq!(key(&app), "layers.0.act#1");
 }
+
+#[test]
+fn help_and_r_explain_merged_ranks() {
+    let mut app = layouts("tp1", Some("tp2"));
+    update(&mut app, Action::NextRank);
+    assert_eq!(
+        app.message.as_deref(),
+        Some(
+            "only logical rank 0: a merged parallel group is one rank here; its per-rank pieces \
+             are in the detail of each merged record"
+        )
+    );
+    update(&mut app, Action::ToggleHelp);
+    let screen = text(&render(&mut app, 140, 80));
+    assert!(
+        screen.contains("parallel layouts (the title says which side was merged)"),
+        "{screen}"
+    );
+    assert!(
+        screen.contains("a merged group is one logical rank"),
+        "{screen}"
+    );
+    // A same-layout diff has no such section.
+    let mut same = layouts("tp2", Some("tp2"));
+    update(&mut same, Action::ToggleHelp);
+    assert!(!text(&render(&mut same, 140, 80)).contains("parallel layouts ("));
+}

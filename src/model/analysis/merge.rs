@@ -38,6 +38,12 @@ pub struct GroupMerge {
     pub sources: Vec<String>,
     /// Group ranks (0-based) with no window: their sharded stages are missing evidence.
     pub missing_ranks: Vec<u32>,
+    /// Global ranks of this side's windows that were captured but placed in no group of this
+    /// axis (a layout not read, no entry for the axis, a group rank another window claimed):
+    /// when a group rank is missing, one of these is the likelier cause than a rank left out
+    /// of the capture.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub unplaced: Vec<u32>,
     /// The logical rank the merged window is paired under.
     pub logical_rank: u32,
     /// The window merged: its label, match and occurrence (a side can hold several requests).
@@ -74,6 +80,28 @@ pub struct SideMerge {
     pub invalid: Vec<String>,
 }
 
+impl GroupMerge {
+    /// What to do about `missing_ranks`: capture every rank, unless windows were captured
+    /// and not placed ([`GroupMerge::unplaced`]), which the other warnings explain.
+    pub fn missing_advice(&self) -> String {
+        missing_advice(&self.unplaced)
+    }
+}
+
+fn missing_advice(unplaced: &[u32]) -> String {
+    if unplaced.is_empty() {
+        "capture every rank: DUMP_PROBE_RANKS=all".to_string()
+    } else {
+        format!(
+            "global rank{} {} {} captured but not placed in this group: a layout not read, no entry \
+             for the axis, or a group rank claimed twice; see the other warnings",
+            if unplaced.len() == 1 { "" } else { "s" },
+            rank_list(unplaced.iter().copied()),
+            if unplaced.len() == 1 { "was" } else { "were" }
+        )
+    }
+}
+
 impl SideMerge {
     /// Each problem merging left (a group rank not captured, a stage not merged, a layout not
     /// read) as a lost-evidence warning on the group's first file, `side` (`A`, `B`) and the
@@ -89,10 +117,11 @@ impl SideMerge {
                     &file,
                     format!(
                         "{group}: {} rank{} {} not captured: its sharded stages are missing \
-                         evidence (capture every rank: DUMP_PROBE_RANKS=all)",
+                         evidence ({})",
                         g.axis,
                         if g.missing_ranks.len() == 1 { "" } else { "s" },
-                        rank_list(g.missing_ranks.iter().copied())
+                        rank_list(g.missing_ranks.iter().copied()),
+                        g.missing_advice()
                     ),
                 ));
             }
@@ -176,6 +205,12 @@ fn merge_axis(windows: &[Window], axis: &str) -> (Vec<Window>, Vec<GroupMerge>) 
     let mut groups: BTreeMap<GroupKey, Vec<(u32, u32, &Window)>> = BTreeMap::new();
     let mut out = Vec::new();
     let mut notes = Vec::new();
+    // Windows of this side with no place on the axis while others have one.
+    let stray: Vec<u32> = windows
+        .iter()
+        .filter(|w| w.parallel().map_or(true, |l| !l.contains_key(axis)))
+        .map(|w| w.rank)
+        .collect();
     for w in windows {
         let layout = w.parallel().unwrap_or_default();
         // A group of one holds whole tensors already: nothing to merge.
@@ -196,9 +231,9 @@ fn merge_axis(windows: &[Window], axis: &str) -> (Vec<Window>, Vec<GroupMerge>) 
     for (_, mut members) in groups {
         members.sort_by_key(|&(r, _, w)| (r, w.rank));
         let (window, note) = if axis == "pp" {
-            concat_group(&members)
+            concat_group(&members, &stray)
         } else {
-            merge_group(axis, &members)
+            merge_group(axis, &members, &stray)
         };
         out.push(window);
         notes.push(note);
@@ -231,8 +266,31 @@ fn place<'a>(
     (by_rank, missing)
 }
 
+/// `stray` and the members a claimed group rank left out, sorted: windows captured but not
+/// placed ([`GroupMerge::unplaced`]).
+fn unplaced(
+    stray: &[u32],
+    members: &[(u32, u32, &Window)],
+    by_rank: &[Option<&Window>],
+) -> Vec<u32> {
+    let placed: Vec<u32> = by_rank.iter().flatten().map(|w| w.rank).collect();
+    let mut out: Vec<u32> = stray
+        .iter()
+        .copied()
+        .chain(
+            members
+                .iter()
+                .map(|m| m.2.rank)
+                .filter(|r| !placed.contains(r)),
+        )
+        .collect();
+    out.sort_unstable();
+    out.dedup();
+    out
+}
+
 /// Merges one group's windows (sorted by group rank) into the lowest group rank's window.
-fn merge_group(axis: &str, members: &[(u32, u32, &Window)]) -> (Window, GroupMerge) {
+fn merge_group(axis: &str, members: &[(u32, u32, &Window)], stray: &[u32]) -> (Window, GroupMerge) {
     let size = members.iter().map(|m| m.1).max().unwrap_or(1);
     let mut warnings = Vec::new();
     let sizes: Vec<u32> = members.iter().map(|m| m.1).collect();
@@ -243,6 +301,8 @@ fn merge_group(axis: &str, members: &[(u32, u32, &Window)]) -> (Window, GroupMer
         ));
     }
     let (by_rank, missing_ranks) = place(axis, size, members, &mut warnings);
+    let unplaced = unplaced(stray, members, &by_rank);
+    let advice = missing_advice(&unplaced);
     let present: Vec<(u32, &Window)> = by_rank
         .iter()
         .enumerate()
@@ -279,7 +339,7 @@ fn merge_group(axis: &str, members: &[(u32, u32, &Window)]) -> (Window, GroupMer
             .zip(&lookup)
             .map(|(&(r, w), map)| (r, w, map.get(&key).copied()))
             .collect();
-        match merge_record(record, &pieces, size, &missing_ranks) {
+        match merge_record(record, &pieces, size, &missing_ranks, &advice) {
             Ok(Some(r)) => {
                 if matches!(r.shard, Some(Shard::Replicated { .. })) {
                     replicated += 1;
@@ -332,6 +392,7 @@ fn merge_group(axis: &str, members: &[(u32, u32, &Window)]) -> (Window, GroupMer
             .map(|(_, w)| w.source.display().to_string())
             .collect(),
         missing_ranks,
+        unplaced,
         logical_rank: base.rank,
         label: base.label.clone(),
         match_index: base.match_index,
@@ -401,10 +462,11 @@ fn is_zero(n: &usize) -> bool {
 /// header and records, then each later pp rank's records in its capture order. A key (stage
 /// and occurrence) captured on two pp ranks keeps the first (said so); a pp rank with no
 /// window leaves its stages missing (said so, naming the rank).
-fn concat_group(members: &[(u32, u32, &Window)]) -> (Window, GroupMerge) {
+fn concat_group(members: &[(u32, u32, &Window)], stray: &[u32]) -> (Window, GroupMerge) {
     let size = members.iter().map(|m| m.1).max().unwrap_or(1);
     let mut warnings = Vec::new();
     let (by_rank, missing_ranks) = place("pp", size, members, &mut warnings);
+    let unplaced = unplaced(stray, members, &by_rank);
     let present: Vec<&Window> = by_rank.iter().flatten().copied().collect();
     let base = present[0];
     let mut window = base.clone();
@@ -454,6 +516,7 @@ fn concat_group(members: &[(u32, u32, &Window)]) -> (Window, GroupMerge) {
             .map(|w| w.source.display().to_string())
             .collect(),
         missing_ranks,
+        unplaced,
         logical_rank: base.rank,
         label: base.label.clone(),
         match_index: base.match_index,
@@ -499,6 +562,7 @@ fn merge_record(
     pieces: &[(u32, &Window, Option<&Record>)],
     size: u32,
     missing_ranks: &[u32],
+    advice: &str,
 ) -> Result<Option<Record>, String> {
     let shard = base.shard.clone().expect("annotated");
     let axis = shard.axis().to_string();
@@ -526,8 +590,7 @@ fn merge_record(
     }
     if !missing_ranks.is_empty() {
         return Err(format!(
-            "{shard} but {axis} rank{} {} of {size} not captured: missing evidence \
-             (capture every rank: DUMP_PROBE_RANKS=all)",
+            "{shard} but {axis} rank{} {} of {size} not captured: missing evidence ({advice})",
             if missing_ranks.len() == 1 { "" } else { "s" },
             rank_list(missing_ranks.iter().copied())
         ));

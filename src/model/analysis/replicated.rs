@@ -187,7 +187,8 @@ pub fn check(side: char, windows: &[Window]) -> Vec<ReplicationFinding> {
         members.sort_by_key(|&(r, w)| (r, w.rank));
         let (_, base) = members[0];
         let start = findings.len();
-        let is_replica = |r: &Record| matches!(&r.shard, Some(Shard::Replicated { axis: a }) if *a == axis);
+        let is_replica =
+            |r: &Record| matches!(&r.shard, Some(Shard::Replicated { axis: a }) if *a == axis);
         // A stage only a later rank records as replicated: the lowest rank, which stands for
         // the group, lacks it or records it as something else.
         for &(_, other) in &members[1..] {
@@ -203,10 +204,9 @@ pub fn check(side: char, windows: &[Window]) -> Vec<ReplicationFinding> {
                         "rank {} records it as {shard}, not replicated:{axis}",
                         base.rank
                     ),
-                    Some((_, None)) => format!(
-                        "rank {} records it without replicated:{axis}",
-                        base.rank
-                    ),
+                    Some((_, None)) => {
+                        format!("rank {} records it without replicated:{axis}", base.rank)
+                    }
                 };
                 findings.push(ReplicationFinding {
                     side,

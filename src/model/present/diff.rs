@@ -149,9 +149,31 @@ fn render_window(w: &WindowDiff) -> String {
 
 /// The first non-finite record of each side: a finding whether or not the sides agree.
 fn render_nonfinite(w: &WindowDiff) -> String {
-    let at = |n: &crate::model::analysis::scan::NonFinite| {
-        format!("{} (seq {}, {})", n.key, n.seq, n.counts_text())
+    // A merged record names the ranks whose pieces hold the NaN/inf: across parallel layouts
+    // the record stands for several ranks, and the one that went wrong is the answer.
+    let ranks = |n: &crate::model::analysis::scan::NonFinite, side: char| {
+        let pair = w.pairs.iter().find(|p| p.key == n.key)?;
+        let pieces = if side == 'a' {
+            &pair.pieces_a
+        } else {
+            &pair.pieces_b
+        };
+        let holding: Vec<String> = pieces
+            .iter()
+            .filter(|p| p.stats.as_ref().is_some_and(|s| s.has_nonfinite()))
+            .map(|p| p.rank.to_string())
+            .collect();
+        match holding.len() {
+            0 => None,
+            1 => Some(format!(" on rank {}", holding[0])),
+            _ => Some(format!(" on ranks {}", holding.join(", "))),
+        }
     };
+    let at_side = |n: &crate::model::analysis::scan::NonFinite, side: char| {
+        let on = ranks(n, side).unwrap_or_default();
+        format!("{}{on} (seq {}, {})", n.key, n.seq, n.counts_text())
+    };
+    let at = |n| at_side(n, 'a');
     match (&w.first_nonfinite_a, &w.first_nonfinite_b) {
         (None, None) => String::new(),
         (Some(a), Some(b)) if a.key == b.key && w.first_divergence.is_none() => format!(
@@ -160,8 +182,8 @@ fn render_nonfinite(w: &WindowDiff) -> String {
         ),
         (a, b) => format!(
             "first non-finite: A {}; B {}\n",
-            a.as_ref().map_or("none".to_string(), at),
-            b.as_ref().map_or("none".to_string(), at)
+            a.as_ref().map_or("none".to_string(), |n| at_side(n, 'a')),
+            b.as_ref().map_or("none".to_string(), |n| at_side(n, 'b'))
         ),
     }
 }

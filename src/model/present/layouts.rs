@@ -109,7 +109,7 @@ pub fn side_lines(side: &str, merge: &SideMerge) -> Vec<String> {
             let _ = writeln!(
                 out,
                 "{side}: MISSING EVIDENCE: {} rank{} {} of the group not captured; its {} \
-                 are left out (capture every rank: DUMP_PROBE_RANKS=all)",
+                 are left out ({})",
                 g.axis,
                 if missing.len() == 1 { "" } else { "s" },
                 missing.join(", "),
@@ -117,7 +117,8 @@ pub fn side_lines(side: &str, merge: &SideMerge) -> Vec<String> {
                     "stages"
                 } else {
                     "sharded stages"
-                }
+                },
+                g.missing_advice()
             );
         }
         for w in g.warnings.iter().take(LISTED) {
