@@ -219,6 +219,7 @@ pub fn diff_rows(
             .iter()
             .any(|p| p.stats.as_ref().is_some_and(|s| s.has_nonfinite()))
     };
+    let only_a: HashSet<&str> = diff.only_a.iter().map(String::as_str).collect();
     let mut seen = HashSet::new();
     let mut rows = Vec::with_capacity(a.records.len() + diff.only_b.len());
     for (i, r) in a.records.iter().enumerate() {
@@ -226,8 +227,13 @@ pub fn diff_rows(
         if !seen.insert(key.clone()) {
             continue;
         }
-        let j = by_key_b.get(&(r.stage.as_ref(), r.occurrence)).copied();
         let found = verdicts.get(key.as_str());
+        // A stage the diff counts as A's only has no B record to show, even where B's raw
+        // window holds one: a piece of a group that could not be merged is not B's tensor.
+        let j = by_key_b
+            .get(&(r.stage.as_ref(), r.occurrence))
+            .copied()
+            .filter(|_| found.is_some() || !only_a.contains(key.as_str()));
         let state = match found.map(|&(_, v)| v) {
             None => RowState::OnlyA,
             Some(Verdict::Agree) => RowState::Agrees,

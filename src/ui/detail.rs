@@ -73,9 +73,10 @@ fn layout_entries(
     // rank's own (the layout below is this rank's piece).
     let mut summary = match merged {
         Some((full, ranks)) if full != &r.shape[..] => format!(
-            "{} {} merged from {ranks} ranks (this rank {})",
+            "{} {} merged from {ranks} rank{} (this rank {})",
             r.dtype,
             format::shape(full),
+            if ranks == 1 { "" } else { "s" },
             format::shape(&r.shape)
         ),
         _ => format!("{} {}", r.dtype, format::shape(&r.shape)),
@@ -416,7 +417,14 @@ fn entries(app: &App, width: usize, theme: Theme) -> Vec<Entry> {
             out.push(Entry {
                 level: SUMMARY,
                 line: Line::from(Span::styled(
-                    format::fit(&format!("{side} merged from {} ranks", pieces.len()), width),
+                    format::fit(
+                        &format!(
+                            "{side} merged from {} rank{}",
+                            pieces.len(),
+                            if pieces.len() == 1 { "" } else { "s" }
+                        ),
+                        width,
+                    ),
                     theme.dim(),
                 )),
             });

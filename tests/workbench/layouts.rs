@@ -177,6 +177,11 @@ fn a_window_that_could_not_be_merged_whole_never_reads_as_clean() {
         title.contains("NOT MERGED: first divergence unknown (w)"),
         "{title}"
     );
+    // The title does not also call the group merged, and a stage left unmerged shows no B
+    // record (rank 0's local piece is not B's tensor).
+    assert!(title.contains("B: tp=2 merged in part"), "{title}");
+    let up = app.rows.iter().find(|r| r.key == "layers.0.up#1").unwrap();
+    assert_eq!((up.state, up.b), (dumpview::app::RowState::OnlyA, None));
     update(&mut app, Action::FirstDivergence);
     assert_eq!(
         app.message.as_deref(),

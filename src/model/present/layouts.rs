@@ -58,12 +58,17 @@ pub fn banner(report: &DiffReport) -> Option<String> {
             .iter()
             .map(|(axis, sizes)| format!("{axis}={}", pick(sizes)))
             .collect();
-        let merged = merge.groups.iter().any(|g| g.size > 1);
-        format!(
-            "{label}: {}{}",
-            sizes.join(" "),
-            if merged { " merged" } else { "" }
-        )
+        let groups = || merge.groups.iter().filter(|g| g.size > 1);
+        let whole = |g: &&crate::model::analysis::merge::GroupMerge| {
+            g.missing_ranks.is_empty() && g.warnings.is_empty()
+        };
+        // A group that lost a rank or a stage is not "merged": the header says NOT MERGED.
+        let state = match (groups().next(), groups().all(|g| whole(&g))) {
+            (None, _) => "",
+            (Some(_), true) => " merged",
+            (Some(_), false) => " merged in part",
+        };
+        format!("{label}: {}{state}", sizes.join(" "))
     };
     Some(format!(
         "{} · {}",
