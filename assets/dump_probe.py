@@ -59,6 +59,7 @@ import os
 import re
 import socket
 import sys
+import threading
 import time
 import weakref
 
@@ -790,6 +791,8 @@ def _statistics_by_path(tensor, acc=None, split=None, out=None, scratch=None):
     if tensor.numel() == 0 or tensor.is_complex():
         return None, None
     path = _stats_path(tensor)
+    if path == "native" and tensor.dim() > 16:
+        path = "torch"  # beyond the ABI's DP_MAX_NDIM: this tensor alone takes the torch ops
     if path != "torch":
         try:
             if path == "triton":
@@ -968,25 +971,41 @@ def _native():
     return cached
 
 
+class _NativeCall(threading.local):
+    """One dp_tensor and its shape/stride arrays per thread, filled anew for each call: building
+    them per call cost more than a small tensor's statistics (the ABI allows 16 dimensions)."""
+
+    def __init__(self):
+        self.shape = (ctypes.c_int64 * 16)()
+        self.strides = (ctypes.c_int64 * 16)()
+        self.tensor = _DpTensor()
+        self.tensor.struct_size = ctypes.sizeof(_DpTensor)
+        self.tensor.shape = self.shape
+        self.tensor.strides = self.strides
+        self.ref = ctypes.byref(self.tensor)
+
+
+_NATIVE_CALL = _NativeCall()
+
+
 def _native_statistics(tensor, acc, split=None):
     """_statistics of a CPU tensor by dp_summarize, read in place (strides and all)."""
     call, _ = _native()
     ndim = tensor.dim()
-    t = _DpTensor()
-    t.struct_size = ctypes.sizeof(_DpTensor)
+    held = _NATIVE_CALL
+    t = held.tensor
     t.data = tensor.data_ptr()
     t.dtype = _NATIVE_DTYPES[tensor.dtype]
     t.ndim = ndim
-    shape = (ctypes.c_int64 * max(ndim, 1))(*tensor.shape)
-    strides = (ctypes.c_int64 * max(ndim, 1))(*tensor.stride())
-    t.shape, t.strides = shape, strides
+    held.shape[:ndim] = tensor.shape
+    held.strides[:ndim] = tensor.stride()
     # dp_summarize writes the seven float64 statistics straight into the record's vector:
     # torch.empty costs a microsecond, torch.tensor(list) twenty.
     out = torch.empty(7, dtype=torch.float64)
     where = None
     if split is not None:
         where = (ctypes.c_int64 * 6)(split.dim, split.full, split.offset, int(split.zigzag), split.rank, split.size)
-    status = call(ctypes.byref(t), where, out.data_ptr())
+    status = call(held.ref, where, out.data_ptr())
     if status != 0:
         raise RuntimeError("dp_summarize returned status %d" % status)
     return out if acc == torch.float64 else out.to(acc)

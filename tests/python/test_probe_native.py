@@ -93,3 +93,13 @@ def test_a_failing_native_call_warns_once_and_the_record_says_torch(native, monk
     assert record(manifest, "a")["stats_path"] == "torch"
     assert record(manifest, "b")["stats"]["finite_count"] == 4
     assert capsys.readouterr().err.count("dp_summarize returned status -2") == 1
+
+
+def test_a_tensor_beyond_16_dimensions_takes_the_torch_ops_alone(native):
+    native.arm("r")
+    native.capture("deep", torch.ones([1] * 17 + [3]))
+    native.capture("flat", torch.ones(3))
+    manifest = load_manifest(native.finish())
+    assert record(manifest, "deep")["stats_path"] == "torch"
+    assert record(manifest, "deep")["stats"]["mean"] == 1.0
+    assert record(manifest, "flat")["stats_path"] == "native"
