@@ -472,3 +472,58 @@ fn a_group_rank_missing_because_a_captured_window_was_not_placed_is_not_blamed_o
         "{text}"
     );
 }
+
+#[test]
+fn a_slice_that_cannot_describe_its_record_is_dropped_with_a_warning() {
+    let bad = edited(1, |t| {
+        let t = replace_nth(&t, "\"shard\": \"tp:1\"", "\"shard\": \"tp:7\"", 0);
+        replace_nth(&t, "\"shard\": \"tp:1\"", "\"shard\": \"tp:1@6/6\"", 0)
+    });
+    let dump = loaded(bad.path());
+    let texts: Vec<String> = dump.warnings.iter().map(|w| w.to_string()).collect();
+    let has = |needle: &str| texts.iter().any(|t| t.contains(needle));
+    assert!(
+        has(
+            "layers.0.up#1 (seq 3): shard tp:7: dimension 7 is out of range for a 2-d record; recorded without the shard, per rank"
+        ),
+        "{texts:#?}"
+    );
+    assert!(
+        has(
+            "layers.0.up_heads#1 (seq 4): shard tp:1@6/6: offset 6 + local size 2 is past the full size 6"
+        ),
+        "{texts:#?}"
+    );
+    assert!(dump.warnings.iter().all(|w| w.loses_evidence()));
+}
+
+#[test]
+fn a_piece_without_statistics_is_missing_evidence_naming_its_rank() {
+    let nostats = edited(1, |t| {
+        t.lines()
+            .map(|line| {
+                if line.contains("\"stage\": \"layers.0.up\",") {
+                    let at = line.find("\"stats\": {").unwrap();
+                    let end = at + line[at..].find('}').unwrap() + 1;
+                    format!("{}\"stats\": null{}", &line[..at], &line[end..])
+                } else {
+                    line.to_string()
+                }
+            })
+            .collect::<Vec<_>>()
+            .join("\n")
+    });
+    let tp1 = fixture("tp1");
+    let (code, text) = dumpview(&[
+        "diff",
+        tp1.to_str().unwrap(),
+        nostats.path().to_str().unwrap(),
+    ]);
+    assert_eq!(code, 1, "{text}");
+    assert!(
+        text.contains(
+            "layers.0.up#1: tp:1: no statistics on rank 1 (the others have them): missing evidence"
+        ),
+        "{text}"
+    );
+}

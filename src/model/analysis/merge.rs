@@ -626,6 +626,20 @@ fn merge_record(
     if records.iter().any(|r| r.dtype != base.dtype) {
         return Err(format!("dtypes differ across ranks {}", ranks()));
     }
+    // Statistics of a whole tensor need every piece's: one rank's null statistics would leave a
+    // merged record that says nothing, and which rank lacks them is the answer.
+    let without: Vec<u32> = pieces
+        .iter()
+        .filter(|p| p.2.is_some_and(|r| r.stats.is_none()))
+        .map(|p| p.1.rank)
+        .collect();
+    if !without.is_empty() && without.len() < pieces.len() {
+        return Err(format!(
+            "{shard}: no statistics on rank{} {} (the others have them): missing evidence",
+            if without.len() == 1 { "" } else { "s" },
+            rank_list(without.into_iter())
+        ));
+    }
     let full_shape = match &shard {
         Shard::Partial { .. } => {
             if records.iter().any(|r| r.shape != base.shape) {

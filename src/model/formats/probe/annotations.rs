@@ -8,7 +8,7 @@
 use std::collections::BTreeMap;
 use std::path::Path;
 
-use crate::model::dump::{Warning, Window};
+use crate::model::dump::{Placement, Shard, Warning, Window};
 
 /// The collectives a record may name (`capture(..., collective=...)`, the schema's enum).
 pub const COLLECTIVES: [&str; 6] = [
@@ -57,7 +57,7 @@ pub fn check(window: &mut Window, path: &Path) -> Vec<Warning> {
                      parallel={{\"{axis}\": (rank_in_group, group_size)}})); recorded without the \
                      shard, per rank"
                 )),
-                Some(_) => None,
+                Some(_) => split_problem(shard, &record.shape),
             };
             if let Some(problem) = problem {
                 record.shard = None;
@@ -89,4 +89,31 @@ pub fn check(window: &mut Window, path: &Path) -> Vec<Warning> {
         warnings.push(Warning::lost(path, format!("{noun} {named}: {problem}")));
     }
     warnings
+}
+
+/// Why a slice annotation cannot describe a record of `shape` (the rules the probe applies at
+/// capture: the dimension exists, an offset slice lies inside its full size, a zigzag
+/// dimension holds two chunks), or `None`.
+fn split_problem(shard: &Shard, shape: &[u64]) -> Option<String> {
+    let Shard::Split { dim, placement, .. } = shard else {
+        return None;
+    };
+    let Some(&local) = shape.get(*dim as usize) else {
+        return Some(format!(
+            "shard {shard}: dimension {dim} is out of range for a {}-d record; recorded without \
+             the shard, per rank",
+            shape.len()
+        ));
+    };
+    match placement {
+        Placement::At { offset, full } if offset.saturating_add(local) > *full => Some(format!(
+            "shard {shard}: offset {offset} + local size {local} is past the full size {full}; \
+             recorded without the shard, per rank"
+        )),
+        Placement::Zigzag if local % 2 == 1 => Some(format!(
+            "shard {shard}: zigzag needs an even local size along dimension {dim}, not {local}; \
+             recorded without the shard, per rank"
+        )),
+        _ => None,
+    }
 }
