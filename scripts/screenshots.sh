@@ -6,7 +6,7 @@
 #
 #   bash scripts/screenshots.sh [OUT_DIR]        (default: screenshots/)
 #
-# Writes scan.png, diff.png, aliases.png, help.png, tensors.png, replay-dialog.png and
+# Writes scan.png, diff.png, aliases.png, help.png, tensors.png, layouts.png, replay-dialog.png and
 # replay.png (the last two run a real replay with .venv's torch). Installs what is missing
 # first: tmux and fonts-dejavu-core with apt-get, Pillow into .venv with pip.
 set -euo pipefail
@@ -96,6 +96,10 @@ shot help "NaN/inf counts differ" "?" "help (? or Esc closes)" -- demo --pair ll
 # `t` on the fp16 pair's first divergence: its saved tensors compared, the popup with the histogram.
 shot tensors "NaN/inf counts differ" t "|a-b| by decade" -- assets/examples/llama_fp16_overflow/a assets/examples/llama_fp16_overflow/b
 
+# A diff across parallel layouts (TP=1 vs TP=4, a NaN planted on rank 2 before the all_reduce),
+# opening on the merged record where it went non-finite (and diverges), rank 2 holding the NaN.
+shot layouts "rank 2 [6, 4] 1/0" -- tests/fixtures/layouts/tp1 tests/fixtures/layouts/tp4_nan
+
 # `p` on layers.0.input_norm#1 of the float32 pair (↻ marks it): the dialog with a candidate
 # typed, then Enter: the replay's verdict, figures, metrics and |diff| histogram.
 NORM_SEARCH='layers\.0\.input_norm#1$'
@@ -116,4 +120,4 @@ shot cases-board "6 conflicts" / "/▏" "$NORM_SEARCH" 'norm#1$▏' Enter "agree
     Down "selected   dtype=float16" Right "selected   dtype=bfloat16" \
     -- assets/examples/llama_kv_alias/a assets/examples/llama_kv_alias/b
 
-ls -l "$OUT"/{scan,diff,aliases,help,tensors,replay-dialog,replay,cases-form,cases-board}.png
+ls -l "$OUT"/{scan,diff,aliases,help,tensors,layouts,replay-dialog,replay,cases-form,cases-board}.png
