@@ -175,6 +175,7 @@ class _State:
         self.records = []
         self.input_sets = []
         self.occurrences = {}  # stage -> captures so far in this window
+        self.lock = threading.Lock()  # occurrences, records and input sets, across threads
         self.input_occurrences = {}
         self.slots = {}  # stage -> _Slot
         self.storages = {}  # (device, storage_ptr) -> (weakref to the storage, storage_id)
@@ -429,11 +430,9 @@ def capture(stage, tensor, shard=None, collective=None):
             _warn("capture(%r) got %s, not a tensor; skipped" % (stage, type(tensor).__name__))
             return
         stage = str(stage)
-        occurrence = _state.occurrences.get(stage, 0) + 1
-        _state.occurrences[stage] = occurrence
         tensor = tensor.detach()
         meta = _layout(tensor)
-        meta.update(stage=stage, occurrence=occurrence, seq=len(_state.records), mode="eager")
+        meta.update(stage=stage, mode="eager")
         split = None
         if shard is not None:
             annotation = _shard_annotation(stage, shard, tensor)
@@ -458,7 +457,13 @@ def capture(stage, tensor, shard=None, collective=None):
             stats = path = None
         if stats is not None and tensor.device.type != "meta":
             meta["stats_path"] = path
-        _state.records.append(_Record(meta, stats, saved))
+        # The occurrence, the seq and the record's place are taken together, after the
+        # statistics: threads capturing at once get distinct seqs in record order.
+        with _state.lock:
+            occurrence = _state.occurrences.get(stage, 0) + 1
+            _state.occurrences[stage] = occurrence
+            meta.update(occurrence=occurrence, seq=len(_state.records))
+            _state.records.append(_Record(meta, stats, saved))
     except Exception as exc:
         _disarm("capture(%r)" % (stage,), exc)
 
@@ -483,16 +488,18 @@ def capture_inputs(stage, _op=None, **named):
     try:
         stage = str(stage)
         op = _op_name(_op)
-        occurrence = _state.input_occurrences.get(stage, 0) + 1
-        _state.input_occurrences[stage] = occurrence
         described = {}
         payload = {}
         for name, value in named.items():
             described[name], payload[name] = _input_value(value)
-        entry = {"stage": stage, "occurrence": occurrence, "args": described, "payload": payload}
+        entry = {"stage": stage, "args": described, "payload": payload}
         if op is not None:
             entry["op"] = op
-        _state.input_sets.append(entry)
+        with _state.lock:
+            occurrence = _state.input_occurrences.get(stage, 0) + 1
+            _state.input_occurrences[stage] = occurrence
+            entry["occurrence"] = occurrence
+            _state.input_sets.append(entry)
     except Exception as exc:
         _disarm("capture_inputs(%r)" % (stage,), exc)
 
@@ -791,8 +798,12 @@ def _statistics_by_path(tensor, acc=None, split=None, out=None, scratch=None):
     if tensor.numel() == 0 or tensor.is_complex():
         return None, None
     path = _stats_path(tensor)
-    if path == "native" and tensor.dim() > 16:
-        path = "torch"  # beyond the ABI's DP_MAX_NDIM: this tensor alone takes the torch ops
+    if path != "torch" and (tensor.layout != torch.strided or tensor.is_mkldnn
+                            or (path == "native" and tensor.dim() > 16)):
+        # Sparse and mkldnn tensors have no strided storage for a fused pass to read, and the
+        # ABI reads 16 dimensions at most: this tensor alone takes the torch ops (which may
+        # refuse it: its record then carries null statistics), its dtype keeps its path.
+        path = "torch"
     if path != "torch":
         try:
             if path == "triton":
@@ -956,7 +967,9 @@ def _native():
     """(dp_summarize, None) from the native library, or (None, why not); looked up once."""
     cached = _KERNELS.get("native")
     if cached is None:
-        path = os.environ.get("DUMP_PROBE_LIB") or os.path.join(
+        given = os.environ.get("DUMP_PROBE_LIB")
+        # Absolute: ctypes would search the loader's path for a bare name, not this directory.
+        path = os.path.abspath(given) if given else os.path.join(
             os.path.dirname(os.path.abspath(__file__)), "libdump_probe.so")
         try:
             if not os.path.isfile(path):
@@ -967,6 +980,10 @@ def _native():
             cached = (call, None)
         except Exception as exc:  # AttributeError: an older library without dp_summarize
             cached = (None, "no native statistics library (%s)" % exc)
+            if given:  # asked for by name: say why it is not used (beside this file: silent)
+                _warn("DUMP_PROBE_LIB=%s cannot be used (%s: %s); cpu statistics take another path"
+                      % (given, type(exc).__name__, str(exc).splitlines()[0][:160] if str(exc) else ""),
+                      key="native-lib")
         _KERNELS["native"] = cached
     return cached
 

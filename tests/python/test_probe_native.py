@@ -103,3 +103,53 @@ def test_a_tensor_beyond_16_dimensions_takes_the_torch_ops_alone(native):
     assert record(manifest, "deep")["stats_path"] == "torch"
     assert record(manifest, "deep")["stats"]["mean"] == 1.0
     assert record(manifest, "flat")["stats_path"] == "native"
+
+
+def test_threads_capturing_at_once_get_distinct_seqs_in_record_order(native):
+    import threading
+
+    native.arm("r")
+    start = threading.Barrier(4)
+
+    def work(k):
+        start.wait()
+        for i in range(30):
+            native.capture("t%d.s%d" % (k, i), torch.full((64, 64), float(k)))
+            native.capture("shared", torch.ones(8))
+
+    threads = [threading.Thread(target=work, args=(k,)) for k in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    records = load_manifest(native.finish())["records"]
+    assert [r["seq"] for r in records] == list(range(4 * 30 * 2))
+    shared = [r["occurrence"] for r in records if r["stage"] == "shared"]
+    assert shared == list(range(1, 4 * 30 + 1))
+    for r in records:
+        if r["stage"].startswith("t"):
+            assert r["stats"]["mean"] == float(r["stage"][1]), r
+
+
+def test_a_sparse_tensor_takes_the_torch_ops_alone_and_keeps_the_native_path(native, capsys):
+    native.arm("r")
+    native.capture("sparse", torch.eye(3).to_sparse())
+    native.capture("dense", torch.ones(3))
+    manifest = load_manifest(native.finish())
+    assert record(manifest, "dense")["stats_path"] == "native"
+    assert "native kernel failed" not in capsys.readouterr().err
+
+
+def test_a_named_library_that_cannot_be_used_is_said_once(make_probe, monkeypatch, tmp_path, capsys):
+    probe = make_probe()
+    bogus = tmp_path / "libdump_probe.so"
+    bogus.write_text("not a library")
+    monkeypatch.setenv("DUMP_PROBE_LIB", str(bogus))
+    monkeypatch.setattr(probe, "_KERNELS", {})
+    probe.arm("r")
+    probe.capture("a", torch.ones(3))
+    probe.capture("b", torch.ones(3))
+    manifest = load_manifest(probe.finish())
+    err = [line for line in capsys.readouterr().err.splitlines() if "DUMP_PROBE_LIB" in line]
+    assert len(err) == 1 and err[0].startswith("dump_probe: warning: DUMP_PROBE_LIB=%s cannot be used (OSError" % bogus), err
+    assert {r["stats_path"] for r in manifest["records"]} == {"torch"}

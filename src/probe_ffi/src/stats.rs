@@ -174,9 +174,10 @@ pub fn summarize_with(
     let mut l2 = acc.sumsq.sqrt();
     if l2.is_infinite() {
         // Squares of float64 values above ~1.3e154 overflow: take the norm of the values scaled
-        // by an exact power of two and scale it back.
-        const SCALE: f64 =
-            1.0 / (1u128 << 100) as f64 / (1u128 << 100) as f64 / (1u128 << 100) as f64;
+        // by an exact power of two and scale it back. 2^-600 (as dump_probe.py's Inductor path)
+        // brings the largest float64, 1.8e308, to 4e127, whose square summed over 2^64
+        // elements stays finite; 2^-300 left squares of 1e300 overflowing.
+        const SCALE: f64 = f64::from_bits((1023 - 600) << 52);
         l2 = reduce(view, staged, SCALE, &coords, parallel).sumsq.sqrt() / SCALE;
     }
     let finite = acc.finite > 0;
@@ -599,6 +600,15 @@ mod tests {
             "{}",
             s.l2
         );
+        // Up to the largest float64 (a fresh tester's 1e300 and 1e308 overflowed 2^-300).
+        for (x, n) in [(1e300f64, 20usize), (1e308, 2), (f64::MAX, 1)] {
+            let bytes: Vec<u8> = std::iter::repeat_n(x, n)
+                .flat_map(|v| v.to_le_bytes())
+                .collect();
+            let s = summarize_plain(&view(Dtype::Float64, &[n as u64], &[1]), &bytes).unwrap();
+            let want = x * (n as f64).sqrt();
+            assert!((s.l2 / want - 1.0).abs() < 1e-15, "{x} x {n}: {}", s.l2);
+        }
     }
 
     #[test]
