@@ -291,6 +291,8 @@ def arm(label, **metadata):
         elif "parallel" in metadata:
             metadata = {k: v for k, v in metadata.items() if k != "parallel"}
         _state.parallel = parallel
+        if _state.window is not None and "writer" in _state.window:
+            _state.window["writer"].abandon()  # re-armed before finish(): that window is dropped
         _state.window = {
             "label": label,
             "match": match,
@@ -475,8 +477,12 @@ def capture_inputs(stage, _op=None, **named):
     and device; the bytes of the storage span the view reads), ints, floats,
     bools, None, strings, dtypes and (nested) lists/tuples/dicts of these.
     Call it before any branch that picks an implementation, so the set is
-    captured whichever branch runs.  Written in finish() as
-    ``inputs/<stage>#<N>.pt``.
+    captured whichever branch runs.  Saved as ``inputs/<stage>#<N>.pt``
+    in the window's directory (claimed by the first input set): a set whose
+    tensors are all on the host is written at once on the probe's writer
+    thread while the model runs on; one holding device tensors is read and
+    written in finish(), so capture_inputs() never synchronizes.  The
+    manifest, written last, names only files already written and fsynced.
 
     ``_op`` (reserved, optional) names the operator that is called, e.g.
     ``"torch.ops.npu.npu_rms_norm"``; it is recorded as the input set's ``op``
@@ -500,6 +506,13 @@ def capture_inputs(stage, _op=None, **named):
             _state.input_occurrences[stage] = occurrence
             entry["occurrence"] = occurrence
             _state.input_sets.append(entry)
+            # A host payload is written while the model runs on; a device payload waits for
+            # finish() (reading it here would synchronize).
+            writer = _input_writer(_state.window) if _host_only(payload) else None
+            if writer is not None:
+                entry["submitted"] = True
+        if writer is not None:
+            writer.submit(entry, payload)
     except Exception as exc:
         _disarm("capture_inputs(%r)" % (stage,), exc)
 
@@ -1476,11 +1489,13 @@ def _dtype_name(dtype):
 
 def _layout(tensor):
     """Logical and physical layout of ``tensor``: host metadata only, no sync."""
+    device = tensor.device
+    device_name = str(device)
     try:
         storage = tensor.untyped_storage()
         storage_ptr = int(storage.data_ptr())
         storage_nbytes = int(storage.nbytes())
-        storage_id = _storage_id(storage, storage_ptr, tensor.device)
+        storage_id = _storage_id(storage, storage_ptr, device_name)
     except Exception:  # e.g. tensors without storage (some wrapper subclasses)
         storage_ptr, storage_nbytes, storage_id = None, None, None
     try:
@@ -1498,13 +1513,13 @@ def _layout(tensor):
         "storage_id": storage_id,
         "storage_nbytes": storage_nbytes,
         "data_ptr": data_ptr,
-        "device": str(tensor.device),
-        "device_format": _device_format(tensor),
+        "device": device_name,
+        "device_format": _device_format(tensor) if device.type == "npu" else None,
         "is_contiguous": bool(tensor.is_contiguous()),
     }
 
 
-def _storage_id(storage, ptr, device):
+def _storage_id(storage, ptr, device_name):
     """Process-unique id of the live storage object at ``ptr`` (1, 2, ...), or None.
 
     An allocator hands a freed address to the next allocation, so two stages
@@ -1513,7 +1528,7 @@ def _storage_id(storage, ptr, device):
     life or change the allocator's behaviour) tells whether the storage seen
     earlier at this address is still the same object.
     """
-    key = (str(device), ptr)
+    key = (device_name, ptr)
     entry = _state.storages.get(key)
     if entry is not None and entry[0]() is not None:
         # The storage seen before is still alive at this address: the same object, or
@@ -1607,7 +1622,7 @@ def _read_back(rows):
 
 def _write_window(window):
     config = _config
-    directory, attempt = _new_window_dir(config.directory, window)
+    directory, attempt = _window_dir(window)
     slots = [slot for slot in sorted(_state.slots.values(), key=lambda s: s.index) if slot.meta is not None]
     stat_rows = [r.stats for r in _state.records]
     stat_rows += [s.stats if s.meta["numel"] and not s.meta["dtype"].startswith("complex") else None for s in slots]
@@ -1633,21 +1648,8 @@ def _write_window(window):
             meta["tensor_file"] = _save_tensor_or_warn(directory, "%s#1" % slot.stage, slot.tensor)
         records.append(_ordered_record(meta))
 
-    input_sets = []
-    for entry in _state.input_sets:
-        name = "%s#%d" % (entry["stage"], entry["occurrence"])
-        try:
-            path = _unique_rel(directory, "inputs", name, ".pt")
-            os.makedirs(os.path.join(directory, "inputs"), exist_ok=True)
-            _atomic_torch_save(_payload_to_cpu(entry["payload"]), os.path.join(directory, path))
-        except Exception as exc:  # keep the manifest: one lost file must not lose the window
-            _warn("input set %s not saved (%s: %s)" % (name, type(exc).__name__, exc))
-            continue
-        written = {"stage": entry["stage"], "occurrence": entry["occurrence"], "file": path}
-        if "op" in entry:
-            written["op"] = entry["op"]
-        written["args"] = entry["args"]
-        input_sets.append(written)
+    # Published last: the manifest names only input-set files already written and fsynced.
+    input_sets = _input_set_entries(window)
 
     device_types = sorted({r["device"].split(":")[0] for r in records})
     manifest = {
@@ -1696,6 +1698,127 @@ def _manifest_text(manifest):
         else:
             lines.append("%s: %s" % (dump(key), dump(value)))
     return "{\n " + ",\n ".join(lines) + "\n}\n"
+
+
+class _InputSetWriter:
+    """One window's input-set files (``inputs/<stage>#<occurrence>.pt``, each written atomically
+    and fsynced), written in capture order on one thread of their own.
+
+    capture_inputs() hands a host payload over at once, so its file is pickled and made durable
+    while the model runs on (fsync waits on the disk, about 1.5 ms a file here); a payload on a
+    device is handed over in finish(), after finish() itself moved it to the host on the model's
+    thread, so no device read ever leaves that thread. Each entry gets ``file`` (its path
+    relative to the window directory) or ``error`` (the exception), and drops its payload once
+    written. Where no thread can be started (interpreter shutdown) the file is written in
+    submit() itself. A file that cannot be written costs its own entry, never the window.
+    """
+
+    def __init__(self, directory):
+        self.directory = directory
+        self.queue = None
+        self.thread = None
+        try:
+            import queue
+
+            self.queue = queue.SimpleQueue()
+            self.thread = threading.Thread(target=self._run, name="dump_probe-inputs", daemon=True)
+            self.thread.start()
+        except Exception:
+            self.thread = None
+
+    def submit(self, entry, payload):
+        if self.thread is not None:
+            self.queue.put((entry, payload))
+        else:
+            self._write(entry, payload)
+
+    def close(self):
+        """Wait until every submitted file is written (or failed)."""
+        if self.thread is not None:
+            self.queue.put(None)
+            self.thread.join()
+            self.thread = None
+
+    def abandon(self):
+        """Let the thread finish what it holds and end, without waiting (a window re-armed)."""
+        if self.thread is not None:
+            self.queue.put(None)
+            self.thread = None
+
+    def _run(self):
+        while True:
+            job = self.queue.get()
+            if job is None:
+                return
+            self._write(*job)
+
+    def _write(self, entry, payload):
+        name = "%s#%d" % (entry["stage"], entry["occurrence"])
+        try:
+            path = _unique_rel(self.directory, "inputs", name, ".pt")
+            os.makedirs(os.path.join(self.directory, "inputs"), exist_ok=True)
+            _atomic_torch_save(payload, os.path.join(self.directory, path))
+            entry["file"] = path
+        except Exception as exc:  # keep the manifest: one lost file must not lose the window
+            entry["error"] = exc
+        entry["payload"] = None
+
+
+def _host_only(payload):
+    """True when every tensor of an input-set payload is on the host (its file can be written now)."""
+    if isinstance(payload, dict):
+        if "__dump_probe_tensor__" in payload:
+            return payload["device"] == "cpu"
+        return all(_host_only(v) for v in payload.values())
+    if isinstance(payload, list):
+        return all(_host_only(v) for v in payload)
+    return True
+
+
+def _window_dir(window):
+    """(directory, attempt) of the open window, claimed on first use (the first input set, or
+    finish()): a window without input sets makes its directory only when it is written."""
+    if "dir" not in window:
+        window["dir"] = _new_window_dir(_config.directory, window)
+    return window["dir"]
+
+
+def _input_writer(window):
+    """The open window's _InputSetWriter, started on first use."""
+    if "writer" not in window:
+        window["writer"] = _InputSetWriter(_window_dir(window)[0])
+    return window["writer"]
+
+
+def _input_set_entries(window):
+    """The manifest's input_sets of ``window``: device payloads are moved to the host and
+    written now, then every file is waited for; a file not written is a warning."""
+    pending = [e for e in _state.input_sets if "file" not in e and "error" not in e and not e.get("submitted")]
+    if pending:
+        writer = _input_writer(window)
+        for entry in pending:
+            try:
+                payload = _payload_to_cpu(entry["payload"])
+            except Exception as exc:
+                entry["error"] = exc
+                continue
+            entry["submitted"] = True
+            writer.submit(entry, payload)
+    if "writer" in window:
+        window["writer"].close()
+    written = []
+    for entry in _state.input_sets:
+        name = "%s#%d" % (entry["stage"], entry["occurrence"])
+        if "file" not in entry:
+            exc = entry.get("error") or RuntimeError("the input-set writer stopped before it")
+            _warn("input set %s not saved (%s: %s)" % (name, type(exc).__name__, exc))
+            continue
+        item = {"stage": entry["stage"], "occurrence": entry["occurrence"], "file": entry["file"]}
+        if "op" in entry:
+            item["op"] = entry["op"]
+        item["args"] = entry["args"]
+        written.append(item)
+    return written
 
 
 _RECORD_ORDER = (
@@ -1893,8 +2016,12 @@ def _report_at_exit():
             return
         lines = ["wrote %s (%d record%s)" % (path, n, "" if n == 1 else "s") for path, n in _state.written]
         if _active and _state.window is not None:
-            lines.append("the window of label %r is still armed at exit: finish() was never called, "
-                         "so it was not written" % _state.window["label"])
+            line = ("the window of label %r is still armed at exit: finish() was never called, "
+                    "so it was not written" % _state.window["label"])
+            if "writer" in _state.window:
+                _state.window["writer"].close()  # the input sets already handed over are completed
+                line += "; its input sets are in %s" % _state.window["dir"][0]
+            lines.append(line)
         elif not _state.written:
             lines.append("nothing written: " + _nothing_written_reason())
         for line in lines:
@@ -1910,6 +2037,8 @@ def _reset_for_tests(env=None):
     """Re-read the environment and drop all state (used by the test-suite)."""
     global _config, _state, _active
     _active = False
+    if _state.window is not None and "writer" in _state.window:
+        _state.window["writer"].close()  # no thread of a dropped window writes on into a test's files
     _config = _Config(os.environ if env is None else env)
     _state = _State(_config)
     _state.report_at_exit = False

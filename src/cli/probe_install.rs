@@ -66,6 +66,9 @@ fn native_files(exe: &Path) -> Result<Vec<File>, CliError> {
         )
         .into());
     };
+    if let Some(note) = debug_build_note(library) {
+        eprintln!("dumpview: note: {note}");
+    }
     let bytes =
         std::fs::read(library).map_err(|e| format!("{}: cannot read: {e}", library.display()))?;
     Ok(vec![
@@ -80,6 +83,25 @@ fn native_files(exe: &Path) -> Result<Vec<File>, CliError> {
             executable: true,
         },
     ])
+}
+
+/// A note when `library` lies in a cargo `debug` profile directory (`target/debug`, or its
+/// `deps/`): an unoptimized build whose statistics run many times slower than the release
+/// build's, so a probe copied from it costs the model far more than the README's figures.
+fn debug_build_note(library: &Path) -> Option<String> {
+    let in_debug = library
+        .parent()
+        .into_iter()
+        .flat_map(|dir| dir.ancestors().take(2))
+        .any(|dir| dir.file_name().is_some_and(|name| name == "debug"));
+    in_debug.then(|| {
+        format!(
+            "{} is a debug build (cargo's debug profile): its statistics are many times slower \
+             than a release build's; for a run whose speed matters, install from target/release \
+             (`cargo build --release`, then target/release/dumpview probe install DIR --native)",
+            library.display()
+        )
+    })
 }
 
 /// Writes `DIR/dump_probe.py` and `DIR/replay_op.py` (with `native`: `DIR/dump_probe.h` and
@@ -153,6 +175,21 @@ mod tests {
         let err = native_files(&exe).err().unwrap().to_string();
         assert!(err.contains("libdump_probe.so is not beside"), "{err}");
         assert!(err.contains("cargo build --release"), "{err}");
+    }
+
+    #[test]
+    fn a_library_of_the_debug_profile_gets_a_note() {
+        let note = debug_build_note(Path::new("/w/target/debug/libdump_probe.so")).unwrap();
+        assert!(note.contains("is a debug build"), "{note}");
+        assert!(debug_build_note(Path::new("/w/target/debug/deps/libdump_probe.so")).is_some());
+        assert_eq!(
+            debug_build_note(Path::new("/w/target/release/libdump_probe.so")),
+            None
+        );
+        assert_eq!(
+            debug_build_note(Path::new("/opt/lib/libdump_probe.so")),
+            None
+        );
     }
 
     #[test]

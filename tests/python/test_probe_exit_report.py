@@ -78,3 +78,23 @@ def test_a_rerun_records_its_attempt_and_the_first_run_stays_attempt_1(tmp_path)
         assert json.load(handle)["attempt"] == 1
     with open(os.path.join(base + ".2", "manifest.json")) as handle:
         assert json.load(handle)["attempt"] == 2
+
+
+def test_a_window_never_finished_keeps_its_input_sets_complete(tmp_path):
+    """The window directory was claimed by a host input set: at exit the writer is waited for,
+    the file is whole and loadable, and the report names the directory."""
+    body = """
+        dp.arm("req")
+        dp.capture_inputs("op", x=torch.arange(6.0))
+        dp.capture("x", torch.ones(3))
+    """
+    window = os.path.join(str(tmp_path / "dumps"), "rank0", "match1-occ1")
+    assert _run(tmp_path, body) == [
+        "dump_probe: the window of label 'req' is still armed at exit: finish() was never called, "
+        "so it was not written; its input sets are in %s" % window
+    ]
+    import torch
+
+    saved = torch.load(os.path.join(window, "inputs", "op#1.pt"), weights_only=True)
+    assert torch.equal(saved["x"]["span"], torch.arange(6.0))
+    assert not os.path.exists(os.path.join(window, "manifest.json"))

@@ -2,6 +2,7 @@
 
 import json
 import os
+import time
 
 import jsonschema
 import pytest
@@ -250,3 +251,60 @@ def test_probe_op_never_raises_into_the_model(probe, capsys):
     path = probe.finish()
     entry = load_manifest(path)["input_sets"][0]
     assert isinstance(entry["op"], str) and "Hostile" in entry["op"]
+
+
+def test_a_host_input_set_is_written_while_the_model_runs_on(probe, dump_dir):
+    """Its file is pickled and fsynced on the probe's writer thread before finish(): the window
+    directory is claimed by the first input set and the file appears there with no manifest yet."""
+    x = torch.arange(12.0).reshape(3, 4)
+    probe.arm("r")
+    probe.capture_inputs("op", x=x)
+    window = os.path.join(dump_dir, "rank0", "match1-occ1")
+    target = os.path.join(window, "inputs", "op#1.pt")
+    for _ in range(500):  # the writer needs milliseconds; give a loaded machine ten seconds
+        if os.path.exists(target):
+            break
+        time.sleep(0.02)
+    assert os.path.exists(target), "the input set was not written before finish()"
+    assert not os.path.exists(os.path.join(window, "manifest.json"))
+    x.add_(100)  # a later write to the argument changes nothing saved
+    path = probe.finish()
+    assert os.path.dirname(path) == window
+    entry = load_manifest(path)["input_sets"][0]
+    assert entry["file"] == "inputs/op#1.pt"
+    saved = _rebuild(torch.load(target, weights_only=True)["x"])
+    assert torch.equal(saved, torch.arange(12.0).reshape(3, 4))
+
+
+def test_an_input_set_that_cannot_be_written_costs_its_own_entry_only(probe, monkeypatch, capsys):
+    real = probe._atomic_torch_save
+
+    def failing(obj, path):
+        if "bad#" in path:
+            raise OSError(28, "No space left on device")
+        return real(obj, path)
+
+    monkeypatch.setattr(probe, "_atomic_torch_save", failing)
+    probe.arm("r")
+    probe.capture_inputs("good", x=torch.ones(2))
+    probe.capture_inputs("bad", x=torch.ones(3))
+    probe.capture("y", torch.ones(4))
+    path = probe.finish()
+    manifest = load_manifest(path)
+    assert [e["stage"] for e in manifest["input_sets"]] == ["good"]
+    assert [r["stage"] for r in manifest["records"]] == ["y"]
+    err = capsys.readouterr().err
+    assert "input set bad#1 not saved (OSError: [Errno 28] No space left on device)" in err
+
+
+def test_a_device_input_set_is_written_in_finish(probe, capsys):
+    """A payload on a device is not read before finish() (that would synchronize); a meta tensor,
+    which has no values, is the device stand-in here: its set is refused in finish() with a
+    warning and the host set beside it is kept."""
+    probe.arm("r")
+    probe.capture_inputs("dev", x=torch.empty(2, 3, device="meta"))
+    probe.capture_inputs("host", x=torch.ones(2))
+    path = probe.finish()
+    manifest = load_manifest(path)
+    assert [e["stage"] for e in manifest["input_sets"]] == ["host"]
+    assert "input set dev#1 not saved (ValueError: meta tensors have no values to save)" in capsys.readouterr().err

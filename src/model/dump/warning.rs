@@ -57,6 +57,19 @@ impl Warning {
         Warning::lost(file, format!("{UNREADABLE_WINDOW}: {cause}"))
     }
 
+    /// A window directory of the probe with evidence files but no manifest (a run stopped
+    /// before `finish()`; [`crate::model::ingest::Found::unfinished`]). A note: the window's
+    /// statistics were never written, so nothing that was written is lost, and its input sets
+    /// can still be replayed.
+    pub fn unfinished_window(dir: &Path) -> Warning {
+        Warning::note(
+            dir,
+            "UNFINISHED WINDOW: input sets or tensors but no manifest.json (the run stopped before \
+             finish(), or is still inside the window; its statistics are not written, its files \
+             under inputs/ can be replayed)",
+        )
+    }
+
     /// True when evidence was lost: such a warning makes a subcommand exit 1.
     pub fn loses_evidence(&self) -> bool {
         self.kind == WarningKind::LostEvidence

@@ -34,13 +34,35 @@ pub fn discover(inputs: &[PathBuf]) -> Result<Vec<PathBuf>, LoadError> {
 /// # Errors
 /// As [`discover`].
 pub fn discover_named(inputs: &[PathBuf]) -> Result<Vec<(PathBuf, bool)>, LoadError> {
-    let mut found = Vec::new();
+    Ok(discover_all(inputs)?.files)
+}
+
+/// What a search of the inputs found.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Found {
+    /// Each dump file, and whether it was named as an input itself (`true`) or found in a
+    /// directory search (`false`), in a stable order.
+    pub files: Vec<(PathBuf, bool)>,
+    /// Window directories of the probe that hold an `inputs/` or `tensors/` directory but no
+    /// manifest: a run that stopped (was killed) between its first `capture_inputs()` and
+    /// `finish()`. The probe writes a host input set at once and the manifest last, so such a
+    /// directory holds evidence but no statistics.
+    pub unfinished: Vec<PathBuf>,
+}
+
+/// [`discover_named`], with the unfinished window directories met on the way.
+///
+/// # Errors
+/// As [`discover`].
+pub fn discover_all(inputs: &[PathBuf]) -> Result<Found, LoadError> {
+    let mut found = Found::default();
     for input in inputs {
         let mut files = Vec::new();
-        discover_one(input, &mut files)?;
+        discover_in(input, &mut files, &mut found.unfinished, false)?;
         let named = files.len() == 1 && files[0] == *input;
-        found.extend(files.into_iter().map(|f| (f, named)));
+        found.files.extend(files.into_iter().map(|f| (f, named)));
     }
+    found.unfinished.sort();
     Ok(found)
 }
 
@@ -52,17 +74,14 @@ pub fn discover_named(inputs: &[PathBuf]) -> Result<Vec<(PathBuf, bool)>, LoadEr
 /// `input` missing, not readable, or not listable.
 pub fn discover_watched(input: &PathBuf) -> Result<Vec<PathBuf>, LoadError> {
     let mut files = Vec::new();
-    discover_in(input, &mut files, true)?;
+    discover_in(input, &mut files, &mut Vec::new(), true)?;
     Ok(files)
-}
-
-fn discover_one(input: &PathBuf, files: &mut Vec<PathBuf>) -> Result<(), LoadError> {
-    discover_in(input, files, false)
 }
 
 fn discover_in(
     input: &PathBuf,
     files: &mut Vec<PathBuf>,
+    unfinished: &mut Vec<PathBuf>,
     allow_empty: bool,
 ) -> Result<(), LoadError> {
     let meta = std::fs::metadata(input).map_err(|e| LoadError::Input {
@@ -74,16 +93,23 @@ fn discover_in(
         return Ok(());
     }
     let mut visited = HashSet::new();
-    find_manifests(input, &mut visited, files).map_err(|e| LoadError::Input {
+    find_manifests(input, &mut visited, files, unfinished).map_err(|e| LoadError::Input {
         path: input.clone(),
         problem: format!("cannot list: {e}"),
     })?;
     if files.is_empty() && !allow_empty {
+        let mut problem = format!(
+            "no {MANIFEST_NAME} (dumpview probe, windowed dump) or {MSPROBE_NAME} (msprobe) found in this directory or below it"
+        );
+        if let Some(first) = unfinished.first() {
+            problem += &format!(
+                "; {} holds input sets or tensors but no {MANIFEST_NAME}: the run stopped before finish() (or is still inside the window)",
+                first.display()
+            );
+        }
         return Err(LoadError::Input {
             path: input.clone(),
-            problem: format!(
-                "no {MANIFEST_NAME} (dumpview probe, windowed dump) or {MSPROBE_NAME} (msprobe) found in this directory or below it"
-            ),
+            problem,
         });
     }
     files.sort();
@@ -102,16 +128,21 @@ fn identity(_meta: &std::fs::Metadata) -> Option<(u64, u64)> {
     None
 }
 
+/// The probe's evidence directories inside a window directory (docs/manifest.md, "Files").
+const EVIDENCE_DIRS: [&str; 2] = ["inputs", "tensors"];
+
 fn find_manifests(
     dir: &Path,
     visited: &mut HashSet<(u64, u64)>,
     out: &mut Vec<PathBuf>,
+    unfinished: &mut Vec<PathBuf>,
 ) -> std::io::Result<()> {
     if let Some(id) = identity(&std::fs::metadata(dir)?) {
         if !visited.insert(id) {
             return Ok(());
         }
     }
+    let (mut holds_evidence, mut manifest_here) = (false, false);
     for entry in std::fs::read_dir(dir)? {
         let entry = entry?;
         let path = entry.path();
@@ -129,10 +160,15 @@ fn find_manifests(
             if entry.file_name() == WORKSPACE_DIR {
                 continue;
             }
-            find_manifests(&path, visited, out)?;
+            holds_evidence |= EVIDENCE_DIRS.iter().any(|name| entry.file_name() == *name);
+            find_manifests(&path, visited, out, unfinished)?;
         } else if kind.is_file() && formats::file_names().any(|name| entry.file_name() == name) {
             out.push(path);
+            manifest_here = true;
         }
+    }
+    if holds_evidence && !manifest_here {
+        unfinished.push(dir.to_path_buf());
     }
     Ok(())
 }
@@ -159,6 +195,31 @@ mod tests {
             .path()
             .join("rank0/.dumpview/cases/m/baseline/manifest.json");
         assert_eq!(discover(std::slice::from_ref(&named)).unwrap(), [named]);
+    }
+
+    #[test]
+    fn a_window_with_input_sets_but_no_manifest_is_unfinished() {
+        let root = tempfile::tempdir().unwrap();
+        manifest_at(&root.path().join("rank0/match1-occ1"));
+        std::fs::create_dir_all(root.path().join("rank0/match1-occ1/inputs")).unwrap();
+        // Killed between its first capture_inputs() and finish().
+        std::fs::create_dir_all(root.path().join("rank0/match1-occ2/inputs")).unwrap();
+        // A directory of another kind of file is not a window.
+        std::fs::create_dir_all(root.path().join("rank0/notes")).unwrap();
+        let found = discover_all(&[root.path().to_path_buf()]).unwrap();
+        assert_eq!(
+            found.files,
+            [(root.path().join("rank0/match1-occ1/manifest.json"), false)]
+        );
+        assert_eq!(found.unfinished, [root.path().join("rank0/match1-occ2")]);
+        // Alone, it is named in the error.
+        let error = discover_all(&[root.path().join("rank0/match1-occ2")]).unwrap_err();
+        assert!(
+            error
+                .to_string()
+                .contains("match1-occ2 holds input sets or tensors but no manifest.json: the run stopped before finish()"),
+            "{error}"
+        );
     }
 
     #[cfg(unix)]

@@ -18,7 +18,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 
 pub use attempts::{Attempt, attempt_of_dir, choose_attempts};
 pub use check::{check_records, check_window, drop_escaping_evidence};
-pub use discover::{discover, discover_named, discover_watched};
+pub use discover::{Found, discover, discover_all, discover_named, discover_watched};
 pub use error::LoadError;
 pub use incremental::{Fingerprint, Incremental, RefreshStats, SETTLE_AGE};
 pub use same::same_input;
@@ -67,7 +67,10 @@ pub fn load_attempt(
     attempt: Attempt,
     progress: &mut dyn FnMut(Progress),
 ) -> Result<Dump, LoadError> {
-    let found = discover_named(inputs)?;
+    let Found {
+        files: found,
+        unfinished,
+    } = discover_all(inputs)?;
     let files: Vec<PathBuf> = found.iter().map(|(path, _)| path.clone()).collect();
     let sizes: Vec<u64> = files
         .iter()
@@ -75,6 +78,8 @@ pub fn load_attempt(
         .collect();
     let bytes_total = sizes.iter().sum();
     let mut dump = Dump::default();
+    dump.warnings
+        .extend(unfinished.iter().map(|dir| Warning::unfinished_window(dir)));
     let mut state = Progress {
         files_done: 0,
         files_total: files.len(),
@@ -328,5 +333,23 @@ mod tests {
         let lone = tempfile::tempdir().unwrap();
         std::fs::write(lone.path().join(MANIFEST_NAME), "garbage").unwrap();
         assert!(load(&[lone.path().to_path_buf()], &mut |_| {}).is_err());
+    }
+
+    #[test]
+    fn a_window_killed_after_its_input_sets_is_a_note() {
+        let dir = dump_dir();
+        let killed = dir.path().join("rank0/match2-occ1");
+        std::fs::create_dir_all(killed.join("inputs")).unwrap();
+        std::fs::write(killed.join("inputs/op#1.pt"), b"").unwrap();
+        let dump = load(&[dir.path().to_path_buf()], &mut |_| {}).unwrap();
+        let notes: Vec<&Warning> = dump
+            .warnings
+            .iter()
+            .filter(|w| w.message.starts_with("UNFINISHED WINDOW"))
+            .collect();
+        assert_eq!(notes.len(), 1);
+        assert_eq!(notes[0].file, killed);
+        assert!(!notes[0].loses_evidence());
+        assert_eq!(dump.windows.len(), 8, "every manifest still loads");
     }
 }

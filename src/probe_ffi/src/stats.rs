@@ -12,7 +12,7 @@
 
 use rayon::prelude::*;
 
-use crate::dtype::{self, Dtype, Element};
+use crate::dtype::{self, Dtype, Element, Narrow};
 use crate::view::View;
 
 /// Elements per unit of parallel work.
@@ -339,9 +339,10 @@ fn take(acc: &mut Acc, partial: &mut f64, x: f64, w: f64, scale: f64) {
     }
 }
 
-/// Lanes of the all-finite fast path: eight f64 accumulators per sum, one vector register each
-/// with AVX-512 (two with AVX2).
-const LANES: usize = 8;
+/// Lanes of the all-finite fast path: sixteen accumulators per sum, two f64 vector registers
+/// each with AVX-512 (so two additions of one sum are in flight at once), and one f32 register
+/// of min and max for the dtypes whose values f32 holds exactly.
+const LANES: usize = 16;
 
 /// The sums of a run of adjacent elements that are all finite.
 #[derive(Debug, Clone, Copy)]
@@ -353,43 +354,80 @@ struct Run {
     partial: f64,
 }
 
-/// [`Run`] of `bytes` (elements of `E`) with column weights `weights`, or `None` when an element
-/// is NaN or infinite (or a float64 square overflows): those runs take the counting path. No
-/// per-element test is needed to know: a NaN or an infinity makes the plain sum non-finite,
-/// and the sum of finite float32/16/bfloat16/float8 values in float64 cannot overflow.
-/// Products are not fused (no FMA), so every CPU gets the same bits.
+/// Pairwise sum of the lanes, in one fixed order.
 #[inline(always)]
-fn run_body<E: Element>(bytes: &[u8], weights: &[f64]) -> Option<Run> {
-    let mut min = [f64::INFINITY; LANES];
-    let mut max = [f64::NEG_INFINITY; LANES];
+fn fold(v: [f64; LANES]) -> f64 {
+    let mut half = [0.0; LANES / 2];
+    for k in 0..LANES / 2 {
+        half[k] = v[k] + v[k + LANES / 2];
+    }
+    ((half[0] + half[4]) + (half[2] + half[6])) + ((half[1] + half[5]) + (half[3] + half[7]))
+}
+
+/// [`Run`] of `bytes`: whole matrix rows of `cols` elements of `E` each, adjacent in memory,
+/// the first being matrix row `first_row`; `weights` holds the `cols` column weights and
+/// `row_weight` gives u(r). `None` when an element is NaN or infinite (or a float64 square
+/// overflows): those rows take the counting path. No per-element test is needed to know: a NaN
+/// or an infinity makes the plain sum non-finite, and the sum of finite float32/16/bfloat16/
+/// float8 values in float64 cannot overflow.
+///
+/// The lanes accumulate across rows: a row costs two vector multiply-adds (its checksum
+/// lanes times u(r)) and the lanes are folded once per call, not once per row, which for rows
+/// of 64 to 256 elements cost as much as the row itself. Squares and weighted values are fused
+/// multiply-adds (`mul_add`: one rounding), on every CPU — by the FMA unit where the CPU has one,
+/// else by libm's exact `fma` — so every CPU gets the same bits.
+#[inline(always)]
+fn rows_body<E: Element>(
+    bytes: &[u8],
+    cols: usize,
+    weights: &[f64],
+    first_row: u64,
+    row_weight: &dyn Fn(u64) -> f64,
+) -> Option<Run> {
+    let mut min = [<E::Narrow as Narrow>::INFINITY; LANES];
+    let mut max = [<E::Narrow as Narrow>::NEG_INFINITY; LANES];
     let mut sum = [0.0f64; LANES];
     let mut sumsq = [0.0f64; LANES];
     let mut partial = [0.0f64; LANES];
-    let groups = bytes.chunks_exact(LANES * E::SIZE);
-    let tail = groups.remainder();
-    let done = bytes.len() / E::SIZE / LANES * LANES;
-    for (group, w) in groups.zip(weights.chunks_exact(LANES)) {
-        for lane in 0..LANES {
-            let x = E::load(&group[lane * E::SIZE..]);
-            min[lane] = if x < min[lane] { x } else { min[lane] };
-            max[lane] = if x > max[lane] { x } else { max[lane] };
+    let full = cols / LANES * LANES;
+    for (r, row) in bytes.chunks_exact(cols * E::SIZE).enumerate() {
+        let mut row_partial = [0.0f64; LANES];
+        let (body, tail) = row.split_at(full * E::SIZE);
+        for (group, w) in body
+            .chunks_exact(LANES * E::SIZE)
+            .zip(weights.chunks_exact(LANES))
+        {
+            for lane in 0..LANES {
+                let n = E::load_narrow(&group[lane * E::SIZE..]);
+                min[lane] = if n < min[lane] { n } else { min[lane] };
+                max[lane] = if n > max[lane] { n } else { max[lane] };
+                let x = n.wide();
+                sum[lane] += x;
+                sumsq[lane] = x.mul_add(x, sumsq[lane]);
+                row_partial[lane] = x.mul_add(w[lane], row_partial[lane]);
+            }
+        }
+        for (lane, (element, &w)) in tail
+            .chunks_exact(E::SIZE)
+            .zip(&weights[full..cols])
+            .enumerate()
+        {
+            let n = E::load_narrow(element);
+            min[lane] = if n < min[lane] { n } else { min[lane] };
+            max[lane] = if n > max[lane] { n } else { max[lane] };
+            let x = n.wide();
             sum[lane] += x;
-            sumsq[lane] += x * x;
-            partial[lane] += x * w[lane];
+            sumsq[lane] = x.mul_add(x, sumsq[lane]);
+            row_partial[lane] = x.mul_add(w, row_partial[lane]);
+        }
+        let u = row_weight(first_row + r as u64);
+        for lane in 0..LANES {
+            partial[lane] = row_partial[lane].mul_add(u, partial[lane]);
         }
     }
-    for (lane, (element, &w)) in tail.chunks_exact(E::SIZE).zip(&weights[done..]).enumerate() {
-        let x = E::load(element);
-        min[lane] = if x < min[lane] { x } else { min[lane] };
-        max[lane] = if x > max[lane] { x } else { max[lane] };
-        sum[lane] += x;
-        sumsq[lane] += x * x;
-        partial[lane] += x * w;
-    }
-    let fold = |v: [f64; LANES]| ((v[0] + v[1]) + (v[2] + v[3])) + ((v[4] + v[5]) + (v[6] + v[7]));
     let run = Run {
-        min: min.iter().fold(f64::INFINITY, |a, &b| a.min(b)),
-        max: max.iter().fold(f64::NEG_INFINITY, |a, &b| a.max(b)),
+        min: min.iter().fold(f64::INFINITY, |a, &b| a.min(b.wide())),
+        max: max.iter().fold(f64::NEG_INFINITY, |a, &b| a.max(b.wide())),
         sum: fold(sum),
         sumsq: fold(sumsq),
         partial: fold(partial),
@@ -398,32 +436,58 @@ fn run_body<E: Element>(bytes: &[u8], weights: &[f64]) -> Option<Run> {
 }
 
 #[cfg(target_arch = "x86_64")]
-#[target_feature(enable = "avx512f")]
-fn run_avx512<E: Element>(bytes: &[u8], weights: &[f64]) -> Option<Run> {
-    run_body::<E>(bytes, weights)
+#[target_feature(enable = "avx512f,fma")]
+fn rows_avx512<E: Element>(
+    bytes: &[u8],
+    cols: usize,
+    weights: &[f64],
+    first_row: u64,
+    row_weight: &dyn Fn(u64) -> f64,
+) -> Option<Run> {
+    rows_body::<E>(bytes, cols, weights, first_row, row_weight)
 }
 
 #[cfg(target_arch = "x86_64")]
-#[target_feature(enable = "avx2")]
-fn run_avx2<E: Element>(bytes: &[u8], weights: &[f64]) -> Option<Run> {
-    run_body::<E>(bytes, weights)
+#[target_feature(enable = "avx2,fma")]
+fn rows_avx2<E: Element>(
+    bytes: &[u8],
+    cols: usize,
+    weights: &[f64],
+    first_row: u64,
+    row_weight: &dyn Fn(u64) -> f64,
+) -> Option<Run> {
+    rows_body::<E>(bytes, cols, weights, first_row, row_weight)
 }
 
-/// [`run_body`] compiled for the widest vector unit this CPU has (the library itself is built
+/// [`rows_body`] compiled for the widest vector unit this CPU has (the library itself is built
 /// for the baseline x86-64, so the wide versions are chosen at run time).
-fn run_fast<E: Element>(bytes: &[u8], weights: &[f64]) -> Option<Run> {
+fn rows_fast<E: Element>(
+    bytes: &[u8],
+    cols: usize,
+    weights: &[f64],
+    first_row: u64,
+    row_weight: &dyn Fn(u64) -> f64,
+) -> Option<Run> {
     #[cfg(target_arch = "x86_64")]
     {
-        if std::arch::is_x86_feature_detected!("avx512f") {
-            // SAFETY: the CPU has AVX-512F.
-            return unsafe { run_avx512::<E>(bytes, weights) };
-        }
-        if std::arch::is_x86_feature_detected!("avx2") {
-            // SAFETY: the CPU has AVX2.
-            return unsafe { run_avx2::<E>(bytes, weights) };
+        if std::arch::is_x86_feature_detected!("fma") {
+            if std::arch::is_x86_feature_detected!("avx512f") {
+                // SAFETY: the CPU has AVX-512F and FMA.
+                return unsafe { rows_avx512::<E>(bytes, cols, weights, first_row, row_weight) };
+            }
+            if std::arch::is_x86_feature_detected!("avx2") {
+                // SAFETY: the CPU has AVX2 and FMA.
+                return unsafe { rows_avx2::<E>(bytes, cols, weights, first_row, row_weight) };
+            }
         }
     }
-    run_body::<E>(bytes, weights)
+    rows_body::<E>(bytes, cols, weights, first_row, row_weight)
+}
+
+/// [`rows_fast`] of one run of adjacent elements with weights `weights`, its checksum lanes
+/// unweighted by row (the caller multiplies by u(r)).
+fn run_fast<E: Element>(bytes: &[u8], weights: &[f64]) -> Option<Run> {
+    rows_fast::<E>(bytes, weights.len(), weights, 0, &|_| 1.0)
 }
 
 /// The accumulators of flat logical elements `lo..hi`.
@@ -443,7 +507,29 @@ fn chunk<E: Element>(
     let mut row = lo / cols;
     let mut col = lo % cols;
     let mut at = lo;
+    // Row r of a contiguous view starts at r·cols: whole rows are one slice, summed in one call.
+    // Cleared by a block holding a non-finite element: the rest of the chunk goes row by row,
+    // so one NaN costs one extra pass over the chunk, never one per row.
+    let mut dense = view.is_contiguous() && cols > 1 && scale == 1.0;
+    let row_weight = |r: u64| coords.row_weight(r);
     while at < hi {
+        let rows = (hi - at) / cols;
+        if dense && col == 0 && rows >= 2 {
+            let start = (row * cols) as usize * size;
+            let bytes = &staged[start..start + (rows * cols) as usize * size];
+            if let Some(run) = rows_fast::<E>(bytes, cols as usize, weights, row, &row_weight) {
+                acc.finite += rows * cols;
+                acc.min = acc.min.min(run.min);
+                acc.max = acc.max.max(run.max);
+                acc.sum += run.sum;
+                acc.sumsq += run.sumsq;
+                acc.checksum += run.partial;
+                at += rows * cols;
+                row += rows;
+                continue;
+            }
+            dense = false;
+        }
         let end = (col + (hi - at)).min(cols);
         let base = row_base(view, row) as usize;
         let mut partial = 0.0;
@@ -611,25 +697,122 @@ mod tests {
         }
     }
 
+    /// [`rows_body`] of one row (the baseline build, whatever the CPU).
+    fn run_body<E: Element>(bytes: &[u8], weights: &[f64]) -> Option<Run> {
+        rows_body::<E>(bytes, weights.len(), weights, 0, &|_| 1.0)
+    }
+
+    #[test]
+    fn whole_rows_in_one_pass_match_row_by_row_and_every_vector_width() {
+        // 40 columns (two lane groups and a tail of 8) by 300 rows, contiguous: chunk() takes
+        // the rows as blocks; a transposed copy's transpose is the same matrix read row by row.
+        let (rows, cols) = (300usize, 40usize);
+        let values: Vec<f32> = (0..rows * cols)
+            .map(|i| ((i * 7919) % 2003) as f32 * 0.37 - 300.0)
+            .collect();
+        let dense = summarize_plain(
+            &view(
+                Dtype::Float32,
+                &[rows as u64, cols as u64],
+                &[cols as u64, 1],
+            ),
+            &f32_bytes(&values),
+        )
+        .unwrap();
+        let mut transposed = vec![0.0f32; rows * cols];
+        for r in 0..rows {
+            for c in 0..cols {
+                transposed[c * rows + r] = values[r * cols + c];
+            }
+        }
+        let strided = summarize_plain(
+            &view(
+                Dtype::Float32,
+                &[rows as u64, cols as u64],
+                &[1, rows as u64],
+            ),
+            &f32_bytes(&transposed),
+        )
+        .unwrap();
+        let scale: f64 = values.iter().map(|v| f64::from(v.abs())).sum();
+        assert_eq!((dense.min, dense.max), (strided.min, strided.max));
+        assert_eq!(dense.finite_count, strided.finite_count);
+        for (a, b) in [
+            (dense.sum, strided.sum),
+            (dense.l2 * dense.l2, strided.l2 * strided.l2),
+            (dense.pos_checksum, strided.pos_checksum),
+        ] {
+            assert!(
+                (a - b).abs() <= 1e-12 * scale.max(1.0) * scale.max(1.0),
+                "{a} vs {b}"
+            );
+        }
+        let bytes = f32_bytes(&values);
+        let weights = &column_table()[..cols];
+        let row_weight = |r: u64| weight(r, ROW_MUL);
+        let plain = rows_body::<dtype::F32>(&bytes, cols, weights, 7, &row_weight).unwrap();
+        let bits = |r: Run| [r.min, r.max, r.sum, r.sumsq, r.partial].map(f64::to_bits);
+        #[cfg(target_arch = "x86_64")]
+        {
+            if std::arch::is_x86_feature_detected!("avx512f")
+                && std::arch::is_x86_feature_detected!("fma")
+            {
+                let wide =
+                    unsafe { rows_avx512::<dtype::F32>(&bytes, cols, weights, 7, &row_weight) };
+                assert_eq!(bits(wide.unwrap()), bits(plain));
+            }
+            if std::arch::is_x86_feature_detected!("avx2")
+                && std::arch::is_x86_feature_detected!("fma")
+            {
+                let wide =
+                    unsafe { rows_avx2::<dtype::F32>(&bytes, cols, weights, 7, &row_weight) };
+                assert_eq!(bits(wide.unwrap()), bits(plain));
+            }
+        }
+        // A NaN in the last row: counted, and the rows before it still summed.
+        let mut holed = values.clone();
+        holed[rows * cols - 3] = f32::NAN;
+        let with_nan = summarize_plain(
+            &view(
+                Dtype::Float32,
+                &[rows as u64, cols as u64],
+                &[cols as u64, 1],
+            ),
+            &f32_bytes(&holed),
+        )
+        .unwrap();
+        assert_eq!(with_nan.nan_count, 1);
+        assert_eq!(with_nan.finite_count, (rows * cols - 1) as u64);
+        let expected = dense.sum - f64::from(values[rows * cols - 3]);
+        assert!((with_nan.sum - expected).abs() <= 1e-12 * scale);
+    }
+
     #[test]
     fn every_vector_width_gives_the_same_bits() {
-        // No FMA and one fixed lane order: the AVX-512, AVX2 and baseline builds of the fast
-        // path agree to the bit, so a dump does not depend on the CPU that summarised it.
+        // Fused multiply-adds everywhere and one fixed lane order: the AVX-512, AVX2 and
+        // baseline (libm fma) builds of the fast path agree to the bit, so a dump does not
+        // depend on the CPU that summarised it.
         let values: Vec<f32> = (0..1003)
             .map(|i| ((i * 7919) % 2003) as f32 * 0.37 - 300.0)
             .collect();
         let bytes = f32_bytes(&values);
         let weights = &column_table()[..values.len()];
         let plain = run_body::<dtype::F32>(&bytes, weights).unwrap();
+        let one_row = |_: u64| 1.0;
         let bits = |r: Run| [r.min, r.max, r.sum, r.sumsq, r.partial].map(f64::to_bits);
         #[cfg(target_arch = "x86_64")]
         {
             if std::arch::is_x86_feature_detected!("avx512f") {
-                let wide = unsafe { run_avx512::<dtype::F32>(&bytes, weights) }.unwrap();
+                let wide = unsafe {
+                    rows_avx512::<dtype::F32>(&bytes, weights.len(), weights, 0, &one_row)
+                }
+                .unwrap();
                 assert_eq!(bits(wide), bits(plain));
             }
             if std::arch::is_x86_feature_detected!("avx2") {
-                let wide = unsafe { run_avx2::<dtype::F32>(&bytes, weights) }.unwrap();
+                let wide =
+                    unsafe { rows_avx2::<dtype::F32>(&bytes, weights.len(), weights, 0, &one_row) }
+                        .unwrap();
                 assert_eq!(bits(wide), bits(plain));
             }
         }
