@@ -153,3 +153,22 @@ def test_a_named_library_that_cannot_be_used_is_said_once(make_probe, monkeypatc
     err = [line for line in capsys.readouterr().err.splitlines() if "DUMP_PROBE_LIB" in line]
     assert len(err) == 1 and err[0].startswith("dump_probe: warning: DUMP_PROBE_LIB=%s cannot be used (OSError" % bogus), err
     assert {r["stats_path"] for r in manifest["records"]} == {"torch"}
+
+
+def test_a_view_with_the_negation_bit_takes_the_torch_ops_with_its_true_sign(make_probe):
+    """z.conj().imag is a float32 view whose memory holds the negated values (torch's lazy
+    negation bit): reading it natively flipped every signed statistic (a fresh tester's find)."""
+    import torch
+
+    probe = make_probe(DUMP_PROBE_KERNEL="auto")
+    z = torch.complex(torch.zeros(2, 2), torch.tensor([[2.0, -4.0], [8.0, -1.0]]))
+    view = z.conj().imag
+    assert view.is_neg()
+    probe.arm("neg")
+    probe.capture("neg", view)
+    probe.capture("plain", torch.ones(3))
+    manifest = load_manifest(probe.finish())
+    neg, plain = manifest["records"]
+    assert (neg["stats"]["min"], neg["stats"]["max"], neg["stats"]["mean"]) == (-8.0, 4.0, -1.25)
+    assert neg["stats_path"] == "torch"
+    assert plain["stats_path"] == probe._stats_path(torch.ones(3))  # its dtype keeps its path
