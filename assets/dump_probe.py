@@ -812,11 +812,13 @@ def _statistics_by_path(tensor, acc=None, split=None, out=None, scratch=None):
         return None, None
     path = _stats_path(tensor)
     if path != "torch" and (tensor.layout != torch.strided or tensor.is_mkldnn
-                            or tensor.is_neg() or tensor.is_conj() or type(tensor) is not torch.Tensor
+                            or tensor.is_neg() or tensor.is_conj()
+                            or type(tensor).__torch_dispatch__ is not torch.Tensor.__torch_dispatch__
                             or (path == "native" and tensor.dim() > 16)):
         # Sparse and mkldnn tensors have no strided storage for a fused pass to read, a view
         # with torch's lazy negation (or conjugation) bit holds the other sign in memory, a
-        # tensor subclass's data_ptr is not its values, and the ABI reads 16 dimensions at
+        # __torch_dispatch__ subclass's data_ptr is not its values (a Parameter's is), and the
+        # ABI reads 16 dimensions at
         # most: this tensor alone takes the torch ops (which may
         # refuse it: its record then carries null statistics), its dtype keeps its path.
         path = "torch"
@@ -1517,7 +1519,7 @@ def _layout(tensor):
         "storage_nbytes": storage_nbytes,
         "data_ptr": data_ptr,
         "device": device_name,
-        "device_format": _device_format(tensor) if device.type == "npu" else None,
+        "device_format": _device_format(tensor),
         "is_contiguous": bool(tensor.is_contiguous()),
     }
 

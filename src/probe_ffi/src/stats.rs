@@ -697,6 +697,37 @@ mod tests {
         }
     }
 
+    /// [`rows_body`] of `bytes` (float32 rows of `cols`) in the baseline build, after checking
+    /// that the AVX-512 and AVX2 builds this CPU can run give the same bits.
+    fn same_bits_on_every_width(
+        bytes: &[u8],
+        cols: usize,
+        first_row: u64,
+        row_weight: &dyn Fn(u64) -> f64,
+    ) -> Run {
+        let weights = &column_table()[..cols];
+        let plain = rows_body::<dtype::F32>(bytes, cols, weights, first_row, row_weight).unwrap();
+        let bits = |r: Run| [r.min, r.max, r.sum, r.sumsq, r.partial].map(f64::to_bits);
+        #[cfg(target_arch = "x86_64")]
+        {
+            let fma = std::arch::is_x86_feature_detected!("fma");
+            if fma && std::arch::is_x86_feature_detected!("avx512f") {
+                // SAFETY: the CPU has AVX-512F and FMA.
+                let wide = unsafe {
+                    rows_avx512::<dtype::F32>(bytes, cols, weights, first_row, row_weight)
+                };
+                assert_eq!(bits(wide.unwrap()), bits(plain));
+            }
+            if fma && std::arch::is_x86_feature_detected!("avx2") {
+                // SAFETY: the CPU has AVX2 and FMA.
+                let wide =
+                    unsafe { rows_avx2::<dtype::F32>(bytes, cols, weights, first_row, row_weight) };
+                assert_eq!(bits(wide.unwrap()), bits(plain));
+            }
+        }
+        plain
+    }
+
     /// [`rows_body`] of one row (the baseline build, whatever the CPU).
     fn run_body<E: Element>(bytes: &[u8], weights: &[f64]) -> Option<Run> {
         rows_body::<E>(bytes, weights.len(), weights, 0, &|_| 1.0)
@@ -748,27 +779,8 @@ mod tests {
             );
         }
         let bytes = f32_bytes(&values);
-        let weights = &column_table()[..cols];
         let row_weight = |r: u64| weight(r, ROW_MUL);
-        let plain = rows_body::<dtype::F32>(&bytes, cols, weights, 7, &row_weight).unwrap();
-        let bits = |r: Run| [r.min, r.max, r.sum, r.sumsq, r.partial].map(f64::to_bits);
-        #[cfg(target_arch = "x86_64")]
-        {
-            if std::arch::is_x86_feature_detected!("avx512f")
-                && std::arch::is_x86_feature_detected!("fma")
-            {
-                let wide =
-                    unsafe { rows_avx512::<dtype::F32>(&bytes, cols, weights, 7, &row_weight) };
-                assert_eq!(bits(wide.unwrap()), bits(plain));
-            }
-            if std::arch::is_x86_feature_detected!("avx2")
-                && std::arch::is_x86_feature_detected!("fma")
-            {
-                let wide =
-                    unsafe { rows_avx2::<dtype::F32>(&bytes, cols, weights, 7, &row_weight) };
-                assert_eq!(bits(wide.unwrap()), bits(plain));
-            }
-        }
+        same_bits_on_every_width(&bytes, cols, 7, &row_weight);
         // A NaN in the last row: counted, and the rows before it still summed.
         let mut holed = values.clone();
         holed[rows * cols - 3] = f32::NAN;
@@ -795,27 +807,7 @@ mod tests {
         let values: Vec<f32> = (0..1003)
             .map(|i| ((i * 7919) % 2003) as f32 * 0.37 - 300.0)
             .collect();
-        let bytes = f32_bytes(&values);
-        let weights = &column_table()[..values.len()];
-        let plain = run_body::<dtype::F32>(&bytes, weights).unwrap();
-        let one_row = |_: u64| 1.0;
-        let bits = |r: Run| [r.min, r.max, r.sum, r.sumsq, r.partial].map(f64::to_bits);
-        #[cfg(target_arch = "x86_64")]
-        {
-            if std::arch::is_x86_feature_detected!("avx512f") {
-                let wide = unsafe {
-                    rows_avx512::<dtype::F32>(&bytes, weights.len(), weights, 0, &one_row)
-                }
-                .unwrap();
-                assert_eq!(bits(wide), bits(plain));
-            }
-            if std::arch::is_x86_feature_detected!("avx2") {
-                let wide =
-                    unsafe { rows_avx2::<dtype::F32>(&bytes, weights.len(), weights, 0, &one_row) }
-                        .unwrap();
-                assert_eq!(bits(wide), bits(plain));
-            }
-        }
+        let plain = same_bits_on_every_width(&f32_bytes(&values), values.len(), 0, &|_| 1.0);
         let (mut sum, mut partial) = (0.0f64, 0.0f64);
         for (c, &v) in values.iter().enumerate() {
             sum += f64::from(v);
