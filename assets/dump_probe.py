@@ -185,6 +185,7 @@ class _State:
         self.last_rank = None  # the rank arm() last saw
         self.written = []  # (manifest path, records) of each window written
         self.report_at_exit = True  # _reset_for_tests turns it off: pytest's exit is not a run's
+        self.forked = False  # this process is a fork() child of the one that imported the probe
 
 
 _config = _Config(os.environ)
@@ -1919,7 +1920,10 @@ def _atomic_write_bytes(path, chunks):
     """Write to a temporary sibling, fsync, then rename over ``path`` (POSIX-atomic).
 
     A writer killed midway leaves only ``<path>.tmp.<pid>``, never a partial
-    ``path``.  Refuses to replace a file that already exists.
+    ``path``.  Refuses to replace a file that already exists, also when another
+    process publishes ``path`` between the check and the rename: the file is
+    published with link(2), which fails on an existing name where rename(2) would
+    replace it (rename is the fallback only where the file system has no hard links).
     """
     if os.path.exists(path):
         raise FileExistsError("%s exists; dumps are never overwritten" % path)
@@ -1929,7 +1933,18 @@ def _atomic_write_bytes(path, chunks):
             handle.write(chunk)
         handle.flush()
         os.fsync(handle.fileno())
-    os.rename(tmp, path)
+    try:
+        os.link(tmp, path)
+    except FileExistsError:
+        os.unlink(tmp)
+        raise FileExistsError("%s was written by another process meanwhile; dumps are never overwritten" % path)
+    except OSError:  # no hard links here (some FUSE and SMB mounts)
+        if os.path.exists(path):
+            os.unlink(tmp)
+            raise FileExistsError("%s exists; dumps are never overwritten" % path)
+        os.rename(tmp, path)
+        return
+    os.unlink(tmp)
 
 
 def _atomic_write_text(path, text):
@@ -2020,6 +2035,8 @@ def _report_at_exit():
         if _config.ranks is not None and rank not in _config.ranks:
             return
         lines = ["wrote %s (%d record%s)" % (path, n, "" if n == 1 else "s") for path, n in _state.written]
+        if _state.forked and not lines and not _active:
+            return  # a fork child that armed nothing of its own: the parent reports its windows
         if _active and _state.window is not None:
             line = ("the window of label %r is still armed at exit: finish() was never called, "
                     "so it was not written" % _state.window["label"])
@@ -2036,6 +2053,39 @@ def _report_at_exit():
 
 
 atexit.register(_report_at_exit)
+
+
+def _after_fork_in_child():
+    """os.fork() in a process that imported the probe: the child starts with no open window.
+
+    The child inherits a copy of the parent's window (its directory, records, input sets and a
+    writer whose thread did not survive the fork). The parent writes that window; were the
+    child to finish its copy too, two processes would publish into one directory and one
+    window would be lost or replaced. So the child drops it (one warning), keeps only what
+    selection needs (labels and arms seen), and records nothing until it arms a window of its
+    own, which claims a directory of its own. Locks a parent thread held at the fork are
+    made anew, and the windows the parent wrote are not reported again at the child's exit.
+    """
+    global _active
+    try:
+        _state.lock = threading.Lock()
+        _state.written = []
+        _state.forked = True
+        window = _state.window
+        if _active and window is not None:
+            _active = False
+            _state.window = None
+            _state.records = []
+            _state.input_sets = []
+            _warn("forked (child pid %d) while the window of label %r was open: the parent writes that "
+                  "window, so this child records nothing until it arms a window of its own"
+                  % (os.getpid(), window["label"]), key="fork")
+    except Exception:
+        pass
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_after_fork_in_child)
 
 
 def _reset_for_tests(env=None):

@@ -98,3 +98,40 @@ def test_a_window_never_finished_keeps_its_input_sets_complete(tmp_path):
     saved = torch.load(os.path.join(window, "inputs", "op#1.pt"), weights_only=True)
     assert torch.equal(saved["x"]["span"], torch.arange(6.0))
     assert not os.path.exists(os.path.join(window, "manifest.json"))
+
+
+def test_a_fork_child_drops_the_open_window_and_the_parent_writes_it_whole(tmp_path):
+    """os.fork() after capture_inputs() claimed the window directory: the child inherits a copy
+    of the window, but only the parent writes it (before, both published into one directory
+    and one window was lost or replaced); the child says so once, and its exit is silent."""
+    body = """
+        dp.arm("req")
+        dp.capture("x", torch.ones(3))
+        dp.capture_inputs("op", x=torch.arange(6.0))
+        pid = os.fork()
+        if pid == 0:
+            dp.capture("child_only", torch.ones(2))
+            sys.stderr.write("child: finish=%r armed=%r\\n" % (dp.finish(), dp.armed()))
+            sys.exit(0)
+        _, status = os.waitpid(pid, 0)
+        assert status == 0, status
+        dp.capture("y", torch.zeros(2))
+        dp.finish()
+        sys.stderr.write("parent pid %d\\n" % os.getpid())
+    """
+    lines = _run(tmp_path, body)
+    window = os.path.join(str(tmp_path / "dumps"), "rank0", "match1-occ1")
+    parent_pid = int(lines[-2].split()[-1])
+    assert len(lines) == 4, lines
+    assert lines[0].startswith("dump_probe: warning: forked (child pid ")
+    assert lines[0].endswith("while the window of label 'req' was open: the parent writes that "
+                             "window, so this child records nothing until it arms a window of its own")
+    assert lines[1] == "child: finish=None armed=False"
+    assert lines[3] == "dump_probe: wrote %s (2 records)" % os.path.join(window, "manifest.json")
+    assert os.listdir(os.path.dirname(window)) == ["match1-occ1"]
+    with open(os.path.join(window, "manifest.json")) as handle:
+        manifest = json.load(handle)
+    assert manifest["pid"] == parent_pid
+    assert [r["stage"] for r in manifest["records"]] == ["x", "y"]
+    assert [(s["stage"], s["file"]) for s in manifest["input_sets"]] == [("op", "inputs/op#1.pt")]
+    assert sorted(os.listdir(os.path.join(window, "inputs"))) == ["op#1.pt"]

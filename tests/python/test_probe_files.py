@@ -303,3 +303,18 @@ def test_stage_names_that_sanitise_to_one_file_name_do_not_collide(make_probe):
     inputs = [e["file"] for e in manifest["input_sets"]]
     assert inputs == ["inputs/op_1#1.pt", "inputs/op_1#1.2.pt"]
     assert [torch.load(os.path.join(window, f), weights_only=True)["n"] for f in inputs] == [1, 2]
+
+
+def test_a_file_published_meanwhile_by_another_process_is_never_replaced(probe, tmp_path, monkeypatch):
+    """The existence check and the publish are apart in time: another process may publish the
+    same name between them. link(2) refuses an existing name where rename(2) would replace it."""
+    path = str(tmp_path / "manifest.json")
+    with open(path, "wb") as handle:
+        handle.write(b"the other process's window")
+    monkeypatch.setattr(probe.os.path, "exists", lambda _p: False)  # the check ran before it
+    with pytest.raises(FileExistsError, match="written by another process meanwhile"):
+        probe._atomic_write_bytes(path, [b"this process's window"])
+    monkeypatch.undo()
+    with open(path, "rb") as handle:
+        assert handle.read() == b"the other process's window"
+    assert os.listdir(str(tmp_path)) == ["manifest.json"]  # no temporary file left behind
