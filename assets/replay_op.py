@@ -9,7 +9,10 @@ One file, torch only (like dump_probe.py, which captured the input set with
         --candidate my_pkg.ops:rope --reference builtin:rope_neox --out replay_rope
 
 DUMP is a window's manifest.json, a window directory, or a directory tree of
-them (``--rank R`` and ``--window W`` pick one window).  OP and REF are
+them (``--rank R`` and ``--window W`` pick one window, ``--attempt N`` one attempt
+of a window re-run into one directory).  A probe window directory without
+manifest.json (a run killed before finish(), e.g. by the operator it captured)
+is replayed from the file names of its inputs/*.pt (UNFINISHED_NOTE).  OP and REF are
 ``module.path:function``, ``path/to/file.py:function``, a dotted torch callable
 (``torch.nn.functional.silu``, ``torch.ops.npu.npu_rms_norm``) or
 ``builtin:NAME`` (``--list-builtins``).
@@ -147,8 +150,11 @@ def _read_manifest(path):
 class Window:
     """One rank's label window: its manifest and where it lives."""
 
+    unfinished = False
+
     def __init__(self, path, manifest):
         self.path = path
+        self.where = path  # what messages name: the manifest
         self.directory = os.path.dirname(path) or "."
         self.manifest = manifest
         self.rank = manifest.get("rank")
@@ -157,10 +163,94 @@ class Window:
         self.occurrence = manifest.get("occurrence")
         self.attempt = manifest.get("attempt") or _attempt_from_dir(self.directory)
         self.input_sets = [e for e in manifest.get("input_sets") or [] if isinstance(e, dict)]
+        self.cut_off = []
 
     def describe(self):
         return "%s (rank %s, label %r, match %s, occurrence %s%s)" % (
             self.path, self.rank, self.label, self.match, self.occurrence,
+            "" if self.attempt == 1 else ", attempt %s" % self.attempt)
+
+
+# What an unfinished window's input sets lack: said once on stderr when one is replayed, and by --list.
+UNFINISHED_NOTE = (
+    "no manifest.json (the run stopped before finish(), or is still inside the window): its input sets "
+    "come from the file names under inputs/ (stage names as the file names spell them: characters other "
+    "than A-Za-z0-9_.#- became '_'; a .K before .pt marks a name that collided), their arguments from the "
+    ".pt files alone (no recorded op); which arguments shared one storage is recorded only in the "
+    "manifest, so each tensor argument is rebuilt on a storage of its own")
+
+# The probe's names (dump_probe.py _new_window_dir, _unique_rel, _atomic_write_bytes).
+_RANK_DIR = re.compile(r"^rank(\d+)$")
+_WINDOW_DIR = re.compile(r"^match(\d+)-occ(\d+)(?:\.(\d+))?$")
+_INPUT_FILE = re.compile(r"^(.*)#(\d+)(?:\.(\d+))?\.pt$")
+_CUT_OFF = re.compile(r"\.tmp\.\d+$")
+
+
+def probe_window_ids(directory):
+    """(rank, match, occurrence, attempt) of a directory named as the probe names a window
+    (``rank<R>/match<M>-occ<O>`` or ``...-occ<O>.<N>`` with N >= 2), else None."""
+    path = os.path.abspath(directory)
+    window = _WINDOW_DIR.match(os.path.basename(path))
+    rank = _RANK_DIR.match(os.path.basename(os.path.dirname(path)))
+    if window is None or rank is None:
+        return None
+    attempt = int(window.group(3)) if window.group(3) is not None else 1
+    if window.group(3) is not None and attempt < 2:
+        return None
+    return int(rank.group(1)), int(window.group(1)), int(window.group(2)), attempt
+
+
+def _files_under(directory, sub):
+    try:
+        names = sorted(os.listdir(os.path.join(directory, sub)))
+    except OSError:
+        return []
+    return [n for n in names if os.path.isfile(os.path.join(directory, sub, n))]
+
+
+def input_sets_from_names(names):
+    """The input-set entries of an unfinished window, from the file names under inputs/.
+
+    ``<stage>#<N>.pt`` is stage#N; ``<stage>#<N>.<K>.pt`` (K >= 2) is a set whose sanitised name
+    collided with an earlier one's (dump_probe.py ``_unique_rel``): it is stage#N too, picked by its
+    own key ``<stage>#<N>.<K>``.  A name the probe cut at 200 characters has no ``#N``: the whole
+    stem is the stage, captured once.  ``.tmp.<pid>`` files (a write cut off) are not sets.
+    """
+    entries = []
+    for name in names:
+        if _CUT_OFF.search(name) or not name.endswith(".pt"):
+            continue
+        found = _INPUT_FILE.match(name)
+        if found and found.group(1) and (found.group(3) is None or int(found.group(3)) >= 2):
+            stage, occurrence = found.group(1), int(found.group(2))
+        else:
+            stage, occurrence = name[:-len(".pt")], 1
+        entries.append({"stage": stage, "occurrence": occurrence, "file": "inputs/" + name, "args": {},
+                        "key": name[:-len(".pt")], "_order": int(found.group(3) or 1) if found else 1})
+    entries.sort(key=lambda e: (e["stage"], e["occurrence"], e.pop("_order")))
+    return entries
+
+
+class UnfinishedWindow(Window):
+    """A probe window directory without manifest.json (UNFINISHED_NOTE): rank, match, occurrence and
+    attempt from the directory names, input sets from the file names under inputs/."""
+
+    unfinished = True
+
+    def __init__(self, directory, ids):
+        self.path = None
+        self.where = directory  # what messages name: the directory
+        self.directory = directory
+        self.manifest = None
+        self.rank, self.match, self.occurrence, self.attempt = ids
+        self.label = None
+        self.input_sets = input_sets_from_names(_files_under(directory, "inputs"))
+        self.cut_off = sorted(os.path.join(sub, n) if sub else n for sub in ("", "inputs", "tensors")
+                              for n in _files_under(directory, sub) if _CUT_OFF.search(n))
+
+    def describe(self):
+        return "%s (unfinished: no manifest.json; rank %s, match %s, occurrence %s%s)" % (
+            self.directory, self.rank, self.match, self.occurrence,
             "" if self.attempt == 1 else ", attempt %s" % self.attempt)
 
 
@@ -169,45 +259,103 @@ def _attempt_from_dir(directory):
     return int(found.group(1)) if found else 1
 
 
-def find_windows(dump):
-    """Every probe window under DUMP (a manifest, a window directory or a tree of them)."""
+def _unfinished_at(directory):
+    """An UnfinishedWindow for a probe window directory without manifest.json, else None."""
+    ids = probe_window_ids(directory)
+    if ids is None or os.path.isfile(os.path.join(directory, "manifest.json")):
+        return None
+    return UnfinishedWindow(os.path.normpath(directory), ids)
+
+
+def _nothing_to_replay(window):
+    """Why an unfinished window has no input set to replay."""
+    if window.cut_off:
+        return "no complete input set, only cut-off writes (%s: the run was killed while writing them)" % (
+            ", ".join(window.cut_off))
+    return "nothing under inputs/ (the run claimed the directory and stopped before an input set was written)"
+
+
+def find_windows(dump, attempt=None):
+    """Every probe window under DUMP (a manifest, a window directory or a tree of them), one
+    attempt of each: the newest, or ``attempt`` (InputError for a window without it).
+
+    A probe window directory without manifest.json (a run killed before finish()) that holds
+    input sets is an UnfinishedWindow; a manifest, where there is one, is always what is read.
+    """
     if not os.path.exists(dump):
         raise InputError("%s: no such file or directory" % dump)
     if os.path.isfile(dump):
-        return [Window(dump, _read_manifest(dump))]
+        return _choose_attempts([Window(dump, _read_manifest(dump))], [], attempt)
     direct = os.path.normpath(os.path.join(dump, "manifest.json"))
     if os.path.isfile(direct):
-        return [Window(direct, _read_manifest(direct))]
-    windows = []
+        return _choose_attempts([Window(direct, _read_manifest(direct))], [], attempt)
+    lone = _unfinished_at(dump)
+    if lone is not None:
+        if not lone.input_sets:
+            raise InputError("%s: an unfinished window (no manifest.json) with %s" % (dump, _nothing_to_replay(lone)))
+        return _choose_attempts([lone], [], attempt)
+    windows, empty = [], []
     for dirpath, dirnames, filenames in os.walk(dump):
         dirnames[:] = sorted(d for d in dirnames if not d.startswith("."))
         if "manifest.json" not in filenames:
+            unfinished = _unfinished_at(dirpath)
+            if unfinished is not None:
+                (windows if unfinished.input_sets else empty).append(unfinished)
             continue
         path = os.path.normpath(os.path.join(dirpath, "manifest.json"))
         try:
             windows.append(Window(path, _read_manifest(path)))
         except InputError as exc:  # one unreadable window does not hide the others
             _log("note: skipped %s" % exc)
+    for w in empty:
+        _log("note: %s: an unfinished window (no manifest.json) with %s" % (w.directory, _nothing_to_replay(w)))
     if not windows:
-        raise InputError("%s: no dump_probe manifest (manifest.json) found" % dump)
-    return _newest_attempts(windows)
+        raise InputError("%s: no dump_probe manifest (manifest.json) found%s" % (
+            dump, "; %d unfinished window%s without input sets" % (len(empty), "" if len(empty) == 1 else "s")
+            if empty else ""))
+    return _choose_attempts(windows, empty, attempt)
 
 
-def _newest_attempts(windows):
-    """Of several attempts of one window (same parent, rank, match, occurrence) keep the newest."""
+def _attempt_text(w):
+    return "%d (%s)" % (w.attempt, ("unfinished, %d input set%s" % (len(w.input_sets), "" if len(w.input_sets) == 1 else "s")
+                                    if w.input_sets else "unfinished, no input set") if w.unfinished else "finished")
+
+
+def _choose_attempts(windows, empty, attempt):
+    """Of several attempts of one window (same parent, rank, match, occurrence) keep the newest,
+    or the one ``attempt`` names; a window without it is an InputError listing those it has."""
+    def key(w):
+        return (os.path.dirname(os.path.normpath(w.directory)), w.rank, w.match, w.occurrence)
+
     groups = {}
     for w in windows:
-        key = (os.path.dirname(os.path.normpath(w.directory)), w.rank, w.match, w.occurrence)
-        groups.setdefault(key, []).append(w)
+        groups.setdefault(key(w), []).append(w)
+    claimed = {}
+    for w in empty:
+        claimed.setdefault(key(w), []).append(w)
     kept = []
-    for group in groups.values():
+    for k, group in groups.items():
         group.sort(key=lambda w: w.attempt)
-        newest = group[-1]
+        if attempt is None:
+            chosen = group[-1]
+        else:
+            chosen = next((w for w in group if w.attempt == attempt), None)
+            if chosen is None:
+                every = sorted(group + claimed.get(k, []), key=lambda w: w.attempt)
+                lacking = next((w for w in every if w.attempt == attempt), None)
+                why = ("attempt %d is an unfinished window with %s" % (attempt, _nothing_to_replay(lacking))
+                       if lacking is not None else "no such attempt")
+                raise InputError("--attempt %d: %s; rank %s match %s occurrence %s in %s has attempt%s %s" % (
+                    attempt, why, group[0].rank, group[0].match, group[0].occurrence, k[0] or ".",
+                    "" if len(every) == 1 else "s", ", ".join(_attempt_text(w) for w in every)))
         if len(group) > 1:
-            _log("note: %s: using attempt %d; left out %s" % (
-                newest.directory, newest.attempt, ", ".join("attempt %d" % w.attempt for w in group[:-1])))
-        kept.append(newest)
-    kept.sort(key=lambda w: w.path)
+            _log("note: %s: using attempt %d%s; left out %s%s" % (
+                chosen.directory, chosen.attempt, " (unfinished: no manifest.json)" if chosen.unfinished else "",
+                ", ".join("attempt %d%s" % (w.attempt, " (unfinished)" if w.unfinished else "")
+                          for w in group if w is not chosen),
+                "" if attempt is None else ", as --attempt %d asked" % attempt))
+        kept.append(chosen)
+    kept.sort(key=lambda w: os.path.join(w.directory, "manifest.json"))
     return kept
 
 
@@ -235,31 +383,45 @@ def parse_stage(text):
     return text, None
 
 
+def entry_key(entry):
+    """``stage#N`` of an input set; an unfinished window's set whose file name collided is
+    ``stage#N.K``, its file's stem."""
+    return entry.get("key") or "%s#%s" % (entry.get("stage"), entry.get("occurrence"))
+
+
 def pick_input_set(windows, stage_text):
     """(window, input set entry) for --stage; InputError for unknown, ambiguous or missing."""
+    # An unfinished window's set is also picked by its file's stem (stage#N.K after a collision).
+    exact = [(w, e) for w in windows for e in w.input_sets if e.get("key") == stage_text]
+    if len(exact) == 1:
+        return exact[0]
     stage, occurrence = parse_stage(stage_text)
     having = [w for w in windows if any(e.get("stage") == stage for e in w.input_sets)]
     if not having:
-        known = sorted({"%s#%s" % (e.get("stage"), e.get("occurrence")) for w in windows for e in w.input_sets})
-        where = windows[0].path if len(windows) == 1 else "%d windows" % len(windows)
+        known = sorted({entry_key(e) for w in windows for e in w.input_sets})
+        where = windows[0].where if len(windows) == 1 else "%d windows" % len(windows)
         raise InputError("unknown stage %r: no input set of it in %s; captured input sets: %s"
                          % (stage, where, ", ".join(known) or "none"))
     if len(having) > 1:
         raise InputError("stage %r has input sets in %d windows; pick one with --rank / --window or "
                          "point DUMP at one window:\n  %s" % (stage, len(having), "\n  ".join(w.describe() for w in having)))
     window = having[0]
-    entries = [e for e in window.input_sets if e.get("stage") == stage]
-    numbers = sorted(e.get("occurrence") for e in entries)
+    entries = sorted((e for e in window.input_sets if e.get("stage") == stage),
+                     key=lambda e: (e.get("occurrence"), entry_key(e)))
+    keys = ", ".join(entry_key(e) for e in entries)
     if occurrence is None:
         if len(entries) > 1:
             raise InputError("%s: stage %r was captured %d times; say which: %s"
-                             % (window.path, stage, len(entries), ", ".join("%s#%d" % (stage, n) for n in numbers)))
+                             % (window.where, stage, len(entries), keys))
         return window, entries[0]
-    for e in entries:
-        if e.get("occurrence") == occurrence:
-            return window, e
+    matching = [e for e in entries if e.get("occurrence") == occurrence]
+    if len(matching) == 1:
+        return window, matching[0]
+    if matching:
+        raise InputError("%s: %s#%d names %d input set files whose sanitised names collided; say which: %s"
+                         % (window.where, stage, occurrence, len(matching), ", ".join(entry_key(e) for e in matching)))
     raise InputError("%s: no %s#%d; stage %r was captured as %s"
-                     % (window.path, stage, occurrence, stage, ", ".join("%s#%d" % (stage, n) for n in numbers)))
+                     % (window.where, stage, occurrence, stage, keys))
 
 
 # --------------------------------------------------------------------------- loading the .pt
@@ -269,7 +431,7 @@ def input_file(window, entry):
     rel = entry.get("file")
     if not isinstance(rel, str) or not rel or os.path.isabs(rel) or ".." in rel.replace("\\", "/").split("/"):
         raise InputError("%s: input set %s#%s names file %r outside its window directory"
-                         % (window.path, entry.get("stage"), entry.get("occurrence"), rel))
+                         % (window.where, entry.get("stage"), entry.get("occurrence"), rel))
     return os.path.join(window.directory, rel)
 
 
@@ -1347,13 +1509,14 @@ def list_sets(windows, dump, stage_filter=None):
             for name, desc in (e.get("args") or {}).items():
                 args.append(_list_arg(name, desc))
             sets.append({
-                "key": "%s#%s" % (e.get("stage"), e.get("occurrence")), "stage": e.get("stage"),
+                "key": entry_key(e), "stage": e.get("stage"),
                 "occurrence": e.get("occurrence"), "captured": counts[e.get("stage")], "op": e.get("op"),
                 "file": e.get("file"), "file_present": present, "args": args,
             })
         document["windows"].append({
             "manifest": w.path, "directory": w.directory, "rank": w.rank, "label": w.label, "match": w.match,
-            "occurrence": w.occurrence, "attempt": w.attempt, "input_sets": sets,
+            "occurrence": w.occurrence, "attempt": w.attempt, "unfinished": w.unfinished,
+            "note": UNFINISHED_NOTE if w.unfinished else None, "cut_off": w.cut_off, "input_sets": sets,
         })
     return document
 
@@ -1397,9 +1560,17 @@ def _arg_text(arg, indent="    "):
 def list_text(document):
     lines = []
     for w in document["windows"]:
-        lines.append("%s  rank %s  label %s  match %s  occurrence %s%s" % (
-            w["manifest"], w["rank"], json.dumps(w["label"]), w["match"], w["occurrence"],
-            "" if w["attempt"] == 1 else "  attempt %s" % w["attempt"]))
+        if w.get("unfinished"):
+            lines.append("%s  UNFINISHED  rank %s  match %s  occurrence %s%s" % (
+                w["directory"], w["rank"], w["match"], w["occurrence"],
+                "" if w["attempt"] == 1 else "  attempt %s" % w["attempt"]))
+            lines.append("  " + w["note"])
+            for name in w.get("cut_off") or []:
+                lines.append("  cut off: %s (a write the run did not finish; not an input set)" % name)
+        else:
+            lines.append("%s  rank %s  label %s  match %s  occurrence %s%s" % (
+                w["manifest"], w["rank"], json.dumps(w["label"]), w["match"], w["occurrence"],
+                "" if w["attempt"] == 1 else "  attempt %s" % w["attempt"]))
         if not w["input_sets"]:
             lines.append("  (no input sets)")
         for s in w["input_sets"]:
@@ -1724,7 +1895,7 @@ def run_case(args, plan, case, inputs, window, entry, file, fns, device, ref_dev
         "format": FORMAT, "version": FORMAT_VERSION, "tool": TOOL_VERSION,
         "dump": args.dump, "manifest": window.path, "window_dir": window.directory,
         "rank": window.rank, "label": window.label, "match": window.match, "occurrence_window": window.occurrence,
-        "attempt": window.attempt,
+        "attempt": window.attempt, "window_unfinished": window.unfinished,
         "stage": entry["stage"], "occurrence": entry["occurrence"], "input_file": file,
         "op_recorded": entry.get("op"),
         "device": str(device), "device_name": device_name(device), "captured_device": inputs.captured_device,
@@ -1777,9 +1948,11 @@ def batch(args):
             importlib.import_module(module)
         except Exception as exc:
             raise InputError("--import %s failed (%s: %s)" % (module, type(exc).__name__, exc))
-    windows = select_windows(find_windows(args.dump), args.rank, args.window)
+    windows = select_windows(find_windows(args.dump, args.attempt), args.rank, args.window)
     window, entry = pick_input_set(windows, plan["stage"])
     file = input_file(window, entry)
+    if window.unfinished:
+        _log("note: %s: an unfinished window: %s" % (window.directory, UNFINISHED_NOTE))
     load_torch()
     fns = (resolve(plan["candidate"]), resolve(plan["reference"]))
     inputs = InputSet(window, entry, file, load_payload(file, entry))
@@ -1800,7 +1973,7 @@ def batch(args):
         raise InputError("--reference-device %s: not available here" % args.reference_device)
     ref_device = torch.device(args.reference_device)
     _log("%s: plan %s, %s#%s, %d case%s, candidate on %s, reference on %s" % (
-        window.path, plan["name"], entry["stage"], entry["occurrence"], len(cases), "" if len(cases) == 1 else "s",
+        window.where, plan["name"], entry["stage"], entry["occurrence"], len(cases), "" if len(cases) == 1 else "s",
         device, ref_device))
     for i, case in enumerate(cases, 1):
         head = "case %d/%d %s" % (i, len(cases), case["id"])
@@ -1834,6 +2007,9 @@ def _parser():
                         help="the input set: stage name and occurrence (#N may be left out when captured once)")
     parser.add_argument("--rank", type=int, metavar="R", help="the window's rank")
     parser.add_argument("--window", metavar="W", help="the window: its label, match number or directory name")
+    parser.add_argument("--attempt", type=int, metavar="N",
+                        help="attempt N of each window re-run into one directory (match1-occ1.N; default: the newest, "
+                             "finished or not); a window without it is an error listing those it has")
     parser.add_argument("--candidate", metavar="OP",
                         help="module.path:fn, path/to/file.py:fn, a dotted torch callable, or builtin:NAME")
     parser.add_argument("--reference", metavar="REF", help="as --candidate; usually builtin:NAME")
@@ -1885,9 +2061,11 @@ def replay(args):
             raise InputError("--import %s failed (%s: %s)" % (module, type(exc).__name__, exc))
     if not args.candidate or not args.reference:
         raise InputError("--stage needs --candidate OP and --reference REF")
-    windows = select_windows(find_windows(args.dump), args.rank, args.window)
+    windows = select_windows(find_windows(args.dump, args.attempt), args.rank, args.window)
     window, entry = pick_input_set(windows, args.stage)
     file = input_file(window, entry)
+    if window.unfinished:
+        _log("note: %s: an unfinished window: %s" % (window.directory, UNFINISHED_NOTE))
     explicit = args.out is not None
     out = args.out if explicit else _default_out(entry["stage"], entry["occurrence"])
     if explicit:
@@ -1929,8 +2107,8 @@ def replay(args):
     ref_device = torch.device(args.reference_device)
 
     out = prepare_out(out, explicit)
-    _log("%s: %s#%s, %d argument%s, candidate on %s, reference on %s" % (
-        window.path, entry["stage"], entry["occurrence"], len(inputs.values), "" if len(inputs.values) == 1 else "s",
+    _log("%s: %s, %d argument%s, candidate on %s, reference on %s" % (
+        window.where, entry_key(entry), len(inputs.values), "" if len(inputs.values) == 1 else "s",
         device, ref_device))
 
     plan = (
@@ -1943,7 +2121,7 @@ def replay(args):
         "format": FORMAT, "version": FORMAT_VERSION, "tool": TOOL_VERSION,
         "dump": args.dump, "manifest": window.path, "window_dir": window.directory,
         "rank": window.rank, "label": window.label, "match": window.match, "occurrence_window": window.occurrence,
-        "attempt": window.attempt,
+        "attempt": window.attempt, "window_unfinished": window.unfinished,
         "stage": entry["stage"], "occurrence": entry["occurrence"], "input_file": file,
         "op_recorded": entry.get("op"),
         "device": str(device), "device_name": device_name(device), "captured_device": inputs.captured_device,
@@ -1995,8 +2173,10 @@ def main(argv=None):
             return 0
         if not args.dump:
             parser.error("DUMP is required")
+        if args.attempt is not None and args.attempt < 1:
+            parser.error("--attempt N: N counts from 1")
         if args.list:
-            windows = select_windows(find_windows(args.dump), args.rank, args.window)
+            windows = select_windows(find_windows(args.dump, args.attempt), args.rank, args.window)
             stage = parse_stage(args.stage)[0] if args.stage else None
             document = list_sets(windows, args.dump, stage)
             if args.json:

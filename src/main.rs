@@ -646,7 +646,7 @@ fn run(
             captures,
             threshold,
         } => cli::vary::run(&sources.locals(&captures)?, threshold, &attempts, json),
-        Command::Replay(args) => replay(&args, json, sources),
+        Command::Replay(args) => replay(&args, &attempts, json, sources),
         Command::Cases(args) => cases(&args, &attempts, json, sources),
         Command::Report {
             a,
@@ -724,12 +724,20 @@ fn run(
 /// or the remote side, is killed and its directory removed).
 fn replay(
     args: &cli::replay::ReplayArgs,
+    attempts: &cli::inputs::AttemptArgs,
     json: bool,
     sources: &mut Sources,
 ) -> Result<Outcome, cli::CliError> {
     use dumpview::runtime::replay::{self as runner, ListRequest, ReplayRequest};
     use std::sync::atomic::Ordering;
     args.check()?;
+    if attempts.attempt_a.is_some() || attempts.attempt_b.is_some() {
+        return Err(
+            "--attempt-a/--attempt-b pick the attempt of one side of a comparison; \
+                    replay reads one dump: give --attempt N"
+                .into(),
+        );
+    }
     // No exit cleanup for these signals here: they cancel the replay, which then ends its
     // connection on the way out (and the kernel kills its ssh if dumpview dies).
     let ssh = sources.run_options(&args.dump)?;
@@ -741,6 +749,7 @@ fn replay(
             dump: args.dump.clone(),
             rank: args.rank,
             window: args.window.clone(),
+            attempt: attempts.attempt,
             python: args.python.clone(),
             json,
         };
@@ -758,6 +767,7 @@ fn replay(
         standard: args.standard()?,
         rank: args.rank,
         window: args.window.clone(),
+        attempt: attempts.attempt,
         device: args.device.clone(),
         python: args.python.clone(),
         out: args.out.clone(),

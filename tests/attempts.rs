@@ -226,3 +226,69 @@ fn cases_plan_takes_the_attempt_asked_for() {
     assert_eq!(plan("first", &["--attempt", "1"]), "match1-occ1");
     assert_eq!(plan("first_a", &["--attempt-a", "1"]), "match1-occ1");
 }
+
+/// A re-run whose first attempt never finished: `match1-occ1` is the directory a killed run
+/// claimed and left empty (the probe makes it with `mkdir` before writing into it), attempt 2
+/// is example side `b`.
+fn unfinished_first_attempt() -> tempfile::TempDir {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::create_dir_all(dir.path().join("rank0/match1-occ1")).unwrap();
+    let second = dir.path().join("rank0/match1-occ1.2");
+    std::fs::create_dir_all(&second).unwrap();
+    std::fs::copy(example_manifest("b"), second.join("manifest.json")).unwrap();
+    dir
+}
+
+#[test]
+fn an_attempt_without_a_manifest_is_an_error_not_attempt_2() {
+    let dir = unfinished_first_attempt();
+    let path = dir.path().to_str().unwrap();
+    let (code, json, stderr) = dumpview(&["scan", path, "--attempt", "1", "--json"]);
+    assert_eq!(code, 2, "{stderr}");
+    let first = dir.path().join("rank0/match1-occ1");
+    assert_eq!(
+        json["error"],
+        format!(
+            "{}: --attempt 1: rank 0 match 1 occurrence 1 has attempts 1, 2 (finished: 2; \
+             unfinished, without manifest.json: 1); attempt 1 ({}) is unfinished: the run \
+             stopped before finish(), so it has no statistics to use (its input sets, if any, \
+             replay with `dumpview replay`)",
+            dir.path().join("rank0").display(),
+            first.display()
+        )
+    );
+    // The default keeps the newest finished attempt, and says what the empty one is.
+    let (code, json, _) = dumpview(&["scan", path, "--json"]);
+    assert_eq!(code, 1, "attempt 2 is the float16 run that overflows");
+    assert!(
+        json["windows"][0]["source"]
+            .as_str()
+            .unwrap()
+            .ends_with("match1-occ1.2/manifest.json")
+    );
+    assert_eq!(
+        notes(&json),
+        [
+            "UNFINISHED WINDOW: no manifest.json (the run stopped before finish(), or is still \
+          inside the window), so no statistics; it holds no file: the run claimed the directory \
+          and stopped before writing one, so there is nothing to read or replay"
+        ]
+    );
+    assert_eq!(json["warnings"][0]["file"], first.to_str().unwrap());
+}
+
+#[test]
+fn an_attempt_1_that_was_never_made_is_an_error_too() {
+    // Only the re-run's directory is here (the first was moved away): attempt 1 is not
+    // quietly taken to mean the only attempt there is.
+    let dir = tempfile::tempdir().unwrap();
+    let second = dir.path().join("rank0/match1-occ1.2");
+    std::fs::create_dir_all(&second).unwrap();
+    std::fs::copy(example_manifest("b"), second.join("manifest.json")).unwrap();
+    let (code, _, stderr) = dumpview(&["scan", dir.path().to_str().unwrap(), "--attempt", "1"]);
+    assert_eq!(code, 2, "{stderr}");
+    assert!(
+        stderr.contains("--attempt 1: rank 0 match 1 occurrence 1 has attempt 2 (finished)"),
+        "{stderr}"
+    );
+}

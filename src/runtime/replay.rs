@@ -60,6 +60,9 @@ pub struct ReplayRequest {
     pub rank: Option<u32>,
     /// The window (label or match number) in a multi-window dump.
     pub window: Option<String>,
+    /// `--attempt N`: attempt N of a window re-run into one directory (default: the newest,
+    /// finished or not; replay_op.py refuses a window without it).
+    pub attempt: Option<u32>,
     /// The device to run on (replay_op.py's default: the captured one if available, else cpu).
     pub device: Option<String>,
     /// The Python interpreter (on the remote host for a remote dump).
@@ -85,6 +88,8 @@ pub struct ListRequest {
     pub rank: Option<u32>,
     /// The window.
     pub window: Option<String>,
+    /// The attempt, as in [`ReplayRequest::attempt`].
+    pub attempt: Option<u32>,
     /// The Python interpreter.
     pub python: Option<String>,
     /// JSON instead of text.
@@ -233,7 +238,12 @@ pub fn list(
     if request.json {
         words.push("--json".into());
     }
-    push_window(&mut words, request.rank, request.window.as_deref());
+    push_window(
+        &mut words,
+        request.rank,
+        request.window.as_deref(),
+        request.attempt,
+    );
     let stdout = match place {
         remote::SourceSpec::Local(_) => {
             let python = python::local_python(request.python.as_deref())?;
@@ -274,12 +284,20 @@ pub fn list(
     Ok(String::from_utf8_lossy(&stdout).into_owned())
 }
 
-fn push_window(words: &mut Vec<String>, rank: Option<u32>, window: Option<&str>) {
+fn push_window(
+    words: &mut Vec<String>,
+    rank: Option<u32>,
+    window: Option<&str>,
+    attempt: Option<u32>,
+) {
     if let Some(rank) = rank {
         words.extend(["--rank".into(), rank.to_string()]);
     }
     if let Some(window) = window {
         words.extend(["--window".into(), window.to_string()]);
+    }
+    if let Some(attempt) = attempt {
+        words.extend(["--attempt".into(), attempt.to_string()]);
     }
 }
 
@@ -320,7 +338,12 @@ fn script_args(request: &ReplayRequest) -> Vec<String> {
         "--reference".into(),
         request.reference.clone(),
     ];
-    push_window(&mut words, request.rank, request.window.as_deref());
+    push_window(
+        &mut words,
+        request.rank,
+        request.window.as_deref(),
+        request.attempt,
+    );
     if let Some(device) = &request.device {
         words.extend(["--device".into(), device.clone()]);
     }

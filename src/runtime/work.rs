@@ -101,6 +101,7 @@ fn replay(cx: &JobContext, spec: ReplaySpec) -> Result<JobOutput, JobError> {
         standard: spec.standard,
         rank: None,
         window: None,
+        attempt: None,
         device: None,
         python: spec.python,
         out: None,

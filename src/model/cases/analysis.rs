@@ -713,6 +713,7 @@ mod tests {
             match_number: None,
             dump: "a".into(),
             manifest: "a/manifest.json".into(),
+            window_unfinished: false,
             op_recorded: None,
             device: "cpu".into(),
             versions: Default::default(),

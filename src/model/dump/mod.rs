@@ -17,5 +17,7 @@ pub use capture::Dump;
 pub use parallel::{AXES, Layout, Placement, Shard};
 pub use record::*;
 pub use stage_key::{StageKey, capture_regex};
-pub use warning::{UNREADABLE_WINDOW, Warning, WarningKind, any_lost};
+pub use warning::{
+    UNFINISHED_WINDOW, UNREADABLE_WINDOW, UnfinishedWindow, Warning, WarningKind, any_lost,
+};
 pub use window::*;

@@ -32,6 +32,33 @@ pub struct Warning {
 /// How the message of a [`Warning::unreadable_window`] starts.
 pub const UNREADABLE_WINDOW: &str = "UNREADABLE WINDOW";
 
+/// How the message of a [`Warning::unfinished_window`] starts.
+pub const UNFINISHED_WINDOW: &str = "UNFINISHED WINDOW";
+
+/// What a probe window directory without `manifest.json` holds: a run that stopped (was
+/// killed) after claiming the directory and before `finish()` wrote the manifest. Found by
+/// ingest's discovery; said by [`Warning::unfinished_window`].
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct UnfinishedWindow {
+    /// The window directory (`rank<R>/match<M>-occ<O>[.<N>]`).
+    pub dir: PathBuf,
+    /// The complete input-set files under `inputs/`, by stem (`stage#N`, or `stage#N.K` after
+    /// a name collision), sorted: what `dumpview replay DIR --stage STEM` replays.
+    pub input_sets: Vec<String>,
+    /// How many complete files `tensors/` holds.
+    pub tensor_files: usize,
+    /// Writes cut off by the end of the run (`*.tmp.<pid>`: never published, incomplete),
+    /// relative to `dir`, sorted.
+    pub cut_off: Vec<PathBuf>,
+}
+
+/// Input-set stems a note names before it says "and N more".
+const SETS_NAMED: usize = 3;
+
+fn plural(n: usize, one: &str, many: &str) -> String {
+    format!("{n} {}", if n == 1 { one } else { many })
+}
+
 impl Warning {
     /// Evidence `file` held could not be used; `message` says what and what was done instead.
     pub fn lost(file: impl Into<PathBuf>, message: impl Into<String>) -> Warning {
@@ -57,17 +84,63 @@ impl Warning {
         Warning::lost(file, format!("{UNREADABLE_WINDOW}: {cause}"))
     }
 
-    /// A window directory of the probe with evidence files but no manifest (a run stopped
-    /// before `finish()`; [`crate::model::ingest::Found::unfinished`]). A note: the window's
-    /// statistics were never written, so nothing that was written is lost, and its input sets
-    /// can still be replayed.
-    pub fn unfinished_window(dir: &Path) -> Warning {
-        Warning::note(
-            dir,
-            "UNFINISHED WINDOW: input sets or tensors but no manifest.json (the run stopped before \
-             finish(), or is still inside the window; its statistics are not written, its files \
-             under inputs/ can be replayed)",
-        )
+    /// A window directory of the probe without a manifest (a run stopped before `finish()`;
+    /// [`crate::model::ingest::Found::unfinished`]), saying what it holds: complete input sets
+    /// (and the `dumpview replay` command that replays them), complete tensor files, writes cut
+    /// off, or nothing at all. A note, whatever it holds: the statistics were never written,
+    /// and nothing complete that was written is dropped (a cut-off `.tmp` file never was
+    /// complete).
+    pub fn unfinished_window(window: &UnfinishedWindow) -> Warning {
+        let mut message = format!(
+            "{UNFINISHED_WINDOW}: no manifest.json (the run stopped before finish(), or is still \
+             inside the window), so no statistics"
+        );
+        let sets = &window.input_sets;
+        if let Some(first) = sets.first() {
+            let mut named = sets[..sets.len().min(SETS_NAMED)].join(", ");
+            if sets.len() > SETS_NAMED {
+                named += &format!(" and {} more", sets.len() - SETS_NAMED);
+            }
+            message += &format!(
+                "; {} under inputs/ ({named}): `dumpview replay {} --stage {first} --candidate OP \
+                 --reference REF` replays one (`--list` lists them; stage names are the file \
+                 names', sanitised)",
+                plural(sets.len(), "complete input set", "complete input sets"),
+                window.dir.display()
+            );
+        }
+        if window.tensor_files > 0 {
+            message += &format!(
+                "; {} under tensors/",
+                plural(
+                    window.tensor_files,
+                    "complete tensor file",
+                    "complete tensor files"
+                )
+            );
+        }
+        if !window.cut_off.is_empty() {
+            let names: Vec<String> = window
+                .cut_off
+                .iter()
+                .map(|p| p.display().to_string())
+                .collect();
+            message += &format!(
+                "; {} ({}): the run was killed while writing {}, incomplete, not usable",
+                plural(names.len(), "cut-off write", "cut-off writes"),
+                names.join(", "),
+                if names.len() == 1 { "it" } else { "them" }
+            );
+        }
+        if sets.is_empty() && window.tensor_files == 0 {
+            message += if window.cut_off.is_empty() {
+                "; it holds no file: the run claimed the directory and stopped before writing \
+                 one, so there is nothing to read or replay"
+            } else {
+                "; nothing in it is complete, so there is no input set to replay"
+            };
+        }
+        Warning::note(&window.dir, message)
     }
 
     /// True when evidence was lost: such a warning makes a subcommand exit 1.

@@ -6,7 +6,7 @@
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
-use crate::model::dump::{Dump, Warning, Window};
+use crate::model::dump::{Dump, UnfinishedWindow, Warning, Window};
 
 use super::LoadError;
 
@@ -17,8 +17,8 @@ pub enum Attempt {
     /// touched directory must not change the answer).
     #[default]
     Newest,
-    /// Exactly this attempt, 1-based; a window that has several attempts but not this one
-    /// is an error.
+    /// Exactly this attempt, 1-based; a window that lacks it finished (no such attempt, or
+    /// an unfinished one without `manifest.json`) is an error listing those it has.
     Number(u32),
 }
 
@@ -38,14 +38,57 @@ pub fn attempt_of_dir(window_dir: &Path) -> u32 {
 
 /// `match<M>-occ<O>`, the probe's window directory name.
 fn is_probe_window_name(name: &str) -> bool {
-    let Some(rest) = name.strip_prefix("match") else {
-        return false;
+    match_and_occurrence(name).is_some()
+}
+
+/// (M, O) of `match<M>-occ<O>`.
+fn match_and_occurrence(name: &str) -> Option<(u32, u32)> {
+    let (m, o) = name.strip_prefix("match")?.split_once("-occ")?;
+    Some((number(m)?, number(o)?))
+}
+
+/// A decimal number written with digits only (no sign, no space).
+fn number(text: &str) -> Option<u32> {
+    (!text.is_empty() && text.bytes().all(|b| b.is_ascii_digit()))
+        .then(|| text.parse().ok())
+        .flatten()
+}
+
+/// Where a probe window directory sits among its attempts, read from its names alone (no
+/// manifest needed: an unfinished window has none).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ProbeWindowDir {
+    /// R of the parent `rank<R>`.
+    pub rank: u32,
+    /// M of `match<M>-occ<O>`.
+    pub match_index: u32,
+    /// O of `match<M>-occ<O>`.
+    pub occurrence: u32,
+    /// N of the suffix `.N` (N >= 2), else 1.
+    pub attempt: u32,
+}
+
+/// The ids of a directory named as the probe names a window, `rank<R>/match<M>-occ<O>` or
+/// `rank<R>/match<M>-occ<O>.<N>` with N >= 2; `None` for any other name.
+pub fn probe_window_dir(dir: &Path) -> Option<ProbeWindowDir> {
+    let name = dir.file_name()?.to_str()?;
+    let rank = dir
+        .parent()?
+        .file_name()?
+        .to_str()?
+        .strip_prefix("rank")
+        .and_then(number)?;
+    let (base, attempt) = match name.rsplit_once('.') {
+        Some((base, n)) => (base, number(n).filter(|&n| n >= 2)?),
+        None => (name, 1),
     };
-    let Some((m, o)) = rest.split_once("-occ") else {
-        return false;
-    };
-    let digits = |s: &str| !s.is_empty() && s.bytes().all(|b| b.is_ascii_digit());
-    digits(m) && digits(o)
+    let (match_index, occurrence) = match_and_occurrence(base)?;
+    Some(ProbeWindowDir {
+        rank,
+        match_index,
+        occurrence,
+        attempt,
+    })
 }
 
 /// Where a window's attempts live side by side: the directory holding the window directory,
@@ -62,12 +105,18 @@ fn slot(window: &Window) -> Slot {
 }
 
 /// Keeps one attempt of every window of `dump` (see [`Attempt`]) and adds a note for each
-/// window that had others: which attempt was chosen and which were left out.
+/// window that had others: which attempt was chosen and which were left out. `unfinished`
+/// are the window directories without a manifest met beside them: never chosen (they have
+/// no statistics), named in the error when `--attempt` asks for one.
 ///
 /// # Errors
-/// [`Attempt::Number`] naming an attempt that a window with several attempts lacks, or that
-/// no window of the dump has.
-pub fn choose_attempts(dump: &mut Dump, choice: Attempt) -> Result<(), LoadError> {
+/// [`Attempt::Number`] naming an attempt that a window of the dump lacks or has only
+/// unfinished: the error lists the window's attempts and which are finished.
+pub fn choose_attempts(
+    dump: &mut Dump,
+    choice: Attempt,
+    unfinished: &[UnfinishedWindow],
+) -> Result<(), LoadError> {
     let mut slots: BTreeMap<Slot, Vec<u32>> = BTreeMap::new();
     for window in &dump.windows {
         slots.entry(slot(window)).or_default().push(window.attempt);
@@ -79,20 +128,12 @@ pub fn choose_attempts(dump: &mut Dump, choice: Attempt) -> Result<(), LoadError
         let chosen = match choice {
             Attempt::Newest => *attempts.last().expect("a slot holds a window"),
             Attempt::Number(n) if attempts.contains(&n) => n,
-            Attempt::Number(n) if attempts.len() > 1 || n != 1 => {
+            Attempt::Number(n) => {
                 return Err(LoadError::Input {
                     path: key.0.clone(),
-                    problem: format!(
-                        "--attempt {n}: rank {} match {} occurrence {} has attempt{} {}",
-                        key.1,
-                        key.2,
-                        key.3,
-                        if attempts.len() == 1 { "" } else { "s" },
-                        join(attempts)
-                    ),
+                    problem: lacking(n, key, attempts, unfinished),
                 });
             }
-            Attempt::Number(_) => attempts[0],
         };
         keep.insert(key.clone(), chosen);
     }
@@ -124,6 +165,58 @@ pub fn choose_attempts(dump: &mut Dump, choice: Attempt) -> Result<(), LoadError
     });
     dump.warnings.extend(notes);
     Ok(())
+}
+
+/// Why `--attempt n` cannot be used for the window of `key`, whose finished attempts are
+/// `finished`: every attempt it has, finished or not, and what an unfinished `n` is.
+fn lacking(n: u32, key: &Slot, finished: &[u32], unfinished: &[UnfinishedWindow]) -> String {
+    let open: Vec<(u32, &Path)> = unfinished
+        .iter()
+        .filter_map(|w| {
+            let ids = probe_window_dir(&w.dir)?;
+            let same = w.dir.parent() == Some(key.0.as_path())
+                && (ids.rank, ids.match_index, ids.occurrence) == (key.1, key.2, key.3);
+            same.then_some((ids.attempt, w.dir.as_path()))
+        })
+        .collect();
+    let mut every: Vec<u32> = finished
+        .iter()
+        .copied()
+        .chain(open.iter().map(|(a, _)| *a))
+        .collect();
+    every.sort_unstable();
+    every.dedup();
+    let detail = if open.is_empty() {
+        match finished.len() {
+            1 => "finished".to_string(),
+            2 => "both finished".to_string(),
+            _ => "all finished".to_string(),
+        }
+    } else {
+        let mut open_numbers: Vec<u32> = open.iter().map(|(a, _)| *a).collect();
+        open_numbers.sort_unstable();
+        format!(
+            "finished: {}; unfinished, without manifest.json: {}",
+            join(finished),
+            join(&open_numbers)
+        )
+    };
+    let mut problem = format!(
+        "--attempt {n}: rank {} match {} occurrence {} has attempt{} {} ({detail})",
+        key.1,
+        key.2,
+        key.3,
+        if every.len() == 1 { "" } else { "s" },
+        join(&every)
+    );
+    if let Some((_, dir)) = open.iter().find(|(a, _)| *a == n) {
+        problem += &format!(
+            "; attempt {n} ({}) is unfinished: the run stopped before finish(), so it has no \
+             statistics to use (its input sets, if any, replay with `dumpview replay`)",
+            dir.display()
+        );
+    }
+    problem
 }
 
 fn join(numbers: &[u32]) -> String {

@@ -3,7 +3,9 @@
 use std::collections::HashSet;
 use std::path::{Path, PathBuf};
 
+use super::attempts::probe_window_dir;
 use super::error::LoadError;
+use crate::model::dump::UnfinishedWindow;
 use crate::model::formats::{self, msprobe::MSPROBE_NAME, probe::MANIFEST_NAME};
 
 /// The directory of dumpview's own files beside a capture (`.dumpview/cases/…`): a directory
@@ -43,11 +45,14 @@ pub struct Found {
     /// Each dump file, and whether it was named as an input itself (`true`) or found in a
     /// directory search (`false`), in a stable order.
     pub files: Vec<(PathBuf, bool)>,
-    /// Window directories of the probe that hold an `inputs/` or `tensors/` directory but no
-    /// manifest: a run that stopped (was killed) between its first `capture_inputs()` and
-    /// `finish()`. The probe writes a host input set at once and the manifest last, so such a
-    /// directory holds evidence but no statistics.
-    pub unfinished: Vec<PathBuf>,
+    /// Window directories of the probe without a manifest, sorted by directory: a run that
+    /// stopped (was killed) between claiming the directory (its first `capture_inputs()`, or
+    /// `finish()`) and writing the manifest. The probe writes a host input set at once and the
+    /// manifest last, so such a directory may hold complete input sets, cut-off writes, or
+    /// nothing. A directory counts when it is named as the probe names windows
+    /// (`rank<R>/match<M>-occ<O>[.<N>]`, empty ones included), or when its `inputs/` or
+    /// `tensors/` holds a file of the probe's kinds (`.pt`, `.safetensors`, `.tmp.<pid>`).
+    pub unfinished: Vec<UnfinishedWindow>,
 }
 
 /// [`discover_named`], with the unfinished window directories met on the way.
@@ -62,7 +67,7 @@ pub fn discover_all(inputs: &[PathBuf]) -> Result<Found, LoadError> {
         let named = files.len() == 1 && files[0] == *input;
         found.files.extend(files.into_iter().map(|f| (f, named)));
     }
-    found.unfinished.sort();
+    found.unfinished.sort_by(|a, b| a.dir.cmp(&b.dir));
     Ok(found)
 }
 
@@ -81,7 +86,7 @@ pub fn discover_watched(input: &PathBuf) -> Result<Vec<PathBuf>, LoadError> {
 fn discover_in(
     input: &PathBuf,
     files: &mut Vec<PathBuf>,
-    unfinished: &mut Vec<PathBuf>,
+    unfinished: &mut Vec<UnfinishedWindow>,
     allow_empty: bool,
 ) -> Result<(), LoadError> {
     let meta = std::fs::metadata(input).map_err(|e| LoadError::Input {
@@ -103,9 +108,15 @@ fn discover_in(
         );
         if let Some(first) = unfinished.first() {
             problem += &format!(
-                "; {} holds input sets or tensors but no {MANIFEST_NAME}: the run stopped before finish() (or is still inside the window)",
-                first.display()
+                "; {} is an unfinished window, without {MANIFEST_NAME}: the run stopped before finish() (or is still inside the window)",
+                first.dir.display()
             );
+            if let Some(set) = first.input_sets.first() {
+                problem += &format!(
+                    "; its input sets replay with `dumpview replay {} --stage {set} --candidate OP --reference REF`",
+                    first.dir.display()
+                );
+            }
         }
         return Err(LoadError::Input {
             path: input.clone(),
@@ -135,7 +146,7 @@ fn find_manifests(
     dir: &Path,
     visited: &mut HashSet<(u64, u64)>,
     out: &mut Vec<PathBuf>,
-    unfinished: &mut Vec<PathBuf>,
+    unfinished: &mut Vec<UnfinishedWindow>,
 ) -> std::io::Result<()> {
     if let Some(id) = identity(&std::fs::metadata(dir)?) {
         if !visited.insert(id) {
@@ -167,10 +178,66 @@ fn find_manifests(
             manifest_here = true;
         }
     }
-    if holds_evidence && !manifest_here {
-        unfinished.push(dir.to_path_buf());
+    if !manifest_here && (holds_evidence || probe_window_dir(dir).is_some()) {
+        let window = unfinished_window(dir);
+        let probe_files =
+            !window.input_sets.is_empty() || window.tensor_files > 0 || !window.cut_off.is_empty();
+        if probe_files || probe_window_dir(dir).is_some() {
+            unfinished.push(window);
+        }
     }
     Ok(())
+}
+
+/// What the window directory `dir`, which has no manifest, holds (docs/manifest.md, "Where
+/// dumps land"): complete input sets under `inputs/`, complete tensor files under
+/// `tensors/`, and cut-off writes (`<name>.tmp.<pid>`) there or beside the missing manifest.
+fn unfinished_window(dir: &Path) -> UnfinishedWindow {
+    let files = |sub: &str| -> Vec<String> {
+        let mut names: Vec<String> = std::fs::read_dir(dir.join(sub))
+            .into_iter()
+            .flatten()
+            .flatten()
+            .filter(|e| std::fs::metadata(e.path()).is_ok_and(|m| m.is_file()))
+            .filter_map(|e| e.file_name().to_str().map(str::to_string))
+            .collect();
+        names.sort();
+        names
+    };
+    let mut window = UnfinishedWindow {
+        dir: dir.to_path_buf(),
+        ..UnfinishedWindow::default()
+    };
+    for sub in ["", "inputs", "tensors"] {
+        for name in files(sub) {
+            if is_cut_off(&name) {
+                window.cut_off.push(Path::new(sub).join(&name));
+            } else if sub == "inputs" {
+                if let Some(stem) = name.strip_suffix(".pt") {
+                    window.input_sets.push(stem.to_string());
+                }
+            } else if sub == "tensors" && (name.ends_with(".pt") || name.ends_with(".safetensors"))
+            {
+                window.tensor_files += 1;
+            }
+        }
+    }
+    window.cut_off.sort();
+    // `stage#1` before its collision `stage#1.2`, and `#2` before `#10`.
+    window.input_sets.sort_by_cached_key(|stem| {
+        let (stage, tail) = stem.rsplit_once('#').unwrap_or((stem, ""));
+        let (n, k) = tail.split_once('.').unwrap_or((tail, "1"));
+        let number = |s: &str| s.parse::<u64>().unwrap_or(u64::MAX);
+        (stage.to_string(), number(n), number(k), stem.clone())
+    });
+    window
+}
+
+/// `<name>.tmp.<pid>`: the probe's temporary name for a file being written, published under
+/// `<name>` only once complete; left behind by a run killed while writing.
+fn is_cut_off(name: &str) -> bool {
+    name.rsplit_once(".tmp.")
+        .is_some_and(|(_, pid)| !pid.is_empty() && pid.bytes().all(|b| b.is_ascii_digit()))
 }
 
 #[cfg(test)]
@@ -211,13 +278,14 @@ mod tests {
             found.files,
             [(root.path().join("rank0/match1-occ1/manifest.json"), false)]
         );
-        assert_eq!(found.unfinished, [root.path().join("rank0/match1-occ2")]);
+        let dirs: Vec<&Path> = found.unfinished.iter().map(|w| w.dir.as_path()).collect();
+        assert_eq!(dirs, [root.path().join("rank0/match1-occ2")]);
         // Alone, it is named in the error.
         let error = discover_all(&[root.path().join("rank0/match1-occ2")]).unwrap_err();
         assert!(
-            error
-                .to_string()
-                .contains("match1-occ2 holds input sets or tensors but no manifest.json: the run stopped before finish()"),
+            error.to_string().contains(
+                "match1-occ2 is an unfinished window, without manifest.json: the run stopped before finish()"
+            ),
             "{error}"
         );
     }

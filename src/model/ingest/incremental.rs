@@ -270,7 +270,9 @@ impl Incremental {
                 }
             }
         }
-        choose_attempts(&mut dump, self.attempt)?;
+        // A watch's discovery keeps no unfinished windows: an --attempt error lists the
+        // finished attempts alone.
+        choose_attempts(&mut dump, self.attempt, &[])?;
         sort_windows(&mut dump.windows);
         Ok((dump, stats))
     }

@@ -16,7 +16,7 @@ mod same;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 
-pub use attempts::{Attempt, attempt_of_dir, choose_attempts};
+pub use attempts::{Attempt, ProbeWindowDir, attempt_of_dir, choose_attempts, probe_window_dir};
 pub use check::{check_records, check_window, drop_escaping_evidence};
 pub use discover::{Found, discover, discover_all, discover_named, discover_watched};
 pub use error::LoadError;
@@ -79,7 +79,7 @@ pub fn load_attempt(
     let bytes_total = sizes.iter().sum();
     let mut dump = Dump::default();
     dump.warnings
-        .extend(unfinished.iter().map(|dir| Warning::unfinished_window(dir)));
+        .extend(unfinished.iter().map(Warning::unfinished_window));
     let mut state = Progress {
         files_done: 0,
         files_total: files.len(),
@@ -123,7 +123,7 @@ pub fn load_attempt(
     if let (true, Some(error)) = (dump.windows.is_empty(), first_unreadable) {
         return Err(error);
     }
-    choose_attempts(&mut dump, attempt)?;
+    choose_attempts(&mut dump, attempt, &unfinished)?;
     sort_windows(&mut dump.windows);
     Ok(dump)
 }

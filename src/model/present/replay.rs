@@ -58,6 +58,12 @@ fn window(replay: &Replay) -> String {
     if let Some(m) = replay.match_number {
         parts.push(format!("match {m}"));
     }
+    if replay.window_unfinished {
+        parts.push(
+            "unfinished window: no manifest.json, stage from the file name, storage sharing unknown"
+                .into(),
+        );
+    }
     parts.join(", ")
 }
 

@@ -109,8 +109,12 @@ pub struct Replay {
     pub match_number: Option<u64>,
     /// The dump as replay_op.py was given it.
     pub dump: String,
-    /// The manifest of the input set.
+    /// The manifest of the input set (empty for an unfinished window).
     pub manifest: String,
+    /// The input set came from a window without `manifest.json` (a run killed before
+    /// `finish()`): stage from the file name, storage sharing between arguments unknown.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub window_unfinished: bool,
     /// The operator the probe recorded.
     pub op_recorded: Option<String>,
     /// The device the sides ran on.
@@ -404,6 +408,7 @@ pub fn judge(
         match_number: record.match_number,
         dump: record.dump.clone(),
         manifest: record.manifest.clone(),
+        window_unfinished: record.window_unfinished,
         op_recorded: record.op_recorded.clone(),
         device: record.device.clone(),
         versions: record.versions.clone(),

@@ -21,9 +21,15 @@ pub struct ReplayRecord {
     /// The dump as given to `replay_op.py`.
     #[serde(default)]
     pub dump: String,
-    /// The manifest whose input set was replayed.
-    #[serde(default)]
+    /// The manifest whose input set was replayed; empty for an unfinished window (null in
+    /// replay.json: see [`ReplayRecord::window_unfinished`]).
+    #[serde(default, deserialize_with = "null_as_empty")]
     pub manifest: String,
+    /// The input set came from a probe window directory without `manifest.json` (a run killed
+    /// before `finish()`): its stage from the file name, its arguments from the `.pt` alone,
+    /// storage sharing between arguments unknown (docs/replay.md, "Unfinished windows").
+    #[serde(default)]
+    pub window_unfinished: bool,
     /// The window's rank.
     #[serde(default)]
     pub rank: u32,
@@ -258,6 +264,10 @@ impl InProcessRecord {
 }
 
 /// A number, or `None` for null, a string (`"nan"`) or anything else.
+fn null_as_empty<'de, D: serde::Deserializer<'de>>(d: D) -> Result<String, D::Error> {
+    Ok(Option::<String>::deserialize(d)?.unwrap_or_default())
+}
+
 fn lenient_seconds<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<f64>, D::Error> {
     Ok(serde_json::Value::deserialize(d)?.as_f64())
 }
