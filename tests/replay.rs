@@ -22,6 +22,7 @@ use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
 use serde_json::Value;
+use support::deadline::OutputWithin;
 use support::python::{candidate, python, repo};
 use support::sshd::Sshd;
 
@@ -213,8 +214,7 @@ fn replay_json(cache: &Path, args: &[&str]) -> Run {
         .arg("replay")
         .args(args)
         .arg("--json")
-        .output()
-        .unwrap();
+        .output_within_limit();
     let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
     let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
     let json = serde_json::from_str(&stdout)
@@ -511,8 +511,7 @@ fn the_candidate_sees_the_captured_strides_and_storage_sharing() {
         .env("REPLAY_LAYOUT_OUT", &seen)
         .args(["replay", FIXTURE, "--stage", "attn.layout#1"])
         .args(["--candidate", &probe, "--reference", &probe, "--json"])
-        .output()
-        .unwrap();
+        .output_within_limit();
     let json: Value = serde_json::from_slice(&out.stdout)
         .unwrap_or_else(|e| panic!("not JSON ({e}): {}", String::from_utf8_lossy(&out.stderr)));
     assert_eq!(out.status.code(), Some(0), "{json}");
@@ -775,8 +774,7 @@ fn exit_statuses_and_usage_errors() {
     // clap's own usage errors exit 2 as well.
     let out = dumpview(cache.path())
         .args(["replay", F32, "--candidate", &c])
-        .output()
-        .unwrap();
+        .output_within_limit();
     assert_eq!(out.status.code(), Some(2));
     // A Python without torch is named.
     let fake = tempfile::tempdir().unwrap();
@@ -806,8 +804,7 @@ fn exit_statuses_and_usage_errors() {
         .arg("replay")
         .args(base)
         .arg("--json")
-        .output()
-        .unwrap();
+        .output_within_limit();
     let json: Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(
         json["run"]["python_chosen_by"], "the first python3/python on PATH that imports torch",
@@ -824,8 +821,7 @@ fn exit_statuses_and_usage_errors() {
         .env("PATH", fake.path())
         .arg("replay")
         .args(base)
-        .output()
-        .unwrap();
+        .output_within_limit();
     assert_eq!(out.status.code(), Some(2));
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(
@@ -841,8 +837,7 @@ fn the_list_names_every_input_set() {
     let cache = tempfile::tempdir().unwrap();
     let out = dumpview(cache.path())
         .args(["replay", F16, "--list"])
-        .output()
-        .unwrap();
+        .output_within_limit();
     assert_eq!(
         out.status.code(),
         Some(0),
@@ -856,8 +851,7 @@ fn the_list_names_every_input_set() {
     );
     let out = dumpview(cache.path())
         .args(["replay", F16, "--list", "--json"])
-        .output()
-        .unwrap();
+        .output_within_limit();
     let json: Value = serde_json::from_slice(&out.stdout).unwrap();
     let keys: Vec<&str> = json["windows"]
         .as_array()
@@ -902,7 +896,7 @@ fn the_report_lists_replays_in_markdown_and_json() {
         if json {
             command.arg("--json");
         }
-        command.output().unwrap()
+        command.output_within_limit()
     };
     let out = report(false);
     // An error verdict is a finding.
@@ -940,8 +934,7 @@ fn the_report_lists_replays_in_markdown_and_json() {
     // Without --replay the report has no such section or key.
     let out = dumpview(cache.path())
         .args(["report", F32, "--json"])
-        .output()
-        .unwrap();
+        .output_within_limit();
     let json: Value = serde_json::from_slice(&out.stdout).unwrap();
     assert!(json.get("replays").is_none());
 }
@@ -1102,8 +1095,7 @@ fn a_remote_replay_gives_the_local_verdict_and_leaves_nothing_behind() {
     let out = dumpview(cache.path())
         .args(["replay", &server.url(&repo(F16)), "--list"])
         .args(remote_args(&server))
-        .output()
-        .unwrap();
+        .output_within_limit();
     assert_eq!(
         out.status.code(),
         Some(0),
@@ -1124,8 +1116,7 @@ fn a_remote_replay_gives_the_local_verdict_and_leaves_nothing_behind() {
             "builtin:rms_norm",
         ])
         .args(remote_args(&server))
-        .output()
-        .unwrap();
+        .output_within_limit();
     assert_eq!(out.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&out.stderr).contains("nope"));
     // A remote interpreter that is not there.
@@ -1146,8 +1137,7 @@ fn a_remote_replay_gives_the_local_verdict_and_leaves_nothing_behind() {
             "--python",
             "python-nowhere",
         ])
-        .output()
-        .unwrap();
+        .output_within_limit();
     assert_eq!(out.status.code(), Some(2));
     assert!(
         String::from_utf8_lossy(&out.stderr).contains("python-nowhere: not found on 127.0.0.1"),
@@ -1196,8 +1186,7 @@ fn msprobe_and_dynamo_verdicts_agree_with_their_sources_on_generated_outputs() {
     let out = Command::new(python)
         .args(["-c", GENERATED])
         .arg(root.path())
-        .output()
-        .unwrap();
+        .output_within_limit();
     assert!(
         out.status.success(),
         "{}",
@@ -1485,8 +1474,7 @@ fn a_python_without_torch_is_one_clear_message_said_once() {
             "--python",
             no_torch.to_str().unwrap(),
         ])
-        .output()
-        .unwrap();
+        .output_within_limit();
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(2), "{stderr}");
     assert!(!stderr.contains("Traceback"), "{stderr}");
@@ -1530,8 +1518,7 @@ fn script_directories_a_killed_dumpview_left_are_swept_at_the_next_replay() {
     let out = dumpview(cache.path())
         .env("TMPDIR", tmp.path())
         .args(["replay", F32, "--list"])
-        .output()
-        .unwrap();
+        .output_within_limit();
     assert!(
         out.status.success(),
         "{}",

@@ -6,10 +6,14 @@
 use std::io::{BufRead, BufReader, Read};
 use std::process::{Child, ExitStatus};
 use std::sync::mpsc::{RecvTimeoutError, channel};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 /// How often the caller's cancel is asked.
 pub(crate) const POLL: Duration = Duration::from_millis(50);
+
+/// How long the outputs of a child that ended may stay silent before they are no longer
+/// read: they are closed by then unless a process outside its group holds them.
+const DRAIN: Duration = Duration::from_secs(2);
 
 /// Which of the child's outputs a line came from.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -32,8 +36,11 @@ pub(crate) struct Pumped {
 /// Reads each of `streams` line by line on a thread of its own and hands every line (without
 /// its line end, invalid UTF-8 replaced) to `on_line` on the calling thread as it comes;
 /// asks `cancelled` every 50 ms and, when it says so, kills the child's process group with
-/// SIGKILL. Once every stream is closed the child is waited for (a cancel still honoured);
-/// then what is left of its group is killed, so nothing it started outlives it.
+/// SIGKILL. When the child ends, what is left of its group is killed, so nothing it started
+/// outlives it (nor holds its outputs open); its outputs are then read to their end, or
+/// until they stay silent for 2 s while held open by a process outside the group (an ssh
+/// control master holds its clients' outputs). A child that closes its outputs and runs on
+/// is waited for, the cancel still honoured.
 ///
 /// `child` must lead its own process group (`setsid`, or `process_group(0)`) and be
 /// unreaped: the group id is then ours until its last member is gone.
@@ -73,9 +80,17 @@ pub(crate) fn pump(
         .collect();
     drop(lines_tx);
     let mut was_cancelled = false;
+    let mut status: Option<std::io::Result<ExitStatus>> = None;
+    // Set once the child ended: how long its output may still take to drain.
+    let mut drain_until: Option<Instant> = None;
     loop {
         match lines.recv_timeout(POLL) {
-            Ok((stream, line)) => on_line(stream, &line),
+            Ok((stream, line)) => {
+                on_line(stream, &line);
+                if let Some(until) = drain_until.as_mut() {
+                    *until = Instant::now() + DRAIN;
+                }
+            }
             Err(RecvTimeoutError::Disconnected) => break,
             Err(RecvTimeoutError::Timeout) => {}
         }
@@ -83,23 +98,51 @@ pub(crate) fn pump(
             was_cancelled = true;
             kill_group();
         }
-    }
-    // Every stream closed: the child ended (or closed them); one still running is waited
-    // for, the cancel still asked.
-    let status = loop {
-        match child.try_wait() {
-            Ok(Some(status)) => break Ok(status),
-            Ok(None) => {
-                if !was_cancelled && cancelled() {
-                    was_cancelled = true;
+        if status.is_none() {
+            match child.try_wait() {
+                Ok(None) => {}
+                ended => {
+                    // What the child started and left running goes with it; one of those
+                    // holding an output open would otherwise keep us here for ever.
                     kill_group();
+                    status = Some(ended.map(|s| s.expect("ended")));
+                    drain_until = Some(Instant::now() + DRAIN);
                 }
-                std::thread::sleep(POLL);
             }
-            Err(e) => break Err(e),
         }
+        // The child ended and its group is gone, yet an output stays open: held by a
+        // process outside the group (an ssh control master holds a client's), silent
+        // for DRAIN. What it said is all here; stop reading.
+        if drain_until.is_some_and(|until| Instant::now() > until) {
+            break;
+        }
+    }
+    // Every stream closed (or the drain gave up): the child ended, or closed its outputs
+    // and is still running; that one is waited for, the cancel still asked.
+    let status = match status {
+        Some(status) => status,
+        None => loop {
+            match child.try_wait() {
+                Ok(Some(status)) => break Ok(status),
+                Ok(None) => {
+                    if !was_cancelled && cancelled() {
+                        was_cancelled = true;
+                        kill_group();
+                    }
+                    std::thread::sleep(POLL);
+                }
+                Err(e) => break Err(e),
+            }
+        },
     };
     kill_group();
+    if drain_until.is_some_and(|until| Instant::now() > until) {
+        // Readers still blocked on an output held open elsewhere: left to end with it.
+        return Pumped {
+            status,
+            cancelled: was_cancelled,
+        };
+    }
     for reader in readers {
         let _ = reader.join();
     }
@@ -151,6 +194,53 @@ mod tests {
                 (Stream::Stderr, "err1".to_string()),
             ]
         );
+    }
+
+    #[test]
+    fn what_the_child_left_running_ends_with_it_and_never_holds_the_pump() {
+        // In its group: killed when the child ends.
+        let mut child = spawn("sleep 60 & echo started >&2; exit 4");
+        let streams: Vec<(Stream, Box<dyn Read + Send>)> =
+            vec![(Stream::Stderr, Box::new(child.stderr.take().unwrap()))];
+        let started = std::time::Instant::now();
+        let mut seen = Vec::new();
+        let pumped = pump(
+            &mut child,
+            streams,
+            &mut |_, l| seen.push(l.to_string()),
+            &|| false,
+        );
+        assert_eq!(pumped.status.unwrap().code(), Some(4));
+        assert_eq!(seen, ["started"]);
+        assert!(
+            started.elapsed() < Duration::from_secs(5),
+            "{:?}",
+            started.elapsed()
+        );
+        // Outside its group (a session of its own), holding stderr open: read until silent.
+        // (The child ends only once the other has its session: a group kill cannot reach it.)
+        let mut child = spawn(
+            "f=$(mktemp -u); setsid sh -c \"echo one >&2; : >$f; exec sleep 60\" & \
+             while [ ! -e $f ]; do sleep 0.01; done; rm -f $f; echo two >&2; exit 0",
+        );
+        let streams: Vec<(Stream, Box<dyn Read + Send>)> =
+            vec![(Stream::Stderr, Box::new(child.stderr.take().unwrap()))];
+        let started = std::time::Instant::now();
+        let mut seen = Vec::new();
+        let pumped = pump(
+            &mut child,
+            streams,
+            &mut |_, l| seen.push(l.to_string()),
+            &|| false,
+        );
+        assert_eq!(pumped.status.unwrap().code(), Some(0));
+        assert_eq!(seen, ["one", "two"]);
+        let took = started.elapsed();
+        assert!(
+            took >= DRAIN && took < DRAIN + Duration::from_secs(3),
+            "{took:?}"
+        );
+        let _ = Command::new("pkill").args(["-f", "^sleep 60$"]).status();
     }
 
     #[test]

@@ -2,6 +2,7 @@
 
 #![allow(dead_code)]
 
+pub mod deadline;
 pub mod python;
 pub mod sshd;
 pub mod watch;
