@@ -38,6 +38,9 @@ Environment (read once, at import):
                            warning where no fused path can run), or "torch"
     DUMP_PROBE_LIB         the native library for the cpu path (default: libdump_probe.so
                            beside this file)
+    DUMP_PROBE_SYNC_INPUTS 1: capture_inputs() returns once its set is written and fsynced
+                           (for an operator that kills the process); 0 (default): host sets
+                           are written on a writer thread while the model runs on
 
 An invalid value prints one warning and leaves the probe disarmed.  No
 function here raises into the model it observes: an internal failure prints
@@ -76,6 +79,7 @@ _DEVICE_STATS = ("nan_count", "inf_count", "min", "max", "sum", "l2", "pos_check
 _TWO_32 = 4294967296
 
 _TRUE = ("1", "true", "yes", "on")
+_FALSE = ("", "0", "false", "no", "off")
 # DUMP_PROBE_KERNEL values (see _stats_path).
 _KERNEL_CHOICES = ("auto", "fused", "torch")
 
@@ -113,6 +117,10 @@ class _Config:
             self._fail("DUMP_PROBE_KERNEL=%r must be 'auto', 'fused' or 'torch'" % kernel)
             kernel = "auto"
         self.kernel = kernel
+        sync = env.get("DUMP_PROBE_SYNC_INPUTS", "").strip().lower()
+        if sync not in _TRUE + _FALSE:
+            self._fail("DUMP_PROBE_SYNC_INPUTS=%r must be 1 or 0" % sync)
+        self.sync_inputs = sync in _TRUE
 
     def _fail(self, message):
         if self.error is None:
@@ -142,14 +150,34 @@ class _Config:
 
 
 class _Record:
-    """One captured tensor: host-side layout now, device-side statistics until finish()."""
+    """One captured tensor: its layout as read at capture time (_layout_raw), its device-side
+    statistics until finish().
 
-    __slots__ = ("meta", "stats", "saved")
+    The JSON fields are built in finish() (``meta``), not in capture(): there they would run
+    once per capture between the model's operators, with cold caches, at several times the
+    cost of one loop over every record.
+    """
 
-    def __init__(self, meta, stats, saved):
-        self.meta = meta  # dict of JSON-ready layout fields
-        self.stats = stats  # 1-D device tensor in _DEVICE_STATS order, or None
+    __slots__ = ("stage", "occurrence", "seq", "layout", "extra", "stats", "saved")
+
+    def __init__(self, stage, layout, extra, stats, saved):
+        self.stage = stage
+        self.occurrence = self.seq = None  # set under _state.lock when the record is placed
+        self.layout = layout  # _layout_raw's tuple
+        self.extra = extra  # dict of the optional fields (shard, collective, rows_*, stats_path), or None
+        # 1-D device tensor in _DEVICE_STATS order; a (host block, offset) pair on the native path
+        # (_NativeCall.block); or None
+        self.stats = stats
         self.saved = saved  # device tensor (rows-bounded clone) to write in finish(), or None
+
+    @property
+    def meta(self):
+        """The record's JSON fields but stats and tensor_file, in the manifest's order."""
+        meta = {"seq": self.seq, "stage": self.stage, "occurrence": self.occurrence, "mode": "eager"}
+        meta.update(_layout_fields(self.layout))
+        if self.extra:
+            meta.update(self.extra)
+        return meta
 
 
 class _Slot:
@@ -432,41 +460,45 @@ def capture(stage, tensor, shard=None, collective=None):
         if not isinstance(tensor, torch.Tensor):
             _warn("capture(%r) got %s, not a tensor; skipped" % (stage, type(tensor).__name__))
             return
-        stage = str(stage)
-        tensor = tensor.detach()
-        meta = _layout(tensor)
-        meta.update(stage=stage, mode="eager")
+        if type(stage) is not str:
+            stage = str(stage)
+        if tensor.requires_grad:  # (detach costs a microsecond: only where autograd would record)
+            tensor = tensor.detach()
+        layout = _layout_raw(tensor)
+        extra = {}
         split = None
         if shard is not None:
             annotation = _shard_annotation(stage, shard, tensor)
             if annotation is not None:
-                meta["shard"], split = annotation
+                extra["shard"], split = annotation
         if collective is not None:
             if collective in COLLECTIVES:
-                meta["collective"] = collective
+                extra["collective"] = collective
             else:
                 _warn("capture(%r, collective=%r): not one of %s; recorded without it"
                       % (stage, collective, ", ".join(COLLECTIVES)), key="collective:%s" % stage)
         saved = None
         if _config.tensor_regex is not None and _config.tensor_regex.search(stage):
             saved = _bounded_rows(tensor).clone()
-            meta["rows_total"] = int(tensor.shape[0]) if tensor.dim() > 0 else 1
-            meta["rows_kept"] = int(saved.shape[0]) if saved.dim() > 0 else 1
+            extra["rows_kept"] = int(saved.shape[0]) if saved.dim() > 0 else 1
+            extra["rows_total"] = int(tensor.shape[0]) if tensor.dim() > 0 else 1
         try:
-            stats, path = _statistics_by_path(tensor, split=split)
+            stats, path = _statistics_by_path(tensor, split=split, host_block=True, layout=layout)
         except Exception as exc:  # a dtype or layout torch cannot reduce (float8, sparse): that record only
             _warn("no statistics for %s tensors (%s: %s); their records carry null stats"
                   % (tensor.dtype, type(exc).__name__, str(exc).splitlines()[0][:120]), key="stats:%s" % tensor.dtype)
             stats = path = None
-        if stats is not None and tensor.device.type != "meta":
-            meta["stats_path"] = path
+        if stats is not None and layout[0].type != "meta":
+            extra["stats_path"] = path
+        record = _Record(stage, layout, extra, stats, saved)
         # The occurrence, the seq and the record's place are taken together, after the
         # statistics: threads capturing at once get distinct seqs in record order.
         with _state.lock:
             occurrence = _state.occurrences.get(stage, 0) + 1
             _state.occurrences[stage] = occurrence
-            meta.update(occurrence=occurrence, seq=len(_state.records))
-            _state.records.append(_Record(meta, stats, saved))
+            record.occurrence = occurrence
+            record.seq = len(_state.records)
+            _state.records.append(record)
     except Exception as exc:
         _disarm("capture(%r)" % (stage,), exc)
 
@@ -485,6 +517,11 @@ def capture_inputs(stage, _op=None, **named):
     written in finish(), so capture_inputs() never synchronizes.  The
     manifest, written last, names only files already written and fsynced.
 
+    With DUMP_PROBE_SYNC_INPUTS=1 the set is written (and fsynced) before
+    capture_inputs() returns, on the calling thread, device tensors read at
+    once (a synchronization): for hunting an operator that kills the process,
+    which would otherwise take a set still on its way to the disk with it.
+
     ``_op`` (reserved, optional) names the operator that is called, e.g.
     ``"torch.ops.npu.npu_rms_norm"``; it is recorded as the input set's ``op``
     in the manifest (a string; anything else is stored as ``str(_op)``, or
@@ -499,6 +536,9 @@ def capture_inputs(stage, _op=None, **named):
         payload = {}
         for name, value in named.items():
             described[name], payload[name] = _input_value(value)
+        sync = _config.sync_inputs
+        if sync and not _host_only(payload):
+            payload = _payload_to_cpu(payload)  # asked for: the set is on disk before the operator runs
         entry = {"stage": stage, "args": described, "payload": payload}
         if op is not None:
             entry["op"] = op
@@ -509,7 +549,7 @@ def capture_inputs(stage, _op=None, **named):
             _state.input_sets.append(entry)
             # A host payload is written while the model runs on; a device payload waits for
             # finish() (reading it here would synchronize).
-            writer = _input_writer(_state.window) if _host_only(payload) else None
+            writer = _input_writer(_state.window, inline=sync) if sync or _host_only(payload) else None
             if writer is not None:
                 entry["submitted"] = True
         if writer is not None:
@@ -802,15 +842,23 @@ def _statistics(tensor, acc=None, split=None, out=None, scratch=None):
     return _statistics_by_path(tensor, acc, split, out, scratch)[0]
 
 
-def _statistics_by_path(tensor, acc=None, split=None, out=None, scratch=None):
+def _statistics_by_path(tensor, acc=None, split=None, out=None, scratch=None, host_block=False, layout=None):
     """(_statistics' vector or None, the path that computed it, or None without statistics).
 
     capture() records the path from here, so _stats_path runs once per capture and a fused
-    path that failed on this very call is recorded as "torch".
+    path that failed on this very call is recorded as "torch". ``host_block``: the native
+    path writes into a host block of its thread and returns (block, offset) in place of a
+    tensor (_NativeCall.block; _read_back reads it). ``layout``: _layout_raw(tensor), read
+    already (capture()): its shape, stride, dtype and data pointer are not asked again.
     """
-    acc = acc or _stats_dtype(tensor.device)
-    if tensor.numel() == 0 or tensor.is_complex():
-        return None, None
+    if layout is None:
+        acc = acc or _stats_dtype(tensor.device)
+        if tensor.numel() == 0 or tensor.is_complex():
+            return None, None
+    else:
+        acc = acc or _stats_dtype(layout[0])
+        if 0 in layout[2] or layout[1].is_complex:
+            return None, None
     path = _stats_path(tensor)
     if path != "torch" and (tensor.layout != torch.strided or tensor.is_mkldnn
                             or tensor.is_neg() or tensor.is_conj()
@@ -828,7 +876,7 @@ def _statistics_by_path(tensor, acc=None, split=None, out=None, scratch=None):
             if path == "triton":
                 return _triton_statistics(tensor, acc, split, out, scratch), path
             if path == "native":
-                return _native_statistics(tensor, acc, split), path
+                return _native_statistics(tensor, acc, split, host_block and acc == torch.float64, layout), path
             return _inductor_statistics(tensor, acc, split), path
         except Exception as exc:  # never into the model: this key goes back to the eager ops
             _fused_failed(_fused_key(path, tensor), exc)
@@ -1007,9 +1055,19 @@ def _native():
     return cached
 
 
+# Records per host block of native statistics (7 float64 each: 14 KiB).
+_BLOCK_RECORDS = 256
+
+
 class _NativeCall(threading.local):
     """One dp_tensor and its shape/stride arrays per thread, filled anew for each call: building
-    them per call cost more than a small tensor's statistics (the ABI allows 16 dimensions)."""
+    them per call cost more than a small tensor's statistics (the ABI allows 16 dimensions).
+
+    ``block`` is where capture()'s statistics go: dp_summarize writes a record's seven float64
+    into the next seven doubles of a ctypes array, the record keeps (block, offset), and
+    finish() reads a whole block's slice as Python floats. A torch tensor per record cost
+    more than small tensors' statistics. A full block is left to the records that hold it.
+    """
 
     def __init__(self):
         self.shape = (ctypes.c_int64 * 16)()
@@ -1019,28 +1077,53 @@ class _NativeCall(threading.local):
         self.tensor.shape = self.shape
         self.tensor.strides = self.strides
         self.ref = ctypes.byref(self.tensor)
+        self.block = None
+        self.block_address = 0
+        self.block_used = _BLOCK_RECORDS * 7
+
+    def next_host_slot(self):
+        """(block, offset in doubles, address) of seven unused doubles."""
+        if self.block_used == _BLOCK_RECORDS * 7:
+            self.block = (ctypes.c_double * (_BLOCK_RECORDS * 7))()
+            self.block_address = ctypes.addressof(self.block)
+            self.block_used = 0
+        offset = self.block_used
+        self.block_used = offset + 7
+        return self.block, offset, self.block_address + 8 * offset
 
 
 _NATIVE_CALL = _NativeCall()
 
 
-def _native_statistics(tensor, acc, split=None):
-    """_statistics of a CPU tensor by dp_summarize, read in place (strides and all)."""
+def _native_statistics(tensor, acc, split=None, host_block=False, layout=None):
+    """_statistics of a CPU tensor by dp_summarize, read in place (strides and all); with
+    ``host_block``, written into the thread's host block and returned as (block, offset).
+    ``layout``: _layout_raw(tensor), whose pointer, dtype, shape and stride are used."""
     call, _ = _native()
-    ndim = tensor.dim()
     held = _NATIVE_CALL
     t = held.tensor
-    t.data = tensor.data_ptr()
-    t.dtype = _NATIVE_DTYPES[tensor.dtype]
+    if layout is None:
+        data_ptr, dtype, shape, stride = tensor.data_ptr(), tensor.dtype, tensor.shape, tensor.stride()
+    else:
+        _, dtype, shape, stride, _, _, _, _, data_ptr, _ = layout
+    ndim = len(shape)
+    t.data = data_ptr
+    t.dtype = _NATIVE_DTYPES[dtype]
     t.ndim = ndim
-    held.shape[:ndim] = tensor.shape
-    held.strides[:ndim] = tensor.stride()
-    # dp_summarize writes the seven float64 statistics straight into the record's vector:
-    # torch.empty costs a microsecond, torch.tensor(list) twenty.
-    out = torch.empty(7, dtype=torch.float64)
+    held.shape[:ndim] = shape
+    held.strides[:ndim] = stride
     where = None
     if split is not None:
         where = (ctypes.c_int64 * 6)(split.dim, split.full, split.offset, int(split.zigzag), split.rank, split.size)
+    if host_block:
+        block, offset, address = held.next_host_slot()
+        status = call(held.ref, where, address)
+        if status != 0:
+            raise RuntimeError("dp_summarize returned status %d" % status)
+        return block, offset
+    # dp_summarize writes the seven float64 statistics straight into the vector:
+    # torch.empty costs a microsecond, torch.tensor(list) twenty.
+    out = torch.empty(7, dtype=torch.float64)
     status = call(held.ref, where, out.data_ptr())
     if status != 0:
         raise RuntimeError("dp_summarize returned status %d" % status)
@@ -1494,38 +1577,82 @@ def _dtype_name(dtype):
 
 
 def _layout(tensor):
-    """Logical and physical layout of ``tensor``: host metadata only, no sync."""
+    """Logical and physical layout of ``tensor`` as the manifest's fields: host metadata only,
+    no sync."""
+    return _layout_fields(_layout_raw(tensor))
+
+
+def _layout_raw(tensor):
+    """What _layout_fields needs of ``tensor``, read now (the storage's id is its identity at
+    this moment) and formatted later: (device, dtype, shape, stride, storage_offset,
+    storage_ptr, storage_id, storage_nbytes, data_ptr, device_format). The element size, the
+    element count and contiguity follow from dtype, shape and stride (_layout_fields)."""
     device = tensor.device
-    device_name = str(device)
     try:
         storage = tensor.untyped_storage()
-        storage_ptr = int(storage.data_ptr())
-        storage_nbytes = int(storage.nbytes())
-        storage_id = _storage_id(storage, storage_ptr, device_name)
+        storage_ptr = storage.data_ptr()
+        storage_nbytes = storage.nbytes()
+        storage_id = _storage_id(storage, storage_ptr, device)
     except Exception:  # e.g. tensors without storage (some wrapper subclasses)
         storage_ptr, storage_nbytes, storage_id = None, None, None
     try:
-        data_ptr = int(tensor.data_ptr())
+        data_ptr = tensor.data_ptr()
     except Exception:
         data_ptr = None
+    return (device, tensor.dtype, tensor.shape, tensor.stride(), tensor.storage_offset(), storage_ptr, storage_id,
+            storage_nbytes, data_ptr, _device_format(tensor) if device.type == "npu" else None)
+
+
+def _layout_fields(raw):
+    """_layout_raw's tuple as the manifest's layout fields, in its order."""
+    device, dtype, shape, stride, offset, storage_ptr, storage_id, storage_nbytes, data_ptr, device_format = raw
+    numel = 1
+    for size in shape:
+        numel *= size
     return {
-        "dtype": _dtype_name(tensor.dtype),
-        "shape": list(tensor.shape),
-        "stride": list(tensor.stride()),
-        "storage_offset": int(tensor.storage_offset()),
-        "element_size": int(tensor.element_size()),
-        "numel": int(tensor.numel()),
-        "storage_ptr": storage_ptr,
+        "dtype": _dtype_name(dtype),
+        "shape": list(shape),
+        "stride": list(stride),
+        "storage_offset": int(offset),
+        "element_size": _element_size(dtype),
+        "numel": int(numel),
+        "storage_ptr": None if storage_ptr is None else int(storage_ptr),
         "storage_id": storage_id,
-        "storage_nbytes": storage_nbytes,
-        "data_ptr": data_ptr,
-        "device": device_name,
-        "device_format": _device_format(tensor),
-        "is_contiguous": bool(tensor.is_contiguous()),
+        "storage_nbytes": None if storage_nbytes is None else int(storage_nbytes),
+        "data_ptr": None if data_ptr is None else int(data_ptr),
+        "device": str(device),
+        "device_format": device_format,
+        "is_contiguous": _is_contiguous(shape, stride, numel),
     }
 
 
-def _storage_id(storage, ptr, device_name):
+_ELEMENT_SIZES = {}
+
+
+def _element_size(dtype):
+    """Bytes per element of ``dtype`` (asked of torch once per dtype)."""
+    size = _ELEMENT_SIZES.get(dtype)
+    if size is None:
+        size = _ELEMENT_SIZES[dtype] = int(torch.empty((), dtype=dtype, device="meta").element_size())
+    return size
+
+
+def _is_contiguous(shape, stride, numel):
+    """torch's is_contiguous() (default memory format) from shape and stride: row-major
+    strides, dimensions of size 1 aside; an empty tensor is contiguous (c10's
+    TensorImpl::compute_contiguous)."""
+    if numel == 0:
+        return True
+    expected = 1
+    for size, step in zip(reversed(shape), reversed(stride)):
+        if size != 1:
+            if step != expected:
+                return False
+            expected *= size
+    return True
+
+
+def _storage_id(storage, ptr, device):
     """Process-unique id of the live storage object at ``ptr`` (1, 2, ...), or None.
 
     An allocator hands a freed address to the next allocation, so two stages
@@ -1534,7 +1661,7 @@ def _storage_id(storage, ptr, device_name):
     life or change the allocator's behaviour) tells whether the storage seen
     earlier at this address is still the same object.
     """
-    key = (device_name, ptr)
+    key = (device, ptr)
     entry = _state.storages.get(key)
     if entry is not None and entry[0]() is not None:
         # The storage seen before is still alive at this address: the same object, or
@@ -1566,27 +1693,27 @@ def _device_format(tensor):
 
 def _json_float(value):
     """A float as strict JSON: a number when finite, else "nan", "inf" or "-inf"."""
+    if value - value == 0.0:  # finite (inf - inf and nan - nan are nan)
+        return value
     if value != value:
         return "nan"
-    if value in (float("inf"), float("-inf")):
-        return "inf" if value > 0 else "-inf"
-    return value
+    return "inf" if value > 0 else "-inf"
 
 
 def _host_stats(values, numel):
-    """The manifest's stats object from one read-back _DEVICE_STATS row (Python floats)."""
-    raw = dict(zip(_DEVICE_STATS, values))
-    nan_count, inf_count = int(raw["nan_count"]), int(raw["inf_count"])
+    """The manifest's stats object (STAT_NAMES, in order) from one read-back _DEVICE_STATS row
+    (Python floats)."""
+    nan_f, inf_f, low, high, total, l2, checksum = values
+    nan_count, inf_count = int(nan_f), int(inf_f)
     finite = numel - nan_count - inf_count
-    stats = {"nan_count": nan_count, "inf_count": inf_count, "finite_count": finite}
     if finite > 0:
-        stats["max_abs"] = max(abs(raw["min"]), abs(raw["max"]))
-        stats["min"], stats["max"] = raw["min"], raw["max"]
-        stats["mean"] = raw["sum"] / finite
+        low, high = _json_float(low), _json_float(high)
+        max_abs = _json_float(max(abs(values[2]), abs(values[3])))
+        mean = _json_float(total / finite)
     else:
-        stats["max_abs"] = stats["min"] = stats["max"] = stats["mean"] = None
-    stats["l2"], stats["pos_checksum"] = raw["l2"], raw["pos_checksum"]
-    return {name: _json_float(stats[name]) if isinstance(stats[name], float) else stats[name] for name in STAT_NAMES}
+        max_abs = low = high = mean = None
+    return {"nan_count": nan_count, "inf_count": inf_count, "finite_count": finite, "max_abs": max_abs,
+            "min": low, "max": high, "mean": mean, "l2": _json_float(l2), "pos_checksum": _json_float(checksum)}
 
 
 def finish():
@@ -1610,12 +1737,16 @@ def finish():
 
 
 def _read_back(rows):
-    """Host lists of floats from 1-D device stat vectors (None stays None); one transfer per device."""
+    """Host lists of floats from 1-D device stat vectors and native host blocks' (block,
+    offset) pairs (None stays None); one transfer per device."""
     by_device = {}
-    for index, row in enumerate(rows):
-        if row is not None:
-            by_device.setdefault((row.device, row.dtype), []).append(index)
     result = [None] * len(rows)
+    for index, row in enumerate(rows):
+        if type(row) is tuple:
+            block, offset = row
+            result[index] = block[offset:offset + 7]
+        elif row is not None:
+            by_device.setdefault((row.device, row.dtype), []).append(index)
     for (device, _dtype), indices in by_device.items():
         if device.type == "meta":
             _warn("statistics of meta tensors have no values; recorded as null", key="meta")
@@ -1636,12 +1767,23 @@ def _write_window(window):
 
     records = []
     for record, stats in zip(_state.records, host_stats):
-        meta = dict(record.meta)
-        meta["stats"] = None if stats is None else _host_stats(stats, meta["numel"])
-        meta["tensor_file"] = None
+        # In the manifest's order (_RECORD_ORDER, then the tail) without a second dict.
+        out = {"seq": record.seq, "stage": record.stage, "occurrence": record.occurrence, "mode": "eager"}
+        out.update(_layout_fields(record.layout))
+        out["stats"] = None if stats is None else _host_stats(stats, out["numel"])
+        extra = record.extra
         if record.saved is not None:
-            meta["tensor_file"] = _save_tensor_or_warn(directory, "%s#%d" % (meta["stage"], meta["occurrence"]), record.saved)
-        records.append(_ordered_record(meta))
+            out["tensor_file"] = _save_tensor_or_warn(directory, "%s#%d" % (record.stage, record.occurrence), record.saved)
+        else:
+            out["tensor_file"] = None
+        if out["tensor_file"] is not None:
+            out["rows_kept"], out["rows_total"] = extra["rows_kept"], extra["rows_total"]
+            out["truncated"] = out["rows_kept"] < out["rows_total"]
+        if extra:
+            for key in _RECORD_TAIL:
+                if key in extra:
+                    out[key] = extra[key]
+        records.append(out)
     for slot, stats in zip(slots, host_stats[len(_state.records):]):
         if stats is not None and stats[0] != stats[0]:  # still the NaN that arm() wrote
             _warn("graph slot %r was not written by a replay in this window; not reported" % slot.stage)
@@ -1719,10 +1861,12 @@ class _InputSetWriter:
     submit() itself. A file that cannot be written costs its own entry, never the window.
     """
 
-    def __init__(self, directory):
+    def __init__(self, directory, inline=False):
         self.directory = directory
         self.queue = None
         self.thread = None
+        if inline:
+            return
         try:
             import queue
 
@@ -1789,10 +1933,11 @@ def _window_dir(window):
     return window["dir"]
 
 
-def _input_writer(window):
-    """The open window's _InputSetWriter, started on first use."""
+def _input_writer(window, inline=False):
+    """The open window's _InputSetWriter, started on first use; ``inline``: one that writes in
+    submit() itself (DUMP_PROBE_SYNC_INPUTS)."""
     if "writer" not in window:
-        window["writer"] = _InputSetWriter(_window_dir(window)[0])
+        window["writer"] = _InputSetWriter(_window_dir(window)[0], inline)
     return window["writer"]
 
 
@@ -1853,6 +1998,8 @@ def _metadata_to_host(value):
     if isinstance(value, torch.Tensor):
         if value.device.type == "meta":
             return {"dtype": _dtype_name(value.dtype), "shape": list(value.shape)}
+        if not (value.is_floating_point() or value.is_complex()):
+            return value.cpu().tolist()  # ints and bools: JSON as they are (token ids: no walk)
         return _metadata_to_host(value.cpu().tolist())  # NaN/inf elements become strings (strict JSON)
     if isinstance(value, list):
         return [_metadata_to_host(v) for v in value]

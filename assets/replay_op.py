@@ -391,12 +391,15 @@ def entry_key(entry):
 
 def pick_input_set(windows, stage_text):
     """(window, input set entry) for --stage; InputError for unknown, ambiguous or missing."""
-    # An unfinished window's set is also picked by its file's stem (stage#N.K after a collision).
-    exact = [(w, e) for w in windows for e in w.input_sets if e.get("key") == stage_text]
-    if len(exact) == 1:
-        return exact[0]
     stage, occurrence = parse_stage(stage_text)
-    having = [w for w in windows if any(e.get("stage") == stage for e in w.input_sets)]
+    # An unfinished window's set is also picked by its file's stem (stage#N.K after a collision);
+    # either way, a stage that several windows hold is ambiguous, finished or not.
+    having = [w for w in windows
+              if any(e.get("key") == stage_text or e.get("stage") == stage for e in w.input_sets)]
+    if len(having) == 1:
+        exact = [e for e in having[0].input_sets if e.get("key") == stage_text]
+        if len(exact) == 1:
+            return having[0], exact[0]
     if not having:
         known = sorted({entry_key(e) for w in windows for e in w.input_sets})
         where = windows[0].where if len(windows) == 1 else "%d windows" % len(windows)

@@ -220,6 +220,7 @@ INVALID = [
     ({"DUMP_PROBE_ROWS": "-1"}, "DUMP_PROBE_ROWS"),
     ({"DUMP_PROBE_ROWS": "many"}, "DUMP_PROBE_ROWS"),
     ({"DUMP_PROBE_TENSOR_FORMAT": "npy"}, "DUMP_PROBE_TENSOR_FORMAT"),
+    ({"DUMP_PROBE_SYNC_INPUTS": "always"}, "DUMP_PROBE_SYNC_INPUTS"),
     # several invalid values still give a single line, naming the first one checked
     ({"DUMP_PROBE_RANKS": "x", "DUMP_PROBE_ROWS": "-1", "DUMP_PROBE_MATCH": "y"}, "DUMP_PROBE_RANKS"),
 ]

@@ -44,6 +44,14 @@ VIEWS = {
     "uint8_3d": lambda: torch.zeros(2, 3, 4, dtype=torch.uint8).permute(1, 2, 0),
     "empty_slice": lambda: BASE[5:5],
     "0d": lambda: torch.tensor(1.5),
+    # contiguity is derived from shape and stride: size-1 dimensions may have any stride
+    "size1_odd_stride": lambda: torch.zeros(3, 1, 4).as_strided((3, 1, 4), (4, 99, 1)),
+    "size1_last_odd_stride": lambda: torch.zeros(12).as_strided((3, 4, 1), (4, 1, 7)),
+    "unsqueeze_transposed": lambda: BASE.t().unsqueeze(1),
+    "channels_last": lambda: torch.zeros(2, 3, 4, 5).to(memory_format=torch.channels_last),
+    "all_zero_strides": lambda: torch.tensor(2.0, dtype=torch.float64).expand(3, 4),
+    "complex64": lambda: torch.zeros(3, 4, dtype=torch.complex64)[:, 1:],
+    "empty_transposed": lambda: torch.zeros(0, 3).t(),
 }
 
 

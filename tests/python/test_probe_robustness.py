@@ -89,7 +89,7 @@ def test_failing_statistics_keep_the_window_with_null_stats(make_probe, dump_dir
     assert len(err) == 1 and err[0].startswith("dump_probe: warning: no statistics for torch.float32 tensors"), err
 
 
-@pytest.mark.parametrize("internal", ["_layout", "_bounded_rows"])
+@pytest.mark.parametrize("internal", ["_layout_raw", "_bounded_rows"])
 def test_failing_internal_in_capture_disarms(make_probe, dump_dir, capsys, monkeypatch, internal):
     probe = make_probe(DUMP_PROBE_TENSOR=".")
     assert probe.arm("r") is True
@@ -199,7 +199,7 @@ def test_disarm_keeps_later_selected_windows_possible(make_probe, dump_dir, caps
     """A failure closes the current window only; it does not poison the selection counters."""
     probe = make_probe(DUMP_PROBE_RANKS="all")
     assert probe.arm("a") is True
-    monkeypatch.setattr(probe, "_layout", _boom)
+    monkeypatch.setattr(probe, "_layout_raw", _boom)
     probe.capture("x", torch.ones(2))
     monkeypatch.undo()
     assert probe.armed() is False

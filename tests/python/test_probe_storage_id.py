@@ -132,7 +132,7 @@ def test_ids_are_stable_across_windows_for_live_storages_only(probe):
     reused = _reallocate_at(set(ptr_ids), 4096)  # the next request's buffer, at a freed address
     _next_window(probe)
     # arm() dropped the entries of the freed storages; the live cache keeps its entry and id
-    assert list(probe._state.storages) == [("cpu", cache.untyped_storage().data_ptr())]
+    assert list(probe._state.storages) == [(torch.device("cpu"), cache.untyped_storage().data_ptr())]
     probe.capture("scratch", reused)
     probe.capture("cache", cache.t())
     second = load_manifest(probe.finish())

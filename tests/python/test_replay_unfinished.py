@@ -23,7 +23,8 @@ NOTE = "an unfinished window: no manifest.json"
 WAIT_THEN = """
 import glob, signal, time
 def _wait(names):
-    inputs = os.path.join(os.environ["DUMP_PROBE_DIR"], "rank0", os.environ["WINDOW"], "inputs")
+    rank = "rank" + os.environ.get("RANK", "0")
+    inputs = os.path.join(os.environ["DUMP_PROBE_DIR"], rank, os.environ["WINDOW"], "inputs")
     deadline = time.time() + 60
     while time.time() < deadline:
         have = sorted(os.listdir(inputs)) if os.path.isdir(inputs) else []
@@ -224,3 +225,57 @@ def test_attempts_a_finished_one_and_a_killed_rerun(tmp_path):
     assert not (tmp_path / "third").exists()
     listed = run(dump, "--list", "--json", "--attempt", "1")
     assert [w["attempt"] for w in json.loads(listed.stdout)["windows"]] == [1]
+
+
+def test_a_stage_held_by_a_finished_and_an_unfinished_window_is_ambiguous(tmp_path):
+    """Rank 0 finished, rank 1 killed after the same capture_inputs(): --stage names both, so it
+    is the two-windows error (the unfinished one's file-stem key must not win on its own);
+    --rank picks either."""
+    dump = tmp_path / "dump"
+    body = """
+        assert dp.arm("req") is True
+        dp.capture_inputs("norm", x=torch.ones(2, 4), weight=torch.ones(4), eps=1e-6)
+        if os.environ["RANK"] == "1":
+            _wait(["norm#1.pt"])
+            os._exit(0)
+        assert dp.finish()
+    """
+    for rank in ("0", "1"):
+        proc = run_script(WAIT_THEN + textwrap.dedent(body), env={
+            "DUMP_PROBE": "1", "DUMP_PROBE_DIR": str(dump), "DUMP_PROBE_RANKS": "all", "WINDOW": "match1-occ1",
+            "RANK": rank, "WORLD_SIZE": "2"})
+        assert proc.returncode == 0, proc.stderr
+    assert os.listdir(dump / "rank1" / "match1-occ1") == ["inputs"]
+    for stage in ("norm#1", "norm"):
+        proc = run(dump, "--stage", stage, "--candidate", "builtin:rms_norm", "--reference", "builtin:rms_norm",
+                   "--out", tmp_path / "both")
+        assert proc.returncode == 2, proc.stderr
+        assert "stage 'norm' has input sets in 2 windows" in proc.stderr, proc.stderr
+    for rank, unfinished in (("0", False), ("1", True)):
+        r = replay(tmp_path, dump, "norm#1", "builtin:rms_norm", "builtin:rms_norm", "--rank", rank,
+                   name="rank" + rank)
+        assert r.proc.returncode == 0, r.proc.stderr
+        assert (r.report["rank"], r.report.get("window_unfinished")) == (int(rank), unfinished)
+
+
+def test_with_sync_inputs_a_set_is_on_disk_before_the_operator_can_abort_the_process(tmp_path):
+    """DUMP_PROBE_SYNC_INPUTS=1: capture_inputs() returns after its file is written, so an
+    operator that aborts the process at once (no wait for the writer thread) leaves its set."""
+    dump = tmp_path / "dump"
+    proc = run_script("""
+        torch.manual_seed(0)
+        assert dp.arm("req") is True
+        x = torch.randn(64, 32)
+        weight = torch.rand(32) + 0.5
+        dp.capture_inputs("norm", x=x, weight=weight, eps=1e-6)
+        torch.save({"x": x, "weight": weight}, %r)
+        os.abort()  # the operator took the process down
+    """ % str(tmp_path / "expect.pt"), env={"DUMP_PROBE": "1", "DUMP_PROBE_DIR": str(dump), "DUMP_PROBE_SYNC_INPUTS": "1"})
+    assert proc.returncode == -6, (proc.returncode, proc.stderr)
+    window = dump / "rank0" / "match1-occ1"
+    assert os.listdir(window / "inputs") == ["norm#1.pt"]
+    r = replay(tmp_path, str(window), "norm#1", "builtin:rms_norm", "builtin:rms_norm")
+    assert r.report["window_unfinished"] is True
+    captured = torch.load(tmp_path / "expect.pt", weights_only=True)
+    # The golden side is float64 from the replayed inputs: equal to it from the captured ones.
+    assert torch.equal(r.outputs["golden"]["out"], hf_rms_norm64(captured["x"], captured["weight"], 1e-6))
