@@ -77,9 +77,7 @@ fn the_newest_attempt_is_used_and_the_older_one_named() {
     assert_eq!(code, 1);
     assert_eq!(
         notes(&json),
-        [
-            "attempt 2 of 2 used (the newest); attempt 1 of this window left out (--attempt N picks one)"
-        ]
+        ["attempt 2 used (the newest); finished attempt 1 left out (--attempt N picks one)"]
     );
 }
 
@@ -98,7 +96,7 @@ fn attempt_picks_one_on_both_sides_and_attempt_a_b_per_side() {
     assert_eq!(
         notes(&json),
         [
-            "attempt 1 of 2 used (as --attempt asked); attempt 2 of this window left out (--attempt N picks one)"
+            "attempt 1 used (as --attempt asked); finished attempt 2 left out (--attempt N picks one)"
         ]
     );
     // The re-run against the first run: the example's own answer, from one directory.
@@ -271,10 +269,35 @@ fn an_attempt_without_a_manifest_is_an_error_not_attempt_2() {
         [
             "UNFINISHED WINDOW: no manifest.json (the run stopped before finish(), or is still \
           inside the window), so no statistics; it holds no file: the run claimed the directory \
-          and stopped before writing one, so there is nothing to read or replay"
+          and stopped before writing one, so there is nothing to read or replay",
+            "attempt 2 used (the newest); unfinished attempt 1 (no manifest.json) without \
+             statistics (--attempt N picks one)"
         ]
     );
     assert_eq!(json["warnings"][0]["file"], first.to_str().unwrap());
+}
+
+#[test]
+fn a_newer_attempt_that_never_finished_is_said_beside_the_older_one_used() {
+    // Attempt 1 finished (example side a); the re-run, attempt 2, was killed before finish().
+    let dir = tempfile::tempdir().unwrap();
+    let first = dir.path().join("rank0/match1-occ1");
+    std::fs::create_dir_all(&first).unwrap();
+    std::fs::copy(example_manifest("a"), first.join("manifest.json")).unwrap();
+    std::fs::create_dir_all(dir.path().join("rank0/match1-occ1.2")).unwrap();
+    let (code, json, stderr) = dumpview(&["scan", dir.path().to_str().unwrap(), "--json"]);
+    assert_eq!(code, 0, "{stderr}");
+    assert!(
+        json["windows"][0]["source"]
+            .as_str()
+            .unwrap()
+            .ends_with("rank0/match1-occ1/manifest.json")
+    );
+    assert_eq!(
+        notes(&json)[1],
+        "attempt 1 used (the newest finished one: attempt 2 newer but unfinished); unfinished \
+         attempt 2 (no manifest.json) without statistics (--attempt N picks one)"
+    );
 }
 
 #[test]

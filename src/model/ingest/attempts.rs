@@ -145,21 +145,34 @@ pub fn choose_attempts(
             return false;
         }
         let attempts = &slots[&key];
-        if attempts.len() > 1 {
+        let mut open: Vec<u32> = unfinished_of(&key, unfinished)
+            .iter()
+            .map(|(a, _)| *a)
+            .collect();
+        open.sort_unstable();
+        if attempts.len() > 1 || !open.is_empty() {
             let others: Vec<u32> = attempts.iter().copied().filter(|&a| a != chosen).collect();
+            let newer: Vec<u32> = open.iter().copied().filter(|&a| a > chosen).collect();
             let how = match choice {
-                Attempt::Newest => "the newest",
-                Attempt::Number(_) => "as --attempt asked",
-            };
-            notes.push(Warning::note(
-                window.window_dir(),
-                format!(
-                    "attempt {chosen} of {} used ({how}); attempt{} {} of this window left out (--attempt N picks one)",
-                    attempts.len(),
-                    if others.len() == 1 { "" } else { "s" },
-                    join(&others)
+                Attempt::Number(_) => "as --attempt asked".to_string(),
+                Attempt::Newest if newer.is_empty() => "the newest".to_string(),
+                Attempt::Newest => format!(
+                    "the newest finished one: {} newer but unfinished",
+                    attempts_text(&newer)
                 ),
-            ));
+            };
+            let mut message = format!("attempt {chosen} used ({how})");
+            if !others.is_empty() {
+                message += &format!("; finished {} left out", attempts_text(&others));
+            }
+            if !open.is_empty() {
+                message += &format!(
+                    "; unfinished {} (no manifest.json) without statistics",
+                    attempts_text(&open)
+                );
+            }
+            message += " (--attempt N picks one)";
+            notes.push(Warning::note(window.window_dir(), message));
         }
         true
     });
@@ -167,10 +180,18 @@ pub fn choose_attempts(
     Ok(())
 }
 
-/// Why `--attempt n` cannot be used for the window of `key`, whose finished attempts are
-/// `finished`: every attempt it has, finished or not, and what an unfinished `n` is.
-fn lacking(n: u32, key: &Slot, finished: &[u32], unfinished: &[UnfinishedWindow]) -> String {
-    let open: Vec<(u32, &Path)> = unfinished
+/// `attempt 5` / `attempts 2, 3, 5`.
+fn attempts_text(numbers: &[u32]) -> String {
+    format!(
+        "attempt{} {}",
+        if numbers.len() == 1 { "" } else { "s" },
+        join(numbers)
+    )
+}
+
+/// The attempts among `unfinished` of the window of `key`, with their directories.
+fn unfinished_of<'a>(key: &Slot, unfinished: &'a [UnfinishedWindow]) -> Vec<(u32, &'a Path)> {
+    unfinished
         .iter()
         .filter_map(|w| {
             let ids = probe_window_dir(&w.dir)?;
@@ -178,7 +199,13 @@ fn lacking(n: u32, key: &Slot, finished: &[u32], unfinished: &[UnfinishedWindow]
                 && (ids.rank, ids.match_index, ids.occurrence) == (key.1, key.2, key.3);
             same.then_some((ids.attempt, w.dir.as_path()))
         })
-        .collect();
+        .collect()
+}
+
+/// Why `--attempt n` cannot be used for the window of `key`, whose finished attempts are
+/// `finished`: every attempt it has, finished or not, and what an unfinished `n` is.
+fn lacking(n: u32, key: &Slot, finished: &[u32], unfinished: &[UnfinishedWindow]) -> String {
+    let open = unfinished_of(key, unfinished);
     let mut every: Vec<u32> = finished
         .iter()
         .copied()
