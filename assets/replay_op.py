@@ -389,6 +389,29 @@ def entry_key(entry):
     return entry.get("key") or "%s#%s" % (entry.get("stage"), entry.get("occurrence"))
 
 
+def _sanitised(name):
+    """A stage#N key as the probe spells it in a file name (dump_probe.py ``_safe_name``)."""
+    return re.sub(r"[^A-Za-z0-9_.#-]", "_", name)[:200]
+
+
+def _unfinished_hint(windows, stage_text):
+    """What an unknown --stage may mean in unfinished windows, whose stages come from file names:
+    the sanitised spelling of a set that is there, or a set whose write was cut off."""
+    unfinished = [w for w in windows if w.unfinished]
+    if not unfinished:
+        return ""
+    stage, occurrence = parse_stage(stage_text)
+    key = _sanitised(stage_text if occurrence is not None else stage + "#1")
+    if key != stage_text and any(entry_key(e) == key for w in unfinished for e in w.input_sets):
+        return ("; an unfinished window knows stages by their file names, where characters other than "
+                "A-Za-z0-9_.#- became '_': --stage %s" % key)
+    cut = [os.path.join(w.directory, c) for w in unfinished for c in w.cut_off
+           if os.path.basename(c).startswith(key + ".pt.tmp.")]
+    if cut:
+        return "; %s: its write was cut off when the run was killed (incomplete, not an input set)" % ", ".join(cut)
+    return ""
+
+
 def pick_input_set(windows, stage_text):
     """(window, input set entry) for --stage; InputError for unknown, ambiguous or missing."""
     stage, occurrence = parse_stage(stage_text)
@@ -403,8 +426,8 @@ def pick_input_set(windows, stage_text):
     if not having:
         known = sorted({entry_key(e) for w in windows for e in w.input_sets})
         where = windows[0].where if len(windows) == 1 else "%d windows" % len(windows)
-        raise InputError("unknown stage %r: no input set of it in %s; captured input sets: %s"
-                         % (stage, where, ", ".join(known) or "none"))
+        raise InputError("unknown stage %r: no input set of it in %s; captured input sets: %s%s"
+                         % (stage, where, ", ".join(known) or "none", _unfinished_hint(windows, stage_text)))
     if len(having) > 1:
         raise InputError("stage %r has input sets in %d windows; pick one with --rank / --window or "
                          "point DUMP at one window:\n  %s" % (stage, len(having), "\n  ".join(w.describe() for w in having)))

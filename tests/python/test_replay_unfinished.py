@@ -279,3 +279,22 @@ def test_with_sync_inputs_a_set_is_on_disk_before_the_operator_can_abort_the_pro
     captured = torch.load(tmp_path / "expect.pt", weights_only=True)
     # The golden side is float64 from the replayed inputs: equal to it from the captured ones.
     assert torch.equal(r.outputs["golden"]["out"], hf_rms_norm64(captured["x"], captured["weight"], 1e-6))
+
+
+def test_an_unknown_stage_in_an_unfinished_window_points_at_its_file_name_or_its_cut_off_write(tmp_path):
+    dump, expect = tmp_path / "dump", tmp_path / "expect.pt"
+    window = killed_in_rms_norm(dump, expect)
+    # The stage as the model names it; the file name sanitised its '/'.
+    proc = run(window, "--stage", "layers.0/norm#1", "--candidate", "builtin:rms_norm", "--reference",
+               "builtin:rms_norm", "--out", tmp_path / "never")
+    assert proc.returncode == 2
+    assert "unknown stage 'layers.0/norm'" in proc.stderr
+    assert "became '_': --stage layers.0_norm#1" in proc.stderr, proc.stderr
+    # A set whose write the kill cut off (the probe's temporary name for it).
+    cut = os.path.join(window, "inputs", "big#1.pt.tmp.4242")
+    with open(cut, "wb") as handle:
+        handle.write(b"PK")
+    proc = run(window, "--stage", "big", "--candidate", "builtin:rms_norm", "--reference", "builtin:rms_norm",
+               "--out", tmp_path / "never")
+    assert proc.returncode == 2
+    assert "%s: its write was cut off when the run was killed" % cut in proc.stderr, proc.stderr
