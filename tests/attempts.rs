@@ -315,3 +315,44 @@ fn an_attempt_1_that_was_never_made_is_an_error_too() {
         "{stderr}"
     );
 }
+
+#[test]
+fn an_unreadable_attempt_is_named_in_the_note_and_in_the_attempt_error() {
+    // Attempt 1 finished (example side a); attempt 2's manifest is damaged.
+    let dir = tempfile::tempdir().unwrap();
+    let first = dir.path().join("rank0/match1-occ1");
+    std::fs::create_dir_all(&first).unwrap();
+    std::fs::copy(example_manifest("a"), first.join("manifest.json")).unwrap();
+    let second = dir.path().join("rank0/match1-occ1.2");
+    std::fs::create_dir_all(&second).unwrap();
+    std::fs::write(second.join("manifest.json"), "{}").unwrap();
+    let path = dir.path().to_str().unwrap();
+    let (code, json, stderr) = dumpview(&["scan", path, "--json"]);
+    assert_eq!(code, 1, "lost evidence: {stderr}");
+    assert!(
+        json["windows"][0]["source"]
+            .as_str()
+            .unwrap()
+            .ends_with("rank0/match1-occ1/manifest.json")
+    );
+    assert_eq!(
+        notes(&json),
+        [
+            "attempt 1 used (the newest usable one: attempt 2 newer but unreadable); attempt 2 \
+          with a manifest that could not be read (its UNREADABLE WINDOW warning says why) \
+          (--attempt N picks one)"
+        ]
+    );
+    let (code, json, stderr) = dumpview(&["scan", path, "--attempt", "2", "--json"]);
+    assert_eq!(code, 2, "{stderr}");
+    assert_eq!(
+        json["error"],
+        format!(
+            "{}: --attempt 2: rank 0 match 1 occurrence 1 has attempts 1, 2 (finished: 1; \
+             manifest unreadable: 2); attempt 2's manifest {} could not be read (its \
+             UNREADABLE WINDOW warning says why)",
+            dir.path().join("rank0").display(),
+            second.join("manifest.json").display()
+        )
+    );
+}

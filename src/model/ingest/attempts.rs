@@ -106,8 +106,9 @@ fn slot(window: &Window) -> Slot {
 
 /// Keeps one attempt of every window of `dump` (see [`Attempt`]) and adds a note for each
 /// window that had others: which attempt was chosen and which were left out. `unfinished`
-/// are the window directories without a manifest met beside them: never chosen (they have
-/// no statistics), named in the error when `--attempt` asks for one.
+/// are the window directories without a manifest met beside them, `unreadable` the manifests
+/// that could not be read (each has its UNREADABLE WINDOW warning): never chosen (they have
+/// no statistics), named in the note and in the error when `--attempt` asks for one.
 ///
 /// # Errors
 /// [`Attempt::Number`] naming an attempt that a window of the dump lacks or has only
@@ -116,6 +117,7 @@ pub fn choose_attempts(
     dump: &mut Dump,
     choice: Attempt,
     unfinished: &[UnfinishedWindow],
+    unreadable: &[PathBuf],
 ) -> Result<(), LoadError> {
     let mut slots: BTreeMap<Slot, Vec<u32>> = BTreeMap::new();
     for window in &dump.windows {
@@ -131,7 +133,7 @@ pub fn choose_attempts(
             Attempt::Number(n) => {
                 return Err(LoadError::Input {
                     path: key.0.clone(),
-                    problem: lacking(n, key, attempts, unfinished),
+                    problem: lacking(n, key, attempts, unfinished, unreadable),
                 });
             }
         };
@@ -145,21 +147,37 @@ pub fn choose_attempts(
             return false;
         }
         let attempts = &slots[&key];
-        let mut open: Vec<u32> = unfinished_of(&key, unfinished)
-            .iter()
-            .map(|(a, _)| *a)
-            .collect();
-        open.sort_unstable();
-        if attempts.len() > 1 || !open.is_empty() {
+        let numbers = |found: Vec<(u32, &Path)>| {
+            let mut numbers: Vec<u32> = found.iter().map(|(a, _)| *a).collect();
+            numbers.sort_unstable();
+            numbers
+        };
+        let open = numbers(unfinished_of(&key, unfinished));
+        let broken = numbers(unreadable_of(&key, unreadable));
+        if attempts.len() > 1 || !open.is_empty() || !broken.is_empty() {
             let others: Vec<u32> = attempts.iter().copied().filter(|&a| a != chosen).collect();
-            let newer: Vec<u32> = open.iter().copied().filter(|&a| a > chosen).collect();
+            let newer_open: Vec<u32> = open.iter().copied().filter(|&a| a > chosen).collect();
+            let newer_broken: Vec<u32> = broken.iter().copied().filter(|&a| a > chosen).collect();
+            let mut newer = Vec::new();
+            if !newer_open.is_empty() {
+                newer.push(format!(
+                    "{} newer but unfinished",
+                    attempts_text(&newer_open)
+                ));
+            }
+            if !newer_broken.is_empty() {
+                newer.push(format!(
+                    "{} newer but unreadable",
+                    attempts_text(&newer_broken)
+                ));
+            }
             let how = match choice {
                 Attempt::Number(_) => "as --attempt asked".to_string(),
                 Attempt::Newest if newer.is_empty() => "the newest".to_string(),
-                Attempt::Newest => format!(
-                    "the newest finished one: {} newer but unfinished",
-                    attempts_text(&newer)
-                ),
+                Attempt::Newest if newer_broken.is_empty() => {
+                    format!("the newest finished one: {}", newer.join(", "))
+                }
+                Attempt::Newest => format!("the newest usable one: {}", newer.join(", ")),
             };
             let mut message = format!("attempt {chosen} used ({how})");
             if !others.is_empty() {
@@ -169,6 +187,13 @@ pub fn choose_attempts(
                 message += &format!(
                     "; unfinished {} (no manifest.json) without statistics",
                     attempts_text(&open)
+                );
+            }
+            if !broken.is_empty() {
+                message += &format!(
+                    "; {} with a manifest that could not be read (its UNREADABLE WINDOW warning \
+                     says why)",
+                    attempts_text(&broken)
                 );
             }
             message += " (--attempt N picks one)";
@@ -202,31 +227,63 @@ fn unfinished_of<'a>(key: &Slot, unfinished: &'a [UnfinishedWindow]) -> Vec<(u32
         .collect()
 }
 
+/// The attempts among the `unreadable` manifests of the window of `key`, with the manifests.
+fn unreadable_of<'a>(key: &Slot, unreadable: &'a [PathBuf]) -> Vec<(u32, &'a Path)> {
+    unreadable
+        .iter()
+        .filter_map(|manifest| {
+            let dir = manifest.parent()?;
+            let ids = probe_window_dir(dir)?;
+            let same = dir.parent() == Some(key.0.as_path())
+                && (ids.rank, ids.match_index, ids.occurrence) == (key.1, key.2, key.3);
+            same.then_some((ids.attempt, manifest.as_path()))
+        })
+        .collect()
+}
+
 /// Why `--attempt n` cannot be used for the window of `key`, whose finished attempts are
-/// `finished`: every attempt it has, finished or not, and what an unfinished `n` is.
-fn lacking(n: u32, key: &Slot, finished: &[u32], unfinished: &[UnfinishedWindow]) -> String {
+/// `finished`: every attempt it has, finished or not, and what an unfinished or unreadable
+/// `n` is.
+fn lacking(
+    n: u32,
+    key: &Slot,
+    finished: &[u32],
+    unfinished: &[UnfinishedWindow],
+    unreadable: &[PathBuf],
+) -> String {
     let open = unfinished_of(key, unfinished);
+    let broken = unreadable_of(key, unreadable);
     let mut every: Vec<u32> = finished
         .iter()
         .copied()
         .chain(open.iter().map(|(a, _)| *a))
+        .chain(broken.iter().map(|(a, _)| *a))
         .collect();
     every.sort_unstable();
     every.dedup();
-    let detail = if open.is_empty() {
+    let detail = if open.is_empty() && broken.is_empty() {
         match finished.len() {
             1 => "finished".to_string(),
             2 => "both finished".to_string(),
             _ => "all finished".to_string(),
         }
     } else {
-        let mut open_numbers: Vec<u32> = open.iter().map(|(a, _)| *a).collect();
-        open_numbers.sort_unstable();
-        format!(
-            "finished: {}; unfinished, without manifest.json: {}",
-            join(finished),
-            join(&open_numbers)
-        )
+        let sorted = |found: &[(u32, &Path)]| {
+            let mut numbers: Vec<u32> = found.iter().map(|(a, _)| *a).collect();
+            numbers.sort_unstable();
+            numbers
+        };
+        let mut detail = format!("finished: {}", join(finished));
+        if !open.is_empty() {
+            detail += &format!(
+                "; unfinished, without manifest.json: {}",
+                join(&sorted(&open))
+            );
+        }
+        if !broken.is_empty() {
+            detail += &format!("; manifest unreadable: {}", join(&sorted(&broken)));
+        }
+        detail
     };
     let mut problem = format!(
         "--attempt {n}: rank {} match {} occurrence {} has attempt{} {} ({detail})",
@@ -241,6 +298,13 @@ fn lacking(n: u32, key: &Slot, finished: &[u32], unfinished: &[UnfinishedWindow]
             "; attempt {n} ({}) is unfinished: the run stopped before finish(), so it has no \
              statistics to use (its input sets, if any, replay with `dumpview replay`)",
             dir.display()
+        );
+    }
+    if let Some((_, manifest)) = broken.iter().find(|(a, _)| *a == n) {
+        problem += &format!(
+            "; attempt {n}'s manifest {} could not be read (its UNREADABLE WINDOW warning says \
+             why)",
+            manifest.display()
         );
     }
     problem

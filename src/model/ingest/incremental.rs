@@ -272,7 +272,7 @@ impl Incremental {
         }
         // A watch's discovery keeps no unfinished windows: an --attempt error lists the
         // finished attempts alone.
-        choose_attempts(&mut dump, self.attempt, &[])?;
+        choose_attempts(&mut dump, self.attempt, &[], &[])?;
         sort_windows(&mut dump.windows);
         Ok((dump, stats))
     }

@@ -89,6 +89,7 @@ pub fn load_attempt(
     };
     let mut failed = None;
     let mut first_unreadable = None;
+    let mut unreadable: Vec<PathBuf> = Vec::new();
     load_in_order(&files, &mut |index, loaded| {
         let (manifest, warnings) = match loaded {
             Ok(loaded) => loaded,
@@ -98,6 +99,7 @@ pub fn load_attempt(
                 let prefix = format!("{}: ", path.display());
                 let cause = text.strip_prefix(&prefix).unwrap_or(&text).to_string();
                 dump.warnings.push(Warning::unreadable_window(path, cause));
+                unreadable.push(path.clone());
                 first_unreadable.get_or_insert(error);
                 state.files_done += 1;
                 state.bytes_done += sizes[index];
@@ -123,7 +125,7 @@ pub fn load_attempt(
     if let (true, Some(error)) = (dump.windows.is_empty(), first_unreadable) {
         return Err(error);
     }
-    choose_attempts(&mut dump, attempt, &unfinished)?;
+    choose_attempts(&mut dump, attempt, &unfinished, &unreadable)?;
     sort_windows(&mut dump.windows);
     Ok(dump)
 }
