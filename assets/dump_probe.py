@@ -170,11 +170,16 @@ class _Record:
         self.stats = stats
         self.saved = saved  # device tensor (rows-bounded clone) to write in finish(), or None
 
+    def head(self):
+        """The record's JSON fields up to is_contiguous, in the manifest's order (_RECORD_ORDER)."""
+        head = {"seq": self.seq, "stage": self.stage, "occurrence": self.occurrence, "mode": "eager"}
+        head.update(_layout_fields(self.layout))
+        return head
+
     @property
     def meta(self):
-        """The record's JSON fields but stats and tensor_file, in the manifest's order."""
-        meta = {"seq": self.seq, "stage": self.stage, "occurrence": self.occurrence, "mode": "eager"}
-        meta.update(_layout_fields(self.layout))
+        """The record's JSON fields but stats and tensor_file (for inspection before finish())."""
+        meta = self.head()
         if self.extra:
             meta.update(self.extra)
         return meta
@@ -1115,18 +1120,18 @@ def _native_statistics(tensor, acc, split=None, host_block=False, layout=None):
     where = None
     if split is not None:
         where = (ctypes.c_int64 * 6)(split.dim, split.full, split.offset, int(split.zigzag), split.rank, split.size)
+    # dp_summarize writes the seven float64 statistics straight into the block or the vector:
+    # torch.empty costs a microsecond, torch.tensor(list) twenty.
     if host_block:
         block, offset, address = held.next_host_slot()
-        status = call(held.ref, where, address)
-        if status != 0:
-            raise RuntimeError("dp_summarize returned status %d" % status)
-        return block, offset
-    # dp_summarize writes the seven float64 statistics straight into the vector:
-    # torch.empty costs a microsecond, torch.tensor(list) twenty.
-    out = torch.empty(7, dtype=torch.float64)
-    status = call(held.ref, where, out.data_ptr())
+    else:
+        out = torch.empty(7, dtype=torch.float64)
+        address = out.data_ptr()
+    status = call(held.ref, where, address)
     if status != 0:
         raise RuntimeError("dp_summarize returned status %d" % status)
+    if host_block:
+        return block, offset
     return out if acc == torch.float64 else out.to(acc)
 
 
@@ -1600,7 +1605,7 @@ def _layout_raw(tensor):
     except Exception:
         data_ptr = None
     return (device, tensor.dtype, tensor.shape, tensor.stride(), tensor.storage_offset(), storage_ptr, storage_id,
-            storage_nbytes, data_ptr, _device_format(tensor) if device.type == "npu" else None)
+            storage_nbytes, data_ptr, _device_format(tensor))
 
 
 def _layout_fields(raw):
@@ -1768,8 +1773,7 @@ def _write_window(window):
     records = []
     for record, stats in zip(_state.records, host_stats):
         # In the manifest's order (_RECORD_ORDER, then the tail) without a second dict.
-        out = {"seq": record.seq, "stage": record.stage, "occurrence": record.occurrence, "mode": "eager"}
-        out.update(_layout_fields(record.layout))
+        out = record.head()
         out["stats"] = None if stats is None else _host_stats(stats, out["numel"])
         extra = record.extra
         if record.saved is not None:

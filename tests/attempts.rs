@@ -277,22 +277,29 @@ fn an_attempt_without_a_manifest_is_an_error_not_attempt_2() {
     assert_eq!(json["warnings"][0]["file"], first.to_str().unwrap());
 }
 
-#[test]
-fn a_newer_attempt_that_never_finished_is_said_beside_the_older_one_used() {
-    // Attempt 1 finished (example side a); the re-run, attempt 2, was killed before finish().
+/// Attempt 1 finished (example side a) in `rank0/match1-occ1`, and the directory of its
+/// re-run, attempt 2, made and left empty; returns that directory.
+fn finished_then_rerun() -> (tempfile::TempDir, PathBuf) {
     let dir = tempfile::tempdir().unwrap();
     let first = dir.path().join("rank0/match1-occ1");
     std::fs::create_dir_all(&first).unwrap();
     std::fs::copy(example_manifest("a"), first.join("manifest.json")).unwrap();
-    std::fs::create_dir_all(dir.path().join("rank0/match1-occ1.2")).unwrap();
+    let second = dir.path().join("rank0/match1-occ1.2");
+    std::fs::create_dir_all(&second).unwrap();
+    (dir, second)
+}
+
+fn first_source(json: &Value) -> &str {
+    json["windows"][0]["source"].as_str().unwrap()
+}
+
+#[test]
+fn a_newer_attempt_that_never_finished_is_said_beside_the_older_one_used() {
+    // The re-run, attempt 2, was killed before finish().
+    let (dir, _) = finished_then_rerun();
     let (code, json, stderr) = dumpview(&["scan", dir.path().to_str().unwrap(), "--json"]);
     assert_eq!(code, 0, "{stderr}");
-    assert!(
-        json["windows"][0]["source"]
-            .as_str()
-            .unwrap()
-            .ends_with("rank0/match1-occ1/manifest.json")
-    );
+    assert!(first_source(&json).ends_with("rank0/match1-occ1/manifest.json"));
     assert_eq!(
         notes(&json)[1],
         "attempt 1 used (the newest finished one: attempt 2 newer but unfinished); unfinished \
@@ -318,23 +325,13 @@ fn an_attempt_1_that_was_never_made_is_an_error_too() {
 
 #[test]
 fn an_unreadable_attempt_is_named_in_the_note_and_in_the_attempt_error() {
-    // Attempt 1 finished (example side a); attempt 2's manifest is damaged.
-    let dir = tempfile::tempdir().unwrap();
-    let first = dir.path().join("rank0/match1-occ1");
-    std::fs::create_dir_all(&first).unwrap();
-    std::fs::copy(example_manifest("a"), first.join("manifest.json")).unwrap();
-    let second = dir.path().join("rank0/match1-occ1.2");
-    std::fs::create_dir_all(&second).unwrap();
+    // Attempt 2's manifest is damaged.
+    let (dir, second) = finished_then_rerun();
     std::fs::write(second.join("manifest.json"), "{}").unwrap();
     let path = dir.path().to_str().unwrap();
     let (code, json, stderr) = dumpview(&["scan", path, "--json"]);
     assert_eq!(code, 1, "lost evidence: {stderr}");
-    assert!(
-        json["windows"][0]["source"]
-            .as_str()
-            .unwrap()
-            .ends_with("rank0/match1-occ1/manifest.json")
-    );
+    assert!(first_source(&json).ends_with("rank0/match1-occ1/manifest.json"));
     assert_eq!(
         notes(&json),
         [

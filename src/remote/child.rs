@@ -198,44 +198,35 @@ mod tests {
 
     #[test]
     fn what_the_child_left_running_ends_with_it_and_never_holds_the_pump() {
+        // (exit code, stderr lines, seconds) of `script` pumped to its end.
+        let pumped_stderr = |script: &str| {
+            let mut child = spawn(script);
+            let streams: Vec<(Stream, Box<dyn Read + Send>)> =
+                vec![(Stream::Stderr, Box::new(child.stderr.take().unwrap()))];
+            let started = std::time::Instant::now();
+            let mut seen = Vec::new();
+            let pumped = pump(
+                &mut child,
+                streams,
+                &mut |_, l| seen.push(l.to_string()),
+                &|| false,
+            );
+            (pumped.status.unwrap().code(), seen, started.elapsed())
+        };
         // In its group: killed when the child ends.
-        let mut child = spawn("sleep 60 & echo started >&2; exit 4");
-        let streams: Vec<(Stream, Box<dyn Read + Send>)> =
-            vec![(Stream::Stderr, Box::new(child.stderr.take().unwrap()))];
-        let started = std::time::Instant::now();
-        let mut seen = Vec::new();
-        let pumped = pump(
-            &mut child,
-            streams,
-            &mut |_, l| seen.push(l.to_string()),
-            &|| false,
-        );
-        assert_eq!(pumped.status.unwrap().code(), Some(4));
-        assert_eq!(seen, ["started"]);
-        assert!(
-            started.elapsed() < Duration::from_secs(5),
-            "{:?}",
-            started.elapsed()
-        );
+        let (code, seen, took) = pumped_stderr("sleep 60 & echo started >&2; exit 4");
+        assert_eq!((code, seen), (Some(4), vec!["started".to_string()]));
+        assert!(took < Duration::from_secs(5), "{took:?}");
         // Outside its group (a session of its own), holding stderr open: read until silent.
         // (The child ends only once the other has its session: a group kill cannot reach it.)
-        let mut child = spawn(
+        let (code, seen, took) = pumped_stderr(
             "f=$(mktemp -u); setsid sh -c \"echo one >&2; : >$f; exec sleep 60\" & \
              while [ ! -e $f ]; do sleep 0.01; done; rm -f $f; echo two >&2; exit 0",
         );
-        let streams: Vec<(Stream, Box<dyn Read + Send>)> =
-            vec![(Stream::Stderr, Box::new(child.stderr.take().unwrap()))];
-        let started = std::time::Instant::now();
-        let mut seen = Vec::new();
-        let pumped = pump(
-            &mut child,
-            streams,
-            &mut |_, l| seen.push(l.to_string()),
-            &|| false,
+        assert_eq!(
+            (code, seen),
+            (Some(0), vec!["one".to_string(), "two".to_string()])
         );
-        assert_eq!(pumped.status.unwrap().code(), Some(0));
-        assert_eq!(seen, ["one", "two"]);
-        let took = started.elapsed();
         assert!(
             took >= DRAIN && took < DRAIN + Duration::from_secs(3),
             "{took:?}"

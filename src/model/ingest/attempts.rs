@@ -147,13 +147,8 @@ pub fn choose_attempts(
             return false;
         }
         let attempts = &slots[&key];
-        let numbers = |found: Vec<(u32, &Path)>| {
-            let mut numbers: Vec<u32> = found.iter().map(|(a, _)| *a).collect();
-            numbers.sort_unstable();
-            numbers
-        };
-        let open = numbers(unfinished_of(&key, unfinished));
-        let broken = numbers(unreadable_of(&key, unreadable));
+        let open = numbers(&unfinished_of(&key, unfinished));
+        let broken = numbers(&unreadable_of(&key, unreadable));
         if attempts.len() > 1 || !open.is_empty() || !broken.is_empty() {
             let others: Vec<u32> = attempts.iter().copied().filter(|&a| a != chosen).collect();
             let newer_open: Vec<u32> = open.iter().copied().filter(|&a| a > chosen).collect();
@@ -214,16 +209,19 @@ fn attempts_text(numbers: &[u32]) -> String {
     )
 }
 
+/// The attempt number of `dir` when it is a probe window directory of the window of `key`.
+fn attempt_in_slot(key: &Slot, dir: &Path) -> Option<u32> {
+    let ids = probe_window_dir(dir)?;
+    let same = dir.parent() == Some(key.0.as_path())
+        && (ids.rank, ids.match_index, ids.occurrence) == (key.1, key.2, key.3);
+    same.then_some(ids.attempt)
+}
+
 /// The attempts among `unfinished` of the window of `key`, with their directories.
 fn unfinished_of<'a>(key: &Slot, unfinished: &'a [UnfinishedWindow]) -> Vec<(u32, &'a Path)> {
     unfinished
         .iter()
-        .filter_map(|w| {
-            let ids = probe_window_dir(&w.dir)?;
-            let same = w.dir.parent() == Some(key.0.as_path())
-                && (ids.rank, ids.match_index, ids.occurrence) == (key.1, key.2, key.3);
-            same.then_some((ids.attempt, w.dir.as_path()))
-        })
+        .filter_map(|w| Some((attempt_in_slot(key, &w.dir)?, w.dir.as_path())))
         .collect()
 }
 
@@ -232,13 +230,19 @@ fn unreadable_of<'a>(key: &Slot, unreadable: &'a [PathBuf]) -> Vec<(u32, &'a Pat
     unreadable
         .iter()
         .filter_map(|manifest| {
-            let dir = manifest.parent()?;
-            let ids = probe_window_dir(dir)?;
-            let same = dir.parent() == Some(key.0.as_path())
-                && (ids.rank, ids.match_index, ids.occurrence) == (key.1, key.2, key.3);
-            same.then_some((ids.attempt, manifest.as_path()))
+            Some((
+                attempt_in_slot(key, manifest.parent()?)?,
+                manifest.as_path(),
+            ))
         })
         .collect()
+}
+
+/// The attempt numbers of `found`, sorted.
+fn numbers(found: &[(u32, &Path)]) -> Vec<u32> {
+    let mut numbers: Vec<u32> = found.iter().map(|(a, _)| *a).collect();
+    numbers.sort_unstable();
+    numbers
 }
 
 /// Why `--attempt n` cannot be used for the window of `key`, whose finished attempts are
@@ -268,20 +272,15 @@ fn lacking(
             _ => "all finished".to_string(),
         }
     } else {
-        let sorted = |found: &[(u32, &Path)]| {
-            let mut numbers: Vec<u32> = found.iter().map(|(a, _)| *a).collect();
-            numbers.sort_unstable();
-            numbers
-        };
         let mut detail = format!("finished: {}", join(finished));
         if !open.is_empty() {
             detail += &format!(
                 "; unfinished, without manifest.json: {}",
-                join(&sorted(&open))
+                join(&numbers(&open))
             );
         }
         if !broken.is_empty() {
-            detail += &format!("; manifest unreadable: {}", join(&sorted(&broken)));
+            detail += &format!("; manifest unreadable: {}", join(&numbers(&broken)));
         }
         detail
     };
