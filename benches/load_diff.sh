@@ -2,7 +2,8 @@
 # Load + diff of a 1,000,000-record manifest pair (benches/README.md).
 #
 #   benches/load_diff.sh [--records N] [--ranks R] [--reps K] [--threads "1 2"]
-#                        [--baseline REV] [--data DIR] [--layouts "split single"] [--cli-json]
+#                        [--baseline REV] [--rounds K] [--data DIR] [--layouts "split single"]
+#                        [--cli-json]
 #
 # Generates the pair into a temp dir (or reuses --data DIR, which it then keeps), and for each
 # layout (split: R manifests per side in dump directories; single: one file per side), each
@@ -11,11 +12,15 @@
 # dumpview's load + diff, their ratio (goal <= 2), the peak RSS of load + diff over the input
 # bytes (goal <= 2), and the wall time and peak RSS of the real CLI
 # (`dumpview diff A B > /dev/null`; with --cli-json also `--json`, whose JSON value tree needs
-# about 10x the input in memory). A table of all runs ends the output.
+# about 10x the input in memory). A table of all runs ends the output. --rounds K (default 1)
+# repeats every run K times, the builds interleaved within each round so both see the same
+# machine load; with --baseline the last line is
+#   RESULT rounds=K <layout>_t<threads>_<what>_{before,after,ratio}=...
+# for what in load_diff_s and cli_s: the medians over the rounds, ratio = after / before.
 set -euo pipefail
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
-RECORDS=1000000 RANKS=16 REPS=3 THREADS="1 2" BASELINE="" DATA="" LAYOUTS="split single" MODES="text"
+RECORDS=1000000 RANKS=16 REPS=3 ROUNDS=1 THREADS="1 2" BASELINE="" DATA="" LAYOUTS="split single" MODES="text"
 while [[ $# -gt 0 ]]; do
     case "$1" in
         --records) RECORDS="$2"; shift 2 ;;
@@ -23,10 +28,11 @@ while [[ $# -gt 0 ]]; do
         --reps) REPS="$2"; shift 2 ;;
         --threads) THREADS="$2"; shift 2 ;;
         --baseline) BASELINE="$2"; shift 2 ;;
+        --rounds) ROUNDS="$2"; shift 2 ;;
         --data) DATA="$2"; shift 2 ;;
         --layouts) LAYOUTS="$2"; shift 2 ;;
         --cli-json) MODES="text json"; shift ;;
-        -h|--help) sed -n '2,16p' "$0"; exit 0 ;;
+        -h|--help) sed -n '2,21p' "$0"; exit 0 ;;
         *) echo "unknown option $1" >&2; exit 2 ;;
     esac
 done
@@ -87,6 +93,7 @@ fi
 
 echo "== machine: $(nproc) cores, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs), $(awk '/MemTotal/ {printf "%.0f GiB", $2/1048576}' /proc/meminfo)"
 ROWS=()
+for round in $(seq 1 "$ROUNDS"); do
 for layout in $LAYOUTS; do
     if [[ $layout == split ]]; then A="$DATA/split/a" B="$DATA/split/b"; else A="$DATA/single/a.json" B="$DATA/single/b.json"; fi
     # Warm the page cache so every build reads the files from memory.
@@ -115,9 +122,10 @@ for layout in $LAYOUTS; do
                     if [[ $mode == text ]]; then cli="$wall" cli_rss="$rss_ratio"; else json="$wall" json_rss="$rss_ratio"; fi
                 done
             fi
-            ROWS+=("$result cli_s=$cli cli_rss=$cli_rss json_s=$json json_rss=$json_rss")
+            ROWS+=("$result cli_s=$cli cli_rss=$cli_rss json_s=$json json_rss=$json_rss round=$round build=$build layout=$layout")
         done
     done
+done
 done
 
 echo
@@ -133,3 +141,26 @@ for row in "${ROWS[@]}"; do
             v["ratio"], v["rss_ratio"], v["cli_s"], v["cli_rss"], v["json_s"], v["json_rss"]
     }'
 done
+
+if [[ -n $BASELINE ]]; then
+    # median LAYOUT BUILD THREADS KEY: the median over the rounds of one field of the rows.
+    median() {
+        for row in "${ROWS[@]}"; do
+            [[ " $row " == *" layout=$1 "* && " $row " == *" build=$2 "* && " $row " == *" threads=$3 "* ]] || continue
+            grep -o " $4=[0-9.]*" <<<" $row" | cut -d= -f2
+        done | sort -g | awk '{ v[NR] = $1 } END { if (NR == 0) print "-"; else if (NR % 2) print v[(NR + 1) / 2]; else print (v[NR / 2] + v[NR / 2 + 1]) / 2 }'
+    }
+    result="RESULT rounds=$ROUNDS baseline=$BASELINE"
+    for layout in $LAYOUTS; do
+        for threads in $THREADS; do
+            for key in load_diff_s cli_s; do
+                before="$(median "$layout" baseline "$threads" "$key")"
+                after="$(median "$layout" current "$threads" "$key")"
+                ratio="$(awk -v a="$after" -v b="$before" 'BEGIN { if (b + 0 > 0 && a + 0 > 0) printf "%.3f", a / b; else print "-" }')"
+                result+=" ${layout}_t${threads}_${key}_before=$before ${layout}_t${threads}_${key}_after=$after ${layout}_t${threads}_${key}_ratio=$ratio"
+            done
+        done
+    done
+    echo
+    echo "$result"
+fi
