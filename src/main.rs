@@ -6,6 +6,7 @@ use std::process::ExitCode;
 use clap::{Parser, Subcommand};
 use dumpview::cli::{self, Outcome, diff::ToleranceArgs};
 use dumpview::remote;
+use dumpview::services::sources::{Reach, Sources};
 
 /// Find where the numbers of a model run first go wrong.
 ///
@@ -74,217 +75,24 @@ struct RemoteArgs {
     poll: Option<std::time::Duration>,
 }
 
+impl RemoteArgs {
+    fn reach(self) -> Reach {
+        Reach {
+            ssh_command: self.ssh_command,
+            accept_new_host_key: self.accept_new_host_key,
+            cache_dir: self.cache_dir,
+            cache_size: self.cache_size,
+            poll: self.poll,
+        }
+    }
+}
+
 fn parse_poll(text: &str) -> Result<std::time::Duration, String> {
     text.parse::<f64>()
         .ok()
         .filter(|s| s.is_finite() && *s > 0.0)
         .map(std::time::Duration::from_secs_f64)
         .ok_or_else(|| format!("{text:?}: not a number of seconds above 0"))
-}
-
-/// The captures' local paths: a remote SOURCE becomes its mirror's root after one snapshot
-/// (`remote::snapshot`); the mirrors stay alive (their connections open) until this is
-/// dropped at exit, which ends their ssh masters.
-struct Sources {
-    args: RemoteArgs,
-    json: bool,
-    options: Option<remote::SshOptions>,
-    mirrors: Vec<SharedMirror>,
-}
-
-impl Sources {
-    fn new(args: RemoteArgs, json: bool) -> Sources {
-        Sources {
-            args,
-            json,
-            options: None,
-            mirrors: Vec::new(),
-        }
-    }
-
-    /// The ssh options, made (and the exit cleanup of ssh masters installed) on first use.
-    fn options(&mut self) -> Result<&remote::SshOptions, cli::CliError> {
-        if self.options.is_none() {
-            remote::install_exit_cleanup()?;
-            let a = &self.args;
-            self.options = Some(remote::SshOptions::new(
-                a.ssh_command.as_deref(),
-                a.accept_new_host_key,
-                a.cache_dir.clone(),
-                a.cache_size,
-                a.poll,
-            )?);
-        }
-        Ok(self.options.as_ref().expect("just set"))
-    }
-
-    /// The ssh options for a child process run on `source`'s host (a replay, a case matrix),
-    /// `None` for a local source. Made apart from [`Sources::options`], without the exit
-    /// cleanup: the run ends its connection itself when it is cancelled.
-    fn run_options(&self, source: &str) -> Result<Option<remote::SshOptions>, cli::CliError> {
-        Ok(match remote::parse_source(source)? {
-            remote::SourceSpec::Remote(_) => {
-                let a = &self.args;
-                Some(remote::SshOptions::new(
-                    a.ssh_command.as_deref(),
-                    a.accept_new_host_key,
-                    a.cache_dir.clone(),
-                    a.cache_size,
-                    a.poll,
-                )?)
-            }
-            remote::SourceSpec::Local(_) => None,
-        })
-    }
-
-    /// The local path to read for `path` as the user wrote it.
-    fn local(&mut self, path: &Path) -> Result<PathBuf, cli::CliError> {
-        let Some(text) = path.to_str() else {
-            return Ok(path.to_path_buf());
-        };
-        let spec = match remote::parse_source(text)? {
-            remote::SourceSpec::Local(local) => return Ok(local),
-            remote::SourceSpec::Remote(spec) => spec,
-        };
-        if let Some(mirror) = self.mirrors.iter().find(|m| lock(m).spec() == &spec) {
-            return Ok(lock(mirror).root().to_path_buf());
-        }
-        let options = self.options()?;
-        let snapshot = remote::snapshot(&spec, options).map_err(|error| {
-            // `run:10:00` in the current directory reads as host `run`: say how to read it.
-            let mut message = error.to_string();
-            if path.exists() {
-                message.push_str(&format!(
-                    "; {text} is also a local path here: write ./{text} to read that"
-                ));
-            }
-            message
-        })?;
-        let mirror = &snapshot.mirror;
-        if mirror.lister() != remote::Lister::GnuFind {
-            eprintln!(
-                "dumpview: note: {}: no GNU find on the remote host; listing with {}",
-                mirror.source(),
-                mirror.lister().describe()
-            );
-        }
-        for warning in &snapshot.report.warnings {
-            eprintln!("dumpview: warning: {}: {warning}", mirror.source());
-        }
-        if !self.json && std::io::IsTerminal::is_terminal(&std::io::stderr()) {
-            eprintln!(
-                "dumpview: {}: {} dump files, {} fetched ({:.1} MB)",
-                mirror.source(),
-                snapshot.report.listed,
-                snapshot.report.changed.len(),
-                (snapshot.report.bytes + snapshot.statistics_bytes) as f64 / 1e6
-            );
-        }
-        let root = mirror.root().to_path_buf();
-        self.mirrors
-            .push(std::sync::Arc::new(std::sync::Mutex::new(snapshot.mirror)));
-        Ok(root)
-    }
-
-    /// A SOURCE to follow: a local directory as it is, a remote one connected (its mirror
-    /// is synced by the watch, not here).
-    fn watched(&mut self, text: &str) -> Result<dumpview::runtime::watch::Followed, cli::CliError> {
-        use dumpview::runtime::watch::Followed;
-        let spec = match remote::parse_source(text)? {
-            remote::SourceSpec::Local(_) => return Ok(Followed::local(text)),
-            remote::SourceSpec::Remote(spec) => spec,
-        };
-        let options = self.options()?;
-        let mirror = remote::Mirror::open(&spec, options)?;
-        let root = mirror.root().to_path_buf();
-        let mirror = std::sync::Arc::new(std::sync::Mutex::new(mirror));
-        // Also the fetcher's: the workbench's `t` brings a followed capture's saved tensors.
-        self.mirrors.push(mirror.clone());
-        Ok(Followed {
-            name: text.to_string(),
-            root,
-            mirror: Some(mirror),
-        })
-    }
-
-    /// [`Sources::local`] for each of `paths`.
-    fn locals(&mut self, paths: &[PathBuf]) -> Result<Vec<PathBuf>, cli::CliError> {
-        paths.iter().map(|p| self.local(p)).collect()
-    }
-
-    /// Brings `file` into the cache when it lies in a remote capture's mirror (a saved
-    /// tensor a report compares); nothing for a local file.
-    fn fetch(&mut self, file: &Path) -> Result<(), String> {
-        MirrorFetcher(self.mirrors.clone()).fetch_if_owned(file)
-    }
-
-    /// The fetcher of the remote captures' saved tensors, for the workbench (`t`); `None`
-    /// when every capture is local.
-    fn fetcher(&self) -> Option<std::sync::Arc<dyn dumpview::runtime::fetch::Fetcher>> {
-        (!self.mirrors.is_empty()).then(|| {
-            std::sync::Arc::new(MirrorFetcher(self.mirrors.clone()))
-                as std::sync::Arc<dyn dumpview::runtime::fetch::Fetcher>
-        })
-    }
-}
-
-/// A remote capture's mirror, shared with the workbench's comparison job that fetches its
-/// saved tensors on demand.
-type SharedMirror = std::sync::Arc<std::sync::Mutex<remote::Mirror>>;
-
-fn lock(mirror: &SharedMirror) -> std::sync::MutexGuard<'_, remote::Mirror> {
-    mirror
-        .lock()
-        .unwrap_or_else(std::sync::PoisonError::into_inner)
-}
-
-/// Fetches files of the mirrors it holds.
-struct MirrorFetcher(Vec<SharedMirror>);
-
-impl MirrorFetcher {
-    fn owner(&self, path: &Path) -> Option<&SharedMirror> {
-        self.0.iter().find(|m| path.starts_with(lock(m).root()))
-    }
-
-    fn fetch_if_owned(&self, file: &Path) -> Result<(), String> {
-        match self.owner(file) {
-            Some(mirror) => lock(mirror).fetch(file).map_err(|e| e.to_string()),
-            None => Ok(()),
-        }
-    }
-}
-
-impl dumpview::runtime::fetch::Fetcher for MirrorFetcher {
-    fn owns(&self, path: &Path) -> bool {
-        self.owner(path).is_some()
-    }
-
-    fn fetch(&self, path: &Path) -> Result<(), String> {
-        self.fetch_if_owned(path)
-    }
-
-    fn remote(&self, path: &Path) -> Option<Result<dumpview::runtime::fetch::RemotePlace, String>> {
-        // The root's parent too: a mirrored manifest file's window directory.
-        let mirror = self.0.iter().find(|m| {
-            let m = lock(m);
-            path.starts_with(m.root()) || m.root().parent() == Some(path)
-        })?;
-        let mirror = lock(mirror);
-        let spec = mirror.remote_spec_of(path)?;
-        if spec.port.is_some() && !spec.path.starts_with('/') {
-            // scp's host:path form has no place for a port.
-            return Some(Err(format!(
-                "{}: a path relative to the remote home on a host with a port cannot be \
-                 replayed there; open the capture as ssh://{}/ABSOLUTE/PATH",
-                mirror.source(),
-                spec.authority()
-            )));
-        }
-        Some(Ok(dumpview::runtime::fetch::RemotePlace {
-            source: spec.to_string(),
-            ssh: mirror.options().clone(),
-        }))
-    }
 }
 
 const EXAMPLES: &str = "\
@@ -518,7 +326,7 @@ fn main() -> ExitCode {
     let attempts = args.attempts;
     // Declared before everything that reads the captures, so it is dropped last: its
     // mirrors' ssh masters end when main returns.
-    let mut sources = Sources::new(args.remote, json);
+    let mut sources = Sources::new(args.remote.reach(), json);
     let workbench_only = !args.captures.is_empty()
         || !args.watch.is_empty()
         || args.ignore.is_some()
@@ -563,7 +371,7 @@ fn main() -> ExitCode {
     drop(sources);
     // A watch's followers still hold their mirrors (their threads outlive main's return):
     // end every master and remove the control directory here, whatever holds them.
-    remote::shutdown();
+    dumpview::services::sources::shutdown();
     code
 }
 
@@ -593,7 +401,7 @@ fn run(
                 ignore: ignore.ignore.clone(),
             };
             // A remote capture's saved tensors come when `t` needs them.
-            let _fetching = sources.fetcher().map(dumpview::runtime::fetch::register);
+            let _fetching = sources.fetcher().map(dumpview::services::fetch::register);
             return workbench(source, tolerance, ignore, &attempts, json);
         }
         (None, [a, b, ..]) => {
@@ -604,7 +412,7 @@ fn run(
                 attempt_b: attempts.side(1),
                 ignore: ignore.ignore.clone(),
             };
-            let _fetching = sources.fetcher().map(dumpview::runtime::fetch::register);
+            let _fetching = sources.fetcher().map(dumpview::services::fetch::register);
             return workbench(source, tolerance, ignore, &attempts, json);
         }
     };
@@ -719,7 +527,7 @@ fn run(
     }
 }
 
-/// `dumpview replay`: runs the replay where the dump lives (`runtime::replay`), streaming
+/// `dumpview replay`: runs the replay where the dump lives (`services::replay`), streaming
 /// replay_op.py's log to stderr; SIGINT, SIGTERM and SIGHUP cancel it (the child process,
 /// or the remote side, is killed and its directory removed).
 fn replay(
@@ -728,7 +536,7 @@ fn replay(
     json: bool,
     sources: &mut Sources,
 ) -> Result<Outcome, cli::CliError> {
-    use dumpview::runtime::replay::{self as runner, ListRequest, ReplayRequest};
+    use dumpview::services::replay::{self as runner, ListRequest, ReplayRequest};
     use std::sync::atomic::Ordering;
     args.check()?;
     if attempts.attempt_a.is_some() || attempts.attempt_b.is_some() {
@@ -780,7 +588,7 @@ fn replay(
 }
 
 /// `dumpview cases …`: `plan` reads the dumps through `sources` (a remote one mirrored, its
-/// input set fetched), `run` runs the batch where the dump lives (`runtime::cases`); SIGINT,
+/// input set fetched), `run` runs the batch where the dump lives (`services::cases`); SIGINT,
 /// SIGTERM and SIGHUP cancel a run (its Python, or the remote side, is killed; what finished
 /// is kept).
 fn cases(
@@ -839,7 +647,7 @@ fn cases_run(
     sources: &mut Sources,
 ) -> Result<Outcome, cli::CliError> {
     use dumpview::model::cases::Outcome as CaseOutcome;
-    use dumpview::runtime::cases::{self as runner, RunEvent, RunRequest};
+    use dumpview::services::cases::{self as runner, RunEvent, RunRequest};
     use std::io::IsTerminal;
     use std::sync::atomic::Ordering;
     let matrix = cli::cases::open(root, &args.name)?;
@@ -919,14 +727,14 @@ fn watch_workbench(
         .map(|s| sources.watched(s))
         .collect::<Result<Vec<_>, _>>()?;
     let vs = request.vs.map(|v| sources.watched(v)).transpose()?;
-    let _fetching = sources.fetcher().map(dumpview::runtime::fetch::register);
+    let _fetching = sources.fetcher().map(dumpview::services::fetch::register);
     dumpview::runtime::run_watch(
         followed,
         vs,
         WatchOptions {
             attempt: attempts.side(0),
             poll: sources
-                .args
+                .reach()
                 .poll
                 .unwrap_or(dumpview::runtime::watch::DEFAULT_POLL),
         },
@@ -961,7 +769,7 @@ fn watch(
         tolerances: request.tolerance.tolerances()?,
         options: WatchOptions {
             poll: sources
-                .args
+                .reach()
                 .poll
                 .unwrap_or(dumpview::runtime::watch::DEFAULT_POLL),
             attempt: attempts.side(0),

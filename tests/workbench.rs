@@ -1803,7 +1803,7 @@ fn window_dir(side: &str) -> PathBuf {
 }
 
 /// A replay output directory committed for these tests (tests/fixtures/replay_results/make.sh),
-/// judged as `runtime::replay::run` judges it, with a fixed account of the run.
+/// judged as `services::replay::run` judges it, with a fixed account of the run.
 fn replayed(name: &str) -> ReplayResult {
     let dir = Path::new("tests/fixtures/replay_results").join(name);
     let replay = ReplayDir::open(&dir)

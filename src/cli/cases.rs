@@ -1,6 +1,6 @@
 //! `dumpview cases plan|run|record|analyze|export-run|export-test`: the operator case matrix
 //! (docs/cases.md, seed 002). This file holds the options and the subcommands that read and
-//! write the matrix (`model::cases`); `run` is the runtime's (`runtime::cases::run`, which
+//! write the matrix (`model::cases`); `run` is the runtime's (`services::cases::run`, which
 //! `main` calls), and its result is printed here ([`print_run`]).
 
 use std::path::{Path, PathBuf};

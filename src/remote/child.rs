@@ -1,6 +1,6 @@
 //! A child process's output read as lines while a cancel is watched ([`pump`]): the one loop
 //! behind [`RemoteHost::run`](super::RemoteHost::run) (the ssh client of a remote job) and
-//! the runtime's local Python (`runtime::python`), which may use this layer. It lives here,
+//! the runtime's local Python (`services::python`), which may use this layer. It lives here,
 //! not in the runtime, because this layer may not name the runtime.
 
 use std::io::{BufRead, BufReader, Read};

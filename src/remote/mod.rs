@@ -32,7 +32,7 @@ mod source;
 mod ssh;
 
 pub use backoff::Backoff;
-// For the runtime's local child processes (`runtime::python`): the same spawn and the same
+// For the runtime's local child processes (`services::python`): the same spawn and the same
 // line loop as a remote job's ssh client.
 pub(crate) use child::{Stream, pump};
 pub(crate) use control::spawn_with_parent_death;

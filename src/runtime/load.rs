@@ -226,7 +226,7 @@ fn saved_in(session: &Session, window: &Window) -> HashMap<String, PathBuf> {
             .ok()
             .flatten()
             // A remote capture's tensors are listed before they are fetched.
-            .filter(|p| p.is_file() || super::fetch::fetchable(p))
+            .filter(|p| p.is_file() || crate::services::fetch::fetchable(p))
         {
             saved.insert(key, path);
         }

@@ -1,6 +1,6 @@
 //! The workbench's case-matrix jobs ([`Slot::Cases`](crate::app::jobs::Slot::Cases)):
 //! planning a matrix on a replayed input set and running its cases, through the same code as
-//! `dumpview cases plan` (`model::cases::create`) and `cases run` (`runtime::cases::run`).
+//! `dumpview cases plan` (`model::cases::create`) and `cases run` (`services::cases::run`).
 //!
 //! Progress goes out as [`CaseEvent`]s: the matrix once planned (so the board shows every
 //! case before one has run), each case as it starts and as it is filed with its outcome,
@@ -10,7 +10,7 @@
 use std::path::{Path, PathBuf};
 use std::time::Instant;
 
-use super::cases::{CasesError, RunEvent, RunRequest};
+use crate::services::cases::{CasesError, RunEvent, RunRequest};
 use super::jobs::{JobContext, JobError, JobOutput, JobProgress};
 use crate::app::jobs::{CaseEvent, CasesPlanSpec, CasesRunSpec, REPLAY_TICK_MS};
 use crate::model::cases::create::{self, NewMatrix, cases_root};
@@ -35,7 +35,7 @@ pub(super) fn plan_and_run(cx: &JobContext, spec: CasesPlanSpec) -> Result<JobOu
     let started = Instant::now();
     let root = std::path::absolute(cases_root(None)).map_err(|e| e.to_string())?;
     let window_dir = spec.window.dir().to_path_buf();
-    let (dump, ssh) = match super::fetch::remote_of(&window_dir) {
+    let (dump, ssh) = match crate::services::fetch::remote_of(&window_dir) {
         Some(place) => {
             let place = place.map_err(JobError::Failed)?;
             (place.source, Some(place.ssh))
@@ -73,7 +73,7 @@ pub(super) fn plan_and_run(cx: &JobContext, spec: CasesPlanSpec) -> Result<JobOu
             untied: &spec.untied,
             vs: spec.vs.clone(),
         },
-        &mut |path| super::fetch::ensure(path),
+        &mut |path| crate::services::fetch::ensure(path),
     )?;
     cx.progress(JobProgress::Cases {
         elapsed_ms: started.elapsed().as_millis() as u64,
@@ -91,7 +91,7 @@ pub(super) fn run_again(cx: &JobContext, spec: CasesRunSpec) -> Result<JobOutput
     let source = PathBuf::from(&matrix.plan.baseline.source_manifest);
     let ssh = source
         .parent()
-        .and_then(super::fetch::remote_of)
+        .and_then(crate::services::fetch::remote_of)
         .and_then(Result::ok)
         .map(|place| place.ssh);
     run(cx, started, matrix, spec.only, spec.rerun, spec.python, ssh)
@@ -166,7 +166,7 @@ fn run(
         }
         cx.is_cancelled()
     };
-    match super::cases::run(&request, ssh.as_ref(), &mut on_event, &cancelled) {
+    match crate::services::cases::run(&request, ssh.as_ref(), &mut on_event, &cancelled) {
         Ok(_) => Ok(JobOutput::Cases(Box::new(MatrixSnapshot::read(&matrix)))),
         Err(CasesError::Cancelled { .. }) => Err(JobError::Cancelled),
         Err(e) => Err(JobError::Failed(e.to_string())),

@@ -12,16 +12,10 @@
 //! headless runs ([`run_with`], or a `Runtime` over `TestBackend`) drive the same loop with
 //! scripted input.
 
-pub mod cases;
-pub mod fetch;
-#[cfg(feature = "torch")]
-mod in_process;
 pub mod input;
 pub mod jobs;
 pub mod load;
 mod matrix_job;
-pub mod python;
-pub mod replay;
 pub mod replay_history;
 mod terminal;
 pub mod watch;

@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 
 use super::jobs::{JobContext, JobError, JobOutput, JobProgress, JobUpdate, Jobs};
 use super::load;
-use super::replay::{ReplayError, ReplayRequest};
+use crate::services::replay::{ReplayError, ReplayRequest};
 use crate::app::jobs::{JobSpec, REPLAY_TICK_MS, ReplaySpec};
 use crate::model::tensor::metrics::CompareProgress as TensorProgress;
 use crate::model::tensor::pairing;
@@ -28,7 +28,7 @@ pub fn spawn<E: From<JobUpdate> + Send + 'static>(jobs: &mut Jobs<E>, spec: JobS
             jobs.spawn(slot, "the comparison", move |cx| {
                 // A remote capture's tensors come now, when the comparison needs them.
                 for file in [&a, &b] {
-                    super::fetch::ensure(file).map_err(JobError::Failed)?;
+                    crate::services::fetch::ensure(file).map_err(JobError::Failed)?;
                 }
                 compare(cx, a, b)
             });
@@ -79,14 +79,14 @@ pub fn spawn<E: From<JobUpdate> + Send + 'static>(jobs: &mut Jobs<E>, spec: JobS
     }
 }
 
-/// Runs one replay through `runtime::replay::run`, as `dumpview replay` does: on this
+/// Runs one replay through `services::replay::run`, as `dumpview replay` does: on this
 /// machine, or for a remote capture's window (its mirror's copy) on its host through the
 /// capture's ssh options. Each log line goes out as progress with the time so far, and the
 /// cancel predicate, which `run` asks every 50 ms, also sends the clock every
 /// [`REPLAY_TICK_MS`]; a cancel kills the Python's process group (or ends the remote side).
 fn replay(cx: &JobContext, spec: ReplaySpec) -> Result<JobOutput, JobError> {
     let started = Instant::now();
-    let (dump, ssh) = match super::fetch::remote_of(&spec.dump) {
+    let (dump, ssh) = match crate::services::fetch::remote_of(&spec.dump) {
         Some(place) => {
             let place = place.map_err(JobError::Failed)?;
             (place.source, Some(place.ssh))
@@ -128,7 +128,7 @@ fn replay(cx: &JobContext, spec: ReplaySpec) -> Result<JobOutput, JobError> {
         }
         cx.is_cancelled()
     };
-    match super::replay::run(&request, ssh.as_ref(), &mut log, &cancelled) {
+    match crate::services::replay::run(&request, ssh.as_ref(), &mut log, &cancelled) {
         Ok(result) => Ok(JobOutput::Replayed(Box::new(result))),
         Err(ReplayError::Cancelled) => Err(JobError::Cancelled),
         Err(e) => Err(JobError::Failed(e.to_string())),

@@ -14,7 +14,7 @@
 //! - [`export`]: the hand-run bundle's `run.sh` and the exported pytest regression test.
 //!
 //! Each case's verdict is `model::replay`'s judgement of its replay output directory under
-//! the plan's standard. Running the batch is the runtime's (`runtime::cases`).
+//! the plan's standard. Running the batch is the runtime's (`services::cases`).
 
 pub mod analysis;
 pub mod create;

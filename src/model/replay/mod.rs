@@ -23,7 +23,7 @@
 //! reads both.
 //!
 //! Pure logic over what it is handed, except [`load`], which reads the one directory it is
-//! given. Running the script is the runtime's (`runtime::replay`).
+//! given. Running the script is the runtime's (`services::replay`).
 
 pub mod dynamo;
 pub mod ended;

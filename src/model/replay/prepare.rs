@@ -2,7 +2,7 @@
 //! the captured input set with replay.json's `--arg` overrides and `--arg-map` renames
 //! applied in the script's order ([`call_inputs`]), the `input_dtype` words it records
 //! ([`input_dtype_text`]), and its split of failures into crash and unsupported
-//! ([`classify`]). Pure: feature `torch`'s in-process references (`runtime::replay`) use
+//! ([`classify`]). Pure: feature `torch`'s in-process references (`services::replay`) use
 //! these on what they read.
 
 use super::record::{ReplayRecord, Status};

@@ -20,6 +20,7 @@ use crate::model::dump::{Dump, Warning};
 use crate::model::ingest::Attempt;
 use crate::model::watch::{FetchProgress, SourceState};
 
+pub use crate::services::sources::Followed;
 pub use local::follow_local;
 
 /// How often a followed source is refreshed without an event: the fallback for file systems
@@ -44,38 +45,6 @@ pub enum Signal {
     Release(usize, Vec<PathBuf>),
     /// How far source `index`'s background fetch has got.
     Fetching(usize, FetchProgress),
-}
-
-/// One source to follow, as resolved to a local directory.
-#[derive(Clone)]
-pub struct Followed {
-    /// The SOURCE as the user wrote it (events name it).
-    pub name: String,
-    /// The local directory or file it is read from (a remote source's mirror root).
-    pub root: PathBuf,
-    /// A remote source's mirror, synced by its follower; `None` for a local directory.
-    pub mirror: Option<std::sync::Arc<std::sync::Mutex<crate::remote::Mirror>>>,
-}
-
-impl std::fmt::Debug for Followed {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Followed")
-            .field("name", &self.name)
-            .field("root", &self.root)
-            .field("remote", &self.mirror.is_some())
-            .finish()
-    }
-}
-
-impl Followed {
-    /// A local directory (or file), named as the user wrote it.
-    pub fn local(name: &str) -> Followed {
-        Followed {
-            name: name.to_string(),
-            root: PathBuf::from(name),
-            mirror: None,
-        }
-    }
 }
 
 /// Options of a watch.

@@ -2,7 +2,7 @@
 //! ([`list`]): `assets/replay_op.py` (embedded in the binary) runs where the dump lives, and
 //! its outputs are judged here (`model::replay`).
 //!
-//! - On this machine: the interpreter and the way the script runs are `runtime::python`'s
+//! - On this machine: the interpreter and the way the script runs are `services::python`'s
 //!   (`--python`, else `$DUMPVIEW_PYTHON`, else the first `python3` or `python` on `PATH`
 //!   that imports torch; a private script directory; Python in its own process group, killed
 //!   by a cancel and, on Linux, when dumpview dies).

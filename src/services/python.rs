@@ -1,5 +1,5 @@
 //! The local Python that runs `assets/replay_op.py` (embedded in the binary), for a replay
-//! (`runtime::replay`) and a case matrix's batch (`runtime::cases`), and what both make of
+//! (`services::replay`) and a case matrix's batch (`services::cases`), and what both make of
 //! how it ended.
 //!
 //! - [`local_python`]: `--python`, else `$DUMPVIEW_PYTHON`, else the first `python3` or
