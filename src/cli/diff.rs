@@ -129,3 +129,33 @@ pub fn run(
         Outcome::Clean
     })
 }
+
+/// The options of `dumpview diff`.
+#[derive(Debug, Clone, clap::Args)]
+pub struct DiffArgs {
+    /// Capture A: a manifest file or a directory.
+    pub a: std::path::PathBuf,
+    /// Capture B: a manifest file or a directory.
+    pub b: std::path::PathBuf,
+    #[command(flatten)]
+    pub tolerance: ToleranceArgs,
+    #[command(flatten)]
+    pub ignore: super::inputs::IgnoreArgs,
+}
+
+impl DiffArgs {
+    /// Maps A and B to local paths and diffs them.
+    ///
+    /// # Errors
+    /// As [`run`]; a remote capture that cannot be read.
+    pub fn run(&self, cx: &mut super::Context) -> Result<Outcome, CliError> {
+        run(
+            &cx.sources.local(&self.a)?,
+            &cx.sources.local(&self.b)?,
+            &self.tolerance,
+            &cx.attempts,
+            &self.ignore,
+            cx.json,
+        )
+    }
+}

@@ -1,7 +1,13 @@
-//! Subcommands: each parses its inputs with `model`, prints text or `--json`,
-//! and returns an [`Outcome`] that becomes the exit status.
+//! The command line: [`command`] (the top-level options, the workbench's, and the
+//! subcommands), then one file per subcommand with its options (clap `Args`) and its `run`.
+//! Each parses its inputs with `model`, starts what it needs through `services`, prints text
+//! or `--json`, and returns an [`Outcome`] that becomes the exit status. The workbench
+//! (`workbench`, `demo`) and `watch` hand over to the runtime.
 
 pub mod cases;
+pub mod command;
+pub mod completions;
+pub mod demo;
 pub mod diff;
 pub mod inputs;
 pub mod probe_install;
@@ -11,6 +17,21 @@ pub mod scan;
 pub mod summary;
 pub mod tensors;
 pub mod vary;
+pub mod watch;
+pub mod workbench;
+
+use crate::services::sources::Sources;
+
+/// What every subcommand is handed besides its own options.
+pub struct Context {
+    /// `--json`: print JSON instead of text.
+    pub json: bool,
+    /// `--attempt`, `--attempt-a`, `--attempt-b`.
+    pub attempts: inputs::AttemptArgs,
+    /// The captures' local paths (remote ones mirrored); its mirrors' ssh masters end when it
+    /// is dropped.
+    pub sources: Sources,
+}
 
 /// What a command found; `main` maps it to the exit status.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -43,4 +64,17 @@ pub struct WithWarnings<'a, T: serde::Serialize> {
     pub body: &'a T,
     /// The loaders' warnings, in load order.
     pub warnings: &'a [crate::model::dump::Warning],
+}
+
+/// A flag SIGINT, SIGTERM and SIGHUP set: what a headless replay or matrix run polls as its
+/// cancel.
+///
+/// # Errors
+/// A handler that cannot be registered.
+pub fn cancel_on_signals() -> Result<std::sync::Arc<std::sync::atomic::AtomicBool>, CliError> {
+    let cancel = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    for signal in [libc::SIGINT, libc::SIGTERM, libc::SIGHUP] {
+        signal_hook::flag::register(signal, std::sync::Arc::clone(&cancel))?;
+    }
+    Ok(cancel)
 }

@@ -4,7 +4,7 @@
 use std::io::Write;
 use std::path::{Path, PathBuf};
 
-use super::CliError;
+use super::{CliError, Outcome};
 use crate::embedded::{PROBE_SOURCE, REPLAY_SOURCE};
 
 /// The native probe's C header (assets/dump_probe.h), compiled in.
@@ -204,5 +204,45 @@ mod tests {
             (files[1].name, files[1].bytes.as_slice()),
             ("libdump_probe.so", &b"ELF"[..])
         );
+    }
+}
+
+/// The options of `dumpview probe`.
+#[derive(Debug, Clone, clap::Args)]
+pub struct ProbeArgs {
+    #[command(subcommand)]
+    pub action: ProbeAction,
+}
+
+/// The `probe` subcommands.
+#[derive(Debug, Clone, clap::Subcommand)]
+pub enum ProbeAction {
+    /// Write dump_probe.py and replay_op.py into DIR (never replaces an existing file).
+    Install {
+        /// An existing directory to write into, e.g. the package of the code under test.
+        dir: PathBuf,
+        /// Write the native probe instead: dump_probe.h and libdump_probe.so (the library found
+        /// beside this dumpview; docs/native_probe.md).
+        #[arg(long)]
+        native: bool,
+    },
+}
+
+impl ProbeArgs {
+    /// Writes the probe's files and names each on stdout.
+    ///
+    /// # Errors
+    /// `--json` (nothing to say in JSON: refused rather than ignored); as [`run`].
+    pub fn run(&self, cx: &super::Context) -> Result<Outcome, CliError> {
+        if cx.json {
+            return Err(super::completions::NO_JSON.into());
+        }
+        let ProbeAction::Install { dir, native } = &self.action;
+        run(dir, *native).map(|paths| {
+            for path in paths {
+                println!("wrote {}", path.display());
+            }
+            Outcome::Clean
+        })
     }
 }

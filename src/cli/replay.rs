@@ -122,3 +122,64 @@ pub fn print(result: &ReplayResult, json: bool) -> Result<Outcome, CliError> {
         Outcome::Clean
     })
 }
+
+impl ReplayArgs {
+    /// `dumpview replay`: runs the replay where the dump lives (`services::replay`),
+    /// streaming replay_op.py's log to stderr; SIGINT, SIGTERM and SIGHUP cancel it (the
+    /// child process, or the remote side, is killed and its directory removed).
+    ///
+    /// # Errors
+    /// Refused options, a replay that cannot run.
+    pub fn run(&self, cx: &mut super::Context) -> Result<Outcome, CliError> {
+        use crate::services::replay::{self as runner, ListRequest, ReplayRequest};
+        use std::sync::atomic::Ordering;
+        let (attempts, json) = (&cx.attempts, cx.json);
+        self.check()?;
+        if attempts.attempt_a.is_some() || attempts.attempt_b.is_some() {
+            return Err(
+                "--attempt-a/--attempt-b pick the attempt of one side of a comparison; \
+                    replay reads one dump: give --attempt N"
+                    .into(),
+            );
+        }
+        // No exit cleanup for these signals here: they cancel the replay, which then ends its
+        // connection on the way out (and the kernel kills its ssh if dumpview dies).
+        let ssh = cx.sources.run_options(&self.dump)?;
+        let cancel = super::cancel_on_signals()?;
+        let cancelled = || cancel.load(Ordering::SeqCst);
+        let mut log = |line: &str| eprintln!("{line}");
+        if self.list {
+            let request = ListRequest {
+                dump: self.dump.clone(),
+                rank: self.rank,
+                window: self.window.clone(),
+                attempt: attempts.attempt,
+                python: self.python.clone(),
+                json,
+            };
+            print!(
+                "{}",
+                runner::list(&request, ssh.as_ref(), &mut log, &cancelled)?
+            );
+            return Ok(Outcome::Clean);
+        }
+        let request = ReplayRequest {
+            dump: self.dump.clone(),
+            stage: self.stage.clone().expect("clap requires --stage"),
+            candidate: self.candidate.clone().expect("clap requires --candidate"),
+            reference: self.reference.clone().expect("clap requires --reference"),
+            standard: self.standard()?,
+            rank: self.rank,
+            window: self.window.clone(),
+            attempt: attempts.attempt,
+            device: self.device.clone(),
+            python: self.python.clone(),
+            out: self.out.clone(),
+            args: self.args.clone(),
+            arg_maps: self.arg_maps.clone(),
+            python_reference: self.python_reference,
+        };
+        let result = runner::run(&request, ssh.as_ref(), &mut log, &cancelled)?;
+        print(&result, json)
+    }
+}

@@ -160,3 +160,53 @@ fn write_new(path: &Path, text: &str) -> Result<(), CliError> {
     std::fs::rename(&tmp, path).map_err(|e| format!("{}: cannot write: {e}", path.display()))?;
     Ok(())
 }
+
+/// The options of `dumpview report`.
+#[derive(Debug, Clone, clap::Args)]
+pub struct ReportArgs {
+    /// Capture A.
+    pub a: PathBuf,
+    /// Capture B (optional: without it, the report covers A's scan).
+    pub b: Option<PathBuf>,
+    /// Write the report here (never printed then); `.json` selects JSON.
+    #[arg(short, long)]
+    pub output: Option<PathBuf>,
+    #[command(flatten)]
+    pub table: TableArgs,
+    #[command(flatten)]
+    pub tolerance: ToleranceArgs,
+    /// A replay output directory to list under "Replays" (repeatable; written by
+    /// `dumpview replay`, judged again by the standard its verdict.json names).
+    #[arg(long = "replay", value_name = "DIR")]
+    pub replays: Vec<PathBuf>,
+    #[command(flatten)]
+    pub ignore: super::inputs::IgnoreArgs,
+}
+
+impl ReportArgs {
+    /// Maps A and B to local paths (a remote capture's saved tensors fetched as the report
+    /// compares them) and builds the report.
+    ///
+    /// # Errors
+    /// As [`run`]; a remote capture that cannot be read.
+    pub fn run(&self, cx: &mut super::Context) -> Result<Outcome, CliError> {
+        let a = cx.sources.local(&self.a)?;
+        let b = self.b.as_ref().map(|b| cx.sources.local(b)).transpose()?;
+        let sources = &mut cx.sources;
+        let captures = Captures {
+            a: &a,
+            b: b.as_deref(),
+            fetch: &mut |file| sources.fetch(file),
+            replays: &self.replays,
+        };
+        run(
+            captures,
+            self.output.as_deref(),
+            &self.table,
+            &self.tolerance,
+            &cx.attempts,
+            &self.ignore,
+            cx.json,
+        )
+    }
+}

@@ -54,3 +54,28 @@ pub fn run(
         Outcome::Clean
     })
 }
+
+/// The options of `dumpview scan`.
+#[derive(Debug, Clone, clap::Args)]
+pub struct ScanArgs {
+    /// Manifest files or directories holding them (all ranks and windows).
+    #[arg(required = true)]
+    pub inputs: Vec<PathBuf>,
+    #[command(flatten)]
+    pub ignore: super::inputs::IgnoreArgs,
+}
+
+impl ScanArgs {
+    /// Maps the inputs to local paths and scans them.
+    ///
+    /// # Errors
+    /// As [`run`]; a remote input that cannot be read.
+    pub fn run(&self, cx: &mut super::Context) -> Result<Outcome, CliError> {
+        run(
+            &cx.sources.locals(&self.inputs)?,
+            &cx.attempts,
+            &self.ignore,
+            cx.json,
+        )
+    }
+}

@@ -143,3 +143,21 @@ fn outcome(summaries: &[WindowSummary]) -> Outcome {
         Outcome::Clean
     }
 }
+
+/// The options of `dumpview summary`.
+#[derive(Debug, Clone, clap::Args)]
+pub struct SummaryArgs {
+    /// Manifest files (dump_probe.py, msprobe dump.json, windowed) or directories of them.
+    #[arg(required = true)]
+    pub files: Vec<std::path::PathBuf>,
+}
+
+impl SummaryArgs {
+    /// Maps the files to local paths and summarises them.
+    ///
+    /// # Errors
+    /// As [`run`]; a remote file that cannot be read.
+    pub fn run(&self, cx: &mut super::Context) -> Result<Outcome, CliError> {
+        run(&cx.sources.locals(&self.files)?, &cx.attempts, cx.json)
+    }
+}

@@ -84,3 +84,15 @@ pub fn run(args: &TensorArgs, json: bool) -> Result<Outcome, CliError> {
         Outcome::Found
     })
 }
+
+impl TensorArgs {
+    /// Maps the two files to local paths (a remote one fetched) and compares them.
+    ///
+    /// # Errors
+    /// As [`run`]; a remote file that cannot be read.
+    pub fn run(mut self, cx: &mut super::Context) -> Result<Outcome, CliError> {
+        self.a = cx.sources.local(&self.a)?;
+        self.b = cx.sources.local(&self.b)?;
+        run(&self, cx.json)
+    }
+}

@@ -46,3 +46,29 @@ pub fn run(
         },
     )
 }
+
+/// The options of `dumpview vary`.
+#[derive(Debug, Clone, clap::Args)]
+pub struct VaryArgs {
+    /// Two or more captures (manifest files or directories) of the same request.
+    #[arg(required = true, num_args = 2..)]
+    pub captures: Vec<PathBuf>,
+    /// Spreads up to this (relative to each statistic's scale) are noise.
+    #[arg(long, default_value_t = crate::model::analysis::vary::DEFAULT_THRESHOLD)]
+    pub threshold: f64,
+}
+
+impl VaryArgs {
+    /// Maps the captures to local paths and reports their variability.
+    ///
+    /// # Errors
+    /// As [`run`]; a remote capture that cannot be read.
+    pub fn run(&self, cx: &mut super::Context) -> Result<Outcome, CliError> {
+        run(
+            &cx.sources.locals(&self.captures)?,
+            self.threshold,
+            &cx.attempts,
+            cx.json,
+        )
+    }
+}

@@ -1,0 +1,39 @@
+//! `dumpview demo [--pair NAME] [--list]`: the workbench on an embedded example pair (what
+//! `dumpview` with no capture opens).
+
+use super::diff::ToleranceArgs;
+use super::{CliError, Context, Outcome};
+
+/// The pair the workbench opens with no arguments: a non-finite record and a divergence.
+pub const DEFAULT_EXAMPLE: &str = "llama_fp16_overflow";
+
+/// The options of `dumpview demo`.
+#[derive(Debug, Clone, clap::Args)]
+pub struct DemoArgs {
+    /// Which pair (see --list).
+    #[arg(long, default_value = DEFAULT_EXAMPLE)]
+    pub pair: String,
+    /// Print the embedded pairs and their known answers instead.
+    #[arg(long)]
+    pub list: bool,
+    #[command(flatten)]
+    pub tolerance: ToleranceArgs,
+}
+
+impl DemoArgs {
+    /// Opens the workbench on the pair, or with `--list` prints the pairs.
+    ///
+    /// # Errors
+    /// An unknown pair, bad tolerances, a terminal that cannot be used.
+    pub fn run(&self, cx: &mut Context) -> Result<Outcome, CliError> {
+        if self.list {
+            return super::summary::run_embedded(cx.json);
+        }
+        super::workbench::open(
+            crate::runtime::Source::Example(self.pair.clone()),
+            &self.tolerance,
+            &Default::default(),
+            cx,
+        )
+    }
+}
