@@ -3,14 +3,14 @@
 
 use std::collections::HashSet;
 use std::io::Write;
-use std::sync::mpsc::RecvTimeoutError;
+use std::ops::ControlFlow;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
-use super::{Captures, Followed, WatchOptions, merge};
-use crate::model::analysis::Analysis;
+use super::consumer::{Sink, Version, consume};
+use super::{Followed, WatchOptions};
 use crate::model::analysis::compare::Tolerances;
 use crate::model::dump::{Dump, Warning};
-use crate::model::watch::{SourceState, Tracker, WatchEvent, snapshot};
+use crate::model::watch::{FetchProgress, SourceState, Tracker, WatchEvent, snapshot};
 
 /// What `dumpview watch` was asked.
 #[derive(Debug, Clone)]
@@ -61,87 +61,118 @@ pub fn run(args: &Headless, out: &mut dyn Write) -> std::io::Result<u8> {
         }
         return Ok(2);
     }
-    let mut captures = Captures::start(&followed, args.options);
-    let mut tracker = Tracker::new();
-    let mut warned: HashSet<(String, String)> = HashSet::new();
+    let mut events = Events {
+        out,
+        json: args.json,
+        until_finding: args.until_finding,
+        names: followed.iter().map(|f| f.name.clone()).collect(),
+        vs_name: args.vs.as_ref().map(|v| v.name.clone()),
+        tracker: Tracker::new(),
+        warned: HashSet::new(),
+        found: false,
+    };
     let deadline = args.timeout.map(|t| Instant::now() + t);
-    let mut found = false;
-    let mut last: Option<(Dump, Option<Dump>, Analysis)> = None;
-    loop {
-        if deadline.is_some_and(|d| Instant::now() >= d) {
-            break;
-        }
-        let wait = deadline.map_or(Duration::from_secs(3600), |d| {
-            d.saturating_duration_since(Instant::now())
-        });
-        let batch = match captures.next(wait) {
-            Ok(batch) => batch,
-            Err(RecvTimeoutError::Timeout) if deadline.is_some_and(|d| Instant::now() >= d) => {
-                break;
+    consume(
+        &args.sources,
+        args.vs.as_ref(),
+        args.options,
+        &args.tolerances,
+        deadline,
+        &mut events,
+    );
+    Ok(u8::from(events.found))
+}
+
+/// The headless sink: each finding and source state as an event line on `out`.
+struct Events<'o> {
+    out: &'o mut dyn Write,
+    json: bool,
+    until_finding: bool,
+    /// The SOURCE of each followed source, `--vs` last.
+    names: Vec<String>,
+    vs_name: Option<String>,
+    tracker: Tracker,
+    /// The warnings said already, (file, message).
+    warned: HashSet<(String, String)>,
+    found: bool,
+}
+
+impl Events<'_> {
+    /// Writes `events`; a write that fails (a closed pipe) ends the watch quietly.
+    fn write(&mut self, events: &[WatchEvent]) -> ControlFlow<()> {
+        for event in events {
+            self.found |= event.is_finding();
+            if write_event(self.out, event, self.json).is_err() {
+                return ControlFlow::Break(());
             }
-            Err(RecvTimeoutError::Timeout) => continue,
-            Err(RecvTimeoutError::Disconnected) => break,
-        };
-        let mut events: Vec<WatchEvent> = batch
-            .states
+        }
+        ControlFlow::Continue(())
+    }
+}
+
+impl Sink for Events<'_> {
+    fn states(
+        &mut self,
+        states: Vec<(usize, SourceState, String)>,
+        fetching: Vec<(usize, FetchProgress)>,
+    ) -> ControlFlow<()> {
+        let events: Vec<WatchEvent> = states
             .iter()
-            .map(|(i, state, reason)| WatchEvent::source(&followed[*i].name, *state, reason, now()))
+            .map(|(i, state, reason)| WatchEvent::source(&self.names[*i], *state, reason, now()))
             .chain(
-                batch
-                    .fetching
+                fetching
                     .iter()
-                    .map(|(i, progress)| WatchEvent::fetching(&followed[*i].name, progress, now())),
+                    .map(|(i, progress)| WatchEvent::fetching(&self.names[*i], progress, now())),
             )
             .collect();
-        let dumps = &captures.dumps;
-        if batch.changed {
-            let (merged, sources, clashes) = merge(
-                &followed[..args.sources.len()],
-                &dumps[..args.sources.len()],
-            );
-            let vs_dump = vs_index.and_then(|i| dumps[i].as_ref());
-            // Only windows that changed are scanned and diffed again.
-            let analysis = match &last {
-                Some((old_a, old_b, old)) => {
-                    old.refresh((old_a, old_b.as_ref()), (&merged, vs_dump))
-                }
-                None => Analysis::compute(&merged, vs_dump, &args.tolerances),
-            };
-            let ts = now();
-            for (source, warning) in clashes.iter().map(|(s, w)| (s, w)).chain(
-                merged
-                    .warnings
-                    .iter()
-                    .map(|w| (source_of_warning(&sources, &merged, w), w)),
-            ) {
-                if warned.insert((warning.file.display().to_string(), warning.message.clone())) {
-                    events.push(WatchEvent::warning(source, warning, ts));
-                }
-            }
-            if let Some(vs_dump) = vs_dump {
-                let name = &followed[vs_index.expect("a --vs source")].name;
-                for warning in &vs_dump.warnings {
-                    if warned.insert((warning.file.display().to_string(), warning.message.clone()))
-                    {
-                        events.push(WatchEvent::warning(name, warning, ts));
-                    }
-                }
-            }
-            let vs_name = vs_index.map(|i| followed[i].name.as_str());
-            events.extend(tracker.update(snapshot(&merged, &sources, &analysis, vs_name, ts)));
-            last = Some((merged, vs_dump.cloned(), analysis));
-        }
-        for event in &events {
-            found |= event.is_finding();
-            if write_event(out, event, args.json).is_err() {
-                return Ok(u8::from(found));
-            }
-        }
-        if found && args.until_finding {
-            break;
-        }
+        self.write(&events)
     }
-    Ok(u8::from(found))
+
+    fn version(&mut self, version: Version<'_>) -> ControlFlow<()> {
+        let Version {
+            merged,
+            sources,
+            clashes,
+            vs,
+            analysis,
+        } = version;
+        let mut events = Vec::new();
+        let ts = now();
+        for (source, warning) in clashes.iter().map(|(s, w)| (s, w)).chain(
+            merged
+                .warnings
+                .iter()
+                .map(|w| (source_of_warning(sources, merged, w), w)),
+        ) {
+            if self
+                .warned
+                .insert((warning.file.display().to_string(), warning.message.clone()))
+            {
+                events.push(WatchEvent::warning(source, warning, ts));
+            }
+        }
+        if let Some(vs_dump) = vs {
+            let name = self.vs_name.as_deref().expect("a --vs source");
+            for warning in &vs_dump.warnings {
+                if self
+                    .warned
+                    .insert((warning.file.display().to_string(), warning.message.clone()))
+                {
+                    events.push(WatchEvent::warning(name, warning, ts));
+                }
+            }
+        }
+        let vs_name = self.vs_name.as_deref();
+        events.extend(
+            self.tracker
+                .update(snapshot(merged, sources, analysis, vs_name, ts)),
+        );
+        self.write(&events)?;
+        if self.found && self.until_finding {
+            return ControlFlow::Break(());
+        }
+        ControlFlow::Continue(())
+    }
 }
 
 fn write_event(out: &mut dyn Write, event: &WatchEvent, json: bool) -> std::io::Result<()> {

@@ -1,11 +1,14 @@
 //! Following dump directories as they are written: a [`follow`] thread per source reports
 //! into one channel that something may have changed ([`Signal`]); the consumer (the headless
 //! [`headless::run`] loop, or the workbench's watch thread) then refreshes each source's
-//! [`Incremental`] capture, which re-reads only the files that changed.
+//! [`Incremental`] capture, which re-reads only the files that changed. The consumer is one
+//! loop (`consumer.rs`) whose findings go to a sink: the headless events or the workbench's
+//! channel.
 //!
 //! Local directories are followed with notify's events plus a periodic refresh
 //! (file systems without events, such as network mounts, still update, at the tick).
 
+mod consumer;
 pub mod headless;
 mod local;
 mod remote;

@@ -2,14 +2,14 @@
 //! capture, analysed, into the runtime's channel as [`Action::Watched`] (the UI thread only
 //! installs it), and each source's state as [`Action::WatchSource`].
 
-use std::sync::mpsc::{RecvTimeoutError, Sender};
-use std::time::Duration;
+use std::ops::ControlFlow;
+use std::sync::mpsc::Sender;
 
-use super::{Captures, Followed, WatchOptions, merge};
+use super::consumer::{Sink, Version, consume};
+use super::{Followed, WatchOptions};
 use crate::app::{Action, Session};
-use crate::model::analysis::Analysis;
 use crate::model::analysis::compare::Tolerances;
-use crate::model::dump::Dump;
+use crate::model::watch::{FetchProgress, SourceState};
 use crate::runtime::Message;
 use crate::runtime::load::{format_names, with_saved_tensors};
 
@@ -35,50 +35,62 @@ fn watch(
     tolerances: &Tolerances,
     messages: &Sender<Message>,
 ) {
-    let followed: Vec<&Followed> = sources.iter().chain(vs).collect();
-    let mut captures = Captures::start(&followed, options);
-    let mut last: Option<(Dump, Option<Dump>, Analysis)> = None;
-    loop {
-        let batch = match captures.next(Duration::from_secs(3600)) {
-            Ok(batch) => batch,
-            Err(RecvTimeoutError::Timeout) => continue,
-            Err(RecvTimeoutError::Disconnected) => return,
-        };
-        for (index, state, reason) in batch.states {
-            let sent = messages.send(Message::Action(Action::WatchSource {
+    let names: Vec<&str> = sources.iter().map(|s| s.name.as_str()).collect();
+    let mut sink = Channel {
+        title: match vs {
+            Some(vs) => format!("watch {} vs {}", names.join(" + "), vs.name),
+            None => format!("watch {}", names.join(" + ")),
+        },
+        messages,
+    };
+    consume(sources, vs, options, tolerances, None, &mut sink);
+}
+
+/// The workbench's sink: source states and each new version as actions on the runtime's
+/// channel; the watch ends when the runtime has dropped its receiver.
+struct Channel<'m> {
+    /// The session's title.
+    title: String,
+    messages: &'m Sender<Message>,
+}
+
+impl Channel<'_> {
+    fn send(&self, action: Action) -> ControlFlow<()> {
+        match self.messages.send(Message::Action(action)) {
+            Ok(()) => ControlFlow::Continue(()),
+            Err(_) => ControlFlow::Break(()),
+        }
+    }
+}
+
+impl Sink for Channel<'_> {
+    fn states(
+        &mut self,
+        states: Vec<(usize, SourceState, String)>,
+        fetching: Vec<(usize, FetchProgress)>,
+    ) -> ControlFlow<()> {
+        for (index, state, reason) in states {
+            self.send(Action::WatchSource {
                 index,
                 state,
                 reason,
-            }));
-            if sent.is_err() {
-                return;
-            }
+            })?;
         }
-        for (index, progress) in batch.fetching {
-            let sent = messages.send(Message::Action(Action::WatchFetching { index, progress }));
-            if sent.is_err() {
-                return;
-            }
+        for (index, progress) in fetching {
+            self.send(Action::WatchFetching { index, progress })?;
         }
-        if !batch.changed {
-            continue;
-        }
-        let dumps = &captures.dumps;
-        let (mut a, _, clashes) = merge(&followed[..sources.len()], &dumps[..sources.len()]);
-        a.warnings.extend(clashes.into_iter().map(|(_, w)| w));
-        let b = vs.and_then(|_| dumps[sources.len()].clone());
-        let names: Vec<&str> = sources.iter().map(|s| s.name.as_str()).collect();
+        ControlFlow::Continue(())
+    }
+
+    fn version(&mut self, version: Version<'_>) -> ControlFlow<()> {
+        let mut a = version.merged.clone();
+        a.warnings
+            .extend(version.clashes.iter().map(|(_, w)| w.clone()));
+        let b = version.vs.cloned();
         let session = Session {
-            title: match vs {
-                Some(vs) => format!("watch {} vs {}", names.join(" + "), vs.name),
-                None => format!("watch {}", names.join(" + ")),
-            },
+            title: self.title.clone(),
             format: format_names(&a, b.as_ref()),
-            // Only windows that changed are scanned and diffed again.
-            analysis: match &last {
-                Some((old_a, old_b, old)) => old.refresh((old_a, old_b.as_ref()), (&a, b.as_ref())),
-                None => Analysis::compute(&a, b.as_ref(), tolerances),
-            },
+            analysis: version.analysis.clone(),
             a,
             b,
             checkout: None,
@@ -86,17 +98,6 @@ fn watch(
             saved: Default::default(),
             roots: Vec::new(),
         };
-        last = Some((
-            session.a.clone(),
-            session.b.clone(),
-            session.analysis.clone(),
-        ));
-        let session = with_saved_tensors(session);
-        if messages
-            .send(Message::Action(Action::Watched(Box::new(session))))
-            .is_err()
-        {
-            return;
-        }
+        self.send(Action::Watched(Box::new(with_saved_tensors(session))))
     }
 }
