@@ -194,17 +194,69 @@ fn the_ui_draws_only() {
 
 #[test]
 fn the_cli_prints_the_model_and_nothing_of_the_workbench() {
-    let found = violations(
-        "cli",
-        &["crate::app", "crate::ui", "crate::runtime", "crate::tui"],
+    let mut found = violations("cli", &["crate::app", "crate::ui", "crate::tui"]);
+    // Only the two commands that open the workbench or follow sources hand over to the
+    // runtime; every other command starts what it needs through the services.
+    let openers = ["cli/workbench.rs", "cli/watch.rs"];
+    found.extend(
+        violations("cli", &["crate::runtime"])
+            .into_iter()
+            .filter(|v| !openers.iter().any(|file| v.starts_with(file))),
     );
     assert!(found.is_empty(), "{found:#?}");
 }
 
 #[test]
+fn main_only_parses_dispatches_and_maps_the_exit_status() {
+    let found = violations(
+        "main",
+        &[
+            "dumpview::app",
+            "dumpview::ui",
+            "dumpview::runtime",
+            "dumpview::model",
+            "dumpview::remote",
+        ],
+    );
+    assert!(found.is_empty(), "{found:#?}");
+}
+
+#[test]
+fn the_services_use_the_model_and_remote_only() {
+    // The Python child, the replay and case-matrix runners and the remote sources' mapping:
+    // what both the CLI and the workbench start, below both.
+    let found = violations(
+        "services",
+        &[
+            "crate::app",
+            "crate::ui",
+            "crate::runtime",
+            "crate::cli",
+            "crate::tui",
+            "ratatui",
+            "crossterm",
+            "clap",
+        ],
+    );
+    assert!(found.is_empty(), "{found:#?}");
+}
+
+#[test]
+fn the_runtime_is_below_the_cli_and_nothing_below_it_names_it_or_the_services() {
+    let mut found = violations("runtime", &["crate::cli", "clap"]);
+    for layer in ["model", "remote", "services", "app", "ui"] {
+        found.extend(violations(layer, &["crate::runtime"]));
+    }
+    for layer in ["model", "remote", "app", "ui"] {
+        found.extend(violations(layer, &["crate::services", "services::"]));
+    }
+    assert!(found.is_empty(), "{found:#?}");
+}
+
+#[test]
 fn the_remote_layer_uses_the_model_only_and_nothing_below_it_uses_it() {
-    // `remote` runs ssh and writes the cache; `main.rs` maps remote sources to local paths
-    // before calling `cli`, and the runtime uses it for watching.
+    // `remote` runs ssh and writes the cache; the services map remote sources to local paths
+    // for the CLI and the workbench, and the runtime uses it for watching.
     let mut found = violations(
         "remote",
         &[
@@ -212,6 +264,7 @@ fn the_remote_layer_uses_the_model_only_and_nothing_below_it_uses_it() {
             "crate::ui",
             "crate::cli",
             "crate::runtime",
+            "crate::services",
             "crate::tui",
             "ratatui",
             "crossterm",

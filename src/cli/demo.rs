@@ -29,11 +29,6 @@ impl DemoArgs {
         if self.list {
             return super::summary::run_embedded(cx.json);
         }
-        super::workbench::open(
-            crate::runtime::Source::Example(self.pair.clone()),
-            &self.tolerance,
-            &Default::default(),
-            cx,
-        )
+        super::workbench::open_example(&self.pair, &self.tolerance, cx)
     }
 }

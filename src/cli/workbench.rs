@@ -101,6 +101,24 @@ fn tolerances_given(tolerance: &ToleranceArgs) -> bool {
     tolerance.rtol.is_some() || tolerance.atol.is_some() || !tolerance.per_stat.is_empty()
 }
 
+/// The workbench on the embedded example pair `pair` (its load warnings and `--ignore` do
+/// not apply); without a terminal, the pairs listed.
+///
+/// # Errors
+/// As [`open`].
+pub fn open_example(
+    pair: &str,
+    tolerance: &ToleranceArgs,
+    cx: &mut Context,
+) -> Result<Outcome, CliError> {
+    open(
+        Source::Example(pair.to_string()),
+        tolerance,
+        &IgnoreArgs::default(),
+        cx,
+    )
+}
+
 /// The workbench on `source`; without a terminal, its answers printed.
 ///
 /// # Errors
