@@ -1,8 +1,8 @@
 //! The command line: [`command`] (the top-level options, the workbench's, and the
 //! subcommands), then one file per subcommand with its options (clap `Args`) and its `run`.
 //! Each parses its inputs with `model`, starts what it needs through `services`, prints text
-//! or `--json`, and returns an [`Outcome`] that becomes the exit status. The workbench
-//! (`workbench`, `demo`) and `watch` hand over to the runtime.
+//! or `--json`, and returns an [`Outcome`] that becomes the exit status. Only `workbench`
+//! (also `demo`'s) and `watch` hand over to the runtime.
 
 pub mod cases;
 pub mod command;

@@ -2,8 +2,8 @@
 //! rerun through a candidate and a reference where the dump lives, judged under a standard
 //! (docs/replay.md); `dumpview replay DUMP --list`: the input sets it holds.
 //!
-//! The run itself is the runtime's (`services::replay::run`, which `main` calls): this file
-//! holds the options and prints what `model::present::replay` renders.
+//! The run itself is a service's (`services::replay::run`, which [`ReplayArgs::run`] calls):
+//! this file holds the options and prints what `model::present::replay` renders.
 
 use std::path::PathBuf;
 

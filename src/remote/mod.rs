@@ -15,8 +15,8 @@
 //! local Python too.
 //!
 //! This layer runs child processes and writes the cache; it uses `crate::model` only, and
-//! nothing of `model`, `app`, `ui` or `cli` uses it (`main.rs` maps remote sources to local
-//! paths before calling `cli`; the runtime uses it for watching).
+//! nothing of `model`, `app`, `ui` or `cli` uses it (`services::sources` maps remote sources
+//! to local paths for the CLI and the workbench; the runtime uses it for watching).
 
 mod backoff;
 mod cache;

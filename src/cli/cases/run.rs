@@ -88,7 +88,7 @@ impl RunArgs {
     }
 }
 
-/// Prints what `cases run` did: `run` (the runtime's report, as JSON) and the analysis of
+/// Prints what `cases run` did: `run` (the runner's report, as JSON) and the analysis of
 /// the cases it was asked about; the outcome is the analysis's (clean when every one passes).
 ///
 /// # Errors
