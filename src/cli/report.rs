@@ -149,14 +149,9 @@ fn export_table(
     Err("this dumpview was built without the `export` feature; rebuild with `cargo build --release --features export` for --csv and --parquet".into())
 }
 
-/// Writes `text` to `path` through a temporary sibling and a rename, so a reader never sees half a report.
+/// Writes `text` to `path` atomically (`model::io::write_atomically`), so a reader never sees half a report.
 fn write_new(path: &Path, text: &str) -> Result<(), CliError> {
-    let tmp: PathBuf = path.with_extension(format!(
-        "{}.tmp.{}",
-        path.extension().and_then(|e| e.to_str()).unwrap_or(""),
-        std::process::id()
-    ));
-    std::fs::write(&tmp, text).map_err(|e| format!("{}: cannot write: {e}", path.display()))?;
-    std::fs::rename(&tmp, path).map_err(|e| format!("{}: cannot write: {e}", path.display()))?;
+    crate::model::io::write_atomically(path, text.as_bytes())
+        .map_err(|e| format!("{}: cannot write: {e}", path.display()))?;
     Ok(())
 }

@@ -6,9 +6,9 @@ use std::collections::{HashMap, HashSet};
 use std::path::PathBuf;
 
 use crate::model::dump::{Dump, Warning, Window};
-use crate::model::io::FileBytes;
+use crate::model::io::{FileBytes, MapChoice};
 
-use super::{Attempt, LoadError, choose_attempts, discover_watched, read_window, sort_windows};
+use super::{Attempt, LoadError, choose_attempts, discover_watched, read_window_with, sort_windows};
 
 /// What identifies one version of a file: a change of any field means "read it again". A
 /// file rewritten in place keeps its inode but changes size or time; a renamed-in manifest
@@ -199,7 +199,7 @@ impl Incremental {
                 .map_err(|e| format!("cannot read: {e}"))
                 .and_then(|bytes| {
                     waiting_on = missing_statistics_files(path, &bytes);
-                    read_window(&bytes, path).map_err(|e| e.to_string())
+                    read_window_with(&bytes, path, MapChoice::Never).map_err(|e| e.to_string())
                 });
             // Read again next time if the file moved under the reader.
             let after = Fingerprint::of(path).ok();
