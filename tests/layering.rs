@@ -339,3 +339,48 @@ fn the_files_of_the_model_import_no_cycle() {
     }
     assert!(cycles.is_empty(), "{cycles:#?}");
 }
+
+/// One I/O boundary (../shared/STYLE.md, `model/io`): in the model, only `model/io` and the
+/// modules that must touch files (ingest, the case matrix's store and its planning, a replay
+/// directory read back) call the file system; the analyses, the renderers, the formats and
+/// the tensor readers are handed bytes or paths that ingest resolved. Two known exceptions
+/// stay listed until they move: the evidence rule (`dump/evidence.rs`, which resolves a path
+/// for ingest) and a case attempt's file list (`cases/analysis.rs`).
+#[test]
+fn the_model_touches_files_only_through_io() {
+    const MAY_TOUCH_FILES: &[&str] = &[
+        "model/io/",
+        "model/ingest/",
+        "model/cases/store.rs",
+        "model/cases/create.rs",
+        "model/replay/load.rs",
+        "model/dump/evidence.rs",
+        "model/cases/analysis.rs",
+    ];
+    const FILE_SYSTEM: &[&str] = &[
+        "std::fs",
+        "canonicalize",
+        ".is_file()",
+        ".is_dir()",
+        ".exists()",
+        "metadata(",
+        "read_dir(",
+        "memmap2",
+    ];
+    let mut found = Vec::new();
+    for (file, code) in sources("model") {
+        if MAY_TOUCH_FILES.iter().any(|allowed| file.starts_with(allowed)) {
+            continue;
+        }
+        for word in FILE_SYSTEM {
+            if code.contains(word) {
+                found.push(format!("{file} names `{word}`"));
+            }
+        }
+    }
+    assert!(
+        found.is_empty(),
+        "the model touches files outside model/io:\n{}",
+        found.join("\n")
+    );
+}

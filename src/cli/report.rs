@@ -65,7 +65,12 @@ pub fn run(
                 );
             }
         }
-        for saved in report.first_divergence_tensors(&dump_a, dump_b) {
+        // Only the pairs whose files are both on disk (fetched, for a remote capture).
+        for saved in report
+            .first_divergence_tensors(&dump_a, dump_b)
+            .into_iter()
+            .filter(|saved| saved.a.is_file() && saved.b.is_file())
+        {
             let result = compare_saved(&saved.a, &saved.b, &CompareProgress::default());
             report.add_window_tensor_comparison(
                 saved.rank,

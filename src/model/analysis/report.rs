@@ -372,29 +372,27 @@ impl Report {
     }
 
     /// Per window pair, the saved tensor files of its first divergence in A and in B, when
-    /// both captures saved them (a probe run with `DUMP_PROBE_TENSOR` matching that stage):
-    /// what to compare with [`crate::model::tensor::pairing::compare_saved`] and add with
-    /// [`Report::add_window_tensor_comparison`].
+    /// both captures name them (a probe run with `DUMP_PROBE_TENSOR` matching that stage), as
+    /// ingest resolved them: what to compare with
+    /// [`crate::model::tensor::pairing::compare_saved`] and add with
+    /// [`Report::add_window_tensor_comparison`]. Whether both files are on disk is the
+    /// caller's to check (the analysis never touches the file system).
     pub fn first_divergence_tensors(&self, a: &Dump, b: &Dump) -> Vec<SavedPair> {
-        self.divergence_pairs(a, b, saved_tensor)
+        self.divergence_pairs(a, b)
     }
 
     /// The files [`Report::first_divergence_tensors`] would compare, A's and B's, whether or
     /// not they are there yet: what a copy of the captures (a remote mirror) must fetch
     /// before the report is built for its tensor comparisons to be made.
     pub fn first_divergence_tensor_files(&self, a: &Dump, b: &Dump) -> Vec<std::path::PathBuf> {
-        self.divergence_pairs(a, b, named_tensor)
+        self.divergence_pairs(a, b)
             .into_iter()
             .flat_map(|pair| [pair.a, pair.b])
             .collect()
     }
 
-    fn divergence_pairs(
-        &self,
-        a: &Dump,
-        b: &Dump,
-        tensor: fn(&Window, &str) -> Option<std::path::PathBuf>,
-    ) -> Vec<SavedPair> {
+    fn divergence_pairs(&self, a: &Dump, b: &Dump) -> Vec<SavedPair> {
+        let tensor = named_tensor;
         let find = |dump: &Dump, source: &str| {
             dump.windows
                 .iter()
@@ -634,10 +632,10 @@ fn sources(dump: &Dump) -> Vec<String> {
 /// The saved tensor (and input sets) of `key` in `window`, when the probe wrote them.
 fn tensor_evidence(side: char, window: &Window, key: &str) -> Vec<Evidence> {
     let mut out = Vec::new();
-    let dir = window.window_dir();
     for r in window.records.iter().filter(|r| r.key() == key) {
-        // The one evidence rule (dump::evidence): never a path leading out of the dump.
-        if let Ok(Some(path)) = r.tensor_path(dir) {
+        // Resolved once, at ingest, under the one evidence rule (dump::evidence): never a
+        // path leading out of the dump.
+        if let Some(path) = &r.tensor_resolved {
             out.push(Evidence {
                 what: format!("{} tensor of {key}", side.to_ascii_uppercase()),
                 path: path.display().to_string(),
@@ -647,18 +645,12 @@ fn tensor_evidence(side: char, window: &Window, key: &str) -> Vec<Evidence> {
     out
 }
 
-/// The saved tensor file of `key` in `window`, when the record names one that resolves
-/// inside the window directory and exists.
-pub fn saved_tensor(window: &Window, key: &str) -> Option<std::path::PathBuf> {
-    named_tensor(window, key).filter(|p| p.is_file())
-}
-
-/// The saved tensor file the first record of `key` in `window` names, when it resolves inside
-/// the window directory, whether or not it exists.
+/// The saved tensor file the first record of `key` in `window` names, as ingest resolved it
+/// inside the window directory, whether or not it exists.
 fn named_tensor(window: &Window, key: &str) -> Option<std::path::PathBuf> {
     window
         .records
         .iter()
         .filter(|r| r.key() == key)
-        .find_map(|r| r.tensor_path(window.window_dir()).ok().flatten())
+        .find_map(|r| r.tensor_resolved.clone())
 }
