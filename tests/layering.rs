@@ -124,16 +124,25 @@ fn each_model_layer_uses_only_the_layers_below_it() {
         ],
     ));
     // The case matrix judges through `replay` and compares through `analysis`; it knows no
-    // format, loads nothing itself and renders nothing.
-    found.extend(violations(
-        "model/cases",
-        &[
-            "model::formats",
-            "model::ingest",
-            "model::io",
-            "model::present",
-        ],
-    ));
+    // format, loads no capture and renders nothing. Its files (the matrix on disk, the input
+    // set it plans on) are read and written through `model::io` by `store` and `create` only.
+    found.extend(
+        violations(
+            "model/cases",
+            &[
+                "model::formats",
+                "model::ingest",
+                "model::io",
+                "model::present",
+            ],
+        )
+        .into_iter()
+        .filter(|v| {
+            !["model/cases/store.rs", "model/cases/create.rs"]
+                .iter()
+                .any(|file| *v == format!("{file} names `model::io`"))
+        }),
+    );
     found.extend(violations(
         "model/present",
         &[

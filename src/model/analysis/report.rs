@@ -9,7 +9,7 @@ use crate::model::analysis::diff::{DiffReport, Identity, LayoutMerge, WindowDiff
 use crate::model::analysis::merge::SideMerge;
 use crate::model::analysis::scan::{AliasGroup, NonFinite, WindowScan};
 use crate::model::dump::Window;
-use crate::model::dump::{Dump, StageKey, Warning, capture_regex};
+use crate::model::dump::{Dump, StageKey, Warning, WindowId, capture_regex};
 use crate::model::replay::Replay;
 use crate::model::tensor::pairing::FileComparison;
 
@@ -61,6 +61,10 @@ pub struct WindowFinding {
     pub a: String,
     /// B's window source.
     pub b: String,
+    /// A's and B's windows in the captures the report was built from (not serialized: the
+    /// JSON names them by `a` and `b`).
+    #[serde(skip)]
+    pub ids: [Option<WindowId>; 2],
     /// Input identity from the token ids (docs/diff.md, "Input identity").
     pub identity: Identity,
     /// [`Identity::describe`]: the identity as one line for people.
@@ -277,17 +281,8 @@ impl Report {
         if let (Some(report), Some(b)) = (report, b) {
             for w in &report.windows {
                 if let Some(first) = w.first() {
-                    for (side, dump) in [('a', a), ('b', b)] {
-                        let source = if side == 'a' {
-                            &w.a.source
-                        } else {
-                            &w.b.source
-                        };
-                        if let Some(m) = dump
-                            .windows
-                            .iter()
-                            .find(|m| m.source.display().to_string() == *source)
-                        {
+                    for (side, dump, id) in [('a', a, w.a.id), ('b', b, w.b.id)] {
+                        if let Some(m) = id.and_then(|id| dump.window(id)) {
                             evidence.extend(tensor_evidence(side, m, &first.key));
                         }
                     }
@@ -391,23 +386,18 @@ impl Report {
             .collect()
     }
 
-    fn divergence_pairs(&self, a: &Dump, b: &Dump) -> Vec<SavedPair> {
+    fn divergence_pairs<'d>(&self, a: &'d Dump, b: &'d Dump) -> Vec<SavedPair> {
         let tensor = named_tensor;
-        let find = |dump: &Dump, source: &str| {
-            dump.windows
-                .iter()
-                .find(|m| m.source.display().to_string() == source)
-                .cloned()
-        };
+        let find = |dump: &'d Dump, id: Option<WindowId>| id.and_then(|id| dump.window(id));
         let mut found = Vec::new();
         for w in &self.windows {
             let Some(first) = &w.first_divergence else {
                 continue;
             };
-            let (Some(wa), Some(wb)) = (find(a, &w.a), find(b, &w.b)) else {
+            let (Some(wa), Some(wb)) = (find(a, w.ids[0]), find(b, w.ids[1])) else {
                 continue;
             };
-            if let (Some(pa), Some(pb)) = (tensor(&wa, &first.key), tensor(&wb, &first.key)) {
+            if let (Some(pa), Some(pb)) = (tensor(wa, &first.key), tensor(wb, &first.key)) {
                 found.push(SavedPair {
                     rank: w.rank,
                     window: w.a.clone(),
@@ -559,6 +549,7 @@ fn finding(w: &WindowDiff, merged: [bool; 2]) -> WindowFinding {
         rank: w.rank,
         a: w.a.source.clone(),
         b: w.b.source.clone(),
+        ids: [w.a.id, w.b.id],
         identity_text: w.identity.describe(),
         identity: w.identity.clone(),
         paired: w.pairs.len(),

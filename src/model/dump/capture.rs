@@ -11,7 +11,19 @@ pub struct Dump {
     pub warnings: Vec<Warning>,
 }
 
+/// One window of a loaded capture, named by its place in [`Dump::windows`] (the one window
+/// order: rank, match, occurrence, source path). The one internal window identity: analyses
+/// name windows by it, never by comparing path strings. Valid for the `Dump` it was taken
+/// from (a reload may order windows anew: an analysis of the new version gives new ids).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct WindowId(pub usize);
+
 impl Dump {
+    /// The window `id` names; `None` when it names none (an id of another capture).
+    pub fn window(&self, id: WindowId) -> Option<&Window> {
+        self.windows.get(id.0)
+    }
+
     /// Leaves out of every window the records whose stage matches `regex` (uninitialized
     /// outputs of `empty`, receive buffers, masks), so no analysis sees them; one note per
     /// window that lost records names `pattern`, the count and the stages. Returns the number
