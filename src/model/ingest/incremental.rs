@@ -104,6 +104,10 @@ pub struct RefreshStats {
     pub removed: usize,
     /// Held files ([`Incremental::hold`]) left unread.
     pub held: usize,
+    /// The files read (new or changed), in listing order: the only windows that may differ
+    /// from the last refresh's (gone files' windows are simply absent); what
+    /// `Analysis::refresh_with` takes as [`crate::model::dump::Changes::Sources`].
+    pub changed: Vec<PathBuf>,
 }
 
 /// The dump files under some watched directories, read incrementally.
@@ -194,6 +198,7 @@ impl Incremental {
                 continue;
             }
             stats.read += 1;
+            stats.changed.push(path.clone());
             let mut waiting_on = Vec::new();
             let result = FileBytes::read(path, false)
                 .map_err(|e| format!("cannot read: {e}"))

@@ -93,6 +93,10 @@ pub fn run(args: &Headless, out: &mut dyn Write) -> std::io::Result<u8> {
                     .map(|(i, progress)| WatchEvent::fetching(&followed[*i].name, progress, now())),
             )
             .collect();
+        let changes = [
+            captures.take_changes(0..args.sources.len()),
+            captures.take_changes(args.sources.len()..captures.dumps.len()),
+        ];
         let dumps = &captures.dumps;
         if batch.changed {
             let (merged, sources, clashes) = merge(
@@ -103,7 +107,11 @@ pub fn run(args: &Headless, out: &mut dyn Write) -> std::io::Result<u8> {
             // Only windows that changed are scanned and diffed again.
             let analysis = match &last {
                 Some((old_a, old_b, old)) => {
-                    old.refresh((old_a, old_b.as_ref()), (&merged, vs_dump))
+                    old.refresh_with(
+                        (old_a, old_b.as_ref()),
+                        (&merged, vs_dump),
+                        [&changes[0], &changes[1]],
+                    )
                 }
                 None => Analysis::compute(&merged, vs_dump, &args.tolerances),
             };

@@ -63,6 +63,10 @@ fn watch(
         if !batch.changed {
             continue;
         }
+        let changes = [
+            captures.take_changes(0..sources.len()),
+            captures.take_changes(sources.len()..captures.dumps.len()),
+        ];
         let dumps = &captures.dumps;
         let (mut a, _, clashes) = merge(&followed[..sources.len()], &dumps[..sources.len()]);
         a.warnings.extend(clashes.into_iter().map(|(_, w)| w));
@@ -76,7 +80,11 @@ fn watch(
             format: format_names(&a, b.as_ref()),
             // Only windows that changed are scanned and diffed again.
             analysis: match &last {
-                Some((old_a, old_b, old)) => old.refresh((old_a, old_b.as_ref()), (&a, b.as_ref())),
+                Some((old_a, old_b, old)) => old.refresh_with(
+                    (old_a, old_b.as_ref()),
+                    (&a, b.as_ref()),
+                    [&changes[0], &changes[1]],
+                ),
                 None => Analysis::compute(&a, b.as_ref(), tolerances),
             },
             a,
