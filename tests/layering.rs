@@ -378,7 +378,10 @@ fn the_model_touches_files_only_through_io() {
     ];
     let mut found = Vec::new();
     for (file, code) in sources("model") {
-        if MAY_TOUCH_FILES.iter().any(|allowed| file.starts_with(allowed)) {
+        if MAY_TOUCH_FILES
+            .iter()
+            .any(|allowed| file.starts_with(allowed))
+        {
             continue;
         }
         for word in FILE_SYSTEM {

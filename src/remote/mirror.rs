@@ -13,12 +13,12 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use super::cache::{self, MirrorState};
-use crate::model::io::AtomicFile;
 use super::error::RemoteError;
 use super::options::SshOptions;
 use super::script::{self, Lister, PathKind, RemoteMeta, status};
 use super::source::RemoteSpec;
 use super::ssh::Connection;
+use crate::model::io::AtomicFile;
 
 /// A file that only grew is fetched from this many bytes before its old end, and those bytes
 /// compared with the cached ones: equal, the rest is appended; different (rewritten in place,

@@ -18,9 +18,7 @@ use crate::model::analysis::compare::{
 use crate::model::analysis::merge::{self, GroupMerge, SideMerge};
 use crate::model::analysis::replicated::{self, ReplicationFinding};
 use crate::model::analysis::scan::NonFinite;
-use crate::model::dump::{
-    Dims, Mode, Name, Piece, Record, Shard, Window, WindowId, keys_increase,
-};
+use crate::model::dump::{Dims, Mode, Name, Piece, Record, Shard, Window, WindowId, keys_increase};
 
 /// Hash maps over keys from the (untrusted) manifests: foldhash, seeded per process.
 type Map<K, V> = HashMap<K, V, foldhash::fast::RandomState>;

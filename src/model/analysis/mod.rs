@@ -200,7 +200,11 @@ impl<'o> Unchanged<'o> {
         let old = &self.windows[id.0];
         let unchanged = match self.changes.may_differ(&window.source) {
             Some(may_differ) => {
-                debug_assert!(may_differ || old == window, "ingest said unchanged: {}", window.source.display());
+                debug_assert!(
+                    may_differ || old == window,
+                    "ingest said unchanged: {}",
+                    window.source.display()
+                );
                 !may_differ
             }
             None => old == window,

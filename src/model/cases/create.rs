@@ -99,7 +99,8 @@ pub fn create(
     let pt = crate::model::dump::evidence::resolve(window.dir(), &entry.file)
         .map_err(|e| format!("{}: input set {key}: {e}", window.manifest.display()))?;
     fetch(&pt)?;
-    let bytes = FileBytes::read(&pt, true).map_err(|e| format!("{}: cannot read: {e}", pt.display()))?;
+    let bytes =
+        FileBytes::read(&pt, true).map_err(|e| format!("{}: cannot read: {e}", pt.display()))?;
     let set = InputSet::from_bytes(&bytes, &pt).map_err(|e| e.to_string())?;
     let mut built = plan::build(&PlanRequest {
         name: new.name,

@@ -20,8 +20,8 @@ use std::path::{Path, PathBuf};
 use serde::{Deserialize, Serialize};
 
 use super::names;
-use crate::model::io;
 use super::plan::{BASELINE, Plan};
+use crate::model::io;
 use crate::model::replay::{Replay, judge_dir};
 
 /// The plan's file name.

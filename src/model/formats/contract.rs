@@ -4,10 +4,10 @@
 use std::path::{Path, PathBuf};
 
 use crate::model::dump::{FormatFacts, SourceFormat, Warning, Window};
-use crate::model::io::MapChoice;
 use crate::model::formats::msprobe::MsprobeError;
 use crate::model::formats::probe::ManifestError;
 use crate::model::formats::windowed::WindowedError;
+use crate::model::io::MapChoice;
 
 /// One dump format's reader.
 pub trait Format: Sync {

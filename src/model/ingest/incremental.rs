@@ -8,7 +8,9 @@ use std::path::PathBuf;
 use crate::model::dump::{Dump, Warning, Window};
 use crate::model::io::{FileBytes, MapChoice};
 
-use super::{Attempt, LoadError, choose_attempts, discover_watched, read_window_with, sort_windows};
+use super::{
+    Attempt, LoadError, choose_attempts, discover_watched, read_window_with, sort_windows,
+};
 
 /// What identifies one version of a file: a change of any field means "read it again". A
 /// file rewritten in place keeps its inode but changes size or time; a renamed-in manifest

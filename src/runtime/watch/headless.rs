@@ -106,13 +106,11 @@ pub fn run(args: &Headless, out: &mut dyn Write) -> std::io::Result<u8> {
             let vs_dump = vs_index.and_then(|i| dumps[i].as_ref());
             // Only windows that changed are scanned and diffed again.
             let analysis = match &last {
-                Some((old_a, old_b, old)) => {
-                    old.refresh_with(
-                        (old_a, old_b.as_ref()),
-                        (&merged, vs_dump),
-                        [&changes[0], &changes[1]],
-                    )
-                }
+                Some((old_a, old_b, old)) => old.refresh_with(
+                    (old_a, old_b.as_ref()),
+                    (&merged, vs_dump),
+                    [&changes[0], &changes[1]],
+                ),
                 None => Analysis::compute(&merged, vs_dump, &args.tolerances),
             };
             let ts = now();

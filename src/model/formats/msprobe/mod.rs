@@ -174,12 +174,7 @@ impl Place {
         }
         let world_size = match (rank, step_dir) {
             (Some(_), Some(step_dir)) => crate::model::io::subdirectory_names(step_dir)
-                .map(|names| {
-                    names
-                        .iter()
-                        .filter(|n| number(n, "rank").is_some())
-                        .count()
-                })
+                .map(|names| names.iter().filter(|n| number(n, "rank").is_some()).count())
                 .unwrap_or(1)
                 .max(1),
             _ => 1,

@@ -5,9 +5,9 @@ use std::path::{Path, PathBuf};
 use super::FACTS;
 use super::is_windowed;
 use crate::model::dump::{FormatFacts, SourceFormat, Warning, Window};
-use crate::model::io::MapChoice;
 use crate::model::formats::contract::{Format, FormatError};
 use crate::model::formats::probe::MANIFEST_NAME;
+use crate::model::io::MapChoice;
 
 /// Windowed mega-kernel dumps (seed 003): `rank_R/window_NNNN/manifest.json`.
 pub struct Windowed;

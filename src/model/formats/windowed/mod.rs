@@ -155,7 +155,11 @@ pub fn load_window_with(
     let mut measured = Vec::new();
     planned
         .par_iter()
-        .map(|p| p.source.as_ref().map(|s| stats::measure(&s.path, &s.name, map)))
+        .map(|p| {
+            p.source
+                .as_ref()
+                .map(|s| stats::measure(&s.path, &s.name, map))
+        })
         .collect_into_vec(&mut measured);
 
     warnings.extend(apply_measurements(&mut planned, measured, path));
