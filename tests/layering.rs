@@ -124,16 +124,25 @@ fn each_model_layer_uses_only_the_layers_below_it() {
         ],
     ));
     // The case matrix judges through `replay` and compares through `analysis`; it knows no
-    // format, loads nothing itself and renders nothing.
-    found.extend(violations(
-        "model/cases",
-        &[
-            "model::formats",
-            "model::ingest",
-            "model::io",
-            "model::present",
-        ],
-    ));
+    // format, loads no capture and renders nothing. Its files (the matrix on disk, the input
+    // set it plans on) are read and written through `model::io` by `store` and `create` only.
+    found.extend(
+        violations(
+            "model/cases",
+            &[
+                "model::formats",
+                "model::ingest",
+                "model::io",
+                "model::present",
+            ],
+        )
+        .into_iter()
+        .filter(|v| {
+            !["model/cases/store.rs", "model/cases/create.rs"]
+                .iter()
+                .any(|file| *v == format!("{file} names `model::io`"))
+        }),
+    );
     found.extend(violations(
         "model/present",
         &[
@@ -391,4 +400,52 @@ fn the_files_of_the_model_import_no_cycle() {
         }
     }
     assert!(cycles.is_empty(), "{cycles:#?}");
+}
+
+/// One I/O boundary (../shared/STYLE.md, `model/io`): in the model, only `model/io` and the
+/// modules that must touch files (ingest, the case matrix's store and its planning, a replay
+/// directory read back) call the file system; the analyses, the renderers, the formats and
+/// the tensor readers are handed bytes or paths that ingest resolved. Two known exceptions
+/// stay listed until they move: the evidence rule (`dump/evidence.rs`, which resolves a path
+/// for ingest) and a case attempt's file list (`cases/analysis.rs`).
+#[test]
+fn the_model_touches_files_only_through_io() {
+    const MAY_TOUCH_FILES: &[&str] = &[
+        "model/io/",
+        "model/ingest/",
+        "model/cases/store.rs",
+        "model/cases/create.rs",
+        "model/replay/load.rs",
+        "model/dump/evidence.rs",
+        "model/cases/analysis.rs",
+    ];
+    const FILE_SYSTEM: &[&str] = &[
+        "std::fs",
+        "canonicalize",
+        ".is_file()",
+        ".is_dir()",
+        ".exists()",
+        "metadata(",
+        "read_dir(",
+        "memmap2",
+    ];
+    let mut found = Vec::new();
+    for (file, code) in sources("model") {
+        if MAY_TOUCH_FILES
+            .iter()
+            .any(|allowed| file.starts_with(allowed))
+        {
+            continue;
+        }
+        for word in FILE_SYSTEM {
+            if code.contains(word) {
+                found.push(format!("{file} names `{word}`"));
+            }
+        }
+    }
+    assert!(
+        found.is_empty(),
+        "the model touches files outside model/io:\n{}",
+        found.join("\n")
+    );
 }

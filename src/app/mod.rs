@@ -243,15 +243,8 @@ impl Loaded {
                 .enumerate()
                 .map(|(pair, w)| WindowChoice {
                     rank: w.rank,
-                    a: session
-                        .a
-                        .windows
-                        .iter()
-                        .position(|m| m.source.display().to_string() == w.a.source)
-                        .unwrap_or(0),
-                    b: b.windows
-                        .iter()
-                        .position(|m| m.source.display().to_string() == w.b.source),
+                    a: w.a.id.map_or(0, |id| id.0),
+                    b: w.b.id.map(|id| id.0).filter(|&i| i < b.windows.len()),
                     pair: Some(pair),
                 })
                 .collect(),

@@ -65,7 +65,12 @@ pub fn run(
                 );
             }
         }
-        for saved in report.first_divergence_tensors(&dump_a, dump_b) {
+        // Only the pairs whose files are both on disk (fetched, for a remote capture).
+        for saved in report
+            .first_divergence_tensors(&dump_a, dump_b)
+            .into_iter()
+            .filter(|saved| saved.a.is_file() && saved.b.is_file())
+        {
             let result = compare_saved(&saved.a, &saved.b, &CompareProgress::default());
             report.add_window_tensor_comparison(
                 saved.rank,
@@ -149,15 +154,10 @@ fn export_table(
     Err("this dumpview was built without the `export` feature; rebuild with `cargo build --release --features export` for --csv and --parquet".into())
 }
 
-/// Writes `text` to `path` through a temporary sibling and a rename, so a reader never sees half a report.
+/// Writes `text` to `path` atomically (`model::io::write_atomically`), so a reader never sees half a report.
 fn write_new(path: &Path, text: &str) -> Result<(), CliError> {
-    let tmp: PathBuf = path.with_extension(format!(
-        "{}.tmp.{}",
-        path.extension().and_then(|e| e.to_str()).unwrap_or(""),
-        std::process::id()
-    ));
-    std::fs::write(&tmp, text).map_err(|e| format!("{}: cannot write: {e}", path.display()))?;
-    std::fs::rename(&tmp, path).map_err(|e| format!("{}: cannot write: {e}", path.display()))?;
+    crate::model::io::write_atomically(path, text.as_bytes())
+        .map_err(|e| format!("{}: cannot write: {e}", path.display()))?;
     Ok(())
 }
 

@@ -4,9 +4,8 @@
 //! ([`MirrorState`], in `<cache_dir>/.state/`), so a later run fetches only what changed.
 
 use std::collections::{BTreeMap, HashSet};
-use std::io::{self, Write};
+use std::io;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Mutex, OnceLock};
 use std::time::SystemTime;
 
@@ -15,33 +14,11 @@ use super::script::RemoteMeta;
 /// The directory under the cache root that holds the mirrors' states (not a host's).
 pub const STATE_DIR: &str = ".state";
 
-/// Temporary files end in this (with the pid and a counter before it); they are never a
-/// dump file's name, so discovery skips a temporary file left by a killed run.
-const TEMP_MARK: &str = ".dvtmp";
+// The cache's temporary files are `model::io`'s (`.<name>.dvtmp<pid>-<n>`), never a dump
+// file's name, so discovery skips one left by a killed run and eviction tells it apart.
+pub use crate::model::io::is_temp;
 
-/// A temporary sibling of `path`, in the same directory so that the rename is atomic.
-pub fn temp_path(path: &Path) -> PathBuf {
-    static NEXT: AtomicU64 = AtomicU64::new(0);
-    let name = path
-        .file_name()
-        .map_or_else(Default::default, |n| n.to_os_string());
-    let mut temp = std::ffi::OsString::from(".");
-    temp.push(name);
-    temp.push(format!(
-        "{TEMP_MARK}{}-{}",
-        std::process::id(),
-        NEXT.fetch_add(1, Ordering::Relaxed)
-    ));
-    path.with_file_name(temp)
-}
-
-/// Whether `path` is one of the cache's temporary files.
-pub fn is_temp(path: &Path) -> bool {
-    path.file_name()
-        .is_some_and(|n| n.to_string_lossy().contains(TEMP_MARK))
-}
-
-/// Writes `bytes` to `path` through a temporary sibling and a rename, creating the
+/// Writes `bytes` to `path` atomically (`model::io::write_atomically`), creating the
 /// directories above it: a reader sees the old file or the new one, never half of one.
 ///
 /// # Errors
@@ -50,17 +27,7 @@ pub fn write_atomically(path: &Path, bytes: &[u8]) -> io::Result<()> {
     if let Some(parent) = path.parent() {
         std::fs::create_dir_all(parent)?;
     }
-    let temp = temp_path(path);
-    let result = (|| {
-        let mut file = std::fs::File::create(&temp)?;
-        file.write_all(bytes)?;
-        file.sync_data()?;
-        std::fs::rename(&temp, path)
-    })();
-    if result.is_err() {
-        let _ = std::fs::remove_file(&temp);
-    }
-    result
+    crate::model::io::write_atomically(path, bytes)
 }
 
 /// Sets `path`'s modification time to now: the cache's "last used" (the access time is not

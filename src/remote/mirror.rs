@@ -18,6 +18,7 @@ use super::options::SshOptions;
 use super::script::{self, Lister, PathKind, RemoteMeta, status};
 use super::source::RemoteSpec;
 use super::ssh::Connection;
+use crate::model::io::AtomicFile;
 
 /// A file that only grew is fetched from this many bytes before its old end, and those bytes
 /// compared with the cached ones: equal, the rest is appended; different (rewritten in place,
@@ -196,7 +197,7 @@ impl Write for BatchSink<'_> {
         while !rest.is_empty() {
             if let Some((temp, _, remaining)) = self.body.as_mut().filter(|b| b.2 > 0) {
                 let n = (*remaining).min(rest.len() as u64) as usize;
-                (&temp.file).write_all(&rest[..n])?;
+                temp.file().write_all(&rest[..n])?;
                 *remaining -= n as u64;
                 rest = &rest[n..];
                 continue;
@@ -956,7 +957,7 @@ impl Mirror {
         expect: Option<&RemoteMeta>,
     ) -> Result<Fetched, RemoteError> {
         let temp = Temp::create(local)?;
-        let mut sink = MetaThenBytes::new(&temp.file);
+        let mut sink = MetaThenBytes::new(temp.file());
         let ran = self
             .connection
             .run(
@@ -993,8 +994,8 @@ impl Mirror {
             source,
         };
         let mut cached = File::open(local).map_err(cache_error)?;
-        io::copy(&mut (&mut cached).take(from), &mut &temp.file).map_err(cache_error)?;
-        let mut sink = MetaThenBytes::new(&temp.file);
+        io::copy(&mut (&mut cached).take(from), &mut temp.file()).map_err(cache_error)?;
+        let mut sink = MetaThenBytes::new(temp.file());
         let ran = self
             .connection
             .run(
@@ -1031,7 +1032,7 @@ impl Mirror {
         let mut now = vec![0u8; length];
         cached.seek(SeekFrom::Start(from)).map_err(cache_error)?;
         cached.read_exact(&mut before).map_err(cache_error)?;
-        let mut fetched = &temp.file;
+        let mut fetched = temp.file();
         fetched.seek(SeekFrom::Start(from)).map_err(cache_error)?;
         fetched.read_exact(&mut now).map_err(cache_error)?;
         if before != now {
@@ -1200,12 +1201,9 @@ fn minus_overlap(t: &str) -> Option<String> {
     })
 }
 
-/// A temporary file beside its destination, removed unless [`Temp::persist`]ed.
-struct Temp {
-    path: PathBuf,
-    file: File,
-    kept: bool,
-}
+/// A temporary file beside its destination (`model::io::AtomicFile`: flushed and renamed
+/// over it by [`Temp::persist`], removed unless persisted).
+struct Temp(AtomicFile);
 
 impl Temp {
     fn create(local: &Path) -> Result<Temp, RemoteError> {
@@ -1216,35 +1214,18 @@ impl Temp {
         if let Some(parent) = local.parent() {
             std::fs::create_dir_all(parent).map_err(error)?;
         }
-        let path = cache::temp_path(local);
-        let file = File::options()
-            .read(true)
-            .write(true)
-            .create_new(true)
-            .open(&path)
-            .map_err(error)?;
-        Ok(Temp {
-            path,
-            file,
-            kept: false,
-        })
+        AtomicFile::create(local).map(Temp).map_err(error)
     }
 
-    fn persist(mut self, local: &Path) -> Result<(), RemoteError> {
-        std::fs::rename(&self.path, local).map_err(|source| RemoteError::Cache {
+    fn file(&self) -> &File {
+        self.0.file()
+    }
+
+    fn persist(self, local: &Path) -> Result<(), RemoteError> {
+        self.0.commit().map_err(|source| RemoteError::Cache {
             path: local.to_path_buf(),
             source,
-        })?;
-        self.kept = true;
-        Ok(())
-    }
-}
-
-impl Drop for Temp {
-    fn drop(&mut self) {
-        if !self.kept {
-            let _ = std::fs::remove_file(&self.path);
-        }
+        })
     }
 }
 

@@ -78,12 +78,8 @@ pub fn remember_at(path: &Path, entry: Entry) -> Result<(), String> {
     if let Some(dir) = path.parent() {
         std::fs::create_dir_all(dir).map_err(|e| failed("create its directory", e))?;
     }
-    let temporary = path.with_extension(format!("json.{}.tmp", std::process::id()));
-    std::fs::write(&temporary, history::to_json(&entries)).map_err(|e| failed("write", e))?;
-    std::fs::rename(&temporary, path).map_err(|e| {
-        let _ = std::fs::remove_file(&temporary);
-        failed("replace it", e)
-    })
+    crate::model::io::write_atomically(path, history::to_json(&entries).as_bytes())
+        .map_err(|e| failed("write", e))
 }
 
 /// [`remember_at`] the default [`path`].

@@ -199,6 +199,8 @@ pub(super) fn write_report(
 ) -> Result<String, String> {
     let target = expand_home(target);
     let as_directory = target.as_os_str().to_string_lossy().ends_with('/') || target.is_dir();
+    // Not `model::io::write_atomically`: a report the user asked for never replaces a file
+    // (create_new), and that check and the creation must be one step.
     let create = |path: &Path| {
         std::fs::OpenOptions::new()
             .write(true)

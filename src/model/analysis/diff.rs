@@ -18,7 +18,7 @@ use crate::model::analysis::compare::{
 use crate::model::analysis::merge::{self, GroupMerge, SideMerge};
 use crate::model::analysis::replicated::{self, ReplicationFinding};
 use crate::model::analysis::scan::NonFinite;
-use crate::model::dump::{Dims, Mode, Name, Piece, Record, Shard, Window, keys_increase};
+use crate::model::dump::{Dims, Mode, Name, Piece, Record, Shard, Window, WindowId, keys_increase};
 
 /// Hash maps over keys from the (untrusted) manifests: foldhash, seeded per process.
 type Map<K, V> = HashMap<K, V, foldhash::fast::RandomState>;
@@ -124,9 +124,15 @@ impl Identity {
     }
 }
 
-/// A window, as a diff names it.
+/// A window, as a diff names it: its identity in the capture ([`WindowId`], not serialized)
+/// and what the JSON outputs say of it.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct WindowRef {
+    /// The window this is, by its place in the windows the diff was given (`Dump::windows`,
+    /// as `Analysis` passes them; for a window merged over a parallel group, the member whose
+    /// source it names); `None` when none of them is.
+    #[serde(skip)]
+    pub id: Option<WindowId>,
     /// The path the window was read from (its manifest or dump.json).
     pub source: String,
     /// The window's rank.
@@ -148,6 +154,7 @@ pub struct WindowRef {
 impl WindowRef {
     fn of(m: &Window) -> WindowRef {
         WindowRef {
+            id: None,
             source: m.source.display().to_string(),
             rank: m.rank,
             label: m.label.clone(),
@@ -497,6 +504,16 @@ impl DiffReport {
     }
 }
 
+/// Each window's [`WindowId`] by its source as a diff names it (the first of a repeated one).
+fn window_ids(windows: &[Window]) -> HashMap<String, WindowId> {
+    let mut ids = HashMap::with_capacity(windows.len());
+    for (i, w) in windows.iter().enumerate() {
+        ids.entry(w.source.display().to_string())
+            .or_insert(WindowId(i));
+    }
+    ids
+}
+
 /// Diffs two captures (each a list of windows, as loaded).
 pub fn diff(a: &[Window], b: &[Window], tolerances: &Tolerances) -> DiffReport {
     diff_reusing(a, b, tolerances, |_, _| None)
@@ -510,6 +527,7 @@ pub fn diff_reusing(
     tolerances: &Tolerances,
     reuse: impl Fn(&Window, &Window) -> Option<WindowDiff> + Sync,
 ) -> DiffReport {
+    let (ids_a, ids_b) = (window_ids(a), window_ids(b));
     let mut replicated = replicated::check('a', a);
     replicated.extend(replicated::check('b', b));
     let axes = merge::axes_to_merge(a, b);
@@ -549,6 +567,17 @@ pub fn diff_reusing(
             w.unmerged = unmerged_lines(layouts, w);
         }
     }
+    // Named by their place in the windows given, also where the diff was taken over from
+    // an earlier version (whose order may differ) or the window is a merged one.
+    for w in &mut windows {
+        w.a.id = ids_a.get(w.a.source.as_str()).copied();
+        w.b.id = ids_b.get(w.b.source.as_str()).copied();
+    }
+    let named = |ids: &HashMap<String, WindowId>, m: &Window| {
+        let mut r = WindowRef::of(m);
+        r.id = ids.get(r.source.as_str()).copied();
+        r
+    };
     let first_rank = windows
         .iter()
         .filter_map(|w| w.first().map(|p| (p.position, w.rank)))
@@ -559,8 +588,8 @@ pub fn diff_reusing(
     DiffReport {
         tolerances: tolerances.clone(),
         windows,
-        unpaired_a: unpaired_a.into_iter().map(WindowRef::of).collect(),
-        unpaired_b: unpaired_b.into_iter().map(WindowRef::of).collect(),
+        unpaired_a: unpaired_a.into_iter().map(|m| named(&ids_a, m)).collect(),
+        unpaired_b: unpaired_b.into_iter().map(|m| named(&ids_b, m)).collect(),
         first_rank,
         stages,
         table,

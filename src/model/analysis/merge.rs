@@ -671,6 +671,7 @@ fn merge_record(
     record.storage_offset = 0;
     record.is_contiguous = true;
     record.tensor_file = None;
+    record.tensor_resolved = None;
     record.rows_kept = None;
     record.rows_total = None;
     record.truncated = None;

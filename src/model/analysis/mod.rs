@@ -18,7 +18,10 @@ pub mod vary;
 
 use rayon::prelude::*;
 
-use crate::model::dump::{Dump, Window};
+use std::collections::HashMap;
+use std::path::Path;
+
+use crate::model::dump::{Changes, Dump, Window, WindowId};
 use compare::Tolerances;
 use diff::DiffReport;
 use scan::WindowScan;
@@ -97,36 +100,46 @@ impl Analysis {
     /// The analysis of a new version of the captures (`new`), given this one of `old`: the
     /// scan of a window equal to a window of the old version at the same source is taken
     /// over, and so is the diff of a window pair both of whose windows are unchanged; only
-    /// what changed is computed (a reload as dumps land).
+    /// what changed is computed (a reload as dumps land). Windows are compared with the old
+    /// version's; [`Analysis::refresh_with`] takes what ingest knows instead.
     pub fn refresh(&self, old: (&Dump, Option<&Dump>), new: (&Dump, Option<&Dump>)) -> Analysis {
-        let scans_a = rescan(&old.0.windows, &self.scans_a, &new.0.windows);
+        self.refresh_with(old, new, [&Changes::Unknown, &Changes::Unknown])
+    }
+
+    /// [`Analysis::refresh`], told by ingest which windows of A (`changes[0]`) and of B
+    /// (`changes[1]`) may differ from the old version's ([`Changes::Sources`]: the files it
+    /// read again): every other window found at its source in the old version is taken as
+    /// unchanged without comparing it. [`Changes::Unknown`] compares.
+    pub fn refresh_with(
+        &self,
+        old: (&Dump, Option<&Dump>),
+        new: (&Dump, Option<&Dump>),
+        changes: [&Changes; 2],
+    ) -> Analysis {
+        let scans_a = rescan(&old.0.windows, &self.scans_a, &new.0.windows, changes[0]);
         let scans_b = match (old.1, new.1) {
-            (Some(old_b), Some(new_b)) => rescan(&old_b.windows, &self.scans_b, &new_b.windows),
+            (Some(old_b), Some(new_b)) => {
+                rescan(&old_b.windows, &self.scans_b, &new_b.windows, changes[1])
+            }
             (_, Some(new_b)) => scan_all(&new_b.windows),
             (_, None) => Vec::new(),
         };
         let diff = new.1.map(|new_b| {
-            // The old window at the same source, equal to the new one.
-            let unchanged = |old_dump: Option<&Dump>, window: &Window| {
-                old_dump.is_some_and(|d| {
-                    d.windows
-                        .iter()
-                        .any(|w| w.source == window.source && w == window)
-                })
-            };
+            let old_a = Unchanged::new(&old.0.windows, changes[0]);
+            let old_b = old.1.map(|b| Unchanged::new(&b.windows, changes[1]));
             let previous = self.diff.as_ref();
             diff::diff_reusing(&new.0.windows, &new_b.windows, &self.tolerances, |x, y| {
-                let reusable = unchanged(Some(old.0), x) && unchanged(old.1, y);
-                let (sa, sb) = (
-                    x.source.display().to_string(),
-                    y.source.display().to_string(),
-                );
+                let (Some(ia), Some(ib)) = (
+                    old_a.id_of(x),
+                    old_b.as_ref().and_then(|old_b| old_b.id_of(y)),
+                ) else {
+                    return None;
+                };
                 previous
-                    .filter(|_| reusable)
                     .and_then(|p| {
                         p.windows
                             .iter()
-                            .find(|w| w.a.source == sa && w.b.source == sb)
+                            .find(|w| w.a.id == Some(ia) && w.b.id == Some(ib))
                     })
                     .cloned()
             })
@@ -159,14 +172,60 @@ fn scan_all(windows: &[Window]) -> Vec<WindowScan> {
     windows.par_iter().map(scan::scan_window).collect()
 }
 
-/// Scans of `new`, taking over the scan of each window equal to the old window at its source.
-fn rescan(old: &[Window], old_scans: &[WindowScan], new: &[Window]) -> Vec<WindowScan> {
+/// The windows of an old version of a capture, found by source, with what ingest said
+/// changed since.
+struct Unchanged<'o> {
+    windows: &'o [Window],
+    by_source: HashMap<&'o Path, WindowId>,
+    changes: &'o Changes,
+}
+
+impl<'o> Unchanged<'o> {
+    fn new(windows: &'o [Window], changes: &'o Changes) -> Unchanged<'o> {
+        let mut by_source = HashMap::with_capacity(windows.len());
+        for (i, w) in windows.iter().enumerate() {
+            by_source.entry(w.source.as_path()).or_insert(WindowId(i));
+        }
+        Unchanged {
+            windows,
+            by_source,
+            changes,
+        }
+    }
+
+    /// The old window at `window`'s source, when `window` is that window unchanged: as
+    /// ingest says where it knows ([`Changes::Sources`]), else compared.
+    fn id_of(&self, window: &Window) -> Option<WindowId> {
+        let id = *self.by_source.get(window.source.as_path())?;
+        let old = &self.windows[id.0];
+        let unchanged = match self.changes.may_differ(&window.source) {
+            Some(may_differ) => {
+                debug_assert!(
+                    may_differ || old == window,
+                    "ingest said unchanged: {}",
+                    window.source.display()
+                );
+                !may_differ
+            }
+            None => old == window,
+        };
+        unchanged.then_some(id)
+    }
+}
+
+/// Scans of `new`, taking over the scan of each window unchanged since the old version
+/// ([`Unchanged`]).
+fn rescan(
+    old: &[Window],
+    old_scans: &[WindowScan],
+    new: &[Window],
+    changes: &Changes,
+) -> Vec<WindowScan> {
+    let old = Unchanged::new(old, changes);
     new.par_iter()
         .map(|window| {
-            old.iter()
-                .position(|w| w.source == window.source)
-                .filter(|&i| old[i] == *window)
-                .and_then(|i| old_scans.get(i).cloned())
+            old.id_of(window)
+                .and_then(|id| old_scans.get(id.0).cloned())
                 .unwrap_or_else(|| scan::scan_window(window))
         })
         .collect()
@@ -204,6 +263,24 @@ mod tests {
         assert_ne!(refreshed.diff, first.diff);
         // A's scans were taken over: the same values.
         assert_eq!(refreshed.scans_a, first.scans_a);
+    }
+
+    #[test]
+    fn refresh_with_ingests_changes_equals_a_fresh_analysis() {
+        let (a, b) = example("llama_fp16_overflow");
+        let tolerances = Tolerances::default();
+        let first = Analysis::compute(&a, Some(&b), &tolerances);
+        let none = Changes::Sources(Default::default());
+        let same = first.refresh_with((&a, Some(&b)), (&a, Some(&b)), [&none, &none]);
+        assert_eq!(same, first);
+        let mut grown = b.clone();
+        let mut extra = grown.windows[0].records.last().unwrap().clone();
+        extra.seq += 1;
+        extra.occurrence += 1;
+        grown.windows[0].records.push(extra);
+        let read = Changes::Sources([grown.windows[0].source.clone()].into_iter().collect());
+        let refreshed = first.refresh_with((&a, Some(&b)), (&a, Some(&grown)), [&none, &read]);
+        assert_eq!(refreshed, Analysis::compute(&a, Some(&grown), &tolerances));
     }
 
     #[test]

@@ -9,7 +9,7 @@ use crate::model::analysis::diff::{DiffReport, Identity, LayoutMerge, WindowDiff
 use crate::model::analysis::merge::SideMerge;
 use crate::model::analysis::scan::{AliasGroup, NonFinite, WindowScan};
 use crate::model::dump::Window;
-use crate::model::dump::{Dump, StageKey, Warning, capture_regex};
+use crate::model::dump::{Dump, StageKey, Warning, WindowId, capture_regex};
 use crate::model::replay::Replay;
 use crate::model::tensor::pairing::FileComparison;
 
@@ -61,6 +61,10 @@ pub struct WindowFinding {
     pub a: String,
     /// B's window source.
     pub b: String,
+    /// A's and B's windows in the captures the report was built from (not serialized: the
+    /// JSON names them by `a` and `b`).
+    #[serde(skip)]
+    pub ids: [Option<WindowId>; 2],
     /// Input identity from the token ids (docs/diff.md, "Input identity").
     pub identity: Identity,
     /// [`Identity::describe`]: the identity as one line for people.
@@ -277,17 +281,8 @@ impl Report {
         if let (Some(report), Some(b)) = (report, b) {
             for w in &report.windows {
                 if let Some(first) = w.first() {
-                    for (side, dump) in [('a', a), ('b', b)] {
-                        let source = if side == 'a' {
-                            &w.a.source
-                        } else {
-                            &w.b.source
-                        };
-                        if let Some(m) = dump
-                            .windows
-                            .iter()
-                            .find(|m| m.source.display().to_string() == *source)
-                        {
+                    for (side, dump, id) in [('a', a, w.a.id), ('b', b, w.b.id)] {
+                        if let Some(m) = id.and_then(|id| dump.window(id)) {
                             evidence.extend(tensor_evidence(side, m, &first.key));
                         }
                     }
@@ -372,44 +367,37 @@ impl Report {
     }
 
     /// Per window pair, the saved tensor files of its first divergence in A and in B, when
-    /// both captures saved them (a probe run with `DUMP_PROBE_TENSOR` matching that stage):
-    /// what to compare with [`crate::model::tensor::pairing::compare_saved`] and add with
-    /// [`Report::add_window_tensor_comparison`].
+    /// both captures name them (a probe run with `DUMP_PROBE_TENSOR` matching that stage), as
+    /// ingest resolved them: what to compare with
+    /// [`crate::model::tensor::pairing::compare_saved`] and add with
+    /// [`Report::add_window_tensor_comparison`]. Whether both files are on disk is the
+    /// caller's to check (the analysis never touches the file system).
     pub fn first_divergence_tensors(&self, a: &Dump, b: &Dump) -> Vec<SavedPair> {
-        self.divergence_pairs(a, b, saved_tensor)
+        self.divergence_pairs(a, b)
     }
 
     /// The files [`Report::first_divergence_tensors`] would compare, A's and B's, whether or
     /// not they are there yet: what a copy of the captures (a remote mirror) must fetch
     /// before the report is built for its tensor comparisons to be made.
     pub fn first_divergence_tensor_files(&self, a: &Dump, b: &Dump) -> Vec<std::path::PathBuf> {
-        self.divergence_pairs(a, b, named_tensor)
+        self.divergence_pairs(a, b)
             .into_iter()
             .flat_map(|pair| [pair.a, pair.b])
             .collect()
     }
 
-    fn divergence_pairs(
-        &self,
-        a: &Dump,
-        b: &Dump,
-        tensor: fn(&Window, &str) -> Option<std::path::PathBuf>,
-    ) -> Vec<SavedPair> {
-        let find = |dump: &Dump, source: &str| {
-            dump.windows
-                .iter()
-                .find(|m| m.source.display().to_string() == source)
-                .cloned()
-        };
+    fn divergence_pairs<'d>(&self, a: &'d Dump, b: &'d Dump) -> Vec<SavedPair> {
+        let tensor = named_tensor;
+        let find = |dump: &'d Dump, id: Option<WindowId>| id.and_then(|id| dump.window(id));
         let mut found = Vec::new();
         for w in &self.windows {
             let Some(first) = &w.first_divergence else {
                 continue;
             };
-            let (Some(wa), Some(wb)) = (find(a, &w.a), find(b, &w.b)) else {
+            let (Some(wa), Some(wb)) = (find(a, w.ids[0]), find(b, w.ids[1])) else {
                 continue;
             };
-            if let (Some(pa), Some(pb)) = (tensor(&wa, &first.key), tensor(&wb, &first.key)) {
+            if let (Some(pa), Some(pb)) = (tensor(wa, &first.key), tensor(wb, &first.key)) {
                 found.push(SavedPair {
                     rank: w.rank,
                     window: w.a.clone(),
@@ -561,6 +549,7 @@ fn finding(w: &WindowDiff, merged: [bool; 2]) -> WindowFinding {
         rank: w.rank,
         a: w.a.source.clone(),
         b: w.b.source.clone(),
+        ids: [w.a.id, w.b.id],
         identity_text: w.identity.describe(),
         identity: w.identity.clone(),
         paired: w.pairs.len(),
@@ -634,10 +623,10 @@ fn sources(dump: &Dump) -> Vec<String> {
 /// The saved tensor (and input sets) of `key` in `window`, when the probe wrote them.
 fn tensor_evidence(side: char, window: &Window, key: &str) -> Vec<Evidence> {
     let mut out = Vec::new();
-    let dir = window.window_dir();
     for r in window.records.iter().filter(|r| r.key() == key) {
-        // The one evidence rule (dump::evidence): never a path leading out of the dump.
-        if let Ok(Some(path)) = r.tensor_path(dir) {
+        // Resolved once, at ingest, under the one evidence rule (dump::evidence): never a
+        // path leading out of the dump.
+        if let Some(path) = &r.tensor_resolved {
             out.push(Evidence {
                 what: format!("{} tensor of {key}", side.to_ascii_uppercase()),
                 path: path.display().to_string(),
@@ -647,18 +636,12 @@ fn tensor_evidence(side: char, window: &Window, key: &str) -> Vec<Evidence> {
     out
 }
 
-/// The saved tensor file of `key` in `window`, when the record names one that resolves
-/// inside the window directory and exists.
-pub fn saved_tensor(window: &Window, key: &str) -> Option<std::path::PathBuf> {
-    named_tensor(window, key).filter(|p| p.is_file())
-}
-
-/// The saved tensor file the first record of `key` in `window` names, when it resolves inside
-/// the window directory, whether or not it exists.
+/// The saved tensor file the first record of `key` in `window` names, as ingest resolved it
+/// inside the window directory, whether or not it exists.
 fn named_tensor(window: &Window, key: &str) -> Option<std::path::PathBuf> {
     window
         .records
         .iter()
         .filter(|r| r.key() == key)
-        .find_map(|r| r.tensor_path(window.window_dir()).ok().flatten())
+        .find_map(|r| r.tensor_resolved.clone())
 }

@@ -10,6 +10,7 @@ use super::plan::{self, PlanRequest, VsCheck};
 use super::store::{CASES_DIR_ENV, DEFAULT_CASES_DIR, Matrix};
 use crate::model::dump::InputSet as Entry;
 use crate::model::input_set::InputSet;
+use crate::model::io::FileBytes;
 use crate::model::replay::Standard;
 
 /// The cases directory: `given`, else `$DUMPVIEW_CASES_DIR`, else `.dumpview/cases` (of
@@ -98,7 +99,8 @@ pub fn create(
     let pt = crate::model::dump::evidence::resolve(window.dir(), &entry.file)
         .map_err(|e| format!("{}: input set {key}: {e}", window.manifest.display()))?;
     fetch(&pt)?;
-    let bytes = std::fs::read(&pt).map_err(|e| format!("{}: cannot read: {e}", pt.display()))?;
+    let bytes =
+        FileBytes::read(&pt, true).map_err(|e| format!("{}: cannot read: {e}", pt.display()))?;
     let set = InputSet::from_bytes(&bytes, &pt).map_err(|e| e.to_string())?;
     let mut built = plan::build(&PlanRequest {
         name: new.name,
@@ -136,7 +138,7 @@ fn now() -> f64 {
 fn baseline_manifest(source: &Path, entry: &Entry) -> Result<Vec<u8>, String> {
     use serde_json::value::RawValue;
     let path = source.display();
-    let bytes = std::fs::read(source).map_err(|e| format!("{path}: cannot read: {e}"))?;
+    let bytes = FileBytes::read(source, true).map_err(|e| format!("{path}: cannot read: {e}"))?;
     let mut manifest: std::collections::BTreeMap<String, Box<RawValue>> =
         serde_json::from_slice(&bytes).map_err(|e| format!("{path}: not a JSON object: {e}"))?;
     let sets: Vec<Box<RawValue>> = match manifest.get("input_sets") {

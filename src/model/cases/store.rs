@@ -21,6 +21,7 @@ use serde::{Deserialize, Serialize};
 
 use super::names;
 use super::plan::{BASELINE, Plan};
+use crate::model::io;
 use crate::model::replay::{Replay, judge_dir};
 
 /// The plan's file name.
@@ -103,14 +104,14 @@ pub struct CaseEvidence {
     pub attempts: Vec<JudgedAttempt>,
 }
 
+/// A baseline file, created once and never replaced (`io::create_new`).
 fn write_new(path: &Path, bytes: &[u8]) -> Result<(), String> {
-    use std::io::Write;
-    let mut file = std::fs::OpenOptions::new()
-        .write(true)
-        .create_new(true)
-        .open(path)
-        .map_err(|e| format!("{}: cannot create: {e}", path.display()))?;
-    file.write_all(bytes)
+    io::create_new(path, bytes).map_err(|e| format!("{}: cannot create: {e}", path.display()))
+}
+
+/// A file replaced whole, never seen half written (`io::write_atomically`).
+fn write_replacing(path: &Path, text: &str) -> Result<(), String> {
+    io::write_atomically(path, text.as_bytes())
         .map_err(|e| format!("{}: cannot write: {e}", path.display()))
 }
 
@@ -143,11 +144,8 @@ impl Matrix {
         write_new(&baseline.join("manifest.json"), manifest)?;
         write_new(&input, input_set)?;
         let text = serde_json::to_string_pretty(&plan).map_err(|e| e.to_string())? + "\n";
-        let tmp = dir.join(".plan.json.tmp");
-        let _ = std::fs::remove_file(&tmp);
-        write_new(&tmp, text.as_bytes())?;
-        std::fs::rename(&tmp, dir.join(PLAN_FILE))
-            .map_err(|e| format!("{}: cannot write: {e}", dir.join(PLAN_FILE).display()))?;
+        // Last and atomic: a matrix exists only once its plan is whole.
+        write_replacing(&dir.join(PLAN_FILE), &text)?;
         Ok(Matrix { dir, plan })
     }
 
@@ -393,17 +391,14 @@ impl Matrix {
     fn finish(&self, attempt: &mut Attempt, info: AttemptInfo) -> Result<JudgedAttempt, String> {
         let text = serde_json::to_string_pretty(&info).map_err(|e| e.to_string())? + "\n";
         let path = attempt.dir.join(ATTEMPT_FILE);
-        std::fs::write(&path, text)
-            .map_err(|e| format!("{}: cannot write: {e}", path.display()))?;
+        write_replacing(&path, &text)?;
         attempt.info = info;
         attempt.complete = attempt.dir.join(RECORD_FILE).is_file();
         let judged = attempt.complete.then(|| self.judge(&attempt.dir));
         if let Some(Ok(replay)) = &judged {
             let text = serde_json::to_string_pretty(replay).map_err(|e| e.to_string())? + "\n";
             let path = attempt.dir.join(VERDICT_FILE);
-            let _ = std::fs::remove_file(&path);
-            std::fs::write(&path, text)
-                .map_err(|e| format!("{}: cannot write: {e}", path.display()))?;
+            write_replacing(&path, &text)?;
         }
         Ok(JudgedAttempt {
             attempt: attempt.clone(),

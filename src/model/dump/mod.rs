@@ -13,7 +13,7 @@ mod stage_key;
 mod warning;
 mod window;
 
-pub use capture::Dump;
+pub use capture::{Changes, Dump, WindowId};
 pub use parallel::{AXES, Layout, Placement, Shard};
 pub use record::*;
 pub use stage_key::{StageKey, capture_regex};

@@ -385,6 +385,12 @@ pub struct Record {
     /// Saved tensor, relative to the window directory (see [`Record::tensor_path`]); `None`
     /// when no tensor was saved.
     pub tensor_file: Option<String>,
+    /// `tensor_file` as ingest resolved it, once (`ingest::check_window`, under
+    /// [`crate::model::dump::evidence::resolve`]): the path to open, inside the window
+    /// directory, whether or not the file is there yet; `None` when no tensor was saved, the
+    /// path was refused, or the record did not come through ingest. Never read from a file.
+    #[serde(skip)]
+    pub tensor_resolved: Option<PathBuf>,
     /// Rows (dim 0) kept in `tensor_file`; `None` without a saved tensor.
     #[serde(default)]
     pub rows_kept: Option<u64>,

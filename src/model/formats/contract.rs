@@ -7,6 +7,7 @@ use crate::model::dump::{FormatFacts, SourceFormat, Warning, Window};
 use crate::model::formats::msprobe::MsprobeError;
 use crate::model::formats::probe::ManifestError;
 use crate::model::formats::windowed::WindowedError;
+use crate::model::io::MapChoice;
 
 /// One dump format's reader.
 pub trait Format: Sync {
@@ -54,6 +55,22 @@ pub trait Format: Sync {
     /// # Errors
     /// [`FormatError`] naming `path`, the byte offset where known, and the cause.
     fn read(&self, path: &Path, bytes: &[u8]) -> Result<(Window, Vec<Warning>), FormatError>;
+
+    /// [`Format::read`], with the other files it reads (a windowed manifest's saved tensors)
+    /// read under `map`: [`MapChoice::Never`] for a watched window, whose files another
+    /// process may still rewrite. A format that reads no other file reads as [`Format::read`].
+    ///
+    /// # Errors
+    /// As [`Format::read`].
+    fn read_with(
+        &self,
+        path: &Path,
+        bytes: &[u8],
+        map: MapChoice,
+    ) -> Result<(Window, Vec<Warning>), FormatError> {
+        let _ = map;
+        self.read(path, bytes)
+    }
 }
 
 /// Why one file could not be read as a window. Every variant names the file.

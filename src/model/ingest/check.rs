@@ -2,6 +2,7 @@
 //! records out of capture order, and evidence paths that would lead out of the dump.
 
 use std::collections::HashMap;
+use std::path::PathBuf;
 
 use rayon::prelude::*;
 
@@ -11,7 +12,7 @@ use crate::model::dump::{Warning, Window, evidence, keys_increase};
 /// run side by side. Returns their warnings, in that order.
 pub fn check_window(window: &mut Window) -> Vec<Warning> {
     let (mut checked, refused) =
-        rayon::join(|| check_records(window), || escaping_tensor_files(window));
+        rayon::join(|| check_records(window), || resolve_tensor_files(window));
     checked.extend(drop_refused_evidence(window, refused));
     if window.records.is_empty() {
         // Nothing is lost (the file says it holds nothing), but a comparison of it agrees
@@ -26,30 +27,43 @@ pub fn check_window(window: &mut Window) -> Vec<Warning> {
 
 /// Evidence files that would resolve outside the window directory (absolute paths, `..`,
 /// symbolic links leading out): one warning each, and the path is dropped so nothing opens it.
+/// Every other saved tensor's path is resolved here, once, into `Record::tensor_resolved`:
+/// what the analyses and the report name and open, without touching the file system again.
 pub fn drop_escaping_evidence(manifest: &mut Window) -> Vec<Warning> {
-    let refused = escaping_tensor_files(manifest);
-    drop_refused_evidence(manifest, refused)
+    let resolved = resolve_tensor_files(manifest);
+    drop_refused_evidence(manifest, resolved)
 }
 
-/// The records whose `tensor_file` [`drop_escaping_evidence`] refuses, with why, in order.
-/// Resolving touches the file system for every saved tensor, so it runs on rayon's threads.
-fn escaping_tensor_files(manifest: &Window) -> Vec<(usize, String)> {
+/// Each record naming a `tensor_file`, with that file resolved or why it is refused, in
+/// order. Resolving touches the file system for every saved tensor, so it runs on rayon's
+/// threads.
+fn resolve_tensor_files(manifest: &Window) -> Vec<(usize, Result<PathBuf, String>)> {
     let window_dir = manifest.window_dir();
     manifest
         .records
         .par_iter()
         .enumerate()
         .filter(|(_, record)| record.tensor_file.is_some())
-        .filter_map(|(i, record)| record.tensor_path(window_dir).err().map(|m| (i, m)))
+        .filter_map(|(i, record)| record.tensor_path(window_dir).transpose().map(|r| (i, r)))
         .collect()
 }
 
-/// The rest of [`drop_escaping_evidence`], given [`escaping_tensor_files`].
-fn drop_refused_evidence(manifest: &mut Window, refused: Vec<(usize, String)>) -> Vec<Warning> {
+/// The rest of [`drop_escaping_evidence`], given [`resolve_tensor_files`].
+fn drop_refused_evidence(
+    manifest: &mut Window,
+    resolved: Vec<(usize, Result<PathBuf, String>)>,
+) -> Vec<Warning> {
     let window_dir = manifest.window_dir().to_path_buf();
     let mut warnings = Vec::new();
-    for (i, message) in refused {
+    for (i, resolved) in resolved {
         let record = &mut manifest.records[i];
+        let message = match resolved {
+            Ok(path) => {
+                record.tensor_resolved = Some(path);
+                continue;
+            }
+            Err(message) => message,
+        };
         warnings.push(Warning::lost(
             manifest.source.clone(),
             format!(

@@ -6,9 +6,11 @@ use std::collections::{HashMap, HashSet};
 use std::path::PathBuf;
 
 use crate::model::dump::{Dump, Warning, Window};
-use crate::model::io::FileBytes;
+use crate::model::io::{FileBytes, MapChoice};
 
-use super::{Attempt, LoadError, choose_attempts, discover_watched, read_window, sort_windows};
+use super::{
+    Attempt, LoadError, choose_attempts, discover_watched, read_window_with, sort_windows,
+};
 
 /// What identifies one version of a file: a change of any field means "read it again". A
 /// file rewritten in place keeps its inode but changes size or time; a renamed-in manifest
@@ -104,6 +106,10 @@ pub struct RefreshStats {
     pub removed: usize,
     /// Held files ([`Incremental::hold`]) left unread.
     pub held: usize,
+    /// The files read (new or changed), in listing order: the only windows that may differ
+    /// from the last refresh's (gone files' windows are simply absent); what
+    /// `Analysis::refresh_with` takes as [`crate::model::dump::Changes::Sources`].
+    pub changed: Vec<PathBuf>,
 }
 
 /// The dump files under some watched directories, read incrementally.
@@ -194,12 +200,13 @@ impl Incremental {
                 continue;
             }
             stats.read += 1;
+            stats.changed.push(path.clone());
             let mut waiting_on = Vec::new();
             let result = FileBytes::read(path, false)
                 .map_err(|e| format!("cannot read: {e}"))
                 .and_then(|bytes| {
                     waiting_on = missing_statistics_files(path, &bytes);
-                    read_window(&bytes, path).map_err(|e| e.to_string())
+                    read_window_with(&bytes, path, MapChoice::Never).map_err(|e| e.to_string())
                 });
             // Read again next time if the file moved under the reader.
             let after = Fingerprint::of(path).ok();

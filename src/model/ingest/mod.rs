@@ -25,7 +25,7 @@ pub use same::same_input;
 
 use crate::model::dump::{Dump, Warning, Window};
 use crate::model::formats::{self, FormatError, HEAD_BYTES};
-use crate::model::io::FileBytes;
+use crate::model::io::{FileBytes, MapChoice};
 
 /// Progress of a load, reported once per manifest file.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -203,12 +203,25 @@ fn load_in_order(files: &[PathBuf], each: &mut dyn FnMut(usize, Loaded) -> bool)
 /// # Errors
 /// As the format's [`formats::Format::read`]: only a file that holds no window is an error.
 pub fn read_window(bytes: &[u8], file: &Path) -> Result<(Window, Vec<Warning>), LoadError> {
+    read_window_with(bytes, file, MapChoice::Lazy)
+}
+
+/// [`read_window`], with the other files the format reads (saved tensors) read under `map`:
+/// [`MapChoice::Never`] for a watched window.
+///
+/// # Errors
+/// As [`read_window`].
+pub fn read_window_with(
+    bytes: &[u8],
+    file: &Path,
+    map: MapChoice,
+) -> Result<(Window, Vec<Warning>), LoadError> {
     let head = &bytes[..bytes.len().min(HEAD_BYTES)];
     let format = formats::claiming(file, head).ok_or_else(|| LoadError::Input {
         path: file.to_path_buf(),
         problem: "no dump format claims this file".into(),
     })?;
-    let (mut window, mut warnings) = format.read(file, bytes)?;
+    let (mut window, mut warnings) = format.read_with(file, bytes, map)?;
     window.format = format.id();
     window.facts = format.facts();
     if window.attempt == 0 {

@@ -9,6 +9,7 @@ use super::judge::{self, Replay, SideOutputs};
 use super::record::{InProcessRecord, ReplayRecord};
 use super::side::SideTensors;
 use super::standard::Standard;
+use crate::model::io::FileBytes;
 use crate::model::tensor::TensorFile;
 
 /// The record `replay_op.py` writes last.
@@ -52,7 +53,7 @@ impl ReplayDir {
     /// global).
     pub fn open(dir: &Path) -> Result<ReplayDir, String> {
         let record_path = dir.join(RECORD_FILE);
-        let bytes = std::fs::read(&record_path).map_err(|e| match e.kind() {
+        let bytes = FileBytes::read(&record_path, true).map_err(|e| match e.kind() {
             std::io::ErrorKind::NotFound => format!(
                 "{}: not found (not a replay output directory, or the replay did not finish)",
                 record_path.display()
@@ -63,7 +64,7 @@ impl ReplayDir {
             .map_err(|problem| format!("{}: {problem}", record_path.display()))?;
         let in_process = dir.join(IN_PROCESS_FILE);
         if in_process.exists() {
-            let computed = std::fs::read(&in_process)
+            let computed = FileBytes::read(&in_process, true)
                 .map_err(|e| e.to_string())
                 .and_then(|bytes| InProcessRecord::parse(&bytes))
                 .map_err(|problem| format!("{}: {problem}", in_process.display()))?;
@@ -112,7 +113,7 @@ impl ReplayDir {
 /// The standard `dir/verdict.json` says the replay was judged by; `None` when there is no
 /// such file or it names none.
 pub fn saved_standard(dir: &Path) -> Option<Standard> {
-    let bytes = std::fs::read(dir.join(VERDICT_FILE)).ok()?;
+    let bytes = FileBytes::read(&dir.join(VERDICT_FILE), true).ok()?;
     let value: serde_json::Value = serde_json::from_slice(&bytes).ok()?;
     serde_json::from_value(value.get("standard")?.clone()).ok()
 }

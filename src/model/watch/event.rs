@@ -311,11 +311,7 @@ pub fn snapshot(
     }
     if let (Some(diff), Some(vs)) = (&analysis.diff, vs) {
         for w in &diff.windows {
-            let Some(i) = dump
-                .windows
-                .iter()
-                .position(|x| x.source.display().to_string() == w.a.source)
-            else {
+            let Some(i) = w.a.id.map(|id| id.0).filter(|&i| i < dump.windows.len()) else {
                 continue;
             };
             let key = WindowKey::of(&sources[i], &dump.windows[i]);

@@ -45,7 +45,7 @@ pub(crate) trait Sink {
 
 /// Follows `sources` (merged into capture A) and `vs` (capture B) until the sink breaks,
 /// every follower has ended, or `deadline` passes. Only the windows that changed are scanned
-/// and diffed again ([`Analysis::refresh`]).
+/// and diffed again ([`Analysis::refresh_with`], given the files ingest read again).
 pub(crate) fn consume(
     sources: &[Followed],
     vs: Option<&Followed>,
@@ -79,11 +79,21 @@ pub(crate) fn consume(
         if !batch.changed {
             continue;
         }
+        // The files ingest read again since the last version, per side: what
+        // `refresh_with` analyses again (the rest is reused without comparing windows).
+        let changes = [
+            captures.take_changes(0..n),
+            captures.take_changes(n..captures.dumps.len()),
+        ];
         let dumps = &captures.dumps;
         let (merged, names, clashes) = merge(&followed[..n], &dumps[..n]);
         let vs_dump = vs.and_then(|_| dumps[n].as_ref());
         let analysis = match &last {
-            Some((old_a, old_b, old)) => old.refresh((old_a, old_b.as_ref()), (&merged, vs_dump)),
+            Some((old_a, old_b, old)) => old.refresh_with(
+                (old_a, old_b.as_ref()),
+                (&merged, vs_dump),
+                [&changes[0], &changes[1]],
+            ),
             None => Analysis::compute(&merged, vs_dump, tolerances),
         };
         let flow = sink.version(Version {

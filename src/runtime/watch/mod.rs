@@ -14,12 +14,12 @@ mod local;
 mod remote;
 pub mod workbench;
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashSet};
 use std::path::PathBuf;
 use std::sync::mpsc::Sender;
 use std::time::Duration;
 
-use crate::model::dump::{Dump, Warning};
+use crate::model::dump::{Changes, Dump, Warning};
 use crate::model::ingest::Attempt;
 use crate::model::watch::{FetchProgress, SourceState};
 
@@ -144,6 +144,8 @@ pub(crate) struct Captures {
     /// Each source's last reading (`None` until it has been read once).
     pub dumps: Vec<Option<Dump>>,
     states: Vec<Option<SourceState>>,
+    /// Each source's files read since the last [`Captures::take_changes`].
+    changed: Vec<HashSet<PathBuf>>,
 }
 
 /// What one batch of signals did.
@@ -176,7 +178,19 @@ impl Captures {
                 .collect(),
             dumps: vec![None; followed.len()],
             states: vec![None; followed.len()],
+            changed: vec![HashSet::new(); followed.len()],
         }
+    }
+
+    /// The files read again in the sources `sources` since the last call: the windows of
+    /// their merged capture that may differ from the version analysed last (for
+    /// `Analysis::refresh_with`). Taken: the next call starts afresh.
+    pub fn take_changes(&mut self, sources: std::ops::Range<usize>) -> Changes {
+        let mut changed = HashSet::new();
+        for files in &mut self.changed[sources] {
+            changed.extend(files.drain());
+        }
+        Changes::Sources(changed)
     }
 
     /// Waits up to `wait` for a signal, lets a burst settle ([`SETTLE`]), then refreshes the
@@ -225,6 +239,7 @@ impl Captures {
             }
             let (state, reason) = match capture.refresh() {
                 Ok((dump, stats)) => {
+                    self.changed[i].extend(stats.changed);
                     if self.dumps[i].is_none() || stats.read > 0 || stats.removed > 0 {
                         self.dumps[i] = Some(dump);
                         batch.changed = true;

@@ -51,7 +51,8 @@ fn read_one<V>(
     read: fn(&mut Reader<'_>, &mut Map<V>) -> Result<(), json::Error>,
 ) -> Result<Map<V>, String> {
     let file = path.file_name().unwrap_or_default().to_string_lossy();
-    let bytes = match std::fs::read(path) {
+    // Never mapped: a dump being written may still rewrite it in place.
+    let bytes = match crate::model::io::FileBytes::read(path, false) {
         Ok(bytes) => bytes,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Map::default()),
         Err(e) => {

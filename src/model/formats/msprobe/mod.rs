@@ -173,14 +173,8 @@ impl Place {
             label = format!("{mix}/{label}");
         }
         let world_size = match (rank, step_dir) {
-            (Some(_), Some(step_dir)) => std::fs::read_dir(step_dir)
-                .map(|entries| {
-                    entries
-                        .filter_map(Result::ok)
-                        .filter(|e| e.file_type().is_ok_and(|t| t.is_dir()))
-                        .filter(|e| number(&e.file_name().to_string_lossy(), "rank").is_some())
-                        .count()
-                })
+            (Some(_), Some(step_dir)) => crate::model::io::subdirectory_names(step_dir)
+                .map(|names| names.iter().filter(|n| number(n, "rank").is_some()).count())
                 .unwrap_or(1)
                 .max(1),
             _ => 1,

@@ -24,10 +24,11 @@ pub use header::{FACTS, FORMAT, MANIFEST_NAME, ManifestError, SCHEMA_VERSION};
 /// [`ManifestError`] naming `path`: unreadable file, invalid JSON or field
 /// types (with line and column), wrong `format`, unknown `schema_version`.
 pub fn read_file(path: &Path) -> Result<Window, ManifestError> {
-    let bytes = std::fs::read(path).map_err(|source| ManifestError::Io {
-        path: path.to_path_buf(),
-        source,
-    })?;
+    let bytes =
+        crate::model::io::FileBytes::read(path, true).map_err(|source| ManifestError::Io {
+            path: path.to_path_buf(),
+            source,
+        })?;
     from_slice(&bytes, path)
 }
 

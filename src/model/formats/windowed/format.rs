@@ -7,6 +7,7 @@ use super::is_windowed;
 use crate::model::dump::{FormatFacts, SourceFormat, Warning, Window};
 use crate::model::formats::contract::{Format, FormatError};
 use crate::model::formats::probe::MANIFEST_NAME;
+use crate::model::io::MapChoice;
 
 /// Windowed mega-kernel dumps (seed 003): `rank_R/window_NNNN/manifest.json`.
 pub struct Windowed;
@@ -33,7 +34,15 @@ impl Format for Windowed {
         super::statistics_files(path, bytes)
     }
     fn read(&self, path: &Path, bytes: &[u8]) -> Result<(Window, Vec<Warning>), FormatError> {
-        super::load_window(path, bytes).map_err(|cause| FormatError::Windowed {
+        self.read_with(path, bytes, MapChoice::Lazy)
+    }
+    fn read_with(
+        &self,
+        path: &Path,
+        bytes: &[u8],
+        map: MapChoice,
+    ) -> Result<(Window, Vec<Warning>), FormatError> {
+        super::load_window_with(path, bytes, map).map_err(|cause| FormatError::Windowed {
             path: path.to_path_buf(),
             cause,
         })

@@ -23,6 +23,7 @@ use rayon::prelude::*;
 
 use crate::model::dump::{Context, FormatFacts, SourceFormat, Warning, Window, dims, strides};
 use crate::model::formats::HEAD_BYTES;
+use crate::model::io::MapChoice;
 pub use error::WindowedError;
 pub use format::Windowed;
 
@@ -80,6 +81,19 @@ pub fn statistics_files(path: &Path, bytes: &[u8]) -> Vec<std::path::PathBuf> {
 /// is cut short before its header was read, or when neither it nor its directories say the
 /// rank and window number.
 pub fn load_window(path: &Path, bytes: &[u8]) -> Result<(Window, Vec<Warning>), WindowedError> {
+    load_window_with(path, bytes, MapChoice::Lazy)
+}
+
+/// [`load_window`], with the saved tensors read under `map` ([`MapChoice::Never`] for a
+/// watched window: never mapped).
+///
+/// # Errors
+/// As [`load_window`].
+pub fn load_window_with(
+    path: &Path,
+    bytes: &[u8],
+    map: MapChoice,
+) -> Result<(Window, Vec<Warning>), WindowedError> {
     let read = schema::read(bytes);
     let error = |cause: WindowedError| cause;
     let mut warnings = Vec::new();
@@ -141,7 +155,11 @@ pub fn load_window(path: &Path, bytes: &[u8]) -> Result<(Window, Vec<Warning>), 
     let mut measured = Vec::new();
     planned
         .par_iter()
-        .map(|p| p.source.as_ref().map(|s| stats::measure(&s.path, &s.name)))
+        .map(|p| {
+            p.source
+                .as_ref()
+                .map(|s| stats::measure(&s.path, &s.name, map))
+        })
         .collect_into_vec(&mut measured);
 
     warnings.extend(apply_measurements(&mut planned, measured, path));

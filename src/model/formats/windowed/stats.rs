@@ -11,6 +11,7 @@ use std::path::Path;
 use rayon::prelude::*;
 
 use crate::model::dump::Stats;
+use crate::model::io::MapChoice;
 use crate::model::tensor::{DType, TensorEntry, TensorFile, TensorView};
 
 /// Elements per chunk: large enough that a chunk outweighs scheduling it.
@@ -29,14 +30,14 @@ pub struct Measured {
     pub shape: Vec<usize>,
 }
 
-/// Opens `path` with the project's safe reader and reduces the tensor in it: the only one,
+/// Opens `path` with the project's safe reader (mapped under `map`) and reduces the tensor in it: the only one,
 /// or, in a file of several, the one saved under `name`.
 ///
 /// # Errors
 /// The reader's problem (cannot open, not a torch.save or safetensors file, damaged), or a
 /// file that holds no tensor, or several and none named `name`. The path is not repeated.
-pub fn measure(path: &Path, name: &str) -> Result<Measured, String> {
-    let file = TensorFile::open(path).map_err(|e| e.problem)?;
+pub fn measure(path: &Path, name: &str, map: MapChoice) -> Result<Measured, String> {
+    let file = TensorFile::open_with(path, map).map_err(|e| e.problem)?;
     let entry = pick(&file, name)?;
     let view = file.view(entry);
     Ok(Measured {

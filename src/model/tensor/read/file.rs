@@ -1,9 +1,11 @@
-//! A tensor file opened for reading: the bytes (memory-mapped) and the tensors it holds.
+//! A tensor file opened for reading: the bytes (through `model::io`'s policy: mapped when
+//! large, never when watched) and the tensors it holds.
 
 use std::ops::Range;
 use std::path::{Path, PathBuf};
 
 use super::{DType, TensorView, pt, safetensors};
+use crate::model::io::{FileBytes, MapChoice, OpenError};
 
 /// A tensor file could not be read: names the file and the problem.
 #[derive(Debug, thiserror::Error)]
@@ -102,22 +104,6 @@ impl TensorEntry {
     }
 }
 
-/// The bytes of a tensor file: a read-only memory map, or owned bytes (tests, fuzzing).
-enum Bytes {
-    Mapped(memmap2::Mmap),
-    Owned(Vec<u8>),
-}
-
-impl std::ops::Deref for Bytes {
-    type Target = [u8];
-    fn deref(&self) -> &[u8] {
-        match self {
-            Bytes::Mapped(map) => map,
-            Bytes::Owned(bytes) => bytes,
-        }
-    }
-}
-
 /// An opened tensor file: its format and the tensors it holds, in the order they were saved.
 pub struct TensorFile {
     /// The path as given.
@@ -126,7 +112,7 @@ pub struct TensorFile {
     pub format: FileFormat,
     /// Every tensor, in save order (pickle order for `.pt`, header order for safetensors).
     pub entries: Vec<TensorEntry>,
-    bytes: Bytes,
+    bytes: FileBytes,
 }
 
 impl std::fmt::Debug for TensorFile {
@@ -140,43 +126,35 @@ impl std::fmt::Debug for TensorFile {
 }
 
 impl TensorFile {
-    /// Opens `path`, memory-mapped, and reads its table of tensors (no tensor data is read).
-    /// The format is told by the content, not the extension.
+    /// Opens `path` and reads its table of tensors (no tensor data is read): mapped, its
+    /// pages read as they are touched, when large ([`MapChoice::Lazy`]). The format is told by
+    /// the content, not the extension.
     ///
     /// # Errors
     /// [`TensorError`] naming the file: cannot be opened, neither format, or damaged
     /// (truncated archive, refused pickle global, storage smaller than a view needs, ...).
     pub fn open(path: &Path) -> Result<TensorFile, TensorError> {
+        Self::open_with(path, MapChoice::Lazy)
+    }
+
+    /// [`TensorFile::open`] under the caller's [`MapChoice`]: [`MapChoice::Never`] for a file
+    /// that a watched window names (read whole, never mapped: another process may still
+    /// rewrite it).
+    ///
+    /// # Errors
+    /// As [`TensorFile::open`].
+    pub fn open_with(path: &Path, map: MapChoice) -> Result<TensorFile, TensorError> {
         let error = |problem: String| TensorError {
             path: path.to_path_buf(),
             problem,
         };
-        // A FIFO (or device) would block or never end: only regular files are opened.
-        match std::fs::metadata(path) {
-            Err(e) => return Err(error(format!("cannot open: {e}"))),
-            Ok(meta) if meta.is_dir() => {
-                return Err(error("is a directory, not a tensor file".into()));
-            }
-            Ok(meta) if !meta.is_file() => return Err(error("not a regular file".into())),
-            Ok(_) => {}
-        }
-        let file = std::fs::File::open(path).map_err(|e| error(format!("cannot open: {e}")))?;
-        let meta = file
-            .metadata()
-            .map_err(|e| error(format!("cannot read: {e}")))?;
-        if meta.is_dir() {
-            return Err(error("is a directory, not a tensor file".into()));
-        }
-        let bytes = if meta.len() == 0 {
-            Bytes::Owned(Vec::new())
-        } else {
-            // SAFETY: the map is read-only; a file truncated by another process while mapped
-            // would fault (SIGBUS) — the usual caveat of every mmap reader, accepted for
-            // zero-copy reads of multi-GiB dumps that are written once and never changed.
-            let map = unsafe { memmap2::Mmap::map(&file) }
-                .map_err(|e| error(format!("cannot map: {e}")))?;
-            Bytes::Mapped(map)
-        };
+        // A FIFO (or device) would block or never end: io refuses it unopened.
+        let bytes = FileBytes::open(path, map).map_err(|e| {
+            error(match e {
+                OpenError::Directory => "is a directory, not a tensor file".into(),
+                other => other.to_string(),
+            })
+        })?;
         Self::from_parts(path.to_path_buf(), bytes)
     }
 
@@ -185,10 +163,10 @@ impl TensorFile {
     /// # Errors
     /// As [`TensorFile::open`].
     pub fn from_bytes(bytes: Vec<u8>, path: &Path) -> Result<TensorFile, TensorError> {
-        Self::from_parts(path.to_path_buf(), Bytes::Owned(bytes))
+        Self::from_parts(path.to_path_buf(), FileBytes::Read(bytes))
     }
 
-    fn from_parts(path: PathBuf, bytes: Bytes) -> Result<TensorFile, TensorError> {
+    fn from_parts(path: PathBuf, bytes: FileBytes) -> Result<TensorFile, TensorError> {
         let (format, entries) = match sniff(&bytes) {
             Some(FileFormat::TorchZip) => (FileFormat::TorchZip, pt::read_entries(&bytes)),
             Some(FileFormat::Safetensors) => {
