@@ -13,18 +13,8 @@ use crate::view::View;
 /// The manifest's `probe` marker.
 pub const PROBE_NAME: &str = concat!("libdump_probe ", env!("CARGO_PKG_VERSION"));
 
-/// The statistic names, in the manifest's order.
-pub const STAT_NAMES: [&str; 9] = [
-    "nan_count",
-    "inf_count",
-    "finite_count",
-    "max_abs",
-    "min",
-    "max",
-    "mean",
-    "l2",
-    "pos_checksum",
-];
+/// The statistic names, in the manifest's order (the `dump_stats` crate's one list).
+pub use dump_stats::STAT_NAMES;
 
 /// A saved tensor of a record.
 pub struct SavedTensor {
