@@ -76,7 +76,10 @@ fn dump_probe_py_weighs_positions_with_the_crates_constants() {
         assert_eq!(found[2].parse::<u64>().unwrap(), want, "{}", &found[0]);
         seen += 1;
     }
-    assert!(seen >= 2, "the kernel's weights are no longer spelled (r + 1) * N");
+    assert!(
+        seen >= 2,
+        "the kernel's weights are no longer spelled (r + 1) * N"
+    );
     for found in Regex::new(r"\b\d{9,}\b").unwrap().find_iter(&source) {
         let n: u64 = found.as_str().parse().unwrap();
         if n >= 1 << 31 {
@@ -196,7 +199,16 @@ fn the_readers_take_every_statistic_of_the_crate() {
     // Each statistic its own value, in the crate's order.
     let values: Vec<(Stat, f64)> = Stat::ALL
         .into_iter()
-        .map(|s| (s, if s.is_count() { 1.0 } else { 0.5 + s.index() as f64 }))
+        .map(|s| {
+            (
+                s,
+                if s.is_count() {
+                    1.0
+                } else {
+                    0.5 + s.index() as f64
+                },
+            )
+        })
         .collect();
     let fields: Vec<String> = values
         .iter()
@@ -227,8 +239,5 @@ fn the_readers_take_every_statistic_of_the_crate() {
         }
     }
     // The comparison and the reports list the value statistics of the crate.
-    assert_eq!(
-        dumpview::model::analysis::compare::STATS,
-        VALUE_STAT_NAMES
-    );
+    assert_eq!(dumpview::model::analysis::compare::STATS, VALUE_STAT_NAMES);
 }

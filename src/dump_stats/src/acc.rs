@@ -189,7 +189,10 @@ mod tests {
         let values = [1.0, f64::NAN, -3.0, f64::INFINITY, 2.0, f64::NEG_INFINITY];
         let s = summarize(|scale| reduce(&values, 3, scale));
         assert_eq!((s.nan_count, s.inf_count, s.finite_count), (1, 2, 3));
-        assert_eq!((s.min, s.max, s.max_abs), (Some(-3.0), Some(2.0), Some(3.0)));
+        assert_eq!(
+            (s.min, s.max, s.max_abs),
+            (Some(-3.0), Some(2.0), Some(3.0))
+        );
         assert_eq!((s.mean, s.sum, s.l2), (Some(0.0), 0.0, 14f64.sqrt()));
         let expected = (1.0 * col_weight(0) + -3.0 * col_weight(2)) * row_weight(0)
             + 2.0 * col_weight(1) * row_weight(1);
@@ -220,7 +223,10 @@ mod tests {
             }
             acc
         });
-        assert_eq!((whole.finite, whole.min, whole.max), (halves.finite, halves.min, halves.max));
+        assert_eq!(
+            (whole.finite, whole.min, whole.max),
+            (halves.finite, halves.min, halves.max)
+        );
         // Exact here: quarter-integers sum exactly in f64.
         assert_eq!((whole.sum, whole.sumsq), (halves.sum, halves.sumsq));
         assert_eq!(Acc::merge(Acc::EMPTY, whole), whole);

@@ -46,7 +46,10 @@ mod tests {
         assert_eq!(sumsq, 2f64.powi(-60), "one rounding at the end");
         assert_eq!((sum, partial), (x, 1.0 + 2f64.powi(-29)));
         let mut lanes = [0.0; LANES];
-        lanes.iter_mut().enumerate().for_each(|(i, v)| *v = i as f64);
+        lanes
+            .iter_mut()
+            .enumerate()
+            .for_each(|(i, v)| *v = i as f64);
         assert_eq!(fold(lanes), 120.0);
     }
 }

@@ -223,7 +223,9 @@ mod tests {
         let a = reduce(&view).unwrap();
         let b = reduce(&view).unwrap();
         assert_eq!(a, b);
-        let one = stats(dump_stats::summarize(|scale| reduce_range(&view, 0..n, 17, scale)));
+        let one = stats(dump_stats::summarize(|scale| {
+            reduce_range(&view, 0..n, 17, scale)
+        }));
         assert_eq!(a.finite_count, Some(n as u64));
         assert_eq!((a.min, a.max), (one.min, one.max));
         let close = |x: Option<f64>, y: Option<f64>| {
