@@ -21,16 +21,19 @@
 //! non-finite while every element is finite, which is the dump tool's own overflow (msprobe
 //! reduces a float16 tensor in float16, so a `Norm` above 65504 is written as inf).
 
+use dump_stats::Stat;
 use serde::Serialize;
 
 use crate::model::dump::{Record, Stats};
 
-/// The compared statistics, in report order.
-pub const STATS: [&str; 6] = ["max_abs", "min", "max", "mean", "l2", "pos_checksum"];
+/// The compared statistics, in report order: the value statistics of `dump_stats`, in the
+/// manifest's order.
+pub const STATS: [&str; 6] = dump_stats::VALUE_STAT_NAMES;
 /// Indexes into [`STATS`] of the statistics compared against a scale of their own.
-const MEAN: usize = 3;
-const L2: usize = 4;
-const POS_CHECKSUM: usize = 5;
+const MEAN: usize = Stat::Mean.value_index();
+#[cfg(test)] // scale_at compares l2 like the others; the tests name it.
+const L2: usize = Stat::L2.value_index();
+const POS_CHECKSUM: usize = Stat::PosChecksum.value_index();
 
 /// `rtol` and `atol` of one statistic.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize)]
@@ -346,14 +349,15 @@ fn dtype_kind(dtype: &str) -> &'static str {
 
 /// The value of the statistic `STATS[index]`.
 fn stat_at(stats: &Stats, index: usize) -> Option<f64> {
-    match index {
-        0 => stats.max_abs,
-        1 => stats.min,
-        2 => stats.max,
-        MEAN => stats.mean,
-        L2 => stats.l2,
-        POS_CHECKSUM => stats.pos_checksum,
-        _ => None,
+    // Every statistic named: a new one fails to compile here until it is compared.
+    match Stat::VALUES.get(index)? {
+        Stat::MaxAbs => stats.max_abs,
+        Stat::Min => stats.min,
+        Stat::Max => stats.max,
+        Stat::Mean => stats.mean,
+        Stat::L2 => stats.l2,
+        Stat::PosChecksum => stats.pos_checksum,
+        Stat::NanCount | Stat::InfCount | Stat::FiniteCount => None,
     }
 }
 

@@ -87,14 +87,17 @@ impl Stats {
     /// A value statistic by name (`max_abs`, `min`, `max`, `mean`, `l2`, `pos_checksum`);
     /// `None` when undefined or not one of those names.
     pub fn get(&self, name: &str) -> Option<f64> {
-        match name {
-            "max_abs" => self.max_abs,
-            "min" => self.min,
-            "max" => self.max,
-            "mean" => self.mean,
-            "l2" => self.l2,
-            "pos_checksum" => self.pos_checksum,
-            _ => None,
+        // Every statistic of dump_stats named: a new one fails to compile here until the record
+        // holds it.
+        use dump_stats::Stat;
+        match Stat::from_name(name)? {
+            Stat::MaxAbs => self.max_abs,
+            Stat::Min => self.min,
+            Stat::Max => self.max,
+            Stat::Mean => self.mean,
+            Stat::L2 => self.l2,
+            Stat::PosChecksum => self.pos_checksum,
+            Stat::NanCount | Stat::InfCount | Stat::FiniteCount => None,
         }
     }
 }

@@ -13,18 +13,8 @@ use crate::view::View;
 /// The manifest's `probe` marker.
 pub const PROBE_NAME: &str = concat!("libdump_probe ", env!("CARGO_PKG_VERSION"));
 
-/// The statistic names, in the manifest's order.
-pub const STAT_NAMES: [&str; 9] = [
-    "nan_count",
-    "inf_count",
-    "finite_count",
-    "max_abs",
-    "min",
-    "max",
-    "mean",
-    "l2",
-    "pos_checksum",
-];
+/// The statistic names, in the manifest's order (the `dump_stats` crate's one list).
+pub use dump_stats::STAT_NAMES;
 
 /// A saved tensor of a record.
 pub struct SavedTensor {
@@ -389,5 +379,41 @@ mod tests {
         assert_eq!(stat(None), "null");
         assert_eq!(stat(Some(1.0)), "1.0");
         assert_eq!(stat(Some(1e-5)).parse::<f64>().unwrap(), 1e-5);
+    }
+
+    #[test]
+    fn the_stats_object_has_the_crates_names_in_order() {
+        // push_record writes the statistics field by field (no map per record): it must follow
+        // dump_stats' list, which a statistic added to the crate changes.
+        let view = crate::view::View::for_tests(crate::dtype::Dtype::Float32, &[2], &[1]);
+        let summary = Summary {
+            nan_count: 0,
+            inf_count: 0,
+            finite_count: 2,
+            max_abs: Some(2.0),
+            min: Some(1.0),
+            max: Some(2.0),
+            mean: Some(1.5),
+            sum: 3.0,
+            l2: 5f64.sqrt(),
+            pos_checksum: 0.25,
+        };
+        let record = RecordOut {
+            seq: 0,
+            stage: "s",
+            occurrence: 1,
+            view: &view,
+            summary: Some(summary),
+            tensor: None,
+        };
+        let mut out = String::new();
+        push_record(&mut out, &record);
+        let (_, stats) = out.split_once("\"stats\": {").unwrap();
+        let (stats, _) = stats.split_once('}').unwrap();
+        let keys: Vec<&str> = stats
+            .split(", ")
+            .map(|field| field.split_once(": ").unwrap().0.trim_matches('"'))
+            .collect();
+        assert_eq!(keys, STAT_NAMES);
     }
 }

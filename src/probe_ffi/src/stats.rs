@@ -1,96 +1,22 @@
-//! The statistics of one staged view, with the Python probe's definitions (docs/manifest.md,
-//! "stats"), computed on the host on rayon's threads with f64 accumulation.
-//!
-//! Let *F* be the finite elements: `nan_count`, `inf_count`, `finite_count`; `min`, `max`,
-//! `mean` (Σ_F x / |F|), `max_abs` (max(|min|, |max|)); `l2` = sqrt(Σ_F x²); `pos_checksum` =
-//! Σ_F x[r,c]·u(r)·v(c) over the view as a matrix [rows, cols] in logical row-major order
-//! (`cols` the last dimension's size, a 0-d tensor is [1, 1]), u(r) = ((r+1)·2654435761 mod
-//! 2³²)/2³², v(c) = ((c+1)·2246822519 mod 2³²)/2³². Integers and bools are summarised as their
-//! values with counts 0. Every element decodes exactly to f64 ([`crate::dtype`]); sums run
-//! sequentially within chunks of [`CHUNK`] elements and pairwise across them, so their
-//! rounding error stays near (CHUNK + log₂ n)·2⁻⁵³·Σ|x|.
+//! The statistics of one staged view, computed on the host on rayon's threads. The definitions,
+//! the accumulators, the lane arithmetic and the checksum's weights are the `dump_stats`
+//! crate's (docs/manifest.md, "stats"); this module walks a view's elements in logical order
+//! into them: every element decodes exactly to f64 ([`crate::dtype`]), whole rows of
+//! all-finite elements go through the lanes on the widest vector unit the CPU has, the rest
+//! element by element; sums run sequentially within chunks of [`CHUNK`] elements and pairwise
+//! across them, so their rounding error stays near (CHUNK + log₂ n)·2⁻⁵³·Σ|x|.
 
+use dump_stats::lanes::{self, LANES, fold};
+use dump_stats::{Acc, COL_MUL, ROW_MUL, Run, weight};
 use rayon::prelude::*;
 
 use crate::dtype::{self, Dtype, Element, Narrow};
 use crate::view::View;
 
-/// Elements per unit of parallel work.
-pub const CHUNK: u64 = 1 << 14;
+/// Elements per unit of parallel work: the definition's chunk.
+pub const CHUNK: u64 = dump_stats::CHUNK;
 
-const ROW_MUL: u64 = 2_654_435_761; // Knuth's multiplicative hash constant
-const COL_MUL: u64 = 2_246_822_519; // xxHash32's second prime
-const TWO_POW_MINUS_32: f64 = 1.0 / 4_294_967_296.0;
-
-/// The weight of position `k` (0-based) for `multiplier`: ((k+1)·multiplier mod 2³²)/2³², exact.
-#[inline(always)]
-fn weight(k: u64, multiplier: u64) -> f64 {
-    ((k + 1).wrapping_mul(multiplier) & 0xffff_ffff) as f64 * TWO_POW_MINUS_32
-}
-
-/// One record's statistics. `min`, `max`, `mean` and `max_abs` are `None` when no element is
-/// finite; then `l2` and `pos_checksum` are 0.
-#[derive(Debug, Clone, Copy, PartialEq)]
-pub struct Summary {
-    /// NaN elements.
-    pub nan_count: u64,
-    /// +inf or −inf elements.
-    pub inf_count: u64,
-    /// `numel − nan_count − inf_count`.
-    pub finite_count: u64,
-    /// max(|min|, |max|) over *F*.
-    pub max_abs: Option<f64>,
-    /// Smallest finite value.
-    pub min: Option<f64>,
-    /// Largest finite value.
-    pub max: Option<f64>,
-    /// Σ_F x / finite_count.
-    pub mean: Option<f64>,
-    /// Σ_F x itself (0 when no element is finite).
-    pub sum: f64,
-    /// sqrt(Σ_F x²).
-    pub l2: f64,
-    /// Σ_F x·u(r)·v(c).
-    pub pos_checksum: f64,
-}
-
-#[derive(Debug, Clone, Copy)]
-struct Acc {
-    nan: u64,
-    inf: u64,
-    finite: u64,
-    min: f64,
-    max: f64,
-    sum: f64,
-    sumsq: f64,
-    checksum: f64,
-}
-
-impl Acc {
-    const EMPTY: Acc = Acc {
-        nan: 0,
-        inf: 0,
-        finite: 0,
-        min: f64::INFINITY,
-        max: f64::NEG_INFINITY,
-        sum: 0.0,
-        sumsq: 0.0,
-        checksum: 0.0,
-    };
-
-    fn merge(a: Acc, b: Acc) -> Acc {
-        Acc {
-            nan: a.nan + b.nan,
-            inf: a.inf + b.inf,
-            finite: a.finite + b.finite,
-            min: a.min.min(b.min),
-            max: a.max.max(b.max),
-            sum: a.sum + b.sum,
-            sumsq: a.sumsq + b.sumsq,
-            checksum: a.checksum + b.checksum,
-        }
-    }
-}
+pub use dump_stats::Summary;
 
 /// Where a shard's indices along one dimension lie in the full tensor (docs/manifest.md,
 /// "Parallel layouts"): the shard annotation `tp:D` / `tp:D@OFFSET/FULL` / `cp:D:zigzag` with the
@@ -170,29 +96,10 @@ pub fn summarize_with(
         Dtype::Bool => reduce::<dtype::Bool>,
     };
     let coords = Coords::new(view, split);
-    let acc = reduce(view, staged, 1.0, &coords, parallel);
-    let mut l2 = acc.sumsq.sqrt();
-    if l2.is_infinite() {
-        // Squares of float64 values above ~1.3e154 overflow: take the norm of the values scaled
-        // by an exact power of two and scale it back. 2^-600 (as dump_probe.py's Inductor path)
-        // brings the largest float64, 1.8e308, to 4e127, whose square summed over 2^64
-        // elements stays finite; 2^-300 left squares of 1e300 overflowing.
-        const SCALE: f64 = f64::from_bits((1023 - 600) << 52);
-        l2 = reduce(view, staged, SCALE, &coords, parallel).sumsq.sqrt() / SCALE;
-    }
-    let finite = acc.finite > 0;
-    Some(Summary {
-        nan_count: acc.nan,
-        inf_count: acc.inf,
-        finite_count: acc.finite,
-        max_abs: finite.then(|| acc.min.abs().max(acc.max.abs())),
-        min: finite.then_some(acc.min),
-        max: finite.then_some(acc.max),
-        mean: finite.then(|| acc.sum / acc.finite as f64),
-        sum: if finite { acc.sum } else { 0.0 },
-        l2: if finite { l2 } else { 0.0 },
-        pos_checksum: if finite { acc.checksum } else { 0.0 },
-    })
+    // The rescue of squares that overflow reduces once more with a scale: dump_stats::summarize.
+    Some(dump_stats::summarize(|scale| {
+        reduce(view, staged, scale, &coords, parallel)
+    }))
 }
 
 /// Columns up to this many take their weights from one table made once per process.
@@ -321,49 +228,6 @@ fn row_base(view: &View, mut row: u64) -> u64 {
     base
 }
 
-/// One element into the accumulators; `w` is its column weight.
-#[inline(always)]
-fn take(acc: &mut Acc, partial: &mut f64, x: f64, w: f64, scale: f64) {
-    if x.is_finite() {
-        acc.finite += 1;
-        acc.min = acc.min.min(x);
-        acc.max = acc.max.max(x);
-        acc.sum += x;
-        let scaled = x * scale;
-        acc.sumsq += scaled * scaled;
-        *partial += x * w;
-    } else if x.is_nan() {
-        acc.nan += 1;
-    } else {
-        acc.inf += 1;
-    }
-}
-
-/// Lanes of the all-finite fast path: sixteen accumulators per sum, two f64 vector registers
-/// each with AVX-512 (so two additions of one sum are in flight at once), and one f32 register
-/// of min and max for the dtypes whose values f32 holds exactly.
-const LANES: usize = 16;
-
-/// The sums of a run of adjacent elements that are all finite.
-#[derive(Debug, Clone, Copy)]
-struct Run {
-    min: f64,
-    max: f64,
-    sum: f64,
-    sumsq: f64,
-    partial: f64,
-}
-
-/// Pairwise sum of the lanes, in one fixed order.
-#[inline(always)]
-fn fold(v: [f64; LANES]) -> f64 {
-    let mut half = [0.0; LANES / 2];
-    for k in 0..LANES / 2 {
-        half[k] = v[k] + v[k + LANES / 2];
-    }
-    ((half[0] + half[4]) + (half[2] + half[6])) + ((half[1] + half[5]) + (half[3] + half[7]))
-}
-
 /// [`Run`] of `bytes`: whole matrix rows of `cols` elements of `E` each, adjacent in memory,
 /// the first being matrix row `first_row`; `weights` holds the `cols` column weights and
 /// `row_weight` gives u(r). `None` when an element is NaN or infinite (or a float64 square
@@ -402,9 +266,13 @@ fn rows_body<E: Element>(
                 min[lane] = if n < min[lane] { n } else { min[lane] };
                 max[lane] = if n > max[lane] { n } else { max[lane] };
                 let x = n.wide();
-                sum[lane] += x;
-                sumsq[lane] = x.mul_add(x, sumsq[lane]);
-                row_partial[lane] = x.mul_add(w[lane], row_partial[lane]);
+                lanes::step(
+                    &mut sum[lane],
+                    &mut sumsq[lane],
+                    &mut row_partial[lane],
+                    x,
+                    w[lane],
+                );
             }
         }
         for (lane, (element, &w)) in tail
@@ -416,13 +284,17 @@ fn rows_body<E: Element>(
             min[lane] = if n < min[lane] { n } else { min[lane] };
             max[lane] = if n > max[lane] { n } else { max[lane] };
             let x = n.wide();
-            sum[lane] += x;
-            sumsq[lane] = x.mul_add(x, sumsq[lane]);
-            row_partial[lane] = x.mul_add(w, row_partial[lane]);
+            lanes::step(
+                &mut sum[lane],
+                &mut sumsq[lane],
+                &mut row_partial[lane],
+                x,
+                w,
+            );
         }
         let u = row_weight(first_row + r as u64);
         for lane in 0..LANES {
-            partial[lane] = row_partial[lane].mul_add(u, partial[lane]);
+            lanes::weigh_row(&mut partial[lane], row_partial[lane], u);
         }
     }
     let run = Run {
@@ -518,12 +390,8 @@ fn chunk<E: Element>(
             let start = (row * cols) as usize * size;
             let bytes = &staged[start..start + (rows * cols) as usize * size];
             if let Some(run) = rows_fast::<E>(bytes, cols as usize, weights, row, &row_weight) {
-                acc.finite += rows * cols;
-                acc.min = acc.min.min(run.min);
-                acc.max = acc.max.max(run.max);
-                acc.sum += run.sum;
-                acc.sumsq += run.sumsq;
-                acc.checksum += run.partial;
+                // Whole rows: the run's checksum part is already weighted by u(r).
+                acc.checksum += acc.add_run(rows * cols, &run);
                 at += rows * cols;
                 row += rows;
                 continue;
@@ -539,17 +407,10 @@ fn chunk<E: Element>(
             let start = (base + col as usize * inner) * size;
             let bytes = &staged[start..start + (end - col) as usize * size];
             match run_fast::<E>(bytes, w).filter(|_| scale == 1.0) {
-                Some(run) => {
-                    acc.finite += end - col;
-                    acc.min = acc.min.min(run.min);
-                    acc.max = acc.max.max(run.max);
-                    acc.sum += run.sum;
-                    acc.sumsq += run.sumsq;
-                    partial = run.partial;
-                }
+                Some(run) => partial = acc.add_run(end - col, &run),
                 None => {
                     for (element, &w) in bytes.chunks_exact(size).zip(w) {
-                        take(&mut acc, &mut partial, E::load(element), w, scale);
+                        acc.take(&mut partial, E::load(element), w, scale);
                     }
                 }
             }
@@ -557,10 +418,10 @@ fn chunk<E: Element>(
             for (c, &w) in (col..end).zip(w) {
                 let offset = (base + c as usize * inner) * size;
                 let x = E::load(&staged[offset..offset + size]);
-                take(&mut acc, &mut partial, x, w, scale);
+                acc.take(&mut partial, x, w, scale);
             }
         }
-        acc.checksum += partial * coords.row_weight(row);
+        acc.close_row(partial, coords.row_weight(row));
         at += end - col;
         row += 1;
         col = 0;

@@ -8,6 +8,8 @@
 //! types with the same rules, and by converting every statistic through serde itself
 //! ([`StatValue`]), so floats come out bit for bit as serde_json makes them.
 
+use dump_stats::{STAT_NAMES, Stat};
+
 use crate::model::dump::{Dims, Mode, Name, Record, StatValue, Stats, Strides, dims, strides};
 
 /// Reads records, remembering the last dtype, device, shape and strides it read: consecutive
@@ -233,17 +235,15 @@ const RECORD_KEYS: [&[u8]; 25] = [
     b"stats_path",
 ];
 
-const STATS_KEYS: [&[u8]; 9] = [
-    b"nan_count",
-    b"inf_count",
-    b"finite_count",
-    b"max_abs",
-    b"min",
-    b"max",
-    b"mean",
-    b"l2",
-    b"pos_checksum",
-];
+/// Every key as bytes.
+macro_rules! keys {
+    ($($key:literal),* $(,)?) => {
+        [$($key.as_bytes()),*]
+    };
+}
+
+/// The statistics' keys, from the one list (`dump_stats`).
+const STATS_KEYS: [&[u8]; STAT_NAMES.len()] = dump_stats::with_stat_names!(keys);
 
 /// `"key": ` for every key, as the probe writes them.
 macro_rules! literals {
@@ -280,17 +280,7 @@ const RECORD_LITERALS: [&[u8]; 25] = literals!(
     "stats_path",
 );
 
-const STATS_LITERALS: [&[u8]; 9] = literals!(
-    "nan_count",
-    "inf_count",
-    "finite_count",
-    "max_abs",
-    "min",
-    "max",
-    "mean",
-    "l2",
-    "pos_checksum",
-);
+const STATS_LITERALS: [&[u8]; STAT_NAMES.len()] = dump_stats::with_stat_names!(literals);
 
 struct Cursor<'a> {
     b: &'a [u8],
@@ -517,18 +507,26 @@ impl<'a> Cursor<'a> {
 
     fn stats(&mut self) -> Option<Stats> {
         let (mut nan_count, mut inf_count, mut finite_count) = (0, 0, None);
-        let mut values: [Option<f64>; 6] = [None; 6];
+        let mut values: [Option<f64>; Stat::VALUES.len()] = [None; Stat::VALUES.len()];
         let seen = self.object(&STATS_KEYS, &STATS_LITERALS, |c, index| {
-            match index {
-                0 => nan_count = c.u64()?,
-                1 => inf_count = c.u64()?,
-                2 => finite_count = c.option(Self::u64)?,
-                _ => values[index - 3] = c.stat()?,
+            match Stat::ALL[index] {
+                Stat::NanCount => nan_count = c.u64()?,
+                Stat::InfCount => inf_count = c.u64()?,
+                Stat::FiniteCount => finite_count = c.option(Self::u64)?,
+                value => values[value.value_index()] = c.stat()?,
             }
             Some(())
         })?;
         // nan_count, inf_count and the four value statistics are required; the rest default.
-        if !(seen[0] && seen[1] && seen[3] && seen[4] && seen[5] && seen[6]) {
+        let required = [
+            Stat::NanCount,
+            Stat::InfCount,
+            Stat::MaxAbs,
+            Stat::Min,
+            Stat::Max,
+            Stat::Mean,
+        ];
+        if !required.iter().all(|s| seen[s.index()]) {
             return None;
         }
         let [max_abs, min, max, mean, l2, pos_checksum] = values;

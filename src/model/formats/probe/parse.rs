@@ -637,7 +637,7 @@ impl<'de> Visitor<'de> for RecordSink<'_> {
 }
 
 /// Statistic fields that may be made null when they are not numbers.
-const VALUE_STATS: [&str; 6] = ["max_abs", "min", "max", "mean", "l2", "pos_checksum"];
+const VALUE_STATS: [&str; 6] = dump_stats::VALUE_STAT_NAMES;
 
 /// A record whose raw JSON `text` did not read (`error`): every value statistic that is not a
 /// number is made null; then, when the record reads, it is kept; else the first field that

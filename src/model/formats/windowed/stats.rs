@@ -1,21 +1,27 @@
 //! The probe's statistics (docs/manifest.md, "stats") of a saved tensor, computed here from the
-//! file: a windowed dump records none.
+//! file: a windowed dump records none. The definitions, the accumulators and the checksum's
+//! weights are the `dump_stats` crate's, the native probe's own.
 //!
-//! One pass over the stored elements in logical order, in `f64`, cut into chunks that rayon's
-//! threads reduce; the chunks' partial results are merged in chunk order, so equal tensors give
-//! bit-equal statistics whatever the thread count.
+//! One pass over the stored elements in logical order, in `f64`, element by element
+//! ([`Acc::take`]), cut into chunks of [`dump_stats::CHUNK`] elements that rayon's threads
+//! reduce; the chunks' partial results are merged in chunk order, so equal tensors give
+//! bit-equal statistics whatever the thread count. The native probe sums runs of all-finite
+//! elements in lanes with fused multiply-adds instead, so the two agree within the crate's
+//! rounding bound, not to the bit (docs/windowed.md, "Statistics").
 
 use std::ops::Range;
 use std::path::Path;
 
+use dump_stats::{Acc, Summary, col_weight, row_weight};
 use rayon::prelude::*;
 
 use crate::model::dump::Stats;
 use crate::model::io::MapChoice;
 use crate::model::tensor::{DType, TensorEntry, TensorFile, TensorView};
 
-/// Elements per chunk: large enough that a chunk outweighs scheduling it.
-const CHUNK: usize = 1 << 16;
+/// Elements per chunk: the definition's (a chunk's sequential sum is what its rounding bound
+/// counts), large enough that a chunk outweighs scheduling it.
+const CHUNK: usize = dump_stats::CHUNK as usize;
 
 /// What one tensor file holds, as read for a record.
 #[derive(Debug, Clone, PartialEq)]
@@ -63,60 +69,20 @@ fn pick<'f>(file: &'f TensorFile, name: &str) -> Result<&'f TensorEntry, String>
     }
 }
 
-/// Running sums of one chunk.
-#[derive(Debug, Clone, Copy)]
-struct Partial {
-    nan: u64,
-    inf: u64,
-    finite: u64,
-    min: f64,
-    max: f64,
-    sum: f64,
-    sum_sq: f64,
-    checksum: f64,
-}
-
-impl Partial {
-    const EMPTY: Partial = Partial {
-        nan: 0,
-        inf: 0,
-        finite: 0,
-        min: f64::INFINITY,
-        max: f64::NEG_INFINITY,
-        sum: 0.0,
-        sum_sq: 0.0,
-        checksum: 0.0,
-    };
-
-    fn merge(self, other: Partial) -> Partial {
-        Partial {
-            nan: self.nan + other.nan,
-            inf: self.inf + other.inf,
-            finite: self.finite + other.finite,
-            min: self.min.min(other.min),
-            max: self.max.max(other.max),
-            sum: self.sum + other.sum,
-            sum_sq: self.sum_sq + other.sum_sq,
-            checksum: self.checksum + other.checksum,
-        }
-    }
-
-    fn stats(self) -> Stats {
-        let any = self.finite > 0;
-        let defined = |v: f64| any.then_some(v);
-        Stats {
-            nan_count: self.nan,
-            inf_count: self.inf,
-            finite_count: Some(self.finite),
-            max_abs: defined(self.min.abs().max(self.max.abs())),
-            min: defined(self.min),
-            max: defined(self.max),
-            mean: defined(self.sum / self.finite as f64),
-            l2: Some(self.sum_sq.sqrt()),
-            pos_checksum: Some(self.checksum),
-            counts_known: true,
-            reduced_in_dtype: false,
-        }
+/// The record's statistics from the definition's [`Summary`].
+fn stats(s: Summary) -> Stats {
+    Stats {
+        nan_count: s.nan_count,
+        inf_count: s.inf_count,
+        finite_count: Some(s.finite_count),
+        max_abs: s.max_abs,
+        min: s.min,
+        max: s.max,
+        mean: s.mean,
+        l2: Some(s.l2),
+        pos_checksum: Some(s.pos_checksum),
+        counts_known: true,
+        reduced_in_dtype: false,
     }
 }
 
@@ -129,56 +95,34 @@ pub fn reduce(view: &TensorView) -> Option<Stats> {
     }
     // pos_checksum sees the tensor as [rows, cols]: cols the last dimension (1 for 0-d).
     let cols = view.shape().last().copied().unwrap_or(1);
-    let total = if numel <= CHUNK {
-        reduce_range(view, 0..numel, cols)
-    } else {
+    let summary = dump_stats::summarize(|scale| {
+        if numel <= CHUNK {
+            return reduce_range(view, 0..numel, cols, scale);
+        }
         let mut parts = Vec::new();
         (0..numel.div_ceil(CHUNK))
             .into_par_iter()
-            .map(|c| reduce_range(view, c * CHUNK..numel.min((c + 1) * CHUNK), cols))
+            .map(|c| reduce_range(view, c * CHUNK..numel.min((c + 1) * CHUNK), cols, scale))
             .collect_into_vec(&mut parts);
-        parts.into_iter().fold(Partial::EMPTY, Partial::merge)
-    };
-    Some(total.stats())
+        parts.into_iter().fold(Acc::EMPTY, Acc::merge)
+    });
+    Some(stats(summary))
 }
 
-/// Row weight of pos_checksum: `((r+1) × 2654435761 mod 2³²) / 2³²`.
-fn row_weight(row: usize) -> f64 {
-    weight(row, 2_654_435_761)
-}
-
-/// Column weight of pos_checksum: `((c+1) × 2246822519 mod 2³²) / 2³²`.
-fn col_weight(col: usize) -> f64 {
-    weight(col, 2_246_822_519)
-}
-
-fn weight(index: usize, multiplier: u64) -> f64 {
-    let hashed = (index as u64).wrapping_add(1).wrapping_mul(multiplier) & 0xFFFF_FFFF;
-    hashed as f64 / 4_294_967_296.0
-}
-
-fn reduce_range(view: &TensorView, range: Range<usize>, cols: usize) -> Partial {
-    let mut p = Partial::EMPTY;
+/// The accumulators of logical elements `range`, in order: each row's weighted values summed
+/// first and weighted by u(r) when the row (or the range) ends; `scale` as [`Acc::take`]'s.
+fn reduce_range(view: &TensorView, range: Range<usize>, cols: usize, scale: f64) -> Acc {
+    let mut acc = Acc::EMPTY;
+    let mut partial = 0.0;
     let (mut row, mut col) = (range.start / cols, range.start % cols);
-    let mut u = row_weight(row);
     let mut add = |x: f64| {
-        if x.is_nan() {
-            p.nan += 1;
-        } else if x.is_infinite() {
-            p.inf += 1;
-        } else {
-            p.finite += 1;
-            p.min = p.min.min(x);
-            p.max = p.max.max(x);
-            p.sum += x;
-            p.sum_sq += x * x;
-            p.checksum += x * u * col_weight(col);
-        }
+        acc.take(&mut partial, x, col_weight(col as u64), scale);
         col += 1;
         if col == cols {
+            acc.close_row(partial, row_weight(row as u64));
+            partial = 0.0;
             col = 0;
             row += 1;
-            u = row_weight(row);
         }
     };
     let dtype = view.dtype();
@@ -193,12 +137,25 @@ fn reduce_range(view: &TensorView, range: Range<usize>, cols: usize) -> Partial 
     } else {
         range.for_each(|i| add(view.get(i)));
     }
-    p
+    if col != 0 {
+        // A row cut by the range's end: its piece is closed here, the rest in the next range.
+        acc.close_row(partial, row_weight(row as u64));
+    }
+    acc
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    // The weights at usize positions, as these tests index them.
+    fn row_weight(row: usize) -> f64 {
+        dump_stats::row_weight(row as u64)
+    }
+
+    fn col_weight(col: usize) -> f64 {
+        dump_stats::col_weight(col as u64)
+    }
 
     fn f32_bytes(values: &[f32]) -> (Vec<u8>, DType) {
         let bytes = values.iter().flat_map(|v| v.to_le_bytes()).collect();
@@ -218,10 +175,10 @@ mod tests {
         );
         assert_eq!(s.mean, Some(0.0));
         assert_eq!(s.l2, Some(14f64.sqrt()));
-        // 1 at [0,0], -3 at [0,2], 2 at [1,1].
-        let expected = 1.0 * row_weight(0) * col_weight(0)
-            + -3.0 * row_weight(0) * col_weight(2)
-            + 2.0 * row_weight(1) * col_weight(1);
+        // 1 at [0,0], -3 at [0,2], 2 at [1,1]; each row's weighted sum weighted by u(r) once
+        // (dump_stats' order: 1 ulp from the element-by-element x·u·v of before).
+        let expected = (1.0 * col_weight(0) + -3.0 * col_weight(2)) * row_weight(0)
+            + 2.0 * col_weight(1) * row_weight(1);
         assert_eq!(s.pos_checksum, Some(expected));
     }
 
@@ -267,7 +224,9 @@ mod tests {
         let a = reduce(&view).unwrap();
         let b = reduce(&view).unwrap();
         assert_eq!(a, b);
-        let one = reduce_range(&view, 0..n, 17).stats();
+        let one = stats(dump_stats::summarize(|scale| {
+            reduce_range(&view, 0..n, 17, scale)
+        }));
         assert_eq!(a.finite_count, Some(n as u64));
         assert_eq!((a.min, a.max), (one.min, one.max));
         let close = |x: Option<f64>, y: Option<f64>| {
