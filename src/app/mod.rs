@@ -18,6 +18,8 @@ pub mod jobs;
 #[warn(missing_docs)]
 pub mod keymap;
 #[warn(missing_docs)]
+mod popup;
+#[warn(missing_docs)]
 mod reload;
 #[warn(missing_docs)]
 pub mod replay;
@@ -31,6 +33,7 @@ mod update;
 pub mod watch;
 
 pub use action::{Action, Effect};
+pub use popup::Popup;
 pub use replay::{ReplayDialog, ReplayField, ReplayJob, ReplayKept, ReplayView};
 pub use rows::{Row, RowState};
 pub use session::Session;

@@ -1,10 +1,11 @@
 //! [`update`]: one action applied to the [`App`], the effects for the runtime returned.
-//! Popups take the keys first ([`update`]); what reaches the workbench behind them is split
+//! The popup that owns the keys ([`App::popup`], in the order of [`Popup::ALL`]) takes them
+//! first; what reaches the workbench behind them is split
 //! by concern: closing and toggling, sizes reported by the runtime, moves of the selection,
 //! jumps to findings, windows, and the keys that open a popup.
 
 use super::jobs::{JobEvent, JobOutput, JobProgress, JobUpdate, Slot};
-use super::{Action, App, Effect, Focus};
+use super::{Action, App, Effect, Focus, Popup};
 use super::{cases, export, replay, tensors};
 
 /// Applies one action; returns the effects for the runtime.
@@ -33,254 +34,250 @@ pub fn update(app: &mut App, action: Action) -> Vec<Effect> {
         }
         _ => {}
     }
-    if app.replay_dialog.is_some() {
-        // The replay dialog owns the keys while it is open: characters are its fields' text.
-        if matches!(
-            action,
-            Action::Job(_)
-                | Action::Resize(..)
-                | Action::ViewHeight(_)
-                | Action::OverlayScrollMax(_)
-                | Action::Quit
-        ) {
-            return update_base(app, action, app.view_height);
-        }
-        return replay::on_dialog(app, action).unwrap_or_default();
-    }
-    if let Some(prompt) = app.export.as_mut() {
-        // The export prompt owns the keys while it is open: characters are the path.
-        match action {
-            Action::ExportChar(c) => {
-                prompt.input.push(c);
-                prompt.error = None;
-            }
-            Action::ExportBackspace => {
-                prompt.input.pop();
-                prompt.error = None;
-            }
-            Action::ExportClear => {
-                prompt.input.clear();
-                prompt.error = None;
-            }
-            Action::ExportSubmit => return export::submit(app),
-            Action::ExportCancel | Action::Escape => {
-                app.export = None;
-                app.message = Some("export cancelled: nothing written".to_string());
-            }
-            Action::Quit => app.should_quit = true,
-            Action::Job(_)
-            | Action::Resize(..)
-            | Action::ViewHeight(_)
-            | Action::OverlayScrollMax(_) => return update_base(app, action, app.view_height),
-            _ => {}
-        }
-        return Vec::new();
-    }
-    if app.cases_form.is_some() {
-        // The case-matrix form owns the keys while it is open, as the replay dialog does.
-        if matches!(
-            action,
-            Action::Job(_)
-                | Action::Resize(..)
-                | Action::ViewHeight(_)
-                | Action::OverlayScrollMax(_)
-                | Action::Quit
-        ) {
-            return update_base(app, action, app.view_height);
-        }
-        return cases::on_form(app, &action).unwrap_or_default();
-    }
-    if app.search.editing {
-        match action {
-            Action::SearchChar(c) => app.search.input.push(c),
-            Action::SearchBackspace => {
-                app.search.input.pop();
-            }
-            Action::SearchSubmit => {
-                app.search.editing = false;
-                let pattern = if app.search.input.is_empty() {
-                    app.search.last.clone().unwrap_or_default()
-                } else {
-                    app.search.input.clone()
-                };
-                if !pattern.is_empty() {
-                    app.search(&pattern);
-                }
-            }
-            Action::SearchCancel | Action::Escape => app.search.editing = false,
-            other => return update_normal(app, other),
-        }
-        return Vec::new();
-    }
-    update_normal(app, action)
+    route(app, action, app.popup())
 }
 
-fn update_normal(app: &mut App, action: Action) -> Vec<Effect> {
-    let page = app.view_height.max(1);
-    let from_user = !matches!(
+/// Actions every popup passes on to the workbench behind it: the runtime's reports and job
+/// events (and, from most, quitting and the help).
+fn from_runtime(action: &Action) -> bool {
+    matches!(
         action,
         Action::Job(_) | Action::Resize(..) | Action::ViewHeight(_) | Action::OverlayScrollMax(_)
+    )
+}
+
+/// Hands `action` to `popup` (the one that owns the keys, [`App::popup`]), or to the
+/// workbench when none is open.
+fn route(app: &mut App, action: Action, popup: Option<Popup>) -> Vec<Effect> {
+    let page = app.view_height.max(1);
+    // A message answers the key that set it; the next key replaces it (or the standing note
+    // of load warnings comes back), so nothing stays on screen after it stops being true.
+    // The prompts, the help and the warnings view leave it standing beside them.
+    let keeps_message = matches!(
+        popup,
+        Some(
+            Popup::ReplayDialog
+                | Popup::Export
+                | Popup::CasesForm
+                | Popup::SearchPrompt
+                | Popup::Help
+                | Popup::Warnings
+        )
     );
-    if app.help {
-        // The help overlay owns the keys while it is open: nothing moves unseen behind it.
-        match action {
-            Action::ToggleHelp | Action::Escape => app.help = false,
-            Action::Quit => app.should_quit = true,
-            Action::Up => scroll_overlay(app, -1),
-            Action::Down => scroll_overlay(app, 1),
-            Action::PageUp => scroll_overlay(app, -(page as i64)),
-            Action::PageDown => scroll_overlay(app, page as i64),
-            Action::Top => scroll_overlay(app, i64::MIN / 2),
-            Action::Bottom => scroll_overlay(app, i64::MAX / 2),
-            Action::Job(_)
-            | Action::Resize(..)
-            | Action::ViewHeight(_)
-            | Action::OverlayScrollMax(_) => {
-                return update_base(app, action, page);
-            }
-            _ => {}
-        }
-        return Vec::new();
-    }
-    if app.warnings_open {
-        // The warnings view owns the keys while it is open, as the help does.
-        match action {
-            Action::ToggleWarnings | Action::Escape => app.warnings_open = false,
-            Action::Quit => app.should_quit = true,
-            Action::Up => scroll_overlay(app, -1),
-            Action::Down => scroll_overlay(app, 1),
-            Action::PageUp => scroll_overlay(app, -(page as i64)),
-            Action::PageDown => scroll_overlay(app, page as i64),
-            Action::Top => scroll_overlay(app, i64::MIN / 2),
-            Action::Bottom => scroll_overlay(app, i64::MAX / 2),
-            Action::Job(_)
-            | Action::Resize(..)
-            | Action::ViewHeight(_)
-            | Action::OverlayScrollMax(_) => {
-                return update_base(app, action, page);
-            }
-            _ => {}
-        }
-        return Vec::new();
-    }
-    if from_user {
-        // A message answers the key that set it; the next key replaces it (or the standing
-        // note of load warnings comes back), so nothing stays on screen after it stops being true.
+    if !keeps_message && !from_runtime(&action) {
         app.message = app.standing_message();
     }
-    if app.tensor_popup.is_some() && !app.help {
-        // The result popup is modal: it takes the keys it uses and drops the others, so
-        // nothing moves unseen underneath it.
-        match action {
-            Action::Up => tensors::step_pair(app, -1),
-            Action::Down => tensors::step_pair(app, 1),
-            Action::PageUp | Action::Top => tensors::step_pair(app, i64::MIN / 2),
-            Action::PageDown | Action::Bottom => tensors::step_pair(app, i64::MAX / 2),
-            Action::Escape | Action::Enter | Action::CompareTensors => app.tensor_popup = None,
-            Action::Quit
-            | Action::ToggleHelp
-            | Action::Resize(..)
-            | Action::ViewHeight(_)
-            | Action::OverlayScrollMax(_)
-            | Action::Job(_) => return update_base(app, action, page),
-            _ => {}
-        }
-        return Vec::new();
+    match popup {
+        Some(Popup::ReplayDialog) => replay_dialog(app, action, page),
+        Some(Popup::Export) => export_prompt(app, action, page),
+        Some(Popup::CasesForm) => cases_form(app, action, page),
+        Some(Popup::SearchPrompt) => search_prompt(app, action),
+        Some(Popup::Help) => overlay(app, action, page, Popup::Help),
+        Some(Popup::Warnings) => overlay(app, action, page, Popup::Warnings),
+        Some(Popup::TensorResult) => tensor_result(app, action, page),
+        Some(Popup::ReplayResult) => replay_result(app, action, page),
+        Some(Popup::ReplayLog) => replay_log(app, action, page),
+        Some(Popup::CasesBoard) => cases_board(app, action, page),
+        Some(Popup::TensorProgress) | None => update_base(app, action, page),
     }
-    if app.replay_view.is_some() {
-        // The replay result is modal as the tensor result is.
-        let page = page as i64;
-        match action {
-            Action::Up => replay::step_output(app, -1),
-            Action::Down => replay::step_output(app, 1),
-            Action::PageUp => replay::scroll_result(app, -page),
-            Action::PageDown => replay::scroll_result(app, page),
-            Action::Top => replay::scroll_result(app, i64::MIN / 2),
-            Action::Bottom => replay::scroll_result(app, i64::MAX / 2),
-            Action::Escape | Action::Enter | Action::Replay => app.replay_view = None,
-            Action::CaseMatrix => return cases::open(app),
-            Action::Quit
-            | Action::ToggleHelp
-            | Action::Resize(..)
-            | Action::ViewHeight(_)
-            | Action::OverlayScrollMax(_)
-            | Action::Job(_) => return update_base(app, action, page as usize),
-            _ => {}
-        }
-        return Vec::new();
+}
+
+/// The replay dialog owns the keys while it is open: characters are its fields' text.
+fn replay_dialog(app: &mut App, action: Action, page: usize) -> Vec<Effect> {
+    if from_runtime(&action) || matches!(action, Action::Quit) {
+        return update_base(app, action, page);
     }
-    if app.replay_job.is_some() {
-        // The running replay's log is modal too: Esc cancels it, the arrows scroll the log.
-        let page = page as i64;
-        match action {
-            Action::Escape => return replay::cancel(app),
-            Action::Up => replay::scroll_log(app, -1),
-            Action::Down => replay::scroll_log(app, 1),
-            Action::PageUp => replay::scroll_log(app, -page),
-            Action::PageDown => replay::scroll_log(app, page),
-            Action::Top => replay::scroll_log(app, i64::MIN / 2),
-            Action::Bottom => replay::scroll_log(app, i64::MAX / 2),
-            Action::Quit
-            | Action::ToggleHelp
-            | Action::Resize(..)
-            | Action::ViewHeight(_)
-            | Action::OverlayScrollMax(_)
-            | Action::Job(_) => return update_base(app, action, page as usize),
-            _ => {}
-        }
+    replay::on_dialog(app, action).unwrap_or_default()
+}
+
+/// The export prompt owns the keys while it is open: characters are the path.
+fn export_prompt(app: &mut App, action: Action, page: usize) -> Vec<Effect> {
+    let Some(prompt) = app.export.as_mut() else {
         return Vec::new();
+    };
+    match action {
+        Action::ExportChar(c) => {
+            prompt.input.push(c);
+            prompt.error = None;
+        }
+        Action::ExportBackspace => {
+            prompt.input.pop();
+            prompt.error = None;
+        }
+        Action::ExportClear => {
+            prompt.input.clear();
+            prompt.error = None;
+        }
+        Action::ExportSubmit => return export::submit(app),
+        Action::ExportCancel | Action::Escape => {
+            app.export = None;
+            app.message = Some("export cancelled: nothing written".to_string());
+        }
+        Action::Quit => app.should_quit = true,
+        action if from_runtime(&action) => return update_base(app, action, page),
+        _ => {}
     }
-    if app.cases_board.as_ref().is_some_and(|b| b.open) {
-        // The case-matrix board is modal; a case's metrics popup over it more so.
-        let page = page as i64;
-        let viewing = app
-            .cases_board
-            .as_ref()
-            .is_some_and(|b| b.case_view.is_some());
-        match action {
-            Action::Escape | Action::Enter if viewing => {
-                if let Some(board) = app.cases_board.as_mut() {
-                    board.case_view = None;
+    Vec::new()
+}
+
+/// The case-matrix form owns the keys while it is open, as the replay dialog does.
+fn cases_form(app: &mut App, action: Action, page: usize) -> Vec<Effect> {
+    if from_runtime(&action) || matches!(action, Action::Quit) {
+        return update_base(app, action, page);
+    }
+    cases::on_form(app, &action).unwrap_or_default()
+}
+
+/// The search prompt takes its characters, Backspace, Enter and Esc; any other action goes
+/// on to the popup below it, or the workbench.
+fn search_prompt(app: &mut App, action: Action) -> Vec<Effect> {
+    match action {
+        Action::SearchChar(c) => app.search.input.push(c),
+        Action::SearchBackspace => {
+            app.search.input.pop();
+        }
+        Action::SearchSubmit => {
+            app.search.editing = false;
+            let pattern = if app.search.input.is_empty() {
+                app.search.last.clone().unwrap_or_default()
+            } else {
+                app.search.input.clone()
+            };
+            if !pattern.is_empty() {
+                app.search(&pattern);
+            }
+        }
+        Action::SearchCancel | Action::Escape => app.search.editing = false,
+        other => return route(app, other, app.popup_below(Popup::SearchPrompt)),
+    }
+    Vec::new()
+}
+
+/// The help overlay and the warnings view own the keys while they are open (nothing moves
+/// unseen behind them): Esc or their own key (`?`, `w`) closes them, the arrows scroll.
+fn overlay(app: &mut App, action: Action, page: usize, popup: Popup) -> Vec<Effect> {
+    let own_key = match popup {
+        Popup::Help => matches!(action, Action::ToggleHelp),
+        _ => matches!(action, Action::ToggleWarnings),
+    };
+    let step = page as i64;
+    match action {
+        _ if own_key || matches!(action, Action::Escape) => match popup {
+            Popup::Help => app.help = false,
+            _ => app.warnings_open = false,
+        },
+        Action::Quit => app.should_quit = true,
+        Action::Up => scroll_overlay(app, -1),
+        Action::Down => scroll_overlay(app, 1),
+        Action::PageUp => scroll_overlay(app, -step),
+        Action::PageDown => scroll_overlay(app, step),
+        Action::Top => scroll_overlay(app, i64::MIN / 2),
+        Action::Bottom => scroll_overlay(app, i64::MAX / 2),
+        action if from_runtime(&action) => return update_base(app, action, page),
+        _ => {}
+    }
+    Vec::new()
+}
+
+/// Actions every modal result popup passes on: the runtime's, quitting and the help.
+fn passes_on(action: &Action) -> bool {
+    from_runtime(action) || matches!(action, Action::Quit | Action::ToggleHelp)
+}
+
+/// The tensor result is modal: it takes the keys it uses and drops the others, so nothing
+/// moves unseen underneath it.
+fn tensor_result(app: &mut App, action: Action, page: usize) -> Vec<Effect> {
+    match action {
+        Action::Up => tensors::step_pair(app, -1),
+        Action::Down => tensors::step_pair(app, 1),
+        Action::PageUp | Action::Top => tensors::step_pair(app, i64::MIN / 2),
+        Action::PageDown | Action::Bottom => tensors::step_pair(app, i64::MAX / 2),
+        Action::Escape | Action::Enter | Action::CompareTensors => app.tensor_popup = None,
+        action if passes_on(&action) => return update_base(app, action, page),
+        _ => {}
+    }
+    Vec::new()
+}
+
+/// The replay result is modal as the tensor result is.
+fn replay_result(app: &mut App, action: Action, page: usize) -> Vec<Effect> {
+    let step = page as i64;
+    match action {
+        Action::Up => replay::step_output(app, -1),
+        Action::Down => replay::step_output(app, 1),
+        Action::PageUp => replay::scroll_result(app, -step),
+        Action::PageDown => replay::scroll_result(app, step),
+        Action::Top => replay::scroll_result(app, i64::MIN / 2),
+        Action::Bottom => replay::scroll_result(app, i64::MAX / 2),
+        Action::Escape | Action::Enter | Action::Replay => app.replay_view = None,
+        Action::CaseMatrix => return cases::open(app),
+        action if passes_on(&action) => return update_base(app, action, page),
+        _ => {}
+    }
+    Vec::new()
+}
+
+/// The running replay's log is modal too: Esc cancels it, the arrows scroll the log.
+fn replay_log(app: &mut App, action: Action, page: usize) -> Vec<Effect> {
+    let step = page as i64;
+    match action {
+        Action::Escape => return replay::cancel(app),
+        Action::Up => replay::scroll_log(app, -1),
+        Action::Down => replay::scroll_log(app, 1),
+        Action::PageUp => replay::scroll_log(app, -step),
+        Action::PageDown => replay::scroll_log(app, step),
+        Action::Top => replay::scroll_log(app, i64::MIN / 2),
+        Action::Bottom => replay::scroll_log(app, i64::MAX / 2),
+        action if passes_on(&action) => return update_base(app, action, page),
+        _ => {}
+    }
+    Vec::new()
+}
+
+/// The case-matrix board is modal; a case's metrics popup over it more so.
+fn cases_board(app: &mut App, action: Action, page: usize) -> Vec<Effect> {
+    let step = page as i64;
+    let viewing = app
+        .cases_board
+        .as_ref()
+        .is_some_and(|b| b.case_view.is_some());
+    match action {
+        Action::Escape | Action::Enter if viewing => {
+            if let Some(board) = app.cases_board.as_mut() {
+                board.case_view = None;
+            }
+        }
+        Action::Up if viewing => cases::step_output(app, -1),
+        Action::Down if viewing => cases::step_output(app, 1),
+        Action::PageUp if viewing => cases::scroll_case(app, -step),
+        Action::PageDown if viewing => cases::scroll_case(app, step),
+        Action::Top if viewing => cases::scroll_case(app, i64::MIN / 2),
+        Action::Bottom if viewing => cases::scroll_case(app, i64::MAX / 2),
+        Action::Up => cases::step(app, -1, 0),
+        Action::Down => cases::step(app, 1, 0),
+        Action::Left => cases::step(app, 0, -1),
+        Action::Right => cases::step(app, 0, 1),
+        Action::Top | Action::PageUp => cases::step(app, i64::MIN / 4, 0),
+        Action::Bottom | Action::PageDown => cases::step(app, i64::MAX / 4, 0),
+        Action::Enter => cases::open_case(app),
+        Action::Escape | Action::CaseMatrix => {
+            if let Some(board) = app.cases_board.as_mut() {
+                board.open = false;
+                if board.run.is_some() {
+                    app.message = Some(format!(
+                        "case matrix {} runs on: c shows it again",
+                        board.name()
+                    ));
                 }
             }
-            Action::Up if viewing => cases::step_output(app, -1),
-            Action::Down if viewing => cases::step_output(app, 1),
-            Action::PageUp if viewing => cases::scroll_case(app, -page),
-            Action::PageDown if viewing => cases::scroll_case(app, page),
-            Action::Top if viewing => cases::scroll_case(app, i64::MIN / 2),
-            Action::Bottom if viewing => cases::scroll_case(app, i64::MAX / 2),
-            Action::Up => cases::step(app, -1, 0),
-            Action::Down => cases::step(app, 1, 0),
-            Action::Left => cases::step(app, 0, -1),
-            Action::Right => cases::step(app, 0, 1),
-            Action::Top | Action::PageUp => cases::step(app, i64::MIN / 4, 0),
-            Action::Bottom | Action::PageDown => cases::step(app, i64::MAX / 4, 0),
-            Action::Enter => cases::open_case(app),
-            Action::Escape | Action::CaseMatrix => {
-                if let Some(board) = app.cases_board.as_mut() {
-                    board.open = false;
-                    if board.run.is_some() {
-                        app.message = Some(format!(
-                            "case matrix {} runs on: c shows it again",
-                            board.name()
-                        ));
-                    }
-                }
-            }
-            Action::CasesRun if !viewing => return cases::run(app, false),
-            Action::CasesRerun if !viewing => return cases::run(app, true),
-            Action::CasesStop => return cases::cancel(app),
-            Action::Quit
-            | Action::ToggleHelp
-            | Action::Resize(..)
-            | Action::ViewHeight(_)
-            | Action::OverlayScrollMax(_)
-            | Action::Job(_) => return update_base(app, action, page as usize),
-            _ => {}
         }
-        return Vec::new();
+        Action::CasesRun if !viewing => return cases::run(app, false),
+        Action::CasesRerun if !viewing => return cases::run(app, true),
+        Action::CasesStop => return cases::cancel(app),
+        action if passes_on(&action) => return update_base(app, action, page),
+        _ => {}
     }
-    update_base(app, action, page)
+    Vec::new()
 }
 
 /// What reaches the workbench behind the popups (and what a popup passes through to it:
@@ -361,15 +358,9 @@ fn close_or_toggle(app: &mut App, action: Action) -> Vec<Effect> {
     match action {
         Action::Quit => app.should_quit = true,
         Action::Escape => {
-            if app.help {
-                app.help = false;
-            } else if app.tensor_popup.is_some() {
-                app.tensor_popup = None;
-            } else if app.replay_view.is_some() {
-                app.replay_view = None;
-            } else if app.replay_job.is_some() {
-                return replay::cancel(app);
-            } else if app.tensor_job.is_some() {
+            // Every popup that takes keys closes on Esc itself (`route`); what is left open
+            // here is the running comparison's gauge at most.
+            if app.tensor_job.is_some() {
                 return tensors::cancel(app);
             } else if app.wide_detail {
                 app.wide_detail = false;
