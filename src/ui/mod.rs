@@ -20,6 +20,7 @@ mod format;
 mod header;
 mod help;
 mod overview;
+mod popup;
 mod replay;
 mod status;
 mod strip;
