@@ -181,9 +181,41 @@ pub fn overlay_scroll_max(area: Rect, app: &App) -> usize {
     }
 }
 
-/// Draws one frame.
+/// One frame laid out: the frame's area and where each region is in it, computed once per
+/// frame ([`screen`]). The runtime reports its sizes to the app (the timeline's rows) and
+/// draws from the same value ([`draw_screen`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Screen {
+    /// The whole frame.
+    pub area: Rect,
+    /// Its regions ([`layout`]); drawn only when the frame is at least [`MIN_SIZE`] and a
+    /// capture is loaded.
+    pub areas: Areas,
+}
+
+/// Lays out a frame of size `area` for `app`.
+pub fn screen(area: Rect, app: &App) -> Screen {
+    Screen {
+        area,
+        areas: layout(area, app),
+    }
+}
+
+/// Draws one frame, laid out here.
 pub fn draw(frame: &mut Frame, app: &App) {
+    let screen = screen(frame.area(), app);
+    draw_screen(frame, app, &screen);
+}
+
+/// Draws one frame from `screen`, the layout computed for it (laid out again only if the
+/// frame's size is no longer the one it was computed for).
+pub fn draw_screen(frame: &mut Frame, app: &App, screen: &Screen) {
     let area = frame.area();
+    let screen = if screen.area == area {
+        *screen
+    } else {
+        self::screen(area, app)
+    };
     let theme = Theme {
         color: !app.no_color,
     };
@@ -199,7 +231,7 @@ pub fn draw(frame: &mut Frame, app: &App) {
         draw_loading(frame, app, area);
         return;
     }
-    let areas = layout(area, app);
+    let areas = screen.areas;
     header::draw(frame, app, areas.header, theme);
     timeline::draw(frame, app, areas.timeline, theme);
     detail::draw(frame, app, areas.detail, theme);
