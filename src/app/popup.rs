@@ -102,3 +102,34 @@ impl App {
             .find(|p| p.takes_keys() && p.is_open(self))
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_popup_is_listed_once() {
+        for popup in Popup::ALL {
+            assert_eq!(Popup::ALL.iter().filter(|&&p| p == popup).count(), 1);
+        }
+    }
+
+    #[test]
+    fn the_popup_that_owns_the_keys_is_the_one_drawn_last() {
+        let mut app = App::loading(false);
+        assert_eq!(app.popup(), None);
+        app.help = true;
+        app.warnings_open = true;
+        app.search.editing = true;
+        let open: Vec<Popup> = app.popups().collect();
+        assert_eq!(
+            open,
+            [Popup::SearchPrompt, Popup::Help, Popup::Warnings],
+            "topmost first"
+        );
+        assert_eq!(app.popup(), Some(Popup::SearchPrompt));
+        assert_eq!(app.popups().rev().last(), app.popup());
+        assert_eq!(app.popup_below(Popup::SearchPrompt), Some(Popup::Help));
+        assert_eq!(app.popup_below(Popup::Warnings), None);
+    }
+}
