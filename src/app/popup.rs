@@ -128,7 +128,8 @@ mod tests {
             "topmost first"
         );
         assert_eq!(app.popup(), Some(Popup::SearchPrompt));
-        assert_eq!(app.popups().rev().last(), app.popup());
+        let drawn: Vec<Popup> = app.popups().rev().collect();
+        assert_eq!(drawn.last().copied(), app.popup(), "drawn bottom first");
         assert_eq!(app.popup_below(Popup::SearchPrompt), Some(Popup::Help));
         assert_eq!(app.popup_below(Popup::Warnings), None);
     }
