@@ -8,7 +8,7 @@
 //! commands. The help, the load warnings view and the tensor result popup are
 //! modal in [`super::update`], which keeps the keys each uses and drops the others.
 
-use super::{Action, App};
+use super::{Action, App, Popup};
 
 /// A key press, as the keymap sees it (no terminal types: the runtime translates).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -63,23 +63,14 @@ pub enum Mode {
 impl Mode {
     /// The mode `app` is in.
     pub fn of(app: &App) -> Mode {
-        if app.export.is_some() {
-            Mode::Export
-        } else if app.replay_dialog.is_some() {
-            Mode::Replay
-        } else if app.cases_form.is_some() {
-            Mode::CasesForm
-        } else if app.search.editing {
-            Mode::Search
-        } else if app.cases_board.as_ref().is_some_and(|b| b.open)
-            && app.replay_view.is_none()
-            && app.tensor_popup.is_none()
-            && !app.help
-            && !app.warnings_open
-        {
-            Mode::CasesBoard
-        } else {
-            Mode::Normal
+        // The popup that owns the keys decides, in the one order of `Popup::ALL`.
+        match app.popup() {
+            Some(Popup::Export) => Mode::Export,
+            Some(Popup::ReplayDialog) => Mode::Replay,
+            Some(Popup::CasesForm) => Mode::CasesForm,
+            Some(Popup::SearchPrompt) => Mode::Search,
+            Some(Popup::CasesBoard) => Mode::CasesBoard,
+            _ => Mode::Normal,
         }
     }
 }

@@ -461,16 +461,18 @@ where
         if (size.width, size.height) != self.app.size {
             update(&mut self.app, Action::Resize(size.width, size.height));
         }
-        let areas = ui::layout(area, &self.app);
-        if areas.timeline_rows() != self.app.view_height && self.app.loaded.is_some() {
-            update(&mut self.app, Action::ViewHeight(areas.timeline_rows()));
+        // Laid out once: the sizes reported below change no input of the layout.
+        let screen = ui::screen(area, &self.app);
+        let rows = screen.areas.timeline_rows();
+        if rows != self.app.view_height && self.app.loaded.is_some() {
+            update(&mut self.app, Action::ViewHeight(rows));
         }
         let scroll_max = ui::overlay_scroll_max(area, &self.app);
         if scroll_max != self.app.overlay_scroll_max {
             update(&mut self.app, Action::OverlayScrollMax(scroll_max));
         }
         self.terminal
-            .draw(|frame| ui::draw(frame, &self.app))
+            .draw(|frame| ui::draw_screen(frame, &self.app, &screen))
             .map_err(io::Error::other)?;
         self.dirty = false;
         Ok(())

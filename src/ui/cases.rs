@@ -77,21 +77,6 @@ fn side_name(side: Side) -> &'static str {
     }
 }
 
-/// Draws whichever case-matrix popup is open.
-pub fn draw(frame: &mut Frame, app: &App, area: Rect, theme: Theme) {
-    if let Some(form) = &app.cases_form {
-        draw_form(frame, form, area, theme);
-        return;
-    }
-    let Some(board) = app.cases_board.as_ref().filter(|b| b.open) else {
-        return;
-    };
-    draw_board(frame, board, area, theme);
-    if let Some(view) = board.case_view {
-        draw_case(frame, board, view, area, theme);
-    }
-}
-
 /// How far the open case popup's text can scroll in a frame of size `area`.
 pub fn scroll_max(area: Rect, app: &App) -> usize {
     let Some(board) = app.cases_board.as_ref().filter(|b| b.open) else {
@@ -134,7 +119,7 @@ fn note(form: &CasesForm, field: CasesField) -> String {
     }
 }
 
-fn draw_form(frame: &mut Frame, form: &CasesForm, area: Rect, theme: Theme) {
+pub(super) fn draw_form(frame: &mut Frame, form: &CasesForm, area: Rect, theme: Theme) {
     let width = width_in(area);
     let inner = usize::from(width.saturating_sub(2)).max(30);
     let mut lines: Vec<Line<'static>> = Vec::new();
@@ -404,7 +389,7 @@ fn board_lines(board: &CasesBoard, inner: usize, theme: Theme) -> Vec<Line<'stat
     lines
 }
 
-fn draw_board(frame: &mut Frame, board: &CasesBoard, area: Rect, theme: Theme) {
+pub(super) fn draw_board(frame: &mut Frame, board: &CasesBoard, area: Rect, theme: Theme) {
     let width = area.width.saturating_sub(2).min(120);
     let inner = usize::from(width.saturating_sub(2)).max(30);
     let mut lines = board_lines(board, inner, theme);
@@ -546,7 +531,13 @@ fn case_layout<'b>(
     }
 }
 
-fn draw_case(frame: &mut Frame, board: &CasesBoard, view: CaseView, area: Rect, theme: Theme) {
+pub(super) fn draw_case(
+    frame: &mut Frame,
+    board: &CasesBoard,
+    view: CaseView,
+    area: Rect,
+    theme: Theme,
+) {
     let layout = case_layout(board, view, area, theme);
     let id = board
         .snapshot

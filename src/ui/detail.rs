@@ -17,7 +17,8 @@ use super::format::{Piece, bar};
 use super::{Theme, format};
 use crate::app::App;
 use crate::model::analysis::compare::{STATS, Verdict};
-use crate::model::dump::{Mode, Record, Shard, Stats};
+use crate::model::analysis::diff::MergedCounts;
+use crate::model::dump::{Mode, Record, Stats};
 
 /// The stage and the verdict.
 const KEY: u8 = 0;
@@ -334,27 +335,20 @@ fn entries(app: &App, width: usize, theme: Theme) -> Vec<Entry> {
             .unwrap_or(1)
     };
     // A merged record's counts: its pieces' summed (a replicated one's: its lowest rank's).
-    let merged_counts = |pieces: &[crate::model::dump::Piece], shard: &Option<Shard>| {
-        let stats: Option<Vec<&Stats>> = pieces.iter().map(|p| p.stats.as_ref()).collect();
-        match (stats, shard) {
-            (Some(stats), Some(Shard::Replicated { .. })) => counts(stats.first().copied()),
-            (Some(stats), _) => format!(
-                "{}/{}",
-                stats.iter().map(|s| s.nan_count).sum::<u64>(),
-                stats.iter().map(|s| s.inf_count).sum::<u64>()
-            ),
-            (None, _) => "–".to_string(),
-        }
+    let merged_counts = |merged: MergedCounts| match merged {
+        MergedCounts::Replica(stats) => counts(stats),
+        MergedCounts::Summed { nan, inf } => format!("{nan}/{inf}"),
+        MergedCounts::Unknown => "–".to_string(),
     };
     let (ca, cb) = match pair {
         Some(p) if merged_a || merged_b => (
             if merged_a {
-                merged_counts(&p.pieces_a, &p.shard_a)
+                merged_counts(p.merged_counts_a())
             } else {
                 counts(sa)
             },
             if merged_b {
-                merged_counts(&p.pieces_b, &p.shard_b)
+                merged_counts(p.merged_counts_b())
             } else {
                 counts(sb)
             },

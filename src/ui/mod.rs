@@ -20,6 +20,7 @@ mod format;
 mod header;
 mod help;
 mod overview;
+mod popup;
 mod replay;
 mod status;
 mod strip;
@@ -32,7 +33,7 @@ use ratatui::Frame;
 use ratatui::layout::{Constraint, Layout, Rect};
 use ratatui::widgets::{Block, Clear, Gauge, Paragraph, Wrap};
 
-use crate::app::{App, Focus};
+use crate::app::{App, Focus, Popup};
 pub use overview::LABEL_WIDTH as OVERVIEW_LABEL_WIDTH;
 pub use theme::Theme;
 
@@ -171,24 +172,50 @@ pub fn layout(area: Rect, app: &App) -> Areas {
 /// How far the open overlay (help, warnings) can scroll in a frame of size `area`: its
 /// lines beyond those in view (0 when none is open).
 pub fn overlay_scroll_max(area: Rect, app: &App) -> usize {
-    if app.help {
-        help::scroll_max(area, app)
-    } else if app.warnings_open {
-        warnings::scroll_max(area, app)
-    } else if app
-        .cases_board
-        .as_ref()
-        .is_some_and(|b| b.open && b.case_view.is_some())
-    {
-        cases::scroll_max(area, app)
-    } else {
-        replay::scroll_max(area, app)
+    match app.popup() {
+        Some(Popup::Help) => help::scroll_max(area, app),
+        Some(Popup::Warnings) => warnings::scroll_max(area, app),
+        Some(Popup::CasesBoard) => cases::scroll_max(area, app),
+        Some(Popup::ReplayResult) => replay::scroll_max(area, app),
+        _ => 0,
     }
 }
 
-/// Draws one frame.
+/// One frame laid out: the frame's area and where each region is in it, computed once per
+/// frame ([`screen`]). The runtime reports its sizes to the app (the timeline's rows) and
+/// draws from the same value ([`draw_screen`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Screen {
+    /// The whole frame.
+    pub area: Rect,
+    /// Its regions ([`layout`]); drawn only when the frame is at least [`MIN_SIZE`] and a
+    /// capture is loaded.
+    pub areas: Areas,
+}
+
+/// Lays out a frame of size `area` for `app`.
+pub fn screen(area: Rect, app: &App) -> Screen {
+    Screen {
+        area,
+        areas: layout(area, app),
+    }
+}
+
+/// Draws one frame, laid out here.
 pub fn draw(frame: &mut Frame, app: &App) {
+    let screen = screen(frame.area(), app);
+    draw_screen(frame, app, &screen);
+}
+
+/// Draws one frame from `screen`, the layout computed for it (laid out again only if the
+/// frame's size is no longer the one it was computed for).
+pub fn draw_screen(frame: &mut Frame, app: &App, screen: &Screen) {
     let area = frame.area();
+    let screen = if screen.area == area {
+        *screen
+    } else {
+        self::screen(area, app)
+    };
     let theme = Theme {
         color: !app.no_color,
     };
@@ -204,7 +231,7 @@ pub fn draw(frame: &mut Frame, app: &App) {
         draw_loading(frame, app, area);
         return;
     }
-    let areas = layout(area, app);
+    let areas = screen.areas;
     header::draw(frame, app, areas.header, theme);
     timeline::draw(frame, app, areas.timeline, theme);
     detail::draw(frame, app, areas.detail, theme);
@@ -214,15 +241,61 @@ pub fn draw(frame: &mut Frame, app: &App) {
         overview::draw(frame, app, areas.overview, theme);
     }
     status::draw(frame, app, areas.status, theme);
-    tensors::draw(frame, app, area, theme);
-    replay::draw(frame, app, area, theme);
-    cases::draw(frame, app, area, theme);
-    if app.warnings_open {
-        warnings::draw(frame, app, area, theme);
+    // The open popups bottom first, so the one that owns the keys (`App::popup`) is on top.
+    for popup in app.popups().rev() {
+        draw_popup(frame, app, popup, area, theme);
     }
-    export::draw(frame, app, area, theme);
-    if app.help {
-        help::draw(frame, app, area, theme);
+}
+
+/// Draws `popup` over the frame `area`.
+fn draw_popup(frame: &mut Frame, app: &App, popup: Popup, area: Rect, theme: Theme) {
+    match popup {
+        Popup::ReplayDialog => {
+            if let Some(dialog) = &app.replay_dialog {
+                replay::draw_dialog(frame, dialog, area, theme);
+            }
+        }
+        Popup::Export => export::draw(frame, app, area, theme),
+        Popup::CasesForm => {
+            if let Some(form) = &app.cases_form {
+                cases::draw_form(frame, form, area, theme);
+            }
+        }
+        // Drawn in the status bar.
+        Popup::SearchPrompt => {}
+        Popup::Help => help::draw(frame, app, area, theme),
+        Popup::Warnings => warnings::draw(frame, app, area, theme),
+        Popup::TensorResult => {
+            if let Some(result) = app.tensor_popup {
+                tensors::draw_result(frame, app, result, area, theme);
+            }
+        }
+        Popup::ReplayResult => {
+            let view = app.replay_view;
+            if let Some((view, kept)) =
+                view.and_then(|v| Some((v, app.replay_results.get(v.result)?)))
+            {
+                replay::draw_result(frame, kept, view, area, theme);
+            }
+        }
+        Popup::ReplayLog => {
+            if let Some(job) = &app.replay_job {
+                replay::draw_running(frame, job, area, theme);
+            }
+        }
+        Popup::CasesBoard => {
+            if let Some(board) = &app.cases_board {
+                cases::draw_board(frame, board, area, theme);
+                if let Some(view) = board.case_view {
+                    cases::draw_case(frame, board, view, area, theme);
+                }
+            }
+        }
+        Popup::TensorProgress => {
+            if let Some(job) = &app.tensor_job {
+                tensors::draw_progress(frame, job, area, theme);
+            }
+        }
     }
 }
 

@@ -35,19 +35,6 @@ pub(super) const LABEL: usize = 11;
 /// Rows the result's |diff| histogram takes (its title line, bars, labels, legend).
 pub(super) const HISTOGRAM: u16 = 7;
 
-/// Draws whichever replay popup is open, centred in `area`.
-pub fn draw(frame: &mut Frame, app: &App, area: Rect, theme: Theme) {
-    if let Some(dialog) = &app.replay_dialog {
-        draw_dialog(frame, dialog, area, theme);
-    } else if let Some(view) = app.replay_view {
-        if let Some(kept) = app.replay_results.get(view.result) {
-            draw_result(frame, kept, view, area, theme);
-        }
-    } else if let Some(job) = &app.replay_job {
-        draw_running(frame, job, area, theme);
-    }
-}
-
 /// How far the open result popup's text can scroll in a frame of size `area`.
 pub fn scroll_max(area: Rect, app: &App) -> usize {
     let (Some(view), None) = (app.replay_view, &app.replay_dialog) else {
@@ -101,7 +88,7 @@ fn side_name(side: Side) -> &'static str {
     }
 }
 
-fn draw_dialog(frame: &mut Frame, dialog: &ReplayDialog, area: Rect, theme: Theme) {
+pub(super) fn draw_dialog(frame: &mut Frame, dialog: &ReplayDialog, area: Rect, theme: Theme) {
     let width = width_in(area);
     let inner = usize::from(width.saturating_sub(2)).max(30);
     let mut lines = Vec::new();
@@ -205,7 +192,7 @@ fn note(dialog: &ReplayDialog, field: ReplayField) -> &'static str {
     }
 }
 
-fn draw_running(frame: &mut Frame, job: &ReplayJob, area: Rect, theme: Theme) {
+pub(super) fn draw_running(frame: &mut Frame, job: &ReplayJob, area: Rect, theme: Theme) {
     let width = width_in(area);
     let inner = usize::from(width.saturating_sub(2)).max(20);
     let height = (area.height * 2 / 3)
@@ -544,7 +531,13 @@ fn metric_block(o: &OutputJudgement, width: usize, theme: Theme, lines: &mut Vec
     }
 }
 
-fn draw_result(frame: &mut Frame, kept: &ReplayKept, view: ReplayView, area: Rect, theme: Theme) {
+pub(super) fn draw_result(
+    frame: &mut Frame,
+    kept: &ReplayKept,
+    view: ReplayView,
+    area: Rect,
+    theme: Theme,
+) {
     let layout = result_layout(kept, view, area, theme);
     let title = title(
         kept.rank,

@@ -33,15 +33,7 @@ const LABEL: usize = 16;
 /// Widest the result popup gets: wider only stretches the bars.
 const MAX_WIDTH: u16 = 110;
 
-pub fn draw(frame: &mut Frame, app: &App, area: Rect, theme: Theme) {
-    if let Some(popup) = app.tensor_popup {
-        draw_result(frame, app, popup, area, theme);
-    } else if let Some(job) = &app.tensor_job {
-        draw_progress(frame, job, area, theme);
-    }
-}
-
-fn draw_progress(frame: &mut Frame, job: &TensorJob, area: Rect, theme: Theme) {
+pub(super) fn draw_progress(frame: &mut Frame, job: &TensorJob, area: Rect, theme: Theme) {
     let popup = centered(area, area.width.saturating_sub(4).min(76), 4);
     let text = if job.cancelling {
         format!("cancelling the comparison of {}…", job.stage)
@@ -82,7 +74,13 @@ fn draw_progress(frame: &mut Frame, job: &TensorJob, area: Rect, theme: Theme) {
     );
 }
 
-fn draw_result(frame: &mut Frame, app: &App, popup: TensorPopup, area: Rect, theme: Theme) {
+pub(super) fn draw_result(
+    frame: &mut Frame,
+    app: &App,
+    popup: TensorPopup,
+    area: Rect,
+    theme: Theme,
+) {
     let Some(kept) = app.tensor_results.get(popup.result) else {
         return;
     };

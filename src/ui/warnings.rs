@@ -15,9 +15,8 @@
 use ratatui::Frame;
 use ratatui::layout::Rect;
 use ratatui::text::{Line, Span};
-use ratatui::widgets::{Block, Clear, Paragraph};
 
-use super::{Theme, centered, format};
+use super::{Theme, format, popup};
 use crate::app::App;
 use crate::model::dump::WarningKind;
 
@@ -55,24 +54,15 @@ fn lines(app: &App, area: Rect, theme: Theme) -> (u16, Vec<Line<'static>>) {
     (width, lines)
 }
 
-fn height(area: Rect, count: usize) -> u16 {
-    (count + 2).min(usize::from(area.height.saturating_sub(2)).max(3)) as u16
-}
-
 /// How far the view can scroll in `area`.
 pub fn scroll_max(area: Rect, app: &App) -> usize {
     let (_, lines) = lines(app, area, Theme { color: false });
-    let rows = usize::from(height(area, lines.len()).saturating_sub(2));
-    lines.len().saturating_sub(rows)
+    popup::scroll_max(area, lines.len())
 }
 
 /// Draws the view centred in `area`, scrolled to `app.overlay_scroll`.
 pub fn draw(frame: &mut Frame, app: &App, area: Rect, theme: Theme) {
     let (width, lines) = lines(app, area, theme);
-    let count = lines.len();
-    let popup = centered(area, width, height(area, count));
-    let rows = usize::from(popup.height.saturating_sub(2));
-    let first = app.overlay_scroll.min(count.saturating_sub(rows));
     let (all, lost) = app.warning_counts();
     let notes = all - lost;
     let plural = |n: usize, word: &str| format!("{n} {word}{}", if n == 1 { "" } else { "s" });
@@ -80,29 +70,9 @@ pub fn draw(frame: &mut Frame, app: &App, area: Rect, theme: Theme) {
         " load warnings: {all} ({lost} lost evidence, {}) · w or Esc closes ",
         plural(notes, "note")
     );
-    let mut block = Block::bordered().title(Span::styled(
+    let title = Span::styled(
         format::fit(&title, usize::from(width.saturating_sub(2))),
         theme.title(),
-    ));
-    if count > rows {
-        let below = count - first - rows;
-        block = block.title_bottom(Span::styled(
-            format!(
-                " lines {}-{} of {count}{} · ↑↓ PgUp PgDn scroll ",
-                first + 1,
-                first + rows,
-                if below > 0 {
-                    format!(", {below} below")
-                } else {
-                    String::new()
-                }
-            ),
-            theme.dim(),
-        ));
-    }
-    frame.render_widget(Clear, popup);
-    frame.render_widget(
-        Paragraph::new(lines.into_iter().skip(first).take(rows).collect::<Vec<_>>()).block(block),
-        popup,
     );
+    popup::draw_scrolling(frame, area, width, title, lines, app.overlay_scroll, theme);
 }

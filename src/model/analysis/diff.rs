@@ -18,7 +18,9 @@ use crate::model::analysis::compare::{
 use crate::model::analysis::merge::{self, GroupMerge, SideMerge};
 use crate::model::analysis::replicated::{self, ReplicationFinding};
 use crate::model::analysis::scan::NonFinite;
-use crate::model::dump::{Dims, Mode, Name, Piece, Record, Shard, Window, WindowId, keys_increase};
+use crate::model::dump::{
+    Dims, Mode, Name, Piece, Record, Shard, Stats, Window, WindowId, keys_increase,
+};
 
 /// Hash maps over keys from the (untrusted) manifests: foldhash, seeded per process.
 type Map<K, V> = HashMap<K, V, foldhash::fast::RandomState>;
@@ -213,6 +215,49 @@ impl PairDiff {
             !p.is_empty() && matches!(s, Some(Shard::Split { .. } | Shard::Partial { .. }))
         };
         pieces(&self.shard_a, &self.pieces_a) || pieces(&self.shard_b, &self.pieces_b)
+    }
+
+    /// The non-finite counts of A's record as merged from its pieces (`pieces_a`).
+    pub fn merged_counts_a(&self) -> MergedCounts<'_> {
+        MergedCounts::of(&self.pieces_a, &self.shard_a)
+    }
+
+    /// The non-finite counts of B's record as merged from its pieces (`pieces_b`).
+    pub fn merged_counts_b(&self) -> MergedCounts<'_> {
+        MergedCounts::of(&self.pieces_b, &self.shard_b)
+    }
+}
+
+/// The NaN and inf counts of a record merged over a parallel group.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum MergedCounts<'a> {
+    /// A replicated record stands for its group: the statistics of its lowest rank's piece
+    /// (`None` with no piece), whose counts may be inferred (`Stats::counts_known`).
+    Replica(Option<&'a Stats>),
+    /// A split or partial record: its pieces' counts summed, elements.
+    Summed {
+        /// NaN elements over all pieces.
+        nan: u64,
+        /// ±inf elements over all pieces.
+        inf: u64,
+    },
+    /// Some piece has no statistics: the merged counts are unknown.
+    Unknown,
+}
+
+impl<'a> MergedCounts<'a> {
+    fn of(pieces: &'a [Piece], shard: &Option<Shard>) -> MergedCounts<'a> {
+        let stats: Option<Vec<&Stats>> = pieces.iter().map(|p| p.stats.as_ref()).collect();
+        match (stats, shard) {
+            (Some(stats), Some(Shard::Replicated { .. })) => {
+                MergedCounts::Replica(stats.first().copied())
+            }
+            (Some(stats), _) => MergedCounts::Summed {
+                nan: stats.iter().map(|s| s.nan_count).sum(),
+                inf: stats.iter().map(|s| s.inf_count).sum(),
+            },
+            (None, _) => MergedCounts::Unknown,
+        }
     }
 }
 
