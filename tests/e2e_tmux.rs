@@ -89,7 +89,7 @@ impl Term {
             command.push_str(&format!(" {key}={}", quote(value)));
         }
         command.push(' ');
-        command.push_str(&quote(env!("CARGO_BIN_EXE_dumpview")));
+        command.push_str(&quote(support::run::BIN));
         for arg in args {
             command.push(' ');
             command.push_str(&quote(arg));

@@ -3,6 +3,8 @@
 //! tolerances pass is a finding), the headline naming a replicated disagreement at or before
 //! the first divergence, and the report's merged pieces, partial sums and `Next:` capture.
 
+mod support;
+
 use std::path::{Path, PathBuf};
 
 use dumpview::model::analysis::Analysis;
@@ -12,6 +14,7 @@ use dumpview::model::analysis::replicated::{check, replica_tolerances};
 use dumpview::model::analysis::report::Report;
 use dumpview::model::dump::{Dump, Record};
 use dumpview::model::ingest::load;
+use support::run::stdout as dumpview;
 
 fn dir(name: &str) -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR"))
@@ -195,17 +198,6 @@ fn the_headline_names_a_replicated_disagreement_before_the_first_divergence() {
         )
     );
     assert!(across("tp1", "tp2").headline.is_none());
-}
-
-fn dumpview(args: &[&str]) -> (i32, String) {
-    let out = std::process::Command::new(env!("CARGO_BIN_EXE_dumpview"))
-        .args(args)
-        .output()
-        .unwrap();
-    (
-        out.status.code().unwrap(),
-        String::from_utf8(out.stdout).unwrap(),
-    )
 }
 
 #[test]

@@ -16,10 +16,7 @@ fn repo(path: &str) -> PathBuf {
 }
 
 use support::copy_tree;
-
-fn dumpview() -> Command {
-    Command::cargo_bin("dumpview").unwrap()
-}
+use support::run::dumpview;
 
 /// `dumpview scan --json` of `source`, through `server`, caching into `cache`: (exit code,
 /// the JSON text).
@@ -522,7 +519,7 @@ fn stalled_scan(server: &Sshd, cache: &Path, dump: &Path) -> std::process::Child
         "stalling_ssh.sh",
         "#!/bin/sh\ncase \"$*\" in *ControlMaster=yes*|*'-O exit'*) exec ssh \"$@\";; esac\nexec sleep 60\n",
     );
-    let child = std::process::Command::new(assert_cmd::cargo::cargo_bin("dumpview"))
+    let child = std::process::Command::new(support::run::BIN)
         .args(["scan", "--json"])
         .arg(server.url(dump))
         .arg("--ssh-command")
@@ -1192,7 +1189,7 @@ fn no_prompt_reaches_the_terminal_even_through_a_proxyjump() {
     .unwrap();
     let command = format!(
         "{} scan inner:{} --ssh-command 'ssh -F {}' --cache-dir {}",
-        assert_cmd::cargo::cargo_bin("dumpview").display(),
+        std::path::Path::new(support::run::BIN).display(),
         dump.display(),
         config.display(),
         work.path().join("cache").display()

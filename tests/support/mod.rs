@@ -4,6 +4,7 @@
 
 pub mod deadline;
 pub mod python;
+pub mod run;
 pub mod sshd;
 pub mod watch;
 
