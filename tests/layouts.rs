@@ -4,33 +4,11 @@
 
 mod support;
 
-use std::path::{Path, PathBuf};
-
 use dumpview::model::analysis::compare::{ExclusionKind, Tolerances, Verdict};
-use dumpview::model::analysis::diff::{DiffReport, diff};
-use dumpview::model::dump::{Dump, Shard};
-use dumpview::model::ingest::load;
+use dumpview::model::analysis::diff::diff;
+use dumpview::model::dump::Shard;
+use support::layouts::{across, capture, dir};
 use support::run::text as dumpview;
-
-fn dir(name: &str) -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("tests/fixtures/layouts")
-        .join(name)
-}
-
-fn capture(name: &str) -> Dump {
-    let dump = load(&[dir(name)], &mut |_| {}).unwrap();
-    assert!(dump.warnings.is_empty(), "{:?}", dump.warnings);
-    dump
-}
-
-fn across(a: &str, b: &str) -> DiffReport {
-    diff(
-        &capture(a).windows,
-        &capture(b).windows,
-        &Tolerances::default(),
-    )
-}
 
 const STAGES: [&str; 10] = [
     "embed#1",

@@ -9,15 +9,9 @@ use std::path::{Path, PathBuf};
 
 use dumpview::model::analysis::compare::Tolerances;
 use dumpview::model::analysis::diff::diff;
-use dumpview::model::dump::{Dump, WarningKind};
-use dumpview::model::ingest::load;
+use dumpview::model::dump::WarningKind;
+use support::layouts::{dir as fixture, loaded};
 use support::run::stdout as dumpview;
-
-fn fixture(name: &str) -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("tests/fixtures/layouts")
-        .join(name)
-}
 
 const MANIFEST: &str = "match1-occ1/manifest.json";
 
@@ -32,10 +26,6 @@ fn edited(rank: u32, edit: impl Fn(String) -> String) -> tempfile::TempDir {
         std::fs::write(&to, if r == rank { edit(text) } else { text }).unwrap();
     }
     dir
-}
-
-fn loaded(dir: &Path) -> Dump {
-    load(&[dir.to_path_buf()], &mut |_| {}).unwrap()
 }
 
 /// Replaces the `n`-th (0-based) occurrence of `from` in `text`.

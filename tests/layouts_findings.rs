@@ -5,36 +5,13 @@
 
 mod support;
 
-use std::path::{Path, PathBuf};
-
 use dumpview::model::analysis::Analysis;
 use dumpview::model::analysis::compare::{Tolerances, Verdict, compare_records};
-use dumpview::model::analysis::diff::{DiffReport, diff};
 use dumpview::model::analysis::replicated::{check, replica_tolerances};
 use dumpview::model::analysis::report::Report;
 use dumpview::model::dump::{Dump, Record};
-use dumpview::model::ingest::load;
+use support::layouts::{across, capture, dir};
 use support::run::stdout as dumpview;
-
-fn dir(name: &str) -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("tests/fixtures/layouts")
-        .join(name)
-}
-
-fn capture(name: &str) -> Dump {
-    let dump = load(&[dir(name)], &mut |_| {}).unwrap();
-    assert!(dump.warnings.is_empty(), "{:?}", dump.warnings);
-    dump
-}
-
-fn across(a: &str, b: &str) -> DiffReport {
-    diff(
-        &capture(a).windows,
-        &capture(b).windows,
-        &Tolerances::default(),
-    )
-}
 
 fn record<'d>(dump: &'d mut Dump, rank: u32, stage: &str) -> &'d mut Record {
     dump.windows

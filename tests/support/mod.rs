@@ -3,6 +3,7 @@
 #![allow(dead_code)]
 
 pub mod deadline;
+pub mod layouts;
 pub mod python;
 pub mod run;
 pub mod sshd;
