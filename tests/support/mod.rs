@@ -7,6 +7,7 @@ pub mod layouts;
 pub mod python;
 pub mod run;
 pub mod sshd;
+pub mod tmux;
 pub mod watch;
 
 use std::path::Path;
