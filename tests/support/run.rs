@@ -86,9 +86,8 @@ pub fn json_of(out: Output) -> (i32, Value, String) {
 }
 
 /// `dumpview ARGS`: (exit status, stdout, stderr).
-pub fn text<I, S>(args: I) -> (i32, String, String)
+pub fn text<S>(args: &[S]) -> (i32, String, String)
 where
-    I: IntoIterator<Item = S>,
     S: AsRef<OsStr>,
 {
     let r = ran(output(args));
@@ -96,9 +95,8 @@ where
 }
 
 /// `dumpview ARGS`: (exit status, stdout).
-pub fn stdout<I, S>(args: I) -> (i32, String)
+pub fn stdout<S>(args: &[S]) -> (i32, String)
 where
-    I: IntoIterator<Item = S>,
     S: AsRef<OsStr>,
 {
     let r = ran(output(args));
@@ -106,9 +104,8 @@ where
 }
 
 /// `dumpview ARGS`: (exit status, stdout as JSON or `Value::Null`, stderr).
-pub fn json<I, S>(args: I) -> (i32, Value, String)
+pub fn json<S>(args: &[S]) -> (i32, Value, String)
 where
-    I: IntoIterator<Item = S>,
     S: AsRef<OsStr>,
 {
     json_of(output(args))
@@ -118,13 +115,11 @@ where
 ///
 /// # Panics
 /// When stdout is not JSON, with both streams.
-pub fn json_stdout<I, S>(args: I) -> (i32, Value, String)
+pub fn json_stdout<S>(args: &[S]) -> (i32, Value, String)
 where
-    I: IntoIterator<Item = S>,
     S: AsRef<OsStr> + std::fmt::Debug,
 {
-    let args: Vec<S> = args.into_iter().collect();
-    let r = ran(output(&args));
+    let r = ran(output(args));
     let json = serde_json::from_str(&r.stdout).unwrap_or_else(|e| {
         panic!(
             "dumpview {args:?}: {e}\nstdout:\n{}\nstderr:\n{}",

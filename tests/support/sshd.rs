@@ -117,7 +117,7 @@ impl Sshd {
     /// `sh` watchdog that reads a pipe whose write end only this process holds, and kills
     /// the server and removes its directory when the pipe closes, however the test process
     /// ends (even SIGKILL).
-    pub fn shared() -> Option<&'static Sshd> {
+    pub fn shared() -> Option<Shared> {
         static SHARED: OnceLock<Option<Sshd>> = OnceLock::new();
         SHARED
             .get_or_init(|| {
@@ -126,6 +126,7 @@ impl Sshd {
                 Sshd::start_as(SshdSetup::default(), true)
             })
             .as_ref()
+            .map(Shared)
     }
 
     /// Starts a server with the default setup, or says "skipped: no sshd" and returns None.
@@ -421,6 +422,19 @@ impl Sshd {
         use std::os::unix::fs::PermissionsExt;
         std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755)).unwrap();
         path
+    }
+}
+
+/// The server of [`Sshd::shared`]; used as an `Sshd` (it derefs to one), so a test reads
+/// the same whichever it has.
+#[derive(Clone, Copy)]
+pub struct Shared(&'static Sshd);
+
+impl std::ops::Deref for Shared {
+    type Target = Sshd;
+
+    fn deref(&self) -> &Sshd {
+        self.0
     }
 }
 
