@@ -16,8 +16,11 @@
 # each; at least 1 s each); building the targets comes on top. Options after it go to every
 # target's libFuzzer (e.g. -jobs=2, -max_len=4096).
 #
-# Installs cargo-fuzz when missing. cargo-fuzz passes nightly-only flags (-Zsanitizer=address,
-# -Cpasses=sancov-module); on a stable toolchain RUSTC_BOOTSTRAP=1 lets it build.
+# Uses cargo-fuzz where it is installed. Where it is not, the targets are built and run
+# without it, as cargo-fuzz 0.13 builds and runs them (see fuzz_build below): installing it
+# on a clean machine (`cargo install cargo-fuzz`) compiles it for minutes, and it only wraps
+# cargo and each target's libFuzzer. The flags are nightly-only (-Zsanitizer=address,
+# -Cpasses=sancov-module); on a stable toolchain RUSTC_BOOTSTRAP=1 lets them build.
 # Corpora (fuzz/corpus/<target>, ignored by git) are seeded from tests/fixtures/bad/ and a real
 # example manifest (manifest); from tests/fixtures/tensors/*.pt, the data.pkl inside each and
 # tests/fixtures/bad_tensors/* (pt); from tests/fixtures/msprobe/**/dump.json (msprobe); and
@@ -26,6 +29,7 @@
 # out-of-memory input (later targets are then not run); the input is left in
 # fuzz/artifacts/<target>/ — reproduce it with
 #   RUSTC_BOOTSTRAP=1 cargo fuzz run <target> fuzz/artifacts/<target>/<file>
+# (without cargo-fuzz: fuzz/target/<host triple>/release/<target> fuzz/artifacts/<target>/<file>)
 # and, once fixed, add it to tests/fixtures/bad/ (manifest), tests/fixtures/bad_tensors/ (pt),
 # or as a regression test beside the reader's other tests (msprobe, windowed).
 set -euo pipefail
@@ -41,16 +45,51 @@ esac
 seconds=$((total / ${#targets[@]}))
 [ "$seconds" -ge 1 ] || seconds=1
 
-if ! cargo fuzz --version >/dev/null 2>&1; then
-    echo "== installing cargo-fuzz" >&2
-    cargo install cargo-fuzz --locked
-fi
 export RUSTC_BOOTSTRAP=1
+triple=$(rustc -vV | sed -n 's/^host: //p')
+
+# What `cargo fuzz build` does with its default options (cargo-fuzz 0.13.2,
+# src/project.rs, Project::cargo): release with line tables, debug assertions,
+# AddressSanitizer, SanitizerCoverage with comparison tracing, --cfg fuzzing, one codegen
+# unit; --target so that build scripts get no sanitizer flags.
+fuzz_build() {
+    RUSTFLAGS="-Cpasses=sancov-module \
+-Cllvm-args=-sanitizer-coverage-level=4 \
+-Cllvm-args=-sanitizer-coverage-inline-8bit-counters \
+-Cllvm-args=-sanitizer-coverage-pc-table \
+-Cllvm-args=-sanitizer-coverage-trace-compares \
+--cfg fuzzing \
+-Cllvm-args=-simplifycfg-branch-fold-threshold=0 \
+-Zsanitizer=address \
+-Cllvm-args=-sanitizer-coverage-stack-depth \
+-Cdebug-assertions \
+-Ccodegen-units=1 ${RUSTFLAGS:-}" \
+        cargo build --manifest-path fuzz/Cargo.toml --target "$triple" --release \
+        --config 'profile.release.debug="line-tables-only"' --bins
+}
+
+# What `cargo fuzz run TARGET CORPUS -- OPTIONS` runs once built.
+fuzz_run() {
+    local target=$1
+    shift
+    mkdir -p "fuzz/artifacts/$target"
+    ASAN_OPTIONS="${ASAN_OPTIONS:+$ASAN_OPTIONS:}detect_odr_violation=0" \
+        "fuzz/target/$triple/release/$target" -artifact_prefix="fuzz/artifacts/$target/" "$@"
+}
+
+if cargo fuzz --version >/dev/null 2>&1; then
+    fuzz_build() { cargo fuzz build; }
+    fuzz_run() {
+        cargo fuzz run "$1" "$2" -- "${@:3}"
+    }
+fi
 
 # Build every target before fuzzing any, so a build error shows before the first target's time
 # is spent and the budget is fuzzing time only.
 echo "== building ${targets[*]}" >&2
-cargo fuzz build
+build_start=$SECONDS
+fuzz_build
+echo "== built ${targets[*]} in $((SECONDS - build_start)) s" >&2
 
 seed() { # copy $2 into corpus $1 under a name derived from its path
     local name
@@ -63,7 +102,7 @@ run() { # run target $1 on corpus $2 with dictionary $3, then the caller's optio
     shift 3
     echo "== fuzzing $target for ${seconds} s (of ${total} s for ${#targets[@]} targets)" >&2
     # -timeout: an input that takes 10 s is a finding too (a hostile file must not hang a reader).
-    cargo fuzz run "$target" "$corpus" -- \
+    fuzz_run "$target" "$corpus" \
         -max_total_time="$seconds" \
         -dict="$dict" \
         -timeout=10 \

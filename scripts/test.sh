@@ -5,7 +5,36 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-bash scripts/ensure-venv.sh
+# Each step's wall time is printed when it ends and again in a summary at the end (also when
+# a step fails), so a slow CI run says where its time went.
+started=$SECONDS
+timings=()
+# Prints and records that step $1 took since second $2, with exit status $3.
+took() {
+    local seconds=$((SECONDS - $2)) note=
+    [ "$3" = 0 ] || note=" (FAILED: exit $3)"
+    timings+=("$(printf '%6d s  %s%s' "$seconds" "$1" "$note")")
+    echo "== $1: ${seconds} s$note" >&2
+}
+summary() {
+    echo "== wall time per step" >&2
+    printf '%s\n' "${timings[@]}" >&2
+    printf '%6d s  total\n' "$((SECONDS - started))" >&2
+}
+# Runs step $1: the command after it; on failure prints the summary and exits with its status.
+step() {
+    local name=$1 start=$SECONDS status=0
+    shift
+    echo "== $name" >&2
+    "$@" || status=$?
+    took "$name" "$start" "$status"
+    if [ "$status" != 0 ]; then
+        summary
+        exit "$status"
+    fi
+}
+
+step "python venv (scripts/ensure-venv.sh)" bash scripts/ensure-venv.sh
 export DUMPVIEW_PYTHON="$PWD/.venv/bin/python"
 
 as_root=()
@@ -20,6 +49,7 @@ apt_install() {
     "${as_root[@]}" env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "$@" >/dev/null
 }
 
+setup_start=$SECONDS
 # tests/e2e_tmux.rs drives the real binary in tmux; install tmux where it is missing
 # (Debian/Ubuntu). Without apt-get those tests say so and skip.
 if ! command -v tmux >/dev/null 2>&1; then
@@ -48,6 +78,7 @@ if [ "$(id -u)" = 0 ] && [ ! -d /run/sshd ]; then
     mkdir -p /run/sshd
     chmod 0755 /run/sshd
 fi
+took "system packages (tmux, openssh)" "$setup_start" 0
 
 # One test build with every feature but `torch` (export: CSV and Parquet through polars), so
 # each feature is built and tested once; a new feature goes into this list. Feature `torch` is
@@ -55,8 +86,7 @@ fi
 # C++ shim, whose static initializers need libtorch, and loading libtorch costs each process
 # 0.35 s and 120 MB at start, which would slow every test that runs the dumpview binary
 # (tests/bad_inputs.rs: 1.7 s -> 43 s; tests/cli.rs: 0.7 s -> 17 s).
-echo "== cargo test --features export" >&2
-cargo test --all-targets --features export --locked
+step "cargo test --features export" cargo test --all-targets --features export --locked
 
 # Feature `torch` (tch) links the libtorch of the venv's pip torch: torch-sys's build script
 # asks that python (LIBTORCH_USE_PYTORCH=1; it runs `python3`, so the venv's goes first on
@@ -66,15 +96,16 @@ cargo test --all-targets --features export --locked
 torch_env=(env "PATH=$PWD/.venv/bin:$PATH" LIBTORCH_USE_PYTORCH=1)
 # `--features torch` alone: tch's dependencies widen the features of crates polars shares
 # (flate2, num-traits), so `--all-features` would build polars a second time.
-echo "== cargo test --features torch --test reference_tch" >&2
-"${torch_env[@]}" cargo test --features torch --locked --test reference_tch
+step "cargo test --features torch --test reference_tch" \
+    "${torch_env[@]}" cargo test --features torch --locked --test reference_tch
 
-echo "== cargo clippy --all-features -D warnings" >&2
-"${torch_env[@]}" cargo clippy --all-targets --all-features --locked -- -D warnings
+step "cargo clippy --all-features -D warnings" \
+    "${torch_env[@]}" cargo clippy --all-targets --all-features --locked -- -D warnings
 
 # A total budget, split over the fuzz targets (scripts/fuzz.sh).
-echo "== fuzz every reader for ${DUMPVIEW_FUZZ_SECONDS:-120} s in all" >&2
-bash scripts/fuzz.sh "${DUMPVIEW_FUZZ_SECONDS:-120}"
+step "fuzz every reader for ${DUMPVIEW_FUZZ_SECONDS:-120} s in all (build included)" \
+    bash scripts/fuzz.sh "${DUMPVIEW_FUZZ_SECONDS:-120}"
 
-echo "== pytest" >&2
-.venv/bin/python -m pytest tests/python -q -p no:cacheprovider
+step "pytest" .venv/bin/python -m pytest tests/python -q -p no:cacheprovider --durations=15
+
+summary

@@ -2,9 +2,10 @@
 //! `match1-occ1.N`; every command uses the newest attempt and says so, `--attempt N` (both
 //! sides) and `--attempt-a/-b N` pick one, and the workbench header shows it.
 
+mod support;
+
 use std::path::{Path, PathBuf};
 
-use assert_cmd::Command;
 use ratatui::Terminal;
 use ratatui::backend::TestBackend;
 use serde_json::Value;
@@ -12,6 +13,7 @@ use serde_json::Value;
 use dumpview::app::App;
 use dumpview::model::ingest::Attempt;
 use dumpview::runtime::load;
+use support::run::json as dumpview;
 
 const PAIR: &str = "llama_fp16_overflow";
 
@@ -34,19 +36,6 @@ fn rerun_dir() -> tempfile::TempDir {
         std::fs::copy(example_manifest(side), window.join("manifest.json")).unwrap();
     }
     dir
-}
-
-fn dumpview(args: &[&str]) -> (i32, Value, String) {
-    let out = Command::cargo_bin("dumpview")
-        .unwrap()
-        .args(args)
-        .output()
-        .unwrap();
-    (
-        out.status.code().unwrap_or(-1),
-        serde_json::from_slice(&out.stdout).unwrap_or(Value::Null),
-        String::from_utf8_lossy(&out.stderr).into_owned(),
-    )
 }
 
 fn notes(json: &Value) -> Vec<&str> {

@@ -1,10 +1,11 @@
 //! Bad inputs (tests/fixtures/bad/, described in its README.md) through the real binary and the
 //! model: exact exit status, a message naming the file and the problem, and never a panic.
 
+mod support;
+
 use std::path::{Path, PathBuf};
 use std::process::Output;
 
-use assert_cmd::Command;
 use dumpview::model::analysis::compare::Tolerances;
 use dumpview::model::analysis::diff::diff;
 use dumpview::model::analysis::layout::{self, View};
@@ -40,11 +41,7 @@ where
         status,
         stdout,
         stderr,
-    } = Command::cargo_bin("dumpview")
-        .unwrap()
-        .args(args)
-        .output()
-        .unwrap();
+    } = support::run::output(args);
     let run = Run {
         code: status.code().expect("dumpview was killed by a signal"),
         stdout: String::from_utf8_lossy(&stdout).into_owned(),

@@ -32,13 +32,8 @@ fn candidate(name: &str) -> String {
 /// `dumpview cases` with the test's Python, run in the repository (the candidates' paths are
 /// relative to it), its matrices in `cases`.
 fn dumpview(cases: &Path) -> Command {
-    let mut command = Command::new(env!("CARGO_BIN_EXE_dumpview"));
-    command
-        .env("DUMPVIEW_PYTHON", python().unwrap_or("python3"))
-        .env("DUMPVIEW_CASES_DIR", cases)
-        .env("XDG_CACHE_HOME", cases.join(".cache"))
-        .current_dir(env!("CARGO_MANIFEST_DIR"))
-        .arg("cases");
+    let mut command = support::run::with_python(&cases.join(".cache"));
+    command.env("DUMPVIEW_CASES_DIR", cases).arg("cases");
     command
 }
 

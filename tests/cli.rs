@@ -1,12 +1,10 @@
 //! The real binary: default command, summary, probe install, exit status and errors.
 
+mod support;
+
 use std::path::Path;
 
-use assert_cmd::Command;
-
-fn dumpview() -> Command {
-    Command::cargo_bin("dumpview").unwrap()
-}
+use support::run::dumpview;
 
 #[test]
 fn default_command_summarises_every_embedded_pair() {

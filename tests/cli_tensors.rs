@@ -1,8 +1,10 @@
 //! `dumpview tensors` through the real binary on the saved tensors of the example dumps:
 //! exit status, text, JSON values, and errors that name the file.
 
-use assert_cmd::Command;
+mod support;
+
 use serde_json::Value;
+use support::run::text as dumpview;
 
 const FP16: &str = "assets/examples/llama_fp16_overflow";
 
@@ -10,19 +12,6 @@ fn saved(side: &str, stage: &str) -> String {
     format!(
         "{}/{FP16}/{side}/rank0/match1-occ1/tensors/{stage}.safetensors",
         env!("CARGO_MANIFEST_DIR")
-    )
-}
-
-fn dumpview(args: &[&str]) -> (i32, String, String) {
-    let out = Command::cargo_bin("dumpview")
-        .unwrap()
-        .args(args)
-        .output()
-        .unwrap();
-    (
-        out.status.code().unwrap_or(-1),
-        String::from_utf8_lossy(&out.stdout).into_owned(),
-        String::from_utf8_lossy(&out.stderr).into_owned(),
     )
 }
 

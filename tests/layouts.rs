@@ -2,32 +2,13 @@
 //! tests/fixtures/layouts/ (make_layouts_fixture.py): merged pairing, planted bugs found at the
 //! right stage, replicated checks, partial sums, missing shards.
 
-use std::path::{Path, PathBuf};
+mod support;
 
 use dumpview::model::analysis::compare::{ExclusionKind, Tolerances, Verdict};
-use dumpview::model::analysis::diff::{DiffReport, diff};
-use dumpview::model::dump::{Dump, Shard};
-use dumpview::model::ingest::load;
-
-fn dir(name: &str) -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("tests/fixtures/layouts")
-        .join(name)
-}
-
-fn capture(name: &str) -> Dump {
-    let dump = load(&[dir(name)], &mut |_| {}).unwrap();
-    assert!(dump.warnings.is_empty(), "{:?}", dump.warnings);
-    dump
-}
-
-fn across(a: &str, b: &str) -> DiffReport {
-    diff(
-        &capture(a).windows,
-        &capture(b).windows,
-        &Tolerances::default(),
-    )
-}
+use dumpview::model::analysis::diff::diff;
+use dumpview::model::dump::Shard;
+use support::layouts::{across, capture, dir};
+use support::run::text as dumpview;
 
 const STAGES: [&str; 10] = [
     "embed#1",
@@ -382,18 +363,6 @@ fn a_rank_non_finite_after_a_collective_that_came_out_finite_is_an_origin_of_its
         "rank 0 went non-finite first, at layers.0.up#1; rank 1 non-finite later, at logits#1, \
          not through a collective: an origin of its own"
     );
-}
-
-fn dumpview(args: &[&str]) -> (i32, String, String) {
-    let out = std::process::Command::new(env!("CARGO_BIN_EXE_dumpview"))
-        .args(args)
-        .output()
-        .unwrap();
-    (
-        out.status.code().unwrap(),
-        String::from_utf8(out.stdout).unwrap(),
-        String::from_utf8(out.stderr).unwrap(),
-    )
 }
 
 #[test]

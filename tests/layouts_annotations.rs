@@ -3,18 +3,15 @@
 //! annotation; a window that cannot be merged whole says so, in the text, `--json`
 //! (`warnings` too) and the exit status.
 
+mod support;
+
 use std::path::{Path, PathBuf};
 
 use dumpview::model::analysis::compare::Tolerances;
 use dumpview::model::analysis::diff::diff;
-use dumpview::model::dump::{Dump, WarningKind};
-use dumpview::model::ingest::load;
-
-fn fixture(name: &str) -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("tests/fixtures/layouts")
-        .join(name)
-}
+use dumpview::model::dump::WarningKind;
+use support::layouts::{dir as fixture, loaded};
+use support::run::stdout as dumpview;
 
 const MANIFEST: &str = "match1-occ1/manifest.json";
 
@@ -29,10 +26,6 @@ fn edited(rank: u32, edit: impl Fn(String) -> String) -> tempfile::TempDir {
         std::fs::write(&to, if r == rank { edit(text) } else { text }).unwrap();
     }
     dir
-}
-
-fn loaded(dir: &Path) -> Dump {
-    load(&[dir.to_path_buf()], &mut |_| {}).unwrap()
 }
 
 /// Replaces the `n`-th (0-based) occurrence of `from` in `text`.
@@ -135,17 +128,6 @@ fn parallel_given_as_a_string_is_a_warning_and_the_window_stays_per_rank() {
     let w = dump.windows.iter().find(|w| w.rank == 0).unwrap();
     assert!(w.records.iter().all(|r| r.shard.is_none()));
     assert_eq!(w.records.len(), 10);
-}
-
-fn dumpview(args: &[&str]) -> (i32, String) {
-    let out = std::process::Command::new(env!("CARGO_BIN_EXE_dumpview"))
-        .args(args)
-        .output()
-        .unwrap();
-    (
-        out.status.code().unwrap(),
-        String::from_utf8(out.stdout).unwrap(),
-    )
 }
 
 #[test]

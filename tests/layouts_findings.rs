@@ -3,35 +3,15 @@
 //! tolerances pass is a finding), the headline naming a replicated disagreement at or before
 //! the first divergence, and the report's merged pieces, partial sums and `Next:` capture.
 
-use std::path::{Path, PathBuf};
+mod support;
 
 use dumpview::model::analysis::Analysis;
 use dumpview::model::analysis::compare::{Tolerances, Verdict, compare_records};
-use dumpview::model::analysis::diff::{DiffReport, diff};
 use dumpview::model::analysis::replicated::{check, replica_tolerances};
 use dumpview::model::analysis::report::Report;
 use dumpview::model::dump::{Dump, Record};
-use dumpview::model::ingest::load;
-
-fn dir(name: &str) -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("tests/fixtures/layouts")
-        .join(name)
-}
-
-fn capture(name: &str) -> Dump {
-    let dump = load(&[dir(name)], &mut |_| {}).unwrap();
-    assert!(dump.warnings.is_empty(), "{:?}", dump.warnings);
-    dump
-}
-
-fn across(a: &str, b: &str) -> DiffReport {
-    diff(
-        &capture(a).windows,
-        &capture(b).windows,
-        &Tolerances::default(),
-    )
-}
+use support::layouts::{across, capture, dir};
+use support::run::stdout as dumpview;
 
 fn record<'d>(dump: &'d mut Dump, rank: u32, stage: &str) -> &'d mut Record {
     dump.windows
@@ -195,17 +175,6 @@ fn the_headline_names_a_replicated_disagreement_before_the_first_divergence() {
         )
     );
     assert!(across("tp1", "tp2").headline.is_none());
-}
-
-fn dumpview(args: &[&str]) -> (i32, String) {
-    let out = std::process::Command::new(env!("CARGO_BIN_EXE_dumpview"))
-        .args(args)
-        .output()
-        .unwrap();
-    (
-        out.status.code().unwrap(),
-        String::from_utf8(out.stdout).unwrap(),
-    )
 }
 
 #[test]

@@ -3,24 +3,12 @@
 //! window and paired stage by stage with the unpipelined run; dp ranks kept as separate
 //! windows, compared rank by rank, with tp merged inside each dp rank.
 
-use std::path::{Path, PathBuf};
+mod support;
 
 use dumpview::model::analysis::compare::{Tolerances, Verdict};
 use dumpview::model::analysis::diff::{DiffReport, diff};
-use dumpview::model::dump::{Dump, Window};
-use dumpview::model::ingest::load;
-
-fn dir(name: &str) -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("tests/fixtures/layouts")
-        .join(name)
-}
-
-fn capture(name: &str) -> Dump {
-    let dump = load(&[dir(name)], &mut |_| {}).unwrap();
-    assert!(dump.warnings.is_empty(), "{:?}", dump.warnings);
-    dump
-}
+use dumpview::model::dump::Window;
+use support::layouts::capture;
 
 fn across(a: &[Window], b: &[Window]) -> DiffReport {
     diff(a, b, &Tolerances::default())

@@ -2,13 +2,15 @@
 //! torch_npu_ops from Ascend) and small ones made on CPU by make_msprobe.py. Answers are
 //! asserted exactly; names and pairing are checked against `msprobe compare`'s own table.
 
+mod support;
+
 use std::path::{Path, PathBuf};
 
-use assert_cmd::Command;
 use dumpview::model::dump::Dump;
 use dumpview::model::dump::{Record, SourceFormat, Window};
 use dumpview::model::formats::FormatError;
 use dumpview::model::ingest::{LoadError, load};
+use support::run::dumpview_in_repo as dumpview;
 
 fn fixture(path: &str) -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR"))
@@ -47,12 +49,6 @@ fn context<'m>(window: &'m Window, index: usize, label: &str) -> Vec<&'m str> {
         .filter(|(l, _)| l == label)
         .map(|(_, v)| v.as_str())
         .collect()
-}
-
-fn dumpview() -> Command {
-    let mut cmd = Command::cargo_bin("dumpview").unwrap();
-    cmd.current_dir(env!("CARGO_MANIFEST_DIR"));
-    cmd
 }
 
 const RESNET0: &str = "tests/fixtures/msprobe/resnet_gpu/step0";

@@ -6,11 +6,14 @@
 //! Without a C compiler every test says so and returns (the library itself is still built and
 //! unit-tested by `cargo test`). Without the project's .venv the Python-vs-native test says so.
 
+mod support;
+
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
 use serde_json::Value;
+use support::run::json_stdout as dumpview;
 
 const REPO: &str = env!("CARGO_MANIFEST_DIR");
 
@@ -229,21 +232,6 @@ fn stages(manifest: &Value) -> Vec<String> {
 
 fn tempdir() -> tempfile::TempDir {
     tempfile::tempdir().expect("a temporary directory")
-}
-
-fn dumpview(args: &[&str]) -> (i32, Value, String) {
-    let output = Command::new(env!("CARGO_BIN_EXE_dumpview"))
-        .args(args)
-        .output()
-        .expect("run dumpview");
-    let stdout = String::from_utf8_lossy(&output.stdout).into_owned();
-    let json = serde_json::from_str(&stdout).unwrap_or_else(|e| {
-        panic!(
-            "dumpview {args:?}: {e}\nstdout:\n{stdout}\nstderr:\n{}",
-            String::from_utf8_lossy(&output.stderr)
-        )
-    });
-    (output.status.code().unwrap_or(-1), json, stdout)
 }
 
 #[test]

@@ -980,7 +980,7 @@ struct Replayed {
 }
 
 fn dumpview_replay(cache: &Path, args: &[&str]) -> Replayed {
-    let out = Command::new(env!("CARGO_BIN_EXE_dumpview"))
+    let out = Command::new(support::run::BIN)
         .env("XDG_CACHE_HOME", cache)
         .env("DUMPVIEW_PYTHON", python())
         .current_dir(root())

@@ -16,10 +16,7 @@ fn repo(path: &str) -> PathBuf {
 }
 
 use support::copy_tree;
-
-fn dumpview() -> Command {
-    Command::cargo_bin("dumpview").unwrap()
-}
+use support::run::dumpview;
 
 /// `dumpview scan --json` of `source`, through `server`, caching into `cache`: (exit code,
 /// the JSON text).
@@ -50,7 +47,7 @@ fn scan_json(server: &Sshd, cache: &Path, source: &str) -> (i32, String) {
 
 #[test]
 fn scan_of_a_remote_capture_gives_the_local_answer_for_every_format() {
-    let Some(server) = Sshd::start() else { return };
+    let Some(server) = Sshd::shared() else { return };
     let work = tempfile::tempdir().unwrap();
     let cases = [
         ("probe", repo("assets/examples/llama_fp16_overflow/b")),
@@ -151,7 +148,7 @@ fn inode(path: &Path) -> u64 {
 
 #[test]
 fn an_msprobe_dump_rewritten_in_place_is_fetched_whole_and_never_read_half_written() {
-    let Some(server) = Sshd::start() else { return };
+    let Some(server) = Sshd::shared() else { return };
     let work = tempfile::tempdir().unwrap();
     let dump = work.path().join("msprobe");
     copy_tree(&repo("tests/fixtures/msprobe/mlp_nan"), &dump);
@@ -234,7 +231,7 @@ fn an_msprobe_dump_rewritten_in_place_is_fetched_whole_and_never_read_half_writt
 
 #[test]
 fn a_file_that_only_grew_is_fetched_from_its_old_end_with_an_overlap() {
-    let Some(server) = Sshd::start() else { return };
+    let Some(server) = Sshd::shared() else { return };
     let work = tempfile::tempdir().unwrap();
     let dump = work.path().join("dump");
     let file = dump.join("rank0/w/manifest.json");
@@ -283,7 +280,7 @@ fn a_file_that_only_grew_is_fetched_from_its_old_end_with_an_overlap() {
 
 #[test]
 fn only_what_changed_is_listed_and_fetched_and_removed_files_go() {
-    let Some(server) = Sshd::start() else { return };
+    let Some(server) = Sshd::shared() else { return };
     let work = tempfile::tempdir().unwrap();
     let dump = work.path().join("dump");
     copy_tree(&repo("assets/examples/llama_kv_alias/a"), &dump);
@@ -356,7 +353,7 @@ fn pwned(dir: &Path) -> Vec<PathBuf> {
 
 #[test]
 fn hostile_directory_names_are_taken_literally_and_nothing_runs() {
-    let Some(server) = Sshd::start() else { return };
+    let Some(server) = Sshd::shared() else { return };
     let work = tempfile::tempdir().unwrap();
     let root = work
         .path()
@@ -522,7 +519,7 @@ fn stalled_scan(server: &Sshd, cache: &Path, dump: &Path) -> std::process::Child
         "stalling_ssh.sh",
         "#!/bin/sh\ncase \"$*\" in *ControlMaster=yes*|*'-O exit'*) exec ssh \"$@\";; esac\nexec sleep 60\n",
     );
-    let child = std::process::Command::new(assert_cmd::cargo::cargo_bin("dumpview"))
+    let child = std::process::Command::new(support::run::BIN)
         .args(["scan", "--json"])
         .arg(server.url(dump))
         .arg("--ssh-command")
@@ -932,7 +929,7 @@ fn a_host_without_gnu_find_is_listed_with_stat_and_gives_the_same_answer() {
 
 #[test]
 fn saved_tensors_come_on_demand_and_the_cache_evicts_the_least_recently_used() {
-    let Some(server) = Sshd::start() else { return };
+    let Some(server) = Sshd::shared() else { return };
     let work = tempfile::tempdir().unwrap();
     let dump = work.path().join("b");
     copy_tree(&repo("assets/examples/llama_fp16_overflow/b"), &dump);
@@ -999,7 +996,7 @@ fn saved_tensors_come_on_demand_and_the_cache_evicts_the_least_recently_used() {
 
 #[test]
 fn a_report_on_remote_captures_fetches_the_tensors_it_compares_and_matches_the_local_one() {
-    let Some(server) = Sshd::start() else { return };
+    let Some(server) = Sshd::shared() else { return };
     let work = tempfile::tempdir().unwrap();
     let dump = work.path().join("pair");
     copy_tree(&repo("assets/examples/llama_fp16_overflow"), &dump);
@@ -1166,7 +1163,7 @@ fn figures() {
 
 #[test]
 fn no_prompt_reaches_the_terminal_even_through_a_proxyjump() {
-    let Some(server) = Sshd::start() else { return };
+    let Some(server) = Sshd::shared() else { return };
     if !Path::new("/usr/bin/script").is_file() {
         eprintln!("skipped: no script(1) to give dumpview a terminal");
         return;
@@ -1192,7 +1189,7 @@ fn no_prompt_reaches_the_terminal_even_through_a_proxyjump() {
     .unwrap();
     let command = format!(
         "{} scan inner:{} --ssh-command 'ssh -F {}' --cache-dir {}",
-        assert_cmd::cargo::cargo_bin("dumpview").display(),
+        std::path::Path::new(support::run::BIN).display(),
         dump.display(),
         config.display(),
         work.path().join("cache").display()
@@ -1216,7 +1213,7 @@ fn no_prompt_reaches_the_terminal_even_through_a_proxyjump() {
 
 #[test]
 fn a_remote_file_is_a_capture_too() {
-    let Some(server) = Sshd::start() else { return };
+    let Some(server) = Sshd::shared() else { return };
     let work = tempfile::tempdir().unwrap();
     let dump = work.path().join("pair");
     copy_tree(&repo("assets/examples/llama_fp16_overflow"), &dump);
@@ -1285,7 +1282,7 @@ fn a_remote_file_is_a_capture_too() {
 
 #[test]
 fn dumpviews_ssh_options_win_over_the_users_and_dumpview_ssh_chooses_the_command() {
-    let Some(server) = Sshd::start() else { return };
+    let Some(server) = Sshd::shared() else { return };
     let work = tempfile::tempdir().unwrap();
     let dump = work.path().join("dump");
     copy_tree(&repo("assets/examples/llama_kv_alias/a"), &dump);

@@ -284,7 +284,7 @@ fn a_remote_watch_that_ends_leaves_no_master_and_no_control_directory() {
     land(&remote, "b", 0);
     let cache = tempfile::tempdir().unwrap();
     for ending in [["--timeout", "2"], ["--until-finding", "--json"]] {
-        let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_dumpview"))
+        let mut child = std::process::Command::new(support::run::BIN)
             .arg("watch")
             .arg(server.url(&remote))
             .args(ending)

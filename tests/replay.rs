@@ -24,6 +24,7 @@ use std::time::{Duration, Instant};
 use serde_json::Value;
 use support::deadline::OutputWithin;
 use support::python::{candidate, python, repo};
+use support::run::with_python as dumpview;
 use support::sshd::Sshd;
 
 const F32: &str = "assets/examples/llama_kv_alias/a";
@@ -191,16 +192,6 @@ fn sleepers() -> &'static Path {
 /// `path:NAME` of a sleeping candidate.
 fn sleeper(name: &str) -> String {
     format!("{}:{name}", sleepers().display())
-}
-
-/// `dumpview` with the test's Python and a private cache.
-fn dumpview(cache: &Path) -> Command {
-    let mut command = Command::new(env!("CARGO_BIN_EXE_dumpview"));
-    command
-        .env("XDG_CACHE_HOME", cache)
-        .env("DUMPVIEW_PYTHON", python().unwrap_or("python3"))
-        .current_dir(env!("CARGO_MANIFEST_DIR"));
-    command
 }
 
 struct Run {
@@ -944,7 +935,7 @@ fn the_report_lists_replays_in_markdown_and_json() {
 fn processes(needle: &str) -> Vec<String> {
     support::sshd::processes_mentioning(needle)
         .into_iter()
-        .filter(|p| !p.contains(env!("CARGO_BIN_EXE_dumpview")))
+        .filter(|p| !p.contains(support::run::BIN))
         .collect()
 }
 

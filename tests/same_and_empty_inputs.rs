@@ -2,31 +2,18 @@
 //! and B, byte-identical captures, `vary` given one capture three times, two identical
 //! captures that are both non-finite, and a manifest with `records: []`.
 
+mod support;
+
 use std::path::{Path, PathBuf};
 
-use assert_cmd::Command;
 use serde_json::Value;
+use support::run::json as run;
 
 fn example(pair: &str, side: &str) -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR"))
         .join("assets/examples")
         .join(pair)
         .join(side)
-}
-
-fn run(args: &[&std::ffi::OsStr]) -> (i32, Value, String) {
-    let out = Command::cargo_bin("dumpview")
-        .unwrap()
-        .args(args)
-        .output()
-        .unwrap();
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    let json = serde_json::from_str(&stdout).unwrap_or(Value::Null);
-    (
-        out.status.code().unwrap_or(-1),
-        json,
-        String::from_utf8_lossy(&out.stderr).into_owned(),
-    )
 }
 
 fn notes(json: &Value) -> Vec<String> {
@@ -122,11 +109,7 @@ fn two_identical_non_finite_captures_report_their_first_non_finite_record() {
     assert_eq!(window["first_nonfinite_a"]["key"], "layers.3.mlp_up#1");
     assert_eq!(window["first_nonfinite_b"]["key"], "layers.3.mlp_up#1");
     assert_eq!(window["first_nonfinite_b"]["inf_count"], 4);
-    let text = Command::cargo_bin("dumpview")
-        .unwrap()
-        .args([std::ffi::OsStr::new("diff"), b.as_os_str(), b.as_os_str()])
-        .output()
-        .unwrap();
+    let text = support::run::output([std::ffi::OsStr::new("diff"), b.as_os_str(), b.as_os_str()]);
     let text = String::from_utf8_lossy(&text.stdout);
     assert!(
         text.contains("first non-finite: layers.3.mlp_up#1 (seq 74, 0 NaN, 4 inf) in both A and B"),

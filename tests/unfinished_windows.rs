@@ -12,6 +12,7 @@ use std::process::Command;
 
 use serde_json::Value;
 use support::python::{python, ran, repo};
+use support::run::{json_of, with_python};
 
 /// Runs `body` with the probe loaded as `dp`, armed into `dump` as `rank`. `_wait(window,
 /// names)` waits until the writer thread has published exactly `names` in the window's
@@ -75,21 +76,8 @@ os.kill(os.getpid(), signal.SIGKILL)
 }
 
 fn dumpview(args: &[&str]) -> (i32, Value, String) {
-    let out = Command::new(env!("CARGO_BIN_EXE_dumpview"))
-        .args(args)
-        .env("DUMPVIEW_PYTHON", python().unwrap_or("python3"))
-        .env(
-            "XDG_CACHE_HOME",
-            std::env::temp_dir().join("dv-unfinished-cache"),
-        )
-        .output()
-        .unwrap();
-    let r = ran(out);
-    (
-        r.code,
-        serde_json::from_str(&r.stdout).unwrap_or(Value::Null),
-        r.stderr,
-    )
+    let cache = std::env::temp_dir().join("dv-unfinished-cache");
+    json_of(with_python(&cache).args(args).output().unwrap())
 }
 
 fn notes(json: &Value) -> Vec<(String, String)> {

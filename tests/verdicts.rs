@@ -5,13 +5,15 @@
 //! that the probe could not reduce. Every expected value is read from those files, never
 //! recomputed with this CPU's kernels.
 
+mod support;
+
 use std::path::{Path, PathBuf};
 
-use assert_cmd::Command;
 use dumpview::model::analysis::compare::{CHECKSUM_RTOL, Tolerances, Verdict};
 use dumpview::model::analysis::diff::{Cell, WindowDiff, diff};
 use dumpview::model::dump::Dump;
 use dumpview::model::ingest::load;
+use support::run::dumpview;
 
 fn dir(path: &str) -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR"))
@@ -29,10 +31,6 @@ fn window_diff(a: &str, b: &str, tolerances: &Tolerances) -> WindowDiff {
     let report = diff(&side(a).windows, &side(b).windows, tolerances);
     assert_eq!(report.windows.len(), 1);
     report.windows.into_iter().next().unwrap()
-}
-
-fn dumpview() -> Command {
-    Command::cargo_bin("dumpview").unwrap()
 }
 
 /// The checksum held to its same-dtype rtol alone: the rule before the noise bound.

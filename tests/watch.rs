@@ -89,7 +89,7 @@ fn windows_and_their_first_non_finite_record_appear_as_they_land() {
 fn until_finding_stops_at_the_first_finding_with_exit_1_and_vs_names_the_first_divergence() {
     let dir = tempfile::tempdir().unwrap();
     let b = example("b");
-    let child = Command::new(env!("CARGO_BIN_EXE_dumpview"))
+    let child = Command::new(support::run::BIN)
         .args([
             "watch",
             dir.path().to_str().unwrap(),
@@ -120,7 +120,7 @@ fn until_finding_stops_at_the_first_finding_with_exit_1_and_vs_names_the_first_d
         .find(|e| e["kind"] == "first_divergence")
         .expect("a divergence event");
     // The same first divergence as `dumpview diff` of the two files.
-    let diff = Command::new(env!("CARGO_BIN_EXE_dumpview"))
+    let diff = Command::new(support::run::BIN)
         .args([
             "diff",
             example("a").to_str().unwrap(),
@@ -150,7 +150,7 @@ fn an_msprobe_dump_json_rewritten_in_place_and_truncated_is_read_again() {
         std::fs::copy(fixture.join(name), rank.join(name)).unwrap();
     }
     let full = std::fs::read(fixture.join("dump.json")).unwrap();
-    let complete = Command::new(env!("CARGO_BIN_EXE_dumpview"))
+    let complete = Command::new(support::run::BIN)
         .args([
             "scan",
             fixture.join("dump.json").to_str().unwrap(),
@@ -189,7 +189,7 @@ fn an_msprobe_dump_json_rewritten_in_place_and_truncated_is_read_again() {
 
 #[test]
 fn a_source_that_cannot_be_read_at_start_exits_2() {
-    let out = Command::new(env!("CARGO_BIN_EXE_dumpview"))
+    let out = Command::new(support::run::BIN)
         .args(["watch", "/nonexistent/dumps", "--json", "--timeout", "5"])
         .output()
         .unwrap();

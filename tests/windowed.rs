@@ -3,12 +3,14 @@
 //! names and layout, context, statistics against torch's, the CLI's answers, damaged inputs,
 //! and the workbench's header and detail.
 
+mod support;
+
 use std::path::{Path, PathBuf};
 
-use assert_cmd::Command;
 use dumpview::model::dump::Dump;
 use dumpview::model::dump::{SourceFormat, Stats, Window};
 use dumpview::model::ingest::load;
+use support::run::dumpview_in_repo as dumpview;
 
 const KERNEL: &str = "pipeline_mk";
 
@@ -39,12 +41,6 @@ fn window<'d>(dump: &'d Dump, level: &str, rank: u32, window: u32) -> &'d Window
 
 fn keys(window: &Window) -> Vec<String> {
     window.records.iter().map(|r| r.key()).collect()
-}
-
-fn dumpview() -> Command {
-    let mut cmd = Command::cargo_bin("dumpview").unwrap();
-    cmd.current_dir(env!("CARGO_MANIFEST_DIR"));
-    cmd
 }
 
 fn copy_dir(from: &Path, to: &Path) {

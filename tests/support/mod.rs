@@ -1,10 +1,19 @@
-//! Shared test harnesses.
+//! Shared test harnesses, one of each, for every test file (`mod support;`):
+//! - [`run`]: the `dumpview` binary under test (builders and the shapes tests assert on);
+//! - [`sshd`]: a real OpenSSH server, shared per test binary or a test's own;
+//! - [`tmux`]: a real terminal running the binary;
+//! - [`python`]: the Python with torch, the replay candidates;
+//! - [`layouts`]: the layout fixtures loaded and diffed;
+//! - [`watch`], [`deadline`]: watched captures, commands with a time limit.
 
 #![allow(dead_code)]
 
 pub mod deadline;
+pub mod layouts;
 pub mod python;
+pub mod run;
 pub mod sshd;
+pub mod tmux;
 pub mod watch;
 
 use std::path::Path;

@@ -3,8 +3,12 @@
 //! and a finished command's output.
 
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
+use std::process::Command;
 use std::sync::OnceLock;
+
+// Where tests/cases.rs and tests/unfinished_windows.rs have always imported them from.
+#[allow(unused_imports)]
+pub use super::run::{Ran, ran};
 
 /// The candidates' module, relative to the repository.
 pub const CANDIDATES: &str = "tests/python/replay_candidates.py";
@@ -41,25 +45,6 @@ pub fn python() -> Option<&'static str> {
 /// `ABSOLUTE/tests/python/replay_candidates.py:NAME`.
 pub fn candidate(name: &str) -> String {
     format!("{}:{name}", repo(CANDIDATES).display())
-}
-
-/// A finished command: its exit status (-1 when a signal ended it), stdout and stderr.
-pub struct Ran {
-    /// The exit status.
-    pub code: i32,
-    /// All of stdout.
-    pub stdout: String,
-    /// All of stderr.
-    pub stderr: String,
-}
-
-/// [`Ran`] of `out`.
-pub fn ran(out: Output) -> Ran {
-    Ran {
-        code: out.status.code().unwrap_or(-1),
-        stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
-        stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
-    }
 }
 
 /// A Python that has no torch: the test's interpreter with `-S` (no site-packages), as a

@@ -8,13 +8,20 @@
 //! that nothing was written on the remote side. `Sshd::start` returns `None` (and the test
 //! prints "skipped: no sshd") only where sshd or ssh-keygen is missing; scripts/test.sh
 //! installs openssh-server.
+//!
+//! [`Sshd::shared`] is one server per test binary, started by the first test that asks and
+//! ended when the test process exits, for tests that only connect through it. A test that
+//! stops or restarts the server, counts its control masters, looks at its home or files, or
+//! changes its setup starts its own with [`Sshd::start`] (each test's masters and files are
+//! then its own). The host and client keys are made once per test binary either way.
 
 #![allow(dead_code)]
 
 use std::io::Write;
 use std::net::{TcpListener, TcpStream};
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::{Child, ChildStdin, Command, Stdio};
+use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
 /// The `Host` alias the ssh_config defines for this server (`dvtest:/path` is scp's form).
@@ -37,6 +44,9 @@ pub struct Sshd {
     pub user: String,
     child: Option<Child>,
     sshd: PathBuf,
+    /// The write end of the shared server's watchdog pipe (see [`Sshd::shared`]); `None` for
+    /// a test's own server, which its `Drop` stops.
+    lifeline: Option<ChildStdin>,
 }
 
 fn find_program(name: &str, candidates: &[&str]) -> Option<PathBuf> {
@@ -71,7 +81,54 @@ fn is_root() -> bool {
     unsafe { libc::geteuid() == 0 }
 }
 
+/// The host and client key pairs, made once per test binary: (file name, bytes) of
+/// `host_key`, `host_key.pub`, `client_key`, `client_key.pub`.
+fn keys(keygen: &Path) -> &'static [(String, Vec<u8>)] {
+    static KEYS: OnceLock<Vec<(String, Vec<u8>)>> = OnceLock::new();
+    KEYS.get_or_init(|| {
+        let dir = tempfile::Builder::new()
+            .prefix("dv-sshd-keys-")
+            .tempdir()
+            .unwrap();
+        let mut keys = Vec::new();
+        for key in ["host_key", "client_key"] {
+            let status = Command::new(keygen)
+                .args(["-q", "-t", "ed25519", "-N", ""])
+                .arg("-f")
+                .arg(dir.path().join(key))
+                .status()
+                .unwrap();
+            assert!(status.success(), "ssh-keygen failed");
+            for name in [key.to_string(), format!("{key}.pub")] {
+                let bytes = std::fs::read(dir.path().join(&name)).unwrap();
+                keys.push((name, bytes));
+            }
+        }
+        keys
+    })
+}
+
 impl Sshd {
+    /// The server this test binary shares, started on first use; or "skipped: no sshd" and
+    /// None. Only for tests that connect through it and nothing more: it serves tests running
+    /// in parallel, so its control masters, home and files are not any one test's.
+    ///
+    /// A static is never dropped, so the server cannot be stopped by `Drop`: it runs under a
+    /// `sh` watchdog that reads a pipe whose write end only this process holds, and kills
+    /// the server and removes its directory when the pipe closes, however the test process
+    /// ends (even SIGKILL).
+    pub fn shared() -> Option<Shared> {
+        static SHARED: OnceLock<Option<Sshd>> = OnceLock::new();
+        SHARED
+            .get_or_init(|| {
+                // Never dropped, so its TempDir is never removed by Rust: the watchdog
+                // removes it after the server is gone.
+                Sshd::start_as(SshdSetup::default(), true)
+            })
+            .as_ref()
+            .map(Shared)
+    }
+
     /// Starts a server with the default setup, or says "skipped: no sshd" and returns None.
     pub fn start() -> Option<Sshd> {
         Sshd::start_with(SshdSetup::default())
@@ -79,6 +136,11 @@ impl Sshd {
 
     /// Starts a server with `setup`, or says "skipped: no sshd" and returns None.
     pub fn start_with(setup: SshdSetup) -> Option<Sshd> {
+        Sshd::start_as(setup, false)
+    }
+
+    /// [`Sshd::start_with`]; `shared`: under the watchdog of [`Sshd::shared`].
+    fn start_as(setup: SshdSetup, shared: bool) -> Option<Sshd> {
         let (Some(sshd), Some(keygen)) = (
             find_program("sshd", &["/usr/sbin/sshd", "/usr/local/sbin/sshd"]),
             find_program("ssh-keygen", &["/usr/bin/ssh-keygen"]),
@@ -95,14 +157,16 @@ impl Sshd {
             .tempdir()
             .unwrap();
         let d = dir.path();
-        for key in ["host_key", "client_key"] {
-            let status = Command::new(&keygen)
-                .args(["-q", "-t", "ed25519", "-N", ""])
-                .arg("-f")
-                .arg(d.join(key))
-                .status()
+        for (name, bytes) in keys(&keygen) {
+            use std::os::unix::fs::OpenOptionsExt;
+            // ssh and sshd refuse private keys others can read.
+            std::fs::OpenOptions::new()
+                .write(true)
+                .create_new(true)
+                .mode(0o600)
+                .open(d.join(name))
+                .and_then(|mut f| f.write_all(bytes))
                 .unwrap();
-            assert!(status.success(), "ssh-keygen failed");
         }
         std::fs::copy(d.join("client_key.pub"), d.join("authorized_keys")).unwrap();
         std::fs::create_dir_all(d.join("home")).unwrap();
@@ -132,6 +196,8 @@ impl Sshd {
              KbdInteractiveAuthentication no\n\
              PrintMotd no\n\
              PrintLastLog no\n\
+             MaxStartups 100:30:200\n\
+             MaxSessions 100\n\
              Subsystem sftp internal-sftp\n\
              SetEnv HOME={home} TMPDIR={home} PATH={path}\n\
              ForceCommand /bin/sh {d}/force_command.sh\n",
@@ -146,12 +212,13 @@ impl Sshd {
             user: current_user(),
             child: None,
             sshd,
+            lifeline: None,
         };
         for _ in 0..5 {
             server.port = free_port();
             server.write_client_config("ssh_config", "known_hosts", "client_key");
             server.write_known_hosts();
-            if server.launch() {
+            if server.launch(shared) {
                 return Some(server);
             }
         }
@@ -195,20 +262,45 @@ impl Sshd {
         path
     }
 
-    fn launch(&mut self) -> bool {
+    /// Runs sshd; `watched`: under the watchdog of [`Sshd::shared`] (sshd exits, and the
+    /// `sh` with it, when the pipe on the watchdog's stdin closes).
+    fn launch(&mut self, watched: bool) -> bool {
         let log = std::fs::File::create(self.dir.path().join("sshd.log")).unwrap();
-        let child = Command::new(&self.sshd)
+        let mut command = if watched {
+            // The background subshell reads fd 3 (a copy of stdin: an asynchronous list's
+            // own stdin is /dev/null); sshd does not get it. `wait` makes the `sh` end when
+            // sshd does, so a failed start shows as before.
+            let mut command = Command::new("/bin/sh");
+            command
+                .arg("-c")
+                .arg(
+                    "exec 3<&0\n\
+                     \"$0\" \"$@\" 3<&- </dev/null & pid=$!\n\
+                     (read -r _ <&3; kill \"$pid\" 2>/dev/null; sleep 1; rm -rf \"$DV_SSHD_DIR\") &\n\
+                     exec 3<&-\n\
+                     wait \"$pid\"",
+                )
+                .arg(&self.sshd)
+                .env("DV_SSHD_DIR", self.dir.path())
+                .stdin(Stdio::piped());
+            command
+        } else {
+            let mut command = Command::new(&self.sshd);
+            command.stdin(Stdio::null());
+            command
+        };
+        let mut child = command
             .arg("-D")
             .arg("-e")
             .arg("-f")
             .arg(self.dir.path().join("sshd_config"))
             .arg("-o")
             .arg(format!("Port={}", self.port))
-            .stdin(Stdio::null())
             .stdout(Stdio::null())
             .stderr(log)
             .spawn()
             .unwrap();
+        self.lifeline = child.stdin.take();
         self.child = Some(child);
         let deadline = Instant::now() + Duration::from_secs(10);
         while Instant::now() < deadline {
@@ -299,7 +391,7 @@ impl Sshd {
         self.stop();
         let deadline = Instant::now() + Duration::from_secs(10);
         while Instant::now() < deadline {
-            if self.launch() {
+            if self.launch(false) {
                 return;
             }
             std::thread::sleep(Duration::from_millis(100));
@@ -330,6 +422,19 @@ impl Sshd {
         use std::os::unix::fs::PermissionsExt;
         std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755)).unwrap();
         path
+    }
+}
+
+/// The server of [`Sshd::shared`]; used as an `Sshd` (it derefs to one), so a test reads
+/// the same whichever it has.
+#[derive(Clone, Copy)]
+pub struct Shared(&'static Sshd);
+
+impl std::ops::Deref for Shared {
+    type Target = Sshd;
+
+    fn deref(&self) -> &Sshd {
+        self.0
     }
 }
 
