@@ -449,3 +449,95 @@ fn the_model_touches_files_only_through_io() {
         found.join("\n")
     );
 }
+
+/// The backticked names of docs/architecture.md's "Where to add" section: every file or folder
+/// path (`src/ui/`, `model/dump/window.rs`, `scripts/fuzz.sh`; relative to the repository or to
+/// `src/`) exists, and every module path of the crate (`runtime::replay::run`) names a module
+/// file that exists and, for its last segment, an item that file mentions. Placeholders
+/// (`<name>`) are skipped.
+#[test]
+fn every_path_where_to_add_names_exists() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let doc = std::fs::read_to_string(root.join("docs/architecture.md")).unwrap();
+    let start = doc
+        .find("## Where to add")
+        .expect("docs/architecture.md has a \"## Where to add\" section");
+    let section = &doc[start..];
+    let section = match section[3..].find("\n## ") {
+        Some(end) => &section[..end + 3],
+        None => section,
+    };
+    let tops = [
+        "model",
+        "app",
+        "ui",
+        "cli",
+        "runtime",
+        "services",
+        "remote",
+        "reference",
+    ];
+    let (mut checked, mut missing) = (0, Vec::new());
+    for (i, quoted) in section.split('`').enumerate() {
+        // Placeholders: `<name>`, and names in capitals (`CASE/FILE`).
+        let placeholder = quoted.contains('<') || !quoted.chars().any(|c| c.is_lowercase());
+        if i % 2 == 0 || placeholder || quoted.contains(' ') {
+            continue;
+        }
+        let looks_like_path = quoted.contains('/')
+            && quoted
+                .chars()
+                .all(|c| c.is_alphanumeric() || "_-./".contains(c));
+        if looks_like_path {
+            checked += 1;
+            let rel = quoted.trim_end_matches('/');
+            if !root.join(rel).exists() && !root.join("src").join(rel).exists() {
+                missing.push(format!("path `{quoted}`"));
+            }
+            continue;
+        }
+        let segments: Vec<&str> = quoted.split("::").collect();
+        let is_module_path = segments.len() >= 2
+            && tops.contains(&segments[0])
+            && segments
+                .iter()
+                .all(|s| !s.is_empty() && s.chars().all(|c| c.is_alphanumeric() || c == '_'));
+        if !is_module_path {
+            continue;
+        }
+        checked += 1;
+        // The longest prefix of the path that is a module file; what follows it must be
+        // mentioned in that file (an item, a variant, a method).
+        let mut found = None;
+        for n in (1..=segments.len()).rev() {
+            let dir = root.join("src").join(segments[..n].join("/"));
+            for file in [dir.with_extension("rs"), dir.join("mod.rs")] {
+                if file.is_file() && found.is_none() {
+                    found = Some((n, file));
+                }
+            }
+        }
+        match found {
+            None => missing.push(format!("module `{quoted}`")),
+            Some((n, file)) if n < segments.len() => {
+                let text = std::fs::read_to_string(&file).unwrap();
+                if !text.contains(segments[n]) {
+                    missing.push(format!(
+                        "`{quoted}`: {} does not name `{}`",
+                        file.display(),
+                        segments[n]
+                    ));
+                }
+            }
+            Some(_) => {}
+        }
+    }
+    assert!(
+        checked >= 10,
+        "only {checked} names checked: did the section's format change?"
+    );
+    assert!(
+        missing.is_empty(),
+        "docs/architecture.md \"Where to add\" names what does not exist: {missing:#?}"
+    );
+}

@@ -121,7 +121,6 @@ fn parse_poll(text: &str) -> Result<std::time::Duration, String> {
         .ok_or_else(|| format!("{text:?}: not a number of seconds above 0"))
 }
 
-
 const EXAMPLES: &str = "\
 Examples:
   dumpview                                   the workbench on an embedded example pair

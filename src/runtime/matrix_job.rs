@@ -10,12 +10,12 @@
 use std::path::{Path, PathBuf};
 use std::time::Instant;
 
-use crate::services::cases::{CasesError, RunEvent, RunRequest};
 use super::jobs::{JobContext, JobError, JobOutput, JobProgress};
 use crate::app::jobs::{CaseEvent, CasesPlanSpec, CasesRunSpec, REPLAY_TICK_MS};
 use crate::model::cases::create::{self, NewMatrix, cases_root};
 use crate::model::cases::snapshot::MatrixSnapshot;
 use crate::model::cases::{Matrix, Outcome};
+use crate::services::cases::{CasesError, RunEvent, RunRequest};
 
 /// The first free NAME (`NAME`, `NAME.2`, …) under `root` when `auto` (the form's default
 /// name); `name` itself otherwise (a taken one is then the plan's error).

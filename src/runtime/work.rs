@@ -9,10 +9,10 @@ use std::time::{Duration, Instant};
 
 use super::jobs::{JobContext, JobError, JobOutput, JobProgress, JobUpdate, Jobs};
 use super::load;
-use crate::services::replay::{ReplayError, ReplayRequest};
 use crate::app::jobs::{JobSpec, REPLAY_TICK_MS, ReplaySpec};
 use crate::model::tensor::metrics::CompareProgress as TensorProgress;
 use crate::model::tensor::pairing;
+use crate::services::replay::{ReplayError, ReplayRequest};
 
 /// How often a running tensor comparison reports its progress (and passes a cancel on).
 const TENSOR_PROGRESS_EVERY: Duration = Duration::from_millis(100);

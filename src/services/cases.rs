@@ -272,11 +272,11 @@ pub fn run(
     loop {
         match rx.recv_timeout(POLL) {
             Ok(Message::Line { line, .. }) => match progress(&line) {
-                Some(Progress::Start(id)) if report.ran.iter().any(|r| r == id) => {
+                Some(CaseMark::Start(id)) if report.ran.iter().any(|r| r == id) => {
                     index += 1;
                     on_event(RunEvent::Started { id, index, total });
                 }
-                Some(Progress::Done(id))
+                Some(CaseMark::Done(id))
                     if remote_host.is_none() && report.ran.iter().any(|r| r == id) =>
                 {
                     file(
@@ -412,20 +412,21 @@ enum Message {
     Ended { outcome: Result<(), CasesError> },
 }
 
-enum Progress<'a> {
+/// A case's start or end line in replay_op's `--batch` log (what `progress` parses).
+enum CaseMark<'a> {
     Start(&'a str),
     Done(&'a str),
 }
 
 /// `replay_op: case 2/7 dtype=bfloat16: start` / `…: done (…)`.
-fn progress(line: &str) -> Option<Progress<'_>> {
+fn progress(line: &str) -> Option<CaseMark<'_>> {
     let rest = line.strip_prefix("replay_op: case ")?;
     let (_, rest) = rest.split_once(' ')?;
     let (id, what) = rest.split_once(": ")?;
     if what == "start" {
-        Some(Progress::Start(id))
+        Some(CaseMark::Start(id))
     } else if what.starts_with("done") {
-        Some(Progress::Done(id))
+        Some(CaseMark::Done(id))
     } else {
         None
     }
@@ -451,8 +452,8 @@ struct Seen {
 impl Seen {
     fn line(&mut self, line: &str) {
         match progress(line) {
-            Some(Progress::Start(id)) => self.started.push(id.to_string()),
-            Some(Progress::Done(id)) => self.done.push(id.to_string()),
+            Some(CaseMark::Start(id)) => self.started.push(id.to_string()),
+            Some(CaseMark::Done(id)) => self.done.push(id.to_string()),
             None => {}
         }
     }
@@ -784,11 +785,11 @@ mod tests {
     fn progress_lines_are_read_and_others_are_not() {
         assert!(matches!(
             progress("replay_op: case 2/7 dtype=bfloat16: start"),
-            Some(Progress::Start("dtype=bfloat16"))
+            Some(CaseMark::Start("dtype=bfloat16"))
         ));
         assert!(matches!(
             progress("replay_op: case 7/7 mode=compile: done (candidate ok in 3 ms)"),
-            Some(Progress::Done("mode=compile"))
+            Some(CaseMark::Done("mode=compile"))
         ));
         assert!(progress("replay_op: note: x").is_none());
         assert!(progress("replay_op: case 1/1 x: starting").is_none());

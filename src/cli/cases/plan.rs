@@ -247,12 +247,14 @@ pub fn plan(
     if let Some(vs) = inputs.vs {
         refuse_inside(root, vs)?;
     }
-    let dump = crate::cli::inputs::load_capture(&[inputs.dump.to_path_buf()], inputs.attempt, json)?;
+    let dump =
+        crate::cli::inputs::load_capture(&[inputs.dump.to_path_buf()], inputs.attempt, json)?;
     let (window, entry) = pick(&dump, args)?;
     let key = format!("{}#{}", entry.stage, entry.occurrence);
     let vs = match (inputs.vs, &args.vs) {
         (Some(b), Some(text)) => {
-            let other = crate::cli::inputs::load_capture(&[b.to_path_buf()], inputs.vs_attempt, json)?;
+            let other =
+                crate::cli::inputs::load_capture(&[b.to_path_buf()], inputs.vs_attempt, json)?;
             Some(vs::check(&dump, &other, &window.source, &key, text))
         }
         _ => None,

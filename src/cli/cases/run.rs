@@ -61,7 +61,9 @@ impl RunArgs {
         let clear = if tty { "\r\x1b[K" } else { "" };
         let mut on_event = |event: RunEvent| match event {
             RunEvent::Skipped(id) => {
-                eprintln!("{clear}dumpview: {id}: recorded already, skipped (--rerun runs it again)")
+                eprintln!(
+                    "{clear}dumpview: {id}: recorded already, skipped (--rerun runs it again)"
+                )
             }
             RunEvent::Started { id, index, total } => {
                 if tty {

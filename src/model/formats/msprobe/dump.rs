@@ -182,22 +182,22 @@ fn read_data<'a>(
     );
     for piece in pieces {
         match piece.outcome {
-            Outcome::Continue => {
+            ScanEnd::Continue => {
                 resume = piece.end;
                 take(parsed, &mut keys, piece.entries);
             }
-            Outcome::Closed(after) => {
+            ScanEnd::Closed(after) => {
                 take(parsed, &mut keys, piece.entries);
                 *reader = Reader::at(bytes, after);
                 result = Some(Ok(()));
                 break;
             }
-            Outcome::Broken(error) => {
+            ScanEnd::Broken(error) => {
                 take(parsed, &mut keys, piece.entries);
                 result = Some(Err(error));
                 break;
             }
-            Outcome::Overran => break,
+            ScanEnd::Overran => break,
         }
     }
     if let Some(result) = result {
@@ -266,7 +266,7 @@ fn take<'a>(parsed: &mut Parsed<'a>, keys: &mut Keys, entries: Vec<Raw<'a>>) {
 }
 
 /// How reading a piece ended.
-enum Outcome {
+enum ScanEnd {
     /// At a `,` just before the next piece's first entry.
     Continue,
     /// At the `}` of `data`; reading goes on after it (at this offset).
@@ -281,7 +281,7 @@ enum Outcome {
 struct Piece<'a> {
     entries: Vec<Raw<'a>>,
     end: usize,
-    outcome: Outcome,
+    outcome: ScanEnd,
 }
 
 /// `data` below this size is read in turn: cutting it would not pay.
@@ -300,8 +300,8 @@ fn read_pieces(bytes: &[u8], start: usize) -> Vec<Piece<'_>> {
         .collect();
     // The last cut is the end of the file: nothing after it to continue into.
     if let Some(last) = pieces.last_mut() {
-        if matches!(last.outcome, Outcome::Continue) {
-            last.outcome = Outcome::Overran;
+        if matches!(last.outcome, ScanEnd::Continue) {
+            last.outcome = ScanEnd::Overran;
             last.entries.clear();
         }
     }
@@ -356,19 +356,19 @@ fn read_piece(bytes: &[u8], start: usize, end: usize) -> Piece<'_> {
         });
         match entry {
             Ok(entry) => entries.push(entry),
-            Err(error) if reader.offset() > end || error.offset > end => break Outcome::Overran,
-            Err(error) => break Outcome::Broken(error),
+            Err(error) if reader.offset() > end || error.offset > end => break ScanEnd::Overran,
+            Err(error) => break ScanEnd::Broken(error),
         }
         match reader.separator() {
-            Ok(Separator::Comma) if reader.offset() == end => break Outcome::Continue,
+            Ok(Separator::Comma) if reader.offset() == end => break ScanEnd::Continue,
             Ok(Separator::Comma) if reader.offset() < end => {}
-            Ok(Separator::Comma) => break Outcome::Overran,
-            Ok(Separator::Close) => break Outcome::Closed(reader.offset()),
-            Err(error) if error.offset > end => break Outcome::Overran,
-            Err(error) => break Outcome::Broken(error),
+            Ok(Separator::Comma) => break ScanEnd::Overran,
+            Ok(Separator::Close) => break ScanEnd::Closed(reader.offset()),
+            Err(error) if error.offset > end => break ScanEnd::Overran,
+            Err(error) => break ScanEnd::Broken(error),
         }
     };
-    if matches!(outcome, Outcome::Overran) {
+    if matches!(outcome, ScanEnd::Overran) {
         entries.clear();
     }
     Piece {

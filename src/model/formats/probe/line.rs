@@ -15,14 +15,14 @@ use crate::model::dump::{Dims, Mode, Name, Record, StatValue, Stats, Strides, di
 /// Reads records, remembering the last dtype, device, shape and strides it read: consecutive
 /// records mostly share them, and then they are not looked up again.
 #[derive(Default)]
-pub(super) struct Reader {
+pub(super) struct LineReader {
     dtype: Name,
     device: Name,
     shape: Dims,
     stride: Strides,
 }
 
-impl Reader {
+impl LineReader {
     /// Reads one record (the text of a JSON object, surrounding whitespace allowed) into
     /// `out`; false, with `out` in any state, where it declines.
     pub(super) fn read(&mut self, text: &[u8], out: &mut Record) -> bool {
@@ -43,7 +43,7 @@ impl Reader {
 #[cfg(test)]
 fn record(text: &[u8]) -> Option<Record> {
     let mut out = crate::model::dump::Record::default();
-    Reader::default().read(text, &mut out).then_some(out)
+    LineReader::default().read(text, &mut out).then_some(out)
 }
 
 /// A statistic that is a number, converted exactly as serde_json converts it; `None` where
@@ -285,7 +285,7 @@ const STATS_LITERALS: [&[u8]; STAT_NAMES.len()] = dump_stats::with_stat_names!(l
 struct Cursor<'a> {
     b: &'a [u8],
     i: usize,
-    last: &'a mut Reader,
+    last: &'a mut LineReader,
 }
 
 impl<'a> Cursor<'a> {

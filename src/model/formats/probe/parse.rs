@@ -254,7 +254,7 @@ pub fn parse_by_lines(bytes: &[u8], path: &Path) -> Option<Parsed> {
         .spans
         .par_iter()
         .with_min_len(256)
-        .map_init(line::Reader::default, |reader, &(start, end)| {
+        .map_init(line::LineReader::default, |reader, &(start, end)| {
             let mut record = Record::default();
             if failed.load(Ordering::Relaxed) {
                 return record;
