@@ -4,8 +4,7 @@
 use super::diff::ToleranceArgs;
 use super::{CliError, Context, Outcome};
 
-/// The pair the workbench opens with no arguments: a non-finite record and a divergence.
-pub const DEFAULT_EXAMPLE: &str = "llama_fp16_overflow";
+pub use super::workbench::DEFAULT_EXAMPLE;
 
 /// The options of `dumpview demo`.
 #[derive(Debug, Clone, clap::Args)]

@@ -72,14 +72,7 @@ impl WorkbenchArgs {
         }
         let attempts = cx.attempts;
         let (a, b) = match self.captures.as_slice() {
-            [] => {
-                let demo = super::demo::DemoArgs {
-                    pair: super::demo::DEFAULT_EXAMPLE.to_string(),
-                    list: false,
-                    tolerance: self.tolerance.clone(),
-                };
-                return demo.run(cx);
-            }
+            [] => return open_example(DEFAULT_EXAMPLE, &self.tolerance, cx),
             [a] => (cx.sources.local(a)?, None),
             [a, b, ..] => (cx.sources.local(a)?, Some(cx.sources.local(b)?)),
         };
@@ -100,6 +93,10 @@ impl WorkbenchArgs {
 fn tolerances_given(tolerance: &ToleranceArgs) -> bool {
     tolerance.rtol.is_some() || tolerance.atol.is_some() || !tolerance.per_stat.is_empty()
 }
+
+/// The pair the workbench opens with no arguments (and `dumpview demo` without `--pair`): a
+/// non-finite record and a divergence.
+pub const DEFAULT_EXAMPLE: &str = "llama_fp16_overflow";
 
 /// The workbench on the embedded example pair `pair` (its load warnings and `--ignore` do
 /// not apply); without a terminal, the pairs listed.

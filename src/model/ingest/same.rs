@@ -82,7 +82,10 @@ fn same_content(a: &Window, b: &Window) -> bool {
         && *metadata == b.metadata
         && *input_sets == b.input_sets
         && records.len() == b.records.len()
-        && records.iter().zip(&b.records).all(|(x, y)| same_record(x, y))
+        && records
+            .iter()
+            .zip(&b.records)
+            .all(|(x, y)| same_record(x, y))
 }
 
 /// A record's content: everything but where ingest resolved its saved tensor
