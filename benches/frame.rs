@@ -24,11 +24,11 @@ use std::io::{BufWriter, Write};
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
-use dumpview::app::{Action, App, update};
+use dumpview::internals::app::{Action, App, update};
+use dumpview::internals::runtime::load;
+use dumpview::internals::ui;
 use dumpview::model::analysis::scan::scan_window;
 use dumpview::model::ingest::load;
-use dumpview::runtime::load;
-use dumpview::ui;
 use ratatui::Terminal;
 use ratatui::backend::TestBackend;
 use ratatui::layout::Rect;

@@ -6,7 +6,7 @@ use std::process::ExitCode;
 use clap::{CommandFactory, Parser};
 use dumpview::cli::command::{Args, Command};
 use dumpview::cli::workbench::WorkbenchArgs;
-use dumpview::cli::{CliError, Context, Outcome};
+use dumpview::cli::{CliError, Conclusion, Context};
 
 fn main() -> ExitCode {
     // Like other Unix tools, end quietly when the reader of stdout goes away (`| head`)
@@ -25,7 +25,7 @@ fn main() -> ExitCode {
     drop(cx);
     // A watch's followers still hold their mirrors (their threads outlive main's return):
     // end every master and remove the control directory here, whatever holds them.
-    dumpview::services::sources::shutdown();
+    dumpview::cli::shutdown();
     code
 }
 
@@ -34,7 +34,7 @@ fn dispatch(
     command: Option<Command>,
     workbench: WorkbenchArgs,
     cx: &mut Context,
-) -> Result<Outcome, CliError> {
+) -> Result<Conclusion, CliError> {
     let Some(command) = command else {
         return workbench.run(cx);
     };
@@ -57,7 +57,7 @@ fn dispatch(
 
 /// The exit status of `result`; an error goes to stderr and, with `--json`, also as a JSON
 /// document on stdout (`{"error": …, "warnings": []}`), so a script always has one to parse.
-fn finish(result: Result<Outcome, CliError>, json: bool) -> ExitCode {
+fn finish(result: Result<Conclusion, CliError>, json: bool) -> ExitCode {
     match result {
         Ok(outcome) => ExitCode::from(outcome.exit_code()),
         Err(error) => {

@@ -10,9 +10,9 @@ use ratatui::Terminal;
 use ratatui::backend::TestBackend;
 use serde_json::Value;
 
-use dumpview::app::App;
-use dumpview::model::ingest::Attempt;
-use dumpview::runtime::load;
+use dumpview::internals::app::App;
+use dumpview::internals::runtime::load;
+use dumpview::model::ingest::AttemptChoice;
 use support::run::json as dumpview;
 
 const PAIR: &str = "llama_fp16_overflow";
@@ -152,7 +152,7 @@ fn the_workbench_header_shows_the_attempt() {
     let session = load::open_with(
         dir.path(),
         None,
-        [Attempt::Newest; 2],
+        [AttemptChoice::Newest; 2],
         &Default::default(),
         &mut |_| {},
     )
@@ -160,7 +160,7 @@ fn the_workbench_header_shows_the_attempt() {
     let app = App::new(session, false);
     let mut terminal = Terminal::new(TestBackend::new(140, 30)).unwrap();
     terminal
-        .draw(|frame| dumpview::ui::draw(frame, &app))
+        .draw(|frame| dumpview::internals::ui::draw(frame, &app))
         .unwrap();
     let buffer = terminal.backend().buffer();
     let line: String = (0..buffer.area.width)

@@ -10,14 +10,14 @@ use support::run::dumpview;
 fn default_command_summarises_every_embedded_pair() {
     let out = dumpview().assert().success().get_output().stdout.clone();
     let text = String::from_utf8(out).unwrap();
-    for pair in dumpview::embedded::example_pairs() {
+    for pair in dumpview::internals::embedded::example_pairs() {
         assert!(
             text.contains(&format!("== {}:", pair.name)),
             "missing {} in:\n{text}",
             pair.name
         );
     }
-    let overflow = dumpview::embedded::example_pairs()
+    let overflow = dumpview::internals::embedded::example_pairs()
         .into_iter()
         .find(|p| p.name == "llama_fp16_overflow")
         .unwrap();
@@ -40,13 +40,16 @@ fn default_json_lists_the_pairs_and_no_warnings() {
     let value: serde_json::Value = serde_json::from_slice(&out).unwrap();
     assert_eq!(value["warnings"], serde_json::json!([]));
     let pairs = value["pairs"].as_array().unwrap();
-    assert_eq!(pairs.len(), dumpview::embedded::example_pairs().len());
+    assert_eq!(
+        pairs.len(),
+        dumpview::internals::embedded::example_pairs().len()
+    );
     assert_eq!(pairs[0]["sides"].as_array().unwrap().len(), 2);
 }
 
 #[test]
 fn summary_exits_1_on_a_non_finite_record_and_names_it() {
-    let pair = dumpview::embedded::example_pairs()
+    let pair = dumpview::internals::embedded::example_pairs()
         .into_iter()
         .find(|p| p.name == "llama_fp16_overflow")
         .unwrap();

@@ -3,7 +3,7 @@
 
 use std::path::{Path, PathBuf};
 
-use dumpview::embedded::example_pairs;
+use dumpview::internals::embedded::example_pairs;
 use dumpview::model::dump::Mode;
 
 fn examples_dir() -> PathBuf {

@@ -1,9 +1,9 @@
 //! Workbench defects a new user met in the first hour (issue 11), as update tests: actions in,
 //! state out.
 
-use dumpview::app::{Action, App, update};
-use dumpview::embedded::example_pairs;
-use dumpview::runtime::load;
+use dumpview::internals::app::{Action, App, update};
+use dumpview::internals::embedded::example_pairs;
+use dumpview::internals::runtime::load;
 
 fn app(pair: &str) -> App {
     let pair = example_pairs()
@@ -67,13 +67,13 @@ fn esc_closes_and_clears_but_never_quits() {
         update(&mut app, action);
     }
     assert!(app.wide_detail);
-    assert_eq!(app.focus, dumpview::app::Focus::Aliases);
+    assert_eq!(app.focus, dumpview::internals::app::Focus::Aliases);
     update(&mut app, Action::Escape);
     assert!(!app.wide_detail, "the first Esc narrows the detail");
     update(&mut app, Action::Escape);
     assert_eq!(
         app.focus,
-        dumpview::app::Focus::Timeline,
+        dumpview::internals::app::Focus::Timeline,
         "the next gives the focus back"
     );
     for c in ['/', '('] {

@@ -5,7 +5,7 @@ use std::process::Command;
 use std::sync::mpsc::{Receiver, channel};
 use std::time::{Duration, Instant};
 
-use dumpview::runtime::jobs::{
+use dumpview::internals::runtime::jobs::{
     JobError, JobEvent, JobId, JobOutput, JobProgress, JobUpdate, Jobs, Slot,
 };
 

@@ -1,4 +1,4 @@
-//! The built-in references of feature `torch` (`dumpview::reference`), in one test binary
+//! The built-in references of feature `torch` (`dumpview::internals::reference`), in one test binary
 //! since building torch-sys takes minutes.
 //!
 //! On the committed examples' input sets, each built-in's float64 golden agrees to 1e-12
@@ -21,9 +21,11 @@ mod support;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
+use dumpview::internals::reference::{
+    BUILTINS, ComputedTensor, ReferenceError, Upcast, run_builtin,
+};
 use dumpview::model::input_set::{CapturedTensor, InputSet, InputValue};
 use dumpview::model::tensor::{DType, TensorFile};
-use dumpview::reference::{BUILTINS, ComputedTensor, ReferenceError, Upcast, run_builtin};
 
 const TOLERANCE: f64 = 1e-12;
 
@@ -81,7 +83,7 @@ fn replay_op() -> Option<PathBuf> {
     path.is_file().then_some(path)
 }
 
-/// The same formulas as `dumpview::reference::builtins`, written from their sources in
+/// The same formulas as `dumpview::internals::reference::builtins`, written from their sources in
 /// Python, on the input set rebuilt as replay_op.py rebuilds it (as_strided over the span),
 /// once per upcast: golden.pt (float64), reference.pt (benchmark), reference_native.pt (none).
 const INLINE: &str = r#"
@@ -1101,9 +1103,9 @@ fn both_ways(
         by(&inproc),
         [
             "replay_op.py",
-            dumpview::reference::COMPUTED_BY,
-            dumpview::reference::COMPUTED_BY,
-            dumpview::reference::COMPUTED_BY
+            dumpview::internals::reference::COMPUTED_BY,
+            dumpview::internals::reference::COMPUTED_BY,
+            dumpview::internals::reference::COMPUTED_BY
         ],
         "{what}"
     );
@@ -1327,7 +1329,7 @@ fn figures() {
                 if python_reference {
                     "in replay_op.py"
                 } else {
-                    dumpview::reference::COMPUTED_BY
+                    dumpview::internals::reference::COMPUTED_BY
                 },
                 median(wall),
                 ms.join(", ")
@@ -1385,6 +1387,9 @@ fn a_remote_dump_keeps_the_reference_in_replay_op_py_and_says_so() {
     );
     let by: Vec<String> = sides(&remote.json).into_iter().map(|s| s.3).collect();
     assert_eq!(by, ["replay_op.py"; 4]);
-    assert_eq!(sides(&local.json)[1].3, dumpview::reference::COMPUTED_BY);
+    assert_eq!(
+        sides(&local.json)[1].3,
+        dumpview::internals::reference::COMPUTED_BY
+    );
     assert_same_judgement(&remote.json, &local.json, "remote vs local in-process");
 }

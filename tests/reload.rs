@@ -1,9 +1,9 @@
 //! Reloading in place (`App::reload`, what watch mode calls): actions in, state out.
 
-use dumpview::app::{Action, App, Session, update};
-use dumpview::embedded::example_pairs;
+use dumpview::internals::app::{Action, App, Session, update};
+use dumpview::internals::embedded::example_pairs;
+use dumpview::internals::runtime::load;
 use dumpview::model::dump::{Name, Record};
-use dumpview::runtime::load;
 
 /// Two ranks: rank 0 the kv_alias pair, and rank 1 a copy of it.
 fn two_ranks() -> Session {
@@ -166,7 +166,7 @@ fn a_reload_keeps_the_filter_and_the_selected_stage() {
 /// popup is open: a fetch shows while it runs and goes when it finishes; a lost source wins.
 #[test]
 fn the_watch_status_follows_source_states_and_the_background_fetch() {
-    use dumpview::app::watch::WatchStatus;
+    use dumpview::internals::app::watch::WatchStatus;
     use dumpview::model::watch::{FetchProgress, SourceState};
     let mut app = placed();
     app.watch = Some(WatchStatus::of(vec!["ssh://gpu0/dumps".into()]));
@@ -228,7 +228,7 @@ fn the_watch_status_follows_source_states_and_the_background_fetch() {
 /// Before a watch's first reading the screen says what each source is doing.
 #[test]
 fn before_the_first_reading_each_source_says_what_it_is_doing() {
-    use dumpview::app::watch::WatchStatus;
+    use dumpview::internals::app::watch::WatchStatus;
     use dumpview::model::watch::SourceState;
     let mut status = WatchStatus::of(vec!["gpu0:dumps".into(), "ssh://gpu1/dumps".into()]);
     status.sources[1].1 = Some(SourceState::Connected);

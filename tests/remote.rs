@@ -81,7 +81,9 @@ fn scan_of_a_remote_capture_gives_the_local_answer_for_every_format() {
     }
 }
 
-use dumpview::remote::{Backoff, Lister, Mirror, OVERLAP_BYTES, RemoteError, SETTLE, SyncReport};
+use dumpview::internals::remote::{
+    Backoff, Lister, Mirror, OVERLAP_BYTES, RemoteError, SETTLE, SyncReport,
+};
 
 /// Long enough for a file rewritten in place to count as settled.
 fn settle() {
@@ -1317,7 +1319,10 @@ fn dumpviews_ssh_options_win_over_the_users_and_dumpview_ssh_chooses_the_command
     );
     // $DUMPVIEW_SSH, when --ssh-command is not given.
     let out = dumpview()
-        .env(dumpview::remote::SSH_COMMAND_ENV, server.ssh_command())
+        .env(
+            dumpview::internals::remote::SSH_COMMAND_ENV,
+            server.ssh_command(),
+        )
         .args(["scan", "--json", &server.scp(&dump), "--cache-dir"])
         .arg(work.path().join("cache"))
         .output()
@@ -1330,7 +1335,10 @@ fn dumpviews_ssh_options_win_over_the_users_and_dumpview_ssh_chooses_the_command
     );
     // A DUMPVIEW_SSH that cannot be split is an error naming it.
     let out = dumpview()
-        .env(dumpview::remote::SSH_COMMAND_ENV, "ssh -F 'unclosed")
+        .env(
+            dumpview::internals::remote::SSH_COMMAND_ENV,
+            "ssh -F 'unclosed",
+        )
         .args(["scan", &server.scp(&dump)])
         .output()
         .unwrap();

@@ -1359,7 +1359,10 @@ fn a_candidate_that_kills_the_process_is_a_crash_naming_how_with_its_outputs_kep
     );
     // Every reader sees a crash: the judge as `report --replay` and `cases analyze` call it.
     let judged = dumpview::model::replay::judge_dir(&out, None).unwrap();
-    assert_eq!(judged.verdict, dumpview::model::replay::Verdict::Crash);
+    assert_eq!(
+        judged.verdict,
+        dumpview::model::replay::ReplayVerdict::Crash
+    );
 
     // os._exit(3): no signal, an exit status.
     let out = cache.path().join("exit");

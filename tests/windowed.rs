@@ -525,8 +525,8 @@ fn a_manifest_cut_short_keeps_what_it_holds_or_is_an_error_naming_it() {
 
 #[test]
 fn workbench_header_names_the_format_and_detail_shows_roles_and_tasks() {
-    use dumpview::app::{Action, App, update};
-    use dumpview::runtime::load;
+    use dumpview::internals::app::{Action, App, update};
+    use dumpview::internals::runtime::load;
     use ratatui::Terminal;
     use ratatui::backend::TestBackend;
 
@@ -534,7 +534,9 @@ fn workbench_header_names_the_format_and_detail_shows_roles_and_tasks() {
     let mut app = App::new(load::open(&a, Some(&b), &mut |_| {}).unwrap(), false);
     let screen = |app: &App| {
         let mut terminal = Terminal::new(TestBackend::new(140, 40)).unwrap();
-        terminal.draw(|f| dumpview::ui::draw(f, app)).unwrap();
+        terminal
+            .draw(|f| dumpview::internals::ui::draw(f, app))
+            .unwrap();
         let buffer = terminal.backend().buffer().clone();
         (0..buffer.area.height)
             .map(|y| {

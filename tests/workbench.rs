@@ -4,10 +4,12 @@
 
 use std::ops::{Deref, DerefMut};
 
-use dumpview::app::jobs::{JobEvent, JobId, JobOutput, JobProgress, JobSpec, JobUpdate, Slot};
-use dumpview::app::{Action, App, Effect, Focus};
-use dumpview::embedded::example_pairs;
-use dumpview::runtime::{Message, Runtime, load};
+use dumpview::internals::app::jobs::{
+    JobEvent, JobId, JobOutput, JobProgress, JobSpec, JobUpdate, Slot,
+};
+use dumpview::internals::app::{Action, App, Effect, Focus};
+use dumpview::internals::embedded::example_pairs;
+use dumpview::internals::runtime::{Message, Runtime, load};
 use ratatui::Terminal;
 use ratatui::backend::TestBackend;
 use ratatui::buffer::Buffer;
@@ -305,7 +307,7 @@ fn graph_pair_rows_mark_missing_evidence() {
     let only_a = app
         .rows
         .iter()
-        .filter(|r| r.state == dumpview::app::RowState::OnlyA)
+        .filter(|r| r.state == dumpview::internals::app::RowState::OnlyA)
         .count();
     assert_eq!((app.rows.len(), only_a), (119, 111));
     assert_eq!(
@@ -433,7 +435,7 @@ fn several_ranks_show_the_overview_and_which_rank_diverges_first() {
     assert!(
         app.rows
             .iter()
-            .all(|r| r.state == dumpview::app::RowState::Agrees)
+            .all(|r| r.state == dumpview::internals::app::RowState::Agrees)
     );
     apply(
         &mut app,
@@ -603,7 +605,7 @@ fn a_finished_comparison_opens_the_popup_and_goes_into_the_exported_report() {
     assert!(app.tensor_job.is_none());
     assert_eq!(
         app.tensor_popup,
-        Some(dumpview::app::TensorPopup { result: 0, pair: 0 })
+        Some(dumpview::internals::app::TensorPopup { result: 0, pair: 0 })
     );
     let kept = &app.tensor_results[0];
     let metrics = kept.result.as_ref().unwrap().pairs[0]
@@ -910,16 +912,24 @@ fn keys_and_clicks_go_through_the_keymap_and_the_hit_test() {
     let mut script = chars("g/");
     script.extend(chars("mlp_up"));
     script.push(key_press(KeyCode::Enter));
-    let (app, _) =
-        dumpview::runtime::run_with(terminal, example_app("llama_fp16_overflow"), script).unwrap();
+    let (app, _) = dumpview::internals::runtime::run_with(
+        terminal,
+        example_app("llama_fp16_overflow"),
+        script,
+    )
+    .unwrap();
     assert_eq!(key(&app), "layers.0.mlp_up#1");
     assert!(!app.should_quit);
 
     // A click on the third body row of the timeline (border and header above it), then q.
     let terminal = Terminal::new(TestBackend::new(100, 30)).unwrap();
     let script = vec![click(5, 2 + 2 + 2), key_press(KeyCode::Char('q'))];
-    let (app, terminal) =
-        dumpview::runtime::run_with(terminal, example_app("llama_fp16_overflow"), script).unwrap();
+    let (app, terminal) = dumpview::internals::runtime::run_with(
+        terminal,
+        example_app("llama_fp16_overflow"),
+        script,
+    )
+    .unwrap();
     assert_eq!(app.selected, app.offset + 2);
     assert!(app.should_quit);
     let screen = text(terminal.backend().buffer());
@@ -934,7 +944,8 @@ fn t_runs_the_comparison_as_a_job_and_its_result_opens_the_popup() {
     let terminal = Terminal::new(TestBackend::new(140, 40)).unwrap();
     // The loop returns once the script has ended and no job runs.
     let (app, terminal) =
-        dumpview::runtime::run_with(terminal, app, [key_press(KeyCode::Char('t'))]).unwrap();
+        dumpview::internals::runtime::run_with(terminal, app, [key_press(KeyCode::Char('t'))])
+            .unwrap();
     assert!(app.tensor_job.is_none());
     assert_eq!(app.tensor_results.len(), 1);
     assert!(app.tensor_popup.is_some());
@@ -1430,7 +1441,7 @@ fn the_export_job_writes_where_the_prompt_said() {
     app.working_dir = Some(dir.path().to_path_buf());
     let terminal = Terminal::new(TestBackend::new(100, 30)).unwrap();
     let script = [key_press(KeyCode::Char('e')), key_press(KeyCode::Enter)];
-    let (app, _) = dumpview::runtime::run_with(terminal, app, script).unwrap();
+    let (app, _) = dumpview::internals::runtime::run_with(terminal, app, script).unwrap();
     let written = dir
         .path()
         .join("dumpview-report-example_llama_fp16_overflow-1.md");
@@ -1540,7 +1551,7 @@ fn a_shows_only_rows_with_a_finding_and_keeps_the_selection_on_one() {
         app.rows
             .iter()
             .filter(|r| !r.kept_by_filter())
-            .all(|r| r.state == dumpview::app::RowState::Agrees && !r.conflict),
+            .all(|r| r.state == dumpview::internals::app::RowState::Agrees && !r.conflict),
         "in diff mode only agreeing pairs are hidden"
     );
     // On a hidden row (the first, which agrees), `a` moves to the next row with a finding.
@@ -1639,7 +1650,7 @@ fn in_scan_mode_the_filter_keeps_non_finite_and_conflicting_records() {
     let mut app = scan_of("llama_fp16_overflow", "b");
     apply(&mut app, [Action::ToggleFilter]);
     assert!(app.filter);
-    let visible: Vec<&dumpview::app::Row> = (0..app.view_len())
+    let visible: Vec<&dumpview::internals::app::Row> = (0..app.view_len())
         .map(|p| &app.rows[app.row_index(p)])
         .collect();
     assert!(visible.iter().all(|r| r.nonfinite_a || r.conflict));
@@ -1767,11 +1778,11 @@ fn the_detail_says_what_gives_it_room() {
 
 // ---- `p`: replay the operator of a stage on its captured input set ----
 
-use dumpview::app::jobs::{REPLAY_TICK_MS, ReplaySpec};
-use dumpview::app::replay::{HistoryEvent, ReplayField};
-use dumpview::app::session::Side;
+use dumpview::internals::app::jobs::{REPLAY_TICK_MS, ReplaySpec};
+use dumpview::internals::app::replay::{HistoryEvent, ReplayField};
+use dumpview::internals::app::session::Side;
 use dumpview::model::replay::history::Entry;
-use dumpview::model::replay::{Execution, ReplayDir, ReplayResult, Standard, Verdict};
+use dumpview::model::replay::{Execution, ReplayDir, ReplayResult, ReplayVerdict, Standard};
 
 const KV: &str = "assets/examples/llama_kv_alias";
 const NORM: &str = "layers.0.input_norm#1";
@@ -2243,7 +2254,7 @@ fn the_job_streams_its_log_and_its_result_opens_and_goes_into_the_report() {
     assert!(app.replay_job.is_none());
     let kept = &app.replay_results[0];
     let result = kept.outcome.as_ref().unwrap();
-    assert_eq!(result.replay.verdict, Verdict::Error);
+    assert_eq!(result.replay.verdict, ReplayVerdict::Error);
     assert_eq!(kept.log.len(), 2);
     assert_eq!(app.replay_view.map(|v| (v.result, v.output)), Some((0, 0)));
     let screen = text(&render(&mut app, 100, 30));

@@ -27,8 +27,8 @@ use super::{App, Effect};
 use crate::model::cases::create::WindowOnDisk;
 use crate::model::cases::plan::{BASELINE, Plan, VsCheck};
 use crate::model::cases::snapshot::MatrixSnapshot;
-use crate::model::cases::{Outcome, names, vs};
-use crate::model::dump::InputSet as InputSetEntry;
+use crate::model::cases::{CaseOutcome, names, vs};
+use crate::model::dump::InputSetEntry;
 use crate::model::replay::Standard;
 
 /// Log lines a running matrix keeps (the oldest go first).
@@ -245,7 +245,7 @@ fn index(field: CasesField) -> usize {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum CellState {
     /// Judged (or missing evidence).
-    Done(Outcome),
+    Done(CaseOutcome),
     /// Its run has started it.
     Running,
     /// Its run will come to it.
@@ -292,7 +292,7 @@ pub struct CasesBoard {
     /// The matrix as last read.
     pub snapshot: MatrixSnapshot,
     /// Outcomes filed since that read (a run's cases as they finish).
-    pub filed: HashMap<String, Outcome>,
+    pub filed: HashMap<String, CaseOutcome>,
     /// The Python the cases run with.
     pub python: Option<String>,
     /// The run in progress.
@@ -375,7 +375,7 @@ impl CasesBoard {
     /// Where case `case` (index into the plan's cases) stands.
     pub fn state(&self, case: usize) -> CellState {
         let Some(result) = self.snapshot.analysis.cases.get(case) else {
-            return CellState::Done(Outcome::MissingEvidence);
+            return CellState::Done(CaseOutcome::MissingEvidence);
         };
         if let Some(outcome) = self.filed.get(&result.id) {
             return CellState::Done(*outcome);
@@ -767,7 +767,9 @@ pub(super) fn run(app: &mut App, rerun: bool) -> Vec<Effect> {
             .analysis
             .cases
             .iter()
-            .filter(|c| c.outcome == Outcome::MissingEvidence && !board.filed.contains_key(&c.id))
+            .filter(|c| {
+                c.outcome == CaseOutcome::MissingEvidence && !board.filed.contains_key(&c.id)
+            })
             .map(|c| c.id.clone())
             .collect();
         if missing.is_empty() {
@@ -1034,7 +1036,7 @@ fn board_for(app: &mut App, snapshot: MatrixSnapshot) -> &mut CasesBoard {
 fn summary(board: &CasesBoard) -> String {
     let a = &board.snapshot.analysis;
     let mut parts: Vec<String> = Vec::new();
-    for outcome in Outcome::ALL {
+    for outcome in CaseOutcome::ALL {
         let n = a.cases.iter().filter(|c| c.outcome == outcome).count();
         if n > 0 {
             parts.push(format!("{n} {outcome}"));

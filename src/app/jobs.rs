@@ -6,12 +6,12 @@
 use std::path::PathBuf;
 
 use crate::model::analysis::compare::Tolerances;
-use crate::model::cases::Outcome;
+use crate::model::cases::CaseOutcome;
 use crate::model::cases::create::WindowOnDisk;
 use crate::model::cases::plan::VsCheck;
 use crate::model::cases::snapshot::MatrixSnapshot;
-use crate::model::dump::InputSet as InputSetEntry;
-use crate::model::ingest::{Attempt, Progress};
+use crate::model::dump::InputSetEntry;
+use crate::model::ingest::{AttemptChoice, Progress};
 use crate::model::replay::{ReplayResult, Standard};
 use crate::model::tensor::pairing::FileComparison;
 
@@ -50,9 +50,9 @@ pub enum Source {
         /// Capture B (diff mode), if any.
         b: Option<PathBuf>,
         /// Which attempt of each of A's windows to keep.
-        attempt_a: Attempt,
+        attempt_a: AttemptChoice,
         /// Which attempt of each of B's windows to keep.
-        attempt_b: Attempt,
+        attempt_b: AttemptChoice,
         /// `--ignore REGEX`: stages left out of both captures before the analysis, as the
         /// CLI's `--ignore` leaves them out (a note per window says what); `None`: none.
         ignore: Option<String>,
@@ -181,7 +181,7 @@ pub enum CaseEvent {
         /// The case id.
         id: String,
         /// What it came to.
-        outcome: Outcome,
+        outcome: CaseOutcome,
     },
     /// A line replay_op.py wrote that is not a case's progress.
     Log(String),

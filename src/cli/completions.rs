@@ -1,6 +1,6 @@
 //! `dumpview completions SHELL`: a shell completion script for the whole command line.
 
-use super::{CliError, Context, Outcome};
+use super::{CliError, Conclusion, Context};
 
 /// The refusal of `--json` by the subcommands that have nothing to say in JSON.
 pub(crate) const NO_JSON: &str = "--json is not supported by `probe install` and `completions`";
@@ -17,11 +17,11 @@ impl CompletionsArgs {
     ///
     /// # Errors
     /// `--json` (nothing to say in JSON: refused rather than ignored).
-    pub fn run(&self, command: &mut clap::Command, cx: &Context) -> Result<Outcome, CliError> {
+    pub fn run(&self, command: &mut clap::Command, cx: &Context) -> Result<Conclusion, CliError> {
         if cx.json {
             return Err(NO_JSON.into());
         }
         clap_complete::generate(self.shell, command, "dumpview", &mut std::io::stdout());
-        Ok(Outcome::Clean)
+        Ok(Conclusion::Clean)
     }
 }

@@ -2,7 +2,7 @@
 //! `dumpview` with no capture opens).
 
 use super::diff::ToleranceArgs;
-use super::{CliError, Context, Outcome};
+use super::{CliError, Conclusion, Context};
 
 pub use super::workbench::DEFAULT_EXAMPLE;
 
@@ -24,7 +24,7 @@ impl DemoArgs {
     ///
     /// # Errors
     /// An unknown pair, bad tolerances, a terminal that cannot be used.
-    pub fn run(&self, cx: &mut Context) -> Result<Outcome, CliError> {
+    pub fn run(&self, cx: &mut Context) -> Result<Conclusion, CliError> {
         if self.list {
             return super::summary::run_embedded(cx.json);
         }

@@ -2,7 +2,7 @@
 
 use std::path::Path;
 
-use super::{CliError, Outcome, inputs::load_captures};
+use super::{CliError, Conclusion, inputs::load_captures};
 use crate::model::analysis::Analysis;
 use crate::model::analysis::compare::{
     CHECKSUM_NOISE, CHECKSUM_RTOL, DEFAULT_ATOL, DEFAULT_RTOL, Tolerance, Tolerances,
@@ -86,7 +86,7 @@ pub fn run(
     attempts: &super::inputs::AttemptArgs,
     ignore: &super::inputs::IgnoreArgs,
     json: bool,
-) -> Result<Outcome, CliError> {
+) -> Result<Conclusion, CliError> {
     let tolerances = tolerance.tolerances()?;
     let [mut dump_a, mut dump_b]: [Dump; 2] =
         load_captures(&[a.to_path_buf(), b.to_path_buf()], attempts, json)?
@@ -124,9 +124,9 @@ pub fn run(
     }
     let damaged = crate::model::dump::any_lost(dump_a.warnings.iter().chain(&dump_b.warnings));
     Ok(if report.found_something() || damaged {
-        Outcome::Found
+        Conclusion::Found
     } else {
-        Outcome::Clean
+        Conclusion::Clean
     })
 }
 
@@ -148,7 +148,7 @@ impl DiffArgs {
     ///
     /// # Errors
     /// As [`run`]; a remote capture that cannot be read.
-    pub fn run(&self, cx: &mut super::Context) -> Result<Outcome, CliError> {
+    pub fn run(&self, cx: &mut super::Context) -> Result<Conclusion, CliError> {
         run(
             &cx.sources.local(&self.a)?,
             &cx.sources.local(&self.b)?,

@@ -5,7 +5,7 @@ use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
 use crate::model::dump::Dump;
-use crate::model::ingest::{Attempt, LoadError, Progress, load_attempt, same_input};
+use crate::model::ingest::{AttemptChoice, LoadError, Progress, load_attempt, same_input};
 
 /// Which attempt of a window re-run into one dump directory to compare (docs/manifest.md,
 /// "Attempts"): the newest unless asked.
@@ -29,7 +29,7 @@ pub struct AttemptArgs {
 impl AttemptArgs {
     /// The attempt for the `index`-th capture (0 is A, 1 is B; later captures of `vary`
     /// follow `--attempt`).
-    pub fn side(&self, index: usize) -> Attempt {
+    pub fn side(&self, index: usize) -> AttemptChoice {
         let specific = match index {
             0 => self.attempt_a,
             1 => self.attempt_b,
@@ -37,7 +37,7 @@ impl AttemptArgs {
         };
         specific
             .or(self.attempt)
-            .map_or(Attempt::Newest, Attempt::Number)
+            .map_or(AttemptChoice::Newest, AttemptChoice::Number)
     }
 }
 
@@ -78,7 +78,11 @@ const PROGRESS_AFTER: Duration = Duration::from_secs(1);
 ///
 /// # Errors
 /// As [`load_attempt`].
-pub fn load_capture(paths: &[PathBuf], attempt: Attempt, json: bool) -> Result<Dump, LoadError> {
+pub fn load_capture(
+    paths: &[PathBuf],
+    attempt: AttemptChoice,
+    json: bool,
+) -> Result<Dump, LoadError> {
     let show = !json && std::io::stderr().is_terminal();
     let start = Instant::now();
     let mut shown = false;

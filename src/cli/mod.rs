@@ -1,7 +1,7 @@
 //! The command line: [`command`] (the top-level options, the workbench's, and the
 //! subcommands), then one file per subcommand with its options (clap `Args`) and its `run`.
 //! Each parses its inputs with `model`, starts what it needs through `services`, prints text
-//! or `--json`, and returns an [`Outcome`] that becomes the exit status. Only `workbench`
+//! or `--json`, and returns an [`Conclusion`] that becomes the exit status. Only `workbench`
 //! (also `demo`'s) and `watch` hand over to the runtime.
 
 pub mod cases;
@@ -33,21 +33,27 @@ pub struct Context {
     pub sources: Sources,
 }
 
+/// Ends every ssh master and removes the control directory, whatever still holds a mirror (a
+/// watch's followers outlive `main`'s return): what the binary calls last.
+pub fn shutdown() {
+    crate::services::sources::shutdown();
+}
+
 /// What a command found; `main` maps it to the exit status.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Outcome {
+pub enum Conclusion {
     /// Exit 0: nothing suspicious.
     Clean,
     /// Exit 1: something was found (a non-finite record, a divergence, an identity mismatch).
     Found,
 }
 
-impl Outcome {
+impl Conclusion {
     /// The process exit status: 0 clean, 1 found. Usage and input errors exit 2 in `main`.
     pub fn exit_code(self) -> u8 {
         match self {
-            Outcome::Clean => 0,
-            Outcome::Found => 1,
+            Conclusion::Clean => 0,
+            Conclusion::Found => 1,
         }
     }
 }

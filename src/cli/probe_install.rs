@@ -4,7 +4,7 @@
 use std::io::Write;
 use std::path::{Path, PathBuf};
 
-use super::{CliError, Outcome};
+use super::{CliError, Conclusion};
 use crate::embedded::{PROBE_SOURCE, REPLAY_SOURCE};
 
 /// The native probe's C header (assets/dump_probe.h), compiled in.
@@ -233,7 +233,7 @@ impl ProbeArgs {
     ///
     /// # Errors
     /// `--json` (nothing to say in JSON: refused rather than ignored); as [`run`].
-    pub fn run(&self, cx: &super::Context) -> Result<Outcome, CliError> {
+    pub fn run(&self, cx: &super::Context) -> Result<Conclusion, CliError> {
         if cx.json {
             return Err(super::completions::NO_JSON.into());
         }
@@ -242,7 +242,7 @@ impl ProbeArgs {
             for path in paths {
                 println!("wrote {}", path.display());
             }
-            Outcome::Clean
+            Conclusion::Clean
         })
     }
 }

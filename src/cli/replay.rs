@@ -7,7 +7,7 @@
 
 use std::path::PathBuf;
 
-use super::{CliError, Outcome};
+use super::{CliError, Conclusion};
 use crate::model::present;
 use crate::model::replay::{ReplayResult, Standard};
 
@@ -110,16 +110,16 @@ impl ReplayArgs {
 ///
 /// # Errors
 /// The JSON could not be written.
-pub fn print(result: &ReplayResult, json: bool) -> Result<Outcome, CliError> {
+pub fn print(result: &ReplayResult, json: bool) -> Result<Conclusion, CliError> {
     if json {
         println!("{}", serde_json::to_string_pretty(result)?);
     } else {
         print!("{}", present::replay::render(result));
     }
     Ok(if result.replay.verdict.is_finding() {
-        Outcome::Found
+        Conclusion::Found
     } else {
-        Outcome::Clean
+        Conclusion::Clean
     })
 }
 
@@ -130,7 +130,7 @@ impl ReplayArgs {
     ///
     /// # Errors
     /// Refused options, a replay that cannot run.
-    pub fn run(&self, cx: &mut super::Context) -> Result<Outcome, CliError> {
+    pub fn run(&self, cx: &mut super::Context) -> Result<Conclusion, CliError> {
         use crate::services::replay::{self as runner, ListRequest, ReplayRequest};
         use std::sync::atomic::Ordering;
         let (attempts, json) = (&cx.attempts, cx.json);
@@ -161,7 +161,7 @@ impl ReplayArgs {
                 "{}",
                 runner::list(&request, ssh.as_ref(), &mut log, &cancelled)?
             );
-            return Ok(Outcome::Clean);
+            return Ok(Conclusion::Clean);
         }
         let request = ReplayRequest {
             dump: self.dump.clone(),

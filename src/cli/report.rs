@@ -3,7 +3,7 @@
 use std::path::{Path, PathBuf};
 
 use super::diff::ToleranceArgs;
-use super::{CliError, Outcome, inputs::load_captures};
+use super::{CliError, Conclusion, inputs::load_captures};
 use crate::model::analysis::Analysis;
 use crate::model::analysis::report::Report;
 use crate::model::tensor::metrics::CompareProgress;
@@ -38,7 +38,7 @@ pub fn run(
     attempts: &super::inputs::AttemptArgs,
     ignore: &super::inputs::IgnoreArgs,
     json: bool,
-) -> Result<Outcome, CliError> {
+) -> Result<Conclusion, CliError> {
     let Captures {
         a,
         b,
@@ -115,9 +115,9 @@ pub fn run(
         None => print!("{}", report.to_markdown()),
     }
     Ok(if report.found_something() {
-        Outcome::Found
+        Conclusion::Found
     } else {
-        Outcome::Clean
+        Conclusion::Clean
     })
 }
 
@@ -189,7 +189,7 @@ impl ReportArgs {
     ///
     /// # Errors
     /// As [`run`]; a remote capture that cannot be read.
-    pub fn run(&self, cx: &mut super::Context) -> Result<Outcome, CliError> {
+    pub fn run(&self, cx: &mut super::Context) -> Result<Conclusion, CliError> {
         let a = cx.sources.local(&self.a)?;
         let b = self.b.as_ref().map(|b| cx.sources.local(b)).transpose()?;
         let sources = &mut cx.sources;

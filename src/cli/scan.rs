@@ -3,7 +3,7 @@
 
 use std::path::PathBuf;
 
-use super::{CliError, Outcome, inputs::load_capture};
+use super::{CliError, Conclusion, inputs::load_capture};
 use crate::model::analysis::Analysis;
 use crate::model::analysis::compare::Tolerances;
 use crate::model::analysis::scan::WindowScan;
@@ -18,7 +18,7 @@ pub fn run(
     attempts: &super::inputs::AttemptArgs,
     ignore: &super::inputs::IgnoreArgs,
     json: bool,
-) -> Result<Outcome, CliError> {
+) -> Result<Conclusion, CliError> {
     let mut dump = load_capture(paths, attempts.side(0), json)?;
     ignore.apply(&mut dump)?;
     let analysis = Analysis::compute(&dump, None, &Tolerances::default());
@@ -49,9 +49,9 @@ pub fn run(
         || !replicated.is_empty()
         || crate::model::dump::any_lost(&dump.warnings);
     Ok(if found {
-        Outcome::Found
+        Conclusion::Found
     } else {
-        Outcome::Clean
+        Conclusion::Clean
     })
 }
 
@@ -70,7 +70,7 @@ impl ScanArgs {
     ///
     /// # Errors
     /// As [`run`]; a remote input that cannot be read.
-    pub fn run(&self, cx: &mut super::Context) -> Result<Outcome, CliError> {
+    pub fn run(&self, cx: &mut super::Context) -> Result<Conclusion, CliError> {
         run(
             &cx.sources.locals(&self.inputs)?,
             &cx.attempts,

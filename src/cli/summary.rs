@@ -2,7 +2,7 @@
 
 use std::path::Path;
 
-use super::{CliError, Outcome};
+use super::{CliError, Conclusion};
 use crate::embedded::example_pairs;
 use crate::model::analysis::Analysis;
 use crate::model::analysis::compare::Tolerances;
@@ -20,7 +20,7 @@ pub fn run(
     files: &[std::path::PathBuf],
     attempts: &super::inputs::AttemptArgs,
     json: bool,
-) -> Result<Outcome, CliError> {
+) -> Result<Conclusion, CliError> {
     let mut summaries = Vec::new();
     let mut warnings = Vec::new();
     for file in files {
@@ -37,7 +37,7 @@ pub fn run(
     }
     print(&summaries, &warnings, json)?;
     Ok(match outcome(&summaries) {
-        Outcome::Clean if any_lost(&warnings) => Outcome::Found,
+        Conclusion::Clean if any_lost(&warnings) => Conclusion::Found,
         found => found,
     })
 }
@@ -46,7 +46,7 @@ pub fn run(
 ///
 /// # Errors
 /// Only if the embedded examples fail to parse, which the test-suite rules out.
-pub fn run_embedded(json: bool) -> Result<Outcome, CliError> {
+pub fn run_embedded(json: bool) -> Result<Conclusion, CliError> {
     let mut all = Vec::new();
     let mut text = String::new();
     for pair in example_pairs() {
@@ -86,7 +86,7 @@ pub fn run_embedded(json: bool) -> Result<Outcome, CliError> {
         print!("{text}");
         println!("(embedded example dumps; `dumpview summary FILE...` reads your own manifests)");
     }
-    Ok(Outcome::Clean)
+    Ok(Conclusion::Clean)
 }
 
 fn known_answer(expected: &serde_json::Value) -> String {
@@ -136,11 +136,11 @@ fn print(summaries: &[WindowSummary], warnings: &[Warning], json: bool) -> Resul
     Ok(())
 }
 
-fn outcome(summaries: &[WindowSummary]) -> Outcome {
+fn outcome(summaries: &[WindowSummary]) -> Conclusion {
     if summaries.iter().any(|s| s.first_nonfinite.is_some()) {
-        Outcome::Found
+        Conclusion::Found
     } else {
-        Outcome::Clean
+        Conclusion::Clean
     }
 }
 
@@ -157,7 +157,7 @@ impl SummaryArgs {
     ///
     /// # Errors
     /// As [`run`]; a remote file that cannot be read.
-    pub fn run(&self, cx: &mut super::Context) -> Result<Outcome, CliError> {
+    pub fn run(&self, cx: &mut super::Context) -> Result<Conclusion, CliError> {
         run(&cx.sources.locals(&self.files)?, &cx.attempts, cx.json)
     }
 }

@@ -2,7 +2,7 @@
 
 use std::path::PathBuf;
 
-use super::{CliError, Outcome};
+use super::{CliError, Conclusion};
 use crate::model::present;
 use crate::model::tensor::metrics::{self, CompareProgress, Options};
 use crate::model::tensor::pairing::{Selection, compare_files};
@@ -50,7 +50,7 @@ fn parse_dtype(name: &str) -> Result<DType, String> {
 ///
 /// # Errors
 /// A file that cannot be read (named), a `--key` one file lacks, a negative tolerance.
-pub fn run(args: &TensorArgs, json: bool) -> Result<Outcome, CliError> {
+pub fn run(args: &TensorArgs, json: bool) -> Result<Conclusion, CliError> {
     if !(args.atol >= 0.0 && args.rtol >= 0.0) {
         return Err("--atol and --rtol must be non-negative numbers".into());
     }
@@ -79,9 +79,9 @@ pub fn run(args: &TensorArgs, json: bool) -> Result<Outcome, CliError> {
         print!("{}", present::tensors::render(&comparison));
     }
     Ok(if comparison.all_close {
-        Outcome::Clean
+        Conclusion::Clean
     } else {
-        Outcome::Found
+        Conclusion::Found
     })
 }
 
@@ -90,7 +90,7 @@ impl TensorArgs {
     ///
     /// # Errors
     /// As [`run`]; a remote file that cannot be read.
-    pub fn run(mut self, cx: &mut super::Context) -> Result<Outcome, CliError> {
+    pub fn run(mut self, cx: &mut super::Context) -> Result<Conclusion, CliError> {
         self.a = cx.sources.local(&self.a)?;
         self.b = cx.sources.local(&self.b)?;
         run(&self, cx.json)

@@ -2,7 +2,7 @@
 
 use std::path::PathBuf;
 
-use super::{CliError, Outcome, inputs::load_captures};
+use super::{CliError, Conclusion, inputs::load_captures};
 use crate::model::analysis::vary::vary;
 use crate::model::present;
 
@@ -15,7 +15,7 @@ pub fn run(
     threshold: f64,
     attempts: &super::inputs::AttemptArgs,
     json: bool,
-) -> Result<Outcome, CliError> {
+) -> Result<Conclusion, CliError> {
     if captures.len() < 2 {
         return Err("vary needs at least two captures of the same request".into());
     }
@@ -40,9 +40,9 @@ pub fn run(
     }
     Ok(
         if report.found_something() || crate::model::dump::any_lost(&warnings) {
-            Outcome::Found
+            Conclusion::Found
         } else {
-            Outcome::Clean
+            Conclusion::Clean
         },
     )
 }
@@ -63,7 +63,7 @@ impl VaryArgs {
     ///
     /// # Errors
     /// As [`run`]; a remote capture that cannot be read.
-    pub fn run(&self, cx: &mut super::Context) -> Result<Outcome, CliError> {
+    pub fn run(&self, cx: &mut super::Context) -> Result<Conclusion, CliError> {
         run(
             &cx.sources.locals(&self.captures)?,
             self.threshold,

@@ -2,7 +2,7 @@
 //! through the runtime's watch (`runtime::watch::headless`).
 
 use super::diff::ToleranceArgs;
-use super::{CliError, Context, Outcome};
+use super::{CliError, Conclusion, Context};
 use crate::runtime::watch::{self, WatchOptions, headless};
 
 /// The options of `dumpview watch`.
@@ -29,7 +29,7 @@ impl WatchArgs {
     ///
     /// # Errors
     /// As [`headless`].
-    pub fn run(&self, cx: &mut Context) -> Result<Outcome, CliError> {
+    pub fn run(&self, cx: &mut Context) -> Result<Conclusion, CliError> {
         headless(
             &WatchRequest {
                 sources: &self.sources,
@@ -61,7 +61,7 @@ pub struct WatchRequest<'a> {
 ///
 /// # Errors
 /// A bad `--timeout` or tolerance, a SOURCE that cannot be followed, none readable at start.
-pub fn headless(request: &WatchRequest, cx: &mut Context) -> Result<Outcome, CliError> {
+pub fn headless(request: &WatchRequest, cx: &mut Context) -> Result<Conclusion, CliError> {
     let timeout = match request.timeout {
         Some(s) if s.is_finite() && s > 0.0 => Some(std::time::Duration::from_secs_f64(s)),
         Some(_) => return Err("--timeout must be a positive number of seconds".into()),
@@ -86,8 +86,8 @@ pub fn headless(request: &WatchRequest, cx: &mut Context) -> Result<Outcome, Cli
     };
     let code = headless::run(&args, &mut std::io::stdout().lock())?;
     Ok(match code {
-        0 => Outcome::Clean,
-        1 => Outcome::Found,
+        0 => Conclusion::Clean,
+        1 => Conclusion::Found,
         _ => {
             let unread: Vec<&str> = args
                 .sources

@@ -9,7 +9,7 @@ use std::path::PathBuf;
 use super::diff::ToleranceArgs;
 use super::inputs::IgnoreArgs;
 use super::watch::WatchRequest;
-use super::{CliError, Context, Outcome};
+use super::{CliError, Conclusion, Context};
 use crate::runtime::{self, Source};
 use crate::services::{fetch, sources};
 
@@ -53,7 +53,7 @@ impl WorkbenchArgs {
     ///
     /// # Errors
     /// Refused options, inputs that cannot be read, a terminal that cannot be used.
-    pub fn run(self, cx: &mut Context) -> Result<Outcome, CliError> {
+    pub fn run(self, cx: &mut Context) -> Result<Conclusion, CliError> {
         if self.vs.is_some() && self.watch.is_empty() {
             return Err(
                 "--vs compares followed captures (with --watch); for two captures give them as A B"
@@ -107,7 +107,7 @@ pub fn open_example(
     pair: &str,
     tolerance: &ToleranceArgs,
     cx: &mut Context,
-) -> Result<Outcome, CliError> {
+) -> Result<Conclusion, CliError> {
     open(
         Source::Example(pair.to_string()),
         tolerance,
@@ -126,7 +126,7 @@ pub fn open(
     tolerance: &ToleranceArgs,
     ignore: &IgnoreArgs,
     cx: &mut Context,
-) -> Result<Outcome, CliError> {
+) -> Result<Conclusion, CliError> {
     use std::io::IsTerminal;
     let (attempts, json) = (&cx.attempts, cx.json);
     let tolerances = tolerance.tolerances()?;
@@ -168,12 +168,12 @@ pub fn open(
         };
     }
     runtime::run(source, tolerances)?;
-    Ok(Outcome::Clean)
+    Ok(Conclusion::Clean)
 }
 
 /// `dumpview --watch SOURCE… [--vs SOURCE]`: the workbench following the sources; without a
 /// terminal (a pipe, `--json`), the headless events instead.
-fn watch(request: &WatchRequest, cx: &mut Context) -> Result<Outcome, CliError> {
+fn watch(request: &WatchRequest, cx: &mut Context) -> Result<Conclusion, CliError> {
     use runtime::watch::WatchOptions;
     use std::io::IsTerminal;
     if cx.json || !std::io::stdout().is_terminal() {
@@ -204,5 +204,5 @@ fn watch(request: &WatchRequest, cx: &mut Context) -> Result<Outcome, CliError> 
         },
         request.tolerance.tolerances()?,
     )?;
-    Ok(Outcome::Clean)
+    Ok(Conclusion::Clean)
 }

@@ -3,7 +3,7 @@
 
 use tch::Tensor;
 
-use super::failure::{Failure, Outcome};
+use super::failure::{Computed, Failure};
 use super::{ReferenceError, Upcast, convert};
 use crate::model::input_set::{InputSet, InputValue};
 
@@ -19,7 +19,7 @@ pub struct Builtin {
     pub outputs: &'static [&'static str],
     /// The canonical source of the formula.
     pub source: &'static str,
-    pub(crate) compute: fn(&Args<'_>) -> Outcome<Vec<Tensor>>,
+    pub(crate) compute: fn(&Args<'_>) -> Computed<Vec<Tensor>>,
 }
 
 /// The captured values bound to a built-in's parameters.
@@ -106,13 +106,13 @@ impl<'a> Args<'a> {
     }
 
     /// Parameter `param` as a tensor, rebuilt and upcast; it must be given.
-    pub(crate) fn tensor(&self, param: &str) -> Outcome<Tensor> {
+    pub(crate) fn tensor(&self, param: &str) -> Computed<Tensor> {
         self.opt_tensor(param)?
             .ok_or_else(|| Failure::Arguments(format!("no tensor for parameter `{param}`")))
     }
 
     /// Parameter `param` as a tensor, rebuilt and upcast, or `None` when not given.
-    pub(crate) fn opt_tensor(&self, param: &str) -> Outcome<Option<Tensor>> {
+    pub(crate) fn opt_tensor(&self, param: &str) -> Computed<Option<Tensor>> {
         match self.get(param) {
             None => Ok(None),
             Some((_, InputValue::Tensor(t))) => convert::captured(t, self.upcast).map(Some),
@@ -124,7 +124,7 @@ impl<'a> Args<'a> {
     }
 
     /// Parameter `param` as a float (a captured int or float; a bool is refused), or `None`.
-    pub(crate) fn float(&self, param: &str) -> Outcome<Option<f64>> {
+    pub(crate) fn float(&self, param: &str) -> Computed<Option<f64>> {
         match self.get(param) {
             None => Ok(None),
             Some((_, InputValue::Float(f))) => Ok(Some(*f)),
@@ -137,7 +137,7 @@ impl<'a> Args<'a> {
     }
 
     /// Parameter `param` as an int, or `None`.
-    pub(crate) fn int(&self, param: &str) -> Outcome<Option<i64>> {
+    pub(crate) fn int(&self, param: &str) -> Computed<Option<i64>> {
         match self.get(param) {
             None => Ok(None),
             Some((_, InputValue::Int(i))) => Ok(Some(*i)),

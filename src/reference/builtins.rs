@@ -9,7 +9,7 @@
 use tch::{Kind, Tensor};
 
 use super::args::{Args, Builtin};
-use super::failure::{Failure, Outcome};
+use super::failure::{Computed, Failure};
 
 /// Every built-in, in the order docs/replay.md lists them.
 pub static BUILTINS: &[Builtin] = &[
@@ -145,7 +145,7 @@ fn norm_kind(kind: Kind) -> Kind {
 }
 
 /// `x * rsqrt(mean(x^2, -1) + eps)`, in `x`'s dtype.
-fn normalize(x: &Tensor, eps: f64) -> Outcome<Tensor> {
+fn normalize(x: &Tensor, eps: f64) -> Computed<Tensor> {
     let variance = x.f_pow_tensor_scalar(2)?.f_mean_dim(-1, true, None)?;
     Ok(x.f_mul(&variance.f_add_scalar(eps)?.f_rsqrt()?)?)
 }
@@ -159,7 +159,7 @@ fn normalize(x: &Tensor, eps: f64) -> Outcome<Tensor> {
 /// return self.weight * hidden_states.to(input_dtype)
 /// ```
 /// with float64 kept as float64 instead of narrowed to float32.
-fn rms_norm(a: &Args<'_>) -> Outcome<Vec<Tensor>> {
+fn rms_norm(a: &Args<'_>) -> Computed<Vec<Tensor>> {
     let x = a.tensor("x")?;
     let weight = a.tensor("weight")?;
     let eps = a.float("eps")?.unwrap_or(1e-6);
@@ -181,7 +181,7 @@ fn rms_norm(a: &Args<'_>) -> Outcome<Vec<Tensor>> {
 /// return x, residual
 /// ```
 /// with float64 kept as float64.
-fn add_rms_norm(a: &Args<'_>) -> Outcome<Vec<Tensor>> {
+fn add_rms_norm(a: &Args<'_>) -> Computed<Vec<Tensor>> {
     let x = a.tensor("x")?;
     let residual = a.tensor("residual")?;
     let weight = a.tensor("weight")?;
@@ -197,7 +197,7 @@ fn add_rms_norm(a: &Args<'_>) -> Outcome<Vec<Tensor>> {
 /// `torch.nn.functional.layer_norm(x, normalized_shape, weight, bias, eps)` with
 /// `normalized_shape = weight.shape` (else `bias.shape`, else `x.shape[-1:]`): `(x - E[x]) / sqrt(Var[x] + eps)
 /// * weight + bias`, biased variance, over the normalized dims.
-fn layer_norm(a: &Args<'_>) -> Outcome<Vec<Tensor>> {
+fn layer_norm(a: &Args<'_>) -> Computed<Vec<Tensor>> {
     let x = a.tensor("x")?;
     let weight = a.opt_tensor("weight")?;
     let bias = a.opt_tensor("bias")?;
@@ -217,7 +217,7 @@ fn layer_norm(a: &Args<'_>) -> Outcome<Vec<Tensor>> {
 }
 
 /// `torch.softmax(x, dim)`: `exp(x - max) / sum(exp(x - max))` along `dim`.
-fn softmax(a: &Args<'_>) -> Outcome<Vec<Tensor>> {
+fn softmax(a: &Args<'_>) -> Computed<Vec<Tensor>> {
     let x = a.tensor("x")?;
     let dim = a.int("dim")?.unwrap_or(-1);
     Ok(vec![x.f_softmax(dim, None)?])
@@ -228,7 +228,7 @@ fn softmax(a: &Args<'_>) -> Outcome<Vec<Tensor>> {
 /// d = x.shape[-1] // 2
 /// return F.silu(x[..., :d]) * x[..., d:]
 /// ```
-fn silu_and_mul(a: &Args<'_>) -> Outcome<Vec<Tensor>> {
+fn silu_and_mul(a: &Args<'_>) -> Computed<Vec<Tensor>> {
     let x = a.tensor("x")?;
     let last = last_dim(&x, "x")?;
     if last % 2 != 0 {
@@ -242,13 +242,13 @@ fn silu_and_mul(a: &Args<'_>) -> Outcome<Vec<Tensor>> {
 }
 
 /// `torch.nn.functional.gelu(x)` (approximate='none'): `x * 0.5 * (1 + erf(x / sqrt(2)))`.
-fn gelu(a: &Args<'_>) -> Outcome<Vec<Tensor>> {
+fn gelu(a: &Args<'_>) -> Computed<Vec<Tensor>> {
     Ok(vec![a.tensor("x")?.f_gelu("none")?])
 }
 
 /// `torch.nn.functional.gelu(x, approximate='tanh')`:
 /// `0.5 * x * (1 + tanh(sqrt(2 / pi) * (x + 0.044715 * x^3)))`.
-fn gelu_tanh(a: &Args<'_>) -> Outcome<Vec<Tensor>> {
+fn gelu_tanh(a: &Args<'_>) -> Computed<Vec<Tensor>> {
     Ok(vec![a.tensor("x")?.f_gelu("tanh")?])
 }
 
@@ -267,7 +267,7 @@ enum Rotary {
 /// x2 = x[..., x.shape[-1] // 2 :]
 /// return torch.cat((-x2, x1), dim=-1)
 /// ```
-fn rotate_half(x: &Tensor) -> Outcome<Tensor> {
+fn rotate_half(x: &Tensor) -> Computed<Tensor> {
     let half = last_dim(x, "q/k")? / 2;
     let x1 = x.f_narrow(-1, 0, half)?;
     let x2 = x.f_narrow(-1, half, half)?;
@@ -281,7 +281,7 @@ fn rotate_half(x: &Tensor) -> Outcome<Tensor> {
 /// x = torch.stack((-x2, x1), dim=-1)
 /// return x.flatten(-2)
 /// ```
-fn rotate_every_two(x: &Tensor) -> Outcome<Tensor> {
+fn rotate_every_two(x: &Tensor) -> Computed<Tensor> {
     let x1 = x.f_slice(-1, 0, None, 2)?;
     let x2 = x.f_slice(-1, 1, None, 2)?;
     Ok(Tensor::f_stack(&[x2.f_neg()?, x1], -1)?.f_flatten(-2, -1)?)
@@ -294,13 +294,13 @@ fn rotate_every_two(x: &Tensor) -> Outcome<Tensor> {
 /// and `sin` are a table indexed by `positions` (`cos[positions]`). A table narrower than
 /// that rotates the first dims only and passes the rest (partial rotary), as replay_op.py's
 /// `_rope_apply`. For a 2-D `x`, `head_dim` is the table's width.
-fn rope(a: &Args<'_>, layout: Rotary) -> Outcome<Vec<Tensor>> {
+fn rope(a: &Args<'_>, layout: Rotary) -> Computed<Vec<Tensor>> {
     let q = a.tensor("q")?;
     let k = a.tensor("k")?;
     let cos = a.tensor("cos")?;
     let sin = a.tensor("sin")?;
     let positions = a.opt_tensor("positions")?;
-    let apply = |x: &Tensor, name: &str| -> Outcome<Tensor> {
+    let apply = |x: &Tensor, name: &str| -> Computed<Tensor> {
         rope_apply(x, name, &cos, &sin, positions.as_ref(), layout)
     };
     Ok(vec![apply(&q, "q")?, apply(&k, "k")?])
@@ -314,7 +314,7 @@ fn rope_apply(
     sin: &Tensor,
     positions: Option<&Tensor>,
     layout: Rotary,
-) -> Outcome<Tensor> {
+) -> Computed<Tensor> {
     let shape = x.size();
     if shape.len() < 2 {
         return Err(Failure::Arguments(format!(
@@ -345,7 +345,7 @@ fn rope_apply(
         last_dim(&cos, "cos")?
     };
     if last_dim(&cos, "cos")? * 2 == head_dim {
-        let widen = |t: &Tensor| -> Outcome<Tensor> {
+        let widen = |t: &Tensor| -> Computed<Tensor> {
             Ok(match layout {
                 Rotary::Neox => Tensor::f_cat(&[t, t], -1)?,
                 Rotary::Gptj => t.f_repeat_interleave_self_int(2, -1, None)?,
@@ -383,18 +383,18 @@ fn rope_apply(
 
 /// Rotary embedding, GPT-NeoX / HF layout (`rotate_half`), as HF `apply_rotary_pos_emb`:
 /// `q * cos + rotate_half(q) * sin`, the same for `k`.
-fn rope_neox(a: &Args<'_>) -> Outcome<Vec<Tensor>> {
+fn rope_neox(a: &Args<'_>) -> Computed<Vec<Tensor>> {
     rope(a, Rotary::Neox)
 }
 
 /// Rotary embedding, GPT-J layout (interleaved pairs, `rotate_every_two`):
 /// `q * cos + rotate_every_two(q) * sin`, the same for `k`.
-fn rope_gptj(a: &Args<'_>) -> Outcome<Vec<Tensor>> {
+fn rope_gptj(a: &Args<'_>) -> Computed<Vec<Tensor>> {
     rope(a, Rotary::Gptj)
 }
 
 /// `torch.nn.functional.linear(x, weight, bias)`: `x @ weight.T + bias`.
-fn linear(a: &Args<'_>) -> Outcome<Vec<Tensor>> {
+fn linear(a: &Args<'_>) -> Computed<Vec<Tensor>> {
     let x = a.tensor("x")?;
     let weight = a.tensor("weight")?;
     let bias = a.opt_tensor("bias")?;
@@ -423,7 +423,7 @@ fn linear(a: &Args<'_>) -> Outcome<Vec<Tensor>> {
 /// (a boolean mask with batch dims broadcasts: `masked_fill`, not in place), and, when `q` has
 /// more heads (dim -3) than `k`, grouped-query attention as `enable_gqa=True`: each key and
 /// value head repeated (`repeat_interleave`) for its group of query heads.
-fn attention(a: &Args<'_>, causal: bool, mask: Option<Tensor>) -> Outcome<Vec<Tensor>> {
+fn attention(a: &Args<'_>, causal: bool, mask: Option<Tensor>) -> Computed<Vec<Tensor>> {
     let q = a.tensor("q")?;
     let mut k = a.tensor("k")?;
     let mut v = a.tensor("v")?;
@@ -460,28 +460,28 @@ fn attention(a: &Args<'_>, causal: bool, mask: Option<Tensor>) -> Outcome<Vec<Te
 }
 
 /// Scaled dot-product attention with an optional additive or boolean mask.
-fn sdpa(a: &Args<'_>) -> Outcome<Vec<Tensor>> {
+fn sdpa(a: &Args<'_>) -> Computed<Vec<Tensor>> {
     let mask = a.opt_tensor("mask")?;
     attention(a, false, mask)
 }
 
 /// Scaled dot-product attention, causal (`is_causal=True`: query i sees keys 0..=i).
-fn sdpa_causal(a: &Args<'_>) -> Outcome<Vec<Tensor>> {
+fn sdpa_causal(a: &Args<'_>) -> Computed<Vec<Tensor>> {
     attention(a, true, None)
 }
 
 /// `torch.matmul(a, b)`.
-fn matmul(a: &Args<'_>) -> Outcome<Vec<Tensor>> {
+fn matmul(a: &Args<'_>) -> Computed<Vec<Tensor>> {
     Ok(vec![a.tensor("a")?.f_matmul(&a.tensor("b")?)?])
 }
 
 /// The size of the last dimension of `t`.
-fn last_dim(t: &Tensor, name: &str) -> Outcome<i64> {
+fn last_dim(t: &Tensor, name: &str) -> Computed<i64> {
     dim_from_end(t, 1, name)
 }
 
 /// The size of dimension `-from_end` of `t`.
-fn dim_from_end(t: &Tensor, from_end: usize, name: &str) -> Outcome<i64> {
+fn dim_from_end(t: &Tensor, from_end: usize, name: &str) -> Computed<i64> {
     let size = t.size();
     size.len()
         .checked_sub(from_end)

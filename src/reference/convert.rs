@@ -3,7 +3,7 @@
 
 use tch::{Kind, Tensor};
 
-use super::failure::{Failure, Outcome};
+use super::failure::{Computed, Failure};
 use super::{ComputedTensor, Upcast};
 use crate::model::input_set::CapturedTensor;
 use crate::model::tensor::DType;
@@ -50,8 +50,8 @@ pub(crate) fn dtype(kind: Kind) -> Option<DType> {
 /// captured shape, stride and offset into the span (the layout the operator saw, never made
 /// contiguous), then brought to `upcast`'s dtype with `Tensor.to` (which keeps the strides of
 /// a dense view).
-pub(crate) fn captured(t: &CapturedTensor, upcast: Upcast) -> Outcome<Tensor> {
-    let dims = |v: &[usize]| -> Outcome<Vec<i64>> {
+pub(crate) fn captured(t: &CapturedTensor, upcast: Upcast) -> Computed<Tensor> {
+    let dims = |v: &[usize]| -> Computed<Vec<i64>> {
         v.iter()
             .map(|&d| i64::try_from(d))
             .collect::<Result<_, _>>()
@@ -72,7 +72,7 @@ pub(crate) fn captured(t: &CapturedTensor, upcast: Upcast) -> Outcome<Tensor> {
 }
 
 /// A computed tensor copied out, contiguous, to the CPU.
-pub(crate) fn computed(t: &Tensor) -> Outcome<ComputedTensor> {
+pub(crate) fn computed(t: &Tensor) -> Computed<ComputedTensor> {
     let kind = t.f_kind()?;
     let dtype = dtype(kind).ok_or_else(|| {
         Failure::Arguments(format!(

@@ -41,4 +41,4 @@ impl Failure {
 }
 
 /// A formula's result.
-pub(crate) type Outcome<T> = Result<T, Failure>;
+pub(crate) type Computed<T> = Result<T, Failure>;

@@ -10,7 +10,9 @@ use crate::embedded::ExamplePair;
 use crate::model::analysis::Analysis;
 use crate::model::analysis::compare::Tolerances;
 use crate::model::dump::{Dump, Window};
-use crate::model::ingest::{Attempt, LoadError, Progress, load_attempt, read_window, same_input};
+use crate::model::ingest::{
+    AttemptChoice, LoadError, Progress, load_attempt, read_window, same_input,
+};
 
 /// Loads one or two captures from disk (each a manifest file or a directory): each window's
 /// newest attempt, diffed under the default tolerances.
@@ -22,7 +24,13 @@ pub fn open(
     b: Option<&Path>,
     progress: &mut dyn FnMut(Progress),
 ) -> Result<Session, LoadError> {
-    open_with(a, b, [Attempt::Newest; 2], &Tolerances::default(), progress)
+    open_with(
+        a,
+        b,
+        [AttemptChoice::Newest; 2],
+        &Tolerances::default(),
+        progress,
+    )
 }
 
 /// [`open`], keeping `attempts[0]` of each of A's windows and `attempts[1]` of B's, diffed
@@ -33,7 +41,7 @@ pub fn open(
 pub fn open_with(
     a: &Path,
     b: Option<&Path>,
-    attempts: [Attempt; 2],
+    attempts: [AttemptChoice; 2],
     tolerances: &Tolerances,
     progress: &mut dyn FnMut(Progress),
 ) -> Result<Session, LoadError> {
@@ -49,7 +57,7 @@ pub fn open_with(
 pub fn open_ignoring(
     a: &Path,
     b: Option<&Path>,
-    attempts: [Attempt; 2],
+    attempts: [AttemptChoice; 2],
     tolerances: &Tolerances,
     ignore: Option<(&regex::Regex, &str)>,
     progress: &mut dyn FnMut(Progress),

@@ -14,7 +14,7 @@ use super::jobs::{JobContext, JobError, JobOutput, JobProgress};
 use crate::app::jobs::{CaseEvent, CasesPlanSpec, CasesRunSpec, REPLAY_TICK_MS};
 use crate::model::cases::create::{self, NewMatrix, cases_root};
 use crate::model::cases::snapshot::MatrixSnapshot;
-use crate::model::cases::{Matrix, Outcome};
+use crate::model::cases::{CaseOutcome, Matrix};
 use crate::services::cases::{CasesError, RunEvent, RunRequest};
 
 /// The first free NAME (`NAME`, `NAME.2`, …) under `root` when `auto` (the form's default
@@ -147,8 +147,8 @@ fn run(
         }),
         RunEvent::Filed { id, attempt } => {
             let outcome = match &attempt.judged {
-                Some(Ok(replay)) => Outcome::of(replay.verdict),
-                _ => Outcome::MissingEvidence,
+                Some(Ok(replay)) => CaseOutcome::of(replay.verdict),
+                _ => CaseOutcome::MissingEvidence,
             };
             send(CaseEvent::Filed {
                 id: id.to_string(),

@@ -29,18 +29,18 @@ use super::{Theme, centered, format};
 use crate::app::App;
 use crate::app::cases::{CaseView, CasesBoard, CasesField, CasesForm, CellState, grid};
 use crate::app::session::Side;
-use crate::model::cases::Outcome;
+use crate::model::cases::CaseOutcome;
 use crate::model::cases::plan::{DTYPES, LAYOUTS, MODES, SHAPES};
 
 /// The glyph of a cell: ✓ pass, ✗ numerical mismatch, ‼ crash, ⊘ unsupported combination,
 /// ? missing evidence, ▶ running, · queued.
 pub fn glyph(state: CellState) -> &'static str {
     match state {
-        CellState::Done(Outcome::Pass) => "✓",
-        CellState::Done(Outcome::NumericalMismatch) => "✗",
-        CellState::Done(Outcome::Crash) => "‼",
-        CellState::Done(Outcome::UnsupportedCombination) => "⊘",
-        CellState::Done(Outcome::MissingEvidence) => "?",
+        CellState::Done(CaseOutcome::Pass) => "✓",
+        CellState::Done(CaseOutcome::NumericalMismatch) => "✗",
+        CellState::Done(CaseOutcome::Crash) => "‼",
+        CellState::Done(CaseOutcome::UnsupportedCombination) => "⊘",
+        CellState::Done(CaseOutcome::MissingEvidence) => "?",
         CellState::Running => "▶",
         CellState::Queued => "·",
     }
@@ -49,24 +49,24 @@ pub fn glyph(state: CellState) -> &'static str {
 /// The colour of a cell's state.
 fn style(state: CellState, theme: Theme) -> Style {
     match state {
-        CellState::Done(Outcome::Pass) => theme.good(),
-        CellState::Done(Outcome::NumericalMismatch) => theme.bad(),
-        CellState::Done(Outcome::Crash) => theme.crash(),
-        CellState::Done(Outcome::UnsupportedCombination) => theme.warn(),
-        CellState::Done(Outcome::MissingEvidence) => theme.missing(),
+        CellState::Done(CaseOutcome::Pass) => theme.good(),
+        CellState::Done(CaseOutcome::NumericalMismatch) => theme.bad(),
+        CellState::Done(CaseOutcome::Crash) => theme.crash(),
+        CellState::Done(CaseOutcome::UnsupportedCombination) => theme.warn(),
+        CellState::Done(CaseOutcome::MissingEvidence) => theme.missing(),
         CellState::Running => theme.title(),
         CellState::Queued => theme.dim(),
     }
 }
 
 /// The legend's word for an outcome (the case lines give the full name).
-fn short_name(outcome: Outcome) -> &'static str {
+fn short_name(outcome: CaseOutcome) -> &'static str {
     match outcome {
-        Outcome::Pass => "pass",
-        Outcome::NumericalMismatch => "mismatch",
-        Outcome::Crash => "crash",
-        Outcome::UnsupportedCombination => "unsupported",
-        Outcome::MissingEvidence => "missing",
+        CaseOutcome::Pass => "pass",
+        CaseOutcome::NumericalMismatch => "mismatch",
+        CaseOutcome::Crash => "crash",
+        CaseOutcome::UnsupportedCombination => "unsupported",
+        CaseOutcome::MissingEvidence => "missing",
     }
 }
 
@@ -273,18 +273,18 @@ fn board_lines(board: &CasesBoard, inner: usize, theme: Theme) -> Vec<Line<'stat
     lines.push(Line::from(""));
     // The legend doubles as the counts.
     let counts = [
-        (CellState::Done(Outcome::Pass), analysis.counts.pass),
+        (CellState::Done(CaseOutcome::Pass), analysis.counts.pass),
         (
-            CellState::Done(Outcome::NumericalMismatch),
+            CellState::Done(CaseOutcome::NumericalMismatch),
             analysis.counts.numerical_mismatch,
         ),
-        (CellState::Done(Outcome::Crash), analysis.counts.crash),
+        (CellState::Done(CaseOutcome::Crash), analysis.counts.crash),
         (
-            CellState::Done(Outcome::UnsupportedCombination),
+            CellState::Done(CaseOutcome::UnsupportedCombination),
             analysis.counts.unsupported_combination,
         ),
         (
-            CellState::Done(Outcome::MissingEvidence),
+            CellState::Done(CaseOutcome::MissingEvidence),
             analysis.counts.missing_evidence,
         ),
     ];

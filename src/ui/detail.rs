@@ -335,7 +335,7 @@ fn entries(app: &App, width: usize, theme: Theme) -> Vec<Entry> {
             .unwrap_or(1)
     };
     // A merged record's counts: its pieces' summed (a replicated one's: its lowest rank's).
-    let merged_counts = |merged: MergedCounts| match merged {
+    let merged_text = |merged: MergedCounts| match merged {
         MergedCounts::Replica(stats) => counts(stats),
         MergedCounts::Summed { nan, inf } => format!("{nan}/{inf}"),
         MergedCounts::Unknown => "–".to_string(),
@@ -343,12 +343,12 @@ fn entries(app: &App, width: usize, theme: Theme) -> Vec<Entry> {
     let (ca, cb) = match pair {
         Some(p) if merged_a || merged_b => (
             if merged_a {
-                merged_counts(p.merged_counts_a())
+                merged_text(p.merged_counts_a())
             } else {
                 counts(sa)
             },
             if merged_b {
-                merged_counts(p.merged_counts_b())
+                merged_text(p.merged_counts_b())
             } else {
                 counts(sb)
             },

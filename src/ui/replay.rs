@@ -25,7 +25,7 @@ use crate::app::App;
 use crate::app::replay::{ReplayDialog, ReplayField, ReplayJob, ReplayKept, ReplayView};
 use crate::app::session::Side;
 use crate::model::present::replay::{duration, figures, status};
-use crate::model::replay::Verdict;
+use crate::model::replay::ReplayVerdict;
 use crate::model::replay::judge::{OutputJudgement, SideSummary};
 
 /// Widest the popups get.
@@ -254,12 +254,12 @@ fn standard(entry: &crate::model::replay::history::Entry) -> String {
 }
 
 /// A verdict as its word, in its colour (bold, so NO_COLOR still marks it).
-fn verdict_span(verdict: Verdict, theme: Theme) -> Span<'static> {
+fn verdict_span(verdict: ReplayVerdict, theme: Theme) -> Span<'static> {
     let style = match verdict {
-        Verdict::Pass => theme.good(),
-        Verdict::Warning => theme.warn(),
-        Verdict::Unsupported => theme.missing(),
-        Verdict::Error | Verdict::Crash => theme.bad(),
+        ReplayVerdict::Pass => theme.good(),
+        ReplayVerdict::Warning => theme.warn(),
+        ReplayVerdict::Unsupported => theme.missing(),
+        ReplayVerdict::Error | ReplayVerdict::Crash => theme.bad(),
     };
     Span::styled(
         verdict.name().to_uppercase(),

@@ -351,8 +351,8 @@ impl Sshd {
     }
 
     /// Options for a mirror through this server's client config, caching into `cache`.
-    pub fn options(&self, cache: &Path) -> dumpview::remote::SshOptions {
-        dumpview::remote::SshOptions::new(
+    pub fn options(&self, cache: &Path) -> dumpview::internals::remote::SshOptions {
+        dumpview::internals::remote::SshOptions::new(
             Some(&self.ssh_command()),
             false,
             Some(cache.to_path_buf()),
@@ -363,10 +363,10 @@ impl Sshd {
     }
 
     /// The source `ssh://127.0.0.1:PORT/<path>` parsed.
-    pub fn spec(&self, path: &Path) -> dumpview::remote::RemoteSpec {
-        match dumpview::remote::parse_source(&self.url(path)).unwrap() {
-            dumpview::remote::SourceSpec::Remote(spec) => spec,
-            dumpview::remote::SourceSpec::Local(_) => unreachable!(),
+    pub fn spec(&self, path: &Path) -> dumpview::internals::remote::RemoteSpec {
+        match dumpview::internals::remote::parse_source(&self.url(path)).unwrap() {
+            dumpview::internals::remote::SourceSpec::Remote(spec) => spec,
+            dumpview::internals::remote::SourceSpec::Local(_) => unreachable!(),
         }
     }
 

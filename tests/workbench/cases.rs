@@ -7,11 +7,11 @@
 use std::path::Path;
 
 use super::*;
-use dumpview::app::cases::{CaseView, CasesField, CellState, grid};
-use dumpview::app::jobs::{CaseEvent, CasesPlanSpec, CasesRunSpec};
-use dumpview::app::keymap::{Key, Mode, action_for};
+use dumpview::internals::app::cases::{CaseView, CasesField, CellState, grid};
+use dumpview::internals::app::jobs::{CaseEvent, CasesPlanSpec, CasesRunSpec};
+use dumpview::internals::app::keymap::{Key, Mode, action_for};
 use dumpview::model::cases::snapshot::MatrixSnapshot;
-use dumpview::model::cases::{Matrix, Outcome};
+use dumpview::model::cases::{CaseOutcome, Matrix};
 
 const DEMO: &str = "tests/fixtures/cases_board";
 
@@ -375,7 +375,7 @@ fn the_board_follows_the_run_case_by_case_and_installs_the_analysis() {
                 2,
                 CaseEvent::Filed {
                     id: "baseline".into(),
-                    outcome: Outcome::Pass,
+                    outcome: CaseOutcome::Pass,
                 },
             ),
             progress_of(
@@ -389,7 +389,7 @@ fn the_board_follows_the_run_case_by_case_and_installs_the_analysis() {
         ],
     );
     let now = states(&app);
-    assert_eq!(now[0], CellState::Done(Outcome::Pass));
+    assert_eq!(now[0], CellState::Done(CaseOutcome::Pass));
     assert_eq!(now[case_index(&app, "dtype=float16")], CellState::Running);
     assert_eq!(now[case_index(&app, "dtype=bfloat16")], CellState::Queued);
     let run = app.cases_board.as_ref().unwrap().run.clone().unwrap();
@@ -407,18 +407,21 @@ fn the_board_follows_the_run_case_by_case_and_installs_the_analysis() {
     let outcome = |id: &str| states(&app)[case_index(&app, id)];
     assert_eq!(
         outcome("dtype=bfloat16"),
-        CellState::Done(Outcome::NumericalMismatch)
+        CellState::Done(CaseOutcome::NumericalMismatch)
     );
     assert_eq!(
         outcome("dtype=float64"),
-        CellState::Done(Outcome::UnsupportedCombination)
+        CellState::Done(CaseOutcome::UnsupportedCombination)
     );
     assert_eq!(
         outcome("layout.x=transposed"),
-        CellState::Done(Outcome::Crash)
+        CellState::Done(CaseOutcome::Crash)
     );
-    assert_eq!(outcome("layout.x=strided"), CellState::Done(Outcome::Crash));
-    assert_eq!(outcome("dtype=float16"), CellState::Done(Outcome::Pass));
+    assert_eq!(
+        outcome("layout.x=strided"),
+        CellState::Done(CaseOutcome::Crash)
+    );
+    assert_eq!(outcome("dtype=float16"), CellState::Done(CaseOutcome::Pass));
     assert_eq!(
         app.message.as_deref(),
         Some(
@@ -456,7 +459,7 @@ fn arrows_select_a_cell_and_enter_opens_its_metrics() {
         })
     );
     let replay = board.snapshot.replays[bf16].as_ref().expect("judged");
-    assert_eq!(replay.verdict, Verdict::Error);
+    assert_eq!(replay.verdict, ReplayVerdict::Error);
     let screen = text(&render(&mut app, 120, 40));
     for expected in [
         "case dtype=bfloat16 · demo",

@@ -4,7 +4,7 @@
 //! ranks, and `--ignore` in the workbench's loading.
 
 use super::*;
-use dumpview::runtime::Source;
+use dumpview::internals::runtime::Source;
 
 const ROOT: &str = "tests/fixtures/layouts";
 
@@ -181,7 +181,10 @@ fn a_window_that_could_not_be_merged_whole_never_reads_as_clean() {
     // record (rank 0's local piece is not B's tensor).
     assert!(title.contains("B: tp=2 merged in part"), "{title}");
     let up = app.rows.iter().find(|r| r.key == "layers.0.up#1").unwrap();
-    assert_eq!((up.state, up.b), (dumpview::app::RowState::OnlyA, None));
+    assert_eq!(
+        (up.state, up.b),
+        (dumpview::internals::app::RowState::OnlyA, None)
+    );
     update(&mut app, Action::FirstDivergence);
     assert_eq!(
         app.message.as_deref(),

@@ -3,7 +3,7 @@
 
 use std::path::{Path, PathBuf};
 
-use super::super::{CliError, Outcome};
+use super::super::{CliError, Conclusion};
 use super::{analysis, open};
 use crate::model::present::cases as present;
 
@@ -22,7 +22,7 @@ impl AnalyzeArgs {
     ///
     /// # Errors
     /// As [`analyze_cmd`].
-    pub fn run(&self, root: &Path, json: bool) -> Result<Outcome, CliError> {
+    pub fn run(&self, root: &Path, json: bool) -> Result<Conclusion, CliError> {
         analyze_cmd(root, &self.name, self.output.as_deref(), json)
     }
 }
@@ -54,7 +54,7 @@ pub fn analyze_cmd(
     name: &str,
     output: Option<&Path>,
     json: bool,
-) -> Result<Outcome, CliError> {
+) -> Result<Conclusion, CliError> {
     let matrix = open(root, name)?;
     let a = analysis(&matrix, None);
     let as_json = json || output.is_some_and(|o| o.extension().is_some_and(|e| e == "json"));
@@ -83,8 +83,8 @@ pub fn analyze_cmd(
         None => print!("{text}"),
     }
     Ok(if a.all_pass {
-        Outcome::Clean
+        Conclusion::Clean
     } else {
-        Outcome::Found
+        Conclusion::Found
     })
 }

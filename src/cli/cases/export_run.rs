@@ -3,7 +3,7 @@
 
 use std::path::{Path, PathBuf};
 
-use super::super::{CliError, Outcome};
+use super::super::{CliError, Conclusion};
 use super::open;
 use crate::model::cases::export;
 use crate::model::cases::store;
@@ -23,7 +23,7 @@ impl ExportRunArgs {
     ///
     /// # Errors
     /// As [`export_run`].
-    pub fn run(&self, root: &Path) -> Result<Outcome, CliError> {
+    pub fn run(&self, root: &Path) -> Result<Conclusion, CliError> {
         export_run(root, &self.name, &self.output)
     }
 }
@@ -65,7 +65,7 @@ fn copy_tree(from: &Path, to: &Path) -> Result<(), CliError> {
 ///
 /// # Errors
 /// As [`Matrix::open`]; an existing non-empty output directory; a write failing.
-pub fn export_run(root: &Path, name: &str, out: &Path) -> Result<Outcome, CliError> {
+pub fn export_run(root: &Path, name: &str, out: &Path) -> Result<Conclusion, CliError> {
     use std::os::unix::fs::PermissionsExt;
     let matrix = open(root, name)?;
     new_dir(out)?;
@@ -83,5 +83,5 @@ pub fn export_run(root: &Path, name: &str, out: &Path) -> Result<Outcome, CliErr
         name,
         out.display()
     );
-    Ok(Outcome::Clean)
+    Ok(Conclusion::Clean)
 }

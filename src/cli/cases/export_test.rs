@@ -3,7 +3,7 @@
 
 use std::path::{Path, PathBuf};
 
-use super::super::{CliError, Outcome};
+use super::super::{CliError, Conclusion};
 use super::{analysis, open};
 use crate::model::cases::export::{self, TestOutput, TestSpec};
 use crate::model::cases::store::{INPUTS_FILE, RECORD_FILE};
@@ -28,7 +28,7 @@ impl ExportTestArgs {
     ///
     /// # Errors
     /// As [`export_test`].
-    pub fn run(&self, root: &Path) -> Result<Outcome, CliError> {
+    pub fn run(&self, root: &Path) -> Result<Conclusion, CliError> {
         export_test(root, &self.name, &self.case, &self.output)
     }
 }
@@ -81,7 +81,12 @@ fn absolute_spec(spec: &str) -> String {
 /// # Errors
 /// As [`Matrix::open`]; a case not in the plan or without a finished attempt holding
 /// inputs.pt; a file that exists already (nothing is overwritten).
-pub fn export_test(root: &Path, name: &str, case: &str, out: &Path) -> Result<Outcome, CliError> {
+pub fn export_test(
+    root: &Path,
+    name: &str,
+    case: &str,
+    out: &Path,
+) -> Result<Conclusion, CliError> {
     let matrix = open(root, name)?;
     let planned = matrix.plan.case(case).ok_or_else(|| {
         format!(
@@ -240,7 +245,7 @@ pub fn export_test(root: &Path, name: &str, case: &str, out: &Path) -> Result<Ou
         result.outcome,
         out.display()
     );
-    Ok(Outcome::Clean)
+    Ok(Conclusion::Clean)
 }
 
 fn plan_line(case: &crate::model::cases::Case) -> String {

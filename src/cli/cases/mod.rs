@@ -11,7 +11,7 @@ pub mod run;
 
 use std::path::{Path, PathBuf};
 
-use super::{CliError, Context, Outcome};
+use super::{CliError, Conclusion, Context};
 use crate::model::cases::analysis::analyze;
 use crate::model::cases::store::Matrix;
 use crate::model::cases::{CasesAnalysis, create};
@@ -33,7 +33,7 @@ impl CasesArgs {
     ///
     /// # Errors
     /// The verb's.
-    pub fn run(&self, cx: &mut Context) -> Result<Outcome, CliError> {
+    pub fn run(&self, cx: &mut Context) -> Result<Conclusion, CliError> {
         let root = cases_root(self.cases_dir.as_deref());
         match &self.action {
             CasesAction::Plan(args) => args.run(&root, cx),

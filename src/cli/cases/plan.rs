@@ -3,10 +3,10 @@
 
 use std::path::Path;
 
-use super::super::{CliError, Context, Outcome};
+use super::super::{CliError, Conclusion, Context};
 use crate::model::cases::{create, names, vs};
-use crate::model::dump::{Dump, InputSet as Entry, Window};
-use crate::model::ingest::Attempt;
+use crate::model::dump::{Dump, InputSetEntry, Window};
+use crate::model::ingest::AttemptChoice;
 use crate::model::present::cases as present;
 use crate::model::replay::Standard;
 use crate::services::sources;
@@ -67,7 +67,7 @@ impl PlanArgs {
     ///
     /// # Errors
     /// A SOURCE that cannot be read; as [`plan`].
-    pub fn run(&self, root: &Path, cx: &mut Context) -> Result<Outcome, CliError> {
+    pub fn run(&self, root: &Path, cx: &mut Context) -> Result<Conclusion, CliError> {
         let dump_is_remote = sources::is_remote(&self.from)?;
         let dump = cx.sources.local(Path::new(&self.from))?;
         let vs = self
@@ -97,9 +97,9 @@ pub struct PlanInputs<'a> {
     /// DUMP_B, as a local path.
     pub vs: Option<&'a Path>,
     /// Which attempt of DUMP's windows (`--attempt`, `--attempt-a`).
-    pub attempt: Attempt,
+    pub attempt: AttemptChoice,
     /// Which attempt of DUMP_B's windows (`--attempt`, `--attempt-b`).
-    pub vs_attempt: Attempt,
+    pub vs_attempt: AttemptChoice,
     /// Whether DUMP is on another host (then the cases directory cannot be inside it).
     pub dump_is_remote: bool,
     /// Brings a file of a remote capture into its mirror; nothing for a local file.
@@ -126,7 +126,7 @@ fn window_dir_name(w: &Window) -> String {
 }
 
 /// The window and input set entry `--stage` names (with `--rank` / `--window`).
-fn pick<'d>(dump: &'d Dump, args: &PlanArgs) -> Result<(&'d Window, &'d Entry), CliError> {
+fn pick<'d>(dump: &'d Dump, args: &PlanArgs) -> Result<(&'d Window, &'d InputSetEntry), CliError> {
     let (stage, occurrence) = split_stage(&args.stage);
     let windows: Vec<&Window> = dump
         .windows
@@ -187,7 +187,7 @@ fn pick<'d>(dump: &'d Dump, args: &PlanArgs) -> Result<(&'d Window, &'d Entry), 
             .into());
         }
     };
-    let entries: Vec<&Entry> = window
+    let entries: Vec<&InputSetEntry> = window
         .input_sets
         .iter()
         .filter(|e| e.stage == stage)
@@ -236,7 +236,7 @@ pub fn plan(
     args: &PlanArgs,
     inputs: PlanInputs,
     json: bool,
-) -> Result<Outcome, CliError> {
+) -> Result<Conclusion, CliError> {
     names::check("case matrix name", &args.name)?;
     let standard = Standard::from_args(args.standard.as_deref(), args.atol, args.rtol)?;
     if !inputs.dump_is_remote {
@@ -289,7 +289,7 @@ pub fn plan(
             present::plan_text(&matrix.plan, &matrix.plan_path().display().to_string())
         );
     }
-    Ok(Outcome::Clean)
+    Ok(Conclusion::Clean)
 }
 
 /// The cases directory may not lie inside the dump: a dump directory holds evidence only.

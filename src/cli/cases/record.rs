@@ -3,7 +3,7 @@
 
 use std::path::{Path, PathBuf};
 
-use super::super::{CliError, Outcome};
+use super::super::{CliError, Conclusion};
 use super::open;
 use crate::model::cases::analysis::analyze;
 
@@ -23,7 +23,7 @@ impl RecordArgs {
     ///
     /// # Errors
     /// As [`record`].
-    pub fn run(&self, root: &Path, json: bool) -> Result<Outcome, CliError> {
+    pub fn run(&self, root: &Path, json: bool) -> Result<Conclusion, CliError> {
         record(root, &self.name, &self.case, &self.result_dir, json)
     }
 }
@@ -38,7 +38,7 @@ pub fn record(
     case: &str,
     from: &Path,
     json: bool,
-) -> Result<Outcome, CliError> {
+) -> Result<Conclusion, CliError> {
     let matrix = open(root, name)?;
     let judged = matrix.record(case, from)?;
     let analysis = analyze(
@@ -73,5 +73,5 @@ pub fn record(
             );
         }
     }
-    Ok(Outcome::Clean)
+    Ok(Conclusion::Clean)
 }

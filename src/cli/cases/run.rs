@@ -5,7 +5,7 @@
 
 use std::path::Path;
 
-use super::super::{CliError, Context, Outcome, cancel_on_signals};
+use super::super::{CliError, Conclusion, Context, cancel_on_signals};
 use super::{analysis, open};
 use crate::model::cases::store::Matrix;
 use crate::model::present::cases as present;
@@ -39,8 +39,8 @@ impl RunArgs {
     ///
     /// # Errors
     /// The matrix cannot be opened, the run cannot start, the JSON cannot be written.
-    pub fn run(&self, root: &Path, cx: &mut Context) -> Result<Outcome, CliError> {
-        use crate::model::cases::Outcome as CaseOutcome;
+    pub fn run(&self, root: &Path, cx: &mut Context) -> Result<Conclusion, CliError> {
+        use crate::model::cases::CaseOutcome;
         use crate::services::cases::{self as runner, RunEvent, RunRequest};
         use std::io::IsTerminal;
         use std::sync::atomic::Ordering;
@@ -100,7 +100,7 @@ pub fn print_run(
     only: &[String],
     run: serde_json::Value,
     json: bool,
-) -> Result<Outcome, CliError> {
+) -> Result<Conclusion, CliError> {
     let only = (!only.is_empty()).then_some(only);
     let a = analysis(matrix, only);
     if json {
@@ -116,8 +116,8 @@ pub fn print_run(
         );
     }
     Ok(if a.all_pass {
-        Outcome::Clean
+        Conclusion::Clean
     } else {
-        Outcome::Found
+        Conclusion::Found
     })
 }

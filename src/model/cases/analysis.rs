@@ -1,5 +1,5 @@
 //! The analysis of a case matrix ([`analyze`]): each case classified on its newest complete
-//! attempt ([`Outcome`]), which axis and value the failures follow ([`Follows`]), the smallest
+//! attempt ([`CaseOutcome`]), which axis and value the failures follow ([`Follows`]), the smallest
 //! failing case, and, with `--vs`, whether the operator passes while the integration fails
 //! ([`Integration`]). Pure: it is handed the plan and the judged attempts.
 
@@ -7,7 +7,7 @@ use serde::Serialize;
 
 use super::plan::{BASELINE, Case, Folded, Plan};
 use super::store::{CaseEvidence, INPUTS_FILE, JudgedAttempt, RECORD_FILE, VERDICT_FILE};
-use crate::model::replay::{Standard, Verdict};
+use crate::model::replay::{ReplayVerdict, Standard};
 
 /// `format` of the `--json` analysis.
 pub const ANALYSIS_FORMAT: &str = "dumpview.cases.analysis";
@@ -15,7 +15,7 @@ pub const ANALYSIS_FORMAT: &str = "dumpview.cases.analysis";
 /// What one case came to (seed 002's kinds of outcome).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
 #[serde(rename_all = "snake_case")]
-pub enum Outcome {
+pub enum CaseOutcome {
     /// The standard's pass or warning.
     Pass,
     /// The candidate computed, and its outputs are outside the standard (error).
@@ -30,44 +30,44 @@ pub enum Outcome {
     MissingEvidence,
 }
 
-impl Outcome {
+impl CaseOutcome {
     /// `pass`, `numerical mismatch`, `crash`, `unsupported combination`, `missing evidence`.
     pub fn name(self) -> &'static str {
         match self {
-            Outcome::Pass => "pass",
-            Outcome::NumericalMismatch => "numerical mismatch",
-            Outcome::Crash => "crash",
-            Outcome::UnsupportedCombination => "unsupported combination",
-            Outcome::MissingEvidence => "missing evidence",
+            CaseOutcome::Pass => "pass",
+            CaseOutcome::NumericalMismatch => "numerical mismatch",
+            CaseOutcome::Crash => "crash",
+            CaseOutcome::UnsupportedCombination => "unsupported combination",
+            CaseOutcome::MissingEvidence => "missing evidence",
         }
     }
 
     /// A product failure: a numerical mismatch or a crash.
     pub fn is_failure(self) -> bool {
-        matches!(self, Outcome::NumericalMismatch | Outcome::Crash)
+        matches!(self, CaseOutcome::NumericalMismatch | CaseOutcome::Crash)
     }
 
     /// The outcome of a judged replay's verdict.
-    pub fn of(verdict: Verdict) -> Outcome {
+    pub fn of(verdict: ReplayVerdict) -> CaseOutcome {
         match verdict {
-            Verdict::Pass | Verdict::Warning => Outcome::Pass,
-            Verdict::Error => Outcome::NumericalMismatch,
-            Verdict::Crash => Outcome::Crash,
-            Verdict::Unsupported => Outcome::UnsupportedCombination,
+            ReplayVerdict::Pass | ReplayVerdict::Warning => CaseOutcome::Pass,
+            ReplayVerdict::Error => CaseOutcome::NumericalMismatch,
+            ReplayVerdict::Crash => CaseOutcome::Crash,
+            ReplayVerdict::Unsupported => CaseOutcome::UnsupportedCombination,
         }
     }
 
     /// Every outcome, in report order.
-    pub const ALL: [Outcome; 5] = [
-        Outcome::Pass,
-        Outcome::NumericalMismatch,
-        Outcome::Crash,
-        Outcome::UnsupportedCombination,
-        Outcome::MissingEvidence,
+    pub const ALL: [CaseOutcome; 5] = [
+        CaseOutcome::Pass,
+        CaseOutcome::NumericalMismatch,
+        CaseOutcome::Crash,
+        CaseOutcome::UnsupportedCombination,
+        CaseOutcome::MissingEvidence,
     ];
 }
 
-impl std::fmt::Display for Outcome {
+impl std::fmt::Display for CaseOutcome {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.write_str(self.name())
     }
@@ -75,7 +75,7 @@ impl std::fmt::Display for Outcome {
 
 /// One file of a case's evidence.
 #[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct Evidence {
+pub struct EvidenceFile {
     /// The file's name (`replay.json`, `candidate.pt`, …).
     pub name: String,
     /// Its path.
@@ -92,9 +92,9 @@ pub struct AttemptSummary {
     /// Whether it finished (holds `replay.json`).
     pub complete: bool,
     /// Its outcome.
-    pub outcome: Outcome,
+    pub outcome: CaseOutcome,
     /// The replay's verdict, when judged.
-    pub verdict: Option<Verdict>,
+    pub verdict: Option<ReplayVerdict>,
     /// Why, in one line.
     pub reason: String,
     /// Its directory.
@@ -111,15 +111,15 @@ pub struct CaseResult {
     /// Its value.
     pub value: Option<String>,
     /// Its outcome, from the newest complete attempt.
-    pub outcome: Outcome,
+    pub outcome: CaseOutcome,
     /// The replay's verdict (`warning` is a pass), when judged.
-    pub verdict: Option<Verdict>,
+    pub verdict: Option<ReplayVerdict>,
     /// Why, in one line: the judgement's reason, or what is missing.
     pub reason: String,
     /// The attempt the outcome rests on.
     pub attempt: Option<u32>,
     /// That attempt's files.
-    pub evidence: Vec<Evidence>,
+    pub evidence: Vec<EvidenceFile>,
     /// Every attempt, oldest first (the newer incomplete ones included).
     pub attempts: Vec<AttemptSummary>,
     /// Elements of its tensor arguments.
@@ -154,7 +154,7 @@ pub struct Smallest {
     /// The case.
     pub id: String,
     /// Its outcome.
-    pub outcome: Outcome,
+    pub outcome: CaseOutcome,
     /// Elements of its tensor arguments.
     pub elements: u64,
     /// Bytes of them.
@@ -231,7 +231,7 @@ pub struct CasesAnalysis {
     pub reference: String,
     /// The standard every case was judged by.
     pub standard: Standard,
-    /// Outcome counts.
+    /// CaseOutcome counts.
     pub counts: Counts,
     /// Each case, in plan order.
     pub cases: Vec<CaseResult>,
@@ -247,10 +247,10 @@ pub struct CasesAnalysis {
     pub all_pass: bool,
 }
 
-fn reason_of(judged: &JudgedAttempt) -> (Outcome, Option<Verdict>, String) {
+fn reason_of(judged: &JudgedAttempt) -> (CaseOutcome, Option<ReplayVerdict>, String) {
     match &judged.judged {
         None => (
-            Outcome::MissingEvidence,
+            CaseOutcome::MissingEvidence,
             None,
             format!(
                 "attempt {} did not finish (no {RECORD_FILE}: interrupted)",
@@ -258,12 +258,12 @@ fn reason_of(judged: &JudgedAttempt) -> (Outcome, Option<Verdict>, String) {
             ),
         ),
         Some(Err(e)) => (
-            Outcome::MissingEvidence,
+            CaseOutcome::MissingEvidence,
             None,
             format!("attempt {} cannot be judged: {e}", judged.attempt.number),
         ),
         Some(Ok(replay)) => (
-            Outcome::of(replay.verdict),
+            CaseOutcome::of(replay.verdict),
             Some(replay.verdict),
             replay.reason.clone(),
         ),
@@ -288,7 +288,7 @@ fn summarize(j: &JudgedAttempt) -> AttemptSummary {
 }
 
 /// The files of an attempt worth linking, in a fixed order.
-fn evidence_files(j: &JudgedAttempt) -> Vec<Evidence> {
+fn evidence_files(j: &JudgedAttempt) -> Vec<EvidenceFile> {
     [
         RECORD_FILE,
         VERDICT_FILE,
@@ -301,7 +301,7 @@ fn evidence_files(j: &JudgedAttempt) -> Vec<Evidence> {
     .iter()
     .map(|name| (name, j.attempt.dir.join(name)))
     .filter(|(_, path)| path.is_file())
-    .map(|(name, path)| Evidence {
+    .map(|(name, path)| EvidenceFile {
         name: name.to_string(),
         path: path.display().to_string(),
     })
@@ -328,7 +328,7 @@ fn classify(case: &Case, evidence: Option<&CaseEvidence>) -> CaseResult {
                     }
                 ),
             };
-            (Outcome::MissingEvidence, None, reason, None, Vec::new())
+            (CaseOutcome::MissingEvidence, None, reason, None, Vec::new())
         }
     };
     CaseResult {
@@ -365,24 +365,24 @@ pub fn analyze(
     let mut counts = Counts::default();
     for c in &cases {
         *match c.outcome {
-            Outcome::Pass => &mut counts.pass,
-            Outcome::NumericalMismatch => &mut counts.numerical_mismatch,
-            Outcome::Crash => &mut counts.crash,
-            Outcome::UnsupportedCombination => &mut counts.unsupported_combination,
-            Outcome::MissingEvidence => &mut counts.missing_evidence,
+            CaseOutcome::Pass => &mut counts.pass,
+            CaseOutcome::NumericalMismatch => &mut counts.numerical_mismatch,
+            CaseOutcome::Crash => &mut counts.crash,
+            CaseOutcome::UnsupportedCombination => &mut counts.unsupported_combination,
+            CaseOutcome::MissingEvidence => &mut counts.missing_evidence,
         } += 1;
     }
     let by_id = |id: &str| plan.case(id).expect("results come from the plan");
     let mut follows = Vec::new();
     let failing: Vec<&CaseResult> = cases.iter().filter(|c| c.outcome.is_failure()).collect();
-    let has = |o: Outcome| cases.iter().any(|c| c.outcome == o);
-    if has(Outcome::NumericalMismatch) && has(Outcome::Crash) {
+    let has = |o: CaseOutcome| cases.iter().any(|c| c.outcome == o);
+    if has(CaseOutcome::NumericalMismatch) && has(CaseOutcome::Crash) {
         follows.extend(follow("failure", &failing, &cases, &by_id));
     }
     for outcome in [
-        Outcome::NumericalMismatch,
-        Outcome::Crash,
-        Outcome::UnsupportedCombination,
+        CaseOutcome::NumericalMismatch,
+        CaseOutcome::Crash,
+        CaseOutcome::UnsupportedCombination,
     ] {
         let these: Vec<&CaseResult> = cases.iter().filter(|c| c.outcome == outcome).collect();
         follows.extend(follow(outcome.name(), &these, &cases, &by_id));
@@ -489,7 +489,7 @@ pub fn analyze(
         candidate: plan.candidate.clone(),
         reference: plan.reference.clone(),
         standard: plan.standard,
-        all_pass: cases.iter().all(|c| c.outcome == Outcome::Pass),
+        all_pass: cases.iter().all(|c| c.outcome == CaseOutcome::Pass),
         counts,
         cases,
         folded: plan.folded.clone(),
@@ -529,7 +529,7 @@ fn follow<'a>(
     if ids.iter().any(|id| id == BASELINE) {
         let passing: Vec<String> = all
             .iter()
-            .filter(|c| c.outcome == Outcome::Pass)
+            .filter(|c| c.outcome == CaseOutcome::Pass)
             .map(|c| c.id.clone())
             .collect();
         let text = format!(
@@ -568,7 +568,7 @@ fn follow<'a>(
         });
     let passing_on_axis: Vec<String> = all
         .iter()
-        .filter(|c| c.outcome == Outcome::Pass && c.id != BASELINE)
+        .filter(|c| c.outcome == CaseOutcome::Pass && c.id != BASELINE)
         .filter(|c| {
             let other = case(&c.id);
             axis.as_deref() == other.family()
@@ -580,7 +580,7 @@ fn follow<'a>(
     // With no other value of the axis run, the baseline is the value that passes.
     let baseline_passes = if all
         .iter()
-        .any(|c| c.id == BASELINE && c.outcome == Outcome::Pass)
+        .any(|c| c.id == BASELINE && c.outcome == CaseOutcome::Pass)
     {
         "; the baseline (as captured) passes"
     } else {
@@ -650,7 +650,7 @@ fn follow<'a>(
 mod tests {
     use super::*;
     use crate::model::cases::plan::{PlanRequest, VsCheck, build};
-    use crate::model::cases::store::{Attempt, AttemptInfo};
+    use crate::model::cases::store::{AttemptInfo, CaseAttempt};
     use crate::model::input_set::{CapturedTensor, InputSet, InputValue};
     use crate::model::replay::Replay;
     use crate::model::tensor::DType;
@@ -701,7 +701,7 @@ mod tests {
         .unwrap()
     }
 
-    fn replay(verdict: Verdict) -> Replay {
+    fn replay(verdict: ReplayVerdict) -> Replay {
         Replay {
             verdict,
             reason: format!("it is {verdict}"),
@@ -726,13 +726,13 @@ mod tests {
     }
 
     /// One finished attempt per case with these verdicts (`None`: an interrupted one).
-    fn evidence(results: &[(&str, Option<Verdict>)]) -> Vec<CaseEvidence> {
+    fn evidence(results: &[(&str, Option<ReplayVerdict>)]) -> Vec<CaseEvidence> {
         results
             .iter()
             .map(|(id, verdict)| CaseEvidence {
                 id: id.to_string(),
                 attempts: vec![JudgedAttempt {
-                    attempt: Attempt {
+                    attempt: CaseAttempt {
                         number: 1,
                         dir: format!("/nowhere/{id}/attempt-1").into(),
                         complete: verdict.is_some(),
@@ -755,24 +755,24 @@ mod tests {
             "shape=half_rows",
         ]);
         let e = evidence(&[
-            ("baseline", Some(Verdict::Pass)),
-            ("dtype=float16", Some(Verdict::Warning)),
-            ("dtype=bfloat16", Some(Verdict::Error)),
-            ("layout.x=transposed", Some(Verdict::Crash)),
-            ("layout.x=strided", Some(Verdict::Crash)),
-            ("shape=half_rows", Some(Verdict::Error)),
+            ("baseline", Some(ReplayVerdict::Pass)),
+            ("dtype=float16", Some(ReplayVerdict::Warning)),
+            ("dtype=bfloat16", Some(ReplayVerdict::Error)),
+            ("layout.x=transposed", Some(ReplayVerdict::Crash)),
+            ("layout.x=strided", Some(ReplayVerdict::Crash)),
+            ("shape=half_rows", Some(ReplayVerdict::Error)),
         ]);
         let a = analyze(&p, "plan.json", &e, None);
-        let outcomes: Vec<Outcome> = a.cases.iter().map(|c| c.outcome).collect();
+        let outcomes: Vec<CaseOutcome> = a.cases.iter().map(|c| c.outcome).collect();
         assert_eq!(
             outcomes,
             [
-                Outcome::Pass,
-                Outcome::Pass,
-                Outcome::NumericalMismatch,
-                Outcome::Crash,
-                Outcome::Crash,
-                Outcome::NumericalMismatch
+                CaseOutcome::Pass,
+                CaseOutcome::Pass,
+                CaseOutcome::NumericalMismatch,
+                CaseOutcome::Crash,
+                CaseOutcome::Crash,
+                CaseOutcome::NumericalMismatch
             ]
         );
         assert_eq!(a.counts.crash, 2);
@@ -804,8 +804,8 @@ mod tests {
     fn a_failing_baseline_follows_no_axis_and_the_newest_finished_attempt_decides() {
         let p = plan(&["dtype=float16"]);
         let mut e = evidence(&[
-            ("baseline", Some(Verdict::Error)),
-            ("dtype=float16", Some(Verdict::Pass)),
+            ("baseline", Some(ReplayVerdict::Error)),
+            ("dtype=float16", Some(ReplayVerdict::Pass)),
         ]);
         let a = analyze(&p, "plan.json", &e, None);
         let f = &a.follows[0];
@@ -819,10 +819,10 @@ mod tests {
         newer.judged = None;
         e[1].attempts.push(newer);
         let a = analyze(&p, "plan.json", &e, None);
-        assert_eq!(a.cases[1].outcome, Outcome::Pass);
+        assert_eq!(a.cases[1].outcome, CaseOutcome::Pass);
         assert_eq!(a.cases[1].attempt, Some(1));
         assert_eq!(a.cases[1].attempts.len(), 2);
-        assert_eq!(a.cases[1].attempts[1].outcome, Outcome::MissingEvidence);
+        assert_eq!(a.cases[1].attempts[1].outcome, CaseOutcome::MissingEvidence);
     }
 
     #[test]
@@ -838,8 +838,8 @@ mod tests {
             detail: "neither capture has a record s#1".into(),
         };
         let pass = evidence(&[
-            ("baseline", Some(Verdict::Pass)),
-            ("dtype=float16", Some(Verdict::Pass)),
+            ("baseline", Some(ReplayVerdict::Pass)),
+            ("dtype=float16", Some(ReplayVerdict::Pass)),
         ]);
         for (check, evidence, wanted) in [
             (
@@ -855,14 +855,17 @@ mod tests {
             (vs(false, false), pass.clone(), Conclusion::Inconclusive),
             (
                 vs(true, true),
-                evidence(&[("baseline", Some(Verdict::Pass)), ("dtype=float16", None)]),
+                evidence(&[
+                    ("baseline", Some(ReplayVerdict::Pass)),
+                    ("dtype=float16", None),
+                ]),
                 Conclusion::Inconclusive,
             ),
             (
                 vs(true, true),
                 evidence(&[
-                    ("baseline", Some(Verdict::Pass)),
-                    ("dtype=float16", Some(Verdict::Crash)),
+                    ("baseline", Some(ReplayVerdict::Pass)),
+                    ("dtype=float16", Some(ReplayVerdict::Crash)),
                 ]),
                 Conclusion::OperatorFails,
             ),
@@ -897,7 +900,7 @@ mod tests {
         assert!(
             a.cases
                 .iter()
-                .all(|c| c.outcome == Outcome::MissingEvidence)
+                .all(|c| c.outcome == CaseOutcome::MissingEvidence)
         );
         assert_eq!(a.cases[0].reason, "planned, never run");
     }

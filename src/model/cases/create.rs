@@ -8,7 +8,7 @@ use std::path::{Path, PathBuf};
 
 use super::plan::{self, PlanRequest, VsCheck};
 use super::store::{CASES_DIR_ENV, DEFAULT_CASES_DIR, Matrix};
-use crate::model::dump::InputSet as Entry;
+use crate::model::dump::InputSetEntry;
 use crate::model::input_set::InputSet;
 use crate::model::io::FileBytes;
 use crate::model::replay::Standard;
@@ -65,7 +65,7 @@ pub struct NewMatrix<'a> {
     /// The window holding the input set.
     pub window: &'a WindowOnDisk,
     /// The input set's manifest entry.
-    pub entry: &'a Entry,
+    pub entry: &'a InputSetEntry,
     /// OP.
     pub candidate: &'a str,
     /// REF.
@@ -135,7 +135,7 @@ fn now() -> f64 {
 /// The manifest of the baseline copy: the window's manifest with no records and only the
 /// input set of the plan. The entries stay as written (their `args` in call order: a
 /// positional call depends on it).
-fn baseline_manifest(source: &Path, entry: &Entry) -> Result<Vec<u8>, String> {
+fn baseline_manifest(source: &Path, entry: &InputSetEntry) -> Result<Vec<u8>, String> {
     use serde_json::value::RawValue;
     let path = source.display();
     let bytes = FileBytes::read(source, true).map_err(|e| format!("{path}: cannot read: {e}"))?;

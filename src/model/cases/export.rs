@@ -35,7 +35,7 @@ pub fn run_script(plan: &Plan) -> String {
 
 /// How the exported test compares one output.
 #[derive(Debug, Clone, PartialEq)]
-pub enum Tolerance {
+pub enum TestTolerance {
     /// Integers and bools: every element equal.
     Exact {
         /// Where the rule comes from.
@@ -74,9 +74,9 @@ pub enum Tolerance {
 }
 
 /// The tolerance `standard` implies for an output of `dtype` with `elements` elements.
-pub fn tolerance(standard: &Standard, dtype: DType, elements: usize) -> Tolerance {
+pub fn tolerance(standard: &Standard, dtype: DType, elements: usize) -> TestTolerance {
     if !dtype.is_float() {
-        return Tolerance::Exact {
+        return TestTolerance::Exact {
             source: format!(
                 "{} outputs must be equal (msprobe's compare.py: integers and bools; dynamo's same(): allclose of integers)",
                 dtype.name()
@@ -100,7 +100,7 @@ pub fn tolerance(standard: &Standard, dtype: DType, elements: usize) -> Toleranc
                     "2^-52 (np.finfo(float64).eps: the reference is float64)",
                 ),
             };
-            Tolerance::Msprobe {
+            TestTolerance::Msprobe {
                 rtol,
                 atol: rtol * eps,
                 shortcut: 0.001,
@@ -127,14 +127,14 @@ pub fn tolerance(standard: &Standard, dtype: DType, elements: usize) -> Toleranc
         }
         Standard::Dynamo => {
             let multiplier = if half || elements < 1000 { 3.0 } else { 2.0 };
-            Tolerance::Dynamo {
+            TestTolerance::Dynamo {
                 multiplier,
                 source: format!(
                     "torch._dynamo.utils.same (torch 2.13.0, torch/_dynamo/utils.py) with its defaults: pass when allclose(reference_native, candidate, atol=1e-4, rtol=1e-4), else when RMSE(golden - candidate) <= {multiplier} * RMSE(golden - reference_native) + 1e-5 (get_multiplier(): 3 for float16/bfloat16 or fewer than 1000 elements, else 2)"
                 ),
             }
         }
-        Standard::Allclose { atol, rtol } => Tolerance::Allclose {
+        Standard::Allclose { atol, rtol } => TestTolerance::Allclose {
             rtol: *rtol,
             atol: *atol,
             source: format!(
@@ -152,7 +152,7 @@ pub struct TestOutput {
     /// The output's dtype.
     pub dtype: DType,
     /// How it is compared.
-    pub tolerance: Tolerance,
+    pub tolerance: TestTolerance,
 }
 
 /// What [`pytest`] writes.
@@ -204,8 +204,8 @@ pub fn pytest(spec: &TestSpec) -> String {
     let mut table = String::from("{\n");
     for o in &spec.outputs {
         let (source, entry) = match &o.tolerance {
-            Tolerance::Exact { source } => (source, "{\"kind\": \"exact\"}".to_string()),
-            Tolerance::Msprobe {
+            TestTolerance::Exact { source } => (source, "{\"kind\": \"exact\"}".to_string()),
+            TestTolerance::Msprobe {
                 rtol,
                 atol,
                 shortcut,
@@ -219,14 +219,14 @@ pub fn pytest(spec: &TestSpec) -> String {
                     py_f64(*shortcut)
                 ),
             ),
-            Tolerance::Dynamo { multiplier, source } => (
+            TestTolerance::Dynamo { multiplier, source } => (
                 source,
                 format!(
                     "{{\"kind\": \"dynamo\", \"multiplier\": {}}}",
                     py_f64(*multiplier)
                 ),
             ),
-            Tolerance::Allclose { rtol, atol, source } => (
+            TestTolerance::Allclose { rtol, atol, source } => (
                 source,
                 format!(
                     "{{\"kind\": \"allclose\", \"rtol\": {}, \"atol\": {}}}",
@@ -470,13 +470,13 @@ mod tests {
 
     #[test]
     fn msprobe_tolerances_follow_the_output_dtype() {
-        let Tolerance::Msprobe { rtol, atol, .. } =
+        let TestTolerance::Msprobe { rtol, atol, .. } =
             tolerance(&Standard::Msprobe, DType::BFloat16, 10)
         else {
             panic!()
         };
         assert_eq!((rtol, atol), (0.01, 0.01 / 256.0));
-        let Tolerance::Msprobe {
+        let TestTolerance::Msprobe {
             rtol, atol, source, ..
         } = tolerance(&Standard::Msprobe, DType::Float32, 10)
         else {
@@ -486,9 +486,9 @@ mod tests {
         assert!(source.contains("compare.py"), "{source}");
         assert!(matches!(
             tolerance(&Standard::Msprobe, DType::Int64, 3),
-            Tolerance::Exact { .. }
+            TestTolerance::Exact { .. }
         ));
-        let Tolerance::Dynamo { multiplier, .. } =
+        let TestTolerance::Dynamo { multiplier, .. } =
             tolerance(&Standard::Dynamo, DType::Float32, 5000)
         else {
             panic!()

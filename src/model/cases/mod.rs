@@ -25,6 +25,6 @@ pub mod snapshot;
 pub mod store;
 pub mod vs;
 
-pub use analysis::{CasesAnalysis, Outcome, analyze};
+pub use analysis::{CaseOutcome, CasesAnalysis, analyze};
 pub use plan::{Case, Plan, Transform};
 pub use store::Matrix;

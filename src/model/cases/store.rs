@@ -74,7 +74,7 @@ pub struct AttemptInfo {
 
 /// One attempt of a case.
 #[derive(Debug, Clone, PartialEq)]
-pub struct Attempt {
+pub struct CaseAttempt {
     /// K of `attempt-K`, 1-based.
     pub number: u32,
     /// Its directory.
@@ -89,7 +89,7 @@ pub struct Attempt {
 #[derive(Debug, Clone)]
 pub struct JudgedAttempt {
     /// The attempt.
-    pub attempt: Attempt,
+    pub attempt: CaseAttempt,
     /// The replay judged under the plan's standard; `None` for an incomplete attempt;
     /// `Some(Err)` when it cannot be judged (the reference raised, a damaged file).
     pub judged: Option<Result<Replay, String>>,
@@ -196,9 +196,9 @@ impl Matrix {
     }
 
     /// The attempts of case `id`, by number (none when it never ran).
-    pub fn attempts(&self, id: &str) -> Vec<Attempt> {
+    pub fn attempts(&self, id: &str) -> Vec<CaseAttempt> {
         let dir = self.case_dir(id);
-        let mut out: Vec<Attempt> = std::fs::read_dir(&dir)
+        let mut out: Vec<CaseAttempt> = std::fs::read_dir(&dir)
             .into_iter()
             .flatten()
             .flatten()
@@ -213,7 +213,7 @@ impl Matrix {
                     .ok()
                     .and_then(|b| serde_json::from_slice(&b).ok())
                     .unwrap_or_default();
-                Some(Attempt {
+                Some(CaseAttempt {
                     number,
                     complete: path.join(RECORD_FILE).is_file(),
                     dir: path,
@@ -230,7 +230,7 @@ impl Matrix {
     ///
     /// # Errors
     /// An id not in the plan; a directory that cannot be created.
-    pub fn new_attempt(&self, id: &str) -> Result<Attempt, String> {
+    pub fn new_attempt(&self, id: &str) -> Result<CaseAttempt, String> {
         self.planned(id)?;
         let dir = self.case_dir(id);
         std::fs::create_dir_all(&dir)
@@ -240,7 +240,7 @@ impl Matrix {
             let path = dir.join(format!("attempt-{number}"));
             match std::fs::create_dir(&path) {
                 Ok(()) => {
-                    return Ok(Attempt {
+                    return Ok(CaseAttempt {
                         number,
                         dir: path,
                         complete: false,
@@ -388,7 +388,11 @@ impl Matrix {
     }
 
     /// Writes `attempt.json`, judges a complete attempt and writes its `verdict.json`.
-    fn finish(&self, attempt: &mut Attempt, info: AttemptInfo) -> Result<JudgedAttempt, String> {
+    fn finish(
+        &self,
+        attempt: &mut CaseAttempt,
+        info: AttemptInfo,
+    ) -> Result<JudgedAttempt, String> {
         let text = serde_json::to_string_pretty(&info).map_err(|e| e.to_string())? + "\n";
         let path = attempt.dir.join(ATTEMPT_FILE);
         write_replacing(&path, &text)?;

@@ -10,7 +10,7 @@ use super::record::{Record, Stats};
 
 /// One `capture_inputs()` call: a complete operator input set saved for replay.
 #[derive(Debug, Clone, PartialEq, Deserialize)]
-pub struct InputSet {
+pub struct InputSetEntry {
     /// The stage name given to `capture_inputs()`.
     pub stage: String,
     /// The N of `stage#N`, 1-based: which `capture_inputs()` call of that stage this is.
@@ -69,7 +69,7 @@ pub struct Window {
     pub records: Vec<Record>,
     /// One per `capture_inputs()` call, for replay.
     #[serde(default)]
-    pub input_sets: Vec<InputSet>,
+    pub input_sets: Vec<InputSetEntry>,
     /// The format the window was read from (not part of the file).
     #[serde(skip)]
     pub format: SourceFormat,

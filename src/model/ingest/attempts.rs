@@ -12,7 +12,7 @@ use super::LoadError;
 
 /// Which attempt of each window to keep.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub enum Attempt {
+pub enum AttemptChoice {
     /// The highest attempt number of each window (never the newest file time: a copied or
     /// touched directory must not change the answer).
     #[default]
@@ -104,18 +104,18 @@ fn slot(window: &Window) -> Slot {
     (parent, window.rank, window.match_index, window.occurrence)
 }
 
-/// Keeps one attempt of every window of `dump` (see [`Attempt`]) and adds a note for each
+/// Keeps one attempt of every window of `dump` (see [`AttemptChoice`]) and adds a note for each
 /// window that had others: which attempt was chosen and which were left out. `unfinished`
 /// are the window directories without a manifest met beside them, `unreadable` the manifests
 /// that could not be read (each has its UNREADABLE WINDOW warning): never chosen (they have
 /// no statistics), named in the note and in the error when `--attempt` asks for one.
 ///
 /// # Errors
-/// [`Attempt::Number`] naming an attempt that a window of the dump lacks or has only
+/// [`AttemptChoice::Number`] naming an attempt that a window of the dump lacks or has only
 /// unfinished: the error lists the window's attempts and which are finished.
 pub fn choose_attempts(
     dump: &mut Dump,
-    choice: Attempt,
+    choice: AttemptChoice,
     unfinished: &[UnfinishedWindow],
     unreadable: &[PathBuf],
 ) -> Result<(), LoadError> {
@@ -128,9 +128,9 @@ pub fn choose_attempts(
         attempts.sort_unstable();
         attempts.dedup();
         let chosen = match choice {
-            Attempt::Newest => *attempts.last().expect("a slot holds a window"),
-            Attempt::Number(n) if attempts.contains(&n) => n,
-            Attempt::Number(n) => {
+            AttemptChoice::Newest => *attempts.last().expect("a slot holds a window"),
+            AttemptChoice::Number(n) if attempts.contains(&n) => n,
+            AttemptChoice::Number(n) => {
                 return Err(LoadError::Input {
                     path: key.0.clone(),
                     problem: lacking(n, key, attempts, unfinished, unreadable),
@@ -167,12 +167,12 @@ pub fn choose_attempts(
                 ));
             }
             let how = match choice {
-                Attempt::Number(_) => "as --attempt asked".to_string(),
-                Attempt::Newest if newer.is_empty() => "the newest".to_string(),
-                Attempt::Newest if newer_broken.is_empty() => {
+                AttemptChoice::Number(_) => "as --attempt asked".to_string(),
+                AttemptChoice::Newest if newer.is_empty() => "the newest".to_string(),
+                AttemptChoice::Newest if newer_broken.is_empty() => {
                     format!("the newest finished one: {}", newer.join(", "))
                 }
-                Attempt::Newest => format!("the newest usable one: {}", newer.join(", ")),
+                AttemptChoice::Newest => format!("the newest usable one: {}", newer.join(", ")),
             };
             let mut message = format!("attempt {chosen} used ({how})");
             if !others.is_empty() {

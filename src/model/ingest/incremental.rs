@@ -9,7 +9,7 @@ use crate::model::dump::{Dump, Warning, Window};
 use crate::model::io::{FileBytes, MapChoice};
 
 use super::{
-    Attempt, LoadError, choose_attempts, discover_watched, read_window_with, sort_windows,
+    AttemptChoice, LoadError, choose_attempts, discover_watched, read_window_with, sort_windows,
 };
 
 /// What identifies one version of a file: a change of any field means "read it again". A
@@ -115,7 +115,7 @@ pub struct RefreshStats {
 /// The dump files under some watched directories, read incrementally.
 pub struct Incremental {
     inputs: Vec<PathBuf>,
-    attempt: Attempt,
+    attempt: AttemptChoice,
     files: HashMap<PathBuf, Cached>,
     held: HashSet<PathBuf>,
 }
@@ -123,7 +123,7 @@ pub struct Incremental {
 impl Incremental {
     /// Follows `inputs` (directories or files), keeping `attempt` of each window. Nothing
     /// is read until [`Incremental::refresh`].
-    pub fn new(inputs: Vec<PathBuf>, attempt: Attempt) -> Incremental {
+    pub fn new(inputs: Vec<PathBuf>, attempt: AttemptChoice) -> Incremental {
         Incremental {
             inputs,
             attempt,
@@ -318,7 +318,7 @@ mod tests {
     #[test]
     fn only_changed_files_are_read_again() {
         let (dir, a, _) = two_ranks();
-        let mut capture = Incremental::new(vec![dir.path().to_path_buf()], Attempt::Newest);
+        let mut capture = Incremental::new(vec![dir.path().to_path_buf()], AttemptChoice::Newest);
         let (dump, stats) = capture.refresh().unwrap();
         assert_eq!((ranks(&dump), stats.read, stats.reused), (vec![0, 1], 2, 0));
         let (_, stats) = capture.refresh().unwrap();
@@ -333,7 +333,7 @@ mod tests {
     #[test]
     fn a_held_file_is_left_unread_until_released_and_then_read_whatever_its_fingerprint() {
         let (dir, a, b) = two_ranks();
-        let mut capture = Incremental::new(vec![dir.path().to_path_buf()], Attempt::Newest);
+        let mut capture = Incremental::new(vec![dir.path().to_path_buf()], AttemptChoice::Newest);
         // Held before it was ever read: left out of the capture.
         capture.hold(std::slice::from_ref(&b));
         let (dump, stats) = capture.refresh().unwrap();
@@ -364,7 +364,7 @@ mod tests {
     #[test]
     fn a_settled_file_cut_to_nothing_keeps_its_last_good_reading_with_a_warning() {
         let (dir, a, _) = two_ranks();
-        let mut capture = Incremental::new(vec![dir.path().to_path_buf()], Attempt::Newest);
+        let mut capture = Incremental::new(vec![dir.path().to_path_buf()], AttemptChoice::Newest);
         let (dump, _) = capture.refresh().unwrap();
         let records = dump.windows[0].records.len();
         std::fs::write(&a, b"").unwrap();

@@ -16,7 +16,9 @@ mod same;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 
-pub use attempts::{Attempt, ProbeWindowDir, attempt_of_dir, choose_attempts, probe_window_dir};
+pub use attempts::{
+    AttemptChoice, ProbeWindowDir, attempt_of_dir, choose_attempts, probe_window_dir,
+};
 pub use check::{check_records, check_window, drop_escaping_evidence};
 pub use discover::{Found, discover, discover_all, discover_named, discover_watched};
 pub use error::LoadError;
@@ -54,17 +56,17 @@ pub struct Progress {
 /// An input that cannot be found; a file named as an input itself that cannot be read; a
 /// directory none of whose files can be read (the first file's error).
 pub fn load(inputs: &[PathBuf], progress: &mut dyn FnMut(Progress)) -> Result<Dump, LoadError> {
-    load_attempt(inputs, Attempt::Newest, progress)
+    load_attempt(inputs, AttemptChoice::Newest, progress)
 }
 
 /// [`load`], keeping the given attempt of each window re-run into one directory
 /// ([`choose_attempts`]).
 ///
 /// # Errors
-/// As [`load`]; an [`Attempt::Number`] a window lacks.
+/// As [`load`]; an [`AttemptChoice::Number`] a window lacks.
 pub fn load_attempt(
     inputs: &[PathBuf],
-    attempt: Attempt,
+    attempt: AttemptChoice,
     progress: &mut dyn FnMut(Progress),
 ) -> Result<Dump, LoadError> {
     let Found {

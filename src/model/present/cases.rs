@@ -4,7 +4,7 @@
 
 use std::fmt::Write;
 
-use crate::model::cases::analysis::{CaseResult, CasesAnalysis, Outcome};
+use crate::model::cases::analysis::{CaseOutcome, CaseResult, CasesAnalysis};
 use crate::model::cases::plan::{Plan, Transform};
 
 /// `plan.json` in words: the baseline, each case and what it changes, what folded.
@@ -98,7 +98,7 @@ fn counts_line(a: &CasesAnalysis) -> String {
 
 fn outcome_text(c: &CaseResult) -> String {
     match (c.outcome, c.verdict) {
-        (Outcome::Pass, Some(v)) if v.name() != "pass" => format!("pass ({v})"),
+        (CaseOutcome::Pass, Some(v)) if v.name() != "pass" => format!("pass ({v})"),
         (o, _) => o.name().to_string(),
     }
 }

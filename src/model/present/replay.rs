@@ -270,7 +270,7 @@ pub fn render_replay(replay: &Replay) -> String {
         replay.verdict.name().to_uppercase(),
         replay.reason
     );
-    if replay.verdict == crate::model::replay::Verdict::Pass {
+    if replay.verdict == crate::model::replay::ReplayVerdict::Pass {
         // The operator is right on these inputs; the model may still be wrong elsewhere.
         out.push_str(
             "(a passing replay does not establish a whole-model fix)

@@ -22,7 +22,7 @@
 use serde::Serialize;
 
 use super::msprobe::Values;
-use super::standard::Verdict;
+use super::standard::ReplayVerdict;
 use crate::model::tensor::DType;
 
 /// `same()`'s default `tol`: the allclose atol and rtol, and a tenth of it the RMSE slack.
@@ -54,7 +54,7 @@ pub struct Figures {
 #[derive(Debug, Clone, PartialEq)]
 pub struct Judged {
     /// pass or error (unsupported when the reference in the candidate's dtype is missing).
-    pub verdict: Verdict,
+    pub verdict: ReplayVerdict,
     /// The step that decided it.
     pub reason: String,
     /// The figures (`None` when not even allclose was reached).
@@ -92,7 +92,7 @@ pub fn judge(
     let mut quirks = Vec::new();
     let Some(native) = native else {
         return Judged {
-            verdict: Verdict::Unsupported,
+            verdict: ReplayVerdict::Unsupported,
             reason: "the dynamo standard needs the reference run in the candidate's dtype (reference_native.pt), which is missing".into(),
             figures: None,
             quirks,
@@ -100,7 +100,7 @@ pub fn judge(
     };
     if native.dtype != candidate.dtype {
         return Judged {
-            verdict: Verdict::Error,
+            verdict: ReplayVerdict::Error,
             reason: format!(
                 "dtype mismatch {}, {} (exact_dtype)",
                 native.dtype, candidate.dtype
@@ -126,7 +126,7 @@ pub fn judge(
     };
     if not_close == 0 {
         return Judged {
-            verdict: Verdict::Pass,
+            verdict: ReplayVerdict::Pass,
             reason: format!(
                 "allclose at atol = rtol = {TOL:e} to the reference in {}",
                 candidate.dtype
@@ -147,7 +147,7 @@ pub fn judge(
             "no float64 golden (fp64_ref), so same() stops at allclose"
         };
         return Judged {
-            verdict: Verdict::Error,
+            verdict: ReplayVerdict::Error,
             reason: format!(
                 "Accuracy failed: allclose not within tol={TOL:e} ({not_close} elements; {why})"
             ),
@@ -165,7 +165,7 @@ pub fn judge(
                     .into(),
             );
             return Judged {
-                verdict: Verdict::Pass,
+                verdict: ReplayVerdict::Pass,
                 reason:
                     "the reference has NaN, the candidate matches the golden (atol = rtol = 0.04)"
                         .into(),
@@ -199,9 +199,9 @@ pub fn judge(
     let passes = res_error <= bound;
     Judged {
         verdict: if passes {
-            Verdict::Pass
+            ReplayVerdict::Pass
         } else {
-            Verdict::Error
+            ReplayVerdict::Error
         },
         reason: format!(
             "RMSE (res-fp64) {res_error:.7e} {} {multiplier} x RMSE (ref-fp64) {ref_error:.7e} + {:e}",
@@ -237,7 +237,7 @@ mod tests {
             None,
             &[2],
         );
-        assert_eq!(j.verdict, Verdict::Pass, "{}", j.reason);
+        assert_eq!(j.verdict, ReplayVerdict::Pass, "{}", j.reason);
         // |ref - res| = 3e-4 at res = 1 fails allclose; no golden: error.
         let j = judge(
             v(DType::Float32, &[1.0]),
@@ -245,7 +245,7 @@ mod tests {
             None,
             &[1],
         );
-        assert_eq!(j.verdict, Verdict::Error);
+        assert_eq!(j.verdict, ReplayVerdict::Error);
         assert_eq!(j.figures.unwrap().not_close, 1);
     }
 
@@ -263,7 +263,7 @@ mod tests {
             Some(v(DType::Float64, &golden)),
             &[1000],
         );
-        assert_eq!(j.verdict, Verdict::Pass, "{}", j.reason);
+        assert_eq!(j.verdict, ReplayVerdict::Pass, "{}", j.reason);
         assert_eq!(j.figures.as_ref().unwrap().multiplier, Some(2.0));
         let j = judge(
             v(DType::Float32, &fail),
@@ -271,7 +271,7 @@ mod tests {
             Some(v(DType::Float64, &golden)),
             &[1000],
         );
-        assert_eq!(j.verdict, Verdict::Error, "{}", j.reason);
+        assert_eq!(j.verdict, ReplayVerdict::Error, "{}", j.reason);
         // 999 elements: multiplier 3, so 3e-3 passes there.
         let (g, r, c) = (vec![0.0; 999], vec![1e-3; 999], vec![3e-3; 999]);
         let j = judge(
@@ -280,7 +280,7 @@ mod tests {
             Some(v(DType::Float64, &g)),
             &[999],
         );
-        assert_eq!(j.verdict, Verdict::Pass, "{}", j.reason);
+        assert_eq!(j.verdict, ReplayVerdict::Pass, "{}", j.reason);
         assert_eq!(j.figures.unwrap().multiplier, Some(3.0));
         // float16 at 1000 elements: 3 as well; a [10, 100, 1, 1] float32 tensor: 3.
         let (g, r, c) = (vec![0.0; 1000], vec![1e-3; 1000], vec![3e-3; 1000]);
@@ -299,7 +299,7 @@ mod tests {
         );
         assert_eq!(
             (j.verdict, j.figures.unwrap().multiplier),
-            (Verdict::Pass, Some(3.0))
+            (ReplayVerdict::Pass, Some(3.0))
         );
     }
 
@@ -311,10 +311,10 @@ mod tests {
             None,
             &[1],
         );
-        assert_eq!(j.verdict, Verdict::Error);
+        assert_eq!(j.verdict, ReplayVerdict::Error);
         assert!(j.reason.contains("dtype mismatch"));
         let j = judge(v(DType::Float16, &[1.0]), None, None, &[1]);
-        assert_eq!(j.verdict, Verdict::Unsupported);
+        assert_eq!(j.verdict, ReplayVerdict::Unsupported);
         // ref NaN, res and golden finite and within 0.04: pass by torch's corner case.
         let j = judge(
             v(DType::Float32, &[1.0, 2.01]),
@@ -322,7 +322,7 @@ mod tests {
             Some(v(DType::Float64, &[1.0, 2.0])),
             &[2],
         );
-        assert_eq!(j.verdict, Verdict::Pass, "{}", j.reason);
+        assert_eq!(j.verdict, ReplayVerdict::Pass, "{}", j.reason);
         // ref NaN and res far off: NaN RMSE of the reference fails.
         let j = judge(
             v(DType::Float32, &[1.0, 3.0]),
@@ -330,7 +330,7 @@ mod tests {
             Some(v(DType::Float64, &[1.0, 2.0])),
             &[2],
         );
-        assert_eq!(j.verdict, Verdict::Error);
+        assert_eq!(j.verdict, ReplayVerdict::Error);
         assert!(j.quirks.iter().any(|q| q.contains("NaN")));
     }
 }

@@ -6,7 +6,7 @@ use serde::Serialize;
 
 use super::record::{Argument, DIED, Exception, ReplayRecord, Side, Status};
 use super::side::SideTensors;
-use super::standard::{Standard, Verdict};
+use super::standard::{ReplayVerdict, Standard};
 use super::{dynamo, msprobe};
 use crate::model::tensor::metrics::{self, CompareProgress, Metrics, Options};
 use crate::model::tensor::{DType, TensorView};
@@ -59,7 +59,7 @@ pub struct OutputJudgement {
     /// `out`, `out.0`, …
     pub name: String,
     /// This output's verdict.
-    pub verdict: Verdict,
+    pub verdict: ReplayVerdict,
     /// What decided it, in words.
     pub reason: String,
     /// The candidate's dtype, when it returned this output.
@@ -91,7 +91,7 @@ pub struct OutputJudgement {
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct Replay {
     /// The worst output's verdict, or the candidate's `crash` / `unsupported`.
-    pub verdict: Verdict,
+    pub verdict: ReplayVerdict,
     /// Why, in one line.
     pub reason: String,
     /// The standard applied.
@@ -213,7 +213,7 @@ pub fn judge_output(
     };
     let mut out = OutputJudgement {
         name: name.to_string(),
-        verdict: Verdict::Error,
+        verdict: ReplayVerdict::Error,
         reason: String::new(),
         candidate_dtype: candidate.as_ref().map(|v| v.dtype()),
         reference_dtype: side.as_ref().map(|v| v.dtype()),
@@ -237,7 +237,7 @@ pub fn judge_output(
     };
     let Some(side) = side else {
         if matches!(standard, Standard::Dynamo) && native.is_none() && reference.is_some() {
-            out.verdict = Verdict::Unsupported;
+            out.verdict = ReplayVerdict::Unsupported;
             out.reason = format!(
                 "the dynamo standard compares with the reference in the candidate's dtype, which returned no {name}"
             );
@@ -320,21 +320,21 @@ pub fn judge_output(
         }
         Standard::Allclose { .. } => match &out.metrics {
             Some(m) if m.allclose => {
-                out.verdict = Verdict::Pass;
+                out.verdict = ReplayVerdict::Pass;
                 out.reason = format!(
                     "every element within atol {:e} + rtol {:e} * |reference|",
                     m.atol, m.rtol
                 );
             }
             Some(m) => {
-                out.verdict = Verdict::Error;
+                out.verdict = ReplayVerdict::Error;
                 out.reason = format!(
                     "{} of {} elements beyond atol {:e} + rtol {:e} * |reference|",
                     m.mismatches, m.numel, m.atol, m.rtol
                 );
             }
             None => {
-                out.verdict = Verdict::Error;
+                out.verdict = ReplayVerdict::Error;
                 out.reason = format!(
                     "not compared: {}",
                     out.metrics_error.clone().unwrap_or_default()
@@ -398,7 +398,7 @@ pub fn judge(
     dir: &str,
 ) -> Result<Replay, String> {
     let mut replay = Replay {
-        verdict: Verdict::Pass,
+        verdict: ReplayVerdict::Pass,
         reason: String::new(),
         standard,
         standard_source: standard.source(),
@@ -436,7 +436,7 @@ pub fn judge(
     };
     match candidate.status {
         Status::Crash => {
-            replay.verdict = Verdict::Crash;
+            replay.verdict = ReplayVerdict::Crash;
             replay.reason = match died(candidate) {
                 // A fatal signal or an exit is no exception: say how the process ended.
                 Some(how) => how,
@@ -449,7 +449,7 @@ pub fn judge(
             return Ok(replay);
         }
         Status::Unsupported => {
-            replay.verdict = Verdict::Unsupported;
+            replay.verdict = ReplayVerdict::Unsupported;
             replay.reason = format!(
                 "the candidate {} refused the inputs: {}",
                 candidate.spec,
@@ -523,7 +523,7 @@ pub fn judge(
     }
     names.sort_by_key(|n| output_order(n));
     if names.is_empty() {
-        replay.verdict = Verdict::Error;
+        replay.verdict = ReplayVerdict::Error;
         replay.reason = "neither the candidate nor the reference returned a tensor".into();
         return Ok(replay);
     }
@@ -537,7 +537,7 @@ pub fn judge(
             view(files.reference_native.as_ref(), name),
         );
         if let (Standard::Dynamo, Some(side)) = (standard, needed_failed) {
-            if judged.verdict == Verdict::Unsupported {
+            if judged.verdict == ReplayVerdict::Unsupported {
                 judged.reason = format!(
                     "the dynamo standard compares with the reference in the candidate's dtype, which raised {}",
                     raised(side)
@@ -546,7 +546,7 @@ pub fn judge(
         }
         replay.outputs.push(judged);
     }
-    replay.verdict = Verdict::worst(replay.outputs.iter().map(|o| o.verdict));
+    replay.verdict = ReplayVerdict::worst(replay.outputs.iter().map(|o| o.verdict));
     let deciding = replay
         .outputs
         .iter()
@@ -603,7 +603,7 @@ mod tests {
         assert_eq!(m.first_mismatch.unwrap().index, 2);
         assert_eq!(m.mismatches, 1);
         // max |c - r| = 2e-3 is not below 0.001, and 3/4 below 0.001 is not above 0.999.
-        assert_eq!(j.verdict, Verdict::Error, "{}", j.reason);
+        assert_eq!(j.verdict, ReplayVerdict::Error, "{}", j.reason);
         // A shape mismatch is an error without metrics.
         let short = bytes(&[1.0, 1.0]);
         let j = judge_output(
@@ -614,7 +614,7 @@ mod tests {
             None,
             None,
         );
-        assert_eq!(j.verdict, Verdict::Error);
+        assert_eq!(j.verdict, ReplayVerdict::Error);
         assert!(j.reason.contains("shape differs"), "{}", j.reason);
         // A missing candidate output is an error; allclose decides by the metrics.
         let j = judge_output(
@@ -638,7 +638,7 @@ mod tests {
             None,
             None,
         );
-        assert_eq!(j.verdict, Verdict::Pass, "{}", j.reason);
+        assert_eq!(j.verdict, ReplayVerdict::Pass, "{}", j.reason);
         let tight = Standard::Allclose {
             atol: 0.0,
             rtol: 1e-5,
@@ -651,7 +651,7 @@ mod tests {
             None,
             None,
         );
-        assert_eq!(j.verdict, Verdict::Error);
+        assert_eq!(j.verdict, ReplayVerdict::Error);
         assert_eq!(j.metrics.unwrap().first_mismatch.unwrap().index, 1);
     }
 }

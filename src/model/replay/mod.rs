@@ -43,4 +43,4 @@ pub use load::{ReplayDir, judge_dir};
 pub use record::ReplayRecord;
 pub use run::{Execution, ReplayResult};
 pub use side::{ComputedTensor, SideTensors};
-pub use standard::{Standard, Verdict};
+pub use standard::{ReplayVerdict, Standard};

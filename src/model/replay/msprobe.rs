@@ -43,7 +43,7 @@
 use half::f16;
 use serde::Serialize;
 
-use super::standard::Verdict;
+use super::standard::ReplayVerdict;
 use crate::model::tensor::DType;
 
 /// The cosine similarity must exceed this (`cosine_sim`: `cos > 0.99`).
@@ -164,7 +164,7 @@ pub struct Figures {
 #[derive(Debug, Clone, PartialEq)]
 pub struct Judged {
     /// pass, warning or error (unsupported for an output dtype msprobe cannot read).
-    pub verdict: Verdict,
+    pub verdict: ReplayVerdict,
     /// The step that decided it, as msprobe's message says it.
     pub reason: String,
     /// The figures.
@@ -289,7 +289,7 @@ pub fn judge(candidate: Values, reference: Values) -> Judged {
     );
     if matches!(candidate.dtype, DType::Float8E4M3Fn | DType::Float8E5M2) {
         return done(
-            Verdict::Unsupported,
+            ReplayVerdict::Unsupported,
             "float8 outputs: msprobe's single-device rule reads outputs through numpy, which has no float8 dtype",
             figures,
             quirks,
@@ -303,7 +303,7 @@ pub fn judge(candidate: Values, reference: Values) -> Judged {
             );
         }
         return done(
-            Verdict::Error,
+            ReplayVerdict::Error,
             &format!(
                 "Bench out dtype is {} but npu output dtype is {}, cannot compare",
                 reference.dtype, candidate.dtype
@@ -318,7 +318,7 @@ pub fn judge(candidate: Values, reference: Values) -> Judged {
                 .into(),
         );
         return done(
-            Verdict::Pass,
+            ReplayVerdict::Pass,
             "There is not bench calculation result (no elements)",
             figures,
             quirks,
@@ -328,9 +328,9 @@ pub fn judge(candidate: Values, reference: Values) -> Judged {
         let unequal = c.iter().zip(r).filter(|(a, b)| a != b).count() as u64;
         figures.unequal = Some(unequal);
         let verdict = if unequal == 0 {
-            Verdict::Pass
+            ReplayVerdict::Pass
         } else {
-            Verdict::Error
+            ReplayVerdict::Error
         };
         return done(
             verdict,
@@ -366,7 +366,7 @@ pub fn judge(candidate: Values, reference: Values) -> Judged {
         ),
         Cosine::CandidateZero => {
             return done(
-                Verdict::Error,
+                ReplayVerdict::Error,
                 "All the data is zero in device dump data: cosine similarity fails",
                 figures,
                 quirks,
@@ -374,7 +374,7 @@ pub fn judge(candidate: Values, reference: Values) -> Judged {
         }
         Cosine::ReferenceZero => {
             return done(
-                Verdict::Error,
+                ReplayVerdict::Error,
                 "All the data is zero in bench dump data: cosine similarity fails",
                 figures,
                 quirks,
@@ -391,7 +391,7 @@ pub fn judge(candidate: Values, reference: Values) -> Judged {
             figures.cosine = Some(cos);
             if cos <= COSINE_THRESHOLD {
                 return done(
-                    Verdict::Error,
+                    ReplayVerdict::Error,
                     &format!("Cosine similarity {cos:.9} is not above 0.99"),
                     figures,
                     quirks,
@@ -410,7 +410,7 @@ pub fn judge(candidate: Values, reference: Values) -> Judged {
     figures.max_abs_err = Some(max_abs_err);
     if max_abs_err < arith.q(MAX_ABS_ERR_THRESHOLD) {
         return done(
-            Verdict::Pass,
+            ReplayVerdict::Pass,
             &format!("Max abs error {max_abs_err:e} is less than 0.001"),
             figures,
             quirks,
@@ -438,7 +438,7 @@ pub fn judge(candidate: Values, reference: Values) -> Judged {
         figures.rel_err_hundredth = Some(hundredth);
         if !hundredth.passed {
             return done(
-                Verdict::Error,
+                ReplayVerdict::Error,
                 &format!(
                     "Relative error is greater than 0.01 ({:.4}% of elements below 0.01, not above 99%)",
                     hundredth.share * 100.0
@@ -453,7 +453,7 @@ pub fn judge(candidate: Values, reference: Values) -> Judged {
     if half_precision {
         return if thousandth.passed {
             done(
-                Verdict::Pass,
+                ReplayVerdict::Pass,
                 &format!(
                     "Relative error is less than 0.001 ({:.4}% of elements below 0.001, above 99.9%)",
                     thousandth.share * 100.0
@@ -463,7 +463,7 @@ pub fn judge(candidate: Values, reference: Values) -> Judged {
             )
         } else {
             done(
-                Verdict::Warning,
+                ReplayVerdict::Warning,
                 &format!(
                     "Relative error is greater than 0.001 ({:.4}% of elements below 0.001, not above 99.9%; {:.4}% below 0.01)",
                     thousandth.share * 100.0,
@@ -478,7 +478,7 @@ pub fn judge(candidate: Values, reference: Values) -> Judged {
     figures.rel_err_ten_thousandth = Some(ten_thousandth);
     if !thousandth.passed {
         return done(
-            Verdict::Error,
+            ReplayVerdict::Error,
             &format!(
                 "Relative error is greater than 0.001 ({:.4}% of elements below 0.001, not above 99.9%)",
                 thousandth.share * 100.0
@@ -489,7 +489,7 @@ pub fn judge(candidate: Values, reference: Values) -> Judged {
     }
     if !ten_thousandth.passed {
         return done(
-            Verdict::Warning,
+            ReplayVerdict::Warning,
             &format!(
                 "Relative error is greater than 0.0001 ({:.4}% of elements below 0.0001, not above 99.99%)",
                 ten_thousandth.share * 100.0
@@ -499,7 +499,7 @@ pub fn judge(candidate: Values, reference: Values) -> Judged {
         );
     }
     done(
-        Verdict::Pass,
+        ReplayVerdict::Pass,
         &format!(
             "Relative error is less than 0.0001 ({:.4}% of elements below 0.0001, above 99.99%)",
             ten_thousandth.share * 100.0
@@ -705,7 +705,7 @@ mod tests {
         // 0.0009765625 = 2^-10 < 0.001: pass whatever the relative errors say.
         let (c, r) = ones_with(1000, 2f64.powi(-10));
         let j = run(DType::Float32, &c, DType::Float64, &r);
-        assert_eq!(j.verdict, Verdict::Pass, "{}", j.reason);
+        assert_eq!(j.verdict, ReplayVerdict::Pass, "{}", j.reason);
         assert_eq!(j.figures.max_abs_err, Some(2f64.powi(-10)));
         assert!(j.figures.rel_err_thousandth.is_none());
     }
@@ -716,7 +716,7 @@ mod tests {
         // below 0.001, not above 1 - 0.001 = 0.999: error.
         let (c, r) = ones_with(1, 2e-3);
         let j = run(DType::Float32, &c, DType::Float64, &r);
-        assert_eq!(j.verdict, Verdict::Error, "{}", j.reason);
+        assert_eq!(j.verdict, ReplayVerdict::Error, "{}", j.reason);
         let t = j.figures.rel_err_thousandth.unwrap();
         assert_eq!((t.share, t.passed), (0.999, false));
         // 10,000 elements with 9 off by 2e-3: 0.9991 > 0.999 below 0.001, and 0.9991 is not
@@ -727,21 +727,21 @@ mod tests {
             *v += 2e-3;
         }
         let j = run(DType::Float32, &c, DType::Float64, &r);
-        assert_eq!(j.verdict, Verdict::Warning, "{}", j.reason);
+        assert_eq!(j.verdict, ReplayVerdict::Warning, "{}", j.reason);
         assert_eq!(j.figures.rel_err_ten_thousandth.unwrap().share, 0.9991);
         // Only 1 of 10,000 off: 0.9999 is not above 0.9999 at 0.0001 either: still warning.
         let mut c = r.clone();
         c[0] += 2e-3;
         assert_eq!(
             run(DType::Float32, &c, DType::Float64, &r).verdict,
-            Verdict::Warning
+            ReplayVerdict::Warning
         );
         // 1 of 100,000: 0.99999 > 0.9999: pass.
         let r = vec![1.0; 100_000];
         let mut c = r.clone();
         c[7] += 2e-3;
         let j = run(DType::Float32, &c, DType::Float64, &r);
-        assert_eq!(j.verdict, Verdict::Pass, "{}", j.reason);
+        assert_eq!(j.verdict, ReplayVerdict::Pass, "{}", j.reason);
     }
 
     #[test]
@@ -750,25 +750,25 @@ mod tests {
         // 11 of 1000 off by 0.02 (rel 0.02 >= 0.01): 0.989 <= 0.99: error.
         let (c, r) = ones_with(11, 0.015625); // 2^-6, exact in float16
         let j = run(DType::Float16, &c, DType::Float32, &r);
-        assert_eq!(j.verdict, Verdict::Error, "{}", j.reason);
+        assert_eq!(j.verdict, ReplayVerdict::Error, "{}", j.reason);
         assert_eq!(j.figures.rel_err_hundredth.unwrap().share, 0.989);
         assert_eq!(j.figures.eps, 2f64.powi(-23));
         // 10 of 1000: 0.99 is not above 0.99: error still (the rule is `>`).
         let (c, r) = ones_with(10, 0.015625);
         assert_eq!(
             run(DType::Float16, &c, DType::Float32, &r).verdict,
-            Verdict::Error
+            ReplayVerdict::Error
         );
         // 9 of 1000: 0.991 > 0.99 at 0.01, and 0.991 <= 0.999 at 0.001: warning.
         let (c, r) = ones_with(9, 0.015625);
         let j = run(DType::Float16, &c, DType::Float32, &r);
-        assert_eq!(j.verdict, Verdict::Warning, "{}", j.reason);
+        assert_eq!(j.verdict, ReplayVerdict::Warning, "{}", j.reason);
         // 1 of 10,000 (off by 2^-6): 0.9999 > 0.999 at 0.001: pass.
         let r = vec![1.0; 10_000];
         let mut c = r.clone();
         c[3] += 0.015625;
         let j = run(DType::Float16, &c, DType::Float32, &r);
-        assert_eq!(j.verdict, Verdict::Pass, "{}", j.reason);
+        assert_eq!(j.verdict, ReplayVerdict::Pass, "{}", j.reason);
         assert_eq!(j.figures.rel_err_thousandth.unwrap().share, 0.9999);
     }
 
@@ -787,7 +787,7 @@ mod tests {
         let j = run(DType::Float16, &c, DType::Float32, &r);
         assert_eq!(j.figures.computed_in, DType::Float32);
         assert_eq!(j.figures.rel_err_hundredth.unwrap().share, 0.989, "{j:?}");
-        assert_eq!(j.verdict, Verdict::Error);
+        assert_eq!(j.verdict, ReplayVerdict::Error);
     }
 
     #[test]
@@ -801,7 +801,7 @@ mod tests {
         assert_eq!(j.figures.eps, BFLOAT16_EPS);
         assert_eq!(j.figures.rel_err_hundredth.unwrap().share, 0.999);
         // 999/1000 > 0.99 at 0.01; 0.999 is not above 0.999 at 0.001: warning.
-        assert_eq!(j.verdict, Verdict::Warning, "{}", j.reason);
+        assert_eq!(j.verdict, ReplayVerdict::Warning, "{}", j.reason);
     }
 
     #[test]
@@ -810,7 +810,7 @@ mod tests {
         let c = [1.0, 0.0];
         let r = [0.0, 1.0];
         let j = run(DType::Float32, &c, DType::Float64, &r);
-        assert_eq!(j.verdict, Verdict::Error);
+        assert_eq!(j.verdict, ReplayVerdict::Error);
         assert_eq!(j.figures.cosine, Some(0.0));
         // A NaN in the candidate: cosine NaN, counted as a pass; the max abs error (NaN)
         // is not below 0.001 and the NaN element is not below any threshold.
@@ -820,18 +820,18 @@ mod tests {
         assert!(j.figures.cosine.unwrap().is_nan());
         assert!(j.quirks.iter().any(|q| q.contains("NaN")), "{:?}", j.quirks);
         assert!(j.figures.max_abs_err.unwrap().is_nan());
-        assert_eq!(j.verdict, Verdict::Error); // 3/4 below 0.001
+        assert_eq!(j.verdict, ReplayVerdict::Error); // 3/4 below 0.001
         // One element: no cosine at all.
         let j = run(DType::Float32, &[1.0], DType::Float64, &[1.0]);
-        assert_eq!(j.verdict, Verdict::Pass);
+        assert_eq!(j.verdict, ReplayVerdict::Pass);
         assert_eq!(j.figures.cosine, None);
         // The candidate all zero, the reference not: error.
         let j = run(DType::Float32, &[0.0, 0.0], DType::Float64, &[1.0, 0.0]);
-        assert_eq!(j.verdict, Verdict::Error);
+        assert_eq!(j.verdict, ReplayVerdict::Error);
         assert!(j.reason.contains("zero in device"), "{}", j.reason);
         // Both all zero: no cosine, max abs err 0: pass.
         let j = run(DType::Float32, &[0.0, 0.0], DType::Float64, &[0.0, 0.0]);
-        assert_eq!(j.verdict, Verdict::Pass);
+        assert_eq!(j.verdict, ReplayVerdict::Pass);
     }
 
     #[test]
@@ -839,7 +839,7 @@ mod tests {
         // c = (1, x), r = (1, 0): cos = 1/sqrt(1 + x^2) > 0.99 for x = 0.1 (0.99504).
         let j = run(DType::Float32, &[1.0, 0.1], DType::Float64, &[1.0, 0.0]);
         assert!(j.figures.cosine.unwrap() > 0.99);
-        assert_eq!(j.verdict, Verdict::Error); // then 1/2 below 0.001
+        assert_eq!(j.verdict, ReplayVerdict::Error); // then 1/2 below 0.001
         // x = 0.15: 0.98894 <= 0.99: error at the cosine.
         let j = run(DType::Float32, &[1.0, 0.15], DType::Float64, &[1.0, 0.0]);
         assert!(j.reason.starts_with("Cosine"), "{}", j.reason);
@@ -848,16 +848,19 @@ mod tests {
     #[test]
     fn integers_must_be_equal_and_int16_is_refused() {
         let j = run(DType::Int64, &[1.0, 2.0], DType::Int64, &[1.0, 2.0]);
-        assert_eq!(j.verdict, Verdict::Pass);
+        assert_eq!(j.verdict, ReplayVerdict::Pass);
         let j = run(DType::Int64, &[1.0, 3.0], DType::Int64, &[1.0, 2.0]);
-        assert_eq!((j.verdict, j.figures.unequal), (Verdict::Error, Some(1)));
+        assert_eq!(
+            (j.verdict, j.figures.unequal),
+            (ReplayVerdict::Error, Some(1))
+        );
         let j = run(DType::Bool, &[1.0, 0.0], DType::Bool, &[1.0, 0.0]);
-        assert_eq!(j.verdict, Verdict::Pass);
+        assert_eq!(j.verdict, ReplayVerdict::Pass);
         let j = run(DType::Int16, &[1.0], DType::Int16, &[1.0]);
-        assert_eq!(j.verdict, Verdict::Error);
+        assert_eq!(j.verdict, ReplayVerdict::Error);
         assert!(j.quirks[0].contains("int16"));
         let j = run(DType::Float32, &[1.0], DType::Int64, &[1.0]);
-        assert_eq!(j.verdict, Verdict::Error);
+        assert_eq!(j.verdict, ReplayVerdict::Error);
     }
 
     #[test]

@@ -1,4 +1,4 @@
-//! The standards a replay is judged by ([`Standard`]) and the verdict levels ([`Verdict`]).
+//! The standards a replay is judged by ([`Standard`]) and the verdict levels ([`ReplayVerdict`]).
 
 use serde::{Deserialize, Serialize};
 
@@ -106,11 +106,11 @@ impl Standard {
 }
 
 /// The outcome of one output or of a whole replay, least severe first: the worst output's
-/// verdict is the replay's ([`Verdict::worst`]). `Crash` and `Unsupported` are what the
+/// verdict is the replay's ([`ReplayVerdict::worst`]). `Crash` and `Unsupported` are what the
 /// candidate did (replay.json's `status`), never a numerical mismatch.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
-pub enum Verdict {
+pub enum ReplayVerdict {
     /// Within the standard.
     Pass,
     /// msprobe's middle band: not an error, not a pass (exit status 0, said).
@@ -125,30 +125,30 @@ pub enum Verdict {
     Crash,
 }
 
-impl Verdict {
+impl ReplayVerdict {
     /// `pass`, `warning`, `unsupported`, `error`, `crash`.
     pub fn name(self) -> &'static str {
         match self {
-            Verdict::Pass => "pass",
-            Verdict::Warning => "warning",
-            Verdict::Unsupported => "unsupported",
-            Verdict::Error => "error",
-            Verdict::Crash => "crash",
+            ReplayVerdict::Pass => "pass",
+            ReplayVerdict::Warning => "warning",
+            ReplayVerdict::Unsupported => "unsupported",
+            ReplayVerdict::Error => "error",
+            ReplayVerdict::Crash => "crash",
         }
     }
 
     /// The most severe of `verdicts`; `Pass` for none.
-    pub fn worst(verdicts: impl IntoIterator<Item = Verdict>) -> Verdict {
-        verdicts.into_iter().max().unwrap_or(Verdict::Pass)
+    pub fn worst(verdicts: impl IntoIterator<Item = ReplayVerdict>) -> ReplayVerdict {
+        verdicts.into_iter().max().unwrap_or(ReplayVerdict::Pass)
     }
 
     /// Whether the verdict is a finding (exit status 1): error, crash or unsupported.
     pub fn is_finding(self) -> bool {
-        !matches!(self, Verdict::Pass | Verdict::Warning)
+        !matches!(self, ReplayVerdict::Pass | ReplayVerdict::Warning)
     }
 }
 
-impl std::fmt::Display for Verdict {
+impl std::fmt::Display for ReplayVerdict {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.write_str(self.name())
     }
@@ -195,11 +195,11 @@ mod tests {
 
     #[test]
     fn the_worst_verdict_wins_and_only_pass_and_warning_are_clean() {
-        use Verdict::*;
-        assert_eq!(Verdict::worst([Pass, Warning, Pass]), Warning);
-        assert_eq!(Verdict::worst([Warning, Unsupported]), Unsupported);
-        assert_eq!(Verdict::worst([Unsupported, Error]), Error);
-        assert_eq!(Verdict::worst([]), Pass);
+        use ReplayVerdict::*;
+        assert_eq!(ReplayVerdict::worst([Pass, Warning, Pass]), Warning);
+        assert_eq!(ReplayVerdict::worst([Warning, Unsupported]), Unsupported);
+        assert_eq!(ReplayVerdict::worst([Unsupported, Error]), Error);
+        assert_eq!(ReplayVerdict::worst([]), Pass);
         assert!(!Pass.is_finding() && !Warning.is_finding());
         assert!(Error.is_finding() && Crash.is_finding() && Unsupported.is_finding());
         let json = serde_json::to_string(&Standard::Allclose {

@@ -12,6 +12,10 @@ pub const EVENT_VERSION: u32 = 1;
 
 /// Names one window across versions of a followed capture: the SOURCE it came from as the
 /// user wrote it, and the window's rank, label, match, occurrence and attempt.
+///
+/// Not a [`crate::model::dump::WindowId`]: that is an index valid for one loaded `Dump`, and a
+/// reload may order windows anew; a watch event must say "the same window as before" across
+/// reloads, and each event's JSON `window` object spells these fields.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize)]
 pub struct WindowKey {
     /// The SOURCE as given (`run/`, `ssh://host/dump`, `host:dump`).

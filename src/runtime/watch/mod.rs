@@ -20,7 +20,7 @@ use std::sync::mpsc::Sender;
 use std::time::Duration;
 
 use crate::model::dump::{Changes, Dump, Warning};
-use crate::model::ingest::Attempt;
+use crate::model::ingest::AttemptChoice;
 use crate::model::watch::{FetchProgress, SourceState};
 
 pub use crate::services::sources::Followed;
@@ -56,14 +56,14 @@ pub struct WatchOptions {
     /// The refresh interval without events.
     pub poll: Duration,
     /// Which attempt of each window.
-    pub attempt: Attempt,
+    pub attempt: AttemptChoice,
 }
 
 impl Default for WatchOptions {
     fn default() -> Self {
         WatchOptions {
             poll: DEFAULT_POLL,
-            attempt: Attempt::Newest,
+            attempt: AttemptChoice::Newest,
         }
     }
 }

@@ -23,7 +23,7 @@ use serde::de::{self, DeserializeSeed, IgnoredAny, MapAccess, SeqAccess, Visitor
 
 pub use super::header::Stop;
 use super::header::{FACTS, FORMAT, ManifestError, SCHEMA_VERSION};
-use crate::model::dump::{InputSet, Record, Window};
+use crate::model::dump::{InputSetEntry, Record, Window};
 
 use super::line;
 use super::writer_notes::WriterNotes;
@@ -104,7 +104,7 @@ struct Partial {
     repaired: Vec<RecordProblem>,
     /// How many elements of `records` were met (read, repaired or left out).
     records_seen: usize,
-    input_sets: Vec<InputSet>,
+    input_sets: Vec<InputSetEntry>,
     /// Set for the header pass of [`parse_by_lines`]: `records` must be [`PLACEHOLDER`].
     records_placeholder: bool,
     /// How many times that pass met the placeholder as the value of `records`.
