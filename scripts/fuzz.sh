@@ -48,6 +48,16 @@ seconds=$((total / ${#targets[@]}))
 export RUSTC_BOOTSTRAP=1
 triple=$(rustc -vV | sed -n 's/^host: //p')
 
+# DUMPVIEW_FUZZ_OPT_LEVEL=N builds the targets at that opt-level instead, with the default
+# codegen units: a quicker build for a short, bounded run (scripts/test.sh uses 1); unset, the
+# build is cargo-fuzz's.
+codegen_units=-Ccodegen-units=1
+opt_level_config=()
+if [ -n "${DUMPVIEW_FUZZ_OPT_LEVEL:-}" ]; then
+    codegen_units=
+    opt_level_config=(--config "profile.release.opt-level=${DUMPVIEW_FUZZ_OPT_LEVEL}")
+fi
+
 # What `cargo fuzz build` does with its default options (cargo-fuzz 0.13.2,
 # src/project.rs, Project::cargo): release with line tables, debug assertions,
 # AddressSanitizer, SanitizerCoverage with comparison tracing, --cfg fuzzing, one codegen
@@ -63,9 +73,9 @@ fuzz_build() {
 -Zsanitizer=address \
 -Cllvm-args=-sanitizer-coverage-stack-depth \
 -Cdebug-assertions \
--Ccodegen-units=1 ${RUSTFLAGS:-}" \
+${codegen_units} ${RUSTFLAGS:-}" \
         cargo build --manifest-path fuzz/Cargo.toml --target "$triple" --release \
-        --config 'profile.release.debug="line-tables-only"' --bins
+        --config 'profile.release.debug="line-tables-only"' ${opt_level_config[@]+"${opt_level_config[@]}"} --bins
 }
 
 # What `cargo fuzz run TARGET CORPUS -- OPTIONS` runs once built.
@@ -77,7 +87,7 @@ fuzz_run() {
         "fuzz/target/$triple/release/$target" -artifact_prefix="fuzz/artifacts/$target/" "$@"
 }
 
-if cargo fuzz --version >/dev/null 2>&1; then
+if [ -z "${DUMPVIEW_FUZZ_OPT_LEVEL:-}" ] && cargo fuzz --version >/dev/null 2>&1; then
     fuzz_build() { cargo fuzz build; }
     fuzz_run() {
         cargo fuzz run "$1" "$2" -- "${@:3}"

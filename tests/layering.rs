@@ -518,9 +518,15 @@ fn every_path_where_to_add_names_exists() {
     let start = doc
         .find("## Where to add")
         .expect("docs/architecture.md has a \"## Where to add\" section");
+    // "Where to add" and the steps of "Adding a statistic" it points to, up to the heading
+    // after that.
+    let steps = doc[start..]
+        .find("## Adding a statistic")
+        .expect("docs/architecture.md has an \"## Adding a statistic\" section")
+        + start;
     let section = &doc[start..];
-    let section = match section[3..].find("\n## ") {
-        Some(end) => &section[..end + 3],
+    let section = match doc[steps + 3..].find("\n## ") {
+        Some(end) => &section[..steps + 3 + end - start],
         None => section,
     };
     let tops = [
@@ -547,7 +553,11 @@ fn every_path_where_to_add_names_exists() {
         if looks_like_path {
             checked += 1;
             let rel = quoted.trim_end_matches('/');
-            if !root.join(rel).exists() && !root.join("src").join(rel).exists() {
+            // Relative to the root, to `src/` or (the model's own paths) to `src/model/`.
+            let exists = ["", "src", "src/model"]
+                .iter()
+                .any(|base| root.join(base).join(rel).exists());
+            if !exists {
                 missing.push(format!("path `{quoted}`"));
             }
             continue;

@@ -8,7 +8,6 @@ use super::{analysis, open};
 use crate::model::cases::export::{self, TestOutput, TestSpec};
 use crate::model::cases::store::{INPUTS_FILE, RECORD_FILE};
 use crate::model::present::cases as present;
-use crate::model::replay::Standard;
 use crate::model::tensor::DType;
 
 /// The options of `cases export-test`.
@@ -155,10 +154,7 @@ pub fn export_test(
         .parent()
         .filter(|p| !p.as_os_str().is_empty())
         .unwrap_or(Path::new("."));
-    let roles: &[&str] = match matrix.plan.standard {
-        Standard::Dynamo => &["reference_native", "golden"],
-        _ => &["reference"],
-    };
+    let roles = matrix.plan.standard.reads();
     let mut files: Vec<(PathBuf, PathBuf)> =
         vec![(inputs.clone(), dir.join(format!("{stem}_inputs.pt")))];
     let mut expected = Vec::new();

@@ -6,8 +6,8 @@ use serde::Serialize;
 
 use super::record::{Argument, DIED, Exception, ReplayRecord, Side, Status};
 use super::side::SideTensors;
-use super::standard::{ReplayVerdict, Standard};
-use super::{dynamo, msprobe};
+use super::standard::{Against, ReplayVerdict, Standard};
+use super::{allclose, dynamo, msprobe};
 use crate::model::tensor::metrics::{self, CompareProgress, Metrics, Options};
 use crate::model::tensor::{DType, TensorView};
 
@@ -202,14 +202,10 @@ pub fn judge_output(
     golden: Option<TensorView>,
     native: Option<TensorView>,
 ) -> OutputJudgement {
-    let against = match standard {
-        Standard::Dynamo => "reference_native",
-        _ => "reference",
-    };
-    let side = if matches!(standard, Standard::Dynamo) {
-        native.clone()
-    } else {
-        reference.clone()
+    let against = standard.against();
+    let side = match against {
+        Against::ReferenceNative => native.clone(),
+        Against::Reference => reference.clone(),
     };
     let mut out = OutputJudgement {
         name: name.to_string(),
@@ -222,7 +218,7 @@ pub fn judge_output(
             .or(side.as_ref())
             .map(|v| v.shape().to_vec())
             .unwrap_or_default(),
-        against,
+        against: against.role(),
         metrics: None,
         metrics_error: None,
         msprobe: None,
@@ -236,10 +232,11 @@ pub fn judge_output(
         return out;
     };
     let Some(side) = side else {
-        if matches!(standard, Standard::Dynamo) && native.is_none() && reference.is_some() {
+        if against.may_refuse_the_dtype() && reference.is_some() {
             out.verdict = ReplayVerdict::Unsupported;
             out.reason = format!(
-                "the dynamo standard compares with the reference in the candidate's dtype, which returned no {name}"
+                "the {} standard compares with the reference in the candidate's dtype, which returned no {name}",
+                standard.name()
             );
         } else {
             out.reason = format!(
@@ -250,8 +247,9 @@ pub fn judge_output(
     };
     if candidate.shape() != side.shape() {
         out.reason = format!(
-            "shape differs: candidate {:?}, {against} {:?}",
+            "shape differs: candidate {:?}, {} {:?}",
             candidate.shape(),
+            against.role(),
             side.shape()
         );
         return out;
@@ -318,29 +316,10 @@ pub fn judge_output(
             out.dynamo = judged.figures;
             out.quirks = judged.quirks;
         }
-        Standard::Allclose { .. } => match &out.metrics {
-            Some(m) if m.allclose => {
-                out.verdict = ReplayVerdict::Pass;
-                out.reason = format!(
-                    "every element within atol {:e} + rtol {:e} * |reference|",
-                    m.atol, m.rtol
-                );
-            }
-            Some(m) => {
-                out.verdict = ReplayVerdict::Error;
-                out.reason = format!(
-                    "{} of {} elements beyond atol {:e} + rtol {:e} * |reference|",
-                    m.mismatches, m.numel, m.atol, m.rtol
-                );
-            }
-            None => {
-                out.verdict = ReplayVerdict::Error;
-                out.reason = format!(
-                    "not compared: {}",
-                    out.metrics_error.clone().unwrap_or_default()
-                );
-            }
-        },
+        Standard::Allclose { .. } => {
+            (out.verdict, out.reason) =
+                allclose::judge(out.metrics.as_ref(), out.metrics_error.as_deref());
+        }
     }
     out
 }
@@ -482,14 +461,12 @@ pub fn judge(
             ended.how,
         ));
     }
-    let (needed, needed_file) = match standard {
-        Standard::Dynamo => (&record.sides.reference_native, &files.reference_native),
-        _ => (&record.sides.reference, &files.reference),
+    let against = standard.against();
+    let (needed, needed_file) = match against {
+        Against::ReferenceNative => (&record.sides.reference_native, &files.reference_native),
+        Against::Reference => (&record.sides.reference, &files.reference),
     };
-    let role = match standard {
-        Standard::Dynamo => "reference_native",
-        _ => "reference",
-    };
+    let role = against.role();
     if let Some(side) = needed.as_ref().filter(|s| s.status == Status::Skipped) {
         return Err(format!(
             "{dir}: the {role} {} was not run (replay_op.py --candidate-only) and no outputs of it \
@@ -498,20 +475,20 @@ pub fn judge(
         ));
     }
     let needed_failed = needed.as_ref().filter(|s| s.status != Status::Ok);
-    if let (Some(side), false) = (needed_failed, matches!(standard, Standard::Dynamo)) {
+    if let (Some(side), false) = (needed_failed, against.may_refuse_the_dtype()) {
         return Err(format!(
             "{dir}: the {role} {} raised {}; nothing to judge the candidate against",
             side.spec,
             raised(side)
         ));
     }
-    if needed.is_none() && needed_file.is_none() && !matches!(standard, Standard::Dynamo) {
+    if needed.is_none() && needed_file.is_none() && !against.may_refuse_the_dtype() {
         return Err(format!(
             "{dir}: replay.json records no {role} run and there is no {role}.pt"
         ));
     }
     let mut names = keys(files.candidate.as_ref());
-    let compared = if matches!(standard, Standard::Dynamo) && files.reference_native.is_none() {
+    let compared = if against.may_refuse_the_dtype() && needed_file.is_none() {
         files.reference.as_ref()
     } else {
         needed_file.as_ref()
@@ -536,10 +513,11 @@ pub fn judge(
             view(files.golden.as_ref(), name),
             view(files.reference_native.as_ref(), name),
         );
-        if let (Standard::Dynamo, Some(side)) = (standard, needed_failed) {
+        if let (true, Some(side)) = (against.may_refuse_the_dtype(), needed_failed) {
             if judged.verdict == ReplayVerdict::Unsupported {
                 judged.reason = format!(
-                    "the dynamo standard compares with the reference in the candidate's dtype, which raised {}",
+                    "the {} standard compares with the reference in the candidate's dtype, which raised {}",
+                    standard.name(),
                     raised(side)
                 );
             }

@@ -6,7 +6,10 @@
 //! - [`msprobe`]: the single-device rule of msprobe's API accuracy checker
 //!   (mindstudio-probe 26.2.0);
 //! - [`dynamo`]: PyTorch's `torch._dynamo.utils.same` (torch 2.13.0), RMSE against float64;
-//! - allclose with explicit tolerances, as `dumpview tensors` evaluates it.
+//! - [`allclose`]: explicit tolerances, as `dumpview tensors` evaluates them.
+//!
+//! One standard per file: each holds its rule and figures; [`Standard::against`] says which
+//! side it judges against, so [`judge`] dispatches to the rule and names no standard else.
 //!
 //! Each output's judgement carries the metrics of `dumpview tensors` (`model::tensor::metrics`)
 //! next to the standard's own figures; the replay's verdict is the worst output's, or the
@@ -25,6 +28,7 @@
 //! Pure logic over what it is handed, except [`load`], which reads the one directory it is
 //! given. Running the script is the runtime's (`services::replay`).
 
+pub mod allclose;
 pub mod dynamo;
 pub mod ended;
 pub mod history;
@@ -43,4 +47,4 @@ pub use load::{ReplayDir, judge_dir};
 pub use record::ReplayRecord;
 pub use run::{Execution, ReplayResult};
 pub use side::{ComputedTensor, SideTensors};
-pub use standard::{ReplayVerdict, Standard};
+pub use standard::{Against, ReplayVerdict, Standard};

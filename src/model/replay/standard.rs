@@ -81,6 +81,23 @@ impl Standard {
         }
     }
 
+    /// The side this standard compares the candidate with.
+    pub fn against(&self) -> Against {
+        match self {
+            Standard::Msprobe | Standard::Allclose { .. } => Against::Reference,
+            Standard::Dynamo => Against::ReferenceNative,
+        }
+    }
+
+    /// The reference sides the standard reads, as replay.json names them (`reference`,
+    /// `reference_native`, `golden`): the files an exported test of a case must carry.
+    pub fn reads(&self) -> &'static [&'static str] {
+        match self {
+            Standard::Msprobe | Standard::Allclose { .. } => &["reference"],
+            Standard::Dynamo => &["reference_native", "golden"],
+        }
+    }
+
     /// Where the rule comes from, for people.
     pub fn source(&self) -> &'static str {
         match self {
@@ -102,6 +119,36 @@ impl Standard {
             Standard::Allclose { atol, rtol } => format!("allclose (atol {atol:e}, rtol {rtol:e})"),
             other => other.name().to_string(),
         }
+    }
+}
+
+/// The side a standard judges the candidate against: what the judge reads for each
+/// standard, so that [`super::judge`] names no standard but to call its rule.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Against {
+    /// The reference run on the inputs upcast (`reference.pt`): msprobe, allclose. That side
+    /// failing or missing leaves nothing to judge against (an error).
+    Reference,
+    /// The reference run on the inputs as captured, in the candidate's dtype
+    /// (`reference_native.pt`): dynamo. It may refuse the dtype as a candidate may, so that
+    /// side failing or missing while the upcast reference ran makes the output unsupported,
+    /// not an error.
+    ReferenceNative,
+}
+
+impl Against {
+    /// The side's role as replay.json and the report name it: `reference`, `reference_native`.
+    pub fn role(self) -> &'static str {
+        match self {
+            Against::Reference => "reference",
+            Against::ReferenceNative => "reference_native",
+        }
+    }
+
+    /// Whether this side may refuse the inputs' dtype: its failure or absence then makes an
+    /// output unsupported instead of leaving nothing to judge against.
+    pub fn may_refuse_the_dtype(self) -> bool {
+        self == Against::ReferenceNative
     }
 }
 
