@@ -576,10 +576,9 @@ fn run_local(
     tx: &Sender<Message>,
     stop: &AtomicBool,
 ) -> Result<(), CasesError> {
-    let mut left = ids;
-    loop {
+    until_done(ids, |left| {
         let mut words = args.to_vec();
-        words.extend(only(&left));
+        words.extend(only(left));
         let mut said = ScriptLog::default();
         let mut seen = Seen::default();
         let ran = python::run_script(
@@ -588,12 +587,7 @@ fn run_local(
             &words,
             StdoutUse::Log,
             &mut said,
-            &mut |line| {
-                seen.line(line);
-                let _ = tx.send(Message::Line {
-                    line: line.to_string(),
-                });
-            },
+            &mut |line| forward(&mut seen, tx, line),
             &|| stop.load(Ordering::SeqCst),
         )?;
         let place = JobPlace {
@@ -602,11 +596,31 @@ fn run_local(
             program: &python.program,
             host: None,
         };
-        match after_batch(&place, ran.ending, &said, &seen, &left)? {
+        after_batch(&place, ran.ending, &said, &seen, left)
+    })
+}
+
+/// Runs `batch` on the cases `ids`, then again on the ones it left whenever a case killed
+/// the process ([`Next::Restart`]), until a batch ends with every case done.
+fn until_done(
+    ids: Vec<String>,
+    mut batch: impl FnMut(&[String]) -> Result<Next, CasesError>,
+) -> Result<(), CasesError> {
+    let mut left = ids;
+    loop {
+        match batch(&left)? {
             Next::Done => return Ok(()),
             Next::Restart(rest) => left = rest,
         }
     }
+}
+
+/// One line the batch printed: noted in `seen` and sent to the job's channel.
+fn forward(seen: &mut Seen, tx: &Sender<Message>, line: &str) {
+    seen.line(line);
+    let _ = tx.send(Message::Line {
+        line: line.to_string(),
+    });
 }
 
 /// One remote job; each batch's files are written into `staging` (`CASE/FILE`), and a case
@@ -620,10 +634,9 @@ fn run_remote(
     tx: &Sender<Message>,
     stop: &AtomicBool,
 ) -> Result<(), CasesError> {
-    let mut left = ids;
-    loop {
+    until_done(ids, |left| {
         let mut words = args.to_vec();
-        words.extend(only(&left).into_iter().map(remote::Word::Literal));
+        words.extend(only(left).into_iter().map(remote::Word::Literal));
         let mut said = ScriptLog::default();
         let mut seen = Seen::default();
         let job = remote::Job {
@@ -636,14 +649,7 @@ fn run_remote(
         let finished = host
             .run(
                 &job,
-                &mut |line| {
-                    said.line(line, &mut |line| {
-                        seen.line(line);
-                        let _ = tx.send(Message::Line {
-                            line: line.to_string(),
-                        });
-                    })
-                },
+                &mut |line| said.line(line, &mut |line| forward(&mut seen, tx, line)),
                 &|| stop.load(Ordering::SeqCst),
             )
             .map_err(|e| match e {
@@ -676,17 +682,14 @@ fn run_remote(
             program,
             host: Some(host.authority()),
         };
-        match after_batch(
+        after_batch(
             &place,
             Ending::from_shell(finished.status),
             &said,
             &seen,
-            &left,
-        )? {
-            Next::Done => return Ok(()),
-            Next::Restart(rest) => left = rest,
-        }
-    }
+            left,
+        )
+    })
 }
 
 /// A run's hold on its matrix: `NAME/.run.lock` holding the running process's pid, created
