@@ -1451,6 +1451,27 @@ fn what_a_candidate_prints_is_kept_and_logged() {
 }
 
 #[test]
+fn the_list_needs_no_torch() {
+    // `--list` reads manifests and zip directories only: with no --python and no
+    // $DUMPVIEW_PYTHON, the python3 on PATH lists though it cannot import torch.
+    let Some(_) = python() else { return };
+    let cache = tempfile::tempdir().unwrap();
+    let bin = cache.path().join("bin");
+    std::fs::create_dir(&bin).unwrap();
+    let no_torch = support::python::python_without_torch(cache.path());
+    std::fs::rename(&no_torch, bin.join("python3")).unwrap();
+    let out = dumpview(cache.path())
+        .env_remove("DUMPVIEW_PYTHON")
+        .env("PATH", &bin)
+        .args(["replay", F16, "--list"])
+        .output_within_limit();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{stderr}");
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(text.contains("layers.0.rope#1"), "{text}");
+}
+
+#[test]
 fn a_python_without_torch_is_one_clear_message_said_once() {
     let Some(_) = python() else { return };
     let cache = tempfile::tempdir().unwrap();

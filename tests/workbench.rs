@@ -1941,6 +1941,30 @@ fn p_on_a_stage_without_an_input_set_says_so() {
 }
 
 #[test]
+fn p_on_an_embedded_example_names_the_checkout_path_a_command_takes() {
+    // The embedded pair's sources are labelled `embedded:assets/examples/…`; a command given
+    // that label reads `embedded` as an ssh host, so the hint names the checkout's path.
+    let mut app = example("llama_fp16_overflow");
+    let key = app
+        .rows
+        .iter()
+        .find(|r| !r.input_a && !r.input_b)
+        .unwrap()
+        .key
+        .clone();
+    select(&mut app, &key);
+    apply(&mut app, [Action::Replay]);
+    let message = app.message.clone().unwrap();
+    assert!(
+        message.ends_with(
+            "`dumpview replay assets/examples/llama_fp16_overflow/a/rank0/match1-occ1 \
+             --stage STAGE#N`"
+        ),
+        "{message}"
+    );
+}
+
+#[test]
 fn p_opens_the_dialog_prefilled_from_the_stage_name_and_asks_for_the_history() {
     let mut app = kv_on_disk();
     select(&mut app, NORM);

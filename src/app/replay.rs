@@ -335,7 +335,7 @@ fn dialog_for(app: &App) -> Result<ReplayDialog, String> {
                 } else {
                     "their own"
                 },
-                window_dir(&window.source).display()
+                runnable_dir(&window.source).display()
             ));
         }
         return Err(message);
@@ -404,6 +404,17 @@ fn dialog_for(app: &App) -> Result<ReplayDialog, String> {
         }
     }
     Ok(dialog)
+}
+
+/// [`window_dir`] as a command line takes it: an embedded example's path is the one in a
+/// dumpview checkout (`assets/examples/…`), without the `embedded:` label, which a command
+/// would read as an ssh host.
+fn runnable_dir(source: &Path) -> PathBuf {
+    let text = source.to_string_lossy();
+    match text.strip_prefix(super::session::EMBEDDED) {
+        Some(rel) => window_dir(Path::new(rel)),
+        None => window_dir(source),
+    }
 }
 
 /// The directory of a window's manifest (`…/match1-occ1/manifest.json`); a source that is

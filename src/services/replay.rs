@@ -246,7 +246,7 @@ pub fn list(
     );
     let stdout = match place {
         remote::SourceSpec::Local(_) => {
-            let python = python::local_python(request.python.as_deref())?;
+            let python = python::listing_python(request.python.as_deref())?;
             let mut args = vec![request.dump.clone()];
             args.extend(words);
             let mut said = ScriptLog::default();
