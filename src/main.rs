@@ -18,7 +18,11 @@ fn main() -> ExitCode {
     }
     // The context holds the sources, so it is dropped after everything that reads the
     // captures: its mirrors' ssh masters end when main returns.
-    let (command, workbench, mut cx) = Args::parse().split();
+    let args = match Args::try_parse() {
+        Ok(args) => args,
+        Err(error) => return usage_error(error),
+    };
+    let (command, workbench, mut cx) = args.split();
     let json = cx.json;
     let result = dispatch(command, workbench, &mut cx);
     let code = finish(result, json);
@@ -53,6 +57,35 @@ fn dispatch(
         Command::Probe(args) => args.run(cx),
         Command::Completions(args) => args.run(&mut Args::command(), cx),
     }
+}
+
+/// A command line clap refused: its message and exit status (help and `--version` are not
+/// errors); with `--json` among the arguments, also the error document on stdout, as for an
+/// input error, so a script that asked for JSON always has one to parse.
+fn usage_error(error: clap::Error) -> ExitCode {
+    use clap::error::ErrorKind;
+    let asked_json = std::env::args_os().any(|a| a == "--json");
+    if !asked_json
+        || matches!(
+            error.kind(),
+            ErrorKind::DisplayHelp | ErrorKind::DisplayVersion
+        )
+    {
+        error.exit();
+    }
+    let _ = error.print();
+    // clap's message without its usage and help lines, on one line.
+    let message = error.to_string();
+    let said: Vec<&str> = message
+        .lines()
+        .take_while(|line| !line.starts_with("Usage:"))
+        .map(str::trim)
+        .filter(|line| !line.is_empty())
+        .collect();
+    let said = said.join(" ");
+    let said = said.trim_start_matches("error: ");
+    println!("{}", serde_json::json!({"error": said, "warnings": []}));
+    ExitCode::from(2)
 }
 
 /// The exit status of `result`; an error goes to stderr and, with `--json`, also as a JSON

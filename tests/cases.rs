@@ -65,7 +65,10 @@ fn plan(dir: &Path, name: &str, cand: &str, extra: &[&str]) {
 fn analysis(dir: &Path, name: &str) -> Value {
     let r = cases(dir, &["analyze", name, "--json"]);
     assert!(r.code == 0 || r.code == 1, "analyze {name}: {}", r.stderr);
-    serde_json::from_str(&r.stdout).unwrap_or_else(|e| panic!("{e}: {}", r.stdout))
+    let a: Value = serde_json::from_str(&r.stdout).unwrap_or_else(|e| panic!("{e}: {}", r.stdout));
+    // Every --json document carries `warnings` (README).
+    assert_eq!(a["warnings"], serde_json::json!([]), "{a}");
+    a
 }
 
 /// case id -> outcome.

@@ -645,6 +645,33 @@ fn an_input_error_with_json_prints_an_error_document() {
     assert!(String::from_utf8_lossy(&out.stderr).contains("dumpview: error: /nonexistent/dump"));
 }
 
+/// A usage error with `--json` is the same error document, with clap's message on one line
+/// (its usage lines on stderr only); without `--json`, clap's text alone; help is no error.
+#[test]
+fn a_usage_error_with_json_prints_an_error_document() {
+    let out = dumpview()
+        .args(["diff", "a.json", "--json"])
+        .assert()
+        .code(2)
+        .get_output()
+        .clone();
+    let value: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(
+        value,
+        serde_json::json!({
+            "error": "the following required arguments were not provided: <B>",
+            "warnings": []
+        })
+    );
+    assert!(String::from_utf8_lossy(&out.stderr).contains("Usage: dumpview diff"));
+    let out = dumpview().args(["diff", "a.json"]).assert().code(2);
+    assert!(out.get_output().stdout.is_empty());
+    dumpview()
+        .args(["diff", "--help", "--json"])
+        .assert()
+        .code(0);
+}
+
 #[test]
 fn a_global_option_may_come_before_the_subcommand_and_workbench_options_may_not() {
     let kv = Path::new(env!("CARGO_MANIFEST_DIR")).join("assets/examples/llama_kv_alias");

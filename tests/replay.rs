@@ -852,6 +852,7 @@ fn the_list_names_every_input_set() {
         .map(|s| s["key"].as_str().unwrap())
         .collect();
     assert_eq!(keys, ["layers.0.input_norm#1", "layers.0.rope#1"], "{json}");
+    assert_eq!(json["warnings"], serde_json::json!([]), "{json}");
 }
 
 #[test]

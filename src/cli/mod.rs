@@ -84,3 +84,15 @@ pub fn cancel_on_signals() -> Result<std::sync::Arc<std::sync::atomic::AtomicBoo
     }
     Ok(cancel)
 }
+
+/// `document` with the `warnings` every `--json` document carries (README): none are found
+/// by `cases analyze` (an attempt that cannot be judged is a case's missing evidence) or in
+/// replay_op.py's `--list` document.
+pub(crate) fn with_warnings(mut document: serde_json::Value) -> serde_json::Value {
+    if let Some(fields) = document.as_object_mut() {
+        fields
+            .entry("warnings")
+            .or_insert_with(|| serde_json::json!([]));
+    }
+    document
+}

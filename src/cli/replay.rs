@@ -157,10 +157,15 @@ impl ReplayArgs {
                 python: self.python.clone(),
                 json,
             };
-            print!(
-                "{}",
-                runner::list(&request, ssh.as_ref(), &mut log, &cancelled)?
-            );
+            let listed = runner::list(&request, ssh.as_ref(), &mut log, &cancelled)?;
+            match json {
+                // replay_op.py's document, with the `warnings` every --json document carries.
+                true => match serde_json::from_str(&listed) {
+                    Ok(document) => println!("{}", super::with_warnings(document)),
+                    Err(_) => print!("{listed}"),
+                },
+                false => print!("{listed}"),
+            }
             return Ok(Conclusion::Clean);
         }
         let request = ReplayRequest {

@@ -59,7 +59,7 @@ pub fn analyze_cmd(
     let a = analysis(&matrix, None);
     let as_json = json || output.is_some_and(|o| o.extension().is_some_and(|e| e == "json"));
     let text = if as_json {
-        serde_json::to_string_pretty(&a)? + "\n"
+        serde_json::to_string_pretty(&crate::cli::with_warnings(serde_json::to_value(&a)?))? + "\n"
     } else {
         match output {
             // Links relative to the report, so that it can move with the cases directory.
