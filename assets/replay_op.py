@@ -1004,7 +1004,13 @@ def resolve(spec):
             try:
                 module = importlib.import_module(where)
             except Exception as exc:
-                raise InputError("%s: cannot import %s (%s: %s)" % (spec, where, type(exc).__name__, exc))
+                hint = ""
+                # A module file in the working directory is not on sys.path for a script run by
+                # path; say the file form that loads it.
+                as_file = os.path.join(*where.split(".")) + ".py"
+                if isinstance(exc, ModuleNotFoundError) and os.path.isfile(as_file):
+                    hint = "; %s is a file here: give it as ./%s:%s" % (as_file, as_file, attr)
+                raise InputError("%s: cannot import %s (%s: %s)%s" % (spec, where, type(exc).__name__, exc, hint))
             resolved = "%s.%s" % (where, attr)
         target = module
         for part in attr.split("."):

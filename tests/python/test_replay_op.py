@@ -739,6 +739,13 @@ def test_unknown_stage_and_other_usage_errors(tmp_path):
     assert proc.returncode == 2 and "builtin:nosuch: no such built-in" in proc.stderr
     proc = run(KV_A, "--stage", "layers.0.rope", "--candidate", "no_such_module_xyz:f", "--reference", "builtin:rope_neox")
     assert proc.returncode == 2 and "cannot import no_such_module_xyz" in proc.stderr
+    # A module file in the working directory: the error says the file form that loads it.
+    (tmp_path / "my_ops.py").write_text("def f(*a, **k):\n    return a[0]\n")
+    proc = run(os.path.abspath(KV_A), "--stage", "layers.0.rope", "--candidate", "my_ops:f",
+               "--reference", "builtin:rope_neox", "--out", tmp_path / "out", cwd=tmp_path)
+    assert proc.returncode == 2, proc.stderr
+    assert "my_ops:f: cannot import my_ops (ModuleNotFoundError: No module named 'my_ops'); " \
+        "my_ops.py is a file here: give it as ./my_ops.py:f" in proc.stderr, proc.stderr
     proc = run(KV_A, "--stage", "layers.0.rope")
     assert proc.returncode == 2 and "--candidate" in proc.stderr
     proc = run(tmp_path / "nowhere", "--list")
