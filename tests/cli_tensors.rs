@@ -179,4 +179,14 @@ fn fifos_are_refused_not_waited_on() {
     let (code, _, err) = dumpview(&["scan", &dump]);
     assert_eq!(code, 2);
     assert!(err.contains("not a regular file"), "{err}");
+    // Found by a directory search, it is skipped unopened, and the error names it.
+    let searched = dir.path().display().to_string();
+    let (code, _, err) = dumpview(&["scan", &searched]);
+    assert_eq!(code, 2);
+    assert!(
+        err.contains(&format!(
+            "{dump} has a dump file's name and is not a regular file (a FIFO, socket or device): skipped"
+        )),
+        "{err}"
+    );
 }

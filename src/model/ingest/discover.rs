@@ -98,14 +98,23 @@ fn discover_in(
         return Ok(());
     }
     let mut visited = HashSet::new();
-    find_manifests(input, &mut visited, files, unfinished).map_err(|e| LoadError::Input {
-        path: input.clone(),
-        problem: format!("cannot list: {e}"),
+    let mut special = Vec::new();
+    find_manifests(input, &mut visited, files, unfinished, &mut special).map_err(|e| {
+        LoadError::Input {
+            path: input.clone(),
+            problem: format!("cannot list: {e}"),
+        }
     })?;
     if files.is_empty() && !allow_empty {
         let mut problem = format!(
             "no {MANIFEST_NAME} (dumpview probe, windowed dump) or {MSPROBE_NAME} (msprobe) found in this directory or below it"
         );
+        if let Some(path) = special.first() {
+            problem += &format!(
+                "; {} has a dump file's name and is not a regular file (a FIFO, socket or device): skipped",
+                path.display()
+            );
+        }
         if let Some(first) = unfinished.first() {
             problem += &format!(
                 "; {} is an unfinished window, without {MANIFEST_NAME}: the run stopped before finish() (or is still inside the window)",
@@ -147,6 +156,7 @@ fn find_manifests(
     visited: &mut HashSet<(u64, u64)>,
     out: &mut Vec<PathBuf>,
     unfinished: &mut Vec<UnfinishedWindow>,
+    special: &mut Vec<PathBuf>,
 ) -> std::io::Result<()> {
     if let Some(id) = identity(&std::fs::metadata(dir)?) {
         if !visited.insert(id) {
@@ -172,10 +182,17 @@ fn find_manifests(
                 continue;
             }
             holds_evidence |= EVIDENCE_DIRS.iter().any(|name| entry.file_name() == *name);
-            find_manifests(&path, visited, out, unfinished)?;
-        } else if kind.is_file() && formats::file_names().any(|name| entry.file_name() == name) {
-            out.push(path);
-            manifest_here = true;
+            find_manifests(&path, visited, out, unfinished, special)?;
+        } else if formats::file_names().any(|name| entry.file_name() == name) {
+            // Never opened: a FIFO would block the search, a device is no dump. Named in the
+            // error when nothing else is found.
+            match kind.is_file() {
+                true => {
+                    out.push(path);
+                    manifest_here = true;
+                }
+                false => special.push(path),
+            }
         }
     }
     if !manifest_here && (holds_evidence || probe_window_dir(dir).is_some()) {
