@@ -13,24 +13,33 @@
 //! child, the replay and case-matrix runners, remote sources mapped to local paths), `remote`
 //! (ssh mirrors), `embedded` (the probe and the example dumps carried in the binary) and, with
 //! the cargo feature `torch`, `reference` (the built-in replay references computed in-process
-//! with libtorch). Tests, benchmarks and fuzz targets reach those through [`internals`].
+//! with libtorch). Tests and benchmarks reach those through `internals`. All of it is the
+//! default cargo feature `workbench`; without it (the fuzz targets' build) the crate is
+//! `model` and `export` alone.
 
+#[cfg(feature = "workbench")]
 pub mod cli;
 #[cfg(feature = "export")]
 pub mod export;
 pub mod model;
 
+#[cfg(feature = "workbench")]
 mod app;
+#[cfg(feature = "workbench")]
 mod embedded;
 #[cfg(feature = "torch")]
 #[warn(missing_docs)]
 mod reference;
+#[cfg(feature = "workbench")]
 #[warn(missing_docs)]
 mod remote;
+#[cfg(feature = "workbench")]
 #[warn(missing_docs)]
 mod runtime;
+#[cfg(feature = "workbench")]
 #[warn(missing_docs)]
 mod services;
+#[cfg(feature = "workbench")]
 mod ui;
 
 pub use model::analysis::Analysis;
@@ -45,6 +54,7 @@ pub use model::ingest::{LoadError, load};
 /// Each module here re-exports one private module of the crate under its own name
 /// (`dumpview::internals::app::App` is the crate's `app::App`), so a test reads like the code
 /// it tests. A caller outside this repository uses [`crate::model`] and [`crate::cli`].
+#[cfg(feature = "workbench")]
 #[doc(hidden)]
 pub mod internals {
     /// The workbench's state, actions and `update` (`src/app/`).
