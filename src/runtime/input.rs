@@ -58,6 +58,26 @@ pub fn translate(event: Event, app: &App, area: Rect) -> Option<Action> {
     }
 }
 
+/// The presses behind one terminal event: Esc and a key that arrive in one read (a quick
+/// Esc-then-q, or any two keys coalesced by ssh) are parsed by crossterm as Alt+key, and
+/// dumpview binds no Alt keys, so such an event is split back into Esc and the key. Any other
+/// event is itself.
+pub fn split_meta(event: Event) -> Vec<Event> {
+    match event {
+        Event::Key(key)
+            if key.modifiers.contains(KeyModifiers::ALT)
+                && !key.modifiers.contains(KeyModifiers::CONTROL)
+                && key.kind != KeyEventKind::Release =>
+        {
+            let plain =
+                KeyEvent::new_with_kind(key.code, key.modifiers - KeyModifiers::ALT, key.kind);
+            let esc = KeyEvent::new_with_kind(KeyCode::Esc, KeyModifiers::NONE, key.kind);
+            vec![Event::Key(esc), Event::Key(plain)]
+        }
+        other => vec![other],
+    }
+}
+
 /// The keymap's name for a terminal key press (releases and unnamed keys: `None`).
 pub fn key(event: KeyEvent) -> Option<Key> {
     if event.kind == KeyEventKind::Release {
@@ -99,5 +119,25 @@ fn translate_mouse(mouse: MouseEvent, app: &App, area: Rect) -> Option<Action> {
             Some(Action::ClickOverview { rank, fraction })
         }
         _ => None,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn alt_key_is_esc_then_the_key() {
+        let alt_q = Event::Key(KeyEvent::new(KeyCode::Char('q'), KeyModifiers::ALT));
+        let keys: Vec<Option<Key>> = split_meta(alt_q)
+            .into_iter()
+            .map(|e| match e {
+                Event::Key(k) => key(k),
+                _ => None,
+            })
+            .collect();
+        assert_eq!(keys, vec![Some(Key::Esc), Some(Key::Char('q'))]);
+        let plain = Event::Key(KeyEvent::new(KeyCode::Char('q'), KeyModifiers::NONE));
+        assert_eq!(split_meta(plain.clone()), vec![plain]);
     }
 }

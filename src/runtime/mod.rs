@@ -393,8 +393,10 @@ where
             Message::Input(event) => {
                 let size = self.terminal.size().map_err(io::Error::other)?;
                 let area = Rect::new(0, 0, size.width, size.height);
-                if let Some(action) = input::translate(event, &self.app, area) {
-                    self.apply(action);
+                for event in input::split_meta(event) {
+                    if let Some(action) = input::translate(event, &self.app, area) {
+                        self.apply(action);
+                    }
                 }
             }
             Message::Action(action) => self.apply(action),
