@@ -28,7 +28,13 @@ Environment (read once, at import):
     DUMP_PROBE_TENSOR      regex of stages whose full tensors are saved (default: none)
     DUMP_PROBE_ROWS        rows (dim 0) kept per saved tensor; 0 or "all" keeps every row (default 256)
     DUMP_PROBE_MATCH       which distinct label is captured, 1-based (default 1)
-    DUMP_PROBE_OCCURRENCE  which call within that label is captured, 1-based (default 1)
+    DUMP_PROBE_OCCURRENCE  which calls of that label are captured, 1-based: one ("3", default 1),
+                           a range ("2-5") or "all"; each call is a window of its own
+    DUMP_PROBE_REQUEST     capture the forwards whose row map holds this request id (instead
+                           of DUMP_PROBE_MATCH; DUMP_PROBE_OCCURRENCE then counts those forwards)
+    DUMP_PROBE_ROW_STATS   per-row statistics of token rows (rows.f32 beside the manifest):
+                           "on" (default), "off", or a regex of the stages that get them
+    DUMP_PROBE_ROW_POSITIONS  token positions whose rows get them, "FIRST-LAST" (default 0-65535)
     DUMP_PROBE_TENSOR_FORMAT  "safetensors" (default) or "pt"
     DUMP_PROBE_KERNEL      statistics path: "auto" (default: one fused pass per tensor where it
                            runs without a compile on cpu: a Triton kernel on cuda/npu; on cpu
@@ -78,6 +84,14 @@ _DEVICE_STATS = ("nan_count", "inf_count", "min", "max", "sum", "l2", "pos_check
 
 _TWO_32 = 4294967296
 
+# Per-row statistics of token rows, in the sidecar's column order (docs/manifest.md, "Token rows").
+ROW_STAT_NAMES = ("nonfinite_count", "max_abs", "sum", "sum_squares", "row_checksum")
+# The sidecar beside manifest.json that holds them: little-endian float32, one row of
+# len(ROW_STAT_NAMES) values per token row.
+ROWS_FILE = "rows.f32"
+# Token positions whose rows get statistics by default (DUMP_PROBE_ROW_POSITIONS).
+ROW_POSITIONS_DEFAULT_LAST = 65535
+
 _TRUE = ("1", "true", "yes", "on")
 _FALSE = ("", "0", "false", "no", "off")
 # DUMP_PROBE_KERNEL values (see _stats_path).
@@ -86,6 +100,11 @@ _KERNEL_CHOICES = ("auto", "fused", "torch")
 # The one boolean that every public call checks first.  True only while a
 # selected window is open on a selected rank.
 _active = False
+# True while an armed process runs a call that is not captured but whose row count is not
+# known from arm(): the call's first capture counts its rows (a shape, never a device value),
+# so the label's positions go on counting; _active is True too, so the disarmed path stays
+# the one boolean above.
+_counting = False
 
 
 class _Config:
@@ -107,7 +126,11 @@ class _Config:
         rows = env.get("DUMP_PROBE_ROWS", "256").strip().lower()
         self.rows = 0 if rows == "all" else self._positive_int("DUMP_PROBE_ROWS", rows, allow_zero=True)
         self.match = self._positive_int("DUMP_PROBE_MATCH", env.get("DUMP_PROBE_MATCH", "1"))
-        self.occurrence = self._positive_int("DUMP_PROBE_OCCURRENCE", env.get("DUMP_PROBE_OCCURRENCE", "1"))
+        self.occurrences = self._occurrences(env.get("DUMP_PROBE_OCCURRENCE", "1"))
+        self.occurrence = self.occurrences[0]  # the first call selected (messages name it)
+        self.request = env.get("DUMP_PROBE_REQUEST", "").strip() or None
+        self.row_stats, self.row_regex = self._row_stats(env.get("DUMP_PROBE_ROW_STATS", "on"))
+        self.row_positions = self._row_positions(env.get("DUMP_PROBE_ROW_POSITIONS", ""))
         fmt = env.get("DUMP_PROBE_TENSOR_FORMAT", "safetensors").strip().lower()
         if fmt not in ("safetensors", "pt"):
             self._fail("DUMP_PROBE_TENSOR_FORMAT=%r must be 'safetensors' or 'pt'" % fmt)
@@ -136,6 +159,53 @@ class _Config:
             return 1
         return value
 
+    def _occurrences(self, text):
+        """DUMP_PROBE_OCCURRENCE: (first, last) calls selected, 1-based, inclusive; last None
+        for "all" (every call from the first)."""
+        text = text.strip().lower()
+        if text == "all":
+            return 1, None
+        low, dash, high = text.partition("-")
+        try:
+            first = int(low)
+            last = int(high) if dash else first
+        except ValueError:
+            first = last = 0
+        if first < 1 or last < first:
+            self._fail("DUMP_PROBE_OCCURRENCE=%r must be a positive integer, a range like 2-5, or 'all'" % text)
+            return 1, 1
+        return first, last
+
+    def _row_stats(self, text):
+        """DUMP_PROBE_ROW_STATS: (on, stage regex or None). "on" (default) or "off", or a
+        regex: per-row statistics only for the stages it matches."""
+        text = text.strip()
+        if text.lower() in _TRUE:
+            return True, None
+        if text.lower() in _FALSE:
+            return False, None
+        try:
+            return True, re.compile(text)
+        except re.error as exc:
+            self._fail("DUMP_PROBE_ROW_STATS=%r is neither on/off nor a valid regex (%s)" % (text, exc))
+            return False, None
+
+    def _row_positions(self, text):
+        """DUMP_PROBE_ROW_POSITIONS: the (first, last) token positions, inclusive, whose rows
+        get per-row statistics (default 0-65535); rows outside are left out of the sidecar."""
+        text = text.strip()
+        if not text:
+            return 0, ROW_POSITIONS_DEFAULT_LAST
+        low, dash, high = text.partition("-")
+        try:
+            first, last = int(low), int(high)
+        except ValueError:
+            first, last = -1, -2
+        if not dash or first < 0 or last < first:
+            self._fail("DUMP_PROBE_ROW_POSITIONS=%r must be a range FIRST-LAST of token positions" % text)
+            return 0, ROW_POSITIONS_DEFAULT_LAST
+        return first, last
+
     def _ranks(self, text):
         text = text.strip().lower()
         if text == "all":
@@ -158,9 +228,9 @@ class _Record:
     cost of one loop over every record.
     """
 
-    __slots__ = ("stage", "occurrence", "seq", "layout", "extra", "stats", "saved")
+    __slots__ = ("stage", "occurrence", "seq", "layout", "extra", "stats", "saved", "rows")
 
-    def __init__(self, stage, layout, extra, stats, saved):
+    def __init__(self, stage, layout, extra, stats, saved, rows=None):
         self.stage = stage
         self.occurrence = self.seq = None  # set under _state.lock when the record is placed
         self.layout = layout  # _layout_raw's tuple
@@ -169,6 +239,7 @@ class _Record:
         # (_NativeCall.block); or None
         self.stats = stats
         self.saved = saved  # device tensor (rows-bounded clone) to write in finish(), or None
+        self.rows = rows  # _TokenRows of the record's token rows, or None
 
     def head(self):
         """The record's JSON fields up to is_contiguous, in the manifest's order (_RECORD_ORDER)."""
@@ -219,6 +290,9 @@ class _State:
         self.written = []  # (manifest path, records) of each window written
         self.report_at_exit = True  # _reset_for_tests turns it off: pytest's exit is not a run's
         self.forked = False  # this process is a fork() child of the one that imported the probe
+        self.positions = {}  # request -> the next token position (counted over the label's calls)
+        self.request_calls = {}  # request -> forwards seen holding it (DUMP_PROBE_REQUEST)
+        self.count_into = None  # (request, first position) that the counting call's rows extend
 
 
 _config = _Config(os.environ)
@@ -238,8 +312,8 @@ def _warn(message, key=None):
 
 
 def _disarm(where, exc):
-    global _active
-    _active = False
+    global _active, _counting
+    _active = _counting = False
     _state.window = None
     _warn("%s failed (%s: %s); the probe is disarmed" % (where, type(exc).__name__, exc), key="disarm")
 
@@ -284,22 +358,37 @@ def _world_size():
 
 def armed():
     """True while a selected window is open: captures are being recorded."""
-    return _active
+    return _active and not _counting
 
 
-def arm(label, **metadata):
+def arm(label, rows=None, first_position=None, **metadata):
     """Open a capture window for ``label`` when it is the selected one.
 
     ``label`` identifies one request (use the request id): selection counts
     distinct labels (DUMP_PROBE_MATCH), then calls with that label
-    (DUMP_PROBE_OCCURRENCE), so the chunks of one chunked prefill are calls
-    2, 3, ... of one label, not new requests.  ``metadata`` should carry what
+    (DUMP_PROBE_OCCURRENCE: one call, a range ``2-5`` or ``all``, each a window
+    of its own), so the chunks of one chunked prefill are calls 2, 3, ... of
+    one label, not new requests.  DUMP_PROBE_REQUEST=ID selects instead the
+    forwards whose row map holds request ID.  ``metadata`` should carry what
     identifies the input: token ids themselves, sampling parameters, weights
     path, world size, topology; it is stored in the manifest (tensors are
     read back in finish(), not here).  A window still open from an earlier
     arm() is finished first.  Returns True when this call opened a window.
+
+    ``rows`` is the forward's row map: which request and token position each
+    row of its token-row tensors holds, in the engine's row order after the
+    batch is condensed, as ``(request_id, first_position, count)`` entries
+    (rows ``first_position .. first_position + count - 1`` of that request),
+    ``(request_id, [positions])`` where a request's rows are not consecutive,
+    and ``None`` as request for padding rows (never compared). An optional
+    last element gives the entry's token ids. A position is the token's
+    0-based index in its request. Without ``rows`` the forward holds one
+    request, the label, from ``first_position`` (or metadata
+    ``positions=[start, end]``, a half-open range) or else counted on from the
+    label's earlier calls, captured or not; its row count is then the first
+    capture's (docs/manifest.md, "Token rows").
     """
-    global _active
+    global _active, _counting
     if not _config.enabled:
         return False
     try:
@@ -316,7 +405,11 @@ def arm(label, **metadata):
         _state.last_rank = rank
         if _config.ranks is not None and rank not in _config.ranks:
             return False
-        if match != _config.match or calls != _config.occurrence:
+        row_map = _row_map(label, rows, first_position, metadata)
+        if not _selected(match, calls, row_map):
+            if row_map is not None and row_map.count is None:
+                _state.count_into = (row_map.entries[0][0], row_map.entries[0][1])
+                _counting = _active = True
             return False
         parallel = _parallel_layout(metadata.get("parallel"))
         if parallel:
@@ -335,6 +428,7 @@ def arm(label, **metadata):
             "world_size": _world_size(),
             "metadata": {key: _metadata_value(value) for key, value in metadata.items()},
             "armed_unix_s": time.time(),
+            "row_map": row_map,
         }
         _state.records = []
         _state.input_sets = []
@@ -352,6 +446,283 @@ def arm(label, **metadata):
     except Exception as exc:  # the probe never raises into the model
         _disarm("arm", exc)
         return False
+
+
+# --------------------------------------------------------------------------- token rows
+#
+# A forward's row map says which (request, position) each row of its token-row tensors holds;
+# a token-row record gets one row of ROW_STAT_NAMES per row, computed on the device beside its
+# whole-tensor statistics and read back in finish(). docs/manifest.md, "Token rows", gives the
+# format; dumpview aligns these rows across chunking and batching.
+
+
+class _RowMap:
+    """One forward's rows: ``entries`` of [request or None, first position, count or None,
+    positions list or None, token ids or None], in row order; ``count`` the rows in all
+    (None until the forward's first capture says it); ``inferred``: the first position was
+    counted on from the label's earlier calls, not given."""
+
+    __slots__ = ("entries", "count", "inferred", "weights", "keep")
+
+    def __init__(self, entries, inferred):
+        self.entries = entries
+        self.inferred = inferred
+        counts = [e[2] for e in entries]
+        self.count = None if None in counts else sum(counts)
+        self.weights = {}  # (device, dtype) -> [count] u(position) of each row (0 for padding)
+        self.keep = None  # row indexes inside DUMP_PROBE_ROW_POSITIONS, None for all; set with count
+        if self.count is not None:
+            self._counted()
+
+    def learn(self, count):
+        """The forward's row count, from its first capture (a map without counts only)."""
+        self.entries[0][2] = count
+        self.count = count
+        self._counted()
+
+    def _counted(self):
+        for request, first, count, positions, _ids in self.entries:
+            if request is not None and count:
+                last = max(positions) if positions else first + count - 1
+                _state.positions[request] = max(_state.positions.get(request, 0), last + 1)
+        low, high = _config.row_positions
+        keep = [i for i, (_, p) in enumerate(self.rows()) if low <= p <= high]
+        self.keep = None if len(keep) == self.count else keep
+
+    def rows(self):
+        """(entry index, position) of every row, in row order."""
+        out = []
+        for index, (_request, first, count, positions, _ids) in enumerate(self.entries):
+            out.extend((index, p) for p in (positions if positions is not None else range(first, first + count)))
+        return out
+
+    def requests(self):
+        return {e[0] for e in self.entries if e[0] is not None}
+
+    def weights_on(self, device, dtype):
+        """[count] row weights u(position) on ``device`` (0 for padding rows), cached."""
+        key = (device, dtype)
+        weights = self.weights.get(key)
+        if weights is None:
+            parts = []
+            for request, first, count, positions, _ids in self.entries:
+                if request is None:
+                    parts.append(torch.zeros(count, dtype=dtype, device=device))
+                elif positions is None:
+                    parts.append(_row_weights(torch.arange(first, first + count, device=device), dtype))
+                else:
+                    parts.append(_row_weights(torch.tensor(positions, dtype=torch.int64).to(device), dtype))
+            weights = self.weights[key] = torch.cat(parts)
+        return weights
+
+    def manifest(self, metadata):
+        """The manifest's ``map``: one object per entry; a one-request forward's token ids come
+        from metadata ``token_ids`` (the rows' own, or the request's from position 0)."""
+        out = []
+        ids = metadata.get("token_ids")
+        for request, first, count, positions, entry_ids in self.entries:
+            item = {"request": request, "first_position": first, "count": count}
+            if positions is not None:
+                item["positions"] = positions
+            if entry_ids is None and len(self.entries) == 1 and isinstance(ids, list) \
+                    and all(type(v) is int for v in ids):
+                if len(ids) == count:
+                    entry_ids = ids
+                elif positions is None and len(ids) >= first + count:
+                    entry_ids = ids[first:first + count]
+            if entry_ids is not None:
+                item["token_ids"] = [int(v) for v in entry_ids]
+            out.append(item)
+        return out
+
+
+def _row_map(label, rows, first_position, metadata):
+    """arm()'s row map (_RowMap), or None (and one warning) where ``rows`` is malformed."""
+    try:
+        if rows is not None:
+            entries = []
+            for item in rows:
+                item = tuple(item)
+                request = None if item[0] is None else str(item[0])
+                if isinstance(item[1], (list, tuple, range)) or (isinstance(item[1], torch.Tensor) and item[1].dim() == 1):
+                    positions = [int(p) for p in (item[1].tolist() if isinstance(item[1], torch.Tensor) else item[1])]
+                    ids = item[2] if len(item) > 2 else None
+                    entries.append([request, min(positions) if positions else 0, len(positions), positions, ids])
+                else:
+                    first, count = int(item[1]), int(item[2])
+                    if first < 0 or count < 0:
+                        raise ValueError("negative position or count in %r" % (item,))
+                    entries.append([request, first, count, None, item[3] if len(item) > 3 else None])
+            for entry in entries:
+                if isinstance(entry[4], torch.Tensor):
+                    entry[4] = entry[4].tolist()  # arm() is a scheduling boundary: ids are host lists there
+                if entry[4] is not None and len(entry[4]) != entry[2]:
+                    raise ValueError("%d token ids for %d rows of request %r" % (len(entry[4]), entry[2], entry[0]))
+            if not entries:
+                raise ValueError("no entries")
+            return _RowMap(entries, False)
+        span = metadata.get("positions")
+        if first_position is None and isinstance(span, (list, tuple)) and len(span) == 2 \
+                and all(type(v) is int for v in span) and 0 <= span[0] <= span[1]:
+            return _RowMap([[label, span[0], span[1] - span[0], None, None]], False)
+        if first_position is not None:
+            return _RowMap([[label, int(first_position), None, None, None]], False)
+        return _RowMap([[label, _state.positions.get(label, 0), None, None, None]], True)
+    except Exception as exc:
+        _warn("arm(%r, rows=...) is not a list of (request, first_position, count) (%s: %s); that forward has "
+              "no row map and no token rows" % (label, type(exc).__name__, exc), key="rowmap")
+        return None
+
+
+def _selected(match, calls, row_map):
+    """Whether this forward is captured: DUMP_PROBE_MATCH and DUMP_PROBE_OCCURRENCE over the
+    label's calls, or DUMP_PROBE_REQUEST and DUMP_PROBE_OCCURRENCE over the forwards that hold
+    that request."""
+    first, last = _config.occurrences
+    if _config.request is not None:
+        if row_map is None or _config.request not in row_map.requests():
+            return False
+        calls = _state.request_calls.get(_config.request, 0) + 1
+        _state.request_calls[_config.request] = calls
+    elif match != _config.match:
+        return False
+    return first <= calls and (last is None or calls <= last)
+
+
+def _count_rows(tensor):
+    """The counting call's first capture: its rows extend the label's positions."""
+    global _active, _counting
+    _active = _counting = False
+    request, first = _state.count_into
+    rows = int(tensor.shape[0]) if isinstance(tensor, torch.Tensor) and tensor.dim() > 0 else 1
+    _state.positions[request] = max(_state.positions.get(request, 0), first + rows)
+
+
+def _row_weights(positions, dtype):
+    """u(position) of each entry of the int64 tensor ``positions``, on its device (the row
+    weights of pos_checksum, at absolute positions: docs/manifest.md)."""
+    index = torch.bitwise_and((positions.to(torch.int64) + 1) * _ROW_MUL, _TWO_32 - 1)
+    return index.to(dtype) / _TWO_32
+
+
+class _TokenRows:
+    """A record's token rows until finish(): ``stats`` the [rows, len(ROW_STAT_NAMES)] device
+    tensor, ``token_dims`` the dimensions that hold tokens, ``positions`` None (the rows are
+    the forward's, as its map says) or [[entry index, position], ...] of each row kept."""
+
+    __slots__ = ("stats", "token_dims", "positions")
+
+    def __init__(self, stats, token_dims, positions):
+        self.stats = stats
+        self.token_dims = token_dims
+        self.positions = positions
+
+
+def _token_rows(stage, tensor, rows, token_dims, positions, row_map):
+    """The _TokenRows of one capture, or None where it has no token rows (docs/manifest.md,
+    "Token rows": which captures get them)."""
+    declared = rows == "tokens"
+    if rows not in ("auto", "tokens"):
+        if rows is not None:
+            _warn("capture(%r, rows=%r): rows is 'auto', 'tokens' or None; recorded without token rows"
+                  % (stage, rows), key="rows:%s" % stage)
+        return None
+    dims = tuple(int(d) for d in token_dims)
+    if dims not in ((0,), (0, 1)) or tensor.dim() < len(dims) or tensor.is_complex() or tensor.numel() == 0:
+        if declared:
+            _warn("capture(%r, rows='tokens', token_dims=%r): token dims are (0,) or (0, 1) of a non-empty real "
+                  "tensor; recorded without token rows" % (stage, token_dims), key="rows:%s" % stage)
+        return None
+    n = tensor.shape[0] * (tensor.shape[1] if len(dims) == 2 else 1)
+    if row_map.count is None:
+        row_map.learn(n)  # "the first dimension of the call's first capture" (token_dims' product)
+    if not _config.row_stats or (_config.row_regex is not None and not _config.row_regex.search(stage)):
+        return None  # the row map stands: forwards still pair by the rows they hold
+    if positions is not None:
+        return _declared_rows(stage, tensor, n, dims, positions, row_map)
+    if n != row_map.count:
+        if declared:
+            _warn("capture(%r, rows='tokens'): %d rows but the forward holds %d; recorded without token rows"
+                  % (stage, n, row_map.count), key="rows:%s" % stage)
+        return None
+    weights = row_map.weights_on(tensor.device, _row_dtype(tensor))
+    stats = _row_statistics(tensor, n, weights)
+    kept = None
+    if row_map.keep is not None:
+        stats = stats[torch.tensor(row_map.keep, dtype=torch.int64).to(stats.device)]
+        rows_of = row_map.rows()
+        kept = [list(rows_of[i]) for i in row_map.keep]
+    return _TokenRows(stats, list(dims), kept)
+
+
+def _declared_rows(stage, tensor, n, dims, positions, row_map):
+    """Token rows at positions the capture declares (a KV-cache read holds key positions):
+    ints of the forward's only request, or (request, position) pairs."""
+    if isinstance(positions, torch.Tensor):
+        positions = positions.tolist() if positions.device.type == "cpu" else None
+        if positions is None:
+            _warn("capture(%r, positions=...) on a device: pass host positions (a range or list), the probe never "
+                  "reads a device value while the model runs; recorded without token rows" % stage,
+                  key="rowpos:%s" % stage)
+            return None
+    pairs = []
+    names = {e[0]: i for i, e in enumerate(row_map.entries) if e[0] is not None}
+    for p in positions:
+        if isinstance(p, (tuple, list)):
+            index = names.get(str(p[0]))
+            pairs.append([index, int(p[1])])
+        else:
+            pairs.append([0 if len(names) == 1 else None, int(p)])
+    if len(pairs) != n or any(i is None for i, _ in pairs):
+        _warn("capture(%r, positions=...): %d positions for %d rows, or a request not in the forward's row map "
+              "(plain positions need a one-request forward); recorded without token rows" % (stage, len(pairs), n),
+              key="rowpos:%s" % stage)
+        return None
+    low, high = _config.row_positions
+    keep = [i for i, (_, p) in enumerate(pairs) if low <= p <= high]
+    if not keep:
+        return None
+    dtype = _row_dtype(tensor)
+    weights = _row_weights(torch.tensor([p for _, p in pairs], dtype=torch.int64).to(tensor.device), dtype)
+    stats = _row_statistics(tensor, n, weights)
+    if len(keep) != n:
+        stats = stats[torch.tensor(keep, dtype=torch.int64).to(stats.device)]
+        pairs = [pairs[i] for i in keep]
+    return _TokenRows(stats, list(dims), pairs)
+
+
+def _row_dtype(tensor):
+    return torch.float64 if tensor.dtype == torch.float64 else torch.float32
+
+
+def _row_statistics(tensor, n, weights):
+    """[n, len(ROW_STAT_NAMES)] per-row statistics of ``tensor`` viewed as [n, rest] (its token
+    dims flattened into rows, the rest of each row in row-major order), on its device.
+
+    Per row r (F: the row's finite elements, c: an element's index within the row):
+      nonfinite_count  elements that are NaN or +-inf
+      max_abs          max over F of |x|            (0 for a row without finite elements)
+      sum              sum over F of x
+      sum_squares      sum over F of x**2
+      row_checksum     u(p_r) * sum over F of x[c] * v(c), p_r the row's absolute token
+                       position, u and v pos_checksum's weights: the rows of a 2-D tensor
+                       whose row index is its position sum to its pos_checksum, so the rows
+                       of chunks add up to the whole prompt's checksum.
+    Reduced in float32 (float64 for float64 tensors); stored as float32.
+    """
+    dtype = _row_dtype(tensor)
+    x = tensor.reshape(n, -1)
+    if x.is_floating_point():
+        nonfinite = torch.isfinite(x).logical_not_().sum(1, dtype=dtype)
+        values = torch.nan_to_num(x, nan=0.0, posinf=0.0, neginf=0.0).to(dtype)
+    else:
+        values = x.to(dtype)
+        nonfinite = torch.zeros(n, dtype=dtype, device=x.device)
+    max_abs = values.abs().amax(1)
+    total = values.sum(1)
+    squares = (values * values).sum(1)
+    checksum = (values @ _position_weights(values.shape[1], _COL_MUL, dtype, values.device)) * weights
+    return torch.stack([nonfinite, max_abs, total, squares, checksum], 1)
 
 
 # Axes of arm(parallel=...): tensor, context, data, pipeline and expert parallel.
@@ -440,7 +811,7 @@ def _metadata_value(value):
     return repr(value)
 
 
-def capture(stage, tensor, shard=None, collective=None):
+def capture(stage, tensor, shard=None, collective=None, rows="auto", token_dims=(0,), positions=None):
     """Record statistics and layout of ``tensor`` as the next occurrence of ``stage``.
 
     Costs one boolean check when no window is open.  Only device-side work
@@ -458,8 +829,23 @@ def capture(stage, tensor, shard=None, collective=None):
     tensor's.  ``collective`` names the collective whose output this is
     (``"all_reduce"``, ``"all_gather"``, ...).  An invalid annotation prints one
     warning and the record is kept without it.
+
+    ``rows`` says whether the tensor holds the forward's tokens: ``"tokens"``
+    (declared: dimensions ``token_dims``, ``(0,)`` or ``(0, 1)`` for
+    ``[batch, seq, hidden]``, hold the forward's rows in its row map's order),
+    ``None`` (no token rows: attention scores, weights, scalars, cache state)
+    or ``"auto"`` (the default: token rows when the product of the
+    ``token_dims`` sizes equals the forward's row count). ``positions`` (host
+    ints of a one-request forward, or ``(request, position)`` pairs) gives the
+    position of each row where the rows are not the forward's tokens in order,
+    e.g. a KV-cache read of key positions ``range(end)``. Each token row gets
+    per-row statistics (ROW_STAT_NAMES), written to the window's rows.f32.
     """
     if not _active:
+        return
+    if _counting:
+        if rows is not None:
+            _count_rows(tensor)
         return
     try:
         if not isinstance(tensor, torch.Tensor):
@@ -495,7 +881,15 @@ def capture(stage, tensor, shard=None, collective=None):
             stats = path = None
         if stats is not None and layout[0].type != "meta":
             extra["stats_path"] = path
-        record = _Record(stage, layout, extra, stats, saved)
+        token_rows = None
+        row_map = _state.window["row_map"]
+        if row_map is not None and rows is not None and layout[0].type != "meta":
+            try:
+                token_rows = _token_rows(stage, tensor, rows, token_dims, positions, row_map)
+            except Exception as exc:  # that record only: its whole-tensor statistics stand
+                _warn("no token rows for %s (%s: %s)" % (stage, type(exc).__name__, str(exc).splitlines()[0][:120]),
+                      key="rowfail:%s" % stage)
+        record = _Record(stage, layout, extra, stats, saved, token_rows)
         # The occurrence, the seq and the record's place are taken together, after the
         # statistics: threads capturing at once get distinct seqs in record order.
         with _state.lock:
@@ -532,7 +926,7 @@ def capture_inputs(stage, _op=None, **named):
     in the manifest (a string; anything else is stored as ``str(_op)``, or
     its ``__module__.__qualname__`` for a callable) and is not an argument.
     """
-    if not _active:
+    if not _active or _counting:
         return
     try:
         stage = str(stage)
@@ -1728,10 +2122,13 @@ def finish():
     failed (a warning says why).  Graph slots that were written by
     capture_graph() are read here too, so call finish() after the replay.
     """
-    global _active
+    global _active, _counting
     if not _active:
         return None
     _active = False
+    if _counting:  # a call that was not captured, and captured nothing to count its rows by
+        _counting = False
+        return None
     window = _state.window
     _state.window = None
     try:
@@ -1800,6 +2197,13 @@ def _write_window(window):
             meta["tensor_file"] = _save_tensor_or_warn(directory, "%s#1" % slot.stage, slot.tensor)
         records.append(_ordered_record(meta))
 
+    try:
+        token_rows = _write_token_rows(directory, window, _state.records)
+    except Exception as exc:  # the window's records stand without their token rows
+        _warn("token rows not written (%s: %s); the window is written without them"
+              % (type(exc).__name__, str(exc).splitlines()[0][:160]), key="rowswrite")
+        token_rows = None
+
     # Published last: the manifest names only input-set files already written and fsynced.
     input_sets = _input_set_entries(window)
 
@@ -1827,10 +2231,71 @@ def _write_window(window):
         "records": records,
         "input_sets": input_sets,
     }
+    if token_rows is not None:
+        manifest["token_rows"] = token_rows
     path = os.path.join(directory, "manifest.json")
     _atomic_write_text(path, _manifest_text(manifest))
-    _state.written.append((path, len(records)))
+    _state.written.append((path, len(records), token_rows["bytes"] if token_rows else 0))
     return path
+
+
+def _write_token_rows(directory, window, records):
+    """Writes the window's per-row statistics to ROWS_FILE (atomically, one transfer per
+    device) and returns the manifest's ``token_rows`` object; None when the forward has no
+    row map. docs/manifest.md, "Token rows", gives the layout."""
+    row_map = window.get("row_map")
+    if row_map is None or row_map.count is None:  # no capture told the forward's row count
+        return None
+    with_rows = [r for r in records if r.rows is not None and r.rows.stats.device.type != "meta"]
+    by_device = {}
+    for record in with_rows:
+        by_device.setdefault(record.rows.stats.device, []).append(record)
+    host = {}
+    for device, group in by_device.items():
+        flat = torch.cat([r.rows.stats.reshape(-1) for r in group]).to("cpu", torch.float32)
+        at = 0
+        for record in group:
+            size = record.rows.stats.numel()
+            host[id(record)] = flat[at:at + size]
+            at += size
+    entries, blocks, first_row = [], [], 0
+    for record in with_rows:
+        block = host[id(record)]
+        count = block.numel() // len(ROW_STAT_NAMES)
+        entries.append([record.seq, first_row, count, record.rows.token_dims, record.rows.positions])
+        blocks.append(block)
+        first_row += count
+    data = _float32_bytes(torch.cat(blocks)) if blocks else b""
+    if data:
+        _atomic_write_bytes(os.path.join(directory, ROWS_FILE), [data])
+    metadata = _metadata_to_host(window["metadata"])
+    return {
+        "file": ROWS_FILE if data else None,
+        "dtype": "float32",
+        "byteorder": "little",
+        "stats": list(ROW_STAT_NAMES),
+        "map": row_map.manifest(metadata),
+        "positions_inferred": row_map.inferred,
+        "row_positions": list(_config.row_positions),
+        "stage_filter": _config.row_regex.pattern if _config.row_regex is not None else None,
+        "rows": first_row,
+        "bytes": len(data),
+        "records": entries,
+    }
+
+
+def _float32_bytes(values):
+    """Little-endian float32 bytes of a 1-D cpu float32 tensor (numpy where torch has it)."""
+    try:
+        data = values.numpy().astype("<f4", copy=False).tobytes()
+    except Exception:  # torch without numpy
+        import array
+
+        buffer = array.array("f", values.tolist())
+        if sys.byteorder != "little":
+            buffer.byteswap()
+        data = buffer.tobytes()
+    return data
 
 
 # One encoder for every manifest: json.dumps with options builds a new JSONEncoder per call,
@@ -2185,7 +2650,9 @@ def _report_at_exit():
         rank = _state.last_rank if _state.last_rank is not None else current_rank()
         if _config.ranks is not None and rank not in _config.ranks:
             return
-        lines = ["wrote %s (%d record%s)" % (path, n, "" if n == 1 else "s") for path, n in _state.written]
+        lines = ["wrote %s (%d record%s%s)" % (path, n, "" if n == 1 else "s",
+                                             ", %d bytes of token rows in %s" % (rows, ROWS_FILE) if rows else "")
+                 for path, n, rows in _state.written]
         if _state.forked and not lines and not _active:
             return  # a fork child that armed nothing of its own: the parent reports its windows
         if _active and _state.window is not None:
@@ -2241,8 +2708,8 @@ if hasattr(os, "register_at_fork"):
 
 def _reset_for_tests(env=None):
     """Re-read the environment and drop all state (used by the test-suite)."""
-    global _config, _state, _active
-    _active = False
+    global _config, _state, _active, _counting
+    _active = _counting = False
     if _state.window is not None and "writer" in _state.window:
         _state.window["writer"].close()  # no thread of a dropped window writes on into a test's files
     _config = _Config(os.environ if env is None else env)

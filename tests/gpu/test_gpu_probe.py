@@ -225,7 +225,7 @@ def test_graph_slot_reads_replayed_values(make_probe):
     torch.cuda.synchronize()
     # Slots survive windows.  Only one window is selected per process, so select the label's
     # second call directly (test-only poke at the parsed configuration).
-    probe._config.occurrence = 2
+    probe._config.occurrences = (2, 2)
     assert probe.arm("r") is True
     lg2 = {r["stage"]: r for r in load_manifest(probe.finish())["records"]}["logits"]["stats"]
     assert lg2["mean"] == pytest.approx(float(static_out.double().mean().cpu()), rel=1e-6)

@@ -55,7 +55,7 @@ def test_dump_dir_is_used(make_probe, tmp_path):
     probe = make_probe(DUMP_PROBE_DIR=str(target))
     _opened, path = _one_window(probe)
     assert path == os.path.join(str(target), "rank0", "match1-occ1", "manifest.json")
-    assert all_files(str(target)) == [os.path.join("rank0", "match1-occ1", "manifest.json")]
+    assert all_files(str(target)) == [os.path.join("rank0", "match1-occ1", name) for name in ("manifest.json", "rows.f32")]
 
 
 def test_dump_dir_default_is_relative_dump_probe_out(make_probe, tmp_path, monkeypatch):
@@ -179,7 +179,7 @@ def test_environment_is_read_at_import(tmp_path):
     assert proc.returncode == 0, proc.stderr
     path = [line[5:] for line in proc.stdout.splitlines() if line.startswith("PATH=")][0]
     # the only line on stderr: the window's path, once, at exit
-    assert warning_lines(proc.stderr) == ["dump_probe: wrote %s (1 record)" % path]
+    assert warning_lines(proc.stderr) == ["dump_probe: wrote %s (1 record, 200 bytes of token rows in rows.f32)" % path]
     manifest = load_manifest(path)
     assert manifest["label"] == "second" and manifest["match"] == 2
     rec = record(manifest, "keep")

@@ -27,7 +27,8 @@ def _run(tmp_path, body=TWO_LABELS, **env):
 
 def test_a_written_window_prints_its_path_once(tmp_path):
     path = os.path.join(str(tmp_path / "dumps"), "rank0", "match1-occ1", "manifest.json")
-    assert _run(tmp_path) == ["dump_probe: wrote %s (1 record)" % path]
+    # x holds 3 token rows (the forward's rows, counted at its first capture): 3 x 5 float32.
+    assert _run(tmp_path) == ["dump_probe: wrote %s (1 record, 60 bytes of token rows in rows.f32)" % path]
 
 
 def test_no_label_matched_says_how_many_labels_were_seen(tmp_path):
@@ -72,7 +73,7 @@ def test_a_rerun_records_its_attempt_and_the_first_run_stays_attempt_1(tmp_path)
     base = os.path.join(str(tmp_path / "dumps"), "rank0", "match1-occ1")
     assert lines == [
         "dump_probe: warning: %s already holds a dump; writing %s.2 instead" % (base, base),
-        "dump_probe: wrote %s.2%smanifest.json (1 record)" % (base, os.sep),
+        "dump_probe: wrote %s.2%smanifest.json (1 record, 60 bytes of token rows in rows.f32)" % (base, os.sep),
     ]
     with open(os.path.join(base, "manifest.json")) as handle:
         assert json.load(handle)["attempt"] == 1
@@ -127,7 +128,8 @@ def test_a_fork_child_drops_the_open_window_and_the_parent_writes_it_whole(tmp_p
     assert lines[0].endswith("while the window of label 'req' was open: the parent writes that "
                              "window, so this child records nothing until it arms a window of its own")
     assert lines[1] == "child: finish=None armed=False"
-    assert lines[3] == "dump_probe: wrote %s (2 records)" % os.path.join(window, "manifest.json")
+    assert lines[3] == "dump_probe: wrote %s (2 records, 60 bytes of token rows in rows.f32)" % os.path.join(
+        window, "manifest.json")
     assert os.listdir(os.path.dirname(window)) == ["match1-occ1"]
     with open(os.path.join(window, "manifest.json")) as handle:
         manifest = json.load(handle)

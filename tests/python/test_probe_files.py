@@ -68,7 +68,7 @@ def test_atomic_write_leaves_no_temp_on_success(probe, dump_dir):
     probe.capture_inputs("op", a=torch.ones(2))
     path = probe.finish()
     files = all_files(os.path.dirname(path))
-    assert files == ["inputs/op#1.pt", "manifest.json"]
+    assert files == ["inputs/op#1.pt", "manifest.json", "rows.f32"]
     assert not any(".tmp." in f for f in files)
 
 
@@ -116,7 +116,8 @@ def test_writer_killed_mid_manifest_leaves_only_tmp(tmp_path):
     window = out / "rank0" / "match1-occ1"
     files = all_files(str(window))
     assert "manifest.json" not in files
-    assert files == ["inputs/op#1.pt", "manifest.json.tmp.%d" % pid, "tensors/x#1.safetensors"]
+    # The token rows are written before the manifest, which publishes them.
+    assert files == ["inputs/op#1.pt", "manifest.json.tmp.%d" % pid, "rows.f32", "tensors/x#1.safetensors"]
     partial = (window / ("manifest.json.tmp.%d" % pid)).read_bytes()
     assert 0 < len(partial) == full_len // 2
     with pytest.raises(ValueError):

@@ -24,7 +24,7 @@ def _next_window(probe, label="r"):
     probe state serve several windows, as a long-running server's slots would.
     """
     calls = probe._state.labels.get(label, (0, 0))[1]
-    probe._config.occurrence = calls + 1
+    probe._config.occurrences = (calls + 1, calls + 1)
     assert probe.arm(label) is True
 
 

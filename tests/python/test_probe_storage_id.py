@@ -20,7 +20,7 @@ from conftest import load_manifest, warning_lines
 def _next_window(probe, label="r"):
     """Open the next window of ``label`` in the same probe state (see test_probe_graph)."""
     calls = probe._state.labels.get(label, (0, 0))[1]
-    probe._config.occurrence = calls + 1
+    probe._config.occurrences = (calls + 1, calls + 1)
     assert probe.arm(label) is True
 
 

@@ -38,14 +38,25 @@
 //! (CHUNK + log₂ n)·2⁻⁵³·Σ|x|, and two implementations that order or fuse differently agree to
 //! that bound, not to the bit.
 //!
-//! # Per-row statistics (designed, not built)
+//! # Per-row statistics of token rows
 //!
-//! [`Reduction`] names what one pass yields. Today that is [`Reduction::Whole`]: one
-//! [`Summary`] per tensor. The next statistics are per row of a declared [`Axis`] (a small
-//! vector per record, e.g. `max_abs` of each token): the same pass, with one [`Acc`] per index
-//! along the axis instead of one per chunk, merged with the same [`Acc::merge`] in index order.
-//! [`Acc`] is therefore a small `Copy` monoid ([`Acc::EMPTY`], [`Acc::merge`]) that knows
-//! nothing of the tensor's shape, and the callers own the walk that maps an element to its row.
+//! A record whose leading dimension(s) hold the forward's tokens also gets, per token row
+//! (the row's other dimensions flattened in row-major order, F its finite elements, p the
+//! row's absolute token position), the five values of [`ROW_STAT_NAMES`]:
+//!
+//! | name | definition |
+//! |---|---|
+//! | `nonfinite_count` | NaN and ±inf elements of the row |
+//! | `max_abs` | max over F of \|x\|; 0 when F is empty |
+//! | `sum` | Σ_F x |
+//! | `sum_squares` | Σ_F x² |
+//! | `row_checksum` | u(p)·Σ_F x\[c\]·v(c), c the element's index in the row |
+//!
+//! Weighted by the absolute position, the row checksums of a 2-D record whose row index is the
+//! position sum to its `pos_checksum`, so the rows of prefill chunks add up to the whole
+//! prompt's. They are reduced in float32 (float64 for float64 tensors) on the tensor's device
+//! and stored as float32 (docs/manifest.md, "Token rows"). The Python probe computes them with
+//! torch ops; the native probe's pass is still [`Reduction::Whole`] alone.
 
 #![deny(missing_docs)]
 
@@ -56,7 +67,7 @@ pub mod reduction;
 pub mod weights;
 
 pub use acc::{Acc, Run, Summary, summarize};
-pub use names::{STAT_NAMES, Stat, VALUE_STAT_NAMES};
+pub use names::{ROW_STAT_NAMES, STAT_NAMES, Stat, VALUE_STAT_NAMES};
 pub use reduction::{Axis, Reduction};
 pub use weights::{COL_MUL, ROW_MUL, TWO_POW_32, col_weight, row_weight, weight};
 

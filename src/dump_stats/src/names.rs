@@ -32,6 +32,16 @@ macro_rules! array {
     };
 }
 
+/// The per-row statistics of a token row, in the sidecar's column order (the crate's docs,
+/// "Per-row statistics of token rows").
+pub const ROW_STAT_NAMES: [&str; 5] = [
+    "nonfinite_count",
+    "max_abs",
+    "sum",
+    "sum_squares",
+    "row_checksum",
+];
+
 /// The statistic names, in the manifest's order.
 pub const STAT_NAMES: [&str; Stat::ALL.len()] = with_stat_names!(array);
 

@@ -18,6 +18,7 @@ use crate::model::analysis::compare::{
 use crate::model::analysis::merge::{self, GroupMerge, SideMerge};
 use crate::model::analysis::replicated::{self, ReplicationFinding};
 use crate::model::analysis::scan::NonFinite;
+use crate::model::analysis::tokens::{self, TokenDiff};
 use crate::model::dump::{
     Dims, Mode, Name, Piece, Record, Shard, Stats, Window, WindowId, keys_increase,
 };
@@ -393,6 +394,18 @@ pub struct DiffReport {
     /// when neither was found.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub headline: Option<Headline>,
+    /// The token rows of both sides aligned by request and position (docs/diff.md, "Token
+    /// rows"); `None` unless both sides captured token rows.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub tokens: Option<TokenDiff>,
+    /// Windows with token rows that no window of the other side holds the same rows as
+    /// (a chunk against a whole prefill): compared row by row in `tokens` alone, A's then B's.
+    #[serde(skip_serializing_if = "is_empty_pair")]
+    pub aligned_only: (Vec<WindowRef>, Vec<WindowRef>),
+}
+
+fn is_empty_pair(p: &(Vec<WindowRef>, Vec<WindowRef>)) -> bool {
+    p.0.is_empty() && p.1.is_empty()
 }
 
 /// What a diff found first, in the stage order of [`DiffReport::stages`] (A's capture order):
@@ -493,6 +506,38 @@ impl Headline {
     }
 }
 
+impl Headline {
+    /// The headline once the token rows are aligned: the first bad token where it comes at
+    /// or before `earlier`'s finding in stage order (`stages`, A's capture order; a stage#k
+    /// not among them counts as after them all), else `earlier`.
+    fn with_bad_token(
+        earlier: Option<Headline>,
+        bad: &tokens::BadToken,
+        stages: &[String],
+    ) -> Option<Headline> {
+        let order = |key: &str| stages.iter().position(|s| s == key).unwrap_or(usize::MAX);
+        if let Some(h) = &earlier {
+            if h.kind != "unmerged" && !h.key.is_empty() && order(&h.key) < order(&bad.key) {
+                return earlier;
+            }
+        }
+        let token = bad
+            .token_id
+            .map(|id| format!(" (token id {id})"))
+            .unwrap_or_default();
+        Some(Headline {
+            kind: "divergence",
+            key: bad.key.clone(),
+            rank: 0,
+            first_divergence: Some(bad.key.clone()),
+            text: format!(
+                "first divergence: {} at request {:?} position {}{token} ({}, {} off by {:.3}x its tolerance)",
+                bad.key, bad.request_a, bad.position, bad.kind, bad.verdict.stat, bad.verdict.ratio
+            ),
+        })
+    }
+}
+
 /// The merge of both sides over the parallel axes whose group sizes differ.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct LayoutMerge {
@@ -521,6 +566,7 @@ impl DiffReport {
         }) || !self.unpaired_a.is_empty()
             || !self.unpaired_b.is_empty()
             || !self.replicated.is_empty()
+            || self.tokens.as_ref().is_some_and(|t| t.first.is_some())
             || self.layouts.as_ref().is_some_and(|l| {
                 [&l.a, &l.b].iter().any(|side| {
                     !side.invalid.is_empty()
@@ -598,7 +644,19 @@ pub fn diff_reusing(
         });
         (merged_a.as_slice(), merged_b.as_slice())
     };
-    let (pairs, unpaired_a, unpaired_b) = pair_windows(a, b);
+    // Token rows pair forwards by the rows they hold (no merge over parallel groups yet).
+    let with_tokens = layouts.is_none() && tokens::applies(a, b);
+    let (pairs, unpaired_a, unpaired_b, aligned_a, aligned_b) = if with_tokens {
+        pair_windows_by_rows(a, b)
+    } else {
+        let (p, ua, ub) = pair_windows(a, b);
+        (p, ua, ub, Vec::new(), Vec::new())
+    };
+    let token_diff = if with_tokens {
+        tokens::align(a, b, tolerances)
+    } else {
+        None
+    };
     let mut windows: Vec<WindowDiff> = pairs
         .par_iter()
         .map(|&(x, y)| {
@@ -629,7 +687,10 @@ pub fn diff_reusing(
         .min()
         .map(|(_, rank)| rank);
     let (stages, table) = overview(&windows);
-    let headline = Headline::of(&windows, first_rank, &stages, &replicated);
+    let mut headline = Headline::of(&windows, first_rank, &stages, &replicated);
+    if let Some(bad) = token_diff.as_ref().and_then(|t| t.first.as_ref()) {
+        headline = Headline::with_bad_token(headline, bad, &stages);
+    }
     DiffReport {
         tolerances: tolerances.clone(),
         windows,
@@ -641,7 +702,45 @@ pub fn diff_reusing(
         layouts,
         replicated,
         headline,
+        tokens: token_diff,
+        aligned_only: (
+            aligned_a.into_iter().map(|m| named(&ids_a, m)).collect(),
+            aligned_b.into_iter().map(|m| named(&ids_b, m)).collect(),
+        ),
     }
+}
+
+type RowPairs<'a> = (
+    Vec<(&'a Window, &'a Window)>,
+    Vec<&'a Window>,
+    Vec<&'a Window>,
+    Vec<&'a Window>,
+    Vec<&'a Window>,
+);
+
+/// Pairs windows when both sides have token rows: first by the rows they hold
+/// ([`tokens::pair_by_rows`]), then the windows without token rows as [`pair_windows`] does.
+/// Returns the pairs, the unpaired windows without token rows (A, B) and those with token
+/// rows that no window of the other side holds the same rows as (A, B), which the token
+/// alignment compares row by row.
+fn pair_windows_by_rows<'a>(a: &'a [Window], b: &'a [Window]) -> RowPairs<'a> {
+    let by_rows = tokens::pair_by_rows(a, b);
+    let mut pairs: Vec<(&Window, &Window)> = by_rows.iter().map(|&(i, j)| (&a[i], &b[j])).collect();
+    let paired_a: Set<usize> = by_rows.iter().map(|p| p.0).collect();
+    let paired_b: Set<usize> = by_rows.iter().map(|p| p.1).collect();
+    let split = |ws: &'a [Window], paired: &Set<usize>| {
+        let rest = ws.iter().enumerate().filter(|(i, _)| !paired.contains(i));
+        let (rows, plain): (Vec<_>, Vec<_>) = rest.partition(|(_, w)| w.token_rows.is_some());
+        (
+            rows.into_iter().map(|(_, w)| w).collect::<Vec<&Window>>(),
+            plain.into_iter().map(|(_, w)| w).collect::<Vec<&Window>>(),
+        )
+    };
+    let (aligned_a, plain_a) = split(a, &paired_a);
+    let (aligned_b, plain_b) = split(b, &paired_b);
+    let (rest, only_a, only_b) = pair_window_refs(plain_a, plain_b);
+    pairs.extend(rest);
+    (pairs, only_a, only_b, aligned_a, aligned_b)
 }
 
 /// Why the logical window `w` could not be merged whole, one line per group and side (the
@@ -706,6 +805,10 @@ type WindowPairs<'a> = (
 /// (match, occurrence), then in order. Labels are request ids and usually differ between runs,
 /// so a single window per rank pairs whatever its label.
 pub fn pair_windows<'a>(a: &'a [Window], b: &'a [Window]) -> WindowPairs<'a> {
+    pair_window_refs(a.iter().collect(), b.iter().collect())
+}
+
+fn pair_window_refs<'a>(a: Vec<&'a Window>, b: Vec<&'a Window>) -> WindowPairs<'a> {
     let mut by_rank: BTreeMap<u32, (Vec<&Window>, Vec<&Window>)> = BTreeMap::new();
     for m in a {
         by_rank.entry(m.rank).or_default().0.push(m);
@@ -1228,6 +1331,7 @@ mod tests {
                         format: Default::default(),
                         facts: Default::default(),
                         context: None,
+                        token_rows: None,
                     };
                     diff_windows(&window(a), &window(b), &tolerances)
                 })

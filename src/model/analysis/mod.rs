@@ -14,6 +14,7 @@ pub mod report;
 pub mod scan;
 pub mod summary;
 pub mod table;
+pub mod tokens;
 pub mod vary;
 
 use rayon::prelude::*;

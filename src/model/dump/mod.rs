@@ -10,6 +10,7 @@ pub mod evidence;
 mod parallel;
 mod record;
 mod stage_key;
+mod token_rows;
 mod warning;
 mod window;
 
@@ -17,6 +18,7 @@ pub use capture::{Changes, Dump, WindowId};
 pub use parallel::{AXES, Layout, Placement, Shard};
 pub use record::*;
 pub use stage_key::{StageKey, capture_regex};
+pub use token_rows::*;
 pub use warning::{
     UNFINISHED_WINDOW, UNREADABLE_WINDOW, UnfinishedWindow, Warning, WarningKind, any_lost,
 };

@@ -81,6 +81,11 @@ pub struct Window {
     /// for dumpview's own manifests.
     #[serde(skip)]
     pub context: Option<std::sync::Arc<Context>>,
+    /// The forward's row map and the per-row statistics of its token rows (the manifest's
+    /// `token_rows` and its sidecar, docs/manifest.md); `None` for windows captured without
+    /// a row map and for other formats.
+    #[serde(skip)]
+    pub token_rows: Option<std::sync::Arc<super::TokenRows>>,
 }
 
 /// The dump format a window was read from.
@@ -159,8 +164,21 @@ impl Window {
             .find(|r| r.stats.as_ref().is_some_and(Stats::has_nonfinite))
     }
 
-    /// The token ids in `metadata.token_ids`, when present and all integers.
+    /// The token ids in `metadata.token_ids`, when present and all integers; else those of the
+    /// forward's row map (its entries' ids in row order, padding left out), when every entry
+    /// of a request has them.
     pub fn token_ids(&self) -> Option<Vec<i64>> {
+        self.metadata_token_ids().or_else(|| {
+            let rows = self.token_rows.as_ref()?;
+            let mut ids = Vec::new();
+            for entry in rows.map.iter().filter(|e| e.request.is_some()) {
+                ids.extend(entry.token_ids.as_ref()?);
+            }
+            (!ids.is_empty()).then_some(ids)
+        })
+    }
+
+    fn metadata_token_ids(&self) -> Option<Vec<i64>> {
         fn flatten(value: &serde_json::Value, out: &mut Vec<i64>) -> Option<()> {
             match value {
                 serde_json::Value::Array(items) => items.iter().try_for_each(|v| flatten(v, out)),

@@ -69,6 +69,7 @@ fn same_content(a: &Window, b: &Window) -> bool {
         format,
         facts: _,
         context: _,
+        token_rows,
     } = a;
     *schema_version == b.schema_version
         && *probe == b.probe
@@ -81,6 +82,7 @@ fn same_content(a: &Window, b: &Window) -> bool {
         && *stats_dtype == b.stats_dtype
         && *metadata == b.metadata
         && *input_sets == b.input_sets
+        && *token_rows == b.token_rows
         && records.len() == b.records.len()
         && records
             .iter()

@@ -9,13 +9,27 @@ use crate::model::analysis::diff::{DiffReport, PairDiff, WindowDiff};
 pub fn text(report: &DiffReport) -> String {
     let mut out = String::new();
     out.push_str(&super::layouts::merge_text(report));
-    if let Some(h) = report.headline.as_ref().filter(|h| h.kind != "divergence") {
+    let from_tokens = |h: &&crate::model::analysis::diff::Headline| {
+        report
+            .tokens
+            .as_ref()
+            .and_then(|t| t.first.as_ref())
+            .is_some_and(|bad| bad.key == h.key && h.kind == "divergence")
+    };
+    if let Some(h) = report
+        .headline
+        .as_ref()
+        .filter(|h| h.kind != "divergence" || from_tokens(h))
+    {
         let _ = writeln!(out, "{}\n", h.text);
     }
     for w in &report.windows {
         out.push_str(&render_window(w));
     }
     out.push_str(&super::layouts::replicated_text(report));
+    if let Some(tokens) = &report.tokens {
+        out.push_str(&super::tokens::summary_text(tokens, &report.aligned_only));
+    }
     for (side, windows) in [("A", &report.unpaired_a), ("B", &report.unpaired_b)] {
         for w in windows.iter() {
             let _ = writeln!(

@@ -10,6 +10,7 @@ pub mod report;
 pub mod scan;
 pub mod summary;
 pub mod tensors;
+pub mod tokens;
 pub mod vary;
 
 /// `, attempt N` for a window re-run into its dump directory (attempt 1 goes unsaid): how the

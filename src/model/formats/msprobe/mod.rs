@@ -119,6 +119,7 @@ pub fn load_window(path: &Path, bytes: &[u8]) -> Result<(Window, Vec<Warning>), 
         format: SourceFormat::Msprobe,
         facts: &FACTS,
         context: Some(Arc::new(context)),
+        token_rows: None,
     };
     Ok((manifest, warnings))
 }

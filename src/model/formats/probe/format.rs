@@ -20,6 +20,10 @@ impl Format for Probe {
     fn file_names(&self) -> &'static [&'static str] {
         &[MANIFEST_NAME]
     }
+    /// The token rows' sidecar (`token_rows.file`, always this name from the probes).
+    fn companion_names(&self) -> &'static [&'static str] {
+        &["rows.f32"]
+    }
     /// Anything the other formats do not claim: a file named on the command line is taken
     /// as it is, whatever its name, and its header says whether it is a manifest.
     fn claims(&self, _path: &Path, _head: &[u8]) -> bool {
@@ -42,6 +46,10 @@ impl Format for Probe {
         );
         warnings.extend(parsed.notes.to_warnings(path));
         warnings.extend(super::annotations::check(&mut parsed.manifest, path));
+        if let Some(json) = &parsed.token_rows {
+            parsed.manifest.token_rows =
+                super::rows::read(json, path, &mut warnings).map(std::sync::Arc::new);
+        }
         Ok((parsed.manifest, warnings))
     }
 }

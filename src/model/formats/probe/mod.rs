@@ -10,6 +10,7 @@ mod format;
 mod header;
 mod line;
 pub mod parse;
+mod rows;
 mod writer_notes;
 
 pub use annotations::COLLECTIVES;

@@ -43,6 +43,9 @@ pub struct Parsed {
     /// What the writer said about the window (the native probe's `warnings`,
     /// `skipped_over_budget`, `storage_identity`); empty for manifests without them.
     pub notes: WriterNotes,
+    /// The manifest's `token_rows` object as written (JSON text), read with its sidecar by
+    /// the format (`super::rows`); `None` for a window captured without a row map.
+    pub token_rows: Option<String>,
 }
 
 /// One record of a manifest that did not read as written (see [`Parsed::repaired`]).
@@ -111,6 +114,8 @@ struct Partial {
     placeholders_seen: usize,
     /// The writer's notes on the window.
     notes: WriterNotes,
+    /// The `token_rows` object, as JSON text.
+    token_rows: Option<String>,
 }
 
 /// Files smaller than this are parsed in one pass: splitting them would not pay.
@@ -217,6 +222,7 @@ pub fn parse_one_pass(bytes: &[u8], path: &Path) -> Result<Parsed, ManifestError
         format: crate::model::dump::SourceFormat::Probe,
         facts: &FACTS,
         context: None,
+        token_rows: None,
     };
     let repaired = std::mem::take(&mut partial.repaired);
     Ok(Parsed {
@@ -224,6 +230,7 @@ pub fn parse_one_pass(bytes: &[u8], path: &Path) -> Result<Parsed, ManifestError
         stopped,
         repaired,
         notes: std::mem::take(&mut partial.notes),
+        token_rows: partial.token_rows.take(),
     })
 }
 
@@ -307,10 +314,12 @@ pub fn parse_by_lines(bytes: &[u8], path: &Path) -> Option<Parsed> {
             format: crate::model::dump::SourceFormat::Probe,
             facts: &FACTS,
             context: None,
+            token_rows: None,
         },
         stopped: None,
         repaired: Vec::new(),
         notes: std::mem::take(&mut partial.notes),
+        token_rows: partial.token_rows.take(),
     })
 }
 
@@ -580,6 +589,10 @@ impl<'de> Visitor<'de> for TopSeed<'_> {
                 "input_sets" => map.next_value_seed(Sink(&mut p.input_sets))?,
                 "warnings" => p.notes.set_warnings(map.next_value()?),
                 "skipped_over_budget" => p.notes.set_skipped(map.next_value()?),
+                "token_rows" => {
+                    let raw: Box<serde_json::value::RawValue> = map.next_value()?;
+                    p.token_rows = Some(raw.get().to_owned());
+                }
                 // Optional notes never make a manifest unreadable: a wrong type reads as absent.
                 "budget_bytes" => {
                     p.notes.budget_bytes = map.next_value::<serde_json::Value>()?.as_u64();

@@ -203,6 +203,7 @@ pub fn load_window_with(
         format: SourceFormat::Windowed,
         facts: &FACTS,
         context: Some(Arc::new(context)),
+        token_rows: None,
     };
     Ok((manifest, warnings))
 }

@@ -1,0 +1,182 @@
+//! How two aligned token rows compare (docs/diff.md, "Token rows"): each statistic's
+//! difference over its tolerance, the worst of them deciding.
+
+use serde::Serialize;
+
+use dump_stats::row_weight;
+
+use crate::model::analysis::compare::{Tolerances, unit_roundoff};
+
+/// Rows whose statistics differ by less than `ROW_ROUNDOFF_FACTOR · u` of their scale agree
+/// whatever the user's `rtol` (`u`: unit roundoff of the coarser dtype): the rounding of one
+/// element's last bit, twice, as the whole-tensor checksum's noise bound
+/// ([`crate::model::analysis::compare::CHECKSUM_NOISE`], measured on bfloat16 pairs).
+pub const ROW_ROUNDOFF_FACTOR: f64 = 2.0;
+
+/// The smallest row `rtol` of any dtype: float32 rows of correct chunked-vs-whole,
+/// batched-vs-alone and prefix-cache pairs (assets/token_examples, `figures`) differed by up
+/// to 43 · 2^-24 of their scale (a row sum after six layers); 64 · 2^-24 ≈ 3.8e-6 keeps them
+/// agreeing when a user tightens `--rtol` below it. docs/diff.md, "Token rows".
+pub const ROW_RTOL_FLOOR: f64 = 64.0 / 16_777_216.0;
+
+/// The statistics of one token row, as the sidecar holds them.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+pub struct RowStats {
+    /// NaN and ±inf elements in the row.
+    pub nonfinite_count: f32,
+    /// Largest |x| over the row's finite elements.
+    pub max_abs: f32,
+    /// Sum of the finite elements.
+    pub sum: f32,
+    /// Sum of their squares.
+    pub sum_squares: f32,
+    /// `u(position) · Σ x[c] · v(c)` over the finite elements.
+    pub row_checksum: f32,
+}
+
+impl RowStats {
+    /// From a sidecar row of five values.
+    pub fn of(values: &[f32]) -> RowStats {
+        RowStats {
+            nonfinite_count: values[0],
+            max_abs: values[1],
+            sum: values[2],
+            sum_squares: values[3],
+            row_checksum: values[4],
+        }
+    }
+
+    /// sqrt of `sum_squares`: the row's l2 norm.
+    pub fn l2(&self) -> f64 {
+        f64::from(self.sum_squares).max(0.0).sqrt()
+    }
+}
+
+/// The verdict on one aligned pair of rows.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+pub struct RowVerdict {
+    /// The worst statistic's difference over its tolerance: below 1 the rows agree.
+    pub ratio: f64,
+    /// That statistic (`nonfinite_count`, `max_abs`, `l2`, `sum`, `row_checksum`).
+    pub stat: &'static str,
+}
+
+impl RowVerdict {
+    /// Whether the rows diverge.
+    pub fn diverges(&self) -> bool {
+        self.ratio >= 1.0 || self.ratio.is_nan()
+    }
+}
+
+/// Compares rows `a` and `b` at `position` of tensors of dtypes `dtype_a`, `dtype_b`:
+/// non-finite counts must be equal (else the ratio is infinite); `max_abs` is held to
+/// `atol + rtol · max(|a|, |b|)`, the l2 norm likewise, the sum to `atol + rtol · max l2`
+/// (rounding moves a sum like a random walk over the row's magnitudes) and the row checksum
+/// to `atol + rtol · u(position) · max l2`, each `rtol` at least `ROW_ROUNDOFF_FACTOR · u`
+/// of the coarser dtype and at least [`ROW_RTOL_FLOOR`]. The statistics' tolerances are the user's: `max_abs`, `l2`, `mean`
+/// (for the sum) and `pos_checksum`.
+pub fn judge(
+    a: &RowStats,
+    b: &RowStats,
+    position: u64,
+    dtype_a: &str,
+    dtype_b: &str,
+    tolerances: &Tolerances,
+) -> RowVerdict {
+    if a.nonfinite_count != b.nonfinite_count {
+        return RowVerdict {
+            ratio: f64::INFINITY,
+            stat: "nonfinite_count",
+        };
+    }
+    let floor = (ROW_ROUNDOFF_FACTOR * unit_roundoff(dtype_a).max(unit_roundoff(dtype_b)))
+        .max(ROW_RTOL_FLOOR);
+    let l2 = a.l2().max(b.l2());
+    let checks: [(&'static str, f64, f64, &str); 4] = [
+        (
+            "max_abs",
+            f64::from(a.max_abs),
+            f64::from(b.max_abs),
+            "max_abs",
+        ),
+        ("l2", a.l2(), b.l2(), "l2"),
+        ("sum", f64::from(a.sum), f64::from(b.sum), "mean"),
+        (
+            "row_checksum",
+            f64::from(a.row_checksum),
+            f64::from(b.row_checksum),
+            "pos_checksum",
+        ),
+    ];
+    let mut worst = RowVerdict {
+        ratio: 0.0,
+        stat: "max_abs",
+    };
+    for (stat, x, y, tolerance_of) in checks {
+        let tolerance = tolerances.of(tolerance_of);
+        let scale = match stat {
+            "max_abs" => x.abs().max(y.abs()),
+            "row_checksum" => row_weight(position) * l2,
+            _ => l2,
+        };
+        let allowed = tolerance.atol + tolerance.rtol.max(floor) * scale;
+        let ratio = if x == y {
+            0.0
+        } else if allowed > 0.0 {
+            (x - y).abs() / allowed
+        } else {
+            f64::INFINITY
+        };
+        if ratio > worst.ratio || ratio.is_nan() {
+            worst = RowVerdict { ratio, stat };
+        }
+    }
+    worst
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn row(max_abs: f32, sum: f32, sum_squares: f32, checksum: f32) -> RowStats {
+        RowStats {
+            nonfinite_count: 0.0,
+            max_abs,
+            sum,
+            sum_squares,
+            row_checksum: checksum,
+        }
+    }
+
+    #[test]
+    fn rounding_agrees_and_a_changed_row_diverges() {
+        let t = Tolerances::default();
+        let a = row(2.0, 1.0, 16.0, 0.5);
+        let close = row(2.000_001, 1.000_001, 16.000_01, 0.500_000_1);
+        assert!(!judge(&a, &close, 3, "float32", "float32", &t).diverges());
+        let moved = row(2.1, 1.0, 16.0, 0.5);
+        let v = judge(&a, &moved, 3, "float32", "float32", &t);
+        assert!(v.diverges());
+        assert_eq!(v.stat, "max_abs");
+        // |2.1 - 2.0| (in float32) over atol + 1e-2 · 2.1.
+        let want = f64::from(2.1f32 - 2.0) / (1e-6 + 1e-2 * f64::from(2.1f32));
+        assert!((v.ratio - want).abs() < 1e-9, "{v:?} vs {want}");
+    }
+
+    #[test]
+    fn non_finite_counts_must_be_equal() {
+        let t = Tolerances::default();
+        let a = row(1.0, 1.0, 1.0, 0.1);
+        let mut b = a;
+        b.nonfinite_count = 1.0;
+        let v = judge(&a, &b, 0, "float16", "float16", &t);
+        assert_eq!(v.stat, "nonfinite_count");
+        assert!(v.diverges());
+    }
+
+    #[test]
+    fn row_weight_is_pos_checksums() {
+        // u(0) = 2654435761 / 2^32.
+        assert!((row_weight(0) - 2_654_435_761.0 / 4_294_967_296.0).abs() < 1e-15);
+    }
+}

@@ -1,0 +1,505 @@
+//! Tokens as the unit of comparison: the rows of two captures aligned by request and token
+//! position across chunking and batching (docs/diff.md, "Token rows").
+//!
+//! A window with token rows ([`crate::model::dump::TokenRows`]) says which (request,
+//! position) each row of its token-row records holds. Requests are matched across the sides
+//! by their token ids ([`requests`]); every row is keyed by (stage#k, request, position), k
+//! being the k-th capture of that stage in its forward that holds the position; keys held on
+//! both sides are compared row by row ([`judge`]). The first divergence is the earliest
+//! stage#k in A's capture order with a diverging row, then the earliest position.
+//!
+//! Forwards pair whole by the rows they hold ([`pair_by_rows`]): a decode step is call 2
+//! after a whole prefill and call 4 after a three-chunk one, and they pair all the same.
+
+pub mod judge;
+pub mod requests;
+
+use std::collections::HashMap;
+
+use serde::Serialize;
+
+use crate::model::analysis::compare::Tolerances;
+use crate::model::dump::{Record, Window};
+use judge::{RowStats, RowVerdict};
+use requests::{RequestMatch, SideRequests};
+
+/// What aligning the token rows of A and B found.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct TokenDiff {
+    /// Requests matched across the sides, in A's order.
+    pub requests: Vec<RequestMatch>,
+    /// A's requests with no partner in B (their rows are coverage, not compared).
+    pub unmatched_a: Vec<String>,
+    /// B's requests with no partner in A.
+    pub unmatched_b: Vec<String>,
+    /// Windows with token rows read, per side.
+    pub windows: (usize, usize),
+    /// Aligned rows compared.
+    pub rows_compared: u64,
+    /// Of those, rows that diverge.
+    pub rows_diverging: u64,
+    /// Rows (stage#k, request, position) held by A alone, and by B alone: coverage.
+    pub rows_only: (u64, u64),
+    /// Rows at positions where the matched requests' token ids differ: different inputs,
+    /// not compared.
+    pub rows_different_input: u64,
+    /// Rows a side held more than once as a forward's own rows (a recomputed or re-verified
+    /// token; rows at declared positions, such as KV-cache reads, repeat by design and are not
+    /// counted): the later forward's row was used, per side.
+    pub rows_repeated: (u64, u64),
+    /// Some window's first position was counted on from its label's earlier calls rather
+    /// than given by the capture (A, B).
+    pub positions_inferred: (bool, bool),
+    /// The first divergence over all requests.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub first: Option<BadToken>,
+    /// One per matched request, in `requests`' order.
+    pub per_request: Vec<RequestTokens>,
+}
+
+/// One matched request's rows.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct RequestTokens {
+    /// The request's id in A.
+    pub request_a: String,
+    /// Its id in B.
+    pub request_b: String,
+    /// Aligned rows compared.
+    pub rows_compared: u64,
+    /// Of those, rows that diverge.
+    pub rows_diverging: u64,
+    /// The smallest and largest position compared.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub positions: Option<(u64, u64)>,
+    /// The request's first bad token: the earliest stage#k with a diverging row, then the
+    /// earliest position.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub first_bad_token: Option<BadToken>,
+}
+
+/// A diverging aligned row: where, which token, and both rows.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct BadToken {
+    /// The request's id in A.
+    pub request_a: String,
+    /// Its id in B.
+    pub request_b: String,
+    /// The token's 0-based position in its request.
+    pub position: u64,
+    /// Its token id, where recorded.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub token_id: Option<i64>,
+    /// `stage#k`.
+    pub key: String,
+    /// `row_changed` (a statistic moved beyond its tolerance), `non_finite` (the NaN/inf
+    /// counts differ) or `rows_permuted` (the rows diverging at this stage are the same
+    /// multiset in another order: values moved between positions).
+    pub kind: &'static str,
+    /// The worst statistic's difference over its tolerance.
+    pub verdict: RowVerdict,
+    /// A's row.
+    pub a: RowStats,
+    /// B's row.
+    pub b: RowStats,
+    /// The dtypes of the two records.
+    pub dtypes: (String, String),
+    /// The windows (manifest paths) and record seqs the rows come from.
+    pub source_a: (String, u64),
+    /// B's.
+    pub source_b: (String, u64),
+}
+
+/// One row of one side, keyed.
+#[derive(Debug, Clone, Copy)]
+struct Row {
+    /// Ordinal of stage#k in A's capture order (B's own stages after).
+    stage: u32,
+    /// Index of the matched request pair.
+    pair: u32,
+    position: u64,
+    window: u32,
+    record: u32,
+    /// Index of the row's first value in its window's sidecar values.
+    at: u32,
+    /// The record declared its rows' positions (a KV-cache read): every forward holds them
+    /// again, which is no recompute.
+    declared: bool,
+}
+
+impl Row {
+    fn key(&self) -> (u32, u32, u64) {
+        (self.stage, self.pair, self.position)
+    }
+}
+
+/// Stage#k ordinals, shared by both sides: A's capture order, then B's stages A lacks.
+#[derive(Default)]
+struct Stages {
+    ordinal: HashMap<(String, u32), u32>,
+    keys: Vec<String>,
+}
+
+impl Stages {
+    fn of(&mut self, stage: &str, k: u32) -> u32 {
+        if let Some(&o) = self.ordinal.get(&(stage.to_string(), k)) {
+            return o;
+        }
+        let o = self.keys.len() as u32;
+        self.keys.push(format!("{stage}#{k}"));
+        self.ordinal.insert((stage.to_string(), k), o);
+        o
+    }
+}
+
+/// The windows of one side that hold token rows, in forward order (label, call, attempt).
+fn with_rows(windows: &[Window]) -> Vec<&Window> {
+    let mut out: Vec<&Window> = windows
+        .iter()
+        .filter(|w| w.token_rows.as_ref().is_some_and(|t| !t.map.is_empty()))
+        .collect();
+    out.sort_by_key(|w| (w.rank, w.match_index, w.occurrence, w.attempt));
+    out
+}
+
+/// Whether both sides hold windows with token rows: then [`align`] and [`pair_by_rows`]
+/// apply.
+pub fn applies(a: &[Window], b: &[Window]) -> bool {
+    let has = |ws: &[Window]| ws.iter().any(|w| w.token_rows.is_some());
+    has(a) && has(b)
+}
+
+/// The rows each window holds, as (matched pair, position) sorted, or `None` where a row
+/// belongs to a request without a partner (the window cannot pair whole).
+fn row_set(w: &Window, pair_of: &HashMap<&str, u32>) -> Option<Vec<(u32, u64)>> {
+    let rows = w.token_rows.as_ref()?;
+    let mut set = Vec::new();
+    for (entry, position) in rows.forward_rows() {
+        let Some(request) = &rows.map[entry as usize].request else {
+            continue; // padding: never compared
+        };
+        set.push((*pair_of.get(request.as_str())?, position));
+    }
+    set.sort_unstable();
+    Some(set)
+}
+
+/// Pairs A's windows with B's that hold the same matched (request, position) rows and no
+/// rows of unmatched requests, the same rank first: `(a index, b index)` into the given
+/// slices. Windows without token rows are left to the other pairing.
+pub fn pair_by_rows(a: &[Window], b: &[Window]) -> Vec<(usize, usize)> {
+    let (ra, rb) = (
+        SideRequests::of(&a.iter().collect::<Vec<_>>()),
+        SideRequests::of(&b.iter().collect::<Vec<_>>()),
+    );
+    let matches = requests::match_requests(&ra, &rb);
+    let mut pair_a: HashMap<&str, u32> = HashMap::new();
+    let mut pair_b: HashMap<&str, u32> = HashMap::new();
+    for (n, (i, j, _)) in matches.iter().enumerate() {
+        pair_a.insert(ra.names[*i].as_str(), n as u32);
+        pair_b.insert(rb.names[*j].as_str(), n as u32);
+    }
+    let sets_b: Vec<Option<Vec<(u32, u64)>>> = b.iter().map(|w| row_set(w, &pair_b)).collect();
+    let mut used = vec![false; b.len()];
+    let mut out = Vec::new();
+    for (i, w) in a.iter().enumerate() {
+        let Some(set) = row_set(w, &pair_a).filter(|s| !s.is_empty()) else {
+            continue;
+        };
+        let candidates = |same_rank: bool| {
+            (0..b.len()).find(|&j| {
+                !used[j] && (!same_rank || b[j].rank == w.rank) && sets_b[j].as_ref() == Some(&set)
+            })
+        };
+        if let Some(j) = candidates(true).or_else(|| candidates(false)) {
+            used[j] = true;
+            out.push((i, j));
+        }
+    }
+    out
+}
+
+/// Aligns the token rows of every window of `a` and `b` that has them and compares them
+/// under `tolerances`; `None` unless both sides have token rows.
+pub fn align(a: &[Window], b: &[Window], tolerances: &Tolerances) -> Option<TokenDiff> {
+    if !applies(a, b) {
+        return None;
+    }
+    let (wa, wb) = (with_rows(a), with_rows(b));
+    let (ra, rb) = (SideRequests::of(&wa), SideRequests::of(&wb));
+    let matches = requests::match_requests(&ra, &rb);
+    let mut pair_of_a = vec![None; ra.names.len()];
+    let mut pair_of_b = vec![None; rb.names.len()];
+    for (n, (i, j, _)) in matches.iter().enumerate() {
+        pair_of_a[*i] = Some(n as u32);
+        pair_of_b[*j] = Some(n as u32);
+    }
+    let mut stages = Stages::default();
+    let (rows_a, repeated_a) = side_rows(&wa, &ra, &pair_of_a, &mut stages);
+    let (rows_b, repeated_b) = side_rows(&wb, &rb, &pair_of_b, &mut stages);
+
+    let mut diff = TokenDiff {
+        requests: matches.iter().map(|(_, _, m)| m.clone()).collect(),
+        unmatched_a: unmatched(&ra, &pair_of_a),
+        unmatched_b: unmatched(&rb, &pair_of_b),
+        windows: (wa.len(), wb.len()),
+        rows_compared: 0,
+        rows_diverging: 0,
+        rows_only: (0, 0),
+        rows_different_input: 0,
+        rows_repeated: (repeated_a, repeated_b),
+        positions_inferred: (inferred(&wa), inferred(&wb)),
+        first: None,
+        per_request: matches
+            .iter()
+            .map(|(_, _, m)| RequestTokens {
+                request_a: m.a.clone(),
+                request_b: m.b.clone(),
+                rows_compared: 0,
+                rows_diverging: 0,
+                positions: None,
+                first_bad_token: None,
+            })
+            .collect(),
+    };
+    // Merge-join on (stage#k, pair, position): both sorted, one pass.
+    let (mut i, mut j) = (0, 0);
+    let mut diverging: Vec<(Row, Row, RowVerdict)> = Vec::new();
+    while i < rows_a.len() || j < rows_b.len() {
+        let order = match (rows_a.get(i), rows_b.get(j)) {
+            (Some(x), Some(y)) => x.key().cmp(&y.key()),
+            (Some(_), None) => std::cmp::Ordering::Less,
+            _ => std::cmp::Ordering::Greater,
+        };
+        match order {
+            std::cmp::Ordering::Less => {
+                diff.rows_only.0 += 1;
+                i += 1;
+            }
+            std::cmp::Ordering::Greater => {
+                diff.rows_only.1 += 1;
+                j += 1;
+            }
+            std::cmp::Ordering::Equal => {
+                let (x, y) = (rows_a[i], rows_b[j]);
+                i += 1;
+                j += 1;
+                let m = &diff.requests[x.pair as usize];
+                if m.ids_differ_from.is_some_and(|p| x.position >= p) {
+                    diff.rows_different_input += 1;
+                    continue;
+                }
+                let (sa, ra_) = (stats_of(&wa, &x), record_of(&wa, &x));
+                let (sb, rb_) = (stats_of(&wb, &y), record_of(&wb, &y));
+                let verdict =
+                    judge::judge(&sa, &sb, x.position, &ra_.dtype, &rb_.dtype, tolerances);
+                diff.rows_compared += 1;
+                let request = &mut diff.per_request[x.pair as usize];
+                request.rows_compared += 1;
+                request.positions = Some(match request.positions {
+                    Some((lo, hi)) => (lo.min(x.position), hi.max(x.position)),
+                    None => (x.position, x.position),
+                });
+                if verdict.diverges() {
+                    diff.rows_diverging += 1;
+                    request.rows_diverging += 1;
+                    diverging.push((x, y, verdict));
+                }
+            }
+        }
+    }
+    // Diverging rows come in key order: each request's first is its first bad token.
+    for (x, y, verdict) in &diverging {
+        let request = &mut diff.per_request[x.pair as usize];
+        if request.first_bad_token.is_some() {
+            continue;
+        }
+        let kind = kind_of(x, verdict, &diverging, &wa, &wb, tolerances);
+        let bad = bad_token(&wa, &wb, &ra, &diff.requests, &stages, x, y, *verdict, kind);
+        request.first_bad_token = Some(bad);
+    }
+    diff.first = diverging
+        .first()
+        .and_then(|(x, ..)| diff.per_request[x.pair as usize].first_bad_token.clone());
+    Some(diff)
+}
+
+/// `rows_permuted` when the rows diverging at the first bad token's stage#k (of its request)
+/// are one multiset in two orders (each A row agrees with some B row of the set, ignoring
+/// the position-weighted checksum); else `non_finite` or `row_changed`.
+fn kind_of(
+    first: &Row,
+    verdict: &RowVerdict,
+    diverging: &[(Row, Row, RowVerdict)],
+    wa: &[&Window],
+    wb: &[&Window],
+    tolerances: &Tolerances,
+) -> &'static str {
+    if verdict.stat == "nonfinite_count" {
+        return "non_finite";
+    }
+    let set: Vec<&(Row, Row, RowVerdict)> = diverging
+        .iter()
+        .filter(|(x, ..)| x.stage == first.stage && x.pair == first.pair)
+        .collect();
+    if set.len() < 2 {
+        return "row_changed";
+    }
+    let mut used = vec![false; set.len()];
+    for (x, ..) in &set {
+        let sa = stats_of(wa, x);
+        let dtype_a = &record_of(wa, x).dtype;
+        let found = set.iter().enumerate().position(|(n, (_, y, _))| {
+            if used[n] {
+                return false;
+            }
+            let mut sb = stats_of(wb, y);
+            sb.row_checksum = sa.row_checksum; // weighted by position: it moves with the row
+            !judge::judge(
+                &sa,
+                &sb,
+                x.position,
+                dtype_a,
+                &record_of(wb, y).dtype,
+                tolerances,
+            )
+            .diverges()
+        });
+        match found {
+            Some(n) => used[n] = true,
+            None => return "row_changed",
+        }
+    }
+    "rows_permuted"
+}
+
+#[allow(clippy::too_many_arguments)]
+fn bad_token(
+    wa: &[&Window],
+    wb: &[&Window],
+    ra: &SideRequests,
+    requests: &[RequestMatch],
+    stages: &Stages,
+    x: &Row,
+    y: &Row,
+    verdict: RowVerdict,
+    kind: &'static str,
+) -> BadToken {
+    let m = &requests[x.pair as usize];
+    let token_id = ra
+        .index(&m.a)
+        .and_then(|i| ra.tokens[i].get(&x.position).copied());
+    let (rec_a, rec_b) = (record_of(wa, x), record_of(wb, y));
+    BadToken {
+        request_a: m.a.clone(),
+        request_b: m.b.clone(),
+        position: x.position,
+        token_id,
+        key: stages.keys[x.stage as usize].clone(),
+        kind,
+        verdict,
+        a: stats_of(wa, x),
+        b: stats_of(wb, y),
+        dtypes: (rec_a.dtype.to_string(), rec_b.dtype.to_string()),
+        source_a: (
+            wa[x.window as usize].source.display().to_string(),
+            rec_a.seq,
+        ),
+        source_b: (
+            wb[y.window as usize].source.display().to_string(),
+            rec_b.seq,
+        ),
+    }
+}
+
+fn stats_of(windows: &[&Window], row: &Row) -> RowStats {
+    let rows = windows[row.window as usize]
+        .token_rows
+        .as_ref()
+        .expect("a keyed row's window has token rows");
+    let at = row.at as usize;
+    RowStats::of(&rows.values[at..at + crate::model::dump::ROW_WIDTH])
+}
+
+fn record_of<'w>(windows: &[&'w Window], row: &Row) -> &'w Record {
+    &windows[row.window as usize].records[row.record as usize]
+}
+
+fn unmatched(side: &SideRequests, pair_of: &[Option<u32>]) -> Vec<String> {
+    side.names
+        .iter()
+        .zip(pair_of)
+        .filter(|(_, p)| p.is_none())
+        .map(|(n, _)| n.clone())
+        .collect()
+}
+
+fn inferred(windows: &[&Window]) -> bool {
+    windows
+        .iter()
+        .any(|w| w.token_rows.as_ref().is_some_and(|t| t.positions_inferred))
+}
+
+/// Every row of one side's windows, keyed and sorted; a key held twice keeps the later
+/// forward's row. Returns the rows and how many were dropped as repeats.
+fn side_rows(
+    windows: &[&Window],
+    requests: &SideRequests,
+    pair_of: &[Option<u32>],
+    stages: &mut Stages,
+) -> (Vec<Row>, u64) {
+    let mut rows = Vec::new();
+    for (wi, w) in windows.iter().enumerate() {
+        let Some(token_rows) = &w.token_rows else {
+            continue;
+        };
+        let forward = token_rows.forward_rows();
+        let by_seq: HashMap<u64, usize> = w
+            .records
+            .iter()
+            .enumerate()
+            .map(|(i, r)| (r.seq, i))
+            .collect();
+        // (stage, pair, position) -> captures so far in this forward: the k of stage#k.
+        let mut calls: HashMap<(&str, u32, u64), u32> = HashMap::new();
+        for block in &token_rows.records {
+            let Some(&ri) = by_seq.get(&block.seq) else {
+                continue;
+            };
+            let stage = w.records[ri].stage.as_ref();
+            let start = block.first_row as usize;
+            for (n, ((entry, position), _)) in token_rows.rows_of(block, &forward).enumerate() {
+                let Some(request) = &token_rows.map[entry as usize].request else {
+                    continue;
+                };
+                let Some(pair) = requests.index(request).and_then(|i| pair_of[i]) else {
+                    continue;
+                };
+                let k = calls.entry((stage, pair, position)).or_insert(0);
+                *k += 1;
+                rows.push(Row {
+                    stage: stages.of(stage, *k),
+                    pair,
+                    position,
+                    window: wi as u32,
+                    record: ri as u32,
+                    at: ((start + n) * crate::model::dump::ROW_WIDTH) as u32,
+                    declared: block.positions.is_some(),
+                });
+            }
+        }
+    }
+    // Stable: rows of one key stay in forward order, the last is the latest forward's.
+    rows.sort_by_key(Row::key);
+    let mut kept: Vec<Row> = Vec::with_capacity(rows.len());
+    let mut repeated = 0;
+    for row in rows {
+        match kept.last_mut() {
+            Some(last) if last.key() == row.key() => {
+                repeated += u64::from(!last.declared && !row.declared);
+                *last = row;
+            }
+            _ => kept.push(row),
+        }
+    }
+    (kept, repeated)
+}

@@ -1,0 +1,184 @@
+//! A window's token rows ([`TokenRows`]): the forward's row map (which request and token
+//! position each row holds) and the per-row statistics of its token-row records, read from
+//! the manifest's `token_rows` object and its float32 sidecar (docs/manifest.md, "Token rows").
+
+use serde::Deserialize;
+
+pub use dump_stats::ROW_STAT_NAMES;
+/// Values per row in the sidecar.
+pub const ROW_WIDTH: usize = ROW_STAT_NAMES.len();
+
+/// One entry of a forward's row map: `count` rows of one request (or padding), in the
+/// engine's row order.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+pub struct RowMapEntry {
+    /// The request id, as the capturing process named it; `None` for padding rows, which are
+    /// never compared.
+    pub request: Option<String>,
+    /// The 0-based position of the entry's first row in its request.
+    pub first_position: u64,
+    /// Rows in the entry.
+    pub count: u64,
+    /// The position of each row where they are not consecutive from `first_position`.
+    #[serde(default)]
+    pub positions: Option<Vec<u64>>,
+    /// The token id of each row, where the capture knew them.
+    #[serde(default)]
+    pub token_ids: Option<Vec<i64>>,
+}
+
+impl RowMapEntry {
+    /// The position of the entry's `i`-th row.
+    pub fn position(&self, i: usize) -> Option<u64> {
+        match &self.positions {
+            Some(p) => p.get(i).copied(),
+            None => ((i as u64) < self.count).then(|| self.first_position + i as u64),
+        }
+    }
+
+    /// The token id at `position` of this entry's request, where recorded.
+    pub fn token_at(&self, position: u64) -> Option<i64> {
+        let ids = self.token_ids.as_ref()?;
+        let index = match &self.positions {
+            Some(p) => p.iter().position(|&q| q == position)?,
+            None => usize::try_from(position.checked_sub(self.first_position)?).ok()?,
+        };
+        ids.get(index).copied()
+    }
+}
+
+/// Where one record's rows lie in the sidecar: `[seq, first_row, rows, token_dims,
+/// positions]` in the manifest.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RowBlock {
+    /// The record's `seq`.
+    pub seq: u64,
+    /// Index of its first row in the sidecar (rows of [`ROW_WIDTH`] values).
+    pub first_row: u64,
+    /// Rows it holds.
+    pub rows: u64,
+    /// The tensor dimensions that hold tokens: `[0]`, or `[0, 1]` for `[batch, seq, hidden]`.
+    pub token_dims: Vec<u8>,
+    /// `(map entry, position)` of each row where they are not the forward's rows in order
+    /// (declared positions: a KV-cache read; rows cut by the probe's position bound).
+    pub positions: Option<Vec<(u32, u64)>>,
+}
+
+impl<'de> Deserialize<'de> for RowBlock {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        type Raw = (u64, u64, u64, Vec<u8>, Option<Vec<(u32, u64)>>);
+        let (seq, first_row, rows, token_dims, positions) = Raw::deserialize(d)?;
+        Ok(RowBlock {
+            seq,
+            first_row,
+            rows,
+            token_dims,
+            positions,
+        })
+    }
+}
+
+/// The manifest's `token_rows` object, with the sidecar's values once read.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+pub struct TokenRows {
+    /// The sidecar's file name beside the manifest (`rows.f32`); `None` when no record had
+    /// token rows.
+    pub file: Option<String>,
+    /// The statistics' names, in column order (must equal [`ROW_STAT_NAMES`]).
+    pub stats: Vec<String>,
+    /// The forward's row map, in row order.
+    pub map: Vec<RowMapEntry>,
+    /// The first position was counted on from the label's earlier calls, not given by the
+    /// capturing code.
+    #[serde(default)]
+    pub positions_inferred: bool,
+    /// Rows in the sidecar.
+    pub rows: u64,
+    /// One per record with token rows, in `seq` order.
+    pub records: Vec<RowBlock>,
+    /// The sidecar's values, `rows × ROW_WIDTH` (empty until read, or when it could not be).
+    #[serde(skip)]
+    pub values: Vec<f32>,
+}
+
+impl TokenRows {
+    /// The forward's rows: `(map entry, position)` in row order.
+    pub fn forward_rows(&self) -> Vec<(u32, u64)> {
+        let mut out = Vec::new();
+        for (index, entry) in self.map.iter().enumerate() {
+            out.extend(
+                (0..entry.count as usize).filter_map(|i| Some((index as u32, entry.position(i)?))),
+            );
+        }
+        out
+    }
+
+    /// The `(map entry, position)` and statistics of every row of `block`; empty when the
+    /// sidecar was not read or does not hold the block.
+    pub fn rows_of<'a>(
+        &'a self,
+        block: &'a RowBlock,
+        forward: &'a [(u32, u64)],
+    ) -> impl Iterator<Item = ((u32, u64), &'a [f32])> + 'a {
+        let start = block.first_row as usize * ROW_WIDTH;
+        let end = start.saturating_add(block.rows as usize * ROW_WIDTH);
+        let values = self.values.get(start..end).unwrap_or(&[]);
+        values
+            .chunks_exact(ROW_WIDTH)
+            .enumerate()
+            .filter_map(move |(i, stats)| {
+                let at = match &block.positions {
+                    Some(p) => *p.get(i)?,
+                    None => *forward.get(i)?,
+                };
+                Some((at, stats))
+            })
+    }
+
+    /// Checks the object against the sidecar's length and itself; the problem, in words.
+    pub fn check(&self, sidecar_bytes: u64) -> Result<(), String> {
+        if self.stats != ROW_STAT_NAMES {
+            return Err(format!(
+                "row statistics are {:?}, this dumpview reads {:?}",
+                self.stats, ROW_STAT_NAMES
+            ));
+        }
+        let want = self.rows.saturating_mul((ROW_WIDTH * 4) as u64);
+        if sidecar_bytes != want {
+            return Err(format!(
+                "holds {sidecar_bytes} bytes, the manifest names {} rows of {ROW_WIDTH} float32 ({want} bytes)",
+                self.rows
+            ));
+        }
+        for block in &self.records {
+            if block.first_row.saturating_add(block.rows) > self.rows {
+                return Err(format!(
+                    "record seq {} names rows {}..{} of {}",
+                    block.seq,
+                    block.first_row,
+                    block.first_row.saturating_add(block.rows),
+                    self.rows
+                ));
+            }
+            if let Some(p) = &block.positions {
+                if p.len() as u64 != block.rows
+                    || p.iter().any(|&(e, _)| e as usize >= self.map.len())
+                {
+                    return Err(format!(
+                        "record seq {}: its positions do not match its {} rows or the row map",
+                        block.seq, block.rows
+                    ));
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Decodes little-endian float32 sidecar bytes into [`TokenRows::values`].
+    pub fn set_values(&mut self, bytes: &[u8]) {
+        self.values = bytes
+            .chunks_exact(4)
+            .map(|b| f32::from_le_bytes([b[0], b[1], b[2], b[3]]))
+            .collect();
+    }
+}

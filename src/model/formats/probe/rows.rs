@@ -1,0 +1,63 @@
+//! The manifest's `token_rows` object and its float32 sidecar (docs/manifest.md, "Token
+//! rows"), read into [`TokenRows`] beside the window. A problem with either costs the
+//! window's token rows alone, with a warning that names the file: the whole-tensor records
+//! stand.
+
+use std::path::Path;
+
+use crate::model::dump::{TokenRows, Warning, evidence};
+
+/// Reads `json` (the manifest's `token_rows`, as written) and the sidecar it names beside
+/// `manifest`. `None`, with a warning pushed to `warnings`, when either cannot be read whole.
+pub fn read(json: &str, manifest: &Path, warnings: &mut Vec<Warning>) -> Option<TokenRows> {
+    let mut rows: TokenRows = match serde_json::from_str(json) {
+        Ok(rows) => rows,
+        Err(e) => {
+            warnings.push(Warning::lost(
+                manifest,
+                format!(
+                    "`token_rows` is not readable ({e}); the window's token rows are not compared"
+                ),
+            ));
+            return None;
+        }
+    };
+    let Some(file) = rows.file.clone() else {
+        return match rows.check(0) {
+            Ok(()) => Some(rows),
+            Err(problem) => {
+                warnings.push(Warning::lost(manifest, format!("`token_rows`: {problem}")));
+                None
+            }
+        };
+    };
+    let dir = manifest.parent().unwrap_or(Path::new("."));
+    let lost = |what: String| Warning::lost(dir.join(&file), what);
+    let path = match evidence::resolve(dir, &file) {
+        Ok(path) => path,
+        Err(why) => {
+            warnings.push(lost(format!(
+                "{why}; the window's token rows are not compared"
+            )));
+            return None;
+        }
+    };
+    let bytes = match crate::model::io::FileBytes::read(&path, false) {
+        Ok(bytes) => bytes,
+        Err(e) => {
+            warnings.push(lost(format!(
+                "cannot read the token rows the manifest names ({e}); they are not compared"
+            )));
+            return None;
+        }
+    };
+    if let Err(problem) = rows.check(bytes.len() as u64) {
+        warnings.push(lost(format!(
+            "{problem}; the window's token rows are not compared"
+        )));
+        return None;
+    }
+    rows.set_values(&bytes);
+    bytes.release();
+    Some(rows)
+}

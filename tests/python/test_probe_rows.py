@@ -1,0 +1,193 @@
+"""Token rows in the Python probe (issue 27): the row map, per-row statistics and their
+sidecar, selecting several windows per process, and the bounds. Values are checked against
+float64 torch computations of the definitions (docs/manifest.md, "Token rows"), whose rounding
+does not depend on the CPU's low-precision kernels."""
+
+import os
+import struct
+
+import pytest
+import torch
+
+from conftest import all_files, load_manifest, record
+
+ROW_MUL = 2654435761
+COL_MUL = 2246822519
+
+
+def weight(k, multiplier):
+    return (((k + 1) * multiplier) % 2 ** 32) / 2 ** 32
+
+
+def rows_of(path):
+    """{(stage, occurrence): [(entry, position, [5 values]), ...]} of a written window."""
+    manifest = load_manifest(path)
+    t = manifest["token_rows"]
+    assert (t["dtype"], t["byteorder"]) == ("float32", "little")
+    assert t["stats"] == ["nonfinite_count", "max_abs", "sum", "sum_squares", "row_checksum"]
+    with open(os.path.join(os.path.dirname(path), t["file"]), "rb") as handle:
+        data = handle.read()
+    assert len(data) == t["rows"] * 20 == t["bytes"]
+    values = struct.unpack("<%df" % (len(data) // 4), data)
+    forward = []
+    for index, entry in enumerate(t["map"]):
+        positions = entry.get("positions") or range(entry["first_position"], entry["first_position"] + entry["count"])
+        forward.extend((index, p) for p in positions)
+    by_seq = {r["seq"]: r for r in manifest["records"]}
+    out = {}
+    for seq, first, count, dims, positions in t["records"]:
+        r = by_seq[seq]
+        at = positions if positions is not None else forward
+        out[(r["stage"], r["occurrence"])] = [
+            (at[n][0], at[n][1], list(values[(first + n) * 5:(first + n) * 5 + 5])) for n in range(count)]
+    return manifest, out
+
+
+def expected_row(row, position):
+    """The five statistics of one row (a 1-D float64 tensor) at ``position``, by definition."""
+    finite = torch.isfinite(row)
+    x = torch.where(finite, row, torch.zeros_like(row))
+    v = torch.tensor([weight(c, COL_MUL) for c in range(row.numel())], dtype=torch.float64)
+    return [float((~finite).sum()), float(x.abs().max()), float(x.sum()), float((x * x).sum()),
+            weight(position, ROW_MUL) * float((x * v).sum())]
+
+
+def test_each_row_gets_the_five_statistics_at_its_position(probe):
+    x = torch.randn(4, 3, 5, dtype=torch.float64)
+    x[2, 1, 3] = float("nan")
+    assert probe.arm("req", first_position=7) is True
+    probe.capture("h", x)
+    manifest, rows = rows_of(probe.finish())
+    assert manifest["token_rows"]["map"] == [{"request": "req", "first_position": 7, "count": 4}]
+    assert manifest["token_rows"]["positions_inferred"] is False
+    got = rows[("h", 1)]
+    assert [(e, p) for e, p, _ in got] == [(0, 7), (0, 8), (0, 9), (0, 10)]
+    for n, (_e, p, values) in enumerate(got):
+        want = expected_row(x[n].reshape(-1), p)
+        assert values[0] == want[0]
+        assert values[1:] == pytest.approx(want[1:], rel=1e-6, abs=1e-6), (n, values, want)
+
+
+def test_the_row_checksums_of_a_2d_record_add_up_to_its_pos_checksum(probe):
+    x = torch.randn(6, 8, dtype=torch.float64)
+    probe.arm("req")
+    probe.capture("h", x)
+    manifest, rows = rows_of(probe.finish())
+    total = sum(values[4] for _e, _p, values in rows[("h", 1)])
+    assert total == pytest.approx(record(manifest, "h")["stats"]["pos_checksum"], rel=1e-6)
+
+
+def test_positions_are_counted_on_over_calls_that_were_not_captured(make_probe):
+    """Chunks of 5, 4 and 3 rows: the third call, alone captured, starts at position 9; each
+    uncaptured call counted its rows at its first capture, from a shape only."""
+    probe = make_probe(DUMP_PROBE_OCCURRENCE="3")
+    path = None
+    for n in (5, 4, 3):
+        probe.arm("req")
+        probe.capture("h", torch.ones(n, 2))
+        probe.capture("scores", torch.ones(2, n, 9))  # not the forward's rows: no token rows
+        path = probe.finish() or path
+    manifest, rows = rows_of(path)
+    assert manifest["token_rows"]["map"] == [{"request": "req", "first_position": 9, "count": 3}]
+    assert manifest["token_rows"]["positions_inferred"] is True
+    assert [p for _e, p, _ in rows[("h", 1)]] == [9, 10, 11]
+    assert ("scores", 1) not in rows
+
+
+def test_occurrence_all_and_ranges_write_a_window_per_call(make_probe, dump_dir):
+    probe = make_probe(DUMP_PROBE_OCCURRENCE="2-3")
+    written = []
+    for n in (5, 4, 3, 1):
+        probe.arm("req")
+        probe.capture("h", torch.ones(n, 2))
+        written.append(probe.finish())
+    assert written[0] is None and written[3] is None
+    assert [load_manifest(p)["occurrence"] for p in written[1:3]] == [2, 3]
+    assert [load_manifest(p)["token_rows"]["map"][0]["first_position"] for p in written[1:3]] == [5, 9]
+    probe = make_probe(DUMP_PROBE_OCCURRENCE="all", DUMP_PROBE_DIR=dump_dir + "-all")
+    for n in (5, 4):
+        probe.arm("req")
+        probe.capture("h", torch.ones(n, 2))
+        assert probe.finish() is not None
+
+
+@pytest.mark.parametrize("text", ["0", "3-2", "a-b", "2-", "some"])
+def test_a_bad_occurrence_disarms_with_its_name(make_probe, capsys, text):
+    probe = make_probe(DUMP_PROBE_OCCURRENCE=text)
+    assert probe.arm("req") is False
+    assert "DUMP_PROBE_OCCURRENCE=%r must be a positive integer, a range like 2-5, or 'all'" % text.lower() \
+        in capsys.readouterr().err
+
+
+def test_a_batched_forward_with_padding_and_the_request_selection(make_probe):
+    """The row map in the engine's row order: r1's 2 rows, r0's 3, 1 padding row. Only the
+    forwards holding r0 are captured (DUMP_PROBE_REQUEST)."""
+    probe = make_probe(DUMP_PROBE_REQUEST="r0", DUMP_PROBE_OCCURRENCE="all")
+    assert probe.arm("r1", rows=[("r1", 0, 4)]) is False  # r1 alone: not selected
+    probe.capture("h", torch.ones(4, 2))
+    probe.finish()
+    x = torch.arange(12.0, dtype=torch.float64).reshape(6, 2)
+    assert probe.arm("r1", rows=[("r1", 4, 2, [7, 8]), ("r0", 0, 3, [1, 2, 3]), (None, 0, 1)]) is True
+    probe.capture("h", x)
+    probe.capture("k_cache_read", torch.ones(5, 2), positions=[("r1", p) for p in range(5)])
+    manifest, rows = rows_of(probe.finish())
+    t = manifest["token_rows"]
+    assert t["map"] == [
+        {"request": "r1", "first_position": 4, "count": 2, "token_ids": [7, 8]},
+        {"request": "r0", "first_position": 0, "count": 3, "token_ids": [1, 2, 3]},
+        {"request": None, "first_position": 0, "count": 1},
+    ]
+    assert [(e, p) for e, p, _ in rows[("h", 1)]] == [(0, 4), (0, 5), (1, 0), (1, 1), (1, 2), (2, 0)]
+    padding = rows[("h", 1)][5][2]
+    assert padding[4] == 0.0  # padding rows weigh 0 in the checksum
+    assert [(e, p) for e, p, _ in rows[("k_cache_read", 1)]] == [(0, p) for p in range(5)]
+
+
+def test_declared_rows_that_do_not_fit_warn_and_leave_the_record_whole(probe, capsys):
+    probe.arm("req", rows=[("req", 0, 4)])
+    probe.capture("h", torch.ones(4, 2))
+    probe.capture("wrong", torch.ones(3, 2), rows="tokens")
+    probe.capture("none", torch.ones(4, 2), rows=None)
+    probe.capture("bsh", torch.ones(2, 2, 8), rows="tokens", token_dims=(0, 1))
+    manifest, rows = rows_of(probe.finish())
+    assert sorted(k[0] for k in rows) == ["bsh", "h"]
+    assert len(rows[("bsh", 1)]) == 4
+    assert "capture('wrong', rows='tokens'): 3 rows but the forward holds 4" in capsys.readouterr().err
+    assert {r["stage"] for r in manifest["records"]} == {"h", "wrong", "none", "bsh"}
+
+
+def test_a_malformed_row_map_warns_and_the_window_is_written_without_rows(probe, capsys):
+    assert probe.arm("req", rows=[("req", -1, 3)]) is True
+    probe.capture("h", torch.ones(3, 2))
+    path = probe.finish()
+    assert "token_rows" not in load_manifest(path)
+    assert "is not a list of (request, first_position, count)" in capsys.readouterr().err
+    assert all_files(os.path.dirname(path)) == ["manifest.json"]
+
+
+def test_row_statistics_can_be_off_or_bounded(make_probe, dump_dir):
+    probe = make_probe(DUMP_PROBE_ROW_STATS="off")
+    probe.arm("req")
+    probe.capture("h", torch.ones(3, 2))
+    path = probe.finish()
+    assert load_manifest(path)["token_rows"]["file"] is None
+    assert all_files(os.path.dirname(path)) == ["manifest.json"]
+
+    probe = make_probe(DUMP_PROBE_ROW_STATS="^keep", DUMP_PROBE_ROW_POSITIONS="2-3",
+                       DUMP_PROBE_DIR=dump_dir + "-bounded")
+    probe.arm("req")
+    probe.capture("keep.h", torch.ones(5, 2))
+    probe.capture("other", torch.ones(5, 2))
+    manifest, rows = rows_of(probe.finish())
+    assert list(rows) == [("keep.h", 1)]
+    assert [(e, p) for e, p, _ in rows[("keep.h", 1)]] == [(0, 2), (0, 3)]
+    assert manifest["token_rows"]["row_positions"] == [2, 3]
+    assert manifest["token_rows"]["stage_filter"] == "^keep"
+
+
+def test_the_disarmed_path_is_one_boolean(make_probe):
+    probe = make_probe(DUMP_PROBE=None)
+    assert probe.arm("req") is False
+    assert probe._active is False and probe._counting is False
+    probe.capture("h", torch.ones(3, 2))
+    assert probe._state.positions == {}

@@ -1,0 +1,223 @@
+//! Tokens as the unit of comparison, on the committed pairs of assets/token_examples/
+//! (examples/token_rows.py): every pair's designed answer from the model, the CLI's exit code
+//! and `--json`, and the text a user reads.
+
+mod support;
+
+use std::path::{Path, PathBuf};
+
+use dumpview::model::analysis::Analysis;
+use dumpview::model::analysis::compare::Tolerances;
+use dumpview::model::dump::Dump;
+use serde_json::Value;
+use support::run::{dumpview_in_repo, json_of, ran};
+
+fn pair_dir(pair: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("assets/token_examples")
+        .join(pair)
+}
+
+fn load(dir: &Path) -> Dump {
+    dumpview::load(&[dir.to_path_buf()], &mut |_| {}).unwrap_or_else(|e| panic!("{e}"))
+}
+
+fn expected(pair: &str) -> Value {
+    let text = std::fs::read_to_string(pair_dir(pair).join("expected.json")).unwrap();
+    serde_json::from_str(&text).unwrap()
+}
+
+fn analysis(pair: &str) -> Analysis {
+    let dir = pair_dir(pair);
+    Analysis::compute_diff(
+        &load(&dir.join("a")),
+        &load(&dir.join("b")),
+        &Tolerances::default(),
+    )
+}
+
+const PAIRS: [&str; 9] = [
+    "tokens_chunked_vs_whole",
+    "tokens_chunked_vs_whole_bf16",
+    "tokens_chunked_vs_whole_fp16",
+    "tokens_chunk_budgets",
+    "tokens_bug_in_one_chunk",
+    "tokens_batched_vs_alone",
+    "tokens_batched_vs_alone_bf16",
+    "tokens_prefix_cache",
+    "tokens_rows_permuted",
+];
+
+#[test]
+fn every_committed_pair_is_listed_here() {
+    let mut found: Vec<String> = std::fs::read_dir(pair_dir(""))
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .filter(|n| pair_dir(n).join("expected.json").is_file())
+        .collect();
+    found.sort();
+    let mut listed: Vec<String> = PAIRS.iter().map(|s| s.to_string()).collect();
+    listed.sort();
+    assert_eq!(found, listed);
+}
+
+/// Each pair's designed answer: correct pairs have no divergence and every aligned row of
+/// the request compared; a bug names its stage#k, request, position and token id.
+#[test]
+fn every_pair_gives_its_designed_answer() {
+    for pair in PAIRS {
+        let answer = &expected(pair)["answer"];
+        let analysis = analysis(pair);
+        let diff = analysis.diff.as_ref().unwrap();
+        let tokens = diff
+            .tokens
+            .as_ref()
+            .unwrap_or_else(|| panic!("{pair}: no token alignment"));
+        assert_eq!(
+            tokens.requests.len() as u64,
+            answer["requests"].as_u64().unwrap(),
+            "{pair}: {:?}",
+            tokens.requests
+        );
+        if let Some(unmatched) = answer.get("unmatched_b") {
+            let want: Vec<String> = serde_json::from_value(unmatched.clone()).unwrap();
+            assert_eq!(tokens.unmatched_b, want, "{pair}");
+        }
+        assert!(tokens.rows_compared > 0, "{pair}: nothing compared");
+        match answer["first_bad_token"].as_object() {
+            None => {
+                assert_eq!(tokens.first, None, "{pair}");
+                assert_eq!(tokens.rows_diverging, 0, "{pair}");
+                assert!(
+                    !diff.found_something(),
+                    "{pair}: a correct pair must find nothing: {:?}",
+                    diff.headline
+                );
+            }
+            Some(bad) => {
+                let first = tokens
+                    .first
+                    .as_ref()
+                    .unwrap_or_else(|| panic!("{pair}: no bad token"));
+                assert_eq!(first.key, bad["key"].as_str().unwrap(), "{pair}");
+                assert_eq!(first.position, bad["position"].as_u64().unwrap(), "{pair}");
+                assert_eq!(first.token_id, bad["token_id"].as_i64(), "{pair}");
+                assert_eq!(first.request_a, bad["request"].as_str().unwrap(), "{pair}");
+                assert_eq!(first.kind, bad["kind"].as_str().unwrap(), "{pair}");
+                let headline = diff.headline.as_ref().unwrap();
+                assert_eq!(
+                    headline.key, first.key,
+                    "{pair}: the headline is the bad token"
+                );
+                assert!(diff.found_something(), "{pair}");
+            }
+        }
+    }
+}
+
+/// A correct chunked prefill against the same request unchunked: before token rows this was
+/// a structural divergence with MISSING WINDOWs and exit 1.
+#[test]
+fn a_chunked_prefill_agrees_with_the_whole_one_from_the_cli() {
+    let dir = pair_dir("tokens_chunked_vs_whole");
+    let out = ran(dumpview_in_repo()
+        .args(["diff"])
+        .arg(dir.join("a"))
+        .arg(dir.join("b"))
+        .output()
+        .unwrap());
+    assert_eq!(out.code, 0, "{}{}", out.stdout, out.stderr);
+    assert!(!out.stdout.contains("MISSING WINDOW"), "{}", out.stdout);
+    assert!(!out.stdout.contains("structural"), "{}", out.stdout);
+    assert!(
+        out.stdout.contains(
+            "token rows: 1 request matched, 1484 aligned rows compared, 0 diverge (3 windows of A, 5 of B)"
+        ),
+        "{}",
+        out.stdout
+    );
+    assert!(
+        out.stdout.contains("every aligned row agrees"),
+        "{}",
+        out.stdout
+    );
+    // The decode steps pair whole by the rows they hold: call 2 of A with call 4 of B.
+    assert!(
+        out.stdout.contains(r#"A "req-0" (match 1, call 2, 106 records) vs B "req-0" (match 1, call 4, 106 records)"#),
+        "{}",
+        out.stdout
+    );
+}
+
+/// A bug in the second chunk only: the stage, the position and the token, in text and JSON.
+#[test]
+fn a_bug_in_one_chunk_is_named_by_stage_and_position() {
+    let dir = pair_dir("tokens_bug_in_one_chunk");
+    let out = ran(dumpview_in_repo()
+        .args(["diff"])
+        .arg(dir.join("a"))
+        .arg(dir.join("b"))
+        .output()
+        .unwrap());
+    assert_eq!(out.code, 1, "{}", out.stderr);
+    assert!(
+        out.stdout.starts_with(
+            "first divergence: layers.0.q_rope#1 at request \"req-0\" position 5 (token id 611)"
+        ),
+        "{}",
+        out.stdout
+    );
+    assert!(
+        out.stdout
+            .contains("first bad token: position 5, token id 611 at layers.0.q_rope#1"),
+        "{}",
+        out.stdout
+    );
+    let (code, json, stderr) = json_of(
+        dumpview_in_repo()
+            .args(["diff", "--json"])
+            .arg(dir.join("a"))
+            .arg(dir.join("b"))
+            .output()
+            .unwrap(),
+    );
+    assert_eq!(code, 1, "{stderr}");
+    let first = &json["diff"]["tokens"]["first"];
+    assert_eq!(first["key"], "layers.0.q_rope#1");
+    assert_eq!(first["position"], 5);
+    assert_eq!(first["token_id"], 611);
+    assert_eq!(first["kind"], "row_changed");
+    // The rows of positions 0..4 (the first chunk) agree at that stage: A's whole prefill
+    // and B's first chunk hold them.
+    let per_request = &json["diff"]["tokens"]["per_request"][0];
+    assert_eq!(per_request["first_bad_token"]["position"], 5);
+}
+
+/// A row permutation is `rows_permuted`, a changed row `row_changed`: the multiset decides.
+#[test]
+fn a_permutation_of_rows_is_told_from_a_changed_row() {
+    let permuted = analysis("tokens_rows_permuted");
+    let first = permuted.diff.unwrap().tokens.unwrap().first.unwrap();
+    assert_eq!((first.kind, first.position), ("rows_permuted", 2));
+    let changed = analysis("tokens_bug_in_one_chunk");
+    assert_eq!(
+        changed.diff.unwrap().tokens.unwrap().first.unwrap().kind,
+        "row_changed"
+    );
+}
+
+/// A prefix-cache hit on one side: only the positions both computed are compared, and the
+/// rest is coverage, not a divergence.
+#[test]
+fn after_a_prefix_cache_hit_only_the_computed_positions_compare() {
+    let analysis = analysis("tokens_prefix_cache");
+    let tokens = analysis.diff.unwrap().tokens.unwrap();
+    assert_eq!(
+        tokens.requests[0].common_positions, 6,
+        "{:?}",
+        tokens.requests
+    );
+    assert!(tokens.rows_only.0 > 0, "A's positions 0..19 are A's alone");
+    assert_eq!(tokens.rows_only.1, 0);
+    assert_eq!(tokens.first, None);
+}
