@@ -221,3 +221,79 @@ fn after_a_prefix_cache_hit_only_the_computed_positions_compare() {
     assert_eq!(tokens.rows_only.1, 0);
     assert_eq!(tokens.first, None);
 }
+
+/// `diff --tokens`: the grid marks the first bad token where the second chunk starts, and the
+/// first chunk's positions agree at that stage; `--tokens --json` gives each request's first
+/// bad token.
+#[test]
+fn the_token_view_marks_the_first_bad_token() {
+    let dir = pair_dir("tokens_bug_in_one_chunk");
+    let out = ran(dumpview_in_repo()
+        .env("COLUMNS", "100")
+        .args(["diff", "--tokens"])
+        .arg(dir.join("a"))
+        .arg(dir.join("b"))
+        .output()
+        .unwrap());
+    assert_eq!(out.code, 1, "{}", out.stderr);
+    let line = out
+        .stdout
+        .lines()
+        .find(|l| l.trim_start().starts_with("layers.0.q_rope#1 "))
+        .unwrap_or_else(|| panic!("{}", out.stdout));
+    let cells = line.trim_start().trim_start_matches("layers.0.q_rope#1 ");
+    // Positions 0..4 agree ('.'), 5 is the first bad token ('*'), 5..8 diverge, 9.. agree.
+    assert_eq!(&cells[..6], ".....*", "{line}");
+    assert!(cells[6..9].chars().all(|c| c.is_ascii_digit()), "{line}");
+    assert_eq!(&cells[9..], ".....", "{line}");
+    let (code, json, stderr) = json_of(
+        dumpview_in_repo()
+            .args(["diff", "--tokens", "--json"])
+            .arg(dir.join("a"))
+            .arg(dir.join("b"))
+            .output()
+            .unwrap(),
+    );
+    assert_eq!(code, 1, "{stderr}");
+    let bad = &json["tokens"]["per_request"][0]["first_bad_token"];
+    assert_eq!(
+        (bad["key"].as_str(), bad["position"].as_u64()),
+        (Some("layers.0.q_rope#1"), Some(5))
+    );
+    // Captures without token rows: a clear error, not an empty view.
+    let plain = Path::new(env!("CARGO_MANIFEST_DIR")).join("assets/examples/llama_kv_alias");
+    let out = ran(dumpview_in_repo()
+        .args(["diff", "--tokens"])
+        .arg(plain.join("a"))
+        .arg(plain.join("b"))
+        .output()
+        .unwrap());
+    assert_eq!(out.code, 2, "{}{}", out.stdout, out.stderr);
+    assert!(
+        out.stderr.contains("no token rows on both sides"),
+        "{}",
+        out.stderr
+    );
+}
+
+/// The exported report names the first bad token per request, with both rows.
+#[test]
+fn the_report_has_a_first_bad_token_section() {
+    let dir = pair_dir("tokens_bug_in_one_chunk");
+    let tmp = tempfile::tempdir().unwrap();
+    let path = tmp.path().join("r.md");
+    let out = ran(dumpview_in_repo()
+        .args(["report", "-o"])
+        .arg(&path)
+        .arg(dir.join("a"))
+        .arg(dir.join("b"))
+        .output()
+        .unwrap());
+    assert_eq!(out.code, 1, "{}", out.stderr);
+    let md = std::fs::read_to_string(&path).unwrap();
+    assert!(md.contains("### First bad token"), "{md}");
+    assert!(
+        md.contains("| `req-0` | 1484 | 5 | 611 | `layers.0.q_rope#1` | row_changed"),
+        "{md}"
+    );
+}

@@ -86,6 +86,7 @@ pub fn run(
     attempts: &super::inputs::AttemptArgs,
     ignore: &super::inputs::IgnoreArgs,
     json: bool,
+    tokens: bool,
 ) -> Result<Conclusion, CliError> {
     let tolerances = tolerance.tolerances()?;
     let [mut dump_a, mut dump_b]: [Dump; 2] =
@@ -96,6 +97,9 @@ pub fn run(
     ignore.apply(&mut dump_b)?;
     let analysis = Analysis::compute_diff(&dump_a, &dump_b, &tolerances);
     let report = analysis.diff.as_ref().expect("a diff of two captures");
+    if tokens {
+        return tokens_view(report, &dump_a, &dump_b, json);
+    }
     if json {
         /// The JSON document, serialized straight from the report: a million pairs are
         /// written as they are walked, never copied into a `serde_json::Value` or one string.
@@ -130,6 +134,63 @@ pub fn run(
     })
 }
 
+/// `dumpview diff --tokens`: the token alignment alone, each request's first bad token and
+/// its token × stage grid (text) or the alignment (`--json`).
+fn tokens_view(
+    report: &DiffReport,
+    dump_a: &Dump,
+    dump_b: &Dump,
+    json: bool,
+) -> Result<Conclusion, CliError> {
+    let Some(tokens) = &report.tokens else {
+        return Err(
+            "--tokens: the captures hold no token rows on both sides (the probe writes them for \
+             windows armed with a row map, docs/manifest.md \"Token rows\")"
+                .into(),
+        );
+    };
+    if json {
+        #[derive(serde::Serialize)]
+        struct Document<'r> {
+            tokens: &'r crate::model::analysis::tokens::TokenDiff,
+            warnings: Vec<&'r crate::model::dump::Warning>,
+        }
+        let document = Document {
+            tokens,
+            warnings: dump_a.warnings.iter().chain(&dump_b.warnings).collect(),
+        };
+        serde_json::to_writer_pretty(std::io::stdout().lock(), &document)?;
+        println!();
+    } else {
+        let width = crossterm_width().unwrap_or(120);
+        print!(
+            "{}",
+            present::tokens::summary_text(tokens, &report.aligned_only)
+        );
+        print!("{}", present::tokens::tokens_text(tokens, width));
+    }
+    let damaged = crate::model::dump::any_lost(dump_a.warnings.iter().chain(&dump_b.warnings));
+    Ok(if tokens.first.is_some() || damaged {
+        Conclusion::Found
+    } else {
+        Conclusion::Clean
+    })
+}
+
+/// The terminal's width, when stdout is one (`COLUMNS` first, as shells set it).
+fn crossterm_width() -> Option<usize> {
+    if let Some(columns) = std::env::var("COLUMNS").ok().and_then(|c| c.parse().ok()) {
+        return Some(columns);
+    }
+    use std::io::IsTerminal;
+    if !std::io::stdout().is_terminal() {
+        return None;
+    }
+    ratatui::crossterm::terminal::size()
+        .ok()
+        .map(|(w, _)| usize::from(w))
+}
+
 /// The options of `dumpview diff`.
 #[derive(Debug, Clone, clap::Args)]
 pub struct DiffArgs {
@@ -141,6 +202,11 @@ pub struct DiffArgs {
     pub tolerance: ToleranceArgs,
     #[command(flatten)]
     pub ignore: super::inputs::IgnoreArgs,
+    /// Show the token alignment alone: each request's first bad token and its token × stage
+    /// grid (stages down, positions across); with --json, the alignment (docs/diff.md,
+    /// "Token rows").
+    #[arg(long)]
+    pub tokens: bool,
 }
 
 impl DiffArgs {
@@ -156,6 +222,7 @@ impl DiffArgs {
             &cx.attempts,
             &self.ignore,
             cx.json,
+            self.tokens,
         )
     }
 }

@@ -162,7 +162,7 @@ pub fn open(
         return match source {
             Source::Files { a, b: None, .. } => super::scan::run(&[a], attempts, ignore, json),
             Source::Files { a, b: Some(b), .. } => {
-                super::diff::run(&a, &b, tolerance, attempts, ignore, json)
+                super::diff::run(&a, &b, tolerance, attempts, ignore, json, false)
             }
             Source::Example(_) => super::summary::run_embedded(json),
         };

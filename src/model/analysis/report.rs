@@ -167,6 +167,10 @@ pub struct Report {
     pub headline: Option<crate::model::analysis::diff::Headline>,
     /// What `--ignore` left out of the search, one line per window.
     pub ignored: Vec<String>,
+    /// The token rows aligned by request and position, with each request's first bad token
+    /// (docs/diff.md, "Token rows"); absent unless both sides captured token rows.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub tokens: Option<crate::model::analysis::tokens::TokenDiff>,
 }
 
 /// The first non-finite across the ranks of one request on one side.
@@ -331,6 +335,7 @@ impl Report {
             layouts: report.and_then(|r| r.layouts.clone()),
             replicated: report.map(|r| r.replicated.clone()).unwrap_or_default(),
             headline: report.and_then(|r| r.headline.clone()),
+            tokens: report.and_then(|r| r.tokens.clone()),
             ignored: a
                 .warnings
                 .iter()
@@ -506,6 +511,7 @@ impl Report {
                             .any(|g| !g.missing_ranks.is_empty() || !g.warnings.is_empty())
                 })
             })
+            || self.tokens.as_ref().is_some_and(|t| t.first.is_some())
             || self.windows.iter().any(|w| {
                 w.first_divergence.is_some() || w.identity.is_mismatch() || w.missing_data.is_some()
             })

@@ -222,8 +222,21 @@ impl Report {
                 parts.join(", ")
             );
         }
-        if let Some(h) = self.headline.as_ref().filter(|h| h.kind != "divergence") {
+        let from_tokens = |h: &&crate::model::analysis::diff::Headline| {
+            self.tokens
+                .as_ref()
+                .and_then(|t| t.first.as_ref())
+                .is_some_and(|bad| bad.key == h.key)
+        };
+        if let Some(h) = self
+            .headline
+            .as_ref()
+            .filter(|h| h.kind != "divergence" || from_tokens(h))
+        {
             let _ = writeln!(md, "**{}**\n", h.text);
+        }
+        if let Some(t) = &self.tokens {
+            md.push_str(&super::tokens::report_markdown(t));
         }
         for m in &self.missing_windows {
             let _ = writeln!(md, "- **{m}**");

@@ -147,6 +147,68 @@ pub fn bad_token_text(bad: &BadToken, indent: &str) -> String {
     out
 }
 
+/// The report's "First bad token" section: per matched request, the position, token id,
+/// stage and both rows of its first diverging row, or that every aligned row agrees.
+pub fn report_markdown(t: &TokenDiff) -> String {
+    let mut md = String::from("### First bad token\n\n");
+    let _ = writeln!(
+        md,
+        "Token rows aligned by request and position (docs/diff.md, \"Token rows\"): {} aligned rows compared, {} diverge.\n",
+        t.rows_compared, t.rows_diverging
+    );
+    let _ = writeln!(
+        md,
+        "| request (A = B) | rows | position | token id | stage | verdict | row A | row B |"
+    );
+    let _ = writeln!(md, "|---|---|---|---|---|---|---|---|");
+    for r in &t.per_request {
+        let name = if r.request_a == r.request_b {
+            format!("`{}`", r.request_a)
+        } else {
+            format!("`{}` = `{}`", r.request_a, r.request_b)
+        };
+        match &r.first_bad_token {
+            Some(bad) => {
+                let _ = writeln!(
+                    md,
+                    "| {name} | {} | {} | {} | `{}` | {} ({} {:.3}x) | {} | {} |",
+                    r.rows_compared,
+                    bad.position,
+                    bad.token_id.map_or("-".to_string(), |id| id.to_string()),
+                    bad.key,
+                    bad.kind,
+                    bad.verdict.stat,
+                    bad.verdict.ratio,
+                    row_text(&bad.a),
+                    row_text(&bad.b)
+                );
+            }
+            None => {
+                let _ = writeln!(
+                    md,
+                    "| {name} | {} | none: every aligned row agrees | | | | | |",
+                    r.rows_compared
+                );
+            }
+        }
+    }
+    md.push('\n');
+    for (side, names) in [("A", &t.unmatched_a), ("B", &t.unmatched_b)] {
+        if !names.is_empty() {
+            let _ = writeln!(
+                md,
+                "Requests only in {side} (not compared): {}\n",
+                names
+                    .iter()
+                    .map(|n| format!("`{n}`"))
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            );
+        }
+    }
+    md
+}
+
 fn row_text(r: &RowStats) -> String {
     format!(
         "nonfinite {} max_abs {} sum {} l2 {} checksum {}",
@@ -160,4 +222,143 @@ fn row_text(r: &RowStats) -> String {
 
 fn plural(n: usize) -> &'static str {
     if n == 1 { "" } else { "s" }
+}
+
+/// One request's token × stage view: stages down (those with a compared row, in A's capture
+/// order), positions across (binned when more than fit), each cell the worst difference over
+/// tolerance of its rows.
+#[derive(Debug, Clone, PartialEq)]
+pub struct TokenGrid {
+    /// `stage#k` of each row of the grid.
+    pub stages: Vec<String>,
+    /// The positions each column covers, `(first, last)` inclusive.
+    pub columns: Vec<(u64, u64)>,
+    /// `[stage][column]`: the worst ratio of the column's rows at that stage; `None` where
+    /// no row was compared.
+    pub cells: Vec<Vec<Option<f32>>>,
+    /// (grid row, column) of the request's first bad token.
+    pub first: Option<(usize, usize)>,
+}
+
+/// The grid of request `index` of `t` with at most `max_columns` columns (at least 1).
+pub fn grid(t: &TokenDiff, index: usize, max_columns: usize) -> TokenGrid {
+    let Some(request) = t.per_request.get(index) else {
+        return TokenGrid {
+            stages: Vec::new(),
+            columns: Vec::new(),
+            cells: Vec::new(),
+            first: None,
+        };
+    };
+    let mut stage_ids: Vec<u32> = request.cells.iter().map(|c| c.0).collect();
+    stage_ids.sort_unstable();
+    stage_ids.dedup();
+    let mut positions: Vec<u32> = request.cells.iter().map(|c| c.1).collect();
+    positions.sort_unstable();
+    positions.dedup();
+    let per_column = positions.len().div_ceil(max_columns.max(1)).max(1);
+    let columns: Vec<(u64, u64)> = positions
+        .chunks(per_column)
+        .map(|c| (u64::from(c[0]), u64::from(c[c.len() - 1])))
+        .collect();
+    let column_of = |p: u32| positions.binary_search(&p).map_or(0, |i| i / per_column);
+    let row_of = |s: u32| stage_ids.binary_search(&s).unwrap_or(0);
+    let mut cells = vec![vec![None::<f32>; columns.len()]; stage_ids.len()];
+    for &(stage, position, ratio) in &request.cells {
+        let cell = &mut cells[row_of(stage)][column_of(position)];
+        let worse = cell.is_none_or(|c| ratio > c || ratio.is_nan());
+        if worse {
+            *cell = Some(ratio);
+        }
+    }
+    let first = request.first_bad_token.as_ref().and_then(|bad| {
+        let stage = t.stage_keys.iter().position(|k| *k == bad.key)? as u32;
+        let position = u32::try_from(bad.position).ok()?;
+        Some((row_of(stage), column_of(position)))
+    });
+    TokenGrid {
+        stages: stage_ids
+            .iter()
+            .map(|&s| t.stage_keys.get(s as usize).cloned().unwrap_or_default())
+            .collect(),
+        columns,
+        cells,
+        first,
+    }
+}
+
+/// A cell's glyph (for NO_COLOR and text): ` ` no row, `.` below 0.1 of the tolerance, `:`
+/// below 1 (agrees), `1`..`9` the decade of a diverging ratio (1 for [1, 10), 2 for [10, 100),
+/// ...), `!` non-finite counts that differ (an infinite ratio).
+pub fn glyph(ratio: Option<f32>) -> char {
+    match ratio {
+        None => ' ',
+        Some(r) if r.is_nan() || r.is_infinite() => '!',
+        Some(r) if r < 0.1 => '.',
+        Some(r) if r < 1.0 => ':',
+        Some(r) => {
+            let decade = r.log10().floor() as i64 + 1;
+            char::from_digit(decade.clamp(1, 9) as u32, 10).unwrap_or('9')
+        }
+    }
+}
+
+/// `dumpview diff --tokens`: each request's grid as text, at most `width` columns of cells.
+pub fn tokens_text(t: &TokenDiff, width: usize) -> String {
+    let mut out = String::new();
+    let _ = writeln!(
+        out,
+        "cells: the row's difference over its tolerance: '.' < 0.1, ':' < 1 (agrees), 1-9 its decade when >= 1 (diverges), '!' NaN/inf counts differ, '*' the first bad token, ' ' not compared"
+    );
+    for (index, r) in t.per_request.iter().enumerate() {
+        let label_width = 32;
+        let g = grid(t, index, width.saturating_sub(label_width + 1).max(8));
+        let _ = writeln!(
+            out,
+            "\nrequest {:?}{}: {} rows compared, {} diverge",
+            r.request_a,
+            if r.request_a == r.request_b {
+                String::new()
+            } else {
+                format!(" (B: {:?})", r.request_b)
+            },
+            r.rows_compared,
+            r.rows_diverging
+        );
+        let span = |(lo, hi): (u64, u64)| {
+            if lo == hi {
+                format!("{lo}")
+            } else {
+                format!("{lo}-{hi}")
+            }
+        };
+        let _ = writeln!(
+            out,
+            "{:>label_width$} positions {} .. {} ({} per column)",
+            "",
+            g.columns.first().map(|c| span(*c)).unwrap_or_default(),
+            g.columns.last().map(|c| span(*c)).unwrap_or_default(),
+            g.columns.first().map_or(1, |c| c.1 - c.0 + 1)
+        );
+        for (row, stage) in g.stages.iter().enumerate() {
+            let cells: String = g.cells[row]
+                .iter()
+                .enumerate()
+                .map(|(column, &c)| {
+                    if g.first == Some((row, column)) {
+                        '*'
+                    } else {
+                        glyph(c)
+                    }
+                })
+                .collect();
+            let name: String = if stage.chars().count() > label_width {
+                stage.chars().take(label_width - 1).chain(['…']).collect()
+            } else {
+                stage.clone()
+            };
+            let _ = writeln!(out, "{name:>label_width$} {cells}");
+        }
+    }
+    out
 }

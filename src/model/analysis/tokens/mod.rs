@@ -55,6 +55,9 @@ pub struct TokenDiff {
     pub first: Option<BadToken>,
     /// One per matched request, in `requests`' order.
     pub per_request: Vec<RequestTokens>,
+    /// `stage#k` of each stage ordinal of [`RequestTokens::cells`], A's capture order first.
+    #[serde(skip)]
+    pub stage_keys: Vec<String>,
 }
 
 /// One matched request's rows.
@@ -75,6 +78,11 @@ pub struct RequestTokens {
     /// earliest position.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub first_bad_token: Option<BadToken>,
+    /// Every compared row: (stage ordinal into [`TokenDiff::stage_keys`], position, the
+    /// row's difference over its tolerance), in stage then position order: the token × stage
+    /// view's cells (12 bytes a row).
+    #[serde(skip)]
+    pub cells: Vec<(u32, u32, f32)>,
 }
 
 /// A diverging aligned row: where, which token, and both rows.
@@ -258,8 +266,10 @@ pub fn align(a: &[Window], b: &[Window], tolerances: &Tolerances) -> Option<Toke
                 rows_diverging: 0,
                 positions: None,
                 first_bad_token: None,
+                cells: Vec::new(),
             })
             .collect(),
+        stage_keys: Vec::new(),
     };
     // Merge-join on (stage#k, pair, position): both sorted, one pass.
     let (mut i, mut j) = (0, 0);
@@ -299,6 +309,11 @@ pub fn align(a: &[Window], b: &[Window], tolerances: &Tolerances) -> Option<Toke
                     Some((lo, hi)) => (lo.min(x.position), hi.max(x.position)),
                     None => (x.position, x.position),
                 });
+                request.cells.push((
+                    x.stage,
+                    u32::try_from(x.position).unwrap_or(u32::MAX),
+                    verdict.ratio as f32,
+                ));
                 if verdict.diverges() {
                     diff.rows_diverging += 1;
                     request.rows_diverging += 1;
@@ -320,6 +335,7 @@ pub fn align(a: &[Window], b: &[Window], tolerances: &Tolerances) -> Option<Toke
     diff.first = diverging
         .first()
         .and_then(|(x, ..)| diff.per_request[x.pair as usize].first_bad_token.clone());
+    diff.stage_keys = stages.keys;
     Some(diff)
 }
 
