@@ -1454,3 +1454,44 @@ fn x_cancels_a_running_case_matrix_and_q_takes_its_python_along() {
         std::thread::sleep(POLL);
     }
 }
+
+// (t) The token × stage view: `b` opens it on the first bad token of a chunked prefill whose
+// second chunk computes RoPE from position 0; Enter shows both rows; Esc and q leave.
+#[test]
+fn b_shows_the_first_bad_token_of_a_chunk_and_enter_its_rows() {
+    if !tmux_available() {
+        return;
+    }
+    let pair = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("assets/token_examples/tokens_bug_in_one_chunk");
+    let (a, b) = (pair.join("a"), pair.join("b"));
+    let t = Term::start(110, 32, &[a.to_str().unwrap(), b.to_str().unwrap()], &[]);
+    t.wait_text("timeline");
+    t.keys(&["b"]);
+    let s = t.wait_text("first bad token: position 5, token id 611 at layers.0.q_rope#1");
+    let row = s
+        .text
+        .lines()
+        .find(|l| l.contains("layers.0.q_rope#1  "))
+        .unwrap_or_else(|| panic!("{}", s.text));
+    assert!(
+        row.contains(".  .  .  .  .  *"),
+        "positions 0-4 agree, 5 is marked: {row}"
+    );
+    t.keys(&["Enter"]);
+    let s = t.wait_text("rows at position 5:");
+    assert!(
+        s.text.contains("A nonfinite 0 max_abs 0.74439281"),
+        "{}",
+        s.text
+    );
+    assert!(
+        s.text.contains("B nonfinite 0 max_abs 0.74599862"),
+        "{}",
+        s.text
+    );
+    t.keys(&["Escape"]);
+    t.wait("the view closed", |s| !s.text.contains("first bad token:"));
+    t.keys(&["q"]);
+    assert_eq!(t.wait_exit(), (0, true));
+}

@@ -21,6 +21,8 @@ mod cases;
 #[path = "workbench/layouts.rs"]
 mod layouts;
 mod support;
+#[path = "workbench/tokens.rs"]
+mod tokens;
 
 /// The real loop over a TestBackend terminal, jobs held: tests send their events.
 struct Bench(Runtime<TestBackend>);

@@ -81,6 +81,10 @@ pub enum Action {
     /// Arrow left / right (the case-matrix board's columns).
     Left,
     Right,
+    /// `T`: the token × stage view of the open diff (docs/diff.md, "Token rows"); `T` or Esc
+    /// closes it. `b`: the first bad token, in that view.
+    ToggleTokens,
+    FirstBadToken,
     /// `?`.
     ToggleHelp,
     /// `w`: the load warnings of the open captures (what was lost or noted while reading

@@ -58,6 +58,8 @@ pub enum Mode {
     CasesForm,
     /// The case-matrix board ([`CASES_BOARD`]).
     CasesBoard,
+    /// The token × stage view ([`TOKENS`]).
+    Tokens,
 }
 
 impl Mode {
@@ -70,6 +72,7 @@ impl Mode {
             Some(Popup::CasesForm) => Mode::CasesForm,
             Some(Popup::SearchPrompt) => Mode::Search,
             Some(Popup::CasesBoard) => Mode::CasesBoard,
+            Some(Popup::Tokens) => Mode::Tokens,
             _ => Mode::Normal,
         }
     }
@@ -249,6 +252,16 @@ pub static BINDINGS: &[Binding] = &[
             "on a replay's result: plan and run a case matrix on its input set; else its board",
         )),
     ),
+    bind_diff(
+        &[Key::Char('T')],
+        Action::ToggleTokens,
+        None,
+        Some((
+            "T  b",
+            "token × stage view (Tab next request, Enter both rows) / the first bad token",
+        )),
+    ),
+    bind_diff(&[Key::Char('b')], Action::FirstBadToken, None, None),
     bind(
         &[Key::Char('e')],
         Action::Export,
@@ -356,6 +369,35 @@ pub static CASES_BOARD: &[Binding] = &[
     bind(&[Key::Char('q')], Action::Quit, None, None),
 ];
 
+/// The keys of [`Mode::Tokens`]: the cursor over stages and positions, the requests, a
+/// cell's rows.
+pub static TOKENS: &[Binding] = &[
+    bind(&[Key::Up, Key::Char('k')], Action::Up, None, None),
+    bind(&[Key::Down, Key::Char('j')], Action::Down, None, None),
+    bind(&[Key::Left, Key::Char('h')], Action::Left, None, None),
+    bind(&[Key::Right, Key::Char('l')], Action::Right, None, None),
+    bind(&[Key::PageUp], Action::PageUp, None, None),
+    bind(
+        &[Key::PageDown, Key::Char(' ')],
+        Action::PageDown,
+        None,
+        None,
+    ),
+    bind(&[Key::Home, Key::Char('g')], Action::Top, None, None),
+    bind(&[Key::End, Key::Char('G')], Action::Bottom, None, None),
+    bind(&[Key::Tab], Action::FocusNext, None, None),
+    bind(&[Key::Enter], Action::Enter, None, None),
+    bind(&[Key::Char('b')], Action::FirstBadToken, None, None),
+    bind(
+        &[Key::Esc, Key::Char('T')],
+        Action::ToggleTokens,
+        None,
+        None,
+    ),
+    bind(&[Key::Char('?')], Action::ToggleHelp, None, None),
+    bind(&[Key::Char('q')], Action::Quit, None, None),
+];
+
 /// Keys that act in every mode: Ctrl-C quits even from the search prompt.
 pub static GLOBAL: &[Binding] = &[bind(&[Key::Ctrl('c')], Action::Quit, None, None)];
 
@@ -379,6 +421,7 @@ pub fn action_for(key: Key, mode: Mode) -> Option<Action> {
         Mode::Replay => REPLAY,
         Mode::CasesForm => CASES_FORM,
         Mode::CasesBoard => CASES_BOARD,
+        Mode::Tokens => TOKENS,
     };
     if let Some(action) = lookup(table, key) {
         return Some(action);

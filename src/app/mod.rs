@@ -29,6 +29,7 @@ pub mod session;
 mod state;
 pub mod strip;
 pub mod tensors;
+pub mod tokens;
 mod update;
 pub mod watch;
 

@@ -24,6 +24,8 @@ pub enum Popup {
     Help,
     /// `w`: the load warnings view ([`App::warnings_open`]).
     Warnings,
+    /// `T` or `b`: the token × stage view ([`App::token_view`]).
+    Tokens,
     /// `t`: a tensor comparison's result ([`App::tensor_popup`]).
     TensorResult,
     /// A replay's result ([`App::replay_view`]).
@@ -41,13 +43,14 @@ impl Popup {
     /// Every popup, topmost first. The first open one that takes keys owns them
     /// ([`App::popup`]); the open ones are drawn from the last to the first, so the one that
     /// owns the keys is the one on top. The one place this order is written.
-    pub const ALL: [Popup; 11] = [
+    pub const ALL: [Popup; 12] = [
         Popup::ReplayDialog,
         Popup::Export,
         Popup::CasesForm,
         Popup::SearchPrompt,
         Popup::Help,
         Popup::Warnings,
+        Popup::Tokens,
         Popup::TensorResult,
         Popup::ReplayResult,
         Popup::ReplayLog,
@@ -64,6 +67,7 @@ impl Popup {
             Popup::SearchPrompt => app.search.editing,
             Popup::Help => app.help,
             Popup::Warnings => app.warnings_open,
+            Popup::Tokens => app.token_view.is_some(),
             Popup::TensorResult => app.tensor_popup.is_some(),
             Popup::ReplayResult => app.replay_view.is_some(),
             Popup::ReplayLog => app.replay_job.is_some(),

@@ -168,6 +168,8 @@ pub struct App {
     pub search: Search,
     pub help: bool,
     /// The load warnings view is open (`w`).
+    /// The token × stage view (`T`, `b`), when open.
+    pub token_view: Option<super::tokens::TokenView>,
     pub warnings_open: bool,
     /// The first line of the open overlay (help, warnings) in view; Up, Down, PgUp, PgDn,
     /// g and G move it while the overlay is open.
@@ -248,6 +250,7 @@ impl App {
             search: Search::default(),
             help: false,
             warnings_open: false,
+            token_view: None,
             overlay_scroll: 0,
             overlay_scroll_max: usize::MAX,
             message: None,

@@ -74,6 +74,7 @@ fn route(app: &mut App, action: Action, popup: Option<Popup>) -> Vec<Effect> {
         Some(Popup::SearchPrompt) => search_prompt(app, action),
         Some(Popup::Help) => overlay(app, action, page, Popup::Help),
         Some(Popup::Warnings) => overlay(app, action, page, Popup::Warnings),
+        Some(Popup::Tokens) => token_view(app, action, page),
         Some(Popup::TensorResult) => tensor_result(app, action, page),
         Some(Popup::ReplayResult) => replay_result(app, action, page),
         Some(Popup::ReplayLog) => replay_log(app, action, page),
@@ -174,6 +175,29 @@ fn overlay(app: &mut App, action: Action, page: usize, popup: Popup) -> Vec<Effe
         Action::Top => scroll_overlay(app, i64::MIN / 2),
         Action::Bottom => scroll_overlay(app, i64::MAX / 2),
         action if from_runtime(&action) => return update_base(app, action, page),
+        _ => {}
+    }
+    Vec::new()
+}
+
+/// The token × stage view is modal: the arrows move its cursor, Tab the request, Enter the
+/// cell's rows, `b` the first bad token; `T` or Esc closes it.
+fn token_view(app: &mut App, action: Action, page: usize) -> Vec<Effect> {
+    let step = page as i64;
+    match action {
+        Action::Up => super::tokens::step(app, -1, 0),
+        Action::Down => super::tokens::step(app, 1, 0),
+        Action::Left => super::tokens::step(app, 0, -1),
+        Action::Right => super::tokens::step(app, 0, 1),
+        Action::PageUp => super::tokens::step(app, -step, 0),
+        Action::PageDown => super::tokens::step(app, step, 0),
+        Action::Top => super::tokens::step(app, i64::MIN / 2, i64::MIN / 2),
+        Action::Bottom => super::tokens::step(app, i64::MAX / 2, 0),
+        Action::FocusNext => super::tokens::next_request(app),
+        Action::Enter => super::tokens::toggle_detail(app),
+        Action::FirstBadToken => super::tokens::first_bad_token(app),
+        Action::ToggleTokens | Action::Escape => app.token_view = None,
+        action if passes_on(&action) => return update_base(app, action, page),
         _ => {}
     }
     Vec::new()
@@ -316,6 +340,8 @@ fn update_base(app: &mut App, action: Action, page: usize) -> Vec<Effect> {
             navigate(app, action)
         }
         Action::Export => export::open(app),
+        Action::ToggleTokens => super::tokens::toggle(app),
+        Action::FirstBadToken => super::tokens::first_bad_token(app),
         Action::CompareTensors => return tensors::start(app),
         Action::Replay => return replay::open(app),
         Action::CaseMatrix => return cases::open(app),

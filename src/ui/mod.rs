@@ -27,6 +27,7 @@ mod strip;
 mod tensors;
 mod theme;
 mod timeline;
+mod tokens;
 mod warnings;
 
 use ratatui::Frame;
@@ -265,6 +266,7 @@ fn draw_popup(frame: &mut Frame, app: &App, popup: Popup, area: Rect, theme: The
         Popup::SearchPrompt => {}
         Popup::Help => help::draw(frame, app, area, theme),
         Popup::Warnings => warnings::draw(frame, app, area, theme),
+        Popup::Tokens => tokens::draw(frame, app, area, theme),
         Popup::TensorResult => {
             if let Some(result) = app.tensor_popup {
                 tensors::draw_result(frame, app, result, area, theme);

@@ -519,3 +519,60 @@ fn side_rows(
     }
     (kept, repeated)
 }
+
+/// Both rows behind one cell of the token view: request `pair` (index into
+/// [`TokenDiff::requests`]) at `stage_key` (`stage#k`) and `position`, re-collected from the
+/// windows (`a`, `b` as given to [`align`]); `None` where a side holds no such row.
+pub fn rows_at(
+    a: &[Window],
+    b: &[Window],
+    pair: usize,
+    stage_key: &str,
+    position: u64,
+) -> Option<CellRows> {
+    let (wa, wb) = (with_rows(a), with_rows(b));
+    let (ra, rb) = (SideRequests::of(&wa), SideRequests::of(&wb));
+    let matches = requests::match_requests(&ra, &rb);
+    let mut pair_of_a = vec![None; ra.names.len()];
+    let mut pair_of_b = vec![None; rb.names.len()];
+    for (n, (i, j, _)) in matches.iter().enumerate() {
+        pair_of_a[*i] = Some(n as u32);
+        pair_of_b[*j] = Some(n as u32);
+    }
+    let mut stages = Stages::default();
+    let (rows_a, _) = side_rows(&wa, &ra, &pair_of_a, &mut stages);
+    let (rows_b, _) = side_rows(&wb, &rb, &pair_of_b, &mut stages);
+    let stage = *stages.ordinal.get(&stage_of(stage_key)?)?;
+    let key = (stage, pair as u32, position);
+    let find = |rows: &[Row]| {
+        rows.binary_search_by_key(&key, Row::key)
+            .ok()
+            .map(|i| rows[i])
+    };
+    let (x, y) = (find(&rows_a)?, find(&rows_b)?);
+    Some(CellRows {
+        a: stats_of(&wa, &x),
+        b: stats_of(&wb, &y),
+        dtypes: (
+            record_of(&wa, &x).dtype.to_string(),
+            record_of(&wb, &y).dtype.to_string(),
+        ),
+    })
+}
+
+/// `("stage", k)` of `"stage#k"`.
+fn stage_of(key: &str) -> Option<(String, u32)> {
+    let (stage, k) = key.rsplit_once('#')?;
+    Some((stage.to_string(), k.parse().ok()?))
+}
+
+/// The two rows of one aligned (request, stage#k, position).
+#[derive(Debug, Clone, PartialEq)]
+pub struct CellRows {
+    /// A's row.
+    pub a: RowStats,
+    /// B's row.
+    pub b: RowStats,
+    /// The records' dtypes.
+    pub dtypes: (String, String),
+}

@@ -1,0 +1,173 @@
+//! The token × stage view (`T`, and `b` for the first bad token): for one matched request,
+//! stages down and positions across, each cell a row's difference over its tolerance
+//! (docs/diff.md, "Token rows"). The state is the request and a cursor; the grid itself is
+//! the model's ([`crate::model::present::tokens::grid`]), computed for the width drawn.
+
+use super::App;
+use crate::model::analysis::tokens::{CellRows, TokenDiff};
+use crate::model::present::tokens::{TokenGrid, grid};
+
+/// Columns the view leaves to the stage names (and the borders).
+pub const LABEL_WIDTH: usize = 34;
+
+/// The open view: which request, and the cursor's grid row and column.
+#[derive(Debug, Clone, PartialEq)]
+pub struct TokenView {
+    /// Index into the alignment's requests.
+    pub request: usize,
+    /// The cursor's grid row (stage) and column (position bin).
+    pub row: usize,
+    pub column: usize,
+    /// Enter: the cursor cell's two rows, read from the windows when asked.
+    pub detail: Option<Result<(u64, CellRows), String>>,
+}
+
+impl App {
+    /// The token alignment of the open diff, when both sides have token rows.
+    pub fn token_diff(&self) -> Option<&TokenDiff> {
+        self.loaded.as_ref()?.diff()?.tokens.as_ref()
+    }
+
+    /// The grid the view shows for request `request` at the terminal's width.
+    pub fn token_grid(&self, request: usize) -> Option<TokenGrid> {
+        let columns = usize::from(self.size.0).saturating_sub(LABEL_WIDTH).max(8);
+        Some(grid(self.token_diff()?, request, columns))
+    }
+}
+
+/// `T`: opens the view on the first request with a bad token (else the first), or closes it.
+pub fn toggle(app: &mut App) {
+    if app.token_view.take().is_some() {
+        return;
+    }
+    open(app, false);
+}
+
+/// `b`: the first bad token, in the view (opened if need be).
+pub fn first_bad_token(app: &mut App) {
+    open(app, true);
+}
+
+fn open(app: &mut App, at_bad_token: bool) {
+    let Some(tokens) = app.token_diff() else {
+        app.message = Some(if app.diffing() {
+            "no token rows: the captures hold no row map on both sides (docs/manifest.md, \"Token rows\")".to_string()
+        } else {
+            "the token view compares two captures: open A and B".to_string()
+        });
+        return;
+    };
+    if tokens.per_request.is_empty() {
+        app.message =
+            Some("token rows, but no request of A matches one of B by token ids".to_string());
+        return;
+    }
+    let request = tokens
+        .per_request
+        .iter()
+        .position(|r| r.first_bad_token.is_some());
+    if at_bad_token && request.is_none() {
+        app.message = Some("no bad token: every aligned row agrees".to_string());
+    }
+    let request = request.unwrap_or(0);
+    let mut view = TokenView {
+        request,
+        row: 0,
+        column: 0,
+        detail: None,
+    };
+    if let Some((row, column)) = app.token_grid(request).and_then(|g| g.first) {
+        (view.row, view.column) = (row, column);
+    }
+    app.token_view = Some(view);
+}
+
+/// Tab: the next matched request, its cursor on its first bad token (else the top left).
+pub fn next_request(app: &mut App) {
+    let Some(count) = app.token_diff().map(|t| t.per_request.len()) else {
+        return;
+    };
+    let Some(view) = &app.token_view else { return };
+    let request = (view.request + 1) % count.max(1);
+    let (row, column) = app
+        .token_grid(request)
+        .and_then(|g| g.first)
+        .unwrap_or((0, 0));
+    app.token_view = Some(TokenView {
+        request,
+        row,
+        column,
+        detail: None,
+    });
+}
+
+/// Moves the cursor by (`rows`, `columns`), clamped to the grid.
+pub fn step(app: &mut App, rows: i64, columns: i64) {
+    let Some(view) = &app.token_view else { return };
+    let Some(grid) = app.token_grid(view.request) else {
+        return;
+    };
+    let clamp = |at: usize, by: i64, len: usize| -> usize {
+        (at as i64 + by).clamp(0, len.saturating_sub(1) as i64) as usize
+    };
+    let (row, column) = (
+        clamp(view.row, rows, grid.stages.len()),
+        clamp(view.column, columns, grid.columns.len()),
+    );
+    if let Some(view) = app.token_view.as_mut() {
+        (view.row, view.column, view.detail) = (row, column, None);
+    }
+}
+
+/// Enter: shows (or hides) the cursor cell's two rows, read again from the windows.
+pub fn toggle_detail(app: &mut App) {
+    let Some(view) = &app.token_view else { return };
+    if view.detail.is_some() {
+        if let Some(view) = app.token_view.as_mut() {
+            view.detail = None;
+        }
+        return;
+    }
+    let Some(grid) = app.token_grid(view.request) else {
+        return;
+    };
+    let (request, row, column) = (view.request, view.row, view.column);
+    let detail = match (grid.stages.get(row), grid.columns.get(column)) {
+        (Some(stage), Some(&(first, last))) => {
+            // A binned column shows its worst row: read that one.
+            let position = app
+                .token_diff()
+                .and_then(|t| t.per_request.get(request))
+                .and_then(|r| {
+                    let stage_id = app
+                        .token_diff()?
+                        .stage_keys
+                        .iter()
+                        .position(|k| k == stage)? as u32;
+                    r.cells
+                        .iter()
+                        .filter(|c| c.0 == stage_id && (first..=last).contains(&u64::from(c.1)))
+                        .max_by(|x, y| x.2.total_cmp(&y.2))
+                        .map(|c| u64::from(c.1))
+                })
+                .unwrap_or(first);
+            let loaded = app.loaded.as_ref();
+            match loaded.and_then(|l| Some((l, l.session.b.as_ref()?))) {
+                Some((l, b)) => crate::model::analysis::tokens::rows_at(
+                    &l.session.a.windows,
+                    &b.windows,
+                    request,
+                    stage,
+                    position,
+                )
+                .ok_or_else(|| format!("no aligned rows at {stage} position {position}")),
+                None => Err("no capture B".to_string()),
+            }
+            .map(|rows| (position, rows))
+        }
+        _ => Err("no cell under the cursor".to_string()),
+    };
+    if let Some(view) = app.token_view.as_mut() {
+        view.detail = Some(detail);
+    }
+}

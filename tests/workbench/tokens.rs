@@ -1,0 +1,101 @@
+//! The token × stage view on the committed token example pairs (assets/token_examples):
+//! `b` opens it on the first bad token, the arrows and Tab move, Enter reads both rows, and
+//! the frame at a fixed size.
+
+use super::*;
+
+fn tokens(pair: &str) -> Bench {
+    let root = std::path::Path::new("assets/token_examples").join(pair);
+    sized(
+        App::new(
+            load::open(&root.join("a"), Some(&root.join("b")), &mut |_| {}).unwrap(),
+            false,
+        ),
+        110,
+        30,
+    )
+}
+
+#[test]
+fn b_opens_the_view_on_the_first_bad_token_and_enter_reads_both_rows() {
+    let mut app = tokens("tokens_bug_in_one_chunk");
+    apply(&mut app, [Action::FirstBadToken]);
+    let view = app.token_view.clone().expect("b opens the view");
+    let grid = app.token_grid(view.request).unwrap();
+    assert_eq!(grid.stages[view.row], "layers.0.q_rope#1");
+    assert_eq!(grid.columns[view.column], (5, 5));
+    assert_eq!(grid.first, Some((view.row, view.column)));
+    apply(&mut app, [Action::Enter]);
+    let detail = app
+        .token_view
+        .as_ref()
+        .unwrap()
+        .detail
+        .clone()
+        .unwrap()
+        .unwrap();
+    assert_eq!(detail.0, 5);
+    let bad = app.token_diff().unwrap().first.clone().unwrap();
+    assert_eq!(
+        (detail.1.a, detail.1.b),
+        (bad.a, bad.b),
+        "the cell's rows are the bad token's"
+    );
+    // The cursor moves (and drops the rows read), clamped to the grid.
+    apply(&mut app, [Action::Left, Action::Left, Action::Down]);
+    let view = app.token_view.clone().unwrap();
+    assert_eq!(
+        (grid.stages[view.row].as_str(), view.column),
+        ("layers.0.k_rope#1", 3)
+    );
+    assert!(view.detail.is_none());
+    apply(&mut app, [Action::Top]);
+    let view = app.token_view.clone().unwrap();
+    assert_eq!((view.row, view.column), (0, 0));
+    // Esc closes it; the timeline's keys are the timeline's again.
+    apply(&mut app, [Action::Escape]);
+    assert!(app.token_view.is_none());
+}
+
+#[test]
+fn the_view_says_when_there_is_nothing_to_show() {
+    let mut app = tokens("tokens_chunked_vs_whole");
+    apply(&mut app, [Action::FirstBadToken]);
+    assert_eq!(
+        app.message.as_deref(),
+        Some("no bad token: every aligned row agrees")
+    );
+    assert!(app.token_view.is_some(), "the view opens all the same");
+    apply(&mut app, [Action::ToggleTokens]);
+    assert!(app.token_view.is_none());
+    let mut plain = example("llama_kv_alias");
+    apply(&mut plain, [Action::ToggleTokens]);
+    assert!(plain.token_view.is_none());
+    assert!(
+        plain
+            .message
+            .as_deref()
+            .unwrap()
+            .starts_with("no token rows"),
+        "{:?}",
+        plain.message
+    );
+}
+
+#[test]
+fn snapshot_token_view_110x30() {
+    let mut app = tokens("tokens_bug_in_one_chunk");
+    apply(&mut app, [Action::FirstBadToken]);
+    let buffer = render(&mut app, 110, 30);
+    insta::assert_snapshot!("token_view_110x30", text(&buffer));
+    // The first bad token is marked by style as well as by its `*`.
+    let (x, y) = text(&buffer)
+        .lines()
+        .enumerate()
+        .find_map(|(y, l)| {
+            l.find('*')
+                .map(|b| (l[..b].chars().count() as u16, y as u16))
+        })
+        .unwrap();
+    assert!(buffer[(x, y)].modifier.contains(Modifier::BOLD));
+}
