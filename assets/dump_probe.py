@@ -627,7 +627,7 @@ def _token_rows(stage, tensor, rows, token_dims, positions, row_map):
             _warn("capture(%r, rows=%r): rows is 'auto', 'tokens' or None; recorded without token rows"
                   % (stage, rows), key="rows:%s" % stage)
         return None
-    dims = tuple(int(d) for d in token_dims)
+    dims = token_dims if token_dims == (0,) else tuple(int(d) for d in token_dims)
     if dims not in ((0,), (0, 1)) or tensor.dim() < len(dims) or tensor.is_complex() or tensor.numel() == 0:
         if declared:
             _warn("capture(%r, rows='tokens', token_dims=%r): token dims are (0,) or (0, 1) of a non-empty real "
@@ -645,7 +645,8 @@ def _token_rows(stage, tensor, rows, token_dims, positions, row_map):
             _warn("capture(%r, rows='tokens'): %d rows but the forward holds %d; recorded without token rows"
                   % (stage, n, row_map.count), key="rows:%s" % stage)
         return None
-    weights = row_map.weights_on(tensor.device, _row_dtype(tensor))
+    # float64 on cpu (dp_row_stats weighs in float64), else the reduction's dtype.
+    weights = row_map.weights_on(tensor.device, torch.float64 if tensor.device.type == "cpu" else _row_dtype(tensor))
     stats = _row_statistics(tensor, n, weights)
     kept = None
     if row_map.keep is not None:
@@ -682,7 +683,7 @@ def _declared_rows(stage, tensor, n, dims, positions, row_map):
     keep = [i for i, (_, p) in enumerate(pairs) if low <= p <= high]
     if not keep:
         return None
-    dtype = _row_dtype(tensor)
+    dtype = torch.float64 if tensor.device.type == "cpu" else _row_dtype(tensor)
     weights = _row_weights(torch.tensor([p for _, p in pairs], dtype=torch.int64).to(tensor.device), dtype)
     stats = _row_statistics(tensor, n, weights)
     if len(keep) != n:
@@ -696,6 +697,61 @@ def _row_dtype(tensor):
 
 
 def _row_statistics(tensor, n, weights):
+    """_row_statistics_torch's rows, by the native library's dp_row_stats where the tensor is
+    one it reads (a strided cpu tensor of a dtype it knows, the native statistics path in use):
+    one vectorized pass per row instead of a dozen torch ops."""
+    if tensor.device.type == "cpu" and _config.kernel != "torch":
+        native = _native_rows()
+        if native is not None and tensor.dtype in _NATIVE_DTYPES and tensor.layout == torch.strided \
+                and not tensor.is_neg() and not tensor.is_conj() and tensor.dim() <= 16 \
+                and type(tensor).__torch_dispatch__ is torch.Tensor.__torch_dispatch__:
+            try:
+                return _native_row_statistics(native, tensor, n, weights)
+            except Exception as exc:  # that tensor only: the torch ops below
+                _warn("dp_row_stats failed (%s: %s); token rows take the torch ops"
+                      % (type(exc).__name__, str(exc).splitlines()[0][:120]), key="native-rows")
+    return _row_statistics_torch(tensor, n, weights)
+
+
+def _native_rows():
+    """dp_row_stats of the native library, or None (no library, or one from before token rows)."""
+    cached = _KERNELS.get("native_rows")
+    if cached is None:
+        call, _ = _native()
+        cached = (None,)
+        if call is not None:
+            try:
+                fn = call._lib_handle.dp_row_stats
+                fn.argtypes = [ctypes.POINTER(_DpTensor), ctypes.c_uint64, ctypes.c_void_p, ctypes.c_void_p]
+                fn.restype = ctypes.c_int
+                cached = (fn,)
+            except Exception:
+                pass
+        _KERNELS["native_rows"] = cached
+    return cached[0]
+
+
+def _native_row_statistics(call, tensor, n, weights):
+    """[n, 5] float32 row statistics of a cpu tensor by dp_row_stats, read in place."""
+    held = _NATIVE_CALL
+    t = held.tensor
+    shape, stride = tensor.shape, tensor.stride()
+    ndim = len(shape)
+    t.data = tensor.data_ptr()
+    t.dtype = _NATIVE_DTYPES[tensor.dtype]
+    t.ndim = ndim
+    held.shape[:ndim] = shape
+    held.strides[:ndim] = stride
+    if weights.dtype != torch.float64 or not weights.is_contiguous():
+        weights = weights.to("cpu", torch.float64).contiguous()
+    out = torch.empty((n, len(ROW_STAT_NAMES)), dtype=torch.float32)
+    status = call(held.ref, n, weights.data_ptr(), out.data_ptr())
+    if status != 0:
+        raise RuntimeError("dp_row_stats returned status %d" % status)
+    return out
+
+
+def _row_statistics_torch(tensor, n, weights):
     """[n, len(ROW_STAT_NAMES)] per-row statistics of ``tensor`` viewed as [n, rest] (its token
     dims flattened into rows, the rest of each row in row-major order), on its device.
 
@@ -721,7 +777,7 @@ def _row_statistics(tensor, n, weights):
     max_abs = values.abs().amax(1)
     total = values.sum(1)
     squares = (values * values).sum(1)
-    checksum = (values @ _position_weights(values.shape[1], _COL_MUL, dtype, values.device)) * weights
+    checksum = (values @ _position_weights(values.shape[1], _COL_MUL, dtype, values.device)) * weights.to(dtype)
     return torch.stack([nonfinite, max_abs, total, squares, checksum], 1)
 
 
@@ -1440,9 +1496,11 @@ def _native():
         try:
             if not os.path.isfile(path):
                 raise OSError("%s not found" % path)
-            call = ctypes.CDLL(path).dp_summarize
+            library = ctypes.CDLL(path)
+            call = library.dp_summarize
             call.argtypes = [ctypes.POINTER(_DpTensor), ctypes.c_void_p, ctypes.c_void_p]
             call.restype = ctypes.c_int
+            call._lib_handle = library  # dp_row_stats (token rows) is looked up from it
             cached = (call, None)
         except Exception as exc:  # AttributeError: an older library without dp_summarize
             cached = (None, "no native statistics library (%s)" % exc)

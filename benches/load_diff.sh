@@ -3,7 +3,7 @@
 #
 #   benches/load_diff.sh [--records N] [--ranks R] [--reps K] [--threads "1 2"]
 #                        [--baseline REV] [--rounds K] [--data DIR] [--layouts "split single"]
-#                        [--cli-json]
+#                        [--cli-json] [--token-rows N]
 #
 # Generates the pair into a temp dir (or reuses --data DIR, which it then keeps), and for each
 # layout (split: R manifests per side in dump directories; single: one file per side), each
@@ -17,10 +17,13 @@
 # machine load; with --baseline the last line is
 #   RESULT rounds=K <layout>_t<threads>_<what>_{before,after,ratio}=...
 # for what in load_diff_s and cli_s: the medians over the rounds, ratio = after / before.
+# --token-rows N gives every record N token rows (a sidecar per window, counted in the input
+# bytes): the diff then aligns them (docs/diff.md, "Token rows"); a baseline from before token
+# rows reads the same files and ignores them.
 set -euo pipefail
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
-RECORDS=1000000 RANKS=16 REPS=3 ROUNDS=1 THREADS="1 2" BASELINE="" DATA="" LAYOUTS="split single" MODES="text"
+RECORDS=1000000 RANKS=16 REPS=3 ROUNDS=1 THREADS="1 2" BASELINE="" DATA="" LAYOUTS="split single" MODES="text" TOKEN_ROWS=0
 while [[ $# -gt 0 ]]; do
     case "$1" in
         --records) RECORDS="$2"; shift 2 ;;
@@ -32,7 +35,8 @@ while [[ $# -gt 0 ]]; do
         --data) DATA="$2"; shift 2 ;;
         --layouts) LAYOUTS="$2"; shift 2 ;;
         --cli-json) MODES="text json"; shift ;;
-        -h|--help) sed -n '2,21p' "$0"; exit 0 ;;
+        --token-rows) TOKEN_ROWS="$2"; shift 2 ;;
+        -h|--help) sed -n '2,25p' "$0"; exit 0 ;;
         *) echo "unknown option $1" >&2; exit 2 ;;
     esac
 done
@@ -85,10 +89,10 @@ fi
 if [[ -z $DATA ]]; then
     DATA="$SCRATCH/data"
     echo "== generating $RECORDS records per side into $DATA"
-    "$ROOT/target/release/examples/gen_manifests" "$DATA" --records "$RECORDS" --ranks "$RANKS"
+    "$ROOT/target/release/examples/gen_manifests" "$DATA" --records "$RECORDS" --ranks "$RANKS" --token-rows "$TOKEN_ROWS"
 elif [[ ! -d $DATA/split || ! -d $DATA/single ]]; then
     echo "== generating $RECORDS records per side into $DATA (kept)"
-    "$ROOT/target/release/examples/gen_manifests" "$DATA" --records "$RECORDS" --ranks "$RANKS"
+    "$ROOT/target/release/examples/gen_manifests" "$DATA" --records "$RECORDS" --ranks "$RANKS" --token-rows "$TOKEN_ROWS"
 fi
 
 echo "== machine: $(nproc) cores, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs), $(awk '/MemTotal/ {printf "%.0f GiB", $2/1048576}' /proc/meminfo)"

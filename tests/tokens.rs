@@ -297,3 +297,25 @@ fn the_report_has_a_first_bad_token_section() {
         "{md}"
     );
 }
+
+/// Two requests whose ids agree only up to a position: matched by the longest common
+/// prefix, the rows from there on are different inputs (not compared), and that is a finding.
+#[test]
+fn requests_that_part_are_matched_by_their_common_prefix_and_flagged() {
+    let a = load(&pair_dir("tokens_chunked_vs_whole").join("a"));
+    let b = load(&pair_dir("tokens_prefix_cache").join("a"));
+    let analysis = Analysis::compute_diff(&a, &b, &Tolerances::default());
+    let diff = analysis.diff.unwrap();
+    let tokens = diff.tokens.as_ref().unwrap();
+    let m = &tokens.requests[0];
+    assert_eq!(
+        serde_json::to_value(&m.by).unwrap(),
+        "longest_prefix",
+        "{m:?}"
+    );
+    // A's prompt is the first 12 ids of B's 24; A's first generated token is not B's 13th id.
+    assert_eq!(m.ids_differ_from, Some(12));
+    assert!(tokens.rows_different_input > 0);
+    assert_eq!(tokens.first, None, "the common positions agree");
+    assert!(diff.found_something(), "different inputs are a finding");
+}

@@ -1,6 +1,6 @@
 //! Writes a realistic manifest pair for the load + diff benchmark (benches/README.md).
 //!
-//!     cargo run --release --example gen_manifests -- OUT_DIR [--records N] [--ranks R] [--layout split|single|both]
+//!     cargo run --release --example gen_manifests -- OUT_DIR [--records N] [--ranks R] [--layout split|single|both] [--token-rows N]
 //!
 //! Layout written under OUT_DIR (never inside the repository; the script passes a temp dir):
 //!
@@ -16,6 +16,12 @@
 //! field per line, one record per line, `json.dumps(..., separators=(", ", ": "))`, floats as
 //! Python's `repr` (shortest round-trip, 16–17 significant digits for float32 values read back
 //! as float64, `1e-05` style exponents).
+//!
+//! With `--token-rows N` every record also has N token rows (docs/manifest.md, "Token rows"):
+//! each window's row map holds one request at positions 2048..2048+N, the manifest's
+//! `token_rows` names the sidecar (`rows.f32` beside `manifest.json`, `<side>.rows.f32` beside
+//! the single layout's `<side>.json`), and B's rows carry the same noise and drift as its
+//! statistics.
 //!
 //! B is A with ~2e-4 relative noise on every statistic (bfloat16-like rounding noise, inside
 //! the default tolerances), different pointers and timestamps, and from the middle of each
@@ -288,6 +294,8 @@ struct Side {
 
 struct Window<'a> {
     out: &'a Path,
+    /// Token rows per record (0: no `token_rows`, no sidecar).
+    token_rows: u64,
     rank: u64,
     world_size: u64,
     records: u64,
@@ -305,6 +313,9 @@ fn write_window(w: &Window, side: &Side, stages: &[Stage], tokens: &[u64]) -> st
     let mut values_rng = Rng(0xD0_0D + w.rank * 7919);
     let mut noise_rng = Rng(0xBEEF + w.rank * 104_729 + side.index * 31);
     let mut line = String::with_capacity(1024);
+    // Token rows: one stream for A's values, B's perturbed as its statistics are.
+    let mut row_values: Vec<u8> = Vec::new();
+    let mut row_rng = Rng(0x5EED + w.rank * 7);
 
     let ids: Vec<String> = tokens.iter().map(u64::to_string).collect();
     let armed = 1_795_943_698.600_407_8 + side.index as f64 * 3600.0 + w.rank as f64 * 0.013;
@@ -426,12 +437,75 @@ fn write_window(w: &Window, side: &Side, stages: &[Stage], tokens: &[u64]) -> st
             }
             line.push('\n');
             out.write_all(line.as_bytes())?;
+            let cols = (numel / TOKENS).max(1) as f64;
+            for r in 0..w.token_rows {
+                let scale = min.abs().max(max.abs());
+                let max_abs = scale * row_rng.range(0.5, 1.0);
+                let sum = mean * cols * row_rng.range(0.5, 1.5);
+                let sum_squares = l2 * l2 / w.token_rows as f64 * row_rng.range(0.8, 1.2);
+                let checksum =
+                    dump_stats::row_weight(2048 + r) * sum_squares.sqrt() * row_rng.normal() * 0.3;
+                for v in [0.0, max_abs, sum, sum_squares, checksum] {
+                    let v = if side.index == 0 {
+                        v
+                    } else {
+                        v * (1.0 + noise * noise_rng.range(0.5, 1.0))
+                    };
+                    row_values.extend_from_slice(&(v as f32).to_le_bytes());
+                }
+            }
         }
         step += 1;
     }
-    out.write_all(b" ],\n \"input_sets\": []\n}\n")?;
+    out.write_all(b" ],\n \"input_sets\": []")?;
+    let mut sidecar_bytes = 0;
+    if w.token_rows > 0 {
+        let name = sidecar_name(w.out);
+        let rows = w.records * w.token_rows;
+        let mut entry = String::new();
+        let _ = write!(
+            entry,
+            ",\n \"token_rows\": {{\"file\": \"{name}\", \"dtype\": \"float32\", \"byteorder\": \"little\", \"stats\": [\"nonfinite_count\", \"max_abs\", \"sum\", \"sum_squares\", \"row_checksum\"], \"map\": [{{\"request\": \"req-{}\", \"first_position\": 2048, \"count\": {}, \"token_ids\": [",
+            if side.index == 0 { "7f3a9c" } else { "51be20" },
+            w.token_rows
+        );
+        join(&mut entry, &tokens[..w.token_rows as usize]);
+        let _ = write!(
+            entry,
+            "]}}], \"positions_inferred\": false, \"row_positions\": [0, 65535], \"stage_filter\": null, \"rows\": {rows}, \"bytes\": {}, \"records\": [",
+            row_values.len()
+        );
+        out.write_all(entry.as_bytes())?;
+        for seq in 0..w.records {
+            let mut item = String::new();
+            if seq > 0 {
+                item.push_str(", ");
+            }
+            let _ = write!(
+                item,
+                "[{seq}, {}, {}, [0], null]",
+                seq * w.token_rows,
+                w.token_rows
+            );
+            out.write_all(item.as_bytes())?;
+        }
+        out.write_all(b"]}")?;
+        std::fs::write(w.out.with_file_name(&name), &row_values)?;
+        sidecar_bytes = row_values.len() as u64;
+    }
+    out.write_all(b"\n}\n")?;
     out.flush()?;
-    Ok(out.get_ref().metadata()?.len())
+    Ok(out.get_ref().metadata()?.len() + sidecar_bytes)
+}
+
+/// The token rows' sidecar beside manifest `path`: `rows.f32` beside `manifest.json` (as the
+/// probe names it), `<stem>.rows.f32` beside any other name (the single layout's two files
+/// share a directory).
+pub fn sidecar_name(path: &Path) -> String {
+    match path.file_name().and_then(|n| n.to_str()) {
+        Some("manifest.json") | None => "rows.f32".to_string(),
+        Some(name) => format!("{}.rows.f32", name.trim_end_matches(".json")),
+    }
 }
 
 fn join<T: std::fmt::Display>(out: &mut String, items: &[T]) {
@@ -447,12 +521,14 @@ fn main() -> std::io::Result<()> {
     let mut args = std::env::args().skip(1);
     let mut out_dir: Option<PathBuf> = None;
     let (mut records, mut ranks, mut layout) = (1_000_000u64, 16u64, "both".to_string());
+    let mut token_rows = 0u64;
     while let Some(arg) = args.next() {
         let mut value = || args.next().expect("option needs a value");
         match arg.as_str() {
             "--records" => records = value().parse().expect("--records N"),
             "--ranks" => ranks = value().parse().expect("--ranks R"),
             "--layout" => layout = value(),
+            "--token-rows" => token_rows = value().parse().expect("--token-rows N"),
             other if !other.starts_with('-') && out_dir.is_none() => out_dir = Some(other.into()),
             other => panic!(
                 "unknown argument {other:?}; usage: gen_manifests OUT_DIR [--records N] [--ranks R] [--layout split|single|both]"
@@ -500,6 +576,7 @@ fn main() -> std::io::Result<()> {
                 };
                 let window = Window {
                     out: &path,
+                    token_rows,
                     rank,
                     world_size: ranks,
                     records: per_rank,
@@ -517,6 +594,7 @@ fn main() -> std::io::Result<()> {
             let path = out_dir.join("single").join(format!("{name}.json"));
             let window = Window {
                 out: &path,
+                token_rows,
                 rank: 0,
                 world_size: ranks,
                 records,

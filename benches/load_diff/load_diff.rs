@@ -52,9 +52,20 @@ fn peak_rss_bytes() -> Option<u64> {
 
 fn files_and_bytes(path: &Path) -> (Vec<PathBuf>, u64) {
     let files = discover(&[path.to_path_buf()]).expect("inputs exist");
+    // Token-row sidecars count as input: `rows.f32` beside a `manifest.json`, or the
+    // generator's `<stem>.rows.f32` beside any other name.
+    let sidecar = |f: &PathBuf| {
+        let stem = f.file_stem().and_then(|s| s.to_str()).unwrap_or_default();
+        let name = if stem == "manifest" {
+            "rows.f32".to_string()
+        } else {
+            format!("{stem}.rows.f32")
+        };
+        std::fs::metadata(f.with_file_name(name)).map_or(0, |m| m.len())
+    };
     let bytes = files
         .iter()
-        .map(|f| std::fs::metadata(f).expect("readable").len())
+        .map(|f| std::fs::metadata(f).expect("readable").len() + sidecar(f))
         .sum();
     (files, bytes)
 }

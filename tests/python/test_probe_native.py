@@ -172,3 +172,25 @@ def test_a_view_with_the_negation_bit_takes_the_torch_ops_with_its_true_sign(mak
     assert (neg["stats"]["min"], neg["stats"]["max"], neg["stats"]["mean"]) == (-8.0, 4.0, -1.25)
     assert neg["stats_path"] == "torch"
     assert plain["stats_path"] == probe._stats_path(torch.ones(3))  # its dtype keeps its path
+
+
+@pytest.mark.parametrize("shape,transpose", [((6, 40), False), ((5, 3, 7), False), ((9, 4), True)])
+def test_native_token_rows_match_the_definitions(native, shape, transpose):
+    """dp_row_stats against the float64 definitions (test_probe_rows.expected_row), contiguous
+    and strided, with a NaN and an infinity in one row."""
+    from test_probe_rows import expected_row
+
+    t = torch.randn(*shape, dtype=torch.float64)
+    if transpose:
+        t = t.t().contiguous().t()  # same logical values, column-major strides
+    t[1].view(-1)[0] = float("nan") if not transpose else 0.0
+    t32 = t.to(torch.float32)
+    n = t.shape[0]
+    weights = native._row_weights(torch.arange(3, 3 + n), torch.float64)
+    fn = native._native_rows()
+    assert fn is not None, "the library exports dp_row_stats"
+    got = native._native_row_statistics(fn, t32, n, weights)
+    for r in range(n):
+        want = expected_row(t32[r].reshape(-1).to(torch.float64), 3 + r)
+        assert got[r, 0].item() == want[0]
+        assert got[r, 1:].tolist() == pytest.approx(want[1:], rel=1e-5, abs=1e-5), (r, got[r], want)

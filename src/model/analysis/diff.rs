@@ -528,7 +528,7 @@ impl Headline {
         Some(Headline {
             kind: "divergence",
             key: bad.key.clone(),
-            rank: 0,
+            rank: bad.rank,
             first_divergence: Some(bad.key.clone()),
             text: format!(
                 "first divergence: {} at request {:?} position {}{token} ({}, {} off by {:.3}x its tolerance)",
@@ -566,7 +566,14 @@ impl DiffReport {
         }) || !self.unpaired_a.is_empty()
             || !self.unpaired_b.is_empty()
             || !self.replicated.is_empty()
-            || self.tokens.as_ref().is_some_and(|t| t.first.is_some())
+            || self.tokens.as_ref().is_some_and(|t| {
+                // A bad token; ids that part within a matched request (different inputs);
+                // or forwards compared by rows whose requests matched none of the other side.
+                t.first.is_some()
+                    || t.requests.iter().any(|m| m.ids_differ_from.is_some())
+                    || (t.rows_compared == 0
+                        && !(self.aligned_only.0.is_empty() && self.aligned_only.1.is_empty()))
+            })
             || self.layouts.as_ref().is_some_and(|l| {
                 [&l.a, &l.b].iter().any(|side| {
                     !side.invalid.is_empty()

@@ -408,3 +408,58 @@ pub unsafe extern "C" fn dp_summarize(
         Ok(())
     })
 }
+
+/// `dp_row_stats`; see assets/dump_probe.h: the per-token-row statistics of one host view now,
+/// without a session, into `out[rows * 5]` float32 = nonfinite_count, max_abs, sum,
+/// sum_squares, row_checksum per row (dump_stats's "Per-row statistics of token rows"), each
+/// row's checksum weighted by `row_weights[r]`.
+///
+/// # Safety
+/// `t` is NULL or a dp_tensor as the header describes whose span is readable host memory;
+/// `row_weights` is NULL or `rows` readable doubles; `out` is NULL or `rows * 5` writable floats.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn dp_row_stats(
+    t: *const DpTensor,
+    rows: u64,
+    row_weights: *const f64,
+    out: *mut f32,
+) -> c_int {
+    guard(None, || {
+        if out.is_null() || row_weights.is_null() {
+            return Err(Failure::new(
+                Status::NullArgument,
+                "row_weights or out is NULL",
+            ));
+        }
+        // SAFETY: forwarded contract.
+        let view = unsafe { View::check(t) }?;
+        if view.device != crate::view::Device::Host {
+            return Err(Failure::new(
+                Status::Device,
+                "dp_row_stats reads host memory only",
+            ));
+        }
+        let rows_usize = usize::try_from(rows)
+            .map_err(|_| Failure::new(Status::Layout, "rows does not fit this platform"))?;
+        let staged: &[u8] = if view.numel == 0 {
+            &[]
+        } else {
+            // SAFETY: View::check bounded the span; host memory of the caller's.
+            unsafe {
+                std::slice::from_raw_parts(
+                    view.span_start() as *const u8,
+                    view.span_bytes() as usize,
+                )
+            }
+        };
+        // SAFETY: the caller's contract: rows doubles in, rows * 5 floats out.
+        let (weights, out) = unsafe {
+            (
+                std::slice::from_raw_parts(row_weights, rows_usize),
+                std::slice::from_raw_parts_mut(out, rows_usize * crate::rows::WIDTH),
+            )
+        };
+        crate::rows::row_stats(&view, staged, rows, weights, out)
+            .map_err(|why| Failure::new(Status::Layout, why))
+    })
+}

@@ -103,10 +103,10 @@ pub fn summarize_with(
 }
 
 /// Columns up to this many take their weights from one table made once per process.
-const WEIGHT_TABLE_MAX: u64 = 1 << 16;
+pub(crate) const WEIGHT_TABLE_MAX: u64 = 1 << 16;
 
 /// v(c) for c in 0..[`WEIGHT_TABLE_MAX`] (512 KiB, made on first use).
-fn column_table() -> &'static [f64] {
+pub(crate) fn column_table() -> &'static [f64] {
     static TABLE: std::sync::OnceLock<Vec<f64>> = std::sync::OnceLock::new();
     TABLE.get_or_init(|| (0..WEIGHT_TABLE_MAX).map(|c| weight(c, COL_MUL)).collect())
 }
@@ -217,7 +217,7 @@ fn reduce<E: Element>(
 }
 
 /// Element offset (from the span's start) of the first element of matrix row `row`.
-fn row_base(view: &View, mut row: u64) -> u64 {
+pub(crate) fn row_base(view: &View, mut row: u64) -> u64 {
     let lead = view.shape.len().saturating_sub(1);
     let mut base = 0;
     for k in (0..lead).rev() {
@@ -358,7 +358,7 @@ fn rows_fast<E: Element>(
 
 /// [`rows_fast`] of one run of adjacent elements with weights `weights`, its checksum lanes
 /// unweighted by row (the caller multiplies by u(r)).
-fn run_fast<E: Element>(bytes: &[u8], weights: &[f64]) -> Option<Run> {
+pub(crate) fn run_fast<E: Element>(bytes: &[u8], weights: &[f64]) -> Option<Run> {
     rows_fast::<E>(bytes, weights.len(), weights, 0, &|_| 1.0)
 }
 

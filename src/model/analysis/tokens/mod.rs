@@ -16,6 +16,7 @@ pub mod requests;
 
 use std::collections::HashMap;
 
+use rayon::prelude::*;
 use serde::Serialize;
 
 use crate::model::analysis::compare::Tolerances;
@@ -111,20 +112,25 @@ pub struct BadToken {
     pub b: RowStats,
     /// The dtypes of the two records.
     pub dtypes: (String, String),
+    /// A's window's rank.
+    pub rank: u32,
     /// The windows (manifest paths) and record seqs the rows come from.
     pub source_a: (String, u64),
     /// B's.
     pub source_b: (String, u64),
 }
 
-/// One row of one side, keyed.
+/// One row of one side, keyed (32 bytes: a million records of 16 rows are 16M of them).
 #[derive(Debug, Clone, Copy)]
 struct Row {
     /// Ordinal of stage#k in A's capture order (B's own stages after).
     stage: u32,
     /// Index of the matched request pair.
     pair: u32,
-    position: u64,
+    /// The token's position (saturating at `u32::MAX`).
+    position: u32,
+    /// Which shard of a token's row the window holds ([`shard_of`]).
+    shard: u32,
     window: u32,
     record: u32,
     /// Index of the row's first value in its window's sidecar values.
@@ -135,27 +141,60 @@ struct Row {
 }
 
 impl Row {
-    fn key(&self) -> (u32, u32, u64) {
-        (self.stage, self.pair, self.position)
+    fn key(&self) -> (u32, u32, u32, u32) {
+        (self.stage, self.pair, self.position, self.shard)
+    }
+
+    fn pos(&self) -> u64 {
+        u64::from(self.position)
     }
 }
 
-/// Stage#k ordinals, shared by both sides: A's capture order, then B's stages A lacks.
+/// Stage names and stage#k ordinals, shared by both sides: A's capture order, then B's
+/// stages A lacks.
 #[derive(Default)]
 struct Stages {
-    ordinal: HashMap<(String, u32), u32>,
+    names: HashMap<String, u32>,
+    ordinal: HashMap<(u32, u32), u32>,
     keys: Vec<String>,
+    name_list: Vec<String>,
 }
 
 impl Stages {
-    fn of(&mut self, stage: &str, k: u32) -> u32 {
-        if let Some(&o) = self.ordinal.get(&(stage.to_string(), k)) {
+    fn name(&mut self, stage: &str) -> u32 {
+        if let Some(&n) = self.names.get(stage) {
+            return n;
+        }
+        let n = self.name_list.len() as u32;
+        self.name_list.push(stage.to_string());
+        self.names.insert(stage.to_string(), n);
+        n
+    }
+
+    fn of(&mut self, name: u32, k: u32) -> u32 {
+        if let Some(&o) = self.ordinal.get(&(name, k)) {
             return o;
         }
         let o = self.keys.len() as u32;
-        self.keys.push(format!("{stage}#{k}"));
-        self.ordinal.insert((stage.to_string(), k), o);
+        self.keys
+            .push(format!("{}#{k}", self.name_list[name as usize]));
+        self.ordinal.insert((name, k), o);
         o
+    }
+}
+
+/// Which shard of a token's row a window holds: its ranks in the tensor- and
+/// expert-parallel groups (a token's row is split over them, and without a merge each rank
+/// is compared with the same rank); data- and pipeline-parallel ranks hold whole rows of
+/// their own tokens or stages, so a request matches wherever it ran. A window without a
+/// declared layout is its own rank's.
+fn shard_of(w: &Window) -> u32 {
+    match w.parallel() {
+        Ok(layout) if !layout.is_empty() => {
+            let rank = |axis: &str| layout.get(axis).map_or(0, |p| p.0 & 0x7FFF);
+            rank("tp") | (rank("ep") << 15)
+        }
+        _ => w.rank | (1 << 31),
     }
 }
 
@@ -294,26 +333,23 @@ pub fn align(a: &[Window], b: &[Window], tolerances: &Tolerances) -> Option<Toke
                 i += 1;
                 j += 1;
                 let m = &diff.requests[x.pair as usize];
-                if m.ids_differ_from.is_some_and(|p| x.position >= p) {
+                if m.ids_differ_from.is_some_and(|p| x.pos() >= p) {
                     diff.rows_different_input += 1;
                     continue;
                 }
                 let (sa, ra_) = (stats_of(&wa, &x), record_of(&wa, &x));
                 let (sb, rb_) = (stats_of(&wb, &y), record_of(&wb, &y));
-                let verdict =
-                    judge::judge(&sa, &sb, x.position, &ra_.dtype, &rb_.dtype, tolerances);
+                let verdict = judge::judge(&sa, &sb, x.pos(), &ra_.dtype, &rb_.dtype, tolerances);
                 diff.rows_compared += 1;
                 let request = &mut diff.per_request[x.pair as usize];
                 request.rows_compared += 1;
                 request.positions = Some(match request.positions {
-                    Some((lo, hi)) => (lo.min(x.position), hi.max(x.position)),
-                    None => (x.position, x.position),
+                    Some((lo, hi)) => (lo.min(x.pos()), hi.max(x.pos())),
+                    None => (x.pos(), x.pos()),
                 });
-                request.cells.push((
-                    x.stage,
-                    u32::try_from(x.position).unwrap_or(u32::MAX),
-                    verdict.ratio as f32,
-                ));
+                request
+                    .cells
+                    .push((x.stage, x.position, verdict.ratio as f32));
                 if verdict.diverges() {
                     diff.rows_diverging += 1;
                     request.rows_diverging += 1;
@@ -373,7 +409,7 @@ fn kind_of(
             !judge::judge(
                 &sa,
                 &sb,
-                x.position,
+                x.pos(),
                 dtype_a,
                 &record_of(wb, y).dtype,
                 tolerances,
@@ -403,12 +439,12 @@ fn bad_token(
     let m = &requests[x.pair as usize];
     let token_id = ra
         .index(&m.a)
-        .and_then(|i| ra.tokens[i].get(&x.position).copied());
+        .and_then(|i| ra.tokens[i].get(&x.pos()).copied());
     let (rec_a, rec_b) = (record_of(wa, x), record_of(wb, y));
     BadToken {
         request_a: m.a.clone(),
         request_b: m.b.clone(),
-        position: x.position,
+        position: x.pos(),
         token_id,
         key: stages.keys[x.stage as usize].clone(),
         kind,
@@ -416,6 +452,7 @@ fn bad_token(
         a: stats_of(wa, x),
         b: stats_of(wb, y),
         dtypes: (rec_a.dtype.to_string(), rec_b.dtype.to_string()),
+        rank: wa[x.window as usize].rank,
         source_a: (
             wa[x.window as usize].source.display().to_string(),
             rec_a.seq,
@@ -456,46 +493,73 @@ fn inferred(windows: &[&Window]) -> bool {
 }
 
 /// Every row of one side's windows, keyed and sorted; a key held twice keeps the later
-/// forward's row. Returns the rows and how many were dropped as repeats.
+/// forward's row. Returns the rows and how many were dropped as repeats of a forward's own
+/// rows.
 fn side_rows(
     windows: &[&Window],
     requests: &SideRequests,
     pair_of: &[Option<u32>],
     stages: &mut Stages,
 ) -> (Vec<Row>, u64) {
-    let mut rows = Vec::new();
+    let mut rows: Vec<Row> = Vec::new();
     for (wi, w) in windows.iter().enumerate() {
         let Some(token_rows) = &w.token_rows else {
             continue;
         };
         let forward = token_rows.forward_rows();
+        let shard = shard_of(w);
+        // Map entry -> matched pair, once per window (padding and unmatched: None).
+        let entry_pair: Vec<Option<u32>> = token_rows
+            .map
+            .iter()
+            .map(|e| {
+                let request = e.request.as_deref()?;
+                requests.index(request).and_then(|i| pair_of[i])
+            })
+            .collect();
         let by_seq: HashMap<u64, usize> = w
             .records
             .iter()
             .enumerate()
             .map(|(i, r)| (r.seq, i))
             .collect();
-        // (stage, pair, position) -> captures so far in this forward: the k of stage#k.
-        let mut calls: HashMap<(&str, u32, u64), u32> = HashMap::new();
+        // The k of stage#k: a record of the forward's own rows is its stage's k-th such
+        // record; rows at declared positions count per (stage, entry, position).
+        let mut forward_calls: HashMap<u32, u32> = HashMap::new();
+        let mut declared_calls: HashMap<(u32, u32, u64), u32> = HashMap::new();
         for block in &token_rows.records {
             let Some(&ri) = by_seq.get(&block.seq) else {
                 continue;
             };
-            let stage = w.records[ri].stage.as_ref();
+            let name = stages.name(w.records[ri].stage.as_ref());
             let start = block.first_row as usize;
-            for (n, ((entry, position), _)) in token_rows.rows_of(block, &forward).enumerate() {
-                let Some(request) = &token_rows.map[entry as usize].request else {
-                    continue;
-                };
-                let Some(pair) = requests.index(request).and_then(|i| pair_of[i]) else {
-                    continue;
-                };
-                let k = calls.entry((stage, pair, position)).or_insert(0);
+            let record_k = block.positions.is_none().then(|| {
+                let k = forward_calls.entry(name).or_insert(0);
                 *k += 1;
+                *k
+            });
+            let mut ordinal = record_k.map(|k| stages.of(name, k));
+            for (n, ((entry, position), _)) in token_rows.rows_of(block, &forward).enumerate() {
+                let Some(pair) = entry_pair.get(entry as usize).copied().flatten() else {
+                    continue;
+                };
+                let stage = match ordinal {
+                    Some(o) => o,
+                    None => {
+                        let k = declared_calls.entry((name, entry, position)).or_insert(0);
+                        *k += 1;
+                        let o = stages.of(name, *k);
+                        if record_k.is_some() {
+                            ordinal = Some(o);
+                        }
+                        o
+                    }
+                };
                 rows.push(Row {
-                    stage: stages.of(stage, *k),
+                    stage,
                     pair,
-                    position,
+                    position: u32::try_from(position).unwrap_or(u32::MAX),
+                    shard,
                     window: wi as u32,
                     record: ri as u32,
                     at: ((start + n) * crate::model::dump::ROW_WIDTH) as u32,
@@ -504,8 +568,8 @@ fn side_rows(
             }
         }
     }
-    // Stable: rows of one key stay in forward order, the last is the latest forward's.
-    rows.sort_by_key(Row::key);
+    // Rows of one key keep their forward order (window, then row): the last is the latest.
+    rows.par_sort_unstable_by_key(|r| (r.key(), r.window, r.at));
     let mut kept: Vec<Row> = Vec::with_capacity(rows.len());
     let mut repeated = 0;
     for row in rows {
@@ -542,12 +606,15 @@ pub fn rows_at(
     let mut stages = Stages::default();
     let (rows_a, _) = side_rows(&wa, &ra, &pair_of_a, &mut stages);
     let (rows_b, _) = side_rows(&wb, &rb, &pair_of_b, &mut stages);
-    let stage = *stages.ordinal.get(&stage_of(stage_key)?)?;
-    let key = (stage, pair as u32, position);
+    let (name, k) = stage_of(stage_key)?;
+    let stage = *stages.ordinal.get(&(*stages.names.get(&name)?, k))?;
+    let key = (stage, pair as u32, u32::try_from(position).ok()?);
+    // The first row of the key in sorted order (after it: other shards of the same token).
     let find = |rows: &[Row]| {
-        rows.binary_search_by_key(&key, Row::key)
-            .ok()
-            .map(|i| rows[i])
+        let at = rows.partition_point(|r| (r.stage, r.pair, r.position) < key);
+        rows.get(at)
+            .filter(|r| (r.stage, r.pair, r.position) == key)
+            .copied()
     };
     let (x, y) = (find(&rows_a)?, find(&rows_b)?);
     Some(CellRows {

@@ -1,0 +1,203 @@
+//! Per-token-row statistics of one host view (`dp_row_stats`): the five values of
+//! [`dump_stats::ROW_STAT_NAMES`] per token row, the definitions of dump_stats's "Per-row
+//! statistics of token rows". A contiguous row of finite values is one vectorized pass
+//! ([`crate::stats::run_fast`], the pass `dp_summarize` makes over whole matrix rows); a row
+//! holding a NaN or an infinity, or a strided view, is read element by element.
+
+use dump_stats::{COL_MUL, weight};
+
+use crate::dtype::{self, Dtype, Element};
+use crate::stats::{WEIGHT_TABLE_MAX, column_table, row_base, run_fast};
+use crate::view::View;
+
+/// Values per token row in `out`.
+pub const WIDTH: usize = dump_stats::ROW_STAT_NAMES.len();
+
+/// Writes the statistics of `rows` token rows of `view` (its logical elements in row-major
+/// order, `numel / rows` to a row) into `out` (`rows × WIDTH` float32), each row's checksum
+/// weighted by `row_weights[r]` (u of its absolute position; 0 for padding).
+///
+/// # Errors
+/// `rows` is 0 or does not divide the view's elements, or `row_weights` / `out` are shorter
+/// than `rows` asks.
+///
+/// # Panics
+/// When `staged` is shorter than the view's span (the caller's bug: [`View::check`] bounds it).
+pub fn row_stats(
+    view: &View,
+    staged: &[u8],
+    rows: u64,
+    row_weights: &[f64],
+    out: &mut [f32],
+) -> Result<(), String> {
+    if rows == 0 || view.numel % rows != 0 {
+        return Err(format!(
+            "{rows} token rows do not divide a view of {} elements",
+            view.numel
+        ));
+    }
+    if (row_weights.len() as u64) < rows || (out.len() as u64) < rows * WIDTH as u64 {
+        return Err("row_weights or out shorter than rows".to_string());
+    }
+    assert!(
+        staged.len() as u64 >= view.span_bytes(),
+        "staging shorter than the span"
+    );
+    let each = match view.dtype {
+        Dtype::Float32 => rows_of::<dtype::F32>,
+        Dtype::Float16 => rows_of::<dtype::F16>,
+        Dtype::Bfloat16 => rows_of::<dtype::BF16>,
+        Dtype::Float64 => rows_of::<dtype::F64>,
+        Dtype::Float8E4m3fn => rows_of::<dtype::E4m3fn>,
+        Dtype::Float8E5m2 => rows_of::<dtype::E5m2>,
+        Dtype::Int8 => rows_of::<dtype::I8>,
+        Dtype::Int16 => rows_of::<dtype::I16>,
+        Dtype::Int32 => rows_of::<dtype::I32>,
+        Dtype::Int64 => rows_of::<dtype::I64>,
+        Dtype::Uint8 => rows_of::<dtype::U8>,
+        Dtype::Bool => rows_of::<dtype::Bool>,
+    };
+    each(view, staged, rows, row_weights, out);
+    Ok(())
+}
+
+/// One token row's accumulators, element by element.
+#[derive(Default)]
+struct Slow {
+    nonfinite: f64,
+    max_abs: f64,
+    sum: f64,
+    sumsq: f64,
+    partial: f64,
+}
+
+impl Slow {
+    #[inline(always)]
+    fn take(&mut self, x: f64, v: f64) {
+        if x.is_finite() {
+            self.max_abs = self.max_abs.max(x.abs());
+            self.sum += x;
+            self.sumsq = x.mul_add(x, self.sumsq);
+            self.partial = x.mul_add(v, self.partial);
+        } else {
+            self.nonfinite += 1.0;
+        }
+    }
+}
+
+fn rows_of<E: Element>(view: &View, staged: &[u8], rows: u64, u: &[f64], out: &mut [f32]) {
+    let m = view.numel / rows;
+    let owned: Vec<f64>;
+    let weights: &[f64] = if m <= WEIGHT_TABLE_MAX {
+        &column_table()[..m as usize]
+    } else {
+        owned = (0..m).map(|c| weight(c, COL_MUL)).collect();
+        &owned
+    };
+    let size = E::SIZE;
+    let contiguous = view.is_contiguous();
+    let cols = view.cols().max(1);
+    let inner = view.strides.last().copied().unwrap_or(0) as usize;
+    for r in 0..rows {
+        let slot = &mut out[r as usize * WIDTH..(r as usize + 1) * WIDTH];
+        if contiguous {
+            let start = (r * m) as usize * size;
+            let bytes = &staged[start..start + m as usize * size];
+            if let Some(run) = run_fast::<E>(bytes, weights) {
+                let max_abs = run.min.abs().max(run.max.abs());
+                slot.copy_from_slice(&[
+                    0.0,
+                    max_abs as f32,
+                    run.sum as f32,
+                    run.sumsq as f32,
+                    (u[r as usize] * run.partial) as f32,
+                ]);
+                continue;
+            }
+        }
+        let mut acc = Slow::default();
+        for (i, &v) in weights.iter().enumerate() {
+            let g = r * m + i as u64;
+            let offset = if contiguous {
+                g as usize
+            } else {
+                row_base(view, g / cols) as usize + (g % cols) as usize * inner
+            };
+            acc.take(E::load(&staged[offset * size..offset * size + size]), v);
+        }
+        slot.copy_from_slice(&[
+            acc.nonfinite as f32,
+            acc.max_abs as f32,
+            acc.sum as f32,
+            acc.sumsq as f32,
+            (u[r as usize] * acc.partial) as f32,
+        ]);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn f32_bytes(values: &[f32]) -> Vec<u8> {
+        values.iter().flat_map(|v| v.to_le_bytes()).collect()
+    }
+
+    /// The definitions, in f64, of one row of values at weight u.
+    fn reference(row: &[f32], u: f64) -> [f32; WIDTH] {
+        let mut acc = Slow::default();
+        for (c, &x) in row.iter().enumerate() {
+            acc.take(f64::from(x), weight(c as u64, COL_MUL));
+        }
+        [
+            acc.nonfinite as f32,
+            acc.max_abs as f32,
+            acc.sum as f32,
+            acc.sumsq as f32,
+            (u * acc.partial) as f32,
+        ]
+    }
+
+    #[test]
+    fn contiguous_rows_with_and_without_non_finite_values() {
+        // 3 token rows of 2 × 20 elements ([3, 2, 20]): rows hold 40 values each.
+        let mut values: Vec<f32> = (0..120).map(|i| (i as f32 * 0.37).sin() * 3.0).collect();
+        values[45] = f32::NAN;
+        values[50] = f32::NEG_INFINITY;
+        let view = View::for_tests(Dtype::Float32, &[3, 2, 20], &[40, 20, 1]);
+        let u = [0.5, 0.25, 0.125];
+        let mut out = [0f32; 3 * WIDTH];
+        row_stats(&view, &f32_bytes(&values), 3, &u, &mut out).unwrap();
+        for r in 0..3 {
+            let want = reference(&values[r * 40..(r + 1) * 40], u[r]);
+            let got = &out[r * WIDTH..(r + 1) * WIDTH];
+            assert_eq!(got[0], want[0], "row {r}");
+            for k in 1..WIDTH {
+                assert!(
+                    (got[k] - want[k]).abs() <= 1e-5 * want[k].abs().max(1.0),
+                    "row {r} stat {k}: {got:?} vs {want:?}"
+                );
+            }
+        }
+        assert_eq!(out[WIDTH], 2.0, "row 1 holds the NaN and the -inf");
+    }
+
+    #[test]
+    fn a_transposed_view_reads_its_rows_in_logical_order() {
+        // Logical [4, 3] over a [3, 4] buffer (strides [1, 4]).
+        let buffer: Vec<f32> = (0..12).map(|i| i as f32).collect();
+        let view = View::for_tests(Dtype::Float32, &[4, 3], &[1, 4]);
+        let mut out = [0f32; 4 * WIDTH];
+        row_stats(&view, &f32_bytes(&buffer), 4, &[1.0; 4], &mut out).unwrap();
+        // Logical row 1 is buffer elements 1, 5, 9.
+        assert_eq!(out[WIDTH + 2], 15.0);
+        assert_eq!(out[WIDTH + 1], 9.0);
+    }
+
+    #[test]
+    fn rows_that_do_not_divide_the_view_are_refused() {
+        let view = View::for_tests(Dtype::Float32, &[5, 2], &[2, 1]);
+        let mut out = [0f32; 3 * WIDTH];
+        assert!(row_stats(&view, &f32_bytes(&[0.0; 10]), 3, &[1.0; 3], &mut out).is_err());
+    }
+}
