@@ -146,11 +146,12 @@ int dp_summarize(const dp_tensor *t, const int64_t *split, double *out);
 
 /* The per-token-row statistics of one host view now, with no session and no copy (dump_probe.py's
  * token rows on CPU, docs/manifest.md "Token rows"): the view's logical elements in row-major
- * order, numel / rows to a row, give out[rows * 5] float32 = nonfinite_count, max_abs (of the
- * finite elements), sum, sum_squares, row_checksum (row_weights[r] * sum of x[c] * v(c), c the
- * element's index in its row) per row. Returns DP_OK, or DP_ERR_NULL_ARGUMENT, DP_ERR_LAYOUT
- * (rows does not divide numel), DP_ERR_DTYPE, DP_ERR_DEVICE. */
-int dp_row_stats(const dp_tensor *t, uint64_t rows, const double *row_weights, float *out);
+ * order, numel / rows to a row (k rows of its matrix view [rows * k, cols]), give
+ * out[rows * 5] float32 = nonfinite_count, max_abs (of the finite elements), sum, sum_squares,
+ * row_checksum (sum of x[j, c] * u(positions[r] * k + j) * v(c); 0 for a negative position,
+ * padding) per row. Returns DP_OK, or DP_ERR_NULL_ARGUMENT, DP_ERR_LAYOUT (rows does not divide
+ * numel), DP_ERR_DTYPE, DP_ERR_DEVICE. */
+int dp_row_stats(const dp_tensor *t, uint64_t rows, const int64_t *positions, float *out);
 
 /* ABI self-description, for checking this header against the library. */
 #define DP_ABI_KEY_VERSION 0

@@ -469,7 +469,7 @@ class _RowMap:
         self.inferred = inferred
         counts = [e[2] for e in entries]
         self.count = None if None in counts else sum(counts)
-        self.weights = {}  # (device, dtype) -> [count] u(position) of each row (0 for padding)
+        self.weights = {}  # device -> [count] int64 position of each row (-1 for padding)
         self.keep = None  # row indexes inside DUMP_PROBE_ROW_POSITIONS, None for all; set with count
         if self.count is not None:
             self._counted()
@@ -499,21 +499,21 @@ class _RowMap:
     def requests(self):
         return {e[0] for e in self.entries if e[0] is not None}
 
-    def weights_on(self, device, dtype):
-        """[count] row weights u(position) on ``device`` (0 for padding rows), cached."""
-        key = (device, dtype)
-        weights = self.weights.get(key)
-        if weights is None:
+    def positions_on(self, device):
+        """[count] int64 position of each row on ``device`` (-1 for padding rows), cached."""
+        positions = self.weights.get(device)
+        if positions is None:
             parts = []
-            for request, first, count, positions, _ids in self.entries:
+            for request, first, count, listed, _ids in self.entries:
                 if request is None:
-                    parts.append(torch.zeros(count, dtype=dtype, device=device))
-                elif positions is None:
-                    parts.append(_row_weights(torch.arange(first, first + count, device=device), dtype))
+                    parts.append(torch.full((count,), -1, dtype=torch.int64))
+                elif listed is None:
+                    parts.append(torch.arange(first, first + count, dtype=torch.int64))
                 else:
-                    parts.append(_row_weights(torch.tensor(positions, dtype=torch.int64).to(device), dtype))
-            weights = self.weights[key] = torch.cat(parts)
-        return weights
+                    parts.append(torch.tensor(listed, dtype=torch.int64))
+            # Made on the host and copied once per forward and device: no device value is read.
+            positions = self.weights[device] = torch.cat(parts).to(device)
+        return positions
 
     def manifest(self, metadata):
         """The manifest's ``map``: one object per entry; a one-request forward's token ids come
@@ -599,10 +599,19 @@ def _count_rows(tensor):
 
 
 def _row_weights(positions, dtype):
-    """u(position) of each entry of the int64 tensor ``positions``, on its device (the row
-    weights of pos_checksum, at absolute positions: docs/manifest.md)."""
-    index = torch.bitwise_and((positions.to(torch.int64) + 1) * _ROW_MUL, _TWO_32 - 1)
-    return index.to(dtype) / _TWO_32
+    """u(index) of each entry of the int64 tensor ``positions`` (any shape), on its device:
+    pos_checksum's row weights; 0 where the entry is negative (padding)."""
+    index = torch.bitwise_and((positions + 1) * _ROW_MUL, _TWO_32 - 1)
+    return torch.where(positions < 0, 0.0, index.to(dtype) / _TWO_32).to(dtype)
+
+
+def _row_cols(tensor, n):
+    """The column count of ``tensor``'s matrix view whose rows make up its token rows: its last
+    dimension's size when that is not itself a token dimension, else 1 (a token row of a 1-D
+    tensor, or of [batch, seq] with token dims (0, 1), is a single element)."""
+    last = tensor.shape[-1] if tensor.dim() >= 2 else 1
+    rest = tensor.numel() // n
+    return last if last and rest % last == 0 and rest >= last else 1
 
 
 class _TokenRows:
@@ -645,9 +654,7 @@ def _token_rows(stage, tensor, rows, token_dims, positions, row_map):
             _warn("capture(%r, rows='tokens'): %d rows but the forward holds %d; recorded without token rows"
                   % (stage, n, row_map.count), key="rows:%s" % stage)
         return None
-    # float64 on cpu (dp_row_stats weighs in float64), else the reduction's dtype.
-    weights = row_map.weights_on(tensor.device, torch.float64 if tensor.device.type == "cpu" else _row_dtype(tensor))
-    stats = _row_statistics(tensor, n, weights)
+    stats = _row_statistics(tensor, n, row_map.positions_on(tensor.device))
     kept = None
     if row_map.keep is not None:
         stats = stats[torch.tensor(row_map.keep, dtype=torch.int64).to(stats.device)]
@@ -683,9 +690,7 @@ def _declared_rows(stage, tensor, n, dims, positions, row_map):
     keep = [i for i, (_, p) in enumerate(pairs) if low <= p <= high]
     if not keep:
         return None
-    dtype = torch.float64 if tensor.device.type == "cpu" else _row_dtype(tensor)
-    weights = _row_weights(torch.tensor([p for _, p in pairs], dtype=torch.int64).to(tensor.device), dtype)
-    stats = _row_statistics(tensor, n, weights)
+    stats = _row_statistics(tensor, n, torch.tensor([p for _, p in pairs], dtype=torch.int64).to(tensor.device))
     if len(keep) != n:
         stats = stats[torch.tensor(keep, dtype=torch.int64).to(stats.device)]
         pairs = [pairs[i] for i in keep]
@@ -696,7 +701,7 @@ def _row_dtype(tensor):
     return torch.float64 if tensor.dtype == torch.float64 else torch.float32
 
 
-def _row_statistics(tensor, n, weights):
+def _row_statistics(tensor, n, positions):
     """_row_statistics_torch's rows, by the native library's dp_row_stats where the tensor is
     one it reads (a strided cpu tensor of a dtype it knows, the native statistics path in use):
     one vectorized pass per row instead of a dozen torch ops."""
@@ -706,11 +711,11 @@ def _row_statistics(tensor, n, weights):
                 and not tensor.is_neg() and not tensor.is_conj() and tensor.dim() <= 16 \
                 and type(tensor).__torch_dispatch__ is torch.Tensor.__torch_dispatch__:
             try:
-                return _native_row_statistics(native, tensor, n, weights)
+                return _native_row_statistics(native, tensor, n, positions)
             except Exception as exc:  # that tensor only: the torch ops below
                 _warn("dp_row_stats failed (%s: %s); token rows take the torch ops"
                       % (type(exc).__name__, str(exc).splitlines()[0][:120]), key="native-rows")
-    return _row_statistics_torch(tensor, n, weights)
+    return _row_statistics_torch(tensor, n, positions)
 
 
 def _native_rows():
@@ -731,7 +736,7 @@ def _native_rows():
     return cached[0]
 
 
-def _native_row_statistics(call, tensor, n, weights):
+def _native_row_statistics(call, tensor, n, positions):
     """[n, 5] float32 row statistics of a cpu tensor by dp_row_stats, read in place."""
     held = _NATIVE_CALL
     t = held.tensor
@@ -742,42 +747,49 @@ def _native_row_statistics(call, tensor, n, weights):
     t.ndim = ndim
     held.shape[:ndim] = shape
     held.strides[:ndim] = stride
-    if weights.dtype != torch.float64 or not weights.is_contiguous():
-        weights = weights.to("cpu", torch.float64).contiguous()
+    if not positions.is_contiguous():
+        positions = positions.contiguous()
     out = torch.empty((n, len(ROW_STAT_NAMES)), dtype=torch.float32)
-    status = call(held.ref, n, weights.data_ptr(), out.data_ptr())
+    status = call(held.ref, n, positions.data_ptr(), out.data_ptr())
     if status != 0:
         raise RuntimeError("dp_row_stats returned status %d" % status)
     return out
 
 
-def _row_statistics_torch(tensor, n, weights):
-    """[n, len(ROW_STAT_NAMES)] per-row statistics of ``tensor`` viewed as [n, rest] (its token
-    dims flattened into rows, the rest of each row in row-major order), on its device.
+def _row_statistics_torch(tensor, n, positions):
+    """[n, len(ROW_STAT_NAMES)] per-row statistics of ``tensor`` whose n token rows each hold k
+    rows of its matrix view [n * k, cols] (cols: _row_cols), on its device.
 
-    Per row r (F: the row's finite elements, c: an element's index within the row):
+    Per token row r at position p (F: its finite elements; j, c: an element's matrix row
+    within the token row and its column):
       nonfinite_count  elements that are NaN or +-inf
       max_abs          max over F of |x|            (0 for a row without finite elements)
       sum              sum over F of x
       sum_squares      sum over F of x**2
-      row_checksum     u(p_r) * sum over F of x[c] * v(c), p_r the row's absolute token
-                       position, u and v pos_checksum's weights: the rows of a 2-D tensor
-                       whose row index is its position sum to its pos_checksum, so the rows
-                       of chunks add up to the whole prompt's checksum.
+      row_checksum     sum over F of x[j, c] * u(p * k + j) * v(c): pos_checksum's terms with
+                       the token's absolute position in place of its index, so the row
+                       checksums of a forward whose rows start at position 0 add up to the
+                       record's pos_checksum, and the rows of chunks to the whole prompt's
+                       (0 for padding rows, p = -1).
     Reduced in float32 (float64 for float64 tensors); stored as float32.
     """
     dtype = _row_dtype(tensor)
-    x = tensor.reshape(n, -1)
+    cols = _row_cols(tensor, n)
+    k = tensor.numel() // (n * cols)
+    x = tensor.reshape(n, k, cols)
     if x.is_floating_point():
-        nonfinite = torch.isfinite(x).logical_not_().sum(1, dtype=dtype)
+        nonfinite = torch.isfinite(x).logical_not_().sum((1, 2), dtype=dtype)
         values = torch.nan_to_num(x, nan=0.0, posinf=0.0, neginf=0.0).to(dtype)
     else:
         values = x.to(dtype)
         nonfinite = torch.zeros(n, dtype=dtype, device=x.device)
-    max_abs = values.abs().amax(1)
-    total = values.sum(1)
-    squares = (values * values).sum(1)
-    checksum = (values @ _position_weights(values.shape[1], _COL_MUL, dtype, values.device)) * weights.to(dtype)
+    max_abs = values.abs().amax((1, 2))
+    total = values.sum((1, 2))
+    squares = (values * values).sum((1, 2))
+    inner = values @ _position_weights(cols, _COL_MUL, dtype, values.device)  # [n, k]
+    index = positions.to(torch.int64)[:, None] * k + torch.arange(k, device=values.device)
+    index = torch.where(positions[:, None] < 0, -1, index)
+    checksum = (inner * _row_weights(index, dtype)).sum(1)
     return torch.stack([nonfinite, max_abs, total, squares, checksum], 1)
 
 

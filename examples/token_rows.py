@@ -319,8 +319,8 @@ def figures(pair_dir):
             continue
         rb = b[key][0]
         l2 = max(math.sqrt(max(ra[3], 0.0)), math.sqrt(max(rb[3], 0.0)))
-        u_p = (((key[2] + 1) * 2654435761) % 2 ** 32) / 2 ** 32
-        scales = {"max_abs": max(abs(ra[1]), abs(rb[1])), "l2": l2, "sum": l2, "row_checksum": u_p * l2}
+        # dumpview's scales (docs/diff.md, "Token rows"): the checksum's weights u·v have an rms of 1/3.
+        scales = {"max_abs": max(abs(ra[1]), abs(rb[1])), "l2": l2, "sum": l2, "row_checksum": l2 / 3}
         diffs = {"max_abs": abs(ra[1] - rb[1]), "l2": abs(math.sqrt(max(ra[3], 0.0)) - math.sqrt(max(rb[3], 0.0))),
                  "sum": abs(ra[2] - rb[2]), "row_checksum": abs(ra[4] - rb[4])}
         for stat, d in diffs.items():

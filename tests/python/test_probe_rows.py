@@ -43,13 +43,17 @@ def rows_of(path):
     return manifest, out
 
 
-def expected_row(row, position):
-    """The five statistics of one row (a 1-D float64 tensor) at ``position``, by definition."""
-    finite = torch.isfinite(row)
-    x = torch.where(finite, row, torch.zeros_like(row))
-    v = torch.tensor([weight(c, COL_MUL) for c in range(row.numel())], dtype=torch.float64)
+def expected_row(row, position, cols=None):
+    """The five statistics of one token row (a float64 tensor: k matrix rows of ``cols``, all of
+    it one matrix row by default) at ``position``, by definition."""
+    cols = cols or row.numel()
+    finite = torch.isfinite(row.reshape(-1))
+    x = torch.where(finite, row.reshape(-1), torch.zeros_like(row.reshape(-1)))
+    k = x.numel() // cols
+    w = torch.tensor([weight(position * k + i // cols, ROW_MUL) * weight(i % cols, COL_MUL)
+                      for i in range(x.numel())], dtype=torch.float64)
     return [float((~finite).sum()), float(x.abs().max()), float(x.sum()), float((x * x).sum()),
-            weight(position, ROW_MUL) * float((x * v).sum())]
+            float((x * w).sum())]
 
 
 def test_each_row_gets_the_five_statistics_at_its_position(probe):
@@ -63,18 +67,22 @@ def test_each_row_gets_the_five_statistics_at_its_position(probe):
     got = rows[("h", 1)]
     assert [(e, p) for e, p, _ in got] == [(0, 7), (0, 8), (0, 9), (0, 10)]
     for n, (_e, p, values) in enumerate(got):
-        want = expected_row(x[n].reshape(-1), p)
+        want = expected_row(x[n], p, cols=5)  # [3, 5] per token: k = 3 matrix rows of 5
         assert values[0] == want[0]
         assert values[1:] == pytest.approx(want[1:], rel=1e-6, abs=1e-6), (n, values, want)
 
 
-def test_the_row_checksums_of_a_2d_record_add_up_to_its_pos_checksum(probe):
-    x = torch.randn(6, 8, dtype=torch.float64)
+@pytest.mark.parametrize("shape", [(6, 8), (6, 3, 8), (6,)])
+def test_the_row_checksums_of_a_forward_from_position_0_add_up_to_its_pos_checksum(probe, shape):
+    x = torch.randn(*shape, dtype=torch.float64)
     probe.arm("req")
     probe.capture("h", x)
     manifest, rows = rows_of(probe.finish())
     total = sum(values[4] for _e, _p, values in rows[("h", 1)])
-    assert total == pytest.approx(record(manifest, "h")["stats"]["pos_checksum"], rel=1e-6)
+    whole = record(manifest, "h")["stats"]["pos_checksum"]
+    if len(shape) == 1:  # a 1-D record is one matrix row; its token rows are single elements
+        whole = sum(weight(p, ROW_MUL) * weight(0, COL_MUL) * float(x[p]) for p in range(6))
+    assert total == pytest.approx(whole, rel=1e-6)
 
 
 def test_positions_are_counted_on_over_calls_that_were_not_captured(make_probe):

@@ -40,9 +40,11 @@
 //!
 //! # Per-row statistics of token rows
 //!
-//! A record whose leading dimension(s) hold the forward's tokens also gets, per token row
-//! (the row's other dimensions flattened in row-major order, F its finite elements, p the
-//! row's absolute token position), the five values of [`ROW_STAT_NAMES`]:
+//! A record whose leading dimension(s) hold the forward's tokens also gets, per token row,
+//! the five values of [`ROW_STAT_NAMES`]. A token row is `k` rows of the tensor's matrix view
+//! `[rows·k, cols]` (cols: the last dimension's size; 1 when the last dimension is itself a
+//! token dimension, as for a 1-D tensor); F is its finite elements, `x[j, c]` its element in
+//! matrix row `j` and column `c`, p the token's absolute position:
 //!
 //! | name | definition |
 //! |---|---|
@@ -50,11 +52,11 @@
 //! | `max_abs` | max over F of \|x\|; 0 when F is empty |
 //! | `sum` | Σ_F x |
 //! | `sum_squares` | Σ_F x² |
-//! | `row_checksum` | u(p)·Σ_F x\[c\]·v(c), c the element's index in the row |
+//! | `row_checksum` | Σ_F x\[j, c\]·u(p·k + j)·v(c): `pos_checksum`'s terms at the token's position; 0 for padding |
 //!
-//! Weighted by the absolute position, the row checksums of a 2-D record whose row index is the
-//! position sum to its `pos_checksum`, so the rows of prefill chunks add up to the whole
-//! prompt's. They are reduced in float32 (float64 for float64 tensors) on the tensor's device
+//! With the token's position in place of its index, the row checksums of a forward whose rows
+//! start at position 0 sum to its `pos_checksum` (at any rank), and the rows of prefill chunks
+//! add up to the whole prompt's. They are reduced in float32 (float64 for float64 tensors) on the tensor's device
 //! and stored as float32 (docs/manifest.md, "Token rows"). The Python probe computes them with
 //! torch ops; the native probe's pass is still [`Reduction::Whole`] alone.
 

@@ -411,24 +411,24 @@ pub unsafe extern "C" fn dp_summarize(
 
 /// `dp_row_stats`; see assets/dump_probe.h: the per-token-row statistics of one host view now,
 /// without a session, into `out[rows * 5]` float32 = nonfinite_count, max_abs, sum,
-/// sum_squares, row_checksum per row (dump_stats's "Per-row statistics of token rows"), each
-/// row's checksum weighted by `row_weights[r]`.
+/// sum_squares, row_checksum per row (dump_stats's "Per-row statistics of token rows"), token
+/// row r at absolute position `positions[r]` (negative: padding).
 ///
 /// # Safety
 /// `t` is NULL or a dp_tensor as the header describes whose span is readable host memory;
-/// `row_weights` is NULL or `rows` readable doubles; `out` is NULL or `rows * 5` writable floats.
+/// `positions` is NULL or `rows` readable int64; `out` is NULL or `rows * 5` writable floats.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn dp_row_stats(
     t: *const DpTensor,
     rows: u64,
-    row_weights: *const f64,
+    positions: *const i64,
     out: *mut f32,
 ) -> c_int {
     guard(None, || {
-        if out.is_null() || row_weights.is_null() {
+        if out.is_null() || positions.is_null() {
             return Err(Failure::new(
                 Status::NullArgument,
-                "row_weights or out is NULL",
+                "positions or out is NULL",
             ));
         }
         // SAFETY: forwarded contract.
@@ -452,14 +452,14 @@ pub unsafe extern "C" fn dp_row_stats(
                 )
             }
         };
-        // SAFETY: the caller's contract: rows doubles in, rows * 5 floats out.
-        let (weights, out) = unsafe {
+        // SAFETY: the caller's contract: rows int64 in, rows * 5 floats out.
+        let (positions, out) = unsafe {
             (
-                std::slice::from_raw_parts(row_weights, rows_usize),
+                std::slice::from_raw_parts(positions, rows_usize),
                 std::slice::from_raw_parts_mut(out, rows_usize * crate::rows::WIDTH),
             )
         };
-        crate::rows::row_stats(&view, staged, rows, weights, out)
+        crate::rows::row_stats(&view, staged, rows, positions, out)
             .map_err(|why| Failure::new(Status::Layout, why))
     })
 }

@@ -1,21 +1,41 @@
 //! Per-token-row statistics of one host view (`dp_row_stats`): the five values of
 //! [`dump_stats::ROW_STAT_NAMES`] per token row, the definitions of dump_stats's "Per-row
-//! statistics of token rows". A contiguous row of finite values is one vectorized pass
-//! ([`crate::stats::run_fast`], the pass `dp_summarize` makes over whole matrix rows); a row
-//! holding a NaN or an infinity, or a strided view, is read element by element.
+//! statistics of token rows". A token row is `k` rows of the view's matrix `[rows·k, cols]`
+//! ([`row_cols`]); a contiguous row of finite values is one vectorized pass
+//! ([`crate::stats::rows_fast`], the pass `dp_summarize` makes over whole matrix rows) with
+//! the matrix rows weighted at the token's absolute position; a row holding a NaN or an
+//! infinity, or a strided view, is read element by element.
 
-use dump_stats::{COL_MUL, weight};
+use dump_stats::{COL_MUL, ROW_MUL, weight};
 
 use crate::dtype::{self, Dtype, Element};
-use crate::stats::{WEIGHT_TABLE_MAX, column_table, row_base, run_fast};
+use crate::stats::{WEIGHT_TABLE_MAX, column_table, row_base, rows_fast};
 use crate::view::View;
+
+/// The column count of the matrix view whose rows make up the token rows of a view with `m`
+/// elements per token row: its last dimension's size when that divides `m` and the view has
+/// two dimensions or more, else 1 (a token row of a 1-D view, or of `[batch, seq]` with both
+/// dimensions tokens, is one element). dump_probe.py's `_row_cols` is the same rule.
+pub fn row_cols(view: &View, m: u64) -> u64 {
+    let last = if view.shape.len() >= 2 {
+        view.shape[view.shape.len() - 1]
+    } else {
+        1
+    };
+    if last > 0 && m % last == 0 && m >= last {
+        last
+    } else {
+        1
+    }
+}
 
 /// Values per token row in `out`.
 pub const WIDTH: usize = dump_stats::ROW_STAT_NAMES.len();
 
 /// Writes the statistics of `rows` token rows of `view` (its logical elements in row-major
-/// order, `numel / rows` to a row) into `out` (`rows × WIDTH` float32), each row's checksum
-/// weighted by `row_weights[r]` (u of its absolute position; 0 for padding).
+/// order, `numel / rows` to a row) into `out` (`rows × WIDTH` float32); token row r holds the
+/// token at absolute position `positions[r]` (negative: padding, whose checksum is 0), and
+/// its matrix row j is weighted u(position·k + j).
 ///
 /// # Errors
 /// `rows` is 0 or does not divide the view's elements, or `row_weights` / `out` are shorter
@@ -27,7 +47,7 @@ pub fn row_stats(
     view: &View,
     staged: &[u8],
     rows: u64,
-    row_weights: &[f64],
+    positions: &[i64],
     out: &mut [f32],
 ) -> Result<(), String> {
     if rows == 0 || view.numel % rows != 0 {
@@ -36,8 +56,8 @@ pub fn row_stats(
             view.numel
         ));
     }
-    if (row_weights.len() as u64) < rows || (out.len() as u64) < rows * WIDTH as u64 {
-        return Err("row_weights or out shorter than rows".to_string());
+    if (positions.len() as u64) < rows || (out.len() as u64) < rows * WIDTH as u64 {
+        return Err("positions or out shorter than rows".to_string());
     }
     assert!(
         staged.len() as u64 >= view.span_bytes(),
@@ -57,7 +77,7 @@ pub fn row_stats(
         Dtype::Uint8 => rows_of::<dtype::U8>,
         Dtype::Bool => rows_of::<dtype::Bool>,
     };
-    each(view, staged, rows, row_weights, out);
+    each(view, staged, rows, positions, out);
     Ok(())
 }
 
@@ -85,52 +105,71 @@ impl Slow {
     }
 }
 
-fn rows_of<E: Element>(view: &View, staged: &[u8], rows: u64, u: &[f64], out: &mut [f32]) {
+fn rows_of<E: Element>(view: &View, staged: &[u8], rows: u64, positions: &[i64], out: &mut [f32]) {
     let m = view.numel / rows;
+    let cols = row_cols(view, m);
+    let k = m / cols;
     let owned: Vec<f64>;
-    let weights: &[f64] = if m <= WEIGHT_TABLE_MAX {
-        &column_table()[..m as usize]
+    let weights: &[f64] = if cols <= WEIGHT_TABLE_MAX {
+        &column_table()[..cols as usize]
     } else {
-        owned = (0..m).map(|c| weight(c, COL_MUL)).collect();
+        owned = (0..cols).map(|c| weight(c, COL_MUL)).collect();
         &owned
     };
     let size = E::SIZE;
     let contiguous = view.is_contiguous();
-    let cols = view.cols().max(1);
+    let view_cols = view.cols().max(1);
     let inner = view.strides.last().copied().unwrap_or(0) as usize;
     for r in 0..rows {
         let slot = &mut out[r as usize * WIDTH..(r as usize + 1) * WIDTH];
+        let position = positions[r as usize];
+        // u of matrix row j of this token row: at the token's position; 0 for padding.
+        let u = |j: u64| {
+            if position < 0 {
+                0.0
+            } else {
+                weight(position as u64 * k + j, ROW_MUL)
+            }
+        };
         if contiguous {
             let start = (r * m) as usize * size;
             let bytes = &staged[start..start + m as usize * size];
-            if let Some(run) = run_fast::<E>(bytes, weights) {
+            if let Some(run) = rows_fast::<E>(bytes, cols as usize, weights, 0, &u) {
                 let max_abs = run.min.abs().max(run.max.abs());
                 slot.copy_from_slice(&[
                     0.0,
                     max_abs as f32,
                     run.sum as f32,
                     run.sumsq as f32,
-                    (u[r as usize] * run.partial) as f32,
+                    run.partial as f32,
                 ]);
                 continue;
             }
         }
         let mut acc = Slow::default();
-        for (i, &v) in weights.iter().enumerate() {
-            let g = r * m + i as u64;
-            let offset = if contiguous {
-                g as usize
-            } else {
-                row_base(view, g / cols) as usize + (g % cols) as usize * inner
-            };
-            acc.take(E::load(&staged[offset * size..offset * size + size]), v);
+        for j in 0..k {
+            let mut row = Slow::default();
+            for (c, &v) in weights.iter().enumerate() {
+                let g = r * m + j * cols + c as u64;
+                let offset = if contiguous {
+                    g as usize
+                } else {
+                    row_base(view, g / view_cols) as usize + (g % view_cols) as usize * inner
+                };
+                row.take(E::load(&staged[offset * size..offset * size + size]), v);
+            }
+            acc.nonfinite += row.nonfinite;
+            acc.max_abs = acc.max_abs.max(row.max_abs);
+            acc.sum += row.sum;
+            acc.sumsq += row.sumsq;
+            acc.partial = row.partial.mul_add(u(j), acc.partial);
         }
         slot.copy_from_slice(&[
             acc.nonfinite as f32,
             acc.max_abs as f32,
             acc.sum as f32,
             acc.sumsq as f32,
-            (u[r as usize] * acc.partial) as f32,
+            acc.partial as f32,
         ]);
     }
 }
@@ -143,18 +182,23 @@ mod tests {
         values.iter().flat_map(|v| v.to_le_bytes()).collect()
     }
 
-    /// The definitions, in f64, of one row of values at weight u.
-    fn reference(row: &[f32], u: f64) -> [f32; WIDTH] {
+    /// The definitions, in f64, of one token row of `k` matrix rows of `cols` at `position`.
+    fn reference(row: &[f32], cols: usize, position: u64) -> [f32; WIDTH] {
+        let k = (row.len() / cols) as u64;
         let mut acc = Slow::default();
-        for (c, &x) in row.iter().enumerate() {
-            acc.take(f64::from(x), weight(c as u64, COL_MUL));
+        for (i, &x) in row.iter().enumerate() {
+            let (j, c) = ((i / cols) as u64, (i % cols) as u64);
+            acc.take(
+                f64::from(x),
+                weight(c, COL_MUL) * weight(position * k + j, ROW_MUL),
+            );
         }
         [
             acc.nonfinite as f32,
             acc.max_abs as f32,
             acc.sum as f32,
             acc.sumsq as f32,
-            (u * acc.partial) as f32,
+            acc.partial as f32,
         ]
     }
 
@@ -165,11 +209,11 @@ mod tests {
         values[45] = f32::NAN;
         values[50] = f32::NEG_INFINITY;
         let view = View::for_tests(Dtype::Float32, &[3, 2, 20], &[40, 20, 1]);
-        let u = [0.5, 0.25, 0.125];
+        let positions = [7, 8, 9];
         let mut out = [0f32; 3 * WIDTH];
-        row_stats(&view, &f32_bytes(&values), 3, &u, &mut out).unwrap();
+        row_stats(&view, &f32_bytes(&values), 3, &positions, &mut out).unwrap();
         for r in 0..3 {
-            let want = reference(&values[r * 40..(r + 1) * 40], u[r]);
+            let want = reference(&values[r * 40..(r + 1) * 40], 20, positions[r] as u64);
             let got = &out[r * WIDTH..(r + 1) * WIDTH];
             assert_eq!(got[0], want[0], "row {r}");
             for k in 1..WIDTH {
@@ -188,7 +232,7 @@ mod tests {
         let buffer: Vec<f32> = (0..12).map(|i| i as f32).collect();
         let view = View::for_tests(Dtype::Float32, &[4, 3], &[1, 4]);
         let mut out = [0f32; 4 * WIDTH];
-        row_stats(&view, &f32_bytes(&buffer), 4, &[1.0; 4], &mut out).unwrap();
+        row_stats(&view, &f32_bytes(&buffer), 4, &[0, 1, 2, 3], &mut out).unwrap();
         // Logical row 1 is buffer elements 1, 5, 9.
         assert_eq!(out[WIDTH + 2], 15.0);
         assert_eq!(out[WIDTH + 1], 9.0);
@@ -198,6 +242,22 @@ mod tests {
     fn rows_that_do_not_divide_the_view_are_refused() {
         let view = View::for_tests(Dtype::Float32, &[5, 2], &[2, 1]);
         let mut out = [0f32; 3 * WIDTH];
-        assert!(row_stats(&view, &f32_bytes(&[0.0; 10]), 3, &[1.0; 3], &mut out).is_err());
+        assert!(row_stats(&view, &f32_bytes(&[0.0; 10]), 3, &[0; 3], &mut out).is_err());
+    }
+
+    #[test]
+    fn the_row_checksums_of_rows_from_position_0_add_up_to_pos_checksum() {
+        let values: Vec<f32> = (0..60).map(|i| (i as f32 * 0.71).cos()).collect();
+        let view = View::for_tests(Dtype::Float32, &[3, 4, 5], &[20, 5, 1]);
+        let mut out = [0f32; 3 * WIDTH];
+        row_stats(&view, &f32_bytes(&values), 3, &[0, 1, 2], &mut out).unwrap();
+        let rows: f64 = (0..3).map(|r| f64::from(out[r * WIDTH + 4])).sum();
+        let whole = crate::stats::summarize(&view, &f32_bytes(&values), None)
+            .unwrap()
+            .pos_checksum;
+        assert!((rows - whole).abs() < 1e-5, "{rows} vs {whole}");
+        // Padding rows weigh nothing.
+        row_stats(&view, &f32_bytes(&values), 3, &[0, -1, 2], &mut out).unwrap();
+        assert_eq!(out[WIDTH + 4], 0.0);
     }
 }

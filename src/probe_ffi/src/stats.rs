@@ -333,7 +333,7 @@ fn rows_avx2<E: Element>(
 
 /// [`rows_body`] compiled for the widest vector unit this CPU has (the library itself is built
 /// for the baseline x86-64, so the wide versions are chosen at run time).
-fn rows_fast<E: Element>(
+pub(crate) fn rows_fast<E: Element>(
     bytes: &[u8],
     cols: usize,
     weights: &[f64],

@@ -339,7 +339,7 @@ pub fn align(a: &[Window], b: &[Window], tolerances: &Tolerances) -> Option<Toke
                 }
                 let (sa, ra_) = (stats_of(&wa, &x), record_of(&wa, &x));
                 let (sb, rb_) = (stats_of(&wb, &y), record_of(&wb, &y));
-                let verdict = judge::judge(&sa, &sb, x.pos(), &ra_.dtype, &rb_.dtype, tolerances);
+                let verdict = judge::judge(&sa, &sb, &ra_.dtype, &rb_.dtype, tolerances);
                 diff.rows_compared += 1;
                 let request = &mut diff.per_request[x.pair as usize];
                 request.rows_compared += 1;
@@ -406,15 +406,7 @@ fn kind_of(
             }
             let mut sb = stats_of(wb, y);
             sb.row_checksum = sa.row_checksum; // weighted by position: it moves with the row
-            !judge::judge(
-                &sa,
-                &sb,
-                x.pos(),
-                dtype_a,
-                &record_of(wb, y).dtype,
-                tolerances,
-            )
-            .diverges()
+            !judge::judge(&sa, &sb, dtype_a, &record_of(wb, y).dtype, tolerances).diverges()
         });
         match found {
             Some(n) => used[n] = true,
