@@ -137,8 +137,11 @@ def test_failing_write_in_finish_warns_and_returns_none(probe, dump_dir, capsys,
     probe.capture("x", torch.ones(2))
     monkeypatch.setattr(probe, "_atomic_write_bytes", _boom)
     assert probe.finish() is None
+    # The token rows' sidecar is written first: its failure costs the rows alone, then the
+    # manifest's costs the window.
     assert warning_lines(capsys.readouterr().err) == [
-        "dump_probe: warning: finish failed (Boom: injected failure); nothing written for this window"
+        "dump_probe: warning: token rows not written (Boom: injected failure); the window is written without them",
+        "dump_probe: warning: finish failed (Boom: injected failure); nothing written for this window",
     ]
     assert probe.armed() is False
     assert all_manifests(dump_dir) == []
