@@ -20,9 +20,7 @@ use ratatui::widgets::{Block, Clear, Paragraph};
 use super::{Theme, format};
 use crate::app::App;
 use crate::app::tokens::LABEL_WIDTH;
-use crate::model::analysis::tokens::judge::RowStats;
-use crate::model::present::number::precise;
-use crate::model::present::tokens::glyph;
+use crate::model::present::tokens::{glyph, row_text};
 
 /// Lines above the grid (the first bad token, the position axis) and below it (the cursor).
 const HEAD: u16 = 2;
@@ -44,17 +42,6 @@ fn cell_style(ratio: Option<f32>, first: bool, theme: Theme) -> Style {
         Some(r) if r < 100.0 => Style::new().fg(Color::LightRed),
         Some(_) => Style::new().fg(Color::Red).add_modifier(Modifier::BOLD),
     }
-}
-
-fn row_text(r: &RowStats) -> String {
-    format!(
-        "nonfinite {} max_abs {} sum {} l2 {} checksum {}",
-        r.nonfinite_count,
-        precise(f64::from(r.max_abs)),
-        precise(f64::from(r.sum)),
-        precise(r.l2()),
-        precise(f64::from(r.row_checksum))
-    )
 }
 
 /// Draws the view over `area` (a margin of one cell all round).

@@ -209,7 +209,8 @@ pub fn report_markdown(t: &TokenDiff) -> String {
     md
 }
 
-fn row_text(r: &RowStats) -> String {
+/// One row's five statistics in one line (the CLI, the report and the workbench's token view).
+pub fn row_text(r: &RowStats) -> String {
     format!(
         "nonfinite {} max_abs {} sum {} l2 {} checksum {}",
         r.nonfinite_count,

@@ -265,24 +265,73 @@ pub fn pair_by_rows(a: &[Window], b: &[Window]) -> Vec<(usize, usize)> {
     out
 }
 
+/// Both sides' windows with token rows, their requests matched, and every row keyed: what
+/// [`align`] compares and [`rows_at`] looks a cell up in.
+struct Keyed<'w> {
+    wa: Vec<&'w Window>,
+    wb: Vec<&'w Window>,
+    ra: SideRequests,
+    rb: SideRequests,
+    matches: Vec<(usize, usize, RequestMatch)>,
+    /// Per request of A (of B): the index of its matched pair.
+    pair_of_a: Vec<Option<u32>>,
+    pair_of_b: Vec<Option<u32>>,
+    stages: Stages,
+    rows_a: Vec<Row>,
+    rows_b: Vec<Row>,
+    /// Rows each side held twice as a forward's own ([`side_rows`]).
+    repeated: (u64, u64),
+}
+
+impl<'w> Keyed<'w> {
+    fn of(a: &'w [Window], b: &'w [Window]) -> Keyed<'w> {
+        let (wa, wb) = (with_rows(a), with_rows(b));
+        let (ra, rb) = (SideRequests::of(&wa), SideRequests::of(&wb));
+        let matches = requests::match_requests(&ra, &rb);
+        let mut pair_of_a = vec![None; ra.names.len()];
+        let mut pair_of_b = vec![None; rb.names.len()];
+        for (n, (i, j, _)) in matches.iter().enumerate() {
+            pair_of_a[*i] = Some(n as u32);
+            pair_of_b[*j] = Some(n as u32);
+        }
+        let mut stages = Stages::default();
+        let (rows_a, repeated_a) = side_rows(&wa, &ra, &pair_of_a, &mut stages);
+        let (rows_b, repeated_b) = side_rows(&wb, &rb, &pair_of_b, &mut stages);
+        Keyed {
+            wa,
+            wb,
+            ra,
+            rb,
+            matches,
+            pair_of_a,
+            pair_of_b,
+            stages,
+            rows_a,
+            rows_b,
+            repeated: (repeated_a, repeated_b),
+        }
+    }
+}
+
 /// Aligns the token rows of every window of `a` and `b` that has them and compares them
 /// under `tolerances`; `None` unless both sides have token rows.
 pub fn align(a: &[Window], b: &[Window], tolerances: &Tolerances) -> Option<TokenDiff> {
     if !applies(a, b) {
         return None;
     }
-    let (wa, wb) = (with_rows(a), with_rows(b));
-    let (ra, rb) = (SideRequests::of(&wa), SideRequests::of(&wb));
-    let matches = requests::match_requests(&ra, &rb);
-    let mut pair_of_a = vec![None; ra.names.len()];
-    let mut pair_of_b = vec![None; rb.names.len()];
-    for (n, (i, j, _)) in matches.iter().enumerate() {
-        pair_of_a[*i] = Some(n as u32);
-        pair_of_b[*j] = Some(n as u32);
-    }
-    let mut stages = Stages::default();
-    let (rows_a, repeated_a) = side_rows(&wa, &ra, &pair_of_a, &mut stages);
-    let (rows_b, repeated_b) = side_rows(&wb, &rb, &pair_of_b, &mut stages);
+    let Keyed {
+        wa,
+        wb,
+        ra,
+        matches,
+        stages,
+        rows_a,
+        rows_b,
+        repeated: (repeated_a, repeated_b),
+        pair_of_a,
+        pair_of_b,
+        rb,
+    } = Keyed::of(a, b);
 
     let mut diff = TokenDiff {
         requests: matches.iter().map(|(_, _, m)| m.clone()).collect(),
@@ -586,18 +635,14 @@ pub fn rows_at(
     stage_key: &str,
     position: u64,
 ) -> Option<CellRows> {
-    let (wa, wb) = (with_rows(a), with_rows(b));
-    let (ra, rb) = (SideRequests::of(&wa), SideRequests::of(&wb));
-    let matches = requests::match_requests(&ra, &rb);
-    let mut pair_of_a = vec![None; ra.names.len()];
-    let mut pair_of_b = vec![None; rb.names.len()];
-    for (n, (i, j, _)) in matches.iter().enumerate() {
-        pair_of_a[*i] = Some(n as u32);
-        pair_of_b[*j] = Some(n as u32);
-    }
-    let mut stages = Stages::default();
-    let (rows_a, _) = side_rows(&wa, &ra, &pair_of_a, &mut stages);
-    let (rows_b, _) = side_rows(&wb, &rb, &pair_of_b, &mut stages);
+    let Keyed {
+        wa,
+        wb,
+        stages,
+        rows_a,
+        rows_b,
+        ..
+    } = Keyed::of(a, b);
     let (name, k) = stage_of(stage_key)?;
     let stage = *stages.ordinal.get(&(*stages.names.get(&name)?, k))?;
     let key = (stage, pair as u32, u32::try_from(position).ok()?);
