@@ -462,14 +462,16 @@ class _RowMap:
     (None until the forward's first capture says it); ``inferred``: the first position was
     counted on from the label's earlier calls, not given."""
 
-    __slots__ = ("entries", "count", "inferred", "weights", "keep")
+    __slots__ = ("entries", "count", "inferred", "position_cache", "keep", "declared", "matched")
 
     def __init__(self, entries, inferred):
         self.entries = entries
         self.inferred = inferred
         counts = [e[2] for e in entries]
         self.count = None if None in counts else sum(counts)
-        self.weights = {}  # device -> [count] int64 position of each row (-1 for padding)
+        self.position_cache = {}  # device -> [count] int64 position of each row (-1 for padding)
+        self.declared = self.count is not None  # rows= gave every count: a capture must match it
+        self.matched = False  # some capture of the forward had exactly its rows
         self.keep = None  # row indexes inside DUMP_PROBE_ROW_POSITIONS, None for all; set with count
         if self.count is not None:
             self._counted()
@@ -501,7 +503,7 @@ class _RowMap:
 
     def positions_on(self, device):
         """[count] int64 position of each row on ``device`` (-1 for padding rows), cached."""
-        positions = self.weights.get(device)
+        positions = self.position_cache.get(device)
         if positions is None:
             parts = []
             for request, first, count, listed, _ids in self.entries:
@@ -512,7 +514,7 @@ class _RowMap:
                 else:
                     parts.append(torch.tensor(listed, dtype=torch.int64))
             # Made on the host and copied once per forward and device: no device value is read.
-            positions = self.weights[device] = torch.cat(parts).to(device)
+            positions = self.position_cache[device] = torch.cat(parts).to(device)
         return positions
 
     def manifest(self, metadata):
@@ -546,6 +548,8 @@ def _row_map(label, rows, first_position, metadata):
                 request = None if item[0] is None else str(item[0])
                 if isinstance(item[1], (list, tuple, range)) or (isinstance(item[1], torch.Tensor) and item[1].dim() == 1):
                     positions = [int(p) for p in (item[1].tolist() if isinstance(item[1], torch.Tensor) else item[1])]
+                    if any(p < 0 for p in positions):
+                        raise ValueError("negative position in %r" % (item,))
                     ids = item[2] if len(item) > 2 else None
                     entries.append([request, min(positions) if positions else 0, len(positions), positions, ids])
                 else:
@@ -566,11 +570,14 @@ def _row_map(label, rows, first_position, metadata):
                 and all(type(v) is int for v in span) and 0 <= span[0] <= span[1]:
             return _RowMap([[label, span[0], span[1] - span[0], None, None]], False)
         if first_position is not None:
+            if int(first_position) < 0:
+                raise ValueError("first_position=%d is negative" % int(first_position))
             return _RowMap([[label, int(first_position), None, None, None]], False)
         return _RowMap([[label, _state.positions.get(label, 0), None, None, None]], True)
     except Exception as exc:
-        _warn("arm(%r, rows=...) is not a list of (request, first_position, count) (%s: %s); that forward has "
-              "no row map and no token rows" % (label, type(exc).__name__, exc), key="rowmap")
+        _warn("arm(%r, rows=..., first_position=...): rows is not a list of (request, first_position, count) "
+              "or (request, [positions]) with positions >= 0 (%s: %s); that forward has no row map and no token rows"
+              % (label, type(exc).__name__, exc), key="rowmap")
         return None
 
 
@@ -636,8 +643,15 @@ def _token_rows(stage, tensor, rows, token_dims, positions, row_map):
             _warn("capture(%r, rows=%r): rows is 'auto', 'tokens' or None; recorded without token rows"
                   % (stage, rows), key="rows:%s" % stage)
         return None
-    dims = token_dims if token_dims == (0,) else tuple(int(d) for d in token_dims)
-    if dims not in ((0,), (0, 1)) or tensor.dim() < len(dims) or tensor.is_complex() or tensor.numel() == 0:
+    try:
+        dims = token_dims if token_dims == (0,) else tuple(int(d) for d in token_dims)
+    except (TypeError, ValueError):
+        dims = None
+    if dims not in ((0,), (0, 1)):
+        _warn("capture(%r, token_dims=%r): token dims are (0,) or (0, 1); recorded without token rows"
+              % (stage, token_dims), key="rows:%s" % stage)
+        return None
+    if tensor.dim() < len(dims) or tensor.is_complex() or tensor.numel() == 0:
         if declared:
             _warn("capture(%r, rows='tokens', token_dims=%r): token dims are (0,) or (0, 1) of a non-empty real "
                   "tensor; recorded without token rows" % (stage, token_dims), key="rows:%s" % stage)
@@ -645,6 +659,8 @@ def _token_rows(stage, tensor, rows, token_dims, positions, row_map):
     n = tensor.shape[0] * (tensor.shape[1] if len(dims) == 2 else 1)
     if row_map.count is None:
         row_map.learn(n)  # "the first dimension of the call's first capture" (token_dims' product)
+    if positions is None and n == row_map.count:
+        row_map.matched = True
     if not _config.row_stats or (_config.row_regex is not None and not _config.row_regex.search(stage)):
         return None  # the row map stands: forwards still pair by the rows they hold
     if positions is not None:
@@ -680,7 +696,7 @@ def _declared_rows(stage, tensor, n, dims, positions, row_map):
             index = names.get(str(p[0]))
             pairs.append([index, int(p[1])])
         else:
-            pairs.append([0 if len(names) == 1 else None, int(p)])
+            pairs.append([next(iter(names.values())) if len(names) == 1 else None, int(p)])
     if len(pairs) != n or any(i is None for i, _ in pairs):
         _warn("capture(%r, positions=...): %d positions for %d rows, or a request not in the forward's row map "
               "(plain positions need a one-request forward); recorded without token rows" % (stage, len(pairs), n),
@@ -2316,6 +2332,10 @@ def _write_token_rows(directory, window, records):
     row_map = window.get("row_map")
     if row_map is None or row_map.count is None:  # no capture told the forward's row count
         return None
+    if row_map.declared and not row_map.matched and records:
+        _warn("arm(%r, rows=...) declares %d rows, but no capture of that forward had %d rows along its token_dims: "
+              "its records have no token rows (is a padded or flattened batch declared as its requests alone?)"
+              % (window["label"], row_map.count, row_map.count), key="rows-unmatched:%s" % window["label"])
     with_rows = [r for r in records if r.rows is not None and r.rows.stats.device.type != "meta"]
     by_device = {}
     for record in with_rows:
@@ -2697,6 +2717,15 @@ def _nothing_written_reason():
     """Why an enabled probe on a selected rank wrote no window, in the user's terms."""
     if _state.arms == 0:
         return "arm() was never called"
+    if _config.request is not None:
+        held = _state.request_calls.get(_config.request, 0)
+        if held == 0:
+            return "no forward's row map held request %r (DUMP_PROBE_REQUEST): %d forward%s armed; " \
+                   "arm(label, rows=[(request, first_position, count), ...]) names the requests" % (
+                       _config.request, _state.arms, "" if _state.arms == 1 else "s")
+        if held < _config.occurrence:
+            return "DUMP_PROBE_OCCURRENCE=%d is beyond the %d forward%s that held request %r" % (
+                _config.occurrence, held, "" if held == 1 else "s", _config.request)
     labels = len(_state.labels)
     if labels < _config.match:
         return "no label matched DUMP_PROBE_MATCH=%d: %d label%s seen" % (

@@ -10,11 +10,16 @@
 #   windowed  fuzz/fuzz_targets/windowed.rs: a windowed dump's manifest.json through
 #             windowed::is_windowed and windowed::load_window, then scan and diff.
 #
-#   scripts/fuzz.sh [SECONDS] [libFuzzer options...]
+#   scripts/fuzz.sh [--build-only | --run-only] [SECONDS] [libFuzzer options...]
 #
 # SECONDS is the total fuzzing time, split evenly over the four targets (default 120: 30 s
 # each; at least 1 s each); building the targets comes on top. Options after it go to every
-# target's libFuzzer (e.g. -jobs=2, -max_len=4096).
+# target's libFuzzer (e.g. -jobs=2, -max_len=4096). --build-only builds the targets and stops;
+# --run-only fuzzes what an earlier --build-only built (scripts/test.sh builds them in the
+# background while the Rust tests run, whose processes leave a core idle a third of the time).
+# DUMPVIEW_FUZZ_JOBS=N runs N targets at once (default 1), each still for its share of
+# SECONDS: on two cores, 2 halves the wall time of the same fuzzing. Each target's output then
+# goes to fuzz/logs/<target>.log and is printed when it ends.
 #
 # Uses cargo-fuzz where it is installed. Where it is not, the targets are built and run
 # without it, as cargo-fuzz 0.13 builds and runs them (see fuzz_build below): installing it
@@ -36,6 +41,16 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 targets=(manifest pt msprobe windowed)
+
+phase=all
+case ${1:-} in
+    --build-only) phase=build; shift ;;
+    --run-only) phase=run; shift ;;
+esac
+jobs=${DUMPVIEW_FUZZ_JOBS:-1}
+case $jobs in
+    '' | *[!0-9]* | 0) echo "scripts/fuzz.sh: DUMPVIEW_FUZZ_JOBS must be a positive integer, not '$jobs'" >&2; exit 2 ;;
+esac
 
 total=${1:-120}
 shift || true
@@ -96,10 +111,19 @@ fi
 
 # Build every target before fuzzing any, so a build error shows before the first target's time
 # is spent and the budget is fuzzing time only.
-echo "== building ${targets[*]}" >&2
-build_start=$SECONDS
-fuzz_build
-echo "== built ${targets[*]} in $((SECONDS - build_start)) s" >&2
+if [ "$phase" != run ]; then
+    echo "== building ${targets[*]}" >&2
+    build_start=$SECONDS
+    fuzz_build
+    echo "== built ${targets[*]} in $((SECONDS - build_start)) s" >&2
+fi
+[ "$phase" != build ] || exit 0
+for target in "${targets[@]}"; do
+    if [ ! -x "fuzz/target/$triple/release/$target" ]; then
+        echo "scripts/fuzz.sh: fuzz/target/$triple/release/$target is not built (run scripts/fuzz.sh --build-only first)" >&2
+        exit 2
+    fi
+done
 
 seed() { # copy $2 into corpus $1 under a name derived from its path
     local name
@@ -107,10 +131,9 @@ seed() { # copy $2 into corpus $1 under a name derived from its path
     [ -e "$1/$name" ] || cp "$2" "$1/$name"
 }
 
-run() { # run target $1 on corpus $2 with dictionary $3, then the caller's options
+fuzz_one() { # fuzz target $1 on corpus $2 with dictionary $3, then the caller's options
     local target=$1 corpus=$2 dict=$3
     shift 3
-    echo "== fuzzing $target for ${seconds} s (of ${total} s for ${#targets[@]} targets)" >&2
     # -timeout: an input that takes 10 s is a finding too (a hostile file must not hang a reader).
     fuzz_run "$target" "$corpus" \
         -max_total_time="$seconds" \
@@ -119,6 +142,33 @@ run() { # run target $1 on corpus $2 with dictionary $3, then the caller's optio
         -rss_limit_mb=4096 \
         -print_final_stats=1 \
         "$@"
+}
+
+running=()  # "pid target" of the targets fuzzing in the background (DUMPVIEW_FUZZ_JOBS > 1)
+# Waits for the oldest running target, prints its log, and exits with its status if it failed.
+reap() {
+    local pid=${running[0]%% *} target=${running[0]#* } status=0
+    running=("${running[@]:1}")
+    wait "$pid" || status=$?
+    cat "fuzz/logs/$target.log" >&2
+    echo "== fuzzed $target: exit $status" >&2
+    if [ "$status" != 0 ]; then
+        for entry in "${running[@]}"; do kill "${entry%% *}" 2>/dev/null || true; done
+        exit "$status"
+    fi
+}
+
+run() { # run target $1 on corpus $2 with dictionary $3, then the caller's options
+    local target=$1
+    echo "== fuzzing $target for ${seconds} s (of ${total} s for ${#targets[@]} targets, $jobs at once)" >&2
+    if [ "$jobs" = 1 ]; then
+        fuzz_one "$@"
+        return
+    fi
+    [ "${#running[@]}" -lt "$jobs" ] || reap
+    mkdir -p fuzz/logs
+    fuzz_one "$@" >"fuzz/logs/$target.log" 2>&1 &
+    running+=("$! $target")
 }
 
 corpus=fuzz/corpus/manifest
@@ -167,3 +217,4 @@ while IFS= read -r -d '' file; do
     seed "$corpus" "$file"
 done < <(find tests/fixtures/windowed -name manifest.json -type f -print0)
 run windowed "$corpus" fuzz/windowed.dict "$@"
+while [ "${#running[@]}" -gt 0 ]; do reap; done

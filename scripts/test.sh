@@ -108,6 +108,20 @@ if [ "$build_status" != 0 ]; then
     summary
     exit "$build_status"
 fi
+# The fuzz targets (their own workspace and target directory, fuzz/) build in the background
+# from here on, at low priority: the Rust tests leave a core idle about a third of their time
+# (waiting on Python, tmux and sshd children: 219 s wall, 291 s of CPU on two cores), which
+# the build soaks up without slowing them much. The fuzz step below waits for it.
+# The targets are built at opt-level 1 here (DUMPVIEW_FUZZ_OPT_LEVEL): CI's fuzzing is a
+# bounded smoke run, and optimizing every dependency with AddressSanitizer and coverage at
+# opt-level 3 in one codegen unit cost more than the fuzzing itself (338 s of 465 s).
+fuzz_build_log=$(mktemp "${TMPDIR:-/tmp}/dumpview-fuzz-build.XXXXXX")
+fuzz_build_start=$SECONDS
+nice -n 10 env DUMPVIEW_FUZZ_OPT_LEVEL="${DUMPVIEW_FUZZ_OPT_LEVEL:-1}" \
+    bash scripts/fuzz.sh --build-only >"$fuzz_build_log" 2>&1 &
+fuzz_build_pid=$!
+trap 'kill "$build_pid" "$fuzz_build_pid" 2>/dev/null || true; rm -f "$build_log" "$fuzz_build_log"' EXIT
+
 step "cargo test --features export" cargo test --all-targets --features export --locked
 
 # Feature `torch` (tch) links the libtorch of the venv's pip torch: torch-sys's build script
@@ -124,13 +138,20 @@ step "cargo test --features torch --test reference_tch" \
 step "cargo clippy --all-features -D warnings" \
     "${torch_env[@]}" cargo clippy --all-targets --all-features --locked -- -D warnings
 
-# A total budget, split over the fuzz targets (scripts/fuzz.sh).
-# The targets are built at opt-level 1 here (DUMPVIEW_FUZZ_OPT_LEVEL): CI's fuzzing is a
-# bounded smoke run, and optimizing every dependency with AddressSanitizer and coverage at
-# opt-level 3 in one codegen unit cost more than the fuzzing itself (338 s of 465 s).
-step "fuzz every reader for ${DUMPVIEW_FUZZ_SECONDS:-120} s in all (build included)" \
-    env DUMPVIEW_FUZZ_OPT_LEVEL="${DUMPVIEW_FUZZ_OPT_LEVEL:-1}" \
-    bash scripts/fuzz.sh "${DUMPVIEW_FUZZ_SECONDS:-120}"
+# The background fuzz build started beside the Rust tests (its wall time counts from there).
+fuzz_build_status=0
+wait "$fuzz_build_pid" || fuzz_build_status=$?
+cat "$fuzz_build_log" >&2
+took "fuzz targets: build (beside the tests)" "$fuzz_build_start" "$fuzz_build_status"
+if [ "$fuzz_build_status" != 0 ]; then
+    summary
+    exit "$fuzz_build_status"
+fi
+# A total budget, split over the fuzz targets (scripts/fuzz.sh), two targets at a time (one per
+# core): the same fuzzing in half the wall time.
+step "fuzz every reader for ${DUMPVIEW_FUZZ_SECONDS:-120} s in all, ${DUMPVIEW_FUZZ_JOBS:-2} at once" \
+    env DUMPVIEW_FUZZ_OPT_LEVEL="${DUMPVIEW_FUZZ_OPT_LEVEL:-1}" DUMPVIEW_FUZZ_JOBS="${DUMPVIEW_FUZZ_JOBS:-2}" \
+    bash scripts/fuzz.sh --run-only "${DUMPVIEW_FUZZ_SECONDS:-120}"
 
 # Two workers (pytest-xdist): most of these tests wait on a child Python importing torch, one
 # core each, so two cores run them in about 0.6 of the time (292 s -> 173 s here). Every test

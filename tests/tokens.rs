@@ -319,3 +319,101 @@ fn requests_that_part_are_matched_by_their_common_prefix_and_flagged() {
     assert_eq!(tokens.first, None, "the common positions agree");
     assert!(diff.found_something(), "different inputs are a finding");
 }
+
+/// Two captures whose requests share no position (A's prompt at 0-13, B's prefix-cache hit
+/// computing 20-25): nothing aligns, and the headline says why instead of ending silent.
+#[test]
+fn captures_without_a_common_position_say_so_in_the_headline() {
+    let a = pair_dir("tokens_rows_permuted").join("a");
+    let b = pair_dir("tokens_prefix_cache").join("b");
+    let analysis = Analysis::compute_diff(&load(&a), &load(&b), &Tolerances::default());
+    let diff = analysis.diff.unwrap();
+    let tokens = diff.tokens.as_ref().unwrap();
+    assert_eq!(tokens.rows_compared, 0);
+    assert_eq!(
+        tokens.nothing_compared,
+        Some(dumpview::model::analysis::tokens::NothingCompared::NoCommonPositions)
+    );
+    let headline = diff.headline.as_ref().expect("a headline");
+    assert_eq!(headline.kind, "no_rows_aligned");
+    assert!(
+        headline
+            .text
+            .contains("no pair of them holds a common position"),
+        "{}",
+        headline.text
+    );
+    assert!(diff.found_something());
+    let (code, text, _) = support::run::text(&["diff", a.to_str().unwrap(), b.to_str().unwrap()]);
+    assert_eq!(code, 1, "{text}");
+    assert!(text.contains("no token rows aligned"), "{text}");
+    assert!(
+        !text.contains("compared by their token rows alone"),
+        "{text}"
+    );
+}
+
+/// A window whose sidecar is gone keeps its row map: its token ids still identify the
+/// input (no INPUT IDENTITY UNKNOWN), it still pairs by its rows, and a warning names the file.
+#[test]
+fn a_missing_sidecar_costs_the_rows_but_keeps_the_row_map() {
+    let tmp = tempfile::tempdir().unwrap();
+    let src = pair_dir("tokens_chunked_vs_whole");
+    for side in ["a", "b"] {
+        for entry in walk(&src.join(side)) {
+            let rel = entry.strip_prefix(&src).unwrap();
+            let to = tmp.path().join(rel);
+            std::fs::create_dir_all(to.parent().unwrap()).unwrap();
+            std::fs::copy(&entry, &to).unwrap();
+        }
+    }
+    let gone = tmp.path().join("b/rank0/match1-occ1/rows.f32");
+    std::fs::remove_file(&gone).unwrap_or_else(|e| panic!("{}: {e}", gone.display()));
+    let (a, b) = (load(&tmp.path().join("a")), load(&tmp.path().join("b")));
+    let window = b
+        .windows
+        .iter()
+        .find(|w| w.source.ends_with("match1-occ1/manifest.json"))
+        .unwrap();
+    let rows = window.token_rows.as_ref().expect("the row map is kept");
+    assert!(!rows.map.is_empty());
+    assert!(rows.records.is_empty() && rows.values.is_empty());
+    assert!(window.token_ids().is_some(), "the map's token ids stand");
+    assert!(
+        b.warnings.iter().any(
+            |w| w.to_string().contains("rows.f32") && w.to_string().contains("row map is kept")
+        ),
+        "{:?}",
+        b.warnings
+    );
+    let analysis = Analysis::compute_diff(&a, &b, &Tolerances::default());
+    let diff = analysis.diff.unwrap();
+    // The chunk still holds its rows by the map: left to the row alignment, not a MISSING
+    // WINDOW (without the map it would pair with nothing).
+    assert!(diff.unpaired_b.is_empty(), "{:?}", diff.unpaired_b);
+    assert_eq!(diff.aligned_only.1.len(), 3, "{:?}", diff.aligned_only);
+    for w in &diff.windows {
+        assert!(
+            matches!(
+                w.identity,
+                dumpview::model::analysis::diff::Identity::Same { .. }
+            ),
+            "{}: {:?}",
+            w.a.source,
+            w.identity
+        );
+    }
+}
+
+fn walk(dir: &Path) -> Vec<PathBuf> {
+    let mut out = Vec::new();
+    for entry in std::fs::read_dir(dir).unwrap() {
+        let path = entry.unwrap().path();
+        if path.is_dir() {
+            out.extend(walk(&path));
+        } else {
+            out.push(path);
+        }
+    }
+    out
+}

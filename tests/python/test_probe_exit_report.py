@@ -137,3 +137,19 @@ def test_a_fork_child_drops_the_open_window_and_the_parent_writes_it_whole(tmp_p
     assert [r["stage"] for r in manifest["records"]] == ["x", "y"]
     assert [(s["stage"], s["file"]) for s in manifest["input_sets"]] == [("op", "inputs/op#1.pt")]
     assert sorted(os.listdir(os.path.join(window, "inputs"))) == ["op#1.pt"]
+
+
+def test_a_request_no_forward_held_says_so(tmp_path):
+    body = """
+        for call in range(2):
+            dp.arm("req", rows=[("r0", 4 * call, 4)])
+            dp.capture("x", torch.ones(4))
+            dp.finish()
+    """
+    assert _run(tmp_path, body, DUMP_PROBE_REQUEST="nosuch") == [
+        "dump_probe: nothing written: no forward's row map held request 'nosuch' (DUMP_PROBE_REQUEST): "
+        "2 forwards armed; arm(label, rows=[(request, first_position, count), ...]) names the requests"
+    ]
+    assert _run(tmp_path, body, DUMP_PROBE_REQUEST="r0", DUMP_PROBE_OCCURRENCE="3") == [
+        "dump_probe: nothing written: DUMP_PROBE_OCCURRENCE=3 is beyond the 2 forwards that held request 'r0'"
+    ]

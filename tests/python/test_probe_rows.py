@@ -199,3 +199,33 @@ def test_the_disarmed_path_is_one_boolean(make_probe):
     assert probe._active is False and probe._counting is False
     probe.capture("h", torch.ones(3, 2))
     assert probe._state.positions == {}
+
+
+def test_inputs_that_used_to_pass_silently_warn(make_probe, capsys):
+    """A negative first_position, a token_dims the probe does not read, and a declared row
+    count no capture matches each say so once; plain positions in a forward with padding go to
+    its one request, wherever its entry is."""
+    probe = make_probe(DUMP_PROBE_OCCURRENCE="all")
+    assert probe.arm("req", first_position=-2) is True
+    probe.capture("h", torch.ones(3, 2))
+    path = probe.finish()
+    assert "token_rows" not in load_manifest(path)
+    assert "first_position=-2 is negative" in capsys.readouterr().err
+
+    probe.arm("req", first_position=0)
+    probe.capture("h", torch.ones(3, 2), token_dims=(5,))
+    assert "token_rows" not in load_manifest(probe.finish())
+    assert "capture('h', token_dims=(5,)): token dims are (0,) or (0, 1)" in capsys.readouterr().err
+
+    probe.arm("req", rows=[("r0", 0, 3), ("r1", 0, 2)])
+    probe.capture("flat", torch.ones(10, 2))  # 10 rows: a padded batch declared as its 5 tokens
+    path = probe.finish()
+    assert "arm('req', rows=...) declares 5 rows, but no capture of that forward had 5 rows" \
+        in capsys.readouterr().err
+
+    probe.arm("req", rows=[(None, 0, 1), ("r0", 0, 2)])
+    probe.capture("h", torch.ones(3, 2))
+    probe.capture("kv", torch.ones(4, 2), positions=range(4))
+    _manifest, rows = rows_of(probe.finish())
+    assert [(e, p) for e, p, _ in rows[("kv", 1)]] == [(1, 0), (1, 1), (1, 2), (1, 3)]
+    assert capsys.readouterr().err == ""

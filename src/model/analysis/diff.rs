@@ -698,6 +698,26 @@ pub fn diff_reusing(
     if let Some(bad) = token_diff.as_ref().and_then(|t| t.first.as_ref()) {
         headline = Headline::with_bad_token(headline, bad, &stages);
     }
+    // Forwards left to the row alignment, and it compared nothing: say why rather than
+    // end without a headline.
+    let left_to_rows = !(aligned_a.is_empty() && aligned_b.is_empty());
+    if let Some(why) = token_diff.as_ref().and_then(|t| t.nothing_compared) {
+        if headline.is_none() && left_to_rows {
+            headline = Some(Headline {
+                kind: "no_rows_aligned",
+                key: String::new(),
+                rank: 0,
+                first_divergence: None,
+                text: format!(
+                    "no token rows aligned ({} forward{} of A, {} of B left to the rows): {}",
+                    aligned_a.len(),
+                    if aligned_a.len() == 1 { "" } else { "s" },
+                    aligned_b.len(),
+                    why.describe()
+                ),
+            });
+        }
+    }
     DiffReport {
         tolerances: tolerances.clone(),
         windows,

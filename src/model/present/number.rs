@@ -37,8 +37,35 @@ pub fn precise(v: f64) -> String {
     }
 }
 
+/// A float32 value with the digits that tell it from its float32 neighbours, no more
+/// (Rust's shortest round-trip form): `4.1231055`, `1.5e-5`, `nan`. Values a capture holds as
+/// float32 (token rows) print this way, so two of them always show comparable digits.
+pub fn precise_f32(v: f32) -> String {
+    if !v.is_finite() {
+        precise(f64::from(v))
+    } else if v == 0.0 || (1e-3..1e6).contains(&v.abs()) {
+        format!("{v}")
+    } else {
+        format!("{v:e}")
+    }
+}
+
 /// A byte count for people, in decimal megabytes as the loading progress shows them:
 /// `3.1 MB`, `0.0 MB`.
 pub fn megabytes(bytes: u64) -> String {
     format!("{:.1} MB", bytes as f64 / 1e6)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn float32_values_print_their_shortest_round_trip_digits() {
+        assert_eq!(precise_f32(0.1), "0.1");
+        assert_eq!(precise_f32(17.0f32.sqrt()), "4.1231055");
+        assert_eq!(precise_f32(1.5e-5), "1.5e-5");
+        assert_eq!(precise_f32(f32::NAN), "nan");
+        assert_eq!(precise_f32(0.0), "0");
+    }
 }

@@ -3,7 +3,7 @@
 
 use std::fmt::Write;
 
-use super::number::precise;
+use super::number::precise_f32;
 use crate::model::analysis::diff::WindowRef;
 use crate::model::analysis::tokens::judge::RowStats;
 use crate::model::analysis::tokens::requests::MatchedBy;
@@ -28,10 +28,13 @@ pub fn summary_text(t: &TokenDiff, aligned_only: &(Vec<WindowRef>, Vec<WindowRef
     if !only_a.is_empty() || !only_b.is_empty() {
         let _ = writeln!(
             out,
-            "  forwards compared by their token rows alone (the other side splits those tokens differently): {} of A, {} of B",
+            "  forwards left to the row alignment (no forward of the other side holds the same rows): {} of A, {} of B",
             only_a.len(),
             only_b.len()
         );
+    }
+    if let Some(why) = t.nothing_compared {
+        let _ = writeln!(out, "  nothing compared: {}", why.describe());
     }
     for (m, r) in t.requests.iter().zip(&t.per_request) {
         let how = match m.by {
@@ -214,10 +217,11 @@ pub fn row_text(r: &RowStats) -> String {
     format!(
         "nonfinite {} max_abs {} sum {} l2 {} checksum {}",
         r.nonfinite_count,
-        precise(f64::from(r.max_abs)),
-        precise(f64::from(r.sum)),
-        precise(r.l2()),
-        precise(f64::from(r.row_checksum))
+        precise_f32(r.max_abs),
+        precise_f32(r.sum),
+        // The norm of float32 statistics, shown as float32 like them.
+        precise_f32(r.l2() as f32),
+        precise_f32(r.row_checksum)
     )
 }
 

@@ -54,11 +54,52 @@ pub struct TokenDiff {
     /// The first divergence over all requests.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub first: Option<BadToken>,
+    /// Why no row was compared, where none was.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub nothing_compared: Option<NothingCompared>,
     /// One per matched request, in `requests`' order.
     pub per_request: Vec<RequestTokens>,
     /// `stage#k` of each stage ordinal of [`RequestTokens::cells`], A's capture order first.
     #[serde(skip)]
     pub stage_keys: Vec<String>,
+}
+
+/// Why two captures with token rows had no aligned row to compare.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum NothingCompared {
+    /// No request of A matched one of B, and no pair of them holds a common position (a
+    /// prefix-cache hit that starts after the other side's last token, or two different
+    /// prompts captured at different positions).
+    NoCommonPositions,
+    /// No request matched although some pairs hold common positions: their token ids differ
+    /// from the first common position on (different inputs).
+    IdsDifferEverywhere,
+    /// Requests matched, but no (stage#k, position) is held by both sides (different stages
+    /// captured, or disjoint positions of matched requests).
+    NoCommonRows,
+    /// Every common row lies where the matched requests' ids differ.
+    AllDifferentInput,
+}
+
+impl NothingCompared {
+    /// The reason in words, for the headline.
+    pub fn describe(self) -> &'static str {
+        match self {
+            NothingCompared::NoCommonPositions => {
+                "no request of A matched one of B: no pair of them holds a common position"
+            }
+            NothingCompared::IdsDifferEverywhere => {
+                "no request of A matched one of B: their token ids differ from the first common position on (different inputs)"
+            }
+            NothingCompared::NoCommonRows => {
+                "requests matched, but no stage#k and position is captured on both sides"
+            }
+            NothingCompared::AllDifferentInput => {
+                "every row both sides hold lies where the matched requests' token ids differ (different inputs)"
+            }
+        }
+    }
 }
 
 /// One matched request's rows.
@@ -345,6 +386,7 @@ pub fn align(a: &[Window], b: &[Window], tolerances: &Tolerances) -> Option<Toke
         rows_repeated: (repeated_a, repeated_b),
         positions_inferred: (inferred(&wa), inferred(&wb)),
         first: None,
+        nothing_compared: None,
         per_request: matches
             .iter()
             .map(|(_, _, m)| RequestTokens {
@@ -421,7 +463,29 @@ pub fn align(a: &[Window], b: &[Window], tolerances: &Tolerances) -> Option<Toke
         .first()
         .and_then(|(x, ..)| diff.per_request[x.pair as usize].first_bad_token.clone());
     diff.stage_keys = stages.keys;
+    if diff.rows_compared == 0 {
+        diff.nothing_compared = Some(if !diff.requests.is_empty() {
+            if diff.rows_different_input > 0 {
+                NothingCompared::AllDifferentInput
+            } else {
+                NothingCompared::NoCommonRows
+            }
+        } else if any_common_position(&ra, &rb) {
+            NothingCompared::IdsDifferEverywhere
+        } else {
+            NothingCompared::NoCommonPositions
+        });
+    }
     Some(diff)
+}
+
+/// Whether some request of A and some request of B hold a common position.
+fn any_common_position(a: &SideRequests, b: &SideRequests) -> bool {
+    a.positions.iter().any(|pa| {
+        b.positions
+            .iter()
+            .any(|pb| pa.keys().any(|p| pb.contains_key(p)))
+    })
 }
 
 /// `rows_permuted` when the rows diverging at the first bad token's stage#k (of its request)

@@ -1,14 +1,17 @@
 //! The manifest's `token_rows` object and its float32 sidecar (docs/manifest.md, "Token
 //! rows"), read into [`TokenRows`] beside the window. A problem with either costs the
 //! window's token rows alone, with a warning that names the file: the whole-tensor records
-//! stand.
+//! stand, and where only the sidecar fails the row map stays (its token ids still say which
+//! input the window saw, and its row set still pairs the forward).
 
 use std::path::Path;
 
 use crate::model::dump::{TokenRows, Warning, evidence};
 
 /// Reads `json` (the manifest's `token_rows`, as written) and the sidecar it names beside
-/// `manifest`. `None`, with a warning pushed to `warnings`, when either cannot be read whole.
+/// `manifest`. `None`, with a warning pushed to `warnings`, when `token_rows` cannot be
+/// read; the row map without row statistics ([`map_only`]), with a warning, when the
+/// sidecar cannot.
 pub fn read(json: &str, manifest: &Path, warnings: &mut Vec<Warning>) -> Option<TokenRows> {
     let mut rows: TokenRows = match serde_json::from_str(json) {
         Ok(rows) => rows,
@@ -37,27 +40,39 @@ pub fn read(json: &str, manifest: &Path, warnings: &mut Vec<Warning>) -> Option<
         Ok(path) => path,
         Err(why) => {
             warnings.push(lost(format!(
-                "{why}; the window's token rows are not compared"
+                "{why}; the window's token rows are not compared (its row map is kept)"
             )));
-            return None;
+            return map_only(rows);
         }
     };
     let bytes = match crate::model::io::FileBytes::read(&path, false) {
         Ok(bytes) => bytes,
         Err(e) => {
             warnings.push(lost(format!(
-                "cannot read the token rows the manifest names ({e}); they are not compared"
+                "cannot read the token rows the manifest names ({e}); they are not compared (the row map is kept)"
             )));
-            return None;
+            return map_only(rows);
         }
     };
     if let Err(problem) = rows.check(bytes.len() as u64) {
         warnings.push(lost(format!(
-            "{problem}; the window's token rows are not compared"
+            "{problem}; the window's token rows are not compared (its row map is kept)"
         )));
-        return None;
+        bytes.release();
+        return map_only(rows);
     }
     rows.set_values(&bytes);
     bytes.release();
     Some(rows)
+}
+
+/// The row map of `rows` without its row statistics: which requests and positions the
+/// forward held and their token ids, no record's rows. `None` when the map itself does not
+/// hold together.
+fn map_only(mut rows: TokenRows) -> Option<TokenRows> {
+    rows.file = None;
+    rows.rows = 0;
+    rows.records.clear();
+    rows.values.clear();
+    rows.check(0).ok().map(|()| rows)
 }
