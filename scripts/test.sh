@@ -43,8 +43,23 @@ build_log=$(mktemp "${TMPDIR:-/tmp}/dumpview-test-build.XXXXXX")
 build_start=$SECONDS
 cargo test --all-targets --features export --locked --no-run >"$build_log" 2>&1 &
 build_pid=$!
+# The fuzz targets (their own workspace and target directory, fuzz/) build in the background
+# too, at low priority, until the fuzz step needs them: the two cargo builds and the Rust tests
+# leave a core idle part of the time (one crate compiling alone at the end of a build; tests
+# waiting on Python, tmux and sshd children: 219 s wall, 291 s of CPU on two cores), which the
+# fuzz build soaks up without slowing them much. It built in 224 s alone on this machine.
+# The targets are built at opt-level 1 here (DUMPVIEW_FUZZ_OPT_LEVEL): CI's fuzzing is a
+# bounded smoke run, and optimizing every dependency with AddressSanitizer and coverage at
+# opt-level 3 in one codegen unit cost more than the fuzzing itself (338 s of 465 s).
+fuzz_build_log=$(mktemp "${TMPDIR:-/tmp}/dumpview-fuzz-build.XXXXXX")
+fuzz_build_start=$SECONDS
+# Its own process group (setsid), so that a failing step stops its cargo too.
+setsid nice -n 15 env DUMPVIEW_FUZZ_OPT_LEVEL="${DUMPVIEW_FUZZ_OPT_LEVEL:-1}" \
+    bash scripts/fuzz.sh --build-only >"$fuzz_build_log" 2>&1 &
+fuzz_build_pid=$!
 # A step that fails first (the venv) leaves no build running behind it.
-trap 'kill "$build_pid" 2>/dev/null || true; rm -f "$build_log"' EXIT
+trap 'kill "$build_pid" 2>/dev/null || true; kill -- -"$fuzz_build_pid" 2>/dev/null || true
+      rm -f "$build_log" "$fuzz_build_log"' EXIT
 
 step "python venv (scripts/ensure-venv.sh)" bash scripts/ensure-venv.sh
 export DUMPVIEW_PYTHON="$PWD/.venv/bin/python"
@@ -108,20 +123,6 @@ if [ "$build_status" != 0 ]; then
     summary
     exit "$build_status"
 fi
-# The fuzz targets (their own workspace and target directory, fuzz/) build in the background
-# from here on, at low priority: the Rust tests leave a core idle about a third of their time
-# (waiting on Python, tmux and sshd children: 219 s wall, 291 s of CPU on two cores), which
-# the build soaks up without slowing them much. The fuzz step below waits for it.
-# The targets are built at opt-level 1 here (DUMPVIEW_FUZZ_OPT_LEVEL): CI's fuzzing is a
-# bounded smoke run, and optimizing every dependency with AddressSanitizer and coverage at
-# opt-level 3 in one codegen unit cost more than the fuzzing itself (338 s of 465 s).
-fuzz_build_log=$(mktemp "${TMPDIR:-/tmp}/dumpview-fuzz-build.XXXXXX")
-fuzz_build_start=$SECONDS
-nice -n 10 env DUMPVIEW_FUZZ_OPT_LEVEL="${DUMPVIEW_FUZZ_OPT_LEVEL:-1}" \
-    bash scripts/fuzz.sh --build-only >"$fuzz_build_log" 2>&1 &
-fuzz_build_pid=$!
-trap 'kill "$build_pid" "$fuzz_build_pid" 2>/dev/null || true; rm -f "$build_log" "$fuzz_build_log"' EXIT
-
 step "cargo test --features export" cargo test --all-targets --features export --locked
 
 # Feature `torch` (tch) links the libtorch of the venv's pip torch: torch-sys's build script
@@ -138,11 +139,11 @@ step "cargo test --features torch --test reference_tch" \
 step "cargo clippy --all-features -D warnings" \
     "${torch_env[@]}" cargo clippy --all-targets --all-features --locked -- -D warnings
 
-# The background fuzz build started beside the Rust tests (its wall time counts from there).
+# The background fuzz build (its wall time counts from the start).
 fuzz_build_status=0
 wait "$fuzz_build_pid" || fuzz_build_status=$?
 cat "$fuzz_build_log" >&2
-took "fuzz targets: build (beside the tests)" "$fuzz_build_start" "$fuzz_build_status"
+took "fuzz targets: build (in the background from the start)" "$fuzz_build_start" "$fuzz_build_status"
 if [ "$fuzz_build_status" != 0 ]; then
     summary
     exit "$fuzz_build_status"
