@@ -3,7 +3,7 @@
 
 use serde::Serialize;
 
-use crate::model::analysis::compare::{Tolerances, unit_roundoff};
+use crate::model::analysis::compare::{Tolerance, Tolerances, unit_roundoff};
 
 /// Rows whose statistics differ by less than `ROW_ROUNDOFF_FACTOR · u` of their scale agree
 /// whatever the user's `rtol` (`u`: unit roundoff of the coarser dtype): the rounding of one
@@ -67,13 +67,19 @@ impl RowVerdict {
     }
 }
 
+/// The smallest row `rtol` for rows of dtypes `dtype_a` and `dtype_b`:
+/// `ROW_ROUNDOFF_FACTOR · u` of the coarser dtype, at least [`ROW_RTOL_FLOOR`].
+pub fn rtol_floor(dtype_a: &str, dtype_b: &str) -> f64 {
+    (ROW_ROUNDOFF_FACTOR * unit_roundoff(dtype_a).max(unit_roundoff(dtype_b))).max(ROW_RTOL_FLOOR)
+}
+
 /// Compares rows `a` and `b` of tensors of dtypes `dtype_a`, `dtype_b`:
 /// non-finite counts must be equal (else the ratio is infinite); `max_abs` is held to
 /// `atol + rtol · max(|a|, |b|)`, the l2 norm likewise, the sum to `atol + rtol · max l2`
 /// (rounding moves a sum like a random walk over the row's magnitudes) and the row checksum
-/// to `atol + rtol · max l2 / 3` (its weights u·v have an rms of 1/3), each `rtol` at least `ROW_ROUNDOFF_FACTOR · u`
-/// of the coarser dtype and at least [`ROW_RTOL_FLOOR`]. The statistics' tolerances are the user's: `max_abs`, `l2`, `mean`
-/// (for the sum) and `pos_checksum`.
+/// to `atol + rtol · max l2 / 3` (its weights u·v have an rms of 1/3), each `rtol` at least
+/// [`rtol_floor`]. The statistics' tolerances are the user's: `max_abs`, `l2`, `mean` (for
+/// the sum) and `pos_checksum`.
 pub fn judge(
     a: &RowStats,
     b: &RowStats,
@@ -81,57 +87,107 @@ pub fn judge(
     dtype_b: &str,
     tolerances: &Tolerances,
 ) -> RowVerdict {
-    if a.nonfinite_count != b.nonfinite_count {
-        return RowVerdict {
-            ratio: f64::INFINITY,
-            stat: "nonfinite_count",
-        };
-    }
-    let floor = (ROW_ROUNDOFF_FACTOR * unit_roundoff(dtype_a).max(unit_roundoff(dtype_b)))
-        .max(ROW_RTOL_FLOOR);
-    let l2 = a.l2().max(b.l2());
-    let checks: [(&'static str, f64, f64, &str); 4] = [
-        (
-            "max_abs",
-            f64::from(a.max_abs),
-            f64::from(b.max_abs),
-            "max_abs",
-        ),
-        ("l2", a.l2(), b.l2(), "l2"),
-        ("sum", f64::from(a.sum), f64::from(b.sum), "mean"),
-        (
-            "row_checksum",
-            f64::from(a.row_checksum),
-            f64::from(b.row_checksum),
-            "pos_checksum",
-        ),
-    ];
-    let mut worst = RowVerdict {
-        ratio: 0.0,
-        stat: "max_abs",
-    };
-    for (stat, x, y, tolerance_of) in checks {
-        let tolerance = tolerances.of(tolerance_of);
-        let scale = match stat {
-            "max_abs" => x.abs().max(y.abs()),
-            // Σ x·u·v with u, v ∈ (0, 1): per-element rounding moves it by about
-            // rms(u·v) = 1/3 of what it moves the l2 norm.
-            "row_checksum" => l2 / 3.0,
-            _ => l2,
-        };
-        let allowed = tolerance.atol + tolerance.rtol.max(floor) * scale;
-        let ratio = if x == y {
-            0.0
-        } else if allowed > 0.0 {
-            (x - y).abs() / allowed
-        } else {
-            f64::INFINITY
-        };
-        if ratio > worst.ratio || ratio.is_nan() {
-            worst = RowVerdict { ratio, stat };
+    RowJudge::new(tolerances).judge(a, b, rtol_floor(dtype_a, dtype_b))
+}
+
+/// [`judge`] with the user's four tolerances looked up once: what a diff of millions of rows
+/// calls per row.
+#[derive(Debug, Clone, Copy)]
+pub struct RowJudge {
+    max_abs: Tolerance,
+    l2: Tolerance,
+    sum: Tolerance,
+    checksum: Tolerance,
+}
+
+impl RowJudge {
+    /// The tolerances of `max_abs`, `l2`, `mean` (for the sum) and `pos_checksum`.
+    pub fn new(tolerances: &Tolerances) -> RowJudge {
+        RowJudge {
+            max_abs: tolerances.of("max_abs"),
+            l2: tolerances.of("l2"),
+            sum: tolerances.of("mean"),
+            checksum: tolerances.of("pos_checksum"),
         }
     }
-    worst
+
+    /// [`judge`] of rows whose smallest `rtol` is `floor` ([`rtol_floor`]).
+    pub fn judge(&self, a: &RowStats, b: &RowStats, floor: f64) -> RowVerdict {
+        if a.nonfinite_count != b.nonfinite_count {
+            return RowVerdict {
+                ratio: f64::INFINITY,
+                stat: "nonfinite_count",
+            };
+        }
+        let (l2_a, l2_b) = (a.l2(), b.l2());
+        let l2 = l2_a.max(l2_b);
+        let (max_a, max_b) = (f64::from(a.max_abs), f64::from(b.max_abs));
+        // Σ x·u·v with u, v ∈ (0, 1): per-element rounding moves the checksum by about
+        // rms(u·v) = 1/3 of what it moves the l2 norm.
+        let checks: [(&'static str, f64, f64, Tolerance, f64); 4] = [
+            (
+                "max_abs",
+                max_a,
+                max_b,
+                self.max_abs,
+                max_a.abs().max(max_b.abs()),
+            ),
+            ("l2", l2_a, l2_b, self.l2, l2),
+            ("sum", f64::from(a.sum), f64::from(b.sum), self.sum, l2),
+            (
+                "row_checksum",
+                f64::from(a.row_checksum),
+                f64::from(b.row_checksum),
+                self.checksum,
+                l2 / 3.0,
+            ),
+        ];
+        let mut worst = RowVerdict {
+            ratio: 0.0,
+            stat: "max_abs",
+        };
+        for (stat, x, y, tolerance, scale) in checks {
+            let allowed = tolerance.atol + tolerance.rtol.max(floor) * scale;
+            let ratio = if x == y {
+                0.0
+            } else if allowed > 0.0 {
+                (x - y).abs() / allowed
+            } else {
+                f64::INFINITY
+            };
+            if ratio > worst.ratio || ratio.is_nan() {
+                worst = RowVerdict { ratio, stat };
+            }
+        }
+        worst
+    }
+}
+
+/// [`rtol_floor`] of the last dtype pair asked, kept: the rows of one stage share their
+/// dtypes (and mostly their dtype strings, so the check is by address first).
+#[derive(Debug, Default)]
+pub struct FloorCache {
+    last: Option<(*const u8, usize, *const u8, usize, f64)>,
+}
+
+impl FloorCache {
+    /// [`rtol_floor`] of `dtype_a` and `dtype_b`.
+    pub fn of(&mut self, dtype_a: &str, dtype_b: &str) -> f64 {
+        let key = (
+            dtype_a.as_ptr(),
+            dtype_a.len(),
+            dtype_b.as_ptr(),
+            dtype_b.len(),
+        );
+        match self.last {
+            Some((pa, la, pb, lb, floor)) if (pa, la, pb, lb) == key => floor,
+            _ => {
+                let floor = rtol_floor(dtype_a, dtype_b);
+                self.last = Some((key.0, key.1, key.2, key.3, floor));
+                floor
+            }
+        }
+    }
 }
 
 #[cfg(test)]

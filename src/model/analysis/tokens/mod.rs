@@ -16,6 +16,10 @@ pub mod requests;
 
 use std::collections::HashMap;
 
+/// Hash maps over keys from the (untrusted) manifests: foldhash, seeded per process (as
+/// the diff's own).
+type Map<K, V> = HashMap<K, V, foldhash::fast::RandomState>;
+
 use rayon::prelude::*;
 use serde::Serialize;
 
@@ -162,7 +166,7 @@ pub struct BadToken {
 }
 
 /// One row of one side, keyed (32 bytes: a million records of 16 rows are 16M of them).
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone, Copy, Default)]
 struct Row {
     /// Ordinal of stage#k in A's capture order (B's own stages after).
     stage: u32,
@@ -195,8 +199,8 @@ impl Row {
 /// stages A lacks.
 #[derive(Default)]
 struct Stages {
-    names: HashMap<String, u32>,
-    ordinal: HashMap<(u32, u32), u32>,
+    names: Map<String, u32>,
+    ordinal: Map<(u32, u32), u32>,
     keys: Vec<String>,
     name_list: Vec<String>,
 }
@@ -258,7 +262,7 @@ pub fn applies(a: &[Window], b: &[Window]) -> bool {
 
 /// The rows each window holds, as (matched pair, position) sorted, or `None` where a row
 /// belongs to a request without a partner (the window cannot pair whole).
-fn row_set(w: &Window, pair_of: &HashMap<&str, u32>) -> Option<Vec<(u32, u64)>> {
+fn row_set(w: &Window, pair_of: &Map<&str, u32>) -> Option<Vec<(u32, u64)>> {
     let rows = w.token_rows.as_ref()?;
     let mut set = Vec::new();
     for (entry, position) in rows.forward_rows() {
@@ -280,8 +284,8 @@ pub fn pair_by_rows(a: &[Window], b: &[Window]) -> Vec<(usize, usize)> {
         SideRequests::of(&b.iter().collect::<Vec<_>>()),
     );
     let matches = requests::match_requests(&ra, &rb);
-    let mut pair_a: HashMap<&str, u32> = HashMap::new();
-    let mut pair_b: HashMap<&str, u32> = HashMap::new();
+    let mut pair_a: Map<&str, u32> = Map::default();
+    let mut pair_b: Map<&str, u32> = Map::default();
     for (n, (i, j, _)) in matches.iter().enumerate() {
         pair_a.insert(ra.names[*i].as_str(), n as u32);
         pair_b.insert(rb.names[*j].as_str(), n as u32);
@@ -306,11 +310,10 @@ pub fn pair_by_rows(a: &[Window], b: &[Window]) -> Vec<(usize, usize)> {
     out
 }
 
-/// Both sides' windows with token rows, their requests matched, and every row keyed: what
-/// [`align`] compares and [`rows_at`] looks a cell up in.
-struct Keyed<'w> {
-    wa: Vec<&'w Window>,
-    wb: Vec<&'w Window>,
+/// Both sides' windows with token rows, their requests matched, and every record with token
+/// rows placed in its stage#k bucket: what [`align`] compares bucket by bucket and
+/// [`rows_at`] looks a cell up in.
+struct Planned<'w> {
     ra: SideRequests,
     rb: SideRequests,
     matches: Vec<(usize, usize, RequestMatch)>,
@@ -318,14 +321,12 @@ struct Keyed<'w> {
     pair_of_a: Vec<Option<u32>>,
     pair_of_b: Vec<Option<u32>>,
     stages: Stages,
-    rows_a: Vec<Row>,
-    rows_b: Vec<Row>,
-    /// Rows each side held twice as a forward's own ([`side_rows`]).
-    repeated: (u64, u64),
+    a: SidePlan<'w>,
+    b: SidePlan<'w>,
 }
 
-impl<'w> Keyed<'w> {
-    fn of(a: &'w [Window], b: &'w [Window]) -> Keyed<'w> {
+impl<'w> Planned<'w> {
+    fn of(a: &'w [Window], b: &'w [Window]) -> Planned<'w> {
         let (wa, wb) = (with_rows(a), with_rows(b));
         let (ra, rb) = (SideRequests::of(&wa), SideRequests::of(&wb));
         let matches = requests::match_requests(&ra, &rb);
@@ -336,58 +337,331 @@ impl<'w> Keyed<'w> {
             pair_of_b[*j] = Some(n as u32);
         }
         let mut stages = Stages::default();
-        let (rows_a, repeated_a) = side_rows(&wa, &ra, &pair_of_a, &mut stages);
-        let (rows_b, repeated_b) = side_rows(&wb, &rb, &pair_of_b, &mut stages);
-        Keyed {
-            wa,
-            wb,
+        let plan_a = SidePlan::of(wa, &ra, &pair_of_a, &mut stages);
+        let plan_b = SidePlan::of(wb, &rb, &pair_of_b, &mut stages);
+        Planned {
             ra,
             rb,
             matches,
             pair_of_a,
             pair_of_b,
             stages,
-            rows_a,
-            rows_b,
-            repeated: (repeated_a, repeated_b),
+            a: plan_a,
+            b: plan_b,
         }
+    }
+
+    /// Every stage#k ordinal held by either side with A's and B's items, in ordinal order.
+    fn buckets(&self) -> Vec<(u32, &[Item], &[Item])> {
+        let (ia, ib) = (&self.a.items, &self.b.items);
+        let (mut i, mut j) = (0, 0);
+        let mut out = Vec::new();
+        while i < ia.len() || j < ib.len() {
+            let stage = match (ia.get(i), ib.get(j)) {
+                (Some(x), Some(y)) => x.0.min(y.0),
+                (Some(x), None) => x.0,
+                (None, Some(y)) => y.0,
+                (None, None) => break,
+            };
+            let (i0, j0) = (i, j);
+            while ia.get(i).is_some_and(|x| x.0 == stage) {
+                i += 1;
+            }
+            while ib.get(j).is_some_and(|y| y.0 == stage) {
+                j += 1;
+            }
+            out.push((stage, &self.a.item_list[i0..i], &self.b.item_list[j0..j]));
+        }
+        out
     }
 }
 
+/// A record's rows in a stage#k bucket: a record of the forward's own rows whole
+/// (`row == WHOLE`), or one row of a record at declared positions (a KV-cache read, whose
+/// rows' k count per position).
+#[derive(Debug, Clone, Copy)]
+struct Item {
+    window: u32,
+    block: u32,
+    row: u32,
+}
+
+const WHOLE: u32 = u32::MAX;
+
+/// One side's windows with token rows and, per stage#k ordinal, the records (or declared
+/// rows) that hold it; the rows themselves are only made bucket by bucket.
+struct SidePlan<'w> {
+    windows: Vec<&'w Window>,
+    /// Per window: its forward's rows `(map entry, position)`.
+    forward: Vec<Vec<(u32, u64)>>,
+    /// Per window, per map entry: the matched pair of its request (padding, unmatched: None).
+    entry_pair: Vec<Vec<Option<u32>>>,
+    /// Per window: [`shard_of`].
+    shard: Vec<u32>,
+    /// Per window, per row block: the index of its record.
+    block_record: Vec<Vec<u32>>,
+    /// `(stage ordinal, index into item_list)`, sorted by ordinal (stably: forward order).
+    items: Vec<(u32, u32)>,
+    /// The items in `items`' order.
+    item_list: Vec<Item>,
+}
+
+impl<'w> SidePlan<'w> {
+    /// Places every record with token rows of `windows` (forward order) in its bucket; the
+    /// stage#k ordinals are shared through `stages` (A's first, so A's capture order).
+    fn of(
+        windows: Vec<&'w Window>,
+        requests: &SideRequests,
+        pair_of: &[Option<u32>],
+        stages: &mut Stages,
+    ) -> SidePlan<'w> {
+        let mut plan = SidePlan {
+            forward: Vec::with_capacity(windows.len()),
+            entry_pair: Vec::with_capacity(windows.len()),
+            shard: windows.iter().map(|w| shard_of(w)).collect(),
+            block_record: Vec::with_capacity(windows.len()),
+            items: Vec::new(),
+            item_list: Vec::new(),
+            windows,
+        };
+        let mut placed: Vec<(u32, Item)> = Vec::new();
+        for (wi, w) in plan.windows.iter().enumerate() {
+            let token_rows = w
+                .token_rows
+                .as_ref()
+                .expect("with_rows keeps windows with rows");
+            let entry_pair: Vec<Option<u32>> = token_rows
+                .map
+                .iter()
+                .map(|e| {
+                    let request = e.request.as_deref()?;
+                    requests.index(request).and_then(|i| pair_of[i])
+                })
+                .collect();
+            let by_seq: Map<u64, u32> = w
+                .records
+                .iter()
+                .enumerate()
+                .map(|(i, r)| (r.seq, i as u32))
+                .collect();
+            // The k of stage#k: a record of the forward's own rows is its stage's k-th such
+            // record; rows at declared positions count per (stage, entry, position).
+            let mut forward_calls: Map<u32, u32> = Map::default();
+            let mut declared_calls: Map<(u32, u32, u64), u32> = Map::default();
+            let mut block_record = Vec::with_capacity(token_rows.records.len());
+            for (bi, block) in token_rows.records.iter().enumerate() {
+                let Some(&ri) = by_seq.get(&block.seq) else {
+                    block_record.push(u32::MAX);
+                    continue;
+                };
+                block_record.push(ri);
+                let name = stages.name(w.records[ri as usize].stage.as_ref());
+                let item = |row| Item {
+                    window: wi as u32,
+                    block: bi as u32,
+                    row,
+                };
+                match &block.positions {
+                    None => {
+                        let k = forward_calls.entry(name).or_insert(0);
+                        *k += 1;
+                        placed.push((stages.of(name, *k), item(WHOLE)));
+                    }
+                    Some(positions) => {
+                        for (n, &(entry, position)) in
+                            positions.iter().take(block.rows as usize).enumerate()
+                        {
+                            if entry_pair.get(entry as usize).copied().flatten().is_none() {
+                                continue;
+                            }
+                            let k = declared_calls.entry((name, entry, position)).or_insert(0);
+                            *k += 1;
+                            placed.push((stages.of(name, *k), item(n as u32)));
+                        }
+                    }
+                }
+            }
+            plan.forward.push(token_rows.forward_rows());
+            plan.entry_pair.push(entry_pair);
+            plan.block_record.push(block_record);
+        }
+        placed.sort_by_key(|(stage, _)| *stage); // stable: forward order within a bucket
+        plan.items = placed
+            .iter()
+            .enumerate()
+            .map(|(n, (stage, _))| (*stage, n as u32))
+            .collect();
+        plan.item_list = placed.into_iter().map(|(_, item)| item).collect();
+        plan
+    }
+
+    /// The rows of `items` (one bucket: stage ordinal `stage`), sorted by (request,
+    /// position, shard); a key held twice keeps the later forward's row. Returns the rows
+    /// and how many were dropped as repeats of a forward's own rows.
+    fn rows(&self, stage: u32, items: &[Item]) -> (Vec<Row>, u64) {
+        let mut rows: Vec<Row> = Vec::new();
+        for it in items {
+            let wi = it.window as usize;
+            let w = self.windows[wi];
+            let token_rows = w.token_rows.as_ref().expect("a planned window has rows");
+            let block = &token_rows.records[it.block as usize];
+            let record = self.block_record[wi][it.block as usize];
+            let row = |n: usize, entry: u32, position: u64, declared: bool| {
+                let pair = self.entry_pair[wi].get(entry as usize).copied().flatten()?;
+                Some(Row {
+                    stage,
+                    pair,
+                    position: u32::try_from(position).unwrap_or(u32::MAX),
+                    shard: self.shard[wi],
+                    window: it.window,
+                    record,
+                    at: ((block.first_row as usize + n) * crate::model::dump::ROW_WIDTH) as u32,
+                    declared,
+                })
+            };
+            if it.row == WHOLE {
+                rows.extend(
+                    token_rows
+                        .rows_of(block, &self.forward[wi])
+                        .enumerate()
+                        .filter_map(|(n, ((entry, position), _))| row(n, entry, position, false)),
+                );
+            } else {
+                let n = it.row as usize;
+                let end = (block.first_row as usize + n + 1) * crate::model::dump::ROW_WIDTH;
+                let (entry, position) = block.positions.as_ref().expect("a declared row")[n];
+                if end <= token_rows.values.len() {
+                    rows.extend(row(n, entry, position, true));
+                }
+            }
+        }
+        // Stable: rows of one key keep their forward order, the last is the latest.
+        rows.sort_by_key(|r| (r.pair, r.position, r.shard));
+        let mut kept: Vec<Row> = Vec::with_capacity(rows.len());
+        let mut repeated = 0;
+        for row in rows {
+            match kept.last_mut() {
+                Some(last) if last.key() == row.key() => {
+                    repeated += u64::from(!last.declared && !row.declared);
+                    *last = row;
+                }
+                _ => kept.push(row),
+            }
+        }
+        (kept, repeated)
+    }
+}
+
+/// What one stage#k bucket's rows gave.
+#[derive(Default)]
+struct BucketOutcome {
+    only: (u64, u64),
+    different_input: u64,
+    repeated: (u64, u64),
+    /// (pair, position, ratio) of every compared row, in key order.
+    compared: Vec<(u32, u32, f32)>,
+    /// (pair, diverging rows) of each pair with diverging rows here, in pair order.
+    diverging_pairs: Vec<(u32, u64)>,
+    /// The diverging rows themselves, in key order: kept only when asked (a capture that
+    /// goes wrong early diverges in half its rows, and only each request's first bucket
+    /// with a diverging row is needed).
+    diverging: Vec<(Row, Row, RowVerdict)>,
+}
+
+/// Merge-joins one bucket's rows of A and B (both in key order) and judges the pairs.
+fn compare_bucket(
+    planned: &Planned,
+    bucket: (u32, &[Item], &[Item]),
+    requests: &[RequestMatch],
+    judge: &judge::RowJudge,
+    keep_diverging: bool,
+) -> BucketOutcome {
+    let (stage, items_a, items_b) = bucket;
+    let (rows_a, repeated_a) = planned.a.rows(stage, items_a);
+    let (rows_b, repeated_b) = planned.b.rows(stage, items_b);
+    let (wa, wb) = (&planned.a.windows, &planned.b.windows);
+    let mut out = BucketOutcome {
+        repeated: (repeated_a, repeated_b),
+        ..BucketOutcome::default()
+    };
+    let mut floors = judge::FloorCache::default();
+    let (mut i, mut j) = (0, 0);
+    while i < rows_a.len() || j < rows_b.len() {
+        let order = match (rows_a.get(i), rows_b.get(j)) {
+            (Some(x), Some(y)) => x.key().cmp(&y.key()),
+            (Some(_), None) => std::cmp::Ordering::Less,
+            _ => std::cmp::Ordering::Greater,
+        };
+        match order {
+            std::cmp::Ordering::Less => {
+                out.only.0 += 1;
+                i += 1;
+            }
+            std::cmp::Ordering::Greater => {
+                out.only.1 += 1;
+                j += 1;
+            }
+            std::cmp::Ordering::Equal => {
+                let (x, y) = (rows_a[i], rows_b[j]);
+                i += 1;
+                j += 1;
+                if requests[x.pair as usize]
+                    .ids_differ_from
+                    .is_some_and(|p| x.pos() >= p)
+                {
+                    out.different_input += 1;
+                    continue;
+                }
+                let floor = floors.of(&record_of(wa, &x).dtype, &record_of(wb, &y).dtype);
+                let verdict = judge.judge(&stats_of(wa, &x), &stats_of(wb, &y), floor);
+                out.compared
+                    .push((x.pair, x.position, verdict.ratio as f32));
+                if verdict.diverges() {
+                    match out.diverging_pairs.last_mut() {
+                        Some((pair, n)) if *pair == x.pair => *n += 1,
+                        _ => out.diverging_pairs.push((x.pair, 1)),
+                    }
+                    if keep_diverging {
+                        out.diverging.push((x, y, verdict));
+                    }
+                }
+            }
+        }
+    }
+    out
+}
+
+/// Buckets compared at once: their outcomes wait in memory until they are added up.
+const BUCKETS_AT_ONCE: usize = 4096;
+
 /// Aligns the token rows of every window of `a` and `b` that has them and compares them
 /// under `tolerances`; `None` unless both sides have token rows.
+///
+/// Bucket by bucket (one stage#k each, in parallel): a bucket's rows are made, sorted and
+/// compared on their own, so the rows of a million-record capture are never all in memory.
 pub fn align(a: &[Window], b: &[Window], tolerances: &Tolerances) -> Option<TokenDiff> {
     if !applies(a, b) {
         return None;
     }
-    let Keyed {
-        wa,
-        wb,
-        ra,
-        matches,
-        stages,
-        rows_a,
-        rows_b,
-        repeated: (repeated_a, repeated_b),
-        pair_of_a,
-        pair_of_b,
-        rb,
-    } = Keyed::of(a, b);
-
+    let planned = Planned::of(a, b);
+    let requests: Vec<RequestMatch> = planned.matches.iter().map(|(_, _, m)| m.clone()).collect();
+    let judge = judge::RowJudge::new(tolerances);
+    let (wa, wb) = (&planned.a.windows, &planned.b.windows);
     let mut diff = TokenDiff {
-        requests: matches.iter().map(|(_, _, m)| m.clone()).collect(),
-        unmatched_a: unmatched(&ra, &pair_of_a),
-        unmatched_b: unmatched(&rb, &pair_of_b),
+        requests,
+        unmatched_a: unmatched(&planned.ra, &planned.pair_of_a),
+        unmatched_b: unmatched(&planned.rb, &planned.pair_of_b),
         windows: (wa.len(), wb.len()),
         rows_compared: 0,
         rows_diverging: 0,
         rows_only: (0, 0),
         rows_different_input: 0,
-        rows_repeated: (repeated_a, repeated_b),
-        positions_inferred: (inferred(&wa), inferred(&wb)),
+        rows_repeated: (0, 0),
+        positions_inferred: (inferred(wa), inferred(wb)),
         first: None,
         nothing_compared: None,
-        per_request: matches
+        per_request: planned
+            .matches
             .iter()
             .map(|(_, _, m)| RequestTokens {
                 request_a: m.a.clone(),
@@ -401,68 +675,75 @@ pub fn align(a: &[Window], b: &[Window], tolerances: &Tolerances) -> Option<Toke
             .collect(),
         stage_keys: Vec::new(),
     };
-    // Merge-join on (stage#k, pair, position): both sorted, one pass.
-    let (mut i, mut j) = (0, 0);
-    let mut diverging: Vec<(Row, Row, RowVerdict)> = Vec::new();
-    while i < rows_a.len() || j < rows_b.len() {
-        let order = match (rows_a.get(i), rows_b.get(j)) {
-            (Some(x), Some(y)) => x.key().cmp(&y.key()),
-            (Some(_), None) => std::cmp::Ordering::Less,
-            _ => std::cmp::Ordering::Greater,
-        };
-        match order {
-            std::cmp::Ordering::Less => {
-                diff.rows_only.0 += 1;
-                i += 1;
-            }
-            std::cmp::Ordering::Greater => {
-                diff.rows_only.1 += 1;
-                j += 1;
-            }
-            std::cmp::Ordering::Equal => {
-                let (x, y) = (rows_a[i], rows_b[j]);
-                i += 1;
-                j += 1;
-                let m = &diff.requests[x.pair as usize];
-                if m.ids_differ_from.is_some_and(|p| x.pos() >= p) {
-                    diff.rows_different_input += 1;
-                    continue;
-                }
-                let (sa, ra_) = (stats_of(&wa, &x), record_of(&wa, &x));
-                let (sb, rb_) = (stats_of(&wb, &y), record_of(&wb, &y));
-                let verdict = judge::judge(&sa, &sb, &ra_.dtype, &rb_.dtype, tolerances);
-                diff.rows_compared += 1;
-                let request = &mut diff.per_request[x.pair as usize];
+    let buckets = planned.buckets();
+    // Per matched pair: the first bucket with a diverging row of it.
+    let mut first_bucket: Vec<Option<usize>> = vec![None; diff.requests.len()];
+    for (chunk_index, chunk) in buckets.chunks(BUCKETS_AT_ONCE).enumerate() {
+        let outcomes: Vec<BucketOutcome> = chunk
+            .par_iter()
+            .with_min_len(16)
+            .map(|&bucket| compare_bucket(&planned, bucket, &diff.requests, &judge, false))
+            .collect();
+        for (n, (bucket, outcome)) in chunk.iter().zip(outcomes).enumerate() {
+            let stage = bucket.0;
+            diff.rows_only.0 += outcome.only.0;
+            diff.rows_only.1 += outcome.only.1;
+            diff.rows_different_input += outcome.different_input;
+            diff.rows_repeated.0 += outcome.repeated.0;
+            diff.rows_repeated.1 += outcome.repeated.1;
+            diff.rows_compared += outcome.compared.len() as u64;
+            for (pair, position, ratio) in outcome.compared {
+                let request = &mut diff.per_request[pair as usize];
                 request.rows_compared += 1;
+                let p = u64::from(position);
                 request.positions = Some(match request.positions {
-                    Some((lo, hi)) => (lo.min(x.pos()), hi.max(x.pos())),
-                    None => (x.pos(), x.pos()),
+                    Some((lo, hi)) => (lo.min(p), hi.max(p)),
+                    None => (p, p),
                 });
-                request
-                    .cells
-                    .push((x.stage, x.position, verdict.ratio as f32));
-                if verdict.diverges() {
-                    diff.rows_diverging += 1;
-                    request.rows_diverging += 1;
-                    diverging.push((x, y, verdict));
-                }
+                request.cells.push((stage, position, ratio));
+            }
+            for (pair, count) in outcome.diverging_pairs {
+                diff.rows_diverging += count;
+                diff.per_request[pair as usize].rows_diverging += count;
+                first_bucket[pair as usize].get_or_insert(chunk_index * BUCKETS_AT_ONCE + n);
             }
         }
     }
-    // Diverging rows come in key order: each request's first is its first bad token.
-    for (x, y, verdict) in &diverging {
-        let request = &mut diff.per_request[x.pair as usize];
-        if request.first_bad_token.is_some() {
+    // Each request's first bad token, from its first bucket with a diverging row compared
+    // again, its diverging rows kept this time (they come in key order).
+    let mut diverging: Vec<(Row, Row, RowVerdict)> = Vec::new();
+    for (pair, at) in first_bucket.iter().enumerate() {
+        let Some(at) = *at else { continue };
+        let outcome = compare_bucket(&planned, buckets[at], &diff.requests, &judge, true);
+        let rows: Vec<(Row, Row, RowVerdict)> = outcome
+            .diverging
+            .into_iter()
+            .filter(|(x, ..)| x.pair as usize == pair)
+            .collect();
+        let Some((x, y, verdict)) = rows.first() else {
             continue;
-        }
-        let kind = kind_of(x, verdict, &diverging, &wa, &wb, tolerances);
-        let bad = bad_token(&wa, &wb, &ra, &diff.requests, &stages, x, y, *verdict, kind);
-        request.first_bad_token = Some(bad);
+        };
+        let kind = kind_of(x, verdict, &rows, wa, wb, tolerances);
+        let bad = bad_token(
+            wa,
+            wb,
+            &planned.ra,
+            &diff.requests,
+            &planned.stages,
+            x,
+            y,
+            *verdict,
+            kind,
+        );
+        diff.per_request[pair].first_bad_token = Some(bad);
+        diverging.push((*x, *y, *verdict));
     }
+    // The first divergence over all requests: the earliest stage#k, then request, then
+    // position (key order).
+    diverging.sort_by_key(|(x, ..)| x.key());
     diff.first = diverging
         .first()
         .and_then(|(x, ..)| diff.per_request[x.pair as usize].first_bad_token.clone());
-    diff.stage_keys = stages.keys;
     if diff.rows_compared == 0 {
         diff.nothing_compared = Some(if !diff.requests.is_empty() {
             if diff.rows_different_input > 0 {
@@ -470,12 +751,13 @@ pub fn align(a: &[Window], b: &[Window], tolerances: &Tolerances) -> Option<Toke
             } else {
                 NothingCompared::NoCommonRows
             }
-        } else if any_common_position(&ra, &rb) {
+        } else if any_common_position(&planned.ra, &planned.rb) {
             NothingCompared::IdsDifferEverywhere
         } else {
             NothingCompared::NoCommonPositions
         });
     }
+    diff.stage_keys = planned.stages.keys;
     Some(diff)
 }
 
@@ -597,98 +879,6 @@ fn inferred(windows: &[&Window]) -> bool {
         .any(|w| w.token_rows.as_ref().is_some_and(|t| t.positions_inferred))
 }
 
-/// Every row of one side's windows, keyed and sorted; a key held twice keeps the later
-/// forward's row. Returns the rows and how many were dropped as repeats of a forward's own
-/// rows.
-fn side_rows(
-    windows: &[&Window],
-    requests: &SideRequests,
-    pair_of: &[Option<u32>],
-    stages: &mut Stages,
-) -> (Vec<Row>, u64) {
-    let mut rows: Vec<Row> = Vec::new();
-    for (wi, w) in windows.iter().enumerate() {
-        let Some(token_rows) = &w.token_rows else {
-            continue;
-        };
-        let forward = token_rows.forward_rows();
-        let shard = shard_of(w);
-        // Map entry -> matched pair, once per window (padding and unmatched: None).
-        let entry_pair: Vec<Option<u32>> = token_rows
-            .map
-            .iter()
-            .map(|e| {
-                let request = e.request.as_deref()?;
-                requests.index(request).and_then(|i| pair_of[i])
-            })
-            .collect();
-        let by_seq: HashMap<u64, usize> = w
-            .records
-            .iter()
-            .enumerate()
-            .map(|(i, r)| (r.seq, i))
-            .collect();
-        // The k of stage#k: a record of the forward's own rows is its stage's k-th such
-        // record; rows at declared positions count per (stage, entry, position).
-        let mut forward_calls: HashMap<u32, u32> = HashMap::new();
-        let mut declared_calls: HashMap<(u32, u32, u64), u32> = HashMap::new();
-        for block in &token_rows.records {
-            let Some(&ri) = by_seq.get(&block.seq) else {
-                continue;
-            };
-            let name = stages.name(w.records[ri].stage.as_ref());
-            let start = block.first_row as usize;
-            let record_k = block.positions.is_none().then(|| {
-                let k = forward_calls.entry(name).or_insert(0);
-                *k += 1;
-                *k
-            });
-            let mut ordinal = record_k.map(|k| stages.of(name, k));
-            for (n, ((entry, position), _)) in token_rows.rows_of(block, &forward).enumerate() {
-                let Some(pair) = entry_pair.get(entry as usize).copied().flatten() else {
-                    continue;
-                };
-                let stage = match ordinal {
-                    Some(o) => o,
-                    None => {
-                        let k = declared_calls.entry((name, entry, position)).or_insert(0);
-                        *k += 1;
-                        let o = stages.of(name, *k);
-                        if record_k.is_some() {
-                            ordinal = Some(o);
-                        }
-                        o
-                    }
-                };
-                rows.push(Row {
-                    stage,
-                    pair,
-                    position: u32::try_from(position).unwrap_or(u32::MAX),
-                    shard,
-                    window: wi as u32,
-                    record: ri as u32,
-                    at: ((start + n) * crate::model::dump::ROW_WIDTH) as u32,
-                    declared: block.positions.is_some(),
-                });
-            }
-        }
-    }
-    // Rows of one key keep their forward order (window, then row): the last is the latest.
-    rows.par_sort_unstable_by_key(|r| (r.key(), r.window, r.at));
-    let mut kept: Vec<Row> = Vec::with_capacity(rows.len());
-    let mut repeated = 0;
-    for row in rows {
-        match kept.last_mut() {
-            Some(last) if last.key() == row.key() => {
-                repeated += u64::from(!last.declared && !row.declared);
-                *last = row;
-            }
-            _ => kept.push(row),
-        }
-    }
-    (kept, repeated)
-}
-
 /// Both rows behind one cell of the token view: request `pair` (index into
 /// [`TokenDiff::requests`]) at `stage_key` (`stage#k`) and `position`, re-collected from the
 /// windows (`a`, `b` as given to [`align`]); `None` where a side holds no such row.
@@ -699,31 +889,31 @@ pub fn rows_at(
     stage_key: &str,
     position: u64,
 ) -> Option<CellRows> {
-    let Keyed {
-        wa,
-        wb,
-        stages,
-        rows_a,
-        rows_b,
-        ..
-    } = Keyed::of(a, b);
+    let planned = Planned::of(a, b);
     let (name, k) = stage_of(stage_key)?;
+    let stages = &planned.stages;
     let stage = *stages.ordinal.get(&(*stages.names.get(&name)?, k))?;
-    let key = (stage, pair as u32, u32::try_from(position).ok()?);
+    let bucket = planned
+        .buckets()
+        .into_iter()
+        .find(|bucket| bucket.0 == stage)?;
+    let key = (pair as u32, u32::try_from(position).ok()?);
     // The first row of the key in sorted order (after it: other shards of the same token).
-    let find = |rows: &[Row]| {
-        let at = rows.partition_point(|r| (r.stage, r.pair, r.position) < key);
+    let find = |plan: &SidePlan, items: &[Item]| {
+        let (rows, _) = plan.rows(stage, items);
+        let at = rows.partition_point(|r| (r.pair, r.position) < key);
         rows.get(at)
-            .filter(|r| (r.stage, r.pair, r.position) == key)
+            .filter(|r| (r.pair, r.position) == key)
             .copied()
     };
-    let (x, y) = (find(&rows_a)?, find(&rows_b)?);
+    let (x, y) = (find(&planned.a, bucket.1)?, find(&planned.b, bucket.2)?);
+    let (wa, wb) = (&planned.a.windows, &planned.b.windows);
     Some(CellRows {
-        a: stats_of(&wa, &x),
-        b: stats_of(&wb, &y),
+        a: stats_of(wa, &x),
+        b: stats_of(wb, &y),
         dtypes: (
-            record_of(&wa, &x).dtype.to_string(),
-            record_of(&wb, &y).dtype.to_string(),
+            record_of(wa, &x).dtype.to_string(),
+            record_of(wb, &y).dtype.to_string(),
         ),
     })
 }
