@@ -1481,12 +1481,12 @@ fn b_shows_the_first_bad_token_of_a_chunk_and_enter_its_rows() {
     t.keys(&["Enter"]);
     let s = t.wait_text("rows at position 5:");
     assert!(
-        s.text.contains("A nonfinite 0 max_abs 0.74439281"),
+        s.text.contains("A nonfinite 0 max_abs 0.7443928 "),
         "{}",
         s.text
     );
     assert!(
-        s.text.contains("B nonfinite 0 max_abs 0.74599862"),
+        s.text.contains("B nonfinite 0 max_abs 0.7459986 "),
         "{}",
         s.text
     );

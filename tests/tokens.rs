@@ -357,16 +357,7 @@ fn captures_without_a_common_position_say_so_in_the_headline() {
 /// input (no INPUT IDENTITY UNKNOWN), it still pairs by its rows, and a warning names the file.
 #[test]
 fn a_missing_sidecar_costs_the_rows_but_keeps_the_row_map() {
-    let tmp = tempfile::tempdir().unwrap();
-    let src = pair_dir("tokens_chunked_vs_whole");
-    for side in ["a", "b"] {
-        for entry in walk(&src.join(side)) {
-            let rel = entry.strip_prefix(&src).unwrap();
-            let to = tmp.path().join(rel);
-            std::fs::create_dir_all(to.parent().unwrap()).unwrap();
-            std::fs::copy(&entry, &to).unwrap();
-        }
-    }
+    let tmp = copied("tokens_chunked_vs_whole");
     let gone = tmp.path().join("b/rank0/match1-occ1/rows.f32");
     std::fs::remove_file(&gone).unwrap_or_else(|e| panic!("{}: {e}", gone.display()));
     let (a, b) = (load(&tmp.path().join("a")), load(&tmp.path().join("b")));
@@ -416,4 +407,92 @@ fn walk(dir: &Path) -> Vec<PathBuf> {
         }
     }
     out
+}
+
+/// Copies pair `pair` into a temp dir (both sides), for a test that edits it.
+fn copied(pair: &str) -> tempfile::TempDir {
+    let tmp = tempfile::tempdir().unwrap();
+    let src = pair_dir(pair);
+    for side in ["a", "b"] {
+        for entry in walk(&src.join(side)) {
+            let to = tmp.path().join(entry.strip_prefix(&src).unwrap());
+            std::fs::create_dir_all(to.parent().unwrap()).unwrap();
+            std::fs::copy(&entry, &to).unwrap();
+        }
+    }
+    tmp
+}
+
+/// In forwards paired whole, a changed row is a divergence with its position even where
+/// the whole tensor's statistics agree (they blur one row into many): here one decode step's
+/// `layers.0.q` row sum is moved in the sidecar alone, so the whole-tensor statistics are
+/// exactly as before and only the row shows it.
+#[test]
+fn a_changed_row_makes_an_agreeing_record_a_divergence_with_its_position() {
+    let tmp = copied("tokens_chunked_vs_whole");
+    let window = tmp.path().join("b/rank0/match1-occ4");
+    let manifest: Value =
+        serde_json::from_str(&std::fs::read_to_string(window.join("manifest.json")).unwrap())
+            .unwrap();
+    let seq = manifest["records"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|r| r["stage"] == "layers.0.q")
+        .unwrap()["seq"]
+        .as_u64()
+        .unwrap();
+    let block = manifest["token_rows"]["records"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|b| b[0].as_u64() == Some(seq))
+        .unwrap();
+    let first_row = block[1].as_u64().unwrap() as usize;
+    let mut bytes = std::fs::read(window.join("rows.f32")).unwrap();
+    let at = (first_row * 5 + 2) * 4; // the row's `sum`
+    let sum = f32::from_le_bytes(bytes[at..at + 4].try_into().unwrap());
+    bytes[at..at + 4].copy_from_slice(&(sum * 1.5 + 1.0).to_le_bytes());
+    std::fs::write(window.join("rows.f32"), bytes).unwrap();
+
+    let analysis = Analysis::compute_diff(
+        &load(&tmp.path().join("a")),
+        &load(&tmp.path().join("b")),
+        &Tolerances::default(),
+    );
+    let diff = analysis.diff.unwrap();
+    let w = diff
+        .windows
+        .iter()
+        .find(|w| w.b.source.ends_with("match1-occ4/manifest.json"))
+        .expect("the decode step pairs whole");
+    let p = w.pairs.iter().find(|p| p.key == "layers.0.q#1").unwrap();
+    assert_eq!(p.comparison.verdict.name(), "magnitude", "{p:?}");
+    let rows = p.comparison.rows.as_ref().unwrap();
+    assert_eq!((rows.compared, rows.diverging), (1, 1));
+    assert_eq!(rows.kind, "row_changed");
+    assert_eq!(rows.first, Some(("req-0".to_string(), 12)));
+    assert_eq!(rows.worst.unwrap().stat, "sum");
+    assert_eq!(rows.replaced, Some("agree"));
+    assert_eq!(w.first().map(|p| p.key.as_str()), Some("layers.0.q#1"));
+    // The records that agree keep their verdict, now with their rows' evidence.
+    let embed = w.pairs.iter().find(|p| p.key == "embed#1").unwrap();
+    assert_eq!(embed.comparison.verdict.name(), "agree");
+    assert_eq!(embed.comparison.rows.as_ref().unwrap().kind, "rows_agree");
+}
+
+/// A permutation of rows keeps its `values_moved` verdict, now resting on the rows: the
+/// diverging rows are one multiset in two orders.
+#[test]
+fn a_permutation_stays_values_moved_with_the_rows_as_evidence() {
+    let analysis = analysis("tokens_rows_permuted");
+    let diff = analysis.diff.as_ref().unwrap();
+    let p = diff
+        .windows
+        .iter()
+        .flat_map(|w| &w.pairs)
+        .find(|p| p.key == "layers.1.mlp_down#1" && p.comparison.rows.is_some())
+        .expect("the permuted stage, judged by its rows");
+    assert_eq!(p.comparison.verdict.name(), "values_moved", "{p:?}");
+    assert_eq!(p.comparison.rows.as_ref().unwrap().kind, "rows_permuted");
 }

@@ -257,6 +257,14 @@ fn entries(app: &App, width: usize, theme: Theme) -> Vec<Entry> {
             line: Line::from(Span::styled(format::fit(&text, width), style)),
         });
     }
+    // What the token rows showed, where they judged this pair.
+    if let Some(rows) = pair.and_then(|p| p.comparison.rows.as_ref()) {
+        let text = crate::model::present::diff::rows_text(rows);
+        out.push(Entry {
+            level: KEY,
+            line: Line::from(Span::styled(format::fit(&text, width), theme.dim())),
+        });
+    }
     // The replicated findings at this stage: the ranks that disagree, and by how much.
     if row.replicated
         && let Some(report) = loaded.diff()

@@ -332,6 +332,10 @@ pub struct Comparison {
     /// The position checksum's noise bound, when the checksum was compared under one.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub checksum_bound: Option<ChecksumBound>,
+    /// What the records' token rows showed, where both have them in forwards paired whole
+    /// ([`crate::model::analysis::tokens::sharpen`]): they may have decided the verdict.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub rows: Option<crate::model::analysis::tokens::sharpen::RowEvidence>,
 }
 
 /// dtype family: values of different families are not comparable as numbers.
@@ -648,6 +652,7 @@ pub fn compare_records(a: &Record, b: &Record, tolerances: &Tolerances) -> Compa
             stats: Vec::new(),
             precision_change,
             checksum_bound: None,
+            rows: None,
         };
     };
     let mut checksum_bound = None;
@@ -690,6 +695,7 @@ pub fn compare_records(a: &Record, b: &Record, tolerances: &Tolerances) -> Compa
         stats,
         precision_change,
         checksum_bound,
+        rows: None,
     }
 }
 

@@ -677,6 +677,18 @@ pub fn diff_reusing(
             w.unmerged = unmerged_lines(layouts, w);
         }
     }
+    // In forwards paired whole, rows decide the verdicts they make sharp.
+    if let Some(t) = &token_diff {
+        let names: tokens::sharpen::RequestNames = t
+            .requests
+            .iter()
+            .map(|m| (m.a.as_str(), m.b.as_str()))
+            .collect();
+        windows
+            .par_iter_mut()
+            .zip(pairs.par_iter())
+            .for_each(|(w, (x, y))| tokens::sharpen::sharpen(w, x, y, &names, tolerances));
+    }
     // Named by their place in the windows given, also where the diff was taken over from
     // an earlier version (whose order may differ) or the window is a merged one.
     for w in &mut windows {

@@ -4,6 +4,7 @@ use std::fmt::Write;
 
 use crate::model::analysis::compare::{ChecksumBound, Verdict};
 use crate::model::analysis::diff::{DiffReport, PairDiff, WindowDiff};
+use crate::model::analysis::tokens::sharpen::RowEvidence;
 
 /// The text form of a diff.
 pub fn text(report: &DiffReport) -> String {
@@ -306,6 +307,34 @@ fn render_unjudged(w: &WindowDiff) -> String {
     out
 }
 
+/// What a pair's token rows showed, in one line: `token rows: 1 of 1 diverges, first at
+/// request "req-0" position 12 (sum 3.2x its tolerance); decided over the whole tensor's
+/// "agree"`.
+pub fn rows_text(rows: &RowEvidence) -> String {
+    let mut text = format!(
+        "token rows: {} of {} diverge{}",
+        rows.diverging,
+        rows.compared,
+        if rows.diverging == 1 { "s" } else { "" }
+    );
+    if let (Some((request, position)), Some(worst)) = (&rows.first, &rows.worst) {
+        text.push_str(&format!(
+            ", first at request {request:?} position {position} ({} {:.3}x its tolerance)",
+            worst.stat, worst.ratio
+        ));
+    }
+    if rows.kind == "rows_permuted" {
+        text.push_str(", one multiset in two orders (rows permuted)");
+    }
+    if let Some(replaced) = rows.replaced {
+        text.push_str(&format!(
+            "; the rows decide over the whole tensor's \"{}\"",
+            replaced.replace('_', " ")
+        ));
+    }
+    text
+}
+
 fn render_first(pair: &PairDiff) -> String {
     let mut out = String::new();
     let what = match &pair.comparison.verdict {
@@ -322,6 +351,9 @@ fn render_first(pair: &PairDiff) -> String {
         "first divergence: {} (position {}, seq {} / {}): {what}",
         pair.key, pair.position, pair.seq_a, pair.seq_b
     );
+    if let Some(rows) = &pair.comparison.rows {
+        let _ = writeln!(out, "   {}", rows_text(rows));
+    }
     if !pair.comparison.stats.is_empty() {
         let _ = writeln!(
             out,

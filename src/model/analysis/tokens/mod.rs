@@ -13,12 +13,13 @@
 
 pub mod judge;
 pub mod requests;
+pub mod sharpen;
 
 use std::collections::HashMap;
 
 /// Hash maps over keys from the (untrusted) manifests: foldhash, seeded per process (as
 /// the diff's own).
-type Map<K, V> = HashMap<K, V, foldhash::fast::RandomState>;
+pub(crate) type Map<K, V> = HashMap<K, V, foldhash::fast::RandomState>;
 
 use rayon::prelude::*;
 use serde::Serialize;

@@ -1,0 +1,230 @@
+//! Verdicts that rows make sharp (docs/diff.md, "Token rows"): in two forwards paired whole,
+//! a record pair with token rows on both sides is judged row by row as well, and where the
+//! rows say more than the whole-tensor statistics they decide. A changed row is a
+//! `magnitude` divergence with its position (the whole tensor may agree: its statistics
+//! blur one row into many); `values_moved` stays only when the rows are one multiset in two
+//! orders; `checksum_inconclusive` becomes what the rows show.
+
+use serde::Serialize;
+
+use super::Map;
+use super::judge::{FloorCache, RowJudge, RowStats, RowVerdict};
+use crate::model::analysis::compare::{Comparison, Tolerances, Verdict};
+use crate::model::analysis::diff::WindowDiff;
+use crate::model::dump::{ROW_WIDTH, RowBlock, TokenRows, Window};
+
+/// What a record pair's rows showed.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct RowEvidence {
+    /// Rows compared (same request and position on both sides).
+    pub compared: u64,
+    /// Of those, rows that diverge.
+    pub diverging: u64,
+    /// `rows_agree`, `row_changed` (some row differs beyond its tolerance) or
+    /// `rows_permuted` (the diverging rows are one multiset in two orders).
+    pub kind: &'static str,
+    /// The first diverging row's request (A's id) and position.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub first: Option<(String, u64)>,
+    /// Its verdict: the worst statistic over its tolerance.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub worst: Option<RowVerdict>,
+    /// The whole-tensor verdict the rows replaced, where they replaced one.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub replaced: Option<&'static str>,
+}
+
+/// A's request ids to B's, from the token alignment's matches.
+pub type RequestNames<'a> = Map<&'a str, &'a str>;
+
+/// Judges the record pairs of `diff` (windows `a` and `b`, paired whole) row by row where
+/// both records have token rows, and lets the rows decide the verdicts they make sharp;
+/// then recounts the window's first divergence and inconclusive pairs. Pairs already judged
+/// by rows are left as they are (a reused diff).
+pub fn sharpen(
+    diff: &mut WindowDiff,
+    a: &Window,
+    b: &Window,
+    names: &RequestNames,
+    tolerances: &Tolerances,
+) {
+    let (Some(rows_a), Some(rows_b)) = (&a.token_rows, &b.token_rows) else {
+        return;
+    };
+    if rows_a.records.is_empty() || rows_b.records.is_empty() {
+        return;
+    }
+    let side_a = Side::of(rows_a, |request| names.get(request).copied());
+    let side_b = Side::of(rows_b, Some);
+    let judge = RowJudge::new(tolerances);
+    let mut floors = FloorCache::default();
+    let mut changed = false;
+    for p in &mut diff.pairs {
+        if p.comparison.rows.is_some()
+            || matches!(
+                p.comparison.verdict,
+                Verdict::Structural { .. } | Verdict::NonFinite | Verdict::NotCompared { .. }
+            )
+        {
+            continue;
+        }
+        let (Some(x), Some(y)) = (side_a.rows(p.seq_a), side_b.rows(p.seq_b)) else {
+            continue;
+        };
+        let floor = floors.of(&p.dtype_a, &p.dtype_b);
+        let Some(evidence) = compare(&x, &y, &judge, floor) else {
+            continue;
+        };
+        changed |= decide(&mut p.comparison, evidence);
+    }
+    if changed {
+        diff.first_divergence = diff
+            .pairs
+            .iter()
+            .position(|p| p.comparison.verdict.diverges());
+        diff.checksum_inconclusive = diff
+            .pairs
+            .iter()
+            .filter(|p| p.comparison.verdict == Verdict::ChecksumInconclusive)
+            .count();
+    }
+}
+
+/// The verdict the rows give, recorded with their evidence. Returns whether it changed.
+fn decide(comparison: &mut Comparison, mut evidence: RowEvidence) -> bool {
+    let before = comparison.verdict.clone();
+    let after = match (evidence.kind, &before) {
+        ("row_changed", Verdict::Agree | Verdict::ChecksumInconclusive | Verdict::ValuesMoved) => {
+            // A precision change keeps its whole-tensor verdict where it agrees: a row of a
+            // coarser dtype's computation drifts further than the tensor's aggregate.
+            if comparison.precision_change && before == Verdict::Agree {
+                before.clone()
+            } else {
+                Verdict::Magnitude
+            }
+        }
+        ("rows_permuted", Verdict::Agree | Verdict::ChecksumInconclusive) => Verdict::ValuesMoved,
+        ("rows_agree", Verdict::ChecksumInconclusive | Verdict::ValuesMoved) => Verdict::Agree,
+        _ => before.clone(),
+    };
+    if after != before {
+        evidence.replaced = Some(before.name());
+    }
+    comparison.verdict = after;
+    comparison.rows = Some(evidence);
+    comparison.verdict != before
+}
+
+/// Compares two records' rows by (request, position); `None` when none are held by both.
+fn compare(
+    a: &[((&str, u64), RowStats)],
+    b: &[((&str, u64), RowStats)],
+    judge: &RowJudge,
+    floor: f64,
+) -> Option<RowEvidence> {
+    let (mut i, mut j) = (0, 0);
+    let mut compared = 0;
+    let mut diverging: Vec<(usize, usize, RowVerdict)> = Vec::new();
+    while i < a.len() && j < b.len() {
+        match a[i].0.cmp(&b[j].0) {
+            std::cmp::Ordering::Less => i += 1,
+            std::cmp::Ordering::Greater => j += 1,
+            std::cmp::Ordering::Equal => {
+                compared += 1;
+                let verdict = judge.judge(&a[i].1, &b[j].1, floor);
+                if verdict.diverges() {
+                    diverging.push((i, j, verdict));
+                }
+                i += 1;
+                j += 1;
+            }
+        }
+    }
+    if compared == 0 {
+        return None;
+    }
+    let first = diverging.first();
+    let kind = if diverging.is_empty() {
+        "rows_agree"
+    } else if permuted(a, b, &diverging, judge, floor) {
+        "rows_permuted"
+    } else {
+        "row_changed"
+    };
+    Some(RowEvidence {
+        compared,
+        diverging: diverging.len() as u64,
+        kind,
+        first: first.map(|&(i, ..)| (a[i].0.0.to_string(), a[i].0.1)),
+        worst: first.map(|&(.., v)| v),
+        replaced: None,
+    })
+}
+
+/// Whether the diverging rows are one multiset in two orders: each of A's agrees with one of
+/// B's, the position-weighted checksum aside (it moves with the row).
+fn permuted(
+    a: &[((&str, u64), RowStats)],
+    b: &[((&str, u64), RowStats)],
+    diverging: &[(usize, usize, RowVerdict)],
+    judge: &RowJudge,
+    floor: f64,
+) -> bool {
+    if diverging.len() < 2 || diverging.iter().any(|d| d.2.stat == "nonfinite_count") {
+        return false;
+    }
+    let mut used = vec![false; diverging.len()];
+    diverging.iter().all(|&(i, ..)| {
+        let found = diverging.iter().enumerate().position(|(n, &(_, j, _))| {
+            if used[n] {
+                return false;
+            }
+            let mut other = b[j].1;
+            other.row_checksum = a[i].1.row_checksum;
+            !judge.judge(&a[i].1, &other, floor).diverges()
+        });
+        found.map(|n| used[n] = true).is_some()
+    })
+}
+
+/// One window's token rows, found by record `seq`, keyed by (request as B names it,
+/// position).
+struct Side<'w> {
+    rows: &'w TokenRows,
+    forward: Vec<(u32, u64)>,
+    /// Per map entry: its request as B names it (None: padding, or no partner in B).
+    request: Vec<Option<&'w str>>,
+    by_seq: Map<u64, &'w RowBlock>,
+}
+
+impl<'w> Side<'w> {
+    fn of(rows: &'w TokenRows, rename: impl Fn(&'w str) -> Option<&'w str>) -> Side<'w> {
+        Side {
+            rows,
+            forward: rows.forward_rows(),
+            request: rows
+                .map
+                .iter()
+                .map(|e| e.request.as_deref().and_then(&rename))
+                .collect(),
+            by_seq: rows.records.iter().map(|b| (b.seq, b)).collect(),
+        }
+    }
+
+    /// Record `seq`'s rows of matched requests, sorted by (request, position); `None` when
+    /// it has no token rows.
+    fn rows(&self, seq: u64) -> Option<Vec<((&'w str, u64), RowStats)>> {
+        let block = self.by_seq.get(&seq)?;
+        let mut out: Vec<((&str, u64), RowStats)> = self
+            .rows
+            .rows_of(block, &self.forward)
+            .filter_map(|((entry, position), values)| {
+                let request = self.request.get(entry as usize).copied().flatten()?;
+                debug_assert_eq!(values.len(), ROW_WIDTH);
+                Some(((request, position), RowStats::of(values)))
+            })
+            .collect();
+        out.sort_by(|x, y| x.0.cmp(&y.0));
+        Some(out)
+    }
+}
