@@ -6,9 +6,10 @@
 #
 #   bash scripts/screenshots.sh [OUT_DIR]        (default: screenshots/)
 #
-# Writes scan.png, diff.png, aliases.png, help.png, tensors.png, layouts.png, replay-dialog.png and
-# replay.png (the last two run a real replay with .venv's torch). Installs what is missing
-# first: tmux and fonts-dejavu-core with apt-get, Pillow into .venv with pip.
+# Writes scan.png, tokens.png, diff.png, aliases.png, help.png, tensors.png, layouts.png,
+# replay-dialog.png, replay.png, cases-form.png and cases-board.png (DUMPVIEW_SHOTS="NAME ..."
+# takes only those); the replay and case shots run a real replay with .venv's torch. Installs
+# what is missing first: tmux and fonts-dejavu-core with apt-get, Pillow into .venv with pip.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ROOT="$PWD"
@@ -63,6 +64,8 @@ wait_for() {
 shot() {
     local name="$1" ready="$2"
     shift 2
+    # DUMPVIEW_SHOTS="tokens diff" takes only the shots named.
+    if [[ -n ${DUMPVIEW_SHOTS:-} && " $DUMPVIEW_SHOTS " != *" $name "* ]]; then return 0; fi
     local steps=()
     while [[ $1 != -- ]]; do steps+=("$1"); shift; done
     shift
@@ -87,6 +90,10 @@ printf 'set -g status off\n' > "$SCRATCH/tmux.conf"
 
 # Scan mode on one capture, `f`: the first non-finite record (the fp16 overflow).
 shot scan "timeline " g "timeline 1/" f "│!    74" -- assets/examples/llama_fp16_overflow/b
+# The token x stage view, `b`: the first bad token of a chunked prefill whose second chunk
+# computes RoPE from position 0 (assets/token_examples/tokens_bug_in_one_chunk).
+shot tokens "timeline" b "first bad token:" -- \
+    assets/token_examples/tokens_bug_in_one_chunk/a assets/token_examples/tokens_bug_in_one_chunk/b
 # Diff mode on the embedded fp16 pair: it opens on the first divergence.
 shot diff "NaN/inf counts differ" -- demo --pair llama_fp16_overflow
 # The KV-cache alias pair, Tab: focus on the storage aliases (6 stride conflicts).
@@ -120,4 +127,4 @@ shot cases-board "6 conflicts" / "/▏" "$NORM_SEARCH" 'norm#1$▏' Enter "agree
     Down "selected   dtype=float16" Right "selected   dtype=bfloat16" \
     -- assets/examples/llama_kv_alias/a assets/examples/llama_kv_alias/b
 
-ls -l "$OUT"/{scan,diff,aliases,help,tensors,layouts,replay-dialog,replay,cases-form,cases-board}.png
+ls -l "$OUT"/*.png

@@ -333,9 +333,9 @@ pub struct Comparison {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub checksum_bound: Option<ChecksumBound>,
     /// What the records' token rows showed, where both have them in forwards paired whole
-    /// ([`crate::model::analysis::tokens::sharpen`]): they may have decided the verdict.
+    /// ([`crate::model::analysis::tokens::sharpen`], which decides with them): they may have decided the verdict.
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub rows: Option<crate::model::analysis::tokens::sharpen::RowEvidence>,
+    pub rows: Option<crate::model::analysis::row_evidence::RowEvidence>,
 }
 
 /// dtype family: values of different families are not comparable as numbers.

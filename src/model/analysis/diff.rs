@@ -687,7 +687,7 @@ pub fn diff_reusing(
         windows
             .par_iter_mut()
             .zip(pairs.par_iter())
-            .for_each(|(w, (x, y))| tokens::sharpen::sharpen(w, x, y, &names, tolerances));
+            .for_each(|(w, (x, y))| sharpen_by_rows(w, x, y, &names, tolerances));
     }
     // Named by their place in the windows given, also where the diff was taken over from
     // an earlier version (whose order may differ) or the window is a merged one.
@@ -746,6 +746,39 @@ pub fn diff_reusing(
             aligned_a.into_iter().map(|m| named(&ids_a, m)).collect(),
             aligned_b.into_iter().map(|m| named(&ids_b, m)).collect(),
         ),
+    }
+}
+
+/// Lets the token rows of windows `a` and `b` (paired whole) decide the verdicts of `w`'s
+/// pairs they make sharp ([`tokens::sharpen`]), then recounts the window's first divergence
+/// and inconclusive pairs.
+fn sharpen_by_rows(
+    w: &mut WindowDiff,
+    a: &Window,
+    b: &Window,
+    names: &tokens::sharpen::RequestNames,
+    tolerances: &Tolerances,
+) {
+    let Some(rows) = tokens::sharpen::WindowRows::of(a, b, names, tolerances) else {
+        return;
+    };
+    let mut floors = tokens::judge::FloorCache::default();
+    let mut changed = false;
+    for p in &mut w.pairs {
+        changed |= rows.decide(
+            &mut p.comparison,
+            (p.seq_a, p.seq_b),
+            (&p.dtype_a, &p.dtype_b),
+            &mut floors,
+        );
+    }
+    if changed {
+        w.first_divergence = w.pairs.iter().position(|p| p.comparison.verdict.diverges());
+        w.checksum_inconclusive = w
+            .pairs
+            .iter()
+            .filter(|p| p.comparison.verdict == Verdict::ChecksumInconclusive)
+            .count();
     }
 }
 

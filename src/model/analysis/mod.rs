@@ -11,6 +11,7 @@ pub mod merge;
 pub mod ranks;
 pub mod replicated;
 pub mod report;
+pub mod row_evidence;
 pub mod scan;
 pub mod summary;
 pub mod table;

@@ -4,6 +4,7 @@
 use serde::Serialize;
 
 use crate::model::analysis::compare::{Tolerance, Tolerances, unit_roundoff};
+pub use crate::model::analysis::row_evidence::RowVerdict;
 
 /// Rows whose statistics differ by less than `ROW_ROUNDOFF_FACTOR · u` of their scale agree
 /// whatever the user's `rtol` (`u`: unit roundoff of the coarser dtype): the rounding of one
@@ -48,22 +49,6 @@ impl RowStats {
     /// sqrt of `sum_squares`: the row's l2 norm.
     pub fn l2(&self) -> f64 {
         f64::from(self.sum_squares).max(0.0).sqrt()
-    }
-}
-
-/// The verdict on one aligned pair of rows.
-#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
-pub struct RowVerdict {
-    /// The worst statistic's difference over its tolerance: below 1 the rows agree.
-    pub ratio: f64,
-    /// That statistic (`nonfinite_count`, `max_abs`, `l2`, `sum`, `row_checksum`).
-    pub stat: &'static str,
-}
-
-impl RowVerdict {
-    /// Whether the rows diverge.
-    pub fn diverges(&self) -> bool {
-        self.ratio >= 1.0 || self.ratio.is_nan()
     }
 }
 

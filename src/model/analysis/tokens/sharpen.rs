@@ -5,88 +5,68 @@
 //! blur one row into many); `values_moved` stays only when the rows are one multiset in two
 //! orders; `checksum_inconclusive` becomes what the rows show.
 
-use serde::Serialize;
-
 use super::Map;
 use super::judge::{FloorCache, RowJudge, RowStats, RowVerdict};
 use crate::model::analysis::compare::{Comparison, Tolerances, Verdict};
-use crate::model::analysis::diff::WindowDiff;
+pub use crate::model::analysis::row_evidence::RowEvidence;
 use crate::model::dump::{ROW_WIDTH, RowBlock, TokenRows, Window};
-
-/// What a record pair's rows showed.
-#[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct RowEvidence {
-    /// Rows compared (same request and position on both sides).
-    pub compared: u64,
-    /// Of those, rows that diverge.
-    pub diverging: u64,
-    /// `rows_agree`, `row_changed` (some row differs beyond its tolerance) or
-    /// `rows_permuted` (the diverging rows are one multiset in two orders).
-    pub kind: &'static str,
-    /// The first diverging row's request (A's id) and position.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub first: Option<(String, u64)>,
-    /// Its verdict: the worst statistic over its tolerance.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub worst: Option<RowVerdict>,
-    /// The whole-tensor verdict the rows replaced, where they replaced one.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub replaced: Option<&'static str>,
-}
 
 /// A's request ids to B's, from the token alignment's matches.
 pub type RequestNames<'a> = Map<&'a str, &'a str>;
 
-/// Judges the record pairs of `diff` (windows `a` and `b`, paired whole) row by row where
-/// both records have token rows, and lets the rows decide the verdicts they make sharp;
-/// then recounts the window's first divergence and inconclusive pairs. Pairs already judged
-/// by rows are left as they are (a reused diff).
-pub fn sharpen(
-    diff: &mut WindowDiff,
-    a: &Window,
-    b: &Window,
-    names: &RequestNames,
-    tolerances: &Tolerances,
-) {
-    let (Some(rows_a), Some(rows_b)) = (&a.token_rows, &b.token_rows) else {
-        return;
-    };
-    if rows_a.records.is_empty() || rows_b.records.is_empty() {
-        return;
+/// Two windows paired whole, their token rows ready to judge record pairs by.
+pub struct WindowRows<'w> {
+    a: Side<'w>,
+    b: Side<'w>,
+    judge: RowJudge,
+}
+
+impl<'w> WindowRows<'w> {
+    /// `None` unless both windows have row statistics.
+    pub fn of(
+        a: &'w Window,
+        b: &'w Window,
+        names: &RequestNames<'w>,
+        tolerances: &Tolerances,
+    ) -> Option<WindowRows<'w>> {
+        let (rows_a, rows_b) = (a.token_rows.as_ref()?, b.token_rows.as_ref()?);
+        if rows_a.records.is_empty() || rows_b.records.is_empty() {
+            return None;
+        }
+        Some(WindowRows {
+            a: Side::of(rows_a, |request| names.get(request).copied()),
+            b: Side::of(rows_b, Some),
+            judge: RowJudge::new(tolerances),
+        })
     }
-    let side_a = Side::of(rows_a, |request| names.get(request).copied());
-    let side_b = Side::of(rows_b, Some);
-    let judge = RowJudge::new(tolerances);
-    let mut floors = FloorCache::default();
-    let mut changed = false;
-    for p in &mut diff.pairs {
-        if p.comparison.rows.is_some()
+
+    /// Judges the records `seq_a` and `seq_b` (dtypes `dtype_a`, `dtype_b`) row by row where
+    /// both have token rows, and lets the rows decide `comparison`'s verdict where they make
+    /// it sharp. Returns whether the verdict changed. A comparison already judged by rows (a
+    /// reused diff), or `structural`, `non_finite` or `not_compared`, is left as it is.
+    pub fn decide(
+        &self,
+        comparison: &mut Comparison,
+        (seq_a, seq_b): (u64, u64),
+        (dtype_a, dtype_b): (&str, &str),
+        floors: &mut FloorCache,
+    ) -> bool {
+        if comparison.rows.is_some()
             || matches!(
-                p.comparison.verdict,
+                comparison.verdict,
                 Verdict::Structural { .. } | Verdict::NonFinite | Verdict::NotCompared { .. }
             )
         {
-            continue;
+            return false;
         }
-        let (Some(x), Some(y)) = (side_a.rows(p.seq_a), side_b.rows(p.seq_b)) else {
-            continue;
+        let (Some(x), Some(y)) = (self.a.rows(seq_a), self.b.rows(seq_b)) else {
+            return false;
         };
-        let floor = floors.of(&p.dtype_a, &p.dtype_b);
-        let Some(evidence) = compare(&x, &y, &judge, floor) else {
-            continue;
-        };
-        changed |= decide(&mut p.comparison, evidence);
-    }
-    if changed {
-        diff.first_divergence = diff
-            .pairs
-            .iter()
-            .position(|p| p.comparison.verdict.diverges());
-        diff.checksum_inconclusive = diff
-            .pairs
-            .iter()
-            .filter(|p| p.comparison.verdict == Verdict::ChecksumInconclusive)
-            .count();
+        let floor = floors.of(dtype_a, dtype_b);
+        match compare(&x, &y, &self.judge, floor) {
+            Some(evidence) => decide(comparison, evidence),
+            None => false,
+        }
     }
 }
 
