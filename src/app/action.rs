@@ -32,6 +32,8 @@ pub enum Action {
     /// `r`: next rank; `l`: next label window on this rank.
     NextRank,
     NextWindow,
+    /// `R`: the next matched request of the token alignment.
+    NextRequest,
     /// Tab.
     FocusNext,
     /// Enter: on the timeline, toggle the wide detail view; on the alias panel, jump to the member.

@@ -253,12 +253,21 @@ pub static BINDINGS: &[Binding] = &[
         )),
     ),
     bind_diff(
+        &[Key::Char('R')],
+        Action::NextRequest,
+        None,
+        Some((
+            "R",
+            "next matched request (token rows): its first window; the token view opens on it",
+        )),
+    ),
+    bind_diff(
         &[Key::Char('T')],
         Action::ToggleTokens,
         None,
         Some((
             "T  b",
-            "token × stage view (Tab next request, Enter both rows) / the first bad token",
+            "token × stage view (Tab or R next request, Enter both rows) / the first bad token",
         )),
     ),
     bind_diff(&[Key::Char('b')], Action::FirstBadToken, None, None),
@@ -386,6 +395,7 @@ pub static TOKENS: &[Binding] = &[
     bind(&[Key::Home, Key::Char('g')], Action::Top, None, None),
     bind(&[Key::End, Key::Char('G')], Action::Bottom, None, None),
     bind(&[Key::Tab], Action::FocusNext, None, None),
+    bind(&[Key::Char('R')], Action::NextRequest, None, None),
     bind(&[Key::Enter], Action::Enter, None, None),
     bind(&[Key::Char('b')], Action::FirstBadToken, None, None),
     bind(

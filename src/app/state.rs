@@ -167,9 +167,12 @@ pub struct App {
     pub wide_detail: bool,
     pub search: Search,
     pub help: bool,
-    /// The load warnings view is open (`w`).
     /// The token × stage view (`T`, `b`), when open.
     pub token_view: Option<super::tokens::TokenView>,
+    /// The matched request selected (`R`; index into the token alignment's requests): the
+    /// header names it beside rank and window, and the token view opens on it.
+    pub request: usize,
+    /// The load warnings view is open (`w`).
     pub warnings_open: bool,
     /// The first line of the open overlay (help, warnings) in view; Up, Down, PgUp, PgDn,
     /// g and G move it while the overlay is open.
@@ -251,6 +254,7 @@ impl App {
             help: false,
             warnings_open: false,
             token_view: None,
+            request: 0,
             overlay_scroll: 0,
             overlay_scroll_max: usize::MAX,
             message: None,

@@ -62,14 +62,21 @@ fn open(app: &mut App, at_bad_token: bool) {
             Some("token rows, but no request of A matches one of B by token ids".to_string());
         return;
     }
-    let request = tokens
+    let bad = tokens
         .per_request
         .iter()
         .position(|r| r.first_bad_token.is_some());
-    if at_bad_token && request.is_none() {
+    let requests = tokens.per_request.len();
+    if at_bad_token && bad.is_none() {
         app.message = Some("no bad token: every aligned row agrees".to_string());
     }
-    let request = request.unwrap_or(0);
+    // `b` goes to the first bad token; `T` opens on the request selected (`R`).
+    let request = match bad {
+        Some(bad) if at_bad_token => bad,
+        _ if app.request < requests => app.request,
+        _ => 0,
+    };
+    app.request = request;
     let mut view = TokenView {
         request,
         row: 0,
@@ -89,6 +96,7 @@ pub fn next_request(app: &mut App) {
     };
     let Some(view) = &app.token_view else { return };
     let request = (view.request + 1) % count.max(1);
+    app.request = request;
     let (row, column) = app
         .token_grid(request)
         .and_then(|g| g.first)
@@ -99,6 +107,63 @@ pub fn next_request(app: &mut App) {
         column,
         detail: None,
     });
+}
+
+/// `R`: the next matched request; the timeline goes to the first window, from the one
+/// shown on, whose forward holds it, and an open token view shows it.
+pub fn select_next_request(app: &mut App) {
+    let Some(tokens) = app.token_diff() else {
+        app.message = Some(
+            "no token rows: the captures hold no row map on both sides (docs/manifest.md, \"Token rows\")"
+                .to_string(),
+        );
+        return;
+    };
+    let count = tokens.requests.len();
+    if count == 0 {
+        app.message =
+            Some("token rows, but no request of A matches one of B by token ids".to_string());
+        return;
+    }
+    let request = (app.request + 1) % count;
+    let name = tokens.requests[request].a.clone();
+    app.request = request;
+    if count == 1 {
+        app.message = Some(format!("one matched request: {name:?}"));
+    }
+    let holds = |app: &App, i: usize| {
+        let loaded = app
+            .loaded
+            .as_ref()
+            .expect("a token alignment is of a loaded diff");
+        let window = &loaded.session.a.windows[loaded.windows[i].a];
+        window.token_rows.as_ref().is_some_and(|rows| {
+            rows.map
+                .iter()
+                .any(|e| e.request.as_deref() == Some(name.as_str()))
+        })
+    };
+    let windows = app.loaded.as_ref().map_or(0, |l| l.windows.len());
+    if let Some(i) = (0..windows)
+        .map(|k| (app.window + k) % windows)
+        .find(|&i| holds(app, i))
+    {
+        if i != app.window {
+            app.select_window(i);
+        }
+    }
+    if app.token_view.is_some() {
+        let (row, column) = app
+            .token_grid(request)
+            .and_then(|g| g.first)
+            .unwrap_or((0, 0));
+        app.token_view = Some(TokenView {
+            request,
+            row,
+            column,
+            detail: None,
+        });
+    }
 }
 
 /// Moves the cursor by (`rows`, `columns`), clamped to the grid.

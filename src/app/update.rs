@@ -194,6 +194,7 @@ fn token_view(app: &mut App, action: Action, page: usize) -> Vec<Effect> {
         Action::Top => super::tokens::step(app, i64::MIN / 2, i64::MIN / 2),
         Action::Bottom => super::tokens::step(app, i64::MAX / 2, 0),
         Action::FocusNext => super::tokens::next_request(app),
+        Action::NextRequest => super::tokens::select_next_request(app),
         Action::Enter => super::tokens::toggle_detail(app),
         Action::FirstBadToken => super::tokens::first_bad_token(app),
         Action::ToggleTokens | Action::Escape => app.token_view = None,
@@ -341,6 +342,7 @@ fn update_base(app: &mut App, action: Action, page: usize) -> Vec<Effect> {
         }
         Action::Export => export::open(app),
         Action::ToggleTokens => super::tokens::toggle(app),
+        Action::NextRequest => super::tokens::select_next_request(app),
         Action::FirstBadToken => super::tokens::first_bad_token(app),
         Action::CompareTensors => return tensors::start(app),
         Action::Replay => return replay::open(app),

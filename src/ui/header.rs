@@ -125,6 +125,20 @@ pub fn draw(frame: &mut Frame, app: &App, area: Rect, theme: Theme) {
             ratatui::style::Style::new(),
             5,
         ));
+        // The matched request selected (`R`), beside rank and window.
+        if let Some(tokens) = app.token_diff().filter(|t| !t.requests.is_empty()) {
+            let at = app.request.min(tokens.requests.len() - 1);
+            second.push(Piece::new(
+                format!(
+                    "request {:?} [{}/{}]",
+                    tokens.requests[at].a,
+                    at + 1,
+                    tokens.requests.len()
+                ),
+                ratatui::style::Style::new(),
+                5,
+            ));
+        }
         if diffing {
             second.push(Piece::new(
                 format!("A {}", a.records.len()),

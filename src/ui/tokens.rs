@@ -8,7 +8,7 @@
 //! │             layers.0.q_rope#1 .....*323.....                                       │
 //! │             layers.0.k_rope#1 .....3332.....                                       │
 //! │layers.0.q_rope#1 · position 5 · 3.0e2 × tolerance · Enter: both rows               │
-//! └ ←↑↓→ move · Tab next request · Enter rows · b first bad token ─────────────────────┘
+//! └ ←↑↓→ move · Tab or R next request · Enter rows · b first bad token ─────────────────────┘
 //! ```
 
 use ratatui::Frame;
@@ -80,7 +80,7 @@ pub fn draw(frame: &mut Frame, app: &App, area: Rect, theme: Theme) {
             theme.title(),
         ))
         .title_bottom(Span::styled(
-            " ←↑↓→ move · Tab next request · Enter both rows · b first bad token ",
+            " ←↑↓→ move · Tab or R next request · Enter both rows · b first bad token ",
             theme.dim(),
         ));
     let mut lines: Vec<Line> = Vec::new();

@@ -99,3 +99,54 @@ fn snapshot_token_view_110x30() {
         .unwrap();
     assert!(buffer[(x, y)].modifier.contains(Modifier::BOLD));
 }
+
+/// `R` selects the next matched request beside rank and window: the header names it, the
+/// timeline shows a window that holds it, and the token view opens on it and follows it.
+#[test]
+fn r_selects_the_next_matched_request_beside_rank_and_window() {
+    // The batched capture against itself: both of its requests match.
+    let root = std::path::Path::new("assets/token_examples/tokens_batched_vs_alone/b");
+    let mut app = sized(
+        App::new(load::open(root, Some(root), &mut |_| {}).unwrap(), false),
+        140,
+        30,
+    );
+    let names: Vec<String> = app
+        .token_diff()
+        .unwrap()
+        .requests
+        .iter()
+        .map(|m| m.a.clone())
+        .collect();
+    assert_eq!(names.len(), 2, "{names:?}");
+    assert_eq!(app.request, 0);
+    let screen = text(&render(&mut app, 140, 30));
+    assert!(
+        screen.contains(&format!("request {:?} [1/2]", names[0])),
+        "{screen}"
+    );
+    apply(&mut app, [Action::NextRequest]);
+    assert_eq!(app.request, 1);
+    let screen = text(&render(&mut app, 140, 30));
+    assert!(
+        screen.contains(&format!("request {:?} [2/2]", names[1])),
+        "{screen}"
+    );
+    let loaded = app.loaded.as_ref().unwrap();
+    let shown = &loaded.session.a.windows[loaded.windows[app.window].a];
+    assert!(
+        shown
+            .token_rows
+            .as_ref()
+            .unwrap()
+            .map
+            .iter()
+            .any(|e| e.request.as_deref() == Some(names[1].as_str())),
+        "the window shown holds the request selected"
+    );
+    apply(&mut app, [Action::ToggleTokens]);
+    assert_eq!(app.token_view.as_ref().unwrap().request, 1);
+    apply(&mut app, [Action::NextRequest]);
+    assert_eq!(app.request, 0);
+    assert_eq!(app.token_view.as_ref().unwrap().request, 0);
+}

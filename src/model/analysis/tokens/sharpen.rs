@@ -19,6 +19,10 @@ pub struct WindowRows<'w> {
     a: Side<'w>,
     b: Side<'w>,
     judge: RowJudge,
+    /// The forward rows both windows hold, as (A's forward row, B's forward row, request,
+    /// position) in (request, position) order: every record of the forward's own rows pairs
+    /// its rows by this one join, made once per window pair.
+    forward_join: Vec<(usize, usize, &'w str, u64)>,
 }
 
 impl<'w> WindowRows<'w> {
@@ -33,11 +37,67 @@ impl<'w> WindowRows<'w> {
         if rows_a.records.is_empty() || rows_b.records.is_empty() {
             return None;
         }
+        let (a, b) = (
+            Side::of(rows_a, |request| names.get(request).copied()),
+            Side::of(rows_b, Some),
+        );
+        let (ka, kb) = (a.forward_keys(), b.forward_keys());
+        let mut forward_join = Vec::new();
+        let (mut i, mut j) = (0, 0);
+        while i < ka.len() && j < kb.len() {
+            match ka[i].0.cmp(&kb[j].0) {
+                std::cmp::Ordering::Less => i += 1,
+                std::cmp::Ordering::Greater => j += 1,
+                std::cmp::Ordering::Equal => {
+                    forward_join.push((ka[i].1, kb[j].1, ka[i].0.0, ka[i].0.1));
+                    i += 1;
+                    j += 1;
+                }
+            }
+        }
         Some(WindowRows {
-            a: Side::of(rows_a, |request| names.get(request).copied()),
-            b: Side::of(rows_b, Some),
+            a,
+            b,
             judge: RowJudge::new(tolerances),
+            forward_join,
         })
+    }
+
+    /// The rows of blocks `x` (A) and `y` (B) by the forward join, when both hold their
+    /// forward's rows in order, whole: aligned vectors, no sort.
+    #[allow(clippy::type_complexity)]
+    fn forward_rows(
+        &self,
+        x: &RowBlock,
+        y: &RowBlock,
+    ) -> Option<(
+        Vec<((&'w str, u64), RowStats)>,
+        Vec<((&'w str, u64), RowStats)>,
+    )> {
+        let whole = |side: &Side, block: &RowBlock| {
+            block.positions.is_none()
+                && block.rows as usize == side.forward.len()
+                && (block.first_row as usize + side.forward.len()) * ROW_WIDTH
+                    <= side.rows.values.len()
+        };
+        if !(whole(&self.a, x) && whole(&self.b, y)) {
+            return None;
+        }
+        let stats = |side: &Side, block: &RowBlock, row: usize| {
+            let at = (block.first_row as usize + row) * ROW_WIDTH;
+            RowStats::of(&side.rows.values[at..at + ROW_WIDTH])
+        };
+        Some(
+            self.forward_join
+                .iter()
+                .map(|&(ia, ib, request, position)| {
+                    (
+                        ((request, position), stats(&self.a, x, ia)),
+                        ((request, position), stats(&self.b, y, ib)),
+                    )
+                })
+                .unzip(),
+        )
     }
 
     /// Judges the records `seq_a` and `seq_b` (dtypes `dtype_a`, `dtype_b`) row by row where
@@ -59,8 +119,13 @@ impl<'w> WindowRows<'w> {
         {
             return false;
         }
-        let (Some(x), Some(y)) = (self.a.rows(seq_a), self.b.rows(seq_b)) else {
+        let (Some(block_a), Some(block_b)) = (self.a.by_seq.get(&seq_a), self.b.by_seq.get(&seq_b))
+        else {
             return false;
+        };
+        let (x, y) = match self.forward_rows(block_a, block_b) {
+            Some(rows) => rows,
+            None => (self.a.rows(block_a), self.b.rows(block_b)),
         };
         let floor = floors.of(dtype_a, dtype_b);
         match compare(&x, &y, &self.judge, floor) {
@@ -191,10 +256,24 @@ impl<'w> Side<'w> {
         }
     }
 
-    /// Record `seq`'s rows of matched requests, sorted by (request, position); `None` when
-    /// it has no token rows.
-    fn rows(&self, seq: u64) -> Option<Vec<((&'w str, u64), RowStats)>> {
-        let block = self.by_seq.get(&seq)?;
+    /// The forward's rows of matched requests as ((request, position), forward row index),
+    /// sorted.
+    fn forward_keys(&self) -> Vec<((&'w str, u64), usize)> {
+        let mut keys: Vec<((&'w str, u64), usize)> = self
+            .forward
+            .iter()
+            .enumerate()
+            .filter_map(|(n, &(entry, position))| {
+                let request = self.request.get(entry as usize).copied().flatten()?;
+                Some(((request, position), n))
+            })
+            .collect();
+        keys.sort_unstable();
+        keys
+    }
+
+    /// A block's rows of matched requests, sorted by (request, position).
+    fn rows(&self, block: &RowBlock) -> Vec<((&'w str, u64), RowStats)> {
         let mut out: Vec<((&str, u64), RowStats)> = self
             .rows
             .rows_of(block, &self.forward)
@@ -205,6 +284,6 @@ impl<'w> Side<'w> {
             })
             .collect();
         out.sort_by(|x, y| x.0.cmp(&y.0));
-        Some(out)
+        out
     }
 }
