@@ -496,3 +496,48 @@ fn a_permutation_stays_values_moved_with_the_rows_as_evidence() {
     assert_eq!(p.comparison.verdict.name(), "values_moved", "{p:?}");
     assert_eq!(p.comparison.rows.as_ref().unwrap().kind, "rows_permuted");
 }
+
+/// A diff that merges parallel groups (tp=1 against tp=2) does not align token rows yet: it
+/// says so in a warning rather than dropping them silently.
+#[test]
+fn a_merged_tp_diff_says_its_token_rows_are_not_aligned() {
+    let tmp = tempfile::tempdir().unwrap();
+    let fixtures = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/layouts");
+    for side in ["tp1", "tp2"] {
+        for file in walk(&fixtures.join(side)) {
+            let to = tmp.path().join(file.strip_prefix(&fixtures).unwrap());
+            std::fs::create_dir_all(to.parent().unwrap()).unwrap();
+            if file.file_name().is_some_and(|n| n == "manifest.json") {
+                // A row map alone (no sidecar): the forward's one request at positions 0..4.
+                let mut m: Value =
+                    serde_json::from_str(&std::fs::read_to_string(&file).unwrap()).unwrap();
+                m["token_rows"] = serde_json::json!({
+                    "file": null, "dtype": "float32", "byteorder": "little",
+                    "stats": ["nonfinite_count", "max_abs", "sum", "sum_squares", "row_checksum"],
+                    "map": [{"request": "r", "first_position": 0, "count": 4}],
+                    "positions_inferred": false, "rows": 0, "records": []
+                });
+                std::fs::write(&to, serde_json::to_string(&m).unwrap()).unwrap();
+            } else {
+                std::fs::copy(&file, &to).unwrap();
+            }
+        }
+    }
+    let (a, b) = (load(&tmp.path().join("tp1")), load(&tmp.path().join("tp2")));
+    assert!(a.windows.iter().all(|w| w.token_rows.is_some()));
+    let analysis = Analysis::compute_diff(&a, &b, &Tolerances::default());
+    let diff = analysis.diff.unwrap();
+    assert!(diff.layouts.is_some(), "tp=1 vs tp=2 merges");
+    assert!(diff.tokens.is_none());
+    let warnings: Vec<String> = diff
+        .merge_warnings()
+        .iter()
+        .map(|w| w.to_string())
+        .collect();
+    assert!(
+        warnings
+            .iter()
+            .any(|w| w.contains("token rows not aligned: this diff merges the tp group")),
+        "{warnings:?}"
+    );
+}
