@@ -541,3 +541,41 @@ fn a_merged_tp_diff_says_its_token_rows_are_not_aligned() {
         "{warnings:?}"
     );
 }
+
+/// Under data parallelism a request is matched wherever it ran: A's request served by dp
+/// rank 1 pairs with B's, batched on dp rank 0, by its token ids and rows, not rank by rank
+/// (which would be MISSING WINDOWs on both sides and no comparison).
+#[test]
+fn a_request_on_another_dp_rank_is_matched_by_its_rows() {
+    let tmp = copied("tokens_batched_vs_alone");
+    std::fs::rename(tmp.path().join("a/rank0"), tmp.path().join("a/rank1")).unwrap();
+    for (side, rank) in [("a", 1), ("b", 0)] {
+        for file in walk(&tmp.path().join(side)) {
+            if file.file_name().is_none_or(|n| n != "manifest.json") {
+                continue;
+            }
+            let mut m: Value =
+                serde_json::from_str(&std::fs::read_to_string(&file).unwrap()).unwrap();
+            m["rank"] = rank.into();
+            m["world_size"] = 2.into();
+            m["metadata"]["parallel"] = serde_json::json!({"dp": [rank, 2]});
+            std::fs::write(&file, serde_json::to_string(&m).unwrap()).unwrap();
+        }
+    }
+    let (a, b) = (load(&tmp.path().join("a")), load(&tmp.path().join("b")));
+    assert!(a.windows.iter().all(|w| w.rank == 1));
+    assert!(b.windows.iter().all(|w| w.rank == 0));
+    let analysis = Analysis::compute_diff(&a, &b, &Tolerances::default());
+    let diff = analysis.diff.unwrap();
+    assert!(diff.unpaired_a.is_empty() && diff.unpaired_b.is_empty(), "no MISSING WINDOW");
+    let tokens = diff.tokens.as_ref().unwrap();
+    assert_eq!(tokens.requests.len(), 1);
+    assert_eq!(
+        (tokens.requests[0].a.as_str(), tokens.requests[0].b.as_str()),
+        ("req-0", "seq-17")
+    );
+    assert!(tokens.rows_compared > 0);
+    assert_eq!(tokens.rows_diverging, 0);
+    assert_eq!(tokens.unmatched_b, vec!["seq-16".to_string()]);
+    assert!(!diff.found_something(), "{:?}", diff.headline);
+}
