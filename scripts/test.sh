@@ -34,6 +34,19 @@ step() {
     fi
 }
 
+# Waits for background step $1 (process $2, output in file $3, started at second $4), prints
+# its output, records its time; on failure prints the summary and exits with its status.
+join_background() {
+    local status=0
+    wait "$2" || status=$?
+    cat "$3" >&2
+    took "$1" "$4" "$status"
+    if [ "$status" != 0 ]; then
+        summary
+        exit "$status"
+    fi
+}
+
 # The Rust test build needs no Python (only feature `torch` asks the venv's torch for
 # libtorch), and installing the venv the first time is mostly download and unpacking: build the
 # test binaries of the first cargo step in the background meanwhile (on a clean 2-core machine
@@ -115,14 +128,8 @@ took "system packages (tmux, openssh)" "$setup_start" 0
 # (tests/bad_inputs.rs: 1.7 s -> 43 s; tests/cli.rs: 0.7 s -> 17 s).
 # The test binaries the background build above made (its wall time counts from the start,
 # overlapped with the venv); then the tests, building nothing more.
-build_status=0
-wait "$build_pid" || build_status=$?
-cat "$build_log" >&2
-took "cargo test --features export: build (beside the venv)" "$build_start" "$build_status"
-if [ "$build_status" != 0 ]; then
-    summary
-    exit "$build_status"
-fi
+join_background "cargo test --features export: build (beside the venv)" \
+    "$build_pid" "$build_log" "$build_start"
 step "cargo test --features export" cargo test --all-targets --features export --locked
 
 # Feature `torch` (tch) links the libtorch of the venv's pip torch: torch-sys's build script
@@ -140,14 +147,8 @@ step "cargo clippy --all-features -D warnings" \
     "${torch_env[@]}" cargo clippy --all-targets --all-features --locked -- -D warnings
 
 # The background fuzz build (its wall time counts from the start).
-fuzz_build_status=0
-wait "$fuzz_build_pid" || fuzz_build_status=$?
-cat "$fuzz_build_log" >&2
-took "fuzz targets: build (in the background from the start)" "$fuzz_build_start" "$fuzz_build_status"
-if [ "$fuzz_build_status" != 0 ]; then
-    summary
-    exit "$fuzz_build_status"
-fi
+join_background "fuzz targets: build (in the background from the start)" \
+    "$fuzz_build_pid" "$fuzz_build_log" "$fuzz_build_start"
 # A total budget, split over the fuzz targets (scripts/fuzz.sh), two targets at a time (one per
 # core): the same fuzzing in half the wall time.
 step "fuzz every reader for ${DUMPVIEW_FUZZ_SECONDS:-120} s in all, ${DUMPVIEW_FUZZ_JOBS:-2} at once" \

@@ -567,7 +567,10 @@ fn a_request_on_another_dp_rank_is_matched_by_its_rows() {
     assert!(b.windows.iter().all(|w| w.rank == 0));
     let analysis = Analysis::compute_diff(&a, &b, &Tolerances::default());
     let diff = analysis.diff.unwrap();
-    assert!(diff.unpaired_a.is_empty() && diff.unpaired_b.is_empty(), "no MISSING WINDOW");
+    assert!(
+        diff.unpaired_a.is_empty() && diff.unpaired_b.is_empty(),
+        "no MISSING WINDOW"
+    );
     let tokens = diff.tokens.as_ref().unwrap();
     assert_eq!(tokens.requests.len(), 1);
     assert_eq!(

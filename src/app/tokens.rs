@@ -97,6 +97,11 @@ pub fn next_request(app: &mut App) {
     let Some(view) = &app.token_view else { return };
     let request = (view.request + 1) % count.max(1);
     app.request = request;
+    show_request(app, request);
+}
+
+/// The view on request `request`, its cursor on its first bad token (else the top left).
+fn show_request(app: &mut App, request: usize) {
     let (row, column) = app
         .token_grid(request)
         .and_then(|g| g.first)
@@ -153,16 +158,7 @@ pub fn select_next_request(app: &mut App) {
         }
     }
     if app.token_view.is_some() {
-        let (row, column) = app
-            .token_grid(request)
-            .and_then(|g| g.first)
-            .unwrap_or((0, 0));
-        app.token_view = Some(TokenView {
-            request,
-            row,
-            column,
-            detail: None,
-        });
+        show_request(app, request);
     }
 }
 
