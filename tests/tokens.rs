@@ -270,7 +270,8 @@ fn the_token_view_marks_the_first_bad_token() {
         .unwrap());
     assert_eq!(out.code, 2, "{}{}", out.stdout, out.stderr);
     assert!(
-        out.stderr.contains("no token rows on both sides"),
+        out.stderr
+            .contains("the captures do not both hold token rows"),
         "{}",
         out.stderr
     );
@@ -351,6 +352,10 @@ fn captures_without_a_common_position_say_so_in_the_headline() {
         !text.contains("compared by their token rows alone"),
         "{text}"
     );
+    // --tokens concludes as diff does.
+    let (code, text, _) =
+        support::run::text(&["diff", "--tokens", a.to_str().unwrap(), b.to_str().unwrap()]);
+    assert_eq!(code, 1, "{text}");
 }
 
 /// A window whose sidecar is gone keeps its row map: its token ids still identify the
@@ -580,5 +585,29 @@ fn a_request_on_another_dp_rank_is_matched_by_its_rows() {
     assert!(tokens.rows_compared > 0);
     assert_eq!(tokens.rows_diverging, 0);
     assert_eq!(tokens.unmatched_b, vec!["seq-16".to_string()]);
+    assert!(!diff.found_something(), "{:?}", diff.headline);
+}
+
+/// A precision change (the float16 capture against the float32 one of the same run): rows of
+/// the coarser computation drift in their sums and checksums, which neither makes a
+/// divergence nor reads as a permutation; the records keep their whole-tensor verdicts.
+#[test]
+fn a_precision_change_is_not_made_a_divergence_or_a_permutation_by_its_rows() {
+    let a = load(&pair_dir("tokens_chunked_vs_whole_fp16").join("a"));
+    let b = load(&pair_dir("tokens_chunked_vs_whole").join("a"));
+    let analysis = Analysis::compute_diff(&a, &b, &Tolerances::default());
+    let diff = analysis.diff.unwrap();
+    let tokens = diff.tokens.as_ref().unwrap();
+    assert!(tokens.rows_compared > 0);
+    assert_eq!(tokens.first, None, "{:?}", tokens.first);
+    for p in diff.windows.iter().flat_map(|w| &w.pairs) {
+        if let Some(rows) = &p.comparison.rows {
+            assert_ne!(rows.kind, "rows_permuted", "{}: {rows:?}", p.key);
+            // Rows may settle an inconclusive checksum, never make a divergence here.
+            if rows.replaced.is_some() {
+                assert_eq!(p.comparison.verdict.name(), "agree", "{}: {rows:?}", p.key);
+            }
+        }
+    }
     assert!(!diff.found_something(), "{:?}", diff.headline);
 }

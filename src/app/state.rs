@@ -363,7 +363,12 @@ impl App {
         let Some(loaded) = &self.loaded else { return };
         if loaded.windows.is_empty() {
             self.rows.clear();
-            let message = if !loaded.session.a.windows.is_empty() {
+            let left_to_rows = loaded
+                .diff()
+                .is_some_and(|d| !(d.aligned_only.0.is_empty() && d.aligned_only.1.is_empty()));
+            let message = if left_to_rows {
+                "no forward pairs whole: every one was compared by its token rows (T opens the token view, b the first bad token)"
+            } else if !loaded.session.a.windows.is_empty() {
                 "nothing to show: the two captures share no rank (see `dumpview diff` for the missing windows)"
             } else if self.watch.is_some() {
                 "waiting for dumps: no window has landed yet"

@@ -144,7 +144,7 @@ fn tokens_view(
 ) -> Result<Conclusion, CliError> {
     let Some(tokens) = &report.tokens else {
         return Err(
-            "--tokens: the captures hold no token rows on both sides (the probe writes them for \
+            "--tokens: the captures do not both hold token rows (the probe writes them for \
              windows armed with a row map, docs/manifest.md \"Token rows\")"
                 .into(),
         );
@@ -170,11 +170,18 @@ fn tokens_view(
         print!("{}", present::tokens::tokens_text(tokens, width));
     }
     let damaged = crate::model::dump::any_lost(dump_a.warnings.iter().chain(&dump_b.warnings));
-    Ok(if tokens.first.is_some() || damaged {
-        Conclusion::Found
-    } else {
-        Conclusion::Clean
-    })
+    // As plain `diff`: a bad token, ids that part, or forwards left to the rows with no row
+    // aligned are findings.
+    let parted = tokens.requests.iter().any(|m| m.ids_differ_from.is_some());
+    let left_to_rows = !(report.aligned_only.0.is_empty() && report.aligned_only.1.is_empty());
+    let nothing_aligned = tokens.nothing_compared.is_some() && left_to_rows;
+    Ok(
+        if tokens.first.is_some() || parted || nothing_aligned || damaged {
+            Conclusion::Found
+        } else {
+            Conclusion::Clean
+        },
+    )
 }
 
 /// The terminal's width, when stdout is one (`COLUMNS` first, as shells set it).

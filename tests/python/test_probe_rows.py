@@ -229,3 +229,29 @@ def test_inputs_that_used_to_pass_silently_warn(make_probe, capsys):
     _manifest, rows = rows_of(probe.finish())
     assert [(e, p) for e, p, _ in rows[("kv", 1)]] == [(1, 0), (1, 1), (1, 2), (1, 3)]
     assert capsys.readouterr().err == ""
+
+
+def test_padding_rows_alone_do_not_make_a_forward_differ(make_probe, dump_dir):
+    """The same request captured alone and padded to a graph's batch size (two padding rows):
+    the forwards pair whole by their rows, and the records' shapes, which differ only by the
+    padding, are decided by the rows: dumpview finds nothing (exit 0)."""
+    import subprocess
+    dumpview = os.path.join(os.path.dirname(__file__), "..", "..", "target", "debug", "dumpview")
+    if not os.path.exists(dumpview):
+        pytest.skip("target/debug/dumpview is not built (cargo build)")
+    torch.manual_seed(0)
+    weight, table = torch.randn(16, 16) / 4, torch.randn(100, 16)
+    ids = [5, 17, 42, 8, 99, 3]
+    out = {}
+    for name, pad in (("whole", 0), ("padded", 2)):
+        probe = make_probe(DUMP_PROBE_DIR=dump_dir + "-" + name)
+        rows = [("req", 0, len(ids), ids)] + ([(None, 0, pad)] if pad else [])
+        probe.arm("req", rows=rows)
+        h = torch.cat([table[torch.tensor(ids)], torch.zeros(pad, 16)])
+        probe.capture("embed", h)
+        probe.capture("q", h @ weight)
+        out[name] = os.path.dirname(os.path.dirname(os.path.dirname(probe.finish())))
+    done = subprocess.run([dumpview, "diff", out["whole"], out["padded"]], capture_output=True, text=True)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "every paired record agrees" in done.stdout, done.stdout
+    assert "structural" not in done.stdout, done.stdout

@@ -150,3 +150,16 @@ fn r_selects_the_next_matched_request_beside_rank_and_window() {
     assert_eq!(app.request, 0);
     assert_eq!(app.token_view.as_ref().unwrap().request, 0);
 }
+
+/// A pair whose forwards all went to the row alignment (none pairs whole) has an empty
+/// timeline: the status says so and points at the token view, not at missing ranks.
+#[test]
+fn a_pair_compared_by_its_rows_alone_points_at_the_token_view() {
+    let mut app = tokens("tokens_batched_vs_alone");
+    let screen = text(&render(&mut app, 140, 30));
+    assert!(
+        screen.contains("no forward pairs whole: every one was compared by its token rows"),
+        "{screen}"
+    );
+    assert!(!screen.contains("share no rank"), "{screen}");
+}

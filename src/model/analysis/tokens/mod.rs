@@ -613,8 +613,14 @@ fn compare_bucket(
                     out.different_input += 1;
                     continue;
                 }
-                let floor = floors.of(&record_of(wa, &x).dtype, &record_of(wb, &y).dtype);
-                let verdict = judge.judge(&stats_of(wa, &x), &stats_of(wb, &y), floor);
+                let (dtype_a, dtype_b) = (&record_of(wa, &x).dtype, &record_of(wb, &y).dtype);
+                let floor = floors.of(dtype_a, dtype_b);
+                let verdict = judge.judge(
+                    &stats_of(wa, &x),
+                    &stats_of(wb, &y),
+                    floor,
+                    dtype_a != dtype_b,
+                );
                 out.compared
                     .push((x.pair, x.position, verdict.ratio as f32));
                 if verdict.diverges() {
@@ -790,6 +796,24 @@ fn kind_of(
         .filter(|(x, ..)| x.stage == first.stage && x.pair == first.pair)
         .collect();
     if set.len() < 2 {
+        return "row_changed";
+    }
+    // Rows that agree with their own partner but for the position-weighted checksum did not
+    // move (a checksum difference, as across a precision change): not a permutation.
+    let agrees_aside_checksum = |x: &Row, y: &Row| {
+        let sa = stats_of(wa, x);
+        let mut sb = stats_of(wb, y);
+        sb.row_checksum = sa.row_checksum;
+        !judge::judge(
+            &sa,
+            &sb,
+            &record_of(wa, x).dtype,
+            &record_of(wb, y).dtype,
+            tolerances,
+        )
+        .diverges()
+    };
+    if set.iter().all(|(x, y, _)| agrees_aside_checksum(x, y)) {
         return "row_changed";
     }
     let mut used = vec![false; set.len()];

@@ -111,10 +111,12 @@ impl<'w> WindowRows<'w> {
         (dtype_a, dtype_b): (&str, &str),
         floors: &mut FloorCache,
     ) -> bool {
+        let shape_only = |reason: &str| reason.starts_with("shape");
         if comparison.rows.is_some()
+            || matches!(&comparison.verdict, Verdict::Structural { reason } if !shape_only(reason))
             || matches!(
                 comparison.verdict,
-                Verdict::Structural { .. } | Verdict::NonFinite | Verdict::NotCompared { .. }
+                Verdict::NonFinite | Verdict::NotCompared { .. }
             )
         {
             return false;
@@ -128,28 +130,40 @@ impl<'w> WindowRows<'w> {
             None => (self.a.rows(block_a), self.b.rows(block_b)),
         };
         let floor = floors.of(dtype_a, dtype_b);
-        match compare(&x, &y, &self.judge, floor) {
-            Some(evidence) => decide(comparison, evidence),
+        match compare(&x, &y, &self.judge, floor, dtype_a != dtype_b) {
+            Some(evidence) => decide(comparison, evidence, (x.len(), y.len())),
             None => false,
         }
     }
 }
 
 /// The verdict the rows give, recorded with their evidence. Returns whether it changed.
-fn decide(comparison: &mut Comparison, mut evidence: RowEvidence) -> bool {
+///
+/// A precision change (float32 vs bfloat16) is never made worse by its rows: a row of the
+/// coarser computation drifts further than the tensor's aggregate, so its `agree` and
+/// `checksum_inconclusive` stand. A `structural` shape difference that the rows explain
+/// (every row of the matched requests compared on both sides: the forwards pair whole, so the
+/// extra rows are padding) is decided by the rows.
+fn decide(comparison: &mut Comparison, mut evidence: RowEvidence, rows: (usize, usize)) -> bool {
     let before = comparison.verdict.clone();
-    let after = match (evidence.kind, &before) {
-        ("row_changed", Verdict::Agree | Verdict::ChecksumInconclusive | Verdict::ValuesMoved) => {
-            // A precision change keeps its whole-tensor verdict where it agrees: a row of a
-            // coarser dtype's computation drifts further than the tensor's aggregate.
-            if comparison.precision_change && before == Verdict::Agree {
-                before.clone()
-            } else {
-                Verdict::Magnitude
-            }
+    let padding_only = matches!(&before, Verdict::Structural { reason } if reason.starts_with("shape"))
+        && evidence.compared as usize == rows.0
+        && evidence.compared as usize == rows.1;
+    let sharpens = !comparison.precision_change
+        && (padding_only
+            || matches!(
+                before,
+                Verdict::Agree | Verdict::ChecksumInconclusive | Verdict::ValuesMoved
+            ));
+    let after = match evidence.kind {
+        "row_changed" if sharpens => Verdict::Magnitude,
+        "rows_permuted" if sharpens => Verdict::ValuesMoved,
+        "rows_agree"
+            if padding_only
+                || matches!(before, Verdict::ChecksumInconclusive | Verdict::ValuesMoved) =>
+        {
+            Verdict::Agree
         }
-        ("rows_permuted", Verdict::Agree | Verdict::ChecksumInconclusive) => Verdict::ValuesMoved,
-        ("rows_agree", Verdict::ChecksumInconclusive | Verdict::ValuesMoved) => Verdict::Agree,
         _ => before.clone(),
     };
     if after != before {
@@ -166,6 +180,7 @@ fn compare(
     b: &[((&str, u64), RowStats)],
     judge: &RowJudge,
     floor: f64,
+    precision_change: bool,
 ) -> Option<RowEvidence> {
     let (mut i, mut j) = (0, 0);
     let mut compared = 0;
@@ -176,7 +191,7 @@ fn compare(
             std::cmp::Ordering::Greater => j += 1,
             std::cmp::Ordering::Equal => {
                 compared += 1;
-                let verdict = judge.judge(&a[i].1, &b[j].1, floor);
+                let verdict = judge.judge(&a[i].1, &b[j].1, floor, precision_change);
                 if verdict.diverges() {
                     diverging.push((i, j, verdict));
                 }
@@ -191,7 +206,7 @@ fn compare(
     let first = diverging.first();
     let kind = if diverging.is_empty() {
         "rows_agree"
-    } else if permuted(a, b, &diverging, judge, floor) {
+    } else if permuted(a, b, &diverging, judge, floor, precision_change) {
         "rows_permuted"
     } else {
         "row_changed"
@@ -214,8 +229,20 @@ fn permuted(
     diverging: &[(usize, usize, RowVerdict)],
     judge: &RowJudge,
     floor: f64,
+    precision_change: bool,
 ) -> bool {
     if diverging.len() < 2 || diverging.iter().any(|d| d.2.stat == "nonfinite_count") {
+        return false;
+    }
+    let agrees = |x: &RowStats, y: &RowStats| {
+        let mut y = *y;
+        y.row_checksum = x.row_checksum;
+        !judge.judge(x, &y, floor, precision_change).diverges()
+    };
+    // Rows that agree with their own partner but for the position-weighted checksum did not
+    // move: that is a checksum difference (rounding across a precision change), not a
+    // permutation.
+    if diverging.iter().all(|&(i, j, _)| agrees(&a[i].1, &b[j].1)) {
         return false;
     }
     let mut used = vec![false; diverging.len()];
@@ -224,9 +251,7 @@ fn permuted(
             if used[n] {
                 return false;
             }
-            let mut other = b[j].1;
-            other.row_checksum = a[i].1.row_checksum;
-            !judge.judge(&a[i].1, &other, floor).diverges()
+            agrees(&a[i].1, &b[j].1)
         });
         found.map(|n| used[n] = true).is_some()
     })
