@@ -577,7 +577,7 @@ def _row_map(label, rows, first_position, metadata):
     except Exception as exc:
         _warn("arm(%r, rows=..., first_position=...): rows is not a list of (request, first_position, count) "
               "or (request, [positions]) with positions >= 0 (%s: %s); that forward has no row map and no token rows"
-              % (label, type(exc).__name__, exc), key="rowmap")
+              % (label, type(exc).__name__, exc), key="rowmap:%s:%s" % (label, exc))
         return None
 
 
@@ -697,6 +697,10 @@ def _declared_rows(stage, tensor, n, dims, positions, row_map):
             pairs.append([index, int(p[1])])
         else:
             pairs.append([next(iter(names.values())) if len(names) == 1 else None, int(p)])
+    if any(p < 0 for _, p in pairs):
+        _warn("capture(%r, positions=...): a negative position (positions are 0-based indexes in their request); "
+              "recorded without token rows" % stage, key="rowpos:%s" % stage)
+        return None
     if len(pairs) != n or any(i is None for i, _ in pairs):
         _warn("capture(%r, positions=...): %d positions for %d rows, or a request not in the forward's row map "
               "(plain positions need a one-request forward); recorded without token rows" % (stage, len(pairs), n),

@@ -223,7 +223,16 @@ def test_inputs_that_used_to_pass_silently_warn(make_probe, capsys):
     assert "arm('req', rows=...) declares 5 rows, but no capture of that forward had 5 rows" \
         in capsys.readouterr().err
 
+    probe.arm("req", rows=[("r0", -1, 3)])  # a second row-map problem, another label's: said too
+    probe.finish()
+    assert "negative position or count" in capsys.readouterr().err
+    probe.arm("req", rows=[("r0", 0, 3, [1, 2])])
+    probe.finish()
+    assert "2 token ids for 3 rows" in capsys.readouterr().err
+
     probe.arm("req", rows=[(None, 0, 1), ("r0", 0, 2)])
+    probe.capture("neg", torch.ones(2, 2), positions=[-1, 0])
+    assert "capture('neg', positions=...): a negative position" in capsys.readouterr().err
     probe.capture("h", torch.ones(3, 2))
     probe.capture("kv", torch.ones(4, 2), positions=range(4))
     _manifest, rows = rows_of(probe.finish())
