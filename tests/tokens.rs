@@ -611,3 +611,34 @@ fn a_precision_change_is_not_made_a_divergence_or_a_permutation_by_its_rows() {
     }
     assert!(!diff.found_something(), "{:?}", diff.headline);
 }
+
+/// One malformed entry of the manifest's `token_rows` (a record's row block) costs the row
+/// statistics, not the row map: the window still pairs by its rows and its ids stand.
+#[test]
+fn a_malformed_row_block_keeps_the_row_map() {
+    let tmp = copied("tokens_chunked_vs_whole");
+    let file = tmp.path().join("b/rank0/match1-occ1/manifest.json");
+    let mut m: Value = serde_json::from_str(&std::fs::read_to_string(&file).unwrap()).unwrap();
+    m["token_rows"]["records"][0] = serde_json::json!([0, 1, 2]);
+    std::fs::write(&file, serde_json::to_string(&m).unwrap()).unwrap();
+    let (a, b) = (load(&tmp.path().join("a")), load(&tmp.path().join("b")));
+    let window = b
+        .windows
+        .iter()
+        .find(|w| w.source.ends_with("match1-occ1/manifest.json"))
+        .unwrap();
+    let rows = window.token_rows.as_ref().expect("the row map is kept");
+    assert!(!rows.map.is_empty() && rows.records.is_empty());
+    assert!(
+        b.warnings
+            .iter()
+            .any(|w| w.to_string().contains("is not readable")
+                && w.to_string().contains("row map is kept")),
+        "{:?}",
+        b.warnings
+    );
+    let diff = Analysis::compute_diff(&a, &b, &Tolerances::default())
+        .diff
+        .unwrap();
+    assert!(diff.unpaired_b.is_empty(), "{:?}", diff.unpaired_b);
+}

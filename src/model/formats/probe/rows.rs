@@ -16,13 +16,27 @@ pub fn read(json: &str, manifest: &Path, warnings: &mut Vec<Warning>) -> Option<
     let mut rows: TokenRows = match serde_json::from_str(json) {
         Ok(rows) => rows,
         Err(e) => {
+            // A bad entry elsewhere (a record's row block, the row count) costs the row
+            // statistics, not the map: its token ids still say which input the window saw.
+            let map = serde_json::from_str::<MapPart>(json).ok().and_then(|part| {
+                map_only(TokenRows {
+                    file: None,
+                    stats: part.stats,
+                    map: part.map,
+                    positions_inferred: part.positions_inferred,
+                    rows: 0,
+                    records: Vec::new(),
+                    values: Vec::new(),
+                })
+            });
             warnings.push(Warning::lost(
                 manifest,
                 format!(
-                    "`token_rows` is not readable ({e}); the window's token rows are not compared"
+                    "`token_rows` is not readable ({e}); the window's token rows are not compared{}",
+                    if map.is_some() { " (its row map is kept)" } else { "" }
                 ),
             ));
-            return None;
+            return map;
         }
     };
     let Some(file) = rows.file.clone() else {
@@ -75,4 +89,13 @@ fn map_only(mut rows: TokenRows) -> Option<TokenRows> {
     rows.records.clear();
     rows.values.clear();
     rows.check(0).ok().map(|()| rows)
+}
+
+/// The parts of `token_rows` that make the row map, read on their own when the rest is bad.
+#[derive(serde::Deserialize)]
+struct MapPart {
+    stats: Vec<String>,
+    map: Vec<crate::model::dump::RowMapEntry>,
+    #[serde(default)]
+    positions_inferred: bool,
 }
