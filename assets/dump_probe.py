@@ -2717,6 +2717,14 @@ def _safetensors_chunks(key, host):
     return [len(text).to_bytes(8, "little"), text, data]
 
 
+def _occurrence_text():
+    """DUMP_PROBE_OCCURRENCE as selected: "3", "5-9" or "all"."""
+    first, last = _config.occurrences
+    if last is None:
+        return "all"
+    return str(first) if first == last else "%d-%d" % (first, last)
+
+
 def _nothing_written_reason():
     """Why an enabled probe on a selected rank wrote no window, in the user's terms."""
     if _state.arms == 0:
@@ -2728,16 +2736,16 @@ def _nothing_written_reason():
                    "arm(label, rows=[(request, first_position, count), ...]) names the requests" % (
                        _config.request, _state.arms, "" if _state.arms == 1 else "s")
         if held < _config.occurrence:
-            return "DUMP_PROBE_OCCURRENCE=%d is beyond the %d forward%s that held request %r" % (
-                _config.occurrence, held, "" if held == 1 else "s", _config.request)
+            return "DUMP_PROBE_OCCURRENCE=%s is beyond the %d forward%s that held request %r" % (
+                _occurrence_text(), held, "" if held == 1 else "s", _config.request)
     labels = len(_state.labels)
     if labels < _config.match:
         return "no label matched DUMP_PROBE_MATCH=%d: %d label%s seen" % (
             _config.match, labels, "" if labels == 1 else "s")
     label, (_, calls) = next((l, v) for l, v in _state.labels.items() if v[0] == _config.match)
     if calls < _config.occurrence:
-        return "DUMP_PROBE_OCCURRENCE=%d is beyond the %d call%s of label %r (match %d)" % (
-            _config.occurrence, calls, "" if calls == 1 else "s", label, _config.match)
+        return "DUMP_PROBE_OCCURRENCE=%s is beyond the %d call%s of label %r (match %d)" % (
+            _occurrence_text(), calls, "" if calls == 1 else "s", label, _config.match)
     return "the selected window of label %r was not written (see the warning above)" % label
 
 

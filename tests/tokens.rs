@@ -384,6 +384,14 @@ fn a_missing_sidecar_costs_the_rows_but_keeps_the_row_map() {
     );
     let analysis = Analysis::compute_diff(&a, &b, &Tolerances::default());
     let diff = analysis.diff.unwrap();
+    // The rows lost are said as missing evidence, not as rows the other side did not capture.
+    let tokens = diff.tokens.as_ref().unwrap();
+    assert_eq!(tokens.windows_without_statistics, (0, 1));
+    let text = dumpview::model::present::tokens::summary_text(tokens, &diff.aligned_only);
+    assert!(
+        text.contains("0 windows of A and 1 of B hold a row map without row statistics"),
+        "{text}"
+    );
     // The chunk still holds its rows by the map: left to the row alignment, not a MISSING
     // WINDOW (without the map it would pair with nothing).
     assert!(diff.unpaired_b.is_empty(), "{:?}", diff.unpaired_b);

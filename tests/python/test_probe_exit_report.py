@@ -150,6 +150,6 @@ def test_a_request_no_forward_held_says_so(tmp_path):
         "dump_probe: nothing written: no forward's row map held request 'nosuch' (DUMP_PROBE_REQUEST): "
         "2 forwards armed; arm(label, rows=[(request, first_position, count), ...]) names the requests"
     ]
-    assert _run(tmp_path, body, DUMP_PROBE_REQUEST="r0", DUMP_PROBE_OCCURRENCE="3") == [
-        "dump_probe: nothing written: DUMP_PROBE_OCCURRENCE=3 is beyond the 2 forwards that held request 'r0'"
+    assert _run(tmp_path, body, DUMP_PROBE_REQUEST="r0", DUMP_PROBE_OCCURRENCE="3-9") == [
+        "dump_probe: nothing written: DUMP_PROBE_OCCURRENCE=3-9 is beyond the 2 forwards that held request 'r0'"
     ]

@@ -36,6 +36,14 @@ pub fn summary_text(t: &TokenDiff, aligned_only: &(Vec<WindowRef>, Vec<WindowRef
     if let Some(why) = t.nothing_compared {
         let _ = writeln!(out, "  nothing compared: {}", why.describe());
     }
+    let (sa, sb) = t.windows_without_statistics;
+    if sa + sb > 0 {
+        let _ = writeln!(
+            out,
+            "  {sa} window{} of A and {sb} of B hold a row map without row statistics (statistics off, or a sidecar not read: see the warnings): their rows are not compared, and the first bad token may lie there (missing evidence)",
+            plural(sa)
+        );
+    }
     for (m, r) in t.requests.iter().zip(&t.per_request) {
         let how = match m.by {
             MatchedBy::TokenIds => format!("same token ids at {} positions", m.common_positions),

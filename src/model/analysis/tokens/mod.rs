@@ -56,6 +56,10 @@ pub struct TokenDiff {
     /// Some window's first position was counted on from its label's earlier calls rather
     /// than given by the capture (A, B).
     pub positions_inferred: (bool, bool),
+    /// Windows with a row map but no row statistics (statistics off, or a sidecar that could
+    /// not be read: see the load warnings), per side: their rows are not compared, so the
+    /// first bad token may lie there.
+    pub windows_without_statistics: (usize, usize),
     /// The first divergence over all requests.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub first: Option<BadToken>,
@@ -665,6 +669,7 @@ pub fn align(a: &[Window], b: &[Window], tolerances: &Tolerances) -> Option<Toke
         rows_different_input: 0,
         rows_repeated: (0, 0),
         positions_inferred: (inferred(wa), inferred(wb)),
+        windows_without_statistics: (without_statistics(wa), without_statistics(wb)),
         first: None,
         nothing_compared: None,
         per_request: planned
@@ -896,6 +901,13 @@ fn unmatched(side: &SideRequests, pair_of: &[Option<u32>]) -> Vec<String> {
         .filter(|(_, p)| p.is_none())
         .map(|(n, _)| n.clone())
         .collect()
+}
+
+fn without_statistics(windows: &[&Window]) -> usize {
+    windows
+        .iter()
+        .filter(|w| w.token_rows.as_ref().is_some_and(|t| t.records.is_empty()))
+        .count()
 }
 
 fn inferred(windows: &[&Window]) -> bool {
