@@ -366,11 +366,7 @@ fn a_missing_sidecar_costs_the_rows_but_keeps_the_row_map() {
     let gone = tmp.path().join("b/rank0/match1-occ1/rows.f32");
     std::fs::remove_file(&gone).unwrap_or_else(|e| panic!("{}: {e}", gone.display()));
     let (a, b) = (load(&tmp.path().join("a")), load(&tmp.path().join("b")));
-    let window = b
-        .windows
-        .iter()
-        .find(|w| w.source.ends_with("match1-occ1/manifest.json"))
-        .unwrap();
+    let window = window_at(&b, "match1-occ1");
     let rows = window.token_rows.as_ref().expect("the row map is kept");
     assert!(!rows.map.is_empty());
     assert!(rows.records.is_empty() && rows.values.is_empty());
@@ -407,6 +403,21 @@ fn a_missing_sidecar_costs_the_rows_but_keeps_the_row_map() {
             w.identity
         );
     }
+}
+
+/// The window of `dump` whose directory is `name` (`match1-occ1`).
+fn window_at<'d>(dump: &'d Dump, name: &str) -> &'d dumpview::model::dump::Window {
+    dump.windows
+        .iter()
+        .find(|w| w.source.ends_with(format!("{name}/manifest.json")))
+        .unwrap_or_else(|| panic!("no window {name}"))
+}
+
+/// Rewrites the manifest at `file` through `edit`.
+fn edit_manifest(file: &Path, edit: impl FnOnce(&mut Value)) {
+    let mut m: Value = serde_json::from_str(&std::fs::read_to_string(file).unwrap()).unwrap();
+    edit(&mut m);
+    std::fs::write(file, serde_json::to_string(&m).unwrap()).unwrap();
 }
 
 fn walk(dir: &Path) -> Vec<PathBuf> {
@@ -567,12 +578,11 @@ fn a_request_on_another_dp_rank_is_matched_by_its_rows() {
             if file.file_name().is_none_or(|n| n != "manifest.json") {
                 continue;
             }
-            let mut m: Value =
-                serde_json::from_str(&std::fs::read_to_string(&file).unwrap()).unwrap();
-            m["rank"] = rank.into();
-            m["world_size"] = 2.into();
-            m["metadata"]["parallel"] = serde_json::json!({"dp": [rank, 2]});
-            std::fs::write(&file, serde_json::to_string(&m).unwrap()).unwrap();
+            edit_manifest(&file, |m| {
+                m["rank"] = rank.into();
+                m["world_size"] = 2.into();
+                m["metadata"]["parallel"] = serde_json::json!({"dp": [rank, 2]});
+            });
         }
     }
     let (a, b) = (load(&tmp.path().join("a")), load(&tmp.path().join("b")));
@@ -626,15 +636,11 @@ fn a_precision_change_is_not_made_a_divergence_or_a_permutation_by_its_rows() {
 fn a_malformed_row_block_keeps_the_row_map() {
     let tmp = copied("tokens_chunked_vs_whole");
     let file = tmp.path().join("b/rank0/match1-occ1/manifest.json");
-    let mut m: Value = serde_json::from_str(&std::fs::read_to_string(&file).unwrap()).unwrap();
-    m["token_rows"]["records"][0] = serde_json::json!([0, 1, 2]);
-    std::fs::write(&file, serde_json::to_string(&m).unwrap()).unwrap();
+    edit_manifest(&file, |m| {
+        m["token_rows"]["records"][0] = serde_json::json!([0, 1, 2])
+    });
     let (a, b) = (load(&tmp.path().join("a")), load(&tmp.path().join("b")));
-    let window = b
-        .windows
-        .iter()
-        .find(|w| w.source.ends_with("match1-occ1/manifest.json"))
-        .unwrap();
+    let window = window_at(&b, "match1-occ1");
     let rows = window.token_rows.as_ref().expect("the row map is kept");
     assert!(!rows.map.is_empty() && rows.records.is_empty());
     assert!(
