@@ -634,9 +634,12 @@ class _TokenRows:
         self.positions = positions
 
 
-def _token_rows(stage, tensor, rows, token_dims, positions, row_map):
+def _token_rows(stage, tensor, rows, token_dims, positions, row_map, split=None):
     """The _TokenRows of one capture, or None where it has no token rows (docs/manifest.md,
-    "Token rows": which captures get them)."""
+    "Token rows": which captures get them). ``split`` (a _Split of capture(shard=...)): a
+    slice along a token dimension holds some of the forward's rows (their positions are
+    listed), a slice inside the token row is weighted at the full row's coordinates, so the
+    pieces' rows add up to the unsharded row."""
     declared = rows == "tokens"
     if rows not in ("auto", "tokens"):
         if rows is not None:
@@ -657,12 +660,18 @@ def _token_rows(stage, tensor, rows, token_dims, positions, row_map):
                   "tensor; recorded without token rows" % (stage, token_dims), key="rows:%s" % stage)
         return None
     n = tensor.shape[0] * (tensor.shape[1] if len(dims) == 2 else 1)
+    # A slice along a token dimension (sequence or context parallel) holds some of the
+    # forward's rows: it is measured against the full tensor's row count.
+    sliced = split is not None and split.dim < len(dims) and positions is None
+    whole = n // int(tensor.shape[split.dim]) * split.full if sliced else n
     if row_map.count is None:
-        row_map.learn(n)  # "the first dimension of the call's first capture" (token_dims' product)
-    if positions is None and n == row_map.count:
+        row_map.learn(whole)  # "the first dimension of the call's first capture" (token_dims' product)
+    if positions is None and whole == row_map.count:
         row_map.matched = True
     if not _config.row_stats or (_config.row_regex is not None and not _config.row_regex.search(stage)):
         return None  # the row map stands: forwards still pair by the rows they hold
+    if sliced:
+        return _sliced_token_rows(stage, tensor, n, dims, split, row_map, whole)
     if positions is not None:
         return _declared_rows(stage, tensor, n, dims, positions, row_map)
     if n != row_map.count:
@@ -670,13 +679,41 @@ def _token_rows(stage, tensor, rows, token_dims, positions, row_map):
             _warn("capture(%r, rows='tokens'): %d rows but the forward holds %d; recorded without token rows"
                   % (stage, n, row_map.count), key="rows:%s" % stage)
         return None
-    stats = _row_statistics(tensor, n, row_map.positions_on(tensor.device))
+    stats = _row_statistics(tensor, n, row_map.positions_on(tensor.device), split)
     kept = None
     if row_map.keep is not None:
         stats = stats[torch.tensor(row_map.keep, dtype=torch.int64).to(stats.device)]
         rows_of = row_map.rows()
         kept = [list(rows_of[i]) for i in row_map.keep]
     return _TokenRows(stats, list(dims), kept)
+
+
+def _sliced_token_rows(stage, tensor, n, dims, split, row_map, full):
+    """Token rows of a slice along a token dimension (sequence or context parallel) of a
+    tensor whose whole holds ``full`` rows: local row i is the forward's row at its
+    full-tensor index, and is listed with that row's position."""
+    if full != row_map.count:
+        _warn("capture(%r): a slice of %d of the forward's rows, but the forward holds %d; recorded without token "
+              "rows" % (stage, full, row_map.count), key="rows:%s" % stage)
+        return None
+    along = _global_index(split, int(tensor.shape[split.dim]), torch.device("cpu"))
+    if len(dims) == 1:
+        index = along
+    elif split.dim == 0:
+        index = (along[:, None] * int(tensor.shape[1]) + torch.arange(int(tensor.shape[1]))).reshape(-1)
+    else:
+        index = (torch.arange(int(tensor.shape[0]))[:, None] * split.full + along[None, :]).reshape(-1)
+    every = row_map.rows()
+    pairs = [list(every[i]) for i in index.tolist()]  # host ints, from the annotation: no device read
+    low, high = _config.row_positions
+    keep = [i for i, (_, p) in enumerate(pairs) if low <= p <= high]
+    if not keep:
+        return None
+    stats = _row_statistics(tensor, n, row_map.positions_on(torch.device("cpu"))[index].to(tensor.device))
+    if len(keep) != n:
+        stats = stats[torch.tensor(keep, dtype=torch.int64).to(stats.device)]
+        pairs = [pairs[i] for i in keep]
+    return _TokenRows(stats, list(dims), pairs)
 
 
 def _declared_rows(stage, tensor, n, dims, positions, row_map):
@@ -721,11 +758,11 @@ def _row_dtype(tensor):
     return torch.float64 if tensor.dtype == torch.float64 else torch.float32
 
 
-def _row_statistics(tensor, n, positions):
+def _row_statistics(tensor, n, positions, split=None):
     """_row_statistics_torch's rows, by the native library's dp_row_stats where the tensor is
-    one it reads (a strided cpu tensor of a dtype it knows, the native statistics path in use):
-    one vectorized pass per row instead of a dozen torch ops."""
-    if tensor.device.type == "cpu" and _config.kernel != "torch":
+    one it reads (a strided cpu tensor of a dtype it knows, the native statistics path in use,
+    not a slice inside the token row): one vectorized pass per row instead of a dozen torch ops."""
+    if tensor.device.type == "cpu" and _config.kernel != "torch" and split is None:
         native = _native_rows()
         if native is not None and tensor.dtype in _NATIVE_DTYPES and tensor.layout == torch.strided \
                 and not tensor.is_neg() and not tensor.is_conj() and tensor.dim() <= 16 \
@@ -735,7 +772,7 @@ def _row_statistics(tensor, n, positions):
             except Exception as exc:  # that tensor only: the torch ops below
                 _warn("dp_row_stats failed (%s: %s); token rows take the torch ops"
                       % (type(exc).__name__, str(exc).splitlines()[0][:120]), key="native-rows")
-    return _row_statistics_torch(tensor, n, positions)
+    return _row_statistics_torch(tensor, n, positions, split)
 
 
 def _native_rows():
@@ -776,7 +813,7 @@ def _native_row_statistics(call, tensor, n, positions):
     return out
 
 
-def _row_statistics_torch(tensor, n, positions):
+def _row_statistics_torch(tensor, n, positions, split=None):
     """[n, len(ROW_STAT_NAMES)] per-row statistics of ``tensor`` whose n token rows each hold k
     rows of its matrix view [n * k, cols] (cols: _row_cols), on its device.
 
@@ -791,7 +828,9 @@ def _row_statistics_torch(tensor, n, positions):
                        checksums of a forward whose rows start at position 0 add up to the
                        record's pos_checksum, and the rows of chunks to the whole prompt's
                        (0 for padding rows, p = -1).
-    Reduced in float32 (float64 for float64 tensors); stored as float32.
+    Reduced in float32 (float64 for float64 tensors); stored as float32. A ``split`` inside
+    the token row (a tp:D shard of a dimension after the token dims) puts j, c and k at the
+    full row's coordinates (_row_coordinates).
     """
     dtype = _row_dtype(tensor)
     cols = _row_cols(tensor, n)
@@ -806,11 +845,42 @@ def _row_statistics_torch(tensor, n, positions):
     max_abs = values.abs().amax((1, 2))
     total = values.sum((1, 2))
     squares = (values * values).sum((1, 2))
-    inner = values @ _position_weights(cols, _COL_MUL, dtype, values.device)  # [n, k]
-    index = positions.to(torch.int64)[:, None] * k + torch.arange(k, device=values.device)
+    col_weights, row_in_token, k_full = _row_coordinates(tensor, n, k, cols, split, dtype, values.device)
+    inner = values @ col_weights  # [n, k]
+    index = positions.to(torch.int64)[:, None] * k_full + row_in_token
     index = torch.where(positions[:, None] < 0, -1, index)
     checksum = (inner * _row_weights(index, dtype)).sum(1)
     return torch.stack([nonfinite, max_abs, total, squares, checksum], 1)
+
+
+def _row_coordinates(tensor, n, k, cols, split, dtype, device):
+    """(column weights v(c) [cols], each local matrix row's index j within its token row [k],
+    the full token row's matrix row count) of a token-row tensor viewed as [n, k, cols]. A
+    split inside the token row moves c (a slice of the last dimension) or j (a slice of a
+    dimension between the token dims and the last: j's multi-index with the full size there)."""
+    plain = _position_weights(cols, _COL_MUL, dtype, device), torch.arange(k, device=device), k
+    if split is None:
+        return plain
+    shape = [int(d) for d in tensor.shape]
+    last = len(shape) - 1
+    tokens, size = 0, 1  # the token dims: the leading dims whose sizes multiply to n
+    while tokens < len(shape) and size < n:
+        size *= shape[tokens]
+        tokens += 1
+    if size != n or split.dim < tokens:
+        return plain
+    if split.dim == last and cols == shape[-1]:
+        return _weights_at(_global_index(split, cols, device), _COL_MUL, dtype), torch.arange(k, device=device), k
+    if split.dim == last or cols != shape[-1]:
+        return plain
+    outer = 1
+    for d in range(tokens, split.dim):
+        outer *= shape[d]
+    inner = k // (outer * shape[split.dim])
+    along = _global_index(split, shape[split.dim], device)
+    j = (torch.arange(outer, device=device).view(-1, 1, 1) * (split.full * inner) + along.view(1, -1, 1) * inner
+         + torch.arange(inner, device=device).view(1, 1, -1)).reshape(-1)
+    return plain[0], j, outer * split.full * inner
 
 
 # Axes of arm(parallel=...): tensor, context, data, pipeline and expert parallel.
@@ -973,7 +1043,7 @@ def capture(stage, tensor, shard=None, collective=None, rows="auto", token_dims=
         row_map = _state.window["row_map"]
         if row_map is not None and rows is not None and layout[0].type != "meta":
             try:
-                token_rows = _token_rows(stage, tensor, rows, token_dims, positions, row_map)
+                token_rows = _token_rows(stage, tensor, rows, token_dims, positions, row_map, split)
             except Exception as exc:  # that record only: its whole-tensor statistics stand
                 _warn("no token rows for %s (%s: %s)" % (stage, type(exc).__name__, str(exc).splitlines()[0][:120]),
                       key="rowfail:%s" % stage)

@@ -112,6 +112,30 @@ PAIRS = {
     ),
 }
 
+# Pairs across parallel layouts: the layouts fixture's block (tests/fixtures/layouts/
+# make_layouts_fixture.py: 6 tokens, float64, real gloo process groups) captured with token
+# rows, one side merged over its group. (pair: (scenario a, scenario b, description, answer))
+LAYOUT_PAIRS = {
+    "tokens_tp2_vs_tp1": (
+        "tp1", "tp2",
+        "The layouts block at tp=1 (a) vs tp=2 (b, real gloo ranks): column slices (`tp:1`, their rows added "
+        "up), a partial sum (`partial:tp`, its sum and checksum added), replicated stages. Correct.",
+        dict(exit=0, first_bad_token=None, requests=1)),
+    "tokens_tp2_wrong_shard": (
+        "tp1", "tp2_wrong_shard",
+        "As tokens_tp2_vs_tp1, but tp rank 1 loads rank 0's slice of the up projection: every row of "
+        "layers.0.up differs once the slices are merged.",
+        dict(exit=1, requests=1, first_bad_token=dict(
+            request="req-layouts", position=0, token_id=3, key="layers.0.up#1", kind="row_changed"))),
+    "tokens_cp2_vs_cp1": (
+        "cp1", "cp2_zigzag",
+        "The per-token part of the block on 8 tokens, whole (a) vs zigzag context parallel over 2 ranks (b: "
+        "rank r holds chunks r and 3 - r of 4): each rank's rows listed with their positions, concatenated. "
+        "Correct.",
+        dict(exit=0, first_bad_token=None, requests=1)),
+}
+LAYOUTS_GENERATOR = os.path.join(os.path.dirname(HERE), "tests", "fixtures", "layouts", "make_layouts_fixture.py")
+
 
 # ----------------------------------------------------------------------------- one side
 
@@ -368,19 +392,52 @@ def run_pair(pair):
     return expected
 
 
+def run_layout_pair(pair):
+    """A pair of LAYOUT_PAIRS: both scenarios written by the layouts generator (one gloo
+    process per rank), then copied into the pair's a/ and b/."""
+    import shutil
+    import subprocess
+    import tempfile
+
+    scenario_a, scenario_b, description, answer = LAYOUT_PAIRS[pair]
+    pair_dir = os.path.join(OUT_ROOT, pair)
+    pt.fresh_dir(pair_dir)
+    with tempfile.TemporaryDirectory() as tmp:
+        env = {k: v for k, v in os.environ.items() if not k.startswith("DUMP_PROBE")}
+        env["DUMP_PROBE_KERNEL"] = "torch"
+        subprocess.run([sys.executable, LAYOUTS_GENERATOR, tmp, scenario_a, scenario_b], check=True, env=env,
+                       capture_output=True, timeout=300)
+        for side, scenario in (("a", scenario_a), ("b", scenario_b)):
+            shutil.copytree(os.path.join(tmp, scenario), os.path.join(pair_dir, side))
+    expected = {"pair": pair, "description": description, "a": "a", "b": "b", "dtype": "float64",
+                "answer": answer, "layouts": [scenario_a, scenario_b], "figures": {}}
+    with open(os.path.join(pair_dir, "expected.json"), "w") as handle:
+        json.dump(expected, handle, indent=1)
+        handle.write("\n")
+    bad = answer["first_bad_token"]
+    said = ("no divergence: every aligned row agrees (exit 0)" if bad is None else
+            "first bad token: request %s position %d (token id %d) at %s (%s), exit 1"
+            % (bad["request"], bad["position"], bad["token_id"], bad["key"], bad["kind"]))
+    pt.write_readme(pair_dir, "# %s\n\n%s\n\nWhat `dumpview diff a b` says: %s.\n\n"
+                    "Regenerate with `.venv/bin/python examples/token_rows.py %s` (scenarios %s and %s of "
+                    "tests/fixtures/layouts/make_layouts_fixture.py)."
+                    % (pair, description, said, pair, scenario_a, scenario_b))
+    return expected
+
+
 def main(argv):
     if len(argv) == 3 and argv[0] == "--side":
         run_one_side(argv[1], argv[2])
         return
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
-    names = argv or list(PAIRS)
-    unknown = [n for n in names if n not in PAIRS]
+    names = argv or list(PAIRS) + list(LAYOUT_PAIRS)
+    unknown = [n for n in names if n not in PAIRS and n not in LAYOUT_PAIRS]
     if unknown:
-        raise SystemExit("unknown pair(s) %s; choose from %s" % (unknown, list(PAIRS)))
+        raise SystemExit("unknown pair(s) %s; choose from %s" % (unknown, list(PAIRS) + list(LAYOUT_PAIRS)))
     started = time.time()
     for name in names:
         t0 = time.time()
-        expected = run_pair(name)
+        expected = run_layout_pair(name) if name in LAYOUT_PAIRS else run_pair(name)
         print("%s: figures %s (%.1fs)" % (name, json.dumps(expected["figures"]), time.time() - t0))
     print("done in %.1fs" % (time.time() - started))
 

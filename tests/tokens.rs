@@ -8,6 +8,7 @@ use std::path::{Path, PathBuf};
 
 use dumpview::model::analysis::Analysis;
 use dumpview::model::analysis::compare::Tolerances;
+use dumpview::model::analysis::tokens;
 use dumpview::model::dump::Dump;
 use serde_json::Value;
 use support::run::{dumpview_in_repo, json_of, ran};
@@ -36,7 +37,7 @@ fn analysis(pair: &str) -> Analysis {
     )
 }
 
-const PAIRS: [&str; 9] = [
+const PAIRS: [&str; 12] = [
     "tokens_chunked_vs_whole",
     "tokens_chunked_vs_whole_bf16",
     "tokens_chunked_vs_whole_fp16",
@@ -46,6 +47,9 @@ const PAIRS: [&str; 9] = [
     "tokens_batched_vs_alone_bf16",
     "tokens_prefix_cache",
     "tokens_rows_permuted",
+    "tokens_tp2_vs_tp1",
+    "tokens_tp2_wrong_shard",
+    "tokens_cp2_vs_cp1",
 ];
 
 #[test]
@@ -521,49 +525,73 @@ fn a_permutation_stays_values_moved_with_the_rows_as_evidence() {
     assert_eq!(p.comparison.rows.as_ref().unwrap().kind, "rows_permuted");
 }
 
-/// A diff that merges parallel groups (tp=1 against tp=2) does not align token rows yet: it
-/// says so in a warning rather than dropping them silently.
+/// A tp=2 capture's rows merge with its records: a column slice's rows add up to the tp=1
+/// row (the probe weights a slice's columns at the full row's coordinates), a partial sum's
+/// sum and checksum add up and its other statistics are not known (NaN, not compared).
 #[test]
-fn a_merged_tp_diff_says_its_token_rows_are_not_aligned() {
-    let tmp = tempfile::tempdir().unwrap();
-    let fixtures = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/layouts");
-    for side in ["tp1", "tp2"] {
-        for file in walk(&fixtures.join(side)) {
-            let to = tmp.path().join(file.strip_prefix(&fixtures).unwrap());
-            std::fs::create_dir_all(to.parent().unwrap()).unwrap();
-            if file.file_name().is_some_and(|n| n == "manifest.json") {
-                // A row map alone (no sidecar): the forward's one request at positions 0..4.
-                let mut m: Value =
-                    serde_json::from_str(&std::fs::read_to_string(&file).unwrap()).unwrap();
-                m["token_rows"] = serde_json::json!({
-                    "file": null, "dtype": "float32", "byteorder": "little",
-                    "stats": ["nonfinite_count", "max_abs", "sum", "sum_squares", "row_checksum"],
-                    "map": [{"request": "r", "first_position": 0, "count": 4}],
-                    "positions_inferred": false, "rows": 0, "records": []
-                });
-                std::fs::write(&to, serde_json::to_string(&m).unwrap()).unwrap();
-            } else {
-                std::fs::copy(&file, &to).unwrap();
-            }
-        }
-    }
-    let (a, b) = (load(&tmp.path().join("tp1")), load(&tmp.path().join("tp2")));
-    assert!(a.windows.iter().all(|w| w.token_rows.is_some()));
+fn a_tp2_capture_s_rows_merge_into_the_tp1_rows() {
+    let dir = pair_dir("tokens_tp2_vs_tp1");
+    let (a, b) = (load(&dir.join("a")), load(&dir.join("b")));
     let analysis = Analysis::compute_diff(&a, &b, &Tolerances::default());
-    let diff = analysis.diff.unwrap();
+    let diff = analysis.diff.as_ref().unwrap();
     assert!(diff.layouts.is_some(), "tp=1 vs tp=2 merges");
-    assert!(diff.tokens.is_none());
+    let tokens = diff.tokens.as_ref().unwrap();
+    // 9 records with token rows (every stage but the norm weight) × 6 tokens.
+    assert_eq!((tokens.rows_compared, tokens.rows_diverging), (54, 0));
+    let windows = |d: &Dump| d.windows.clone();
+    let (wa, wb) = (windows(&a), windows(&b));
+    let (ma, _) = dumpview::model::analysis::merge::merge_side(&wa, &["tp"]);
+    let (mb, _) = dumpview::model::analysis::merge::merge_side(&wb, &["tp"]);
+    let up = tokens::rows_at(&ma, &mb, 0, "layers.0.up#1", 2).expect("both sides hold the row");
+    // float64 activations, rows stored as float32: the merged sum is the two halves' sum.
+    assert!(
+        (up.a.sum - up.b.sum).abs() <= 1e-5 * up.a.l2() as f32,
+        "{up:?}"
+    );
+    assert!(
+        (up.a.row_checksum - up.b.row_checksum).abs() <= 1e-5 * up.a.l2() as f32,
+        "{up:?}"
+    );
+    assert_eq!(up.a.max_abs, up.b.max_abs);
+    let partial = tokens::rows_at(&ma, &mb, 0, "layers.0.down_partial#1", 2).unwrap();
+    assert!(
+        partial.b.max_abs.is_nan() && partial.b.sum_squares.is_nan(),
+        "{partial:?}"
+    );
+    assert!(!partial.a.max_abs.is_nan());
+    assert!((partial.a.sum - partial.b.sum).abs() <= 1e-5 * partial.a.l2() as f32);
+}
+
+/// A rank of the group without token rows costs the merged rows of the stages sliced over it
+/// (said as a warning naming the rank), never a wrong row.
+#[test]
+fn a_rank_without_rows_costs_the_merged_rows_with_a_warning() {
+    let tmp = copied("tokens_tp2_vs_tp1");
+    edit_manifest(&tmp.path().join("b/rank1/match1-occ1/manifest.json"), |m| {
+        m.as_object_mut().unwrap().remove("token_rows");
+    });
+    std::fs::remove_file(tmp.path().join("b/rank1/match1-occ1/rows.f32")).unwrap();
+    let analysis = Analysis::compute_diff(
+        &load(&tmp.path().join("a")),
+        &load(&tmp.path().join("b")),
+        &Tolerances::default(),
+    );
+    let diff = analysis.diff.unwrap();
     let warnings: Vec<String> = diff
         .merge_warnings()
         .iter()
         .map(|w| w.to_string())
         .collect();
     assert!(
-        warnings
-            .iter()
-            .any(|w| w.contains("token rows not aligned: this diff merges the tp group")),
+        warnings.iter().any(|w| w.contains(
+            "layers.0.up#1: token rows not merged: no token rows on rank [1] (the others have them)"
+        )),
         "{warnings:?}"
     );
+    let tokens = diff.tokens.unwrap();
+    assert_eq!(tokens.rows_diverging, 0);
+    // The three sliced stages and the partial sum lose their rows: 5 records × 6 rows remain.
+    assert_eq!(tokens.rows_compared, 30);
 }
 
 /// Under data parallelism a request is matched wherever it ran: A's request served by dp

@@ -261,3 +261,49 @@ def test_a_pp2_gloo_run_splits_the_stages_and_send_recv_carries_them_exactly(tmp
     assert [r["stage"] for r in split[0]["records"]] + [r["stage"] for r in split[1]["records"]] == stages
     for stage in ("layers.1.out", "logits"):
         assert record(split[1], stage)["stats"] == record(whole, stage)["stats"]
+
+
+def _rows(run, rank):
+    """{(stage, position): [5 row statistics]} of one gloo rank's window (test_probe_rows' reader)."""
+    from test_probe_rows import rows_of
+
+    path = os.path.join(run, "rank%d" % rank, "match1-occ1", "manifest.json")
+    return {(stage, p): values for (stage, _), rows in rows_of(path)[1].items() for _, p, values in rows}
+
+
+@pytest.mark.parametrize("run,whole,ranks,stages", [
+    ("tp2", "tp1", 2, SLICED),  # columns (tp:1 of [6, 16/n]) and heads (tp:1 of [6, 4/n, 4])
+    ("tp3_uneven", "tp1", 3, ("layers.0.up", "layers.0.act")),
+])
+def test_slices_inside_the_token_row_add_up_to_the_unsharded_rows(runs, run, whole, ranks, stages):
+    full = _rows(runs[whole], 0)
+    parts = [_rows(runs[run], r) for r in range(ranks)]
+    for stage in stages:
+        for p in range(6):
+            want = full[(stage, p)]
+            got = [part[(stage, p)] for part in parts]
+            scale = math.sqrt(want[3])
+            # Counts, sums, squares and the full-coordinate checksum add; max_abs is the largest.
+            assert sum(g[0] for g in got) == want[0]
+            assert max(g[1] for g in got) == pytest.approx(want[1], rel=1e-6)
+            for i in (2, 3, 4):
+                assert sum(g[i] for g in got) == pytest.approx(want[i], abs=1e-6 * max(scale, want[3])), (stage, p, i)
+    # A partial sum's sum and checksum add up too.
+    for p in range(6):
+        want = full[("layers.0.down_partial", p)]
+        got = [part[("layers.0.down_partial", p)] for part in parts]
+        for i in (2, 4):
+            assert sum(g[i] for g in got) == pytest.approx(want[i], abs=1e-6 * math.sqrt(want[3]))
+
+
+def test_a_zigzag_context_slice_lists_each_row_at_its_position(runs):
+    full = _rows(runs["cp1"], 0)
+    # Rank r of 2 holds chunks r and 3 - r of 4 chunks of 2 tokens.
+    held = {0: [0, 1, 6, 7], 1: [2, 3, 4, 5]}
+    for rank, positions in held.items():
+        rows = _rows(runs["cp2_zigzag"], rank)
+        for stage in ("embed", "layers.0.input_norm", "layers.0.up"):
+            assert sorted(p for s, p in rows if s == stage) == positions
+            for p in positions:
+                assert rows[(stage, p)] == pytest.approx(full[(stage, p)], rel=1e-6, abs=1e-6), (stage, p)
+        assert not any(s == "layers.0.norm_weight" for s, _ in rows)

@@ -549,10 +549,6 @@ pub struct LayoutMerge {
     pub a: SideMerge,
     /// What merging did to B.
     pub b: SideMerge,
-    /// Both sides have token rows, which this merged diff does not align (rows are not merged
-    /// over parallel groups yet): said as a warning, never silently dropped.
-    #[serde(skip_serializing_if = "std::ops::Not::not")]
-    pub token_rows_not_aligned: bool,
 }
 
 impl DiffReport {
@@ -600,21 +596,6 @@ impl DiffReport {
             .flat_map(|l| {
                 let mut out = l.a.warnings("A");
                 out.extend(l.b.warnings("B"));
-                if l.token_rows_not_aligned {
-                    let file = (l.a.groups.iter().chain(&l.b.groups))
-                        .find_map(|g| g.sources.first().cloned())
-                        .unwrap_or_default();
-                    out.push(crate::model::dump::Warning::lost(
-                        file,
-                        format!(
-                            "token rows not aligned: this diff merges the {} group{} of the two sides, and rows \
-                             are not merged over parallel groups yet; the records are compared whole \
-                             (docs/diff.md, \"Token rows\")",
-                            l.axes.join(", "),
-                            if l.axes.len() == 1 { "" } else { "s" }
-                        ),
-                    ));
-                }
                 out
             })
             .collect()
@@ -667,12 +648,11 @@ pub fn diff_reusing(
                 .collect(),
             a: ma,
             b: mb,
-            token_rows_not_aligned: tokens::applies(a, b),
         });
         (merged_a.as_slice(), merged_b.as_slice())
     };
-    // Token rows pair forwards by the rows they hold (no merge over parallel groups yet).
-    let with_tokens = layouts.is_none() && tokens::applies(a, b);
+    // Token rows pair forwards by the rows they hold (a merged group's rows merged with it).
+    let with_tokens = tokens::applies(a, b);
     let (pairs, unpaired_a, unpaired_b, aligned_a, aligned_b) = if with_tokens {
         pair_windows_by_rows(a, b)
     } else {

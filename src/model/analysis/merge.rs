@@ -19,6 +19,7 @@ use std::sync::Arc;
 
 use serde::Serialize;
 
+use crate::model::analysis::merge_rows::{RowMerge, RowsBuilder};
 use crate::model::dump::{Piece, Placement, Record, Shard, Stats, Warning, Window, dims, strides};
 
 /// The group axes merged when the two sides' group sizes differ, in the order they are merged:
@@ -327,13 +328,19 @@ fn merge_group(axis: &str, members: &[(u32, u32, &Window)], stray: &[u32]) -> (W
         .collect();
     let (mut merged, mut replicated) = (0, 0);
     let mut records = Vec::with_capacity(base.records.len());
+    let mut rows = RowsBuilder::of(present.iter().map(|(_, w)| *w).collect());
     for record in &base.records {
         let over_axis = record.shard.as_ref().is_some_and(|s| s.axis() == axis);
+        let key = (record.stage.as_str(), record.occurrence);
+        let seqs: Vec<Option<u64>> = lookup
+            .iter()
+            .map(|map| map.get(&key).map(|r| r.seq))
+            .collect();
         if !over_axis {
             records.push(record.clone());
+            add_rows(&mut rows, record, &seqs, RowMerge::Lowest, &mut warnings);
             continue;
         }
-        let key = (record.stage.as_str(), record.occurrence);
         let pieces: Vec<(u32, &Window, Option<&Record>)> = present
             .iter()
             .zip(&lookup)
@@ -346,11 +353,18 @@ fn merge_group(axis: &str, members: &[(u32, u32, &Window)], stray: &[u32]) -> (W
                 } else {
                     merged += 1;
                 }
+                add_rows(&mut rows, &r, &seqs, row_merge(&r), &mut warnings);
                 records.push(r);
             }
-            Ok(None) => records.push(record.clone()),
+            Ok(None) => {
+                records.push(record.clone());
+                add_rows(&mut rows, record, &seqs, RowMerge::Lowest, &mut warnings);
+            }
             Err(why) => warnings.push(format!("{}: {why}", record.key())),
         }
+    }
+    if let Some(rows) = rows {
+        window.token_rows = Some(rows.finish());
     }
     // What the other ranks hold and the lowest one lacks: a piece of a sharded stage is
     // missing evidence for that stage; a per-rank record is not compared (the merged window
@@ -404,6 +418,33 @@ fn merge_group(axis: &str, members: &[(u32, u32, &Window)], stray: &[u32]) -> (W
         warnings,
     };
     (window, note)
+}
+
+/// How a merged record's rows follow from its pieces' ([`RowMerge`]).
+fn row_merge(record: &Record) -> RowMerge {
+    match &record.shard {
+        Some(Shard::Split { dim, .. }) => RowMerge::Split { dim: *dim },
+        Some(Shard::Partial { .. }) => RowMerge::Partial,
+        _ => RowMerge::Lowest,
+    }
+}
+
+/// [`RowsBuilder::add`], its refusal said as a warning on the record.
+fn add_rows(
+    rows: &mut Option<RowsBuilder>,
+    record: &Record,
+    seqs: &[Option<u64>],
+    how: RowMerge,
+    warnings: &mut Vec<String>,
+) {
+    if let Some(builder) = rows {
+        if let Err(why) = builder.add(record.seq, seqs, how) {
+            warnings.push(format!(
+                "{}: token rows not merged: {why}; the record is compared whole",
+                record.key()
+            ));
+        }
+    }
 }
 
 /// Why a group's windows are not pieces of one run: ranks that recorded other token ids
@@ -479,10 +520,26 @@ fn concat_group(members: &[(u32, u32, &Window)], stray: &[u32]) -> (Window, Grou
         .map(|r| (r.stage.to_string(), r.occurrence))
         .collect();
     let mut concatenated = 0;
-    for (&(r, _, _), w) in members.iter().zip(&present).skip(1) {
+    let mut rows = RowsBuilder::of(present.clone());
+    let mut lowest = vec![None; present.len()];
+    for record in &base.records {
+        lowest[0] = Some(record.seq);
+        add_rows(&mut rows, record, &lowest, RowMerge::Lowest, &mut warnings);
+    }
+    // Later pp ranks' records follow the lowest rank's in seq order: where rows are merged,
+    // their seqs are renumbered on (each rank counts from 0, and rows are found by seq).
+    let mut next_seq = base.records.iter().map(|r| r.seq + 1).max().unwrap_or(0);
+    for (p, (&(r, _, _), w)) in members.iter().zip(&present).enumerate().skip(1) {
         for record in &w.records {
             if seen.insert((record.stage.to_string(), record.occurrence)) {
                 let mut record = record.clone();
+                if rows.is_some() {
+                    let mut at = vec![None; present.len()];
+                    at[p] = Some(record.seq);
+                    record.seq = next_seq;
+                    next_seq += 1;
+                    add_rows(&mut rows, &record, &at, RowMerge::Lowest, &mut warnings);
+                }
                 // Where the record came from: the pp rank's own file (a tp-merged record
                 // keeps the pieces it was merged from).
                 if record.merged_from.is_none() {
@@ -506,6 +563,9 @@ fn concat_group(members: &[(u32, u32, &Window)], stray: &[u32]) -> (Window, Grou
                 ));
             }
         }
+    }
+    if let Some(rows) = rows {
+        window.token_rows = Some(rows.finish());
     }
     let note = GroupMerge {
         axis: "pp".to_string(),

@@ -8,6 +8,7 @@ pub mod compare;
 pub mod diff;
 pub mod layout;
 pub mod merge;
+mod merge_rows;
 pub mod ranks;
 pub mod replicated;
 pub mod report;

@@ -19,7 +19,9 @@ pub const ROW_ROUNDOFF_FACTOR: f64 = 2.0;
 /// "Token rows".
 pub const ROW_RTOL_FLOOR: f64 = 128.0 / 16_777_216.0;
 
-/// The statistics of one token row, as the sidecar holds them.
+/// The statistics of one token row, as the sidecar holds them; a statistic a merge could not
+/// know (the non-finite count, `max_abs` and `sum_squares` of a merged partial sum) is NaN
+/// and compared nowhere.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize)]
 pub struct RowStats {
     /// NaN and ±inf elements in the row.
@@ -46,9 +48,14 @@ impl RowStats {
         }
     }
 
-    /// sqrt of `sum_squares`: the row's l2 norm.
+    /// sqrt of `sum_squares`: the row's l2 norm; NaN where `sum_squares` is not known.
     pub fn l2(&self) -> f64 {
-        f64::from(self.sum_squares).max(0.0).sqrt()
+        let squares = f64::from(self.sum_squares);
+        if squares.is_nan() {
+            squares
+        } else {
+            squares.max(0.0).sqrt()
+        }
     }
 }
 
@@ -109,14 +116,20 @@ impl RowJudge {
         floor: f64,
         precision_change: bool,
     ) -> RowVerdict {
-        if a.nonfinite_count != b.nonfinite_count {
+        // NaN: a statistic not known (a merged partial sum's), compared nowhere.
+        let known = |x: f32, y: f32| !x.is_nan() && !y.is_nan();
+        if known(a.nonfinite_count, b.nonfinite_count) && a.nonfinite_count != b.nonfinite_count {
             return RowVerdict {
                 ratio: f64::INFINITY,
                 stat: "nonfinite_count",
             };
         }
         let (l2_a, l2_b) = (a.l2(), b.l2());
-        let l2 = l2_a.max(l2_b);
+        // The known side's l2 (f64::max skips a NaN); two unknown ones leave the larger |sum|.
+        let l2 = match l2_a.max(l2_b) {
+            l2 if l2.is_nan() => f64::from(a.sum.abs().max(b.sum.abs())),
+            l2 => l2,
+        };
         let (max_a, max_b) = (f64::from(a.max_abs), f64::from(b.max_abs));
         // Σ x·u·v with u, v ∈ (0, 1): per-element rounding moves the checksum by about
         // rms(u·v) = 1/3 of what it moves the l2 norm.
@@ -144,6 +157,9 @@ impl RowJudge {
         };
         let decide = if precision_change { 2 } else { checks.len() };
         for &(stat, x, y, tolerance, scale) in &checks[..decide] {
+            if x.is_nan() || y.is_nan() {
+                continue;
+            }
             let allowed = tolerance.atol + tolerance.rtol.max(floor) * scale;
             let ratio = if x == y {
                 0.0
