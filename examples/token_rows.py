@@ -42,8 +42,14 @@ LONG = PROMPT + [64, 12, 700, 33, 250, 9, 811, 97, 420, 31, 2, 600]  # 24 ids: t
 NEW_TOKENS = 2
 
 
-def side(dtype="float32", plan=None, select=None, faults=None):
-    return dict(dtype=dtype, plan=plan, select=select or {"DUMP_PROBE_OCCURRENCE": "all"}, faults=faults or {})
+def side(dtype="float32", plan=None, select=None, faults=None, legacy=False):
+    """One side's run; ``legacy``: as a probe from before token rows wrote it (arm() with
+    metadata positions=[start, end] and the chunk's token_ids, no rows=, no row statistics,
+    no ``token_rows`` in the manifest)."""
+    select = dict(select or {"DUMP_PROBE_OCCURRENCE": "all"})
+    if legacy:
+        select["DUMP_PROBE_ROW_STATS"] = "off"
+    return dict(dtype=dtype, plan=plan, select=select, faults=faults or {}, legacy=legacy)
 
 
 def alone(prompt, chunks=None, name="req-0"):
@@ -103,6 +109,19 @@ PAIRS = {
                select={"DUMP_PROBE_REQUEST": "req-0", "DUMP_PROBE_OCCURRENCE": "all"}),
         answer=dict(exit=0, first_bad_token=None, requests=1),
     ),
+    "tokens_without_row_stats": dict(
+        description="The prompt prefilled whole with token rows (a) vs in chunks [5, 4, 3] by a probe from before "
+                    "token rows (b: metadata positions=[start, end] and token_ids, no row map, no row statistics), "
+                    "float32: each of B's records is compared whole with A's rows summed over its positions.",
+        a=side(plan=alone(PROMPT)), b=side(plan=alone(PROMPT, [5, 4, 3]), legacy=True),
+        answer=dict(exit=0, first_bad_token=None, requests=1, summed=dict(first=None)),
+    ),
+    "tokens_without_row_stats_bug": dict(
+        description="As tokens_without_row_stats, but B's second chunk computes RoPE from position 0 instead of 5.",
+        a=side(plan=alone(PROMPT)), b=side(plan=alone(PROMPT, [5, 4, 3]), faults={"rope_from_zero": 5}, legacy=True),
+        answer=dict(exit=1, first_bad_token=None, requests=1, summed=dict(first=dict(
+            request="req-0", positions=[5, 8], token_id=PROMPT[5], key="layers.0.q_rope#1"))),
+    ),
     "tokens_rows_permuted": dict(
         description="The same whole prefill (a) vs one whose layers.1.mlp_down writes rows 2 and 3 in each "
                     "other's place (b), float32: the same values at other positions.",
@@ -140,7 +159,7 @@ LAYOUTS_GENERATOR = os.path.join(os.path.dirname(HERE), "tests", "fixtures", "la
 # ----------------------------------------------------------------------------- one side
 
 
-def serve(model, probe, batch, faults, metadata):
+def serve(model, probe, batch, faults, metadata, legacy=False):
     """One forward over ``batch``: a list of (request, ids, start, cache) and ("pad", n, None, None);
     returns the last row's logits of each request. Captures every stage; arm()/finish() around it."""
     import torch
@@ -154,7 +173,11 @@ def serve(model, probe, batch, faults, metadata):
         else:
             rows.append((request, start, len(ids), list(ids)))
             ids_all.extend(ids)
-    probe.arm(batch[0][0], rows=rows, **metadata)
+    if legacy:  # one request, as the examples armed before token rows
+        request, ids, start, _cache = batch[0]
+        probe.arm(request, positions=[start, start + len(ids)], token_ids=list(ids), **metadata)
+    else:
+        probe.arm(batch[0][0], rows=rows, **metadata)
     cap = probe.capture
     ids_t = torch.tensor(ids_all, dtype=torch.long)
     cap("runner.input_ids", ids_t)
@@ -256,7 +279,7 @@ def run_one_side(pair, side_name):
     tl.deterministic()
     hf = tl.build_hf_model()
     model = tl.TinyLlama(hf, dtype=getattr(torch, opts["dtype"]))
-    plan, faults = opts["plan"], opts["faults"]
+    plan, faults, legacy = opts["plan"], opts["faults"], opts["legacy"]
     meta = dict(weights=tl.weights_tag(), dtype=opts["dtype"], sampling={"temperature": 0.0, "greedy": True})
     forwards = []
     with torch.no_grad():
@@ -268,29 +291,29 @@ def run_one_side(pair, side_name):
             if plan["kind"] == "prefix_hit":
                 cached = plan["cached"]
                 # Another request with the same first tokens filled the cache; this one starts after it.
-                serve(model, dp, [("warm-prefix", ids[:cached], 0, cache)], faults, meta)
+                serve(model, dp, [("warm-prefix", ids[:cached], 0, cache)], faults, meta, legacy)
                 sizes, start = [len(ids) - cached], cached
             else:
                 sizes, start = plan["chunks"] or [len(ids)], 0
             for n in sizes:
-                last = serve(model, dp, [(name, ids[start:start + n], start, cache)], faults, meta)[name]
+                last = serve(model, dp, [(name, ids[start:start + n], start, cache)], faults, meta, legacy)[name]
                 forwards.append([start, start + n])
                 start += n
             for _ in range(NEW_TOKENS):
                 ids.append(int(torch.argmax(last.float())))
-                last = serve(model, dp, [(name, ids[-1:], len(ids) - 1, cache)], faults, meta)[name]
+                last = serve(model, dp, [(name, ids[-1:], len(ids) - 1, cache)], faults, meta, legacy)[name]
                 forwards.append([len(ids) - 1, len(ids)])
         else:  # batched: OTHER's rows, then PROMPT's, then padding, in one forward
             caches = {plan["other"]: Cache(model), plan["name"]: Cache(model)}
             ids = {plan["other"]: list(OTHER), plan["name"]: list(PROMPT)}
             batch = [(r, ids[r], 0, caches[r]) for r in (plan["other"], plan["name"])]
-            last = serve(model, dp, batch + [("pad", plan["padding"], None, None)], faults, meta)
+            last = serve(model, dp, batch + [("pad", plan["padding"], None, None)], faults, meta, legacy)
             for _ in range(NEW_TOKENS):
                 batch = []
                 for r in (plan["other"], plan["name"]):
                     ids[r].append(int(torch.argmax(last[r].float())))
                     batch.append((r, ids[r][-1:], len(ids[r]) - 1, caches[r]))
-                last = serve(model, dp, batch + [("pad", plan["padding"], None, None)], faults, meta)
+                last = serve(model, dp, batch + [("pad", plan["padding"], None, None)], faults, meta, legacy)
             ids = ids[plan["name"]]
     print(json.dumps({"pair": pair, "side": side_name, "ids": ids, "forwards": forwards}))
 
@@ -358,6 +381,19 @@ def figures(pair_dir):
 # ----------------------------------------------------------------------------- parent
 
 
+def strip_token_rows(side_dir):
+    """Removes ``token_rows`` from every manifest under ``side_dir``: what a probe from before
+    token rows wrote (the row statistics were off, so there is no sidecar)."""
+    for root, _dirs, files in os.walk(side_dir):
+        if "manifest.json" in files:
+            path = os.path.join(root, "manifest.json")
+            manifest = pt.load(path)
+            manifest.pop("token_rows", None)
+            with open(path, "w") as handle:
+                json.dump(manifest, handle, indent=1)
+                handle.write("\n")
+
+
 def run_pair(pair):
     spec = PAIRS[pair]
     pair_dir = os.path.join(OUT_ROOT, pair)
@@ -368,6 +404,8 @@ def run_pair(pair):
         env.pop("DUMP_PROBE_OCCURRENCE")
         env.update(spec[side_name]["select"])
         printed[side_name] = pt.run_side(os.path.abspath(__file__), ["--side", pair, side_name], env)
+        if spec[side_name]["legacy"]:
+            strip_token_rows(os.path.join(pair_dir, side_name))
     expected = {
         "pair": pair,
         "description": spec["description"],
@@ -376,16 +414,25 @@ def run_pair(pair):
         "dtype": spec["a"]["dtype"],
         "answer": spec["answer"],
         "generated_ids": {s: printed[s]["ids"] for s in ("a", "b")},
-        "figures": figures(pair_dir) if spec["answer"]["first_bad_token"] is None else {},
+        "figures": figures(pair_dir) if spec["answer"]["first_bad_token"] is None and "summed" not in spec["answer"]
+        else {},
     }
     with open(os.path.join(pair_dir, "expected.json"), "w") as handle:
         json.dump(expected, handle, indent=1)
         handle.write("\n")
     answer = spec["answer"]
     bad = answer["first_bad_token"]
-    said = ("no divergence: every aligned row agrees (exit 0)" if bad is None else
-            "first bad token: request %s position %d (token id %d) at %s (%s), exit 1"
-            % (bad["request"], bad["position"], bad["token_id"], bad["key"], bad["kind"]))
+    summed = (answer.get("summed") or {}).get("first")
+    if summed is not None:
+        said = ("first divergence: %s at request %s positions %d..=%d (token id %d), B's record against A's rows "
+                "summed, exit 1" % (summed["key"], summed["request"], summed["positions"][0], summed["positions"][1],
+                                    summed["token_id"]))
+    elif "summed" in answer:
+        said = "no divergence: every record of B agrees with A's rows summed over its positions (exit 0)"
+    else:
+        said = ("no divergence: every aligned row agrees (exit 0)" if bad is None else
+                "first bad token: request %s position %d (token id %d) at %s (%s), exit 1"
+                % (bad["request"], bad["position"], bad["token_id"], bad["key"], bad["kind"]))
     pt.write_readme(pair_dir, "# %s\n\n%s\n\nWhat `dumpview diff a b` says: %s.\n\n"
                     "Regenerate with `.venv/bin/python examples/token_rows.py %s` (see examples/token_rows.py)."
                     % (pair, spec["description"], said, pair))

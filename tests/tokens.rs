@@ -37,7 +37,7 @@ fn analysis(pair: &str) -> Analysis {
     )
 }
 
-const PAIRS: [&str; 12] = [
+const PAIRS: [&str; 14] = [
     "tokens_chunked_vs_whole",
     "tokens_chunked_vs_whole_bf16",
     "tokens_chunked_vs_whole_fp16",
@@ -50,6 +50,8 @@ const PAIRS: [&str; 12] = [
     "tokens_tp2_vs_tp1",
     "tokens_tp2_wrong_shard",
     "tokens_cp2_vs_cp1",
+    "tokens_without_row_stats",
+    "tokens_without_row_stats_bug",
 ];
 
 #[test]
@@ -86,6 +88,34 @@ fn every_pair_gives_its_designed_answer() {
         if let Some(unmatched) = answer.get("unmatched_b") {
             let want: Vec<String> = serde_json::from_value(unmatched.clone()).unwrap();
             assert_eq!(tokens.unmatched_b, want, "{pair}");
+        }
+        if let Some(summed_answer) = answer.get("summed") {
+            // B from before token rows: its records against A's rows summed.
+            let summed = tokens
+                .summed
+                .as_ref()
+                .unwrap_or_else(|| panic!("{pair}: no summed comparison"));
+            assert_eq!(summed.whole_side, "B", "{pair}");
+            assert_eq!(tokens.maps_from_metadata, (0, 5), "{pair}");
+            assert!(summed.records_compared > 400, "{pair}: {summed:?}");
+            match summed_answer["first"].as_object() {
+                None => {
+                    assert_eq!(summed.records_diverging, 0, "{pair}");
+                    assert!(!diff.found_something(), "{pair}: {:?}", diff.headline);
+                }
+                Some(want) => {
+                    let first = summed.first.as_ref().unwrap();
+                    assert_eq!(first.key, want["key"].as_str().unwrap(), "{pair}");
+                    assert_eq!(first.requests.0, want["request"].as_str().unwrap());
+                    let positions: (u64, u64) =
+                        serde_json::from_value(want["positions"].clone()).unwrap();
+                    assert_eq!(first.positions, positions, "{pair}");
+                    assert_eq!(first.token_id, want["token_id"].as_i64(), "{pair}");
+                    assert_eq!(diff.headline.as_ref().unwrap().key, first.key, "{pair}");
+                    assert!(diff.found_something(), "{pair}");
+                }
+            }
+            continue;
         }
         assert!(tokens.rows_compared > 0, "{pair}: nothing compared");
         match answer["first_bad_token"].as_object() {
@@ -592,6 +622,54 @@ fn a_rank_without_rows_costs_the_merged_rows_with_a_warning() {
     assert_eq!(tokens.rows_diverging, 0);
     // The three sliced stages and the partial sum lose their rows: 5 records × 6 rows remain.
     assert_eq!(tokens.rows_compared, 30);
+}
+
+/// A side from before token rows (no row map, no statistics; metadata positions): from the
+/// CLI, the text says what was compared and how, the exit code is the answer's, and the
+/// checksum is compared only where the record's rows start at position 0.
+#[test]
+fn a_side_without_row_statistics_is_compared_against_the_rows_summed() {
+    for (pair, code) in [
+        ("tokens_without_row_stats", 0),
+        ("tokens_without_row_stats_bug", 1),
+    ] {
+        let dir = pair_dir(pair);
+        let out = ran(dumpview_in_repo()
+            .args(["diff"])
+            .arg(dir.join("a"))
+            .arg(dir.join("b"))
+            .output()
+            .unwrap());
+        assert_eq!(out.code, code, "{pair}: {}{}", out.stdout, out.stderr);
+        assert!(
+            out.stdout.contains(
+                "B holds no row statistics (5 windows; 5 of their row maps made from metadata positions \
+                 (a manifest from before token rows)): 470 of its records compared whole with A's rows \
+                 summed over the same positions (position checksums where the rows start at position 0: 93)"
+            ),
+            "{pair}: {}",
+            out.stdout
+        );
+        if code == 1 {
+            assert!(
+                out.stdout.starts_with(
+                    "first divergence: layers.0.q_rope#1 at request \"req-0\" positions 5..=8 (token id 611) \
+                     (a record without row statistics against the other side's rows summed: sum off by"
+                ),
+                "{}",
+                out.stdout
+            );
+            // Chunk 2's record starts at position 5: its checksum is not comparable.
+            assert!(
+                out.stdout.contains(
+                    "tokens_without_row_stats_bug/b/rank0/match1-occ2/manifest.json seq 6)"
+                ),
+                "{}",
+                out.stdout
+            );
+            assert!(out.stdout.contains("checksum n/a  ("), "{}", out.stdout);
+        }
+    }
 }
 
 /// Under data parallelism a request is matched wherever it ran: A's request served by dp

@@ -538,6 +538,38 @@ impl Headline {
     }
 }
 
+impl Headline {
+    /// `earlier`, or the first record of a side without row statistics that diverges from
+    /// the other side's rows summed ([`tokens::summed`]) where that comes first in capture
+    /// order.
+    fn with_summed(
+        earlier: Option<Headline>,
+        d: &tokens::summed::SummedDivergence,
+        stages: &[String],
+    ) -> Option<Headline> {
+        let order = |key: &str| stages.iter().position(|s| s == key).unwrap_or(usize::MAX);
+        if let Some(h) = &earlier {
+            if h.kind != "unmerged" && !h.key.is_empty() && order(&h.key) <= order(&d.key) {
+                return earlier;
+            }
+        }
+        let token = d
+            .token_id
+            .map(|id| format!(" (token id {id})"))
+            .unwrap_or_default();
+        Some(Headline {
+            kind: "divergence",
+            key: d.key.clone(),
+            rank: 0,
+            first_divergence: Some(d.key.clone()),
+            text: format!(
+                "first divergence: {} at request {:?} positions {}..={}{token} (a record without row statistics against the other side's rows summed: {} off by {:.3}x its tolerance)",
+                d.key, d.requests.0, d.positions.0, d.positions.1, d.verdict.stat, d.verdict.ratio
+            ),
+        })
+    }
+}
+
 /// The merge of both sides over the parallel axes whose group sizes differ.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct LayoutMerge {
@@ -569,9 +601,12 @@ impl DiffReport {
             || self.tokens.as_ref().is_some_and(|t| {
                 // A bad token; ids that part within a matched request (different inputs);
                 // or forwards compared by rows whose requests matched none of the other side.
+                let summed = t.summed.as_ref();
                 t.first.is_some()
+                    || summed.is_some_and(|s| s.first.is_some())
                     || t.requests.iter().any(|m| m.ids_differ_from.is_some())
                     || (t.rows_compared == 0
+                        && summed.is_none_or(|s| s.records_compared == 0)
                         && !(self.aligned_only.0.is_empty() && self.aligned_only.1.is_empty()))
             })
             || self.layouts.as_ref().is_some_and(|l| {
@@ -600,6 +635,10 @@ impl DiffReport {
             })
             .collect()
     }
+}
+
+fn has_token_rows(windows: &[Window]) -> bool {
+    windows.iter().any(|w| w.token_rows.is_some())
 }
 
 /// Each window's [`WindowId`] by its source as a diff names it (the first of a repeated one).
@@ -650,6 +689,21 @@ pub fn diff_reusing(
             b: mb,
         });
         (merged_a.as_slice(), merged_b.as_slice())
+    };
+    // One side from before token rows: its windows' metadata positions give them row maps
+    // (no statistics), so that its forwards pair by the rows they hold and its records are
+    // compared with the other side's rows summed.
+    let (implied_a, implied_b);
+    let (a, b) = match (has_token_rows(a), has_token_rows(b)) {
+        (true, false) => {
+            implied_b = tokens::with_metadata_rows(b);
+            (a, implied_b.as_deref().unwrap_or(b))
+        }
+        (false, true) => {
+            implied_a = tokens::with_metadata_rows(a);
+            (implied_a.as_deref().unwrap_or(a), b)
+        }
+        _ => (a, b),
     };
     // Token rows pair forwards by the rows they hold (a merged group's rows merged with it).
     let with_tokens = tokens::applies(a, b);
@@ -709,6 +763,12 @@ pub fn diff_reusing(
     let mut headline = Headline::of(&windows, first_rank, &stages, &replicated);
     if let Some(bad) = token_diff.as_ref().and_then(|t| t.first.as_ref()) {
         headline = Headline::with_bad_token(headline, bad, &stages);
+    }
+    if let Some(d) = token_diff
+        .as_ref()
+        .and_then(|t| t.summed.as_ref()?.first.as_ref())
+    {
+        headline = Headline::with_summed(headline, d, &stages);
     }
     // Forwards left to the row alignment, and it compared nothing: say why rather than
     // end without a headline.

@@ -229,6 +229,10 @@ impl<'w> RowsBuilder<'w> {
             rows: (self.values.len() / ROW_WIDTH) as u64,
             records: blocks,
             values: self.values,
+            from_metadata: self
+                .pieces
+                .iter()
+                .any(|w| w.token_rows.as_ref().is_some_and(|t| t.from_metadata)),
         })
     }
 }

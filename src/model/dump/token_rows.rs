@@ -99,9 +99,52 @@ pub struct TokenRows {
     /// The sidecar's values, `rows × ROW_WIDTH` (empty until read, or when it could not be).
     #[serde(skip)]
     pub values: Vec<f32>,
+    /// The map was made from the window's metadata (`positions=[start, end]`), not written
+    /// by the probe: a manifest from before token rows ([`TokenRows::from_metadata_positions`]).
+    #[serde(skip)]
+    pub from_metadata: bool,
 }
 
 impl TokenRows {
+    /// A row map without row statistics for a window from before token rows: one request,
+    /// the window's `label`, at the half-open range `metadata.positions = [start, end]`, its
+    /// token ids from `metadata.token_ids` (the range's own, or the request's from position 0)
+    /// where they cover it. `None` without such a range.
+    pub fn from_metadata_positions(window: &super::Window) -> Option<TokenRows> {
+        let range = window.metadata.get("positions")?.as_array()?;
+        let [start, end] = range.as_slice() else {
+            return None;
+        };
+        let (start, end) = (start.as_u64()?, end.as_u64()?);
+        if end <= start {
+            return None;
+        }
+        let count = end - start;
+        let token_ids = window.token_ids().and_then(|ids| {
+            if ids.len() as u64 == count {
+                Some(ids)
+            } else {
+                ids.get(start as usize..end as usize).map(<[i64]>::to_vec)
+            }
+        });
+        Some(TokenRows {
+            file: None,
+            stats: ROW_STAT_NAMES.iter().map(|s| s.to_string()).collect(),
+            map: vec![RowMapEntry {
+                request: Some(window.label.clone()),
+                first_position: start,
+                count,
+                positions: None,
+                token_ids,
+            }],
+            positions_inferred: false,
+            rows: 0,
+            records: Vec::new(),
+            values: Vec::new(),
+            from_metadata: true,
+        })
+    }
+
     /// The forward's rows: `(map entry, position)` in row order.
     pub fn forward_rows(&self) -> Vec<(u32, u64)> {
         let mut out = Vec::new();

@@ -10,12 +10,15 @@ use crate::model::analysis::tokens::sharpen::RowEvidence;
 pub fn text(report: &DiffReport) -> String {
     let mut out = String::new();
     out.push_str(&super::layouts::merge_text(report));
+    // A divergence found by the rows (a bad token, or a record against the other side's rows
+    // summed) is printed first: no window's own section names it.
     let from_tokens = |h: &&crate::model::analysis::diff::Headline| {
-        report
-            .tokens
-            .as_ref()
-            .and_then(|t| t.first.as_ref())
-            .is_some_and(|bad| bad.key == h.key && h.kind == "divergence")
+        let tokens = report.tokens.as_ref();
+        let bad = tokens.and_then(|t| t.first.as_ref()).map(|b| &b.key);
+        let summed = tokens
+            .and_then(|t| t.summed.as_ref()?.first.as_ref())
+            .map(|d| &d.key);
+        h.kind == "divergence" && (bad == Some(&h.key) || summed == Some(&h.key))
     };
     if let Some(h) = report
         .headline

@@ -7,6 +7,7 @@ use super::number::precise_f32;
 use crate::model::analysis::diff::WindowRef;
 use crate::model::analysis::tokens::judge::RowStats;
 use crate::model::analysis::tokens::requests::MatchedBy;
+use crate::model::analysis::tokens::summed::Summed;
 use crate::model::analysis::tokens::{BadToken, TokenDiff};
 
 /// The token section of `dumpview diff`: one summary line, the request matches, the first
@@ -37,7 +38,9 @@ pub fn summary_text(t: &TokenDiff, aligned_only: &(Vec<WindowRef>, Vec<WindowRef
         let _ = writeln!(out, "  nothing compared: {}", why.describe());
     }
     let (sa, sb) = t.windows_without_statistics;
-    if sa + sb > 0 {
+    if let Some(summed) = &t.summed {
+        out.push_str(&summed_text(t, summed));
+    } else if sa + sb > 0 {
         let _ = writeln!(
             out,
             "  {sa} window{} of A and {sb} of B hold a row map without row statistics (statistics off, or a sidecar not read: see the warnings): their rows are not compared, and the first bad token may lie there (missing evidence)",
@@ -74,6 +77,12 @@ pub fn summary_text(t: &TokenDiff, aligned_only: &(Vec<WindowRef>, Vec<WindowRef
             None if r.rows_compared > 0 => {
                 let _ = writeln!(out, "    every aligned row agrees");
             }
+            None if t.summed.is_some() => {
+                let _ = writeln!(
+                    out,
+                    "    compared through the records of the side without row statistics (above)"
+                );
+            }
             None => {
                 let _ = writeln!(
                     out,
@@ -97,7 +106,7 @@ pub fn summary_text(t: &TokenDiff, aligned_only: &(Vec<WindowRef>, Vec<WindowRef
         }
     }
     let (ra, rb) = t.rows_only;
-    if ra + rb > 0 {
+    if ra + rb > 0 && t.summed.is_none() {
         let _ = writeln!(
             out,
             "  rows on one side only (a stage or position the other side did not capture): {ra} in A, {rb} in B (coverage, not compared)"
@@ -126,6 +135,65 @@ pub fn summary_text(t: &TokenDiff, aligned_only: &(Vec<WindowRef>, Vec<WindowRef
                 (true, false) => "A",
                 _ => "B",
             }
+        );
+    }
+    out
+}
+
+/// What comparing a side without row statistics against the other side's rows summed found
+/// ([`Summed`]): what was done, the counts, and the first diverging record with both rows.
+pub fn summed_text(t: &TokenDiff, s: &Summed) -> String {
+    let mut out = String::new();
+    let rows_side = if s.whole_side == "A" { "B" } else { "A" };
+    let from_metadata = if s.whole_side == "A" {
+        t.maps_from_metadata.0
+    } else {
+        t.maps_from_metadata.1
+    };
+    let origin = if from_metadata > 0 {
+        format!(
+            "; {from_metadata} of their row maps made from metadata positions (a manifest from before token rows)"
+        )
+    } else {
+        String::new()
+    };
+    let _ = writeln!(
+        out,
+        "  {} holds no row statistics ({} window{}{origin}): {} of its records compared whole with {rows_side}'s rows summed over the same positions (position checksums where the rows start at position 0: {}); {} diverge",
+        s.whole_side,
+        s.windows,
+        plural(s.windows),
+        s.records_compared,
+        s.checksums_compared,
+        s.records_diverging
+    );
+    if s.records_not_compared > 0 {
+        let _ = writeln!(
+            out,
+            "  {} record{} of {} holding its forward's rows not compared ({rows_side} lacks some of the rows, or the forward holds padding or unmatched requests)",
+            s.records_not_compared,
+            plural(s.records_not_compared as usize),
+            s.whole_side
+        );
+    }
+    if let Some(d) = &s.first {
+        let token = d
+            .token_id
+            .map(|id| format!(" (token id {id})"))
+            .unwrap_or_default();
+        let _ = writeln!(
+            out,
+            "    first divergence: {} at request {:?} positions {}..={}{token} ({} off by {:.3}x its tolerance)",
+            d.key, d.requests.0, d.positions.0, d.positions.1, d.verdict.stat, d.verdict.ratio
+        );
+        let _ = writeln!(out, "      {rows_side} rows summed  {}", row_text(&d.rows));
+        let _ = writeln!(
+            out,
+            "      {} record whole  {}  ({} seq {})",
+            s.whole_side,
+            row_text(&d.record),
+            d.source.0,
+            d.source.1
         );
     }
     out
@@ -194,6 +262,12 @@ pub fn report_markdown(t: &TokenDiff) -> String {
                     row_text(&bad.b)
                 );
             }
+            None if r.rows_compared == 0 && t.summed.is_some() => {
+                let _ = writeln!(
+                    md,
+                    "| {name} | 0 | compared through records against summed rows (below) | | | | | |"
+                );
+            }
             None => {
                 let _ = writeln!(
                     md,
@@ -204,6 +278,13 @@ pub fn report_markdown(t: &TokenDiff) -> String {
         }
     }
     md.push('\n');
+    if let Some(s) = &t.summed {
+        // The same lines as the CLI's, as a quoted block.
+        for line in summed_text(t, s).lines() {
+            let _ = writeln!(md, "> {}", line.trim_start());
+        }
+        md.push('\n');
+    }
     for (side, names) in [("A", &t.unmatched_a), ("B", &t.unmatched_b)] {
         if !names.is_empty() {
             let _ = writeln!(
@@ -221,15 +302,24 @@ pub fn report_markdown(t: &TokenDiff) -> String {
 }
 
 /// One row's five statistics in one line (the CLI, the report and the workbench's token view).
+/// A statistic that is not known (NaN: a merged partial sum's `max_abs`, a checksum not
+/// comparable) reads `n/a`.
 pub fn row_text(r: &RowStats) -> String {
+    let known = |x: f32| {
+        if x.is_nan() {
+            "n/a".to_string()
+        } else {
+            precise_f32(x)
+        }
+    };
     format!(
         "nonfinite {} max_abs {} sum {} l2 {} checksum {}",
-        r.nonfinite_count,
-        precise_f32(r.max_abs),
-        precise_f32(r.sum),
+        known(r.nonfinite_count),
+        known(r.max_abs),
+        known(r.sum),
         // The norm of float32 statistics, shown as float32 like them.
-        precise_f32(r.l2() as f32),
-        precise_f32(r.row_checksum)
+        known(r.l2() as f32),
+        known(r.row_checksum)
     )
 }
 

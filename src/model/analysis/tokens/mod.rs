@@ -12,14 +12,13 @@
 //! after a whole prefill and call 4 after a three-chunk one, and they pair all the same.
 
 pub mod judge;
+mod plan;
 pub mod requests;
 pub mod sharpen;
+pub mod summed;
 
-use std::collections::HashMap;
-
-/// Hash maps over keys from the (untrusted) manifests: foldhash, seeded per process (as
-/// the diff's own).
-pub(crate) type Map<K, V> = HashMap<K, V, foldhash::fast::RandomState>;
+pub(crate) use plan::Map;
+use plan::{Item, Planned, Row, SidePlan, Stages};
 
 use rayon::prelude::*;
 use serde::Serialize;
@@ -60,9 +59,16 @@ pub struct TokenDiff {
     /// not be read: see the load warnings), per side: their rows are not compared, so the
     /// first bad token may lie there.
     pub windows_without_statistics: (usize, usize),
+    /// Of those, windows whose row map was made from their metadata positions (a manifest
+    /// from before token rows), per side.
+    pub maps_from_metadata: (usize, usize),
     /// The first divergence over all requests.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub first: Option<BadToken>,
+    /// Where one side holds no row statistics at all (an old manifest, statistics off): its
+    /// records compared whole against the other side's rows summed ([`summed`]).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub summed: Option<summed::Summed>,
     /// Why no row was compared, where none was.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub nothing_compared: Option<NothingCompared>,
@@ -170,99 +176,40 @@ pub struct BadToken {
     pub source_b: (String, u64),
 }
 
-/// One row of one side, keyed (32 bytes: a million records of 16 rows are 16M of them).
-#[derive(Debug, Clone, Copy, Default)]
-struct Row {
-    /// Ordinal of stage#k in A's capture order (B's own stages after).
-    stage: u32,
-    /// Index of the matched request pair.
-    pair: u32,
-    /// The token's position (saturating at `u32::MAX`).
-    position: u32,
-    /// Which shard of a token's row the window holds ([`shard_of`]).
-    shard: u32,
-    window: u32,
-    record: u32,
-    /// Index of the row's first value in its window's sidecar values.
-    at: u32,
-    /// The record declared its rows' positions (a KV-cache read): every forward holds them
-    /// again, which is no recompute.
-    declared: bool,
-}
-
-impl Row {
-    fn key(&self) -> (u32, u32, u32, u32) {
-        (self.stage, self.pair, self.position, self.shard)
-    }
-
-    fn pos(&self) -> u64 {
-        u64::from(self.position)
-    }
-}
-
-/// Stage names and stage#k ordinals, shared by both sides: A's capture order, then B's
-/// stages A lacks.
-#[derive(Default)]
-struct Stages {
-    names: Map<String, u32>,
-    ordinal: Map<(u32, u32), u32>,
-    keys: Vec<String>,
-    name_list: Vec<String>,
-}
-
-impl Stages {
-    fn name(&mut self, stage: &str) -> u32 {
-        if let Some(&n) = self.names.get(stage) {
-            return n;
-        }
-        let n = self.name_list.len() as u32;
-        self.name_list.push(stage.to_string());
-        self.names.insert(stage.to_string(), n);
-        n
-    }
-
-    fn of(&mut self, name: u32, k: u32) -> u32 {
-        if let Some(&o) = self.ordinal.get(&(name, k)) {
-            return o;
-        }
-        let o = self.keys.len() as u32;
-        self.keys
-            .push(format!("{}#{k}", self.name_list[name as usize]));
-        self.ordinal.insert((name, k), o);
-        o
-    }
-}
-
-/// Which shard of a token's row a window holds: its ranks in the tensor- and
-/// expert-parallel groups (a token's row is split over them, and without a merge each rank
-/// is compared with the same rank); data- and pipeline-parallel ranks hold whole rows of
-/// their own tokens or stages, so a request matches wherever it ran. A window without a
-/// declared layout is its own rank's.
-fn shard_of(w: &Window) -> u32 {
-    match w.parallel() {
-        Ok(layout) if !layout.is_empty() => {
-            let rank = |axis: &str| layout.get(axis).map_or(0, |p| p.0 & 0x7FFF);
-            rank("tp") | (rank("ep") << 15)
-        }
-        _ => w.rank | (1 << 31),
-    }
-}
-
-/// The windows of one side that hold token rows, in forward order (label, call, attempt).
-fn with_rows(windows: &[Window]) -> Vec<&Window> {
-    let mut out: Vec<&Window> = windows
-        .iter()
-        .filter(|w| w.token_rows.as_ref().is_some_and(|t| !t.map.is_empty()))
-        .collect();
-    out.sort_by_key(|w| (w.rank, w.match_index, w.occurrence, w.attempt));
-    out
-}
-
 /// Whether both sides hold windows with token rows: then [`align`] and [`pair_by_rows`]
 /// apply.
 pub fn applies(a: &[Window], b: &[Window]) -> bool {
     let has = |ws: &[Window]| ws.iter().any(|w| w.token_rows.is_some());
     has(a) && has(b)
+}
+
+/// `windows` with a row map made from each one's metadata positions where it has none
+/// ([`crate::model::dump::TokenRows::from_metadata_positions`]); `None` when no window has such a
+/// range (nothing to align them by).
+pub fn with_metadata_rows(windows: &[Window]) -> Option<Vec<Window>> {
+    let maps: Vec<Option<crate::model::dump::TokenRows>> = windows
+        .iter()
+        .map(|w| match w.token_rows {
+            Some(_) => None,
+            None => crate::model::dump::TokenRows::from_metadata_positions(w),
+        })
+        .collect();
+    if maps.iter().all(Option::is_none) {
+        return None;
+    }
+    Some(
+        windows
+            .iter()
+            .zip(maps)
+            .map(|(w, map)| {
+                let mut w = w.clone();
+                if let Some(map) = map {
+                    w.token_rows = Some(std::sync::Arc::new(map));
+                }
+                w
+            })
+            .collect(),
+    )
 }
 
 /// The rows each window holds, as (matched pair, position) sorted, or `None` where a row
@@ -313,248 +260,6 @@ pub fn pair_by_rows(a: &[Window], b: &[Window]) -> Vec<(usize, usize)> {
         }
     }
     out
-}
-
-/// Both sides' windows with token rows, their requests matched, and every record with token
-/// rows placed in its stage#k bucket: what [`align`] compares bucket by bucket and
-/// [`rows_at`] looks a cell up in.
-struct Planned<'w> {
-    ra: SideRequests,
-    rb: SideRequests,
-    matches: Vec<(usize, usize, RequestMatch)>,
-    /// Per request of A (of B): the index of its matched pair.
-    pair_of_a: Vec<Option<u32>>,
-    pair_of_b: Vec<Option<u32>>,
-    stages: Stages,
-    a: SidePlan<'w>,
-    b: SidePlan<'w>,
-}
-
-impl<'w> Planned<'w> {
-    fn of(a: &'w [Window], b: &'w [Window]) -> Planned<'w> {
-        let (wa, wb) = (with_rows(a), with_rows(b));
-        let (ra, rb) = (SideRequests::of(&wa), SideRequests::of(&wb));
-        let matches = requests::match_requests(&ra, &rb);
-        let mut pair_of_a = vec![None; ra.names.len()];
-        let mut pair_of_b = vec![None; rb.names.len()];
-        for (n, (i, j, _)) in matches.iter().enumerate() {
-            pair_of_a[*i] = Some(n as u32);
-            pair_of_b[*j] = Some(n as u32);
-        }
-        let mut stages = Stages::default();
-        let plan_a = SidePlan::of(wa, &ra, &pair_of_a, &mut stages);
-        let plan_b = SidePlan::of(wb, &rb, &pair_of_b, &mut stages);
-        Planned {
-            ra,
-            rb,
-            matches,
-            pair_of_a,
-            pair_of_b,
-            stages,
-            a: plan_a,
-            b: plan_b,
-        }
-    }
-
-    /// Every stage#k ordinal held by either side with A's and B's items, in ordinal order.
-    fn buckets(&self) -> Vec<(u32, &[Item], &[Item])> {
-        let (ia, ib) = (&self.a.items, &self.b.items);
-        let (mut i, mut j) = (0, 0);
-        let mut out = Vec::new();
-        while i < ia.len() || j < ib.len() {
-            let stage = match (ia.get(i), ib.get(j)) {
-                (Some(x), Some(y)) => x.0.min(y.0),
-                (Some(x), None) => x.0,
-                (None, Some(y)) => y.0,
-                (None, None) => break,
-            };
-            let (i0, j0) = (i, j);
-            while ia.get(i).is_some_and(|x| x.0 == stage) {
-                i += 1;
-            }
-            while ib.get(j).is_some_and(|y| y.0 == stage) {
-                j += 1;
-            }
-            out.push((stage, &self.a.item_list[i0..i], &self.b.item_list[j0..j]));
-        }
-        out
-    }
-}
-
-/// A record's rows in a stage#k bucket: a record of the forward's own rows whole
-/// (`row == WHOLE`), or one row of a record at declared positions (a KV-cache read, whose
-/// rows' k count per position).
-#[derive(Debug, Clone, Copy)]
-struct Item {
-    window: u32,
-    block: u32,
-    row: u32,
-}
-
-const WHOLE: u32 = u32::MAX;
-
-/// One side's windows with token rows and, per stage#k ordinal, the records (or declared
-/// rows) that hold it; the rows themselves are only made bucket by bucket.
-struct SidePlan<'w> {
-    windows: Vec<&'w Window>,
-    /// Per window: its forward's rows `(map entry, position)`.
-    forward: Vec<Vec<(u32, u64)>>,
-    /// Per window, per map entry: the matched pair of its request (padding, unmatched: None).
-    entry_pair: Vec<Vec<Option<u32>>>,
-    /// Per window: [`shard_of`].
-    shard: Vec<u32>,
-    /// Per window, per row block: the index of its record.
-    block_record: Vec<Vec<u32>>,
-    /// `(stage ordinal, index into item_list)`, sorted by ordinal (stably: forward order).
-    items: Vec<(u32, u32)>,
-    /// The items in `items`' order.
-    item_list: Vec<Item>,
-}
-
-impl<'w> SidePlan<'w> {
-    /// Places every record with token rows of `windows` (forward order) in its bucket; the
-    /// stage#k ordinals are shared through `stages` (A's first, so A's capture order).
-    fn of(
-        windows: Vec<&'w Window>,
-        requests: &SideRequests,
-        pair_of: &[Option<u32>],
-        stages: &mut Stages,
-    ) -> SidePlan<'w> {
-        let mut plan = SidePlan {
-            forward: Vec::with_capacity(windows.len()),
-            entry_pair: Vec::with_capacity(windows.len()),
-            shard: windows.iter().map(|w| shard_of(w)).collect(),
-            block_record: Vec::with_capacity(windows.len()),
-            items: Vec::new(),
-            item_list: Vec::new(),
-            windows,
-        };
-        let mut placed: Vec<(u32, Item)> = Vec::new();
-        for (wi, w) in plan.windows.iter().enumerate() {
-            let token_rows = w
-                .token_rows
-                .as_ref()
-                .expect("with_rows keeps windows with rows");
-            let entry_pair: Vec<Option<u32>> = token_rows
-                .map
-                .iter()
-                .map(|e| {
-                    let request = e.request.as_deref()?;
-                    requests.index(request).and_then(|i| pair_of[i])
-                })
-                .collect();
-            let by_seq: Map<u64, u32> = w
-                .records
-                .iter()
-                .enumerate()
-                .map(|(i, r)| (r.seq, i as u32))
-                .collect();
-            // The k of stage#k: a record of the forward's own rows is its stage's k-th such
-            // record; rows at declared positions count per (stage, entry, position).
-            let mut forward_calls: Map<u32, u32> = Map::default();
-            let mut declared_calls: Map<(u32, u32, u64), u32> = Map::default();
-            let mut block_record = Vec::with_capacity(token_rows.records.len());
-            for (bi, block) in token_rows.records.iter().enumerate() {
-                let Some(&ri) = by_seq.get(&block.seq) else {
-                    block_record.push(u32::MAX);
-                    continue;
-                };
-                block_record.push(ri);
-                let name = stages.name(w.records[ri as usize].stage.as_ref());
-                let item = |row| Item {
-                    window: wi as u32,
-                    block: bi as u32,
-                    row,
-                };
-                match &block.positions {
-                    None => {
-                        let k = forward_calls.entry(name).or_insert(0);
-                        *k += 1;
-                        placed.push((stages.of(name, *k), item(WHOLE)));
-                    }
-                    Some(positions) => {
-                        for (n, &(entry, position)) in
-                            positions.iter().take(block.rows as usize).enumerate()
-                        {
-                            if entry_pair.get(entry as usize).copied().flatten().is_none() {
-                                continue;
-                            }
-                            let k = declared_calls.entry((name, entry, position)).or_insert(0);
-                            *k += 1;
-                            placed.push((stages.of(name, *k), item(n as u32)));
-                        }
-                    }
-                }
-            }
-            plan.forward.push(token_rows.forward_rows());
-            plan.entry_pair.push(entry_pair);
-            plan.block_record.push(block_record);
-        }
-        placed.sort_by_key(|(stage, _)| *stage); // stable: forward order within a bucket
-        plan.items = placed
-            .iter()
-            .enumerate()
-            .map(|(n, (stage, _))| (*stage, n as u32))
-            .collect();
-        plan.item_list = placed.into_iter().map(|(_, item)| item).collect();
-        plan
-    }
-
-    /// The rows of `items` (one bucket: stage ordinal `stage`), sorted by (request,
-    /// position, shard); a key held twice keeps the later forward's row. Returns the rows
-    /// and how many were dropped as repeats of a forward's own rows.
-    fn rows(&self, stage: u32, items: &[Item]) -> (Vec<Row>, u64) {
-        let mut rows: Vec<Row> = Vec::new();
-        for it in items {
-            let wi = it.window as usize;
-            let w = self.windows[wi];
-            let token_rows = w.token_rows.as_ref().expect("a planned window has rows");
-            let block = &token_rows.records[it.block as usize];
-            let record = self.block_record[wi][it.block as usize];
-            let row = |n: usize, entry: u32, position: u64, declared: bool| {
-                let pair = self.entry_pair[wi].get(entry as usize).copied().flatten()?;
-                Some(Row {
-                    stage,
-                    pair,
-                    position: u32::try_from(position).unwrap_or(u32::MAX),
-                    shard: self.shard[wi],
-                    window: it.window,
-                    record,
-                    at: ((block.first_row as usize + n) * crate::model::dump::ROW_WIDTH) as u32,
-                    declared,
-                })
-            };
-            if it.row == WHOLE {
-                rows.extend(
-                    token_rows
-                        .rows_of(block, &self.forward[wi])
-                        .enumerate()
-                        .filter_map(|(n, ((entry, position), _))| row(n, entry, position, false)),
-                );
-            } else {
-                let n = it.row as usize;
-                let end = (block.first_row as usize + n + 1) * crate::model::dump::ROW_WIDTH;
-                let (entry, position) = block.positions.as_ref().expect("a declared row")[n];
-                if end <= token_rows.values.len() {
-                    rows.extend(row(n, entry, position, true));
-                }
-            }
-        }
-        // Stable: rows of one key keep their forward order, the last is the latest.
-        rows.sort_by_key(|r| (r.pair, r.position, r.shard));
-        let mut kept: Vec<Row> = Vec::with_capacity(rows.len());
-        let mut repeated = 0;
-        for row in rows {
-            match kept.last_mut() {
-                Some(last) if last.key() == row.key() => {
-                    repeated += u64::from(!last.declared && !row.declared);
-                    *last = row;
-                }
-                _ => kept.push(row),
-            }
-        }
-        (kept, repeated)
-    }
 }
 
 /// What one stage#k bucket's rows gave.
@@ -670,7 +375,9 @@ pub fn align(a: &[Window], b: &[Window], tolerances: &Tolerances) -> Option<Toke
         rows_repeated: (0, 0),
         positions_inferred: (inferred(wa), inferred(wb)),
         windows_without_statistics: (without_statistics(wa), without_statistics(wb)),
+        maps_from_metadata: (maps_from_positions(wa), maps_from_positions(wb)),
         first: None,
+        summed: None,
         nothing_compared: None,
         per_request: planned
             .matches
@@ -756,7 +463,19 @@ pub fn align(a: &[Window], b: &[Window], tolerances: &Tolerances) -> Option<Toke
     diff.first = diverging
         .first()
         .and_then(|(x, ..)| diff.per_request[x.pair as usize].first_bad_token.clone());
-    if diff.rows_compared == 0 {
+    // One side without any row statistics: its records against the other's rows summed.
+    fn no_statistics<'w>(plan: &SidePlan<'w>) -> Option<Vec<&'w Window>> {
+        let count = without_statistics(&plan.windows);
+        (count > 0 && count == plan.windows.len()).then(|| plan.windows.clone())
+    }
+    let (bare_a, bare_b) = (no_statistics(&planned.a), no_statistics(&planned.b));
+    diff.summed = match (bare_a, bare_b) {
+        (None, Some(whole)) => summed::compare(&planned, &whole, true, tolerances),
+        (Some(whole), None) => summed::compare(&planned, &whole, false, tolerances),
+        _ => None,
+    };
+    let summed_compared = diff.summed.as_ref().is_some_and(|s| s.records_compared > 0);
+    if diff.rows_compared == 0 && !summed_compared {
         diff.nothing_compared = Some(if !diff.requests.is_empty() {
             if diff.rows_different_input > 0 {
                 NothingCompared::AllDifferentInput
@@ -907,6 +626,13 @@ fn without_statistics(windows: &[&Window]) -> usize {
     windows
         .iter()
         .filter(|w| w.token_rows.as_ref().is_some_and(|t| t.records.is_empty()))
+        .count()
+}
+
+fn maps_from_positions(windows: &[&Window]) -> usize {
+    windows
+        .iter()
+        .filter(|w| w.token_rows.as_ref().is_some_and(|t| t.from_metadata))
         .count()
 }
 

@@ -5,8 +5,8 @@
 //! blur one row into many); `values_moved` stays only when the rows are one multiset in two
 //! orders; `checksum_inconclusive` becomes what the rows show.
 
-use super::Map;
 use super::judge::{FloorCache, RowJudge, RowStats, RowVerdict};
+use super::plan::Map;
 use crate::model::analysis::compare::{Comparison, Tolerances, Verdict};
 pub use crate::model::analysis::row_evidence::RowEvidence;
 use crate::model::dump::{ROW_WIDTH, RowBlock, TokenRows, Window};

@@ -27,6 +27,7 @@ pub fn read(json: &str, manifest: &Path, warnings: &mut Vec<Warning>) -> Option<
                     rows: 0,
                     records: Vec::new(),
                     values: Vec::new(),
+                    from_metadata: false,
                 })
             });
             warnings.push(Warning::lost(
