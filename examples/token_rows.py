@@ -122,6 +122,15 @@ PAIRS = {
         answer=dict(exit=1, first_bad_token=None, requests=1, summed=dict(first=dict(
             request="req-0", positions=[5, 8], token_id=PROMPT[5], key="layers.0.q_rope#1"))),
     ),
+    "tokens_dp_rank": dict(
+        description="The request alone on one process (a, named req-0) vs served by data-parallel rank 1 of 2 "
+                    "(b, real gloo ranks, named seq-17; dp rank 0 serves another request, seq-16), float32: the "
+                    "request is matched wherever it ran, not rank by rank.",
+        a=side(plan=alone(PROMPT)),
+        b=side(plan={"kind": "dp", "requests": [("seq-16", OTHER), ("seq-17", PROMPT)]},
+               select={"DUMP_PROBE_OCCURRENCE": "all", "DUMP_PROBE_RANKS": "all"}),
+        answer=dict(exit=0, first_bad_token=None, requests=1, unmatched_b=["seq-16"]),
+    ),
     "tokens_rows_permuted": dict(
         description="The same whole prefill (a) vs one whose layers.1.mlp_down writes rows 2 and 3 in each "
                     "other's place (b), float32: the same values at other positions.",
@@ -268,7 +277,39 @@ class Cache:
         self.v = [torch.zeros(shape, dtype=model.dtype) for _ in model.layers]
 
 
-def run_one_side(pair, side_name):
+def _dp_worker(rank, size, pair, side_name, init_file, out):
+    """One data-parallel rank of a "dp" plan: its own request alone (prefill, decode steps)."""
+    import torch.distributed as dist
+
+    dist.init_process_group("gloo", init_method="file://" + init_file, rank=rank, world_size=size)
+    try:
+        name, prompt = PAIRS[pair][side_name]["plan"]["requests"][rank]
+        ids = run_one_side(pair, side_name, {"kind": "alone", "prompt": prompt, "chunks": None, "name": name},
+                           parallel={"dp": (rank, size)}, emit=False)
+        with open(out + str(rank), "w") as handle:
+            json.dump(ids, handle)
+        dist.barrier()
+    finally:
+        dist.destroy_process_group()
+
+
+def run_dp_side(pair, side_name):
+    """A "dp" plan: one gloo process per data-parallel rank, each serving its request."""
+    import tempfile
+
+    import torch.multiprocessing as mp
+
+    requests = PAIRS[pair][side_name]["plan"]["requests"]
+    with tempfile.TemporaryDirectory() as tmp:
+        out = os.path.join(tmp, "ids")
+        mp.spawn(_dp_worker, args=(len(requests), pair, side_name, os.path.join(tmp, "init"), out),
+                 nprocs=len(requests), join=True)
+        with open(out + str(len(requests) - 1)) as handle:
+            ids = json.load(handle)
+    print(json.dumps({"pair": pair, "side": side_name, "ids": ids, "forwards": []}))
+
+
+def run_one_side(pair, side_name, plan=None, parallel=None, emit=True):
     import torch
 
     sys.path.insert(0, pt.ASSETS)
@@ -279,8 +320,10 @@ def run_one_side(pair, side_name):
     tl.deterministic()
     hf = tl.build_hf_model()
     model = tl.TinyLlama(hf, dtype=getattr(torch, opts["dtype"]))
-    plan, faults, legacy = opts["plan"], opts["faults"], opts["legacy"]
+    plan, faults, legacy = plan or opts["plan"], opts["faults"], opts["legacy"]
     meta = dict(weights=tl.weights_tag(), dtype=opts["dtype"], sampling={"temperature": 0.0, "greedy": True})
+    if parallel is not None:
+        meta["parallel"] = parallel
     forwards = []
     with torch.no_grad():
         if plan["kind"] in ("alone", "prefix_hit"):
@@ -315,6 +358,8 @@ def run_one_side(pair, side_name):
                     batch.append((r, ids[r][-1:], len(ids[r]) - 1, caches[r]))
                 last = serve(model, dp, batch + [("pad", plan["padding"], None, None)], faults, meta, legacy)
             ids = ids[plan["name"]]
+    if not emit:
+        return ids
     print(json.dumps({"pair": pair, "side": side_name, "ids": ids, "forwards": forwards}))
 
 
@@ -474,7 +519,10 @@ def run_layout_pair(pair):
 
 def main(argv):
     if len(argv) == 3 and argv[0] == "--side":
-        run_one_side(argv[1], argv[2])
+        if PAIRS[argv[1]][argv[2]]["plan"]["kind"] == "dp":
+            run_dp_side(argv[1], argv[2])
+        else:
+            run_one_side(argv[1], argv[2])
         return
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     names = argv or list(PAIRS) + list(LAYOUT_PAIRS)

@@ -37,7 +37,7 @@ fn analysis(pair: &str) -> Analysis {
     )
 }
 
-const PAIRS: [&str; 14] = [
+const PAIRS: [&str; 15] = [
     "tokens_chunked_vs_whole",
     "tokens_chunked_vs_whole_bf16",
     "tokens_chunked_vs_whole_fp16",
@@ -52,6 +52,7 @@ const PAIRS: [&str; 14] = [
     "tokens_cp2_vs_cp1",
     "tokens_without_row_stats",
     "tokens_without_row_stats_bug",
+    "tokens_dp_rank",
 ];
 
 #[test]
@@ -670,6 +671,45 @@ fn a_side_without_row_statistics_is_compared_against_the_rows_summed() {
             assert!(out.stdout.contains("checksum n/a  ("), "{}", out.stdout);
         }
     }
+}
+
+/// Data-parallel attention: a gathered stage holds every dp rank's tokens on each rank, so one
+/// forward's (stage#k, request, position) appears on two dp ranks. Those rows are said to be
+/// not aligned yet and left out, never one rank's row picked for the token.
+#[test]
+fn rows_one_forward_holds_on_two_dp_ranks_are_said_and_not_compared() {
+    let tmp = copied("tokens_dp_rank");
+    let (from, to) = (
+        tmp.path().join("b/rank1/match1-occ1"),
+        tmp.path().join("b/rank0/match1-occ1"),
+    );
+    for file in ["manifest.json", "rows.f32"] {
+        std::fs::copy(from.join(file), to.join(file)).unwrap();
+    }
+    edit_manifest(&to.join("manifest.json"), |m| {
+        m["rank"] = 0.into();
+        m["metadata"]["parallel"] = serde_json::json!({"dp": [0, 2]});
+    });
+    let analysis = Analysis::compute_diff(
+        &load(&tmp.path().join("a")),
+        &load(&tmp.path().join("b")),
+        &Tolerances::default(),
+    );
+    let tokens = analysis.diff.as_ref().unwrap().tokens.clone().unwrap();
+    // The prefill forward's rows (12 positions × its records with token rows) are on both.
+    let spread = tokens.rows_spread_over_dp.1;
+    assert!(spread > 0 && spread % 12 == 0, "{spread}");
+    assert_eq!(tokens.rows_spread_over_dp.0, 0);
+    assert_eq!(tokens.rows_compared + spread, 1484);
+    assert_eq!(tokens.rows_diverging, 0);
+    let text = dumpview::model::present::tokens::summary_text(&tokens, &Default::default());
+    assert!(
+        text.contains(&format!(
+            "rows held by several data-parallel ranks in one forward (data-parallel attention gathers every \
+             rank's tokens): 0 in A, {spread} in B, not aligned yet and not compared"
+        )),
+        "{text}"
+    );
 }
 
 /// Under data parallelism a request is matched wherever it ran: A's request served by dp

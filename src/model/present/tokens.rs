@@ -126,6 +126,13 @@ pub fn summary_text(t: &TokenDiff, aligned_only: &(Vec<WindowRef>, Vec<WindowRef
             "  a (request, position) held twice (recomputed or re-verified): the later forward's row used ({pa} in A, {pb} in B)"
         );
     }
+    let (da, db) = t.rows_spread_over_dp;
+    if da + db > 0 {
+        let _ = writeln!(
+            out,
+            "  rows held by several data-parallel ranks in one forward (data-parallel attention gathers every rank's tokens): {da} in A, {db} in B, not aligned yet and not compared (missing evidence)"
+        );
+    }
     if t.positions_inferred.0 || t.positions_inferred.1 {
         let _ = writeln!(
             out,

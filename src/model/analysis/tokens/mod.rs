@@ -52,6 +52,11 @@ pub struct TokenDiff {
     /// token; rows at declared positions, such as KV-cache reads, repeat by design and are not
     /// counted): the later forward's row was used, per side.
     pub rows_repeated: (u64, u64),
+    /// Rows (stage#k, request, position) that several data-parallel ranks hold in one
+    /// forward, per side: data-parallel attention, whose gathered stages hold every dp rank's
+    /// tokens on each rank. Not aligned yet, so not compared (never guessed which rank's row
+    /// stands for the token).
+    pub rows_spread_over_dp: (u64, u64),
     /// Some window's first position was counted on from its label's earlier calls rather
     /// than given by the capture (A, B).
     pub positions_inferred: (bool, bool),
@@ -266,6 +271,7 @@ pub fn pair_by_rows(a: &[Window], b: &[Window]) -> Vec<(usize, usize)> {
 #[derive(Default)]
 struct BucketOutcome {
     only: (u64, u64),
+    spread: (u64, u64),
     different_input: u64,
     repeated: (u64, u64),
     /// (pair, position, ratio) of every compared row, in key order.
@@ -287,11 +293,14 @@ fn compare_bucket(
     keep_diverging: bool,
 ) -> BucketOutcome {
     let (stage, items_a, items_b) = bucket;
-    let (rows_a, repeated_a) = planned.a.rows(stage, items_a);
-    let (rows_b, repeated_b) = planned.b.rows(stage, items_b);
+    let side_a = planned.a.rows(stage, items_a);
+    let side_b = planned.b.rows(stage, items_b);
+    let (rows_a, rows_b) = (side_a.rows, side_b.rows);
+    let (repeated_a, repeated_b) = (side_a.repeated, side_b.repeated);
     let (wa, wb) = (&planned.a.windows, &planned.b.windows);
     let mut out = BucketOutcome {
         repeated: (repeated_a, repeated_b),
+        spread: (side_a.spread, side_b.spread),
         ..BucketOutcome::default()
     };
     let mut floors = judge::FloorCache::default();
@@ -373,6 +382,7 @@ pub fn align(a: &[Window], b: &[Window], tolerances: &Tolerances) -> Option<Toke
         rows_only: (0, 0),
         rows_different_input: 0,
         rows_repeated: (0, 0),
+        rows_spread_over_dp: (0, 0),
         positions_inferred: (inferred(wa), inferred(wb)),
         windows_without_statistics: (without_statistics(wa), without_statistics(wb)),
         maps_from_metadata: (maps_from_positions(wa), maps_from_positions(wb)),
@@ -410,6 +420,8 @@ pub fn align(a: &[Window], b: &[Window], tolerances: &Tolerances) -> Option<Toke
             diff.rows_different_input += outcome.different_input;
             diff.rows_repeated.0 += outcome.repeated.0;
             diff.rows_repeated.1 += outcome.repeated.1;
+            diff.rows_spread_over_dp.0 += outcome.spread.0;
+            diff.rows_spread_over_dp.1 += outcome.spread.1;
             diff.rows_compared += outcome.compared.len() as u64;
             for (pair, position, ratio) in outcome.compared {
                 let request = &mut diff.per_request[pair as usize];
@@ -663,7 +675,7 @@ pub fn rows_at(
     let key = (pair as u32, u32::try_from(position).ok()?);
     // The first row of the key in sorted order (after it: other shards of the same token).
     let find = |plan: &SidePlan, items: &[Item]| {
-        let (rows, _) = plan.rows(stage, items);
+        let rows = plan.rows(stage, items).rows;
         let at = rows.partition_point(|r| (r.pair, r.position) < key);
         rows.get(at)
             .filter(|r| (r.pair, r.position) == key)

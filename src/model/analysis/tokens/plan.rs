@@ -29,6 +29,9 @@ pub(super) struct Row {
     /// The record declared its rows' positions (a KV-cache read): every forward holds them
     /// again, which is no recompute.
     pub(super) declared: bool,
+    /// The same (stage#k, request, position) is held by another data-parallel rank in the
+    /// same forward (data-parallel attention gathers every rank's tokens): not compared.
+    pub(super) spread: bool,
 }
 
 impl Row {
@@ -78,13 +81,15 @@ impl Stages {
 /// expert-parallel groups (a token's row is split over them, and without a merge each rank
 /// is compared with the same rank); data- and pipeline-parallel ranks hold whole rows of
 /// their own tokens or stages, so a request matches wherever it ran. A window without a
-/// declared layout is its own rank's.
+/// declared layout is its own rank's, rank 0's being tp and ep rank 0 whatever the layout
+/// (so a one-process run matches a request on any data-parallel rank).
 pub(super) fn shard_of(w: &Window) -> u32 {
     match w.parallel() {
         Ok(layout) if !layout.is_empty() => {
             let rank = |axis: &str| layout.get(axis).map_or(0, |p| p.0 & 0x7FFF);
             rank("tp") | (rank("ep") << 15)
         }
+        _ if w.rank == 0 => 0,
         _ => w.rank | (1 << 31),
     }
 }
@@ -192,6 +197,21 @@ pub(super) struct SidePlan<'w> {
     pub(super) items: Vec<(u32, u32)>,
     /// The items in `items`' order.
     pub(super) item_list: Vec<Item>,
+    /// Per window: its data-parallel rank, where its layout declares one, and its forward
+    /// (label, match, call, attempt) as an index: rows of one forward on two dp ranks are
+    /// data-parallel attention's.
+    pub(super) dp: Vec<Option<(u32, u32)>>,
+}
+
+/// One stage#k bucket's rows of one side ([`SidePlan::rows`]).
+pub(super) struct BucketRows {
+    /// Sorted by (request, position, shard), one per key.
+    pub(super) rows: Vec<Row>,
+    /// Rows dropped as a later forward's repeat of a forward's own rows.
+    pub(super) repeated: u64,
+    /// Keys held by several data-parallel ranks in one forward, not compared (left out of
+    /// `rows`).
+    pub(super) spread: u64,
 }
 
 impl<'w> SidePlan<'w> {
@@ -210,6 +230,7 @@ impl<'w> SidePlan<'w> {
             block_record: Vec::with_capacity(windows.len()),
             items: Vec::new(),
             item_list: Vec::new(),
+            dp: dp_places(&windows),
             windows,
         };
         let mut placed: Vec<(u32, Item)> = Vec::new();
@@ -284,9 +305,9 @@ impl<'w> SidePlan<'w> {
     }
 
     /// The rows of `items` (one bucket: stage ordinal `stage`), sorted by (request,
-    /// position, shard); a key held twice keeps the later forward's row. Returns the rows
-    /// and how many were dropped as repeats of a forward's own rows.
-    pub(super) fn rows(&self, stage: u32, items: &[Item]) -> (Vec<Row>, u64) {
+    /// position, shard); a key held twice keeps the later forward's row, and a key held by
+    /// two data-parallel ranks in one forward is left out ([`BucketRows`]).
+    pub(super) fn rows(&self, stage: u32, items: &[Item]) -> BucketRows {
         let mut rows: Vec<Row> = Vec::new();
         for it in items {
             let wi = it.window as usize;
@@ -305,6 +326,7 @@ impl<'w> SidePlan<'w> {
                     record,
                     at: ((block.first_row as usize + n) * crate::model::dump::ROW_WIDTH) as u32,
                     declared,
+                    spread: false,
                 })
             };
             if it.row == WHOLE {
@@ -326,16 +348,60 @@ impl<'w> SidePlan<'w> {
         // Stable: rows of one key keep their forward order, the last is the latest.
         rows.sort_by_key(|r| (r.pair, r.position, r.shard));
         let mut kept: Vec<Row> = Vec::with_capacity(rows.len());
-        let mut repeated = 0;
+        let (mut repeated, mut spread) = (0, 0);
         for row in rows {
             match kept.last_mut() {
                 Some(last) if last.key() == row.key() => {
-                    repeated += u64::from(!last.declared && !row.declared);
+                    let own = !last.declared && !row.declared;
+                    if own && self.other_dp_rank_same_forward(last.window, row.window) {
+                        spread += u64::from(!last.spread);
+                        last.spread = true;
+                        continue;
+                    }
+                    repeated += u64::from(own);
+                    let was_spread = last.spread;
                     *last = row;
+                    last.spread = was_spread;
                 }
                 _ => kept.push(row),
             }
         }
-        (kept, repeated)
+        kept.retain(|r| !r.spread);
+        BucketRows {
+            rows: kept,
+            repeated,
+            spread,
+        }
     }
+
+    /// Whether windows `x` and `y` are one forward on two data-parallel ranks.
+    fn other_dp_rank_same_forward(&self, x: u32, y: u32) -> bool {
+        match (self.dp[x as usize], self.dp[y as usize]) {
+            (Some((rank_x, forward_x)), Some((rank_y, forward_y))) => {
+                rank_x != rank_y && forward_x == forward_y
+            }
+            _ => false,
+        }
+    }
+}
+
+/// Per window: `(dp rank, forward index)` where its layout declares a dp group of more than
+/// one rank; the forward index numbers the distinct (label, match, call, attempt).
+fn dp_places(windows: &[&Window]) -> Vec<Option<(u32, u32)>> {
+    let mut forwards: Map<(&str, u32, u32, u32), u32> = Map::default();
+    windows
+        .iter()
+        .map(|w| {
+            let layout = w.parallel().ok()?;
+            let &(rank, size) = layout.get("dp")?;
+            if size < 2 {
+                return None;
+            }
+            let next = forwards.len() as u32;
+            let forward = *forwards
+                .entry((w.label.as_str(), w.match_index, w.occurrence, w.attempt))
+                .or_insert(next);
+            Some((rank, forward))
+        })
+        .collect()
 }
