@@ -569,11 +569,10 @@ fn a_tp2_capture_s_rows_merge_into_the_tp1_rows() {
     let tokens = diff.tokens.as_ref().unwrap();
     // 9 records with token rows (every stage but the norm weight) × 6 tokens.
     assert_eq!((tokens.rows_compared, tokens.rows_diverging), (54, 0));
-    let windows = |d: &Dump| d.windows.clone();
-    let (wa, wb) = (windows(&a), windows(&b));
-    let (ma, _) = dumpview::model::analysis::merge::merge_side(&wa, &["tp"]);
-    let (mb, _) = dumpview::model::analysis::merge::merge_side(&wb, &["tp"]);
-    let up = tokens::rows_at(&ma, &mb, 0, "layers.0.up#1", 2).expect("both sides hold the row");
+    // The windows as the diff (and the token view's Enter) compare them: B merged.
+    let compared = dumpview::model::analysis::diff::Compared::of(&a.windows, &b.windows);
+    let (ma, mb) = (&compared.a, &compared.b);
+    let up = tokens::rows_at(ma, mb, 0, "layers.0.up#1", 2).expect("both sides hold the row");
     // float64 activations, rows stored as float32: the merged sum is the two halves' sum.
     assert!(
         (up.a.sum - up.b.sum).abs() <= 1e-5 * up.a.l2() as f32,
@@ -584,7 +583,7 @@ fn a_tp2_capture_s_rows_merge_into_the_tp1_rows() {
         "{up:?}"
     );
     assert_eq!(up.a.max_abs, up.b.max_abs);
-    let partial = tokens::rows_at(&ma, &mb, 0, "layers.0.down_partial#1", 2).unwrap();
+    let partial = tokens::rows_at(ma, mb, 0, "layers.0.down_partial#1", 2).unwrap();
     assert!(
         partial.b.max_abs.is_nan() && partial.b.sum_squares.is_nan(),
         "{partial:?}"
@@ -671,6 +670,119 @@ fn a_side_without_row_statistics_is_compared_against_the_rows_summed() {
             assert!(out.stdout.contains("checksum n/a  ("), "{}", out.stdout);
         }
     }
+}
+
+/// tp ranks whose row maps disagree on which token a row is: the merged window keeps no
+/// rows (said, naming both files), and its records are still merged and compared whole, so
+/// the wrong slice is still the first divergence.
+#[test]
+fn tp_ranks_with_disagreeing_row_maps_keep_the_record_comparison() {
+    let tmp = copied("tokens_tp2_wrong_shard");
+    edit_manifest(&tmp.path().join("b/rank1/match1-occ1/manifest.json"), |m| {
+        m["token_rows"]["map"][0]["first_position"] = 3.into()
+    });
+    let diff = Analysis::compute_diff(
+        &load(&tmp.path().join("a")),
+        &load(&tmp.path().join("b")),
+        &Tolerances::default(),
+    )
+    .diff
+    .unwrap();
+    let warnings: Vec<String> = diff
+        .merge_warnings()
+        .iter()
+        .map(|w| w.to_string())
+        .collect();
+    assert!(
+        warnings.iter().any(|w| w.contains(
+            "token rows not merged: ranks 0 and 1 declare different row maps that both hold request \
+             \"req-layouts\" position 3"
+        ) && w.contains("rank1/match1-occ1/manifest.json")),
+        "{warnings:?}"
+    );
+    assert_eq!(diff.headline.as_ref().unwrap().key, "layers.0.up#1");
+    assert_eq!(
+        diff.windows.len(),
+        1,
+        "the merged window pairs by call number"
+    );
+    assert!(diff.token_notes.is_empty(), "{:?}", diff.token_notes);
+    // Only rows were lost: no stage left out of the merge.
+    assert!(
+        diff.windows[0].unmerged.is_empty(),
+        "{:?}",
+        diff.windows[0].unmerged
+    );
+}
+
+/// Metadata positions that do not name the window's rows give it no row map, with a note
+/// naming the file and the reason (never a hang on a huge range, never silence); positions
+/// that name other tokens' rows are different inputs, not a numeric divergence.
+#[test]
+fn bad_metadata_positions_are_refused_with_a_note_naming_the_window() {
+    let cases: [(serde_json::Value, &str); 4] = [
+        (
+            serde_json::json!([0, 10_000_000_000_000_000_000u64]),
+            "names 10000000000000000000 rows, but its first capture (runner.input_ids#1) holds 5",
+        ),
+        (
+            serde_json::json!([5, 8]),
+            "names 3 rows, but its first capture (runner.input_ids#1) holds 4",
+        ),
+        (
+            serde_json::json!(["x"]),
+            "metadata positions=[\"x\"] is not a [start, end] pair of integers",
+        ),
+        (
+            serde_json::json!([9, 5]),
+            "metadata positions=[9, 5] is an empty or reversed range",
+        ),
+    ];
+    for (occ, (positions, why)) in [1, 2, 2, 3].into_iter().zip(cases) {
+        let tmp = copied("tokens_without_row_stats");
+        edit_manifest(
+            &tmp.path()
+                .join(format!("b/rank0/match1-occ{occ}/manifest.json")),
+            |m| m["metadata"]["positions"] = positions.clone(),
+        );
+        let diff = Analysis::compute_diff(
+            &load(&tmp.path().join("a")),
+            &load(&tmp.path().join("b")),
+            &Tolerances::default(),
+        )
+        .diff
+        .unwrap();
+        assert!(
+            diff.token_notes.iter().any(|n| n.contains(why)
+                && n.contains(&format!("match1-occ{occ}/manifest.json"))
+                && n.ends_with(
+                    "this window of B is not aligned by rows (it pairs by call number)"
+                )),
+            "{positions}: {:?}",
+            diff.token_notes
+        );
+        // The refused window is missing evidence: something found, exit 1.
+        assert!(diff.found_something(), "{positions}");
+    }
+    // B's second chunk (positions 5..9) claimed at 6..10: the ids there differ from A's, so
+    // its records are different inputs, not a divergence of values.
+    let tmp = copied("tokens_without_row_stats");
+    edit_manifest(&tmp.path().join("b/rank0/match1-occ2/manifest.json"), |m| {
+        m["metadata"]["positions"] = serde_json::json!([6, 10])
+    });
+    let diff = Analysis::compute_diff(
+        &load(&tmp.path().join("a")),
+        &load(&tmp.path().join("b")),
+        &Tolerances::default(),
+    )
+    .diff
+    .unwrap();
+    let tokens = diff.tokens.as_ref().unwrap();
+    let summed = tokens.summed.as_ref().unwrap();
+    assert_eq!(summed.first, None, "{summed:?}");
+    assert!(summed.records_different_input > 0);
+    assert_eq!(tokens.requests[0].ids_differ_from, Some(6));
+    assert!(diff.found_something());
 }
 
 /// Data-parallel attention: a gathered stage holds every dp rank's tokens on each rank, so one

@@ -68,7 +68,11 @@ fn open(app: &mut App, at_bad_token: bool) {
         .position(|r| r.first_bad_token.is_some());
     let requests = tokens.per_request.len();
     if at_bad_token && bad.is_none() {
-        app.message = Some("no bad token: every aligned row agrees".to_string());
+        app.message = Some(match &tokens.summed {
+            // No rows on one side: its records against the other side's rows summed.
+            Some(summed) => crate::model::present::tokens::summed_line(summed),
+            None => "no bad token: every aligned row agrees".to_string(),
+        });
     }
     // `b` goes to the first bad token; `T` opens on the request selected (`R`).
     let request = match bad {
@@ -214,13 +218,20 @@ pub fn toggle_detail(app: &mut App) {
                 .unwrap_or(first);
             let loaded = app.loaded.as_ref();
             match loaded.and_then(|l| Some((l, l.session.b.as_ref()?))) {
-                Some((l, b)) => crate::model::analysis::tokens::rows_at(
-                    &l.session.a.windows,
-                    &b.windows,
-                    request,
-                    stage,
-                    position,
-                )
+                Some((l, b)) => {
+                    // The windows as the diff compared them (merged groups, made row maps).
+                    let compared = crate::model::analysis::diff::Compared::of(
+                        &l.session.a.windows,
+                        &b.windows,
+                    );
+                    crate::model::analysis::tokens::rows_at(
+                        &compared.a,
+                        &compared.b,
+                        request,
+                        stage,
+                        position,
+                    )
+                }
                 .ok_or_else(|| format!("no aligned rows at {stage} position {position}")),
                 None => Err("no capture B".to_string()),
             }

@@ -102,7 +102,24 @@ pub fn draw(frame: &mut Frame, app: &App, area: Rect, theme: Theme) {
             ),
             theme.bad(),
         )),
-        None => Line::from(Span::styled("every aligned row agrees", theme.good())),
+        None => match tokens
+            .summed
+            .as_ref()
+            .filter(|_| request.rows_compared == 0)
+        {
+            Some(summed) => Line::from(Span::styled(
+                format::fit(
+                    &crate::model::present::tokens::summed_line(summed),
+                    inner_width,
+                ),
+                if summed.first.is_some() {
+                    theme.bad()
+                } else {
+                    theme.good()
+                },
+            )),
+            None => Line::from(Span::styled("every aligned row agrees", theme.good())),
+        },
     });
     let span = |(lo, hi): (u64, u64)| {
         if lo == hi {

@@ -7,6 +7,7 @@
 //! not agree, checksum inconclusive or not compared). Records on one side only, and pairs
 //! without statistics, are *missing evidence*: listed and counted, never agreement.
 
+use std::borrow::Cow;
 use std::collections::{BTreeMap, HashMap, HashSet};
 
 use rayon::prelude::*;
@@ -398,6 +399,11 @@ pub struct DiffReport {
     /// rows"); `None` unless both sides captured token rows.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub tokens: Option<TokenDiff>,
+    /// Where one side has token rows and the other none: which of the other side's windows
+    /// could not be given a row map from their metadata positions, and why (at most a few
+    /// lines).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub token_notes: Vec<String>,
     /// Windows with token rows that no window of the other side holds the same rows as
     /// (a chunk against a whole prefill): compared row by row in `tokens` alone, A's then B's.
     #[serde(skip_serializing_if = "is_empty_pair")]
@@ -603,7 +609,7 @@ impl DiffReport {
                 // or forwards compared by rows whose requests matched none of the other side.
                 let summed = t.summed.as_ref();
                 t.first.is_some()
-                    || summed.is_some_and(|s| s.first.is_some())
+                    || summed.is_some_and(|s| s.first.is_some() || s.records_not_compared > 0)
                     || t.requests.iter().any(|m| m.ids_differ_from.is_some())
                     || (t.rows_compared == 0
                         && summed.is_none_or(|s| s.records_compared == 0)
@@ -651,6 +657,84 @@ fn window_ids(windows: &[Window]) -> HashMap<String, WindowId> {
     ids
 }
 
+/// The windows a diff compares: each side merged over the parallel axes whose group sizes
+/// differ ([`merge::merge_side`]), and a side without token rows given row maps from its
+/// windows' metadata positions where the other side has rows
+/// ([`tokens::with_metadata_rows`]). What the token view's cells are looked up in, too.
+pub struct Compared<'a> {
+    /// A's windows as compared.
+    pub a: Cow<'a, [Window]>,
+    /// B's.
+    pub b: Cow<'a, [Window]>,
+    /// The merge, where the layouts differ.
+    pub layouts: Option<LayoutMerge>,
+    /// What could not be given a row map, and why.
+    pub token_notes: Vec<String>,
+}
+
+impl<'a> Compared<'a> {
+    /// `a` and `b` (as loaded) prepared for comparison.
+    pub fn of(a: &'a [Window], b: &'a [Window]) -> Compared<'a> {
+        let axes = merge::axes_to_merge(a, b);
+        let (mut wa, mut wb, layouts): (Cow<[Window]>, Cow<[Window]>, _) = if axes.is_empty() {
+            (Cow::Borrowed(a), Cow::Borrowed(b), None)
+        } else {
+            let (merged_a, ma) = merge::merge_side(a, &axes);
+            let (merged_b, mb) = merge::merge_side(b, &axes);
+            let layouts = LayoutMerge {
+                axes: axes.iter().map(|s| s.to_string()).collect(),
+                sizes: axes
+                    .iter()
+                    .map(|axis| {
+                        let sizes = (merge::group_size(a, axis), merge::group_size(b, axis));
+                        (axis.to_string(), sizes)
+                    })
+                    .collect(),
+                a: ma,
+                b: mb,
+            };
+            (Cow::Owned(merged_a), Cow::Owned(merged_b), Some(layouts))
+        };
+        // One side from before token rows: its windows' metadata positions give them row
+        // maps (no statistics), so that its forwards pair by the rows they hold and its
+        // records are compared with the other side's rows summed.
+        let mut token_notes = Vec::new();
+        // A side whose rows were lost in its merge: the merge's warnings say why.
+        let rows_lost = |side: fn(&LayoutMerge) -> &merge::SideMerge| {
+            layouts
+                .as_ref()
+                .is_some_and(|l| side(l).groups.iter().any(|g| !g.rows_not_merged.is_empty()))
+        };
+        match (has_token_rows(&wa), has_token_rows(&wb)) {
+            (true, false) => {
+                let (implied, notes) = tokens::with_metadata_rows(&wb, "B");
+                if implied.is_some() || !rows_lost(|l| &l.b) {
+                    token_notes = notes;
+                }
+                if let Some(implied) = implied {
+                    wb = Cow::Owned(implied);
+                }
+            }
+            (false, true) => {
+                let (implied, notes) = tokens::with_metadata_rows(&wa, "A");
+                if implied.is_some() || !rows_lost(|l| &l.a) {
+                    token_notes = notes;
+                }
+                if let Some(implied) = implied {
+                    wa = Cow::Owned(implied);
+                }
+            }
+            _ => {}
+        }
+        Compared {
+            a: wa,
+            b: wb,
+            layouts,
+            token_notes,
+        }
+    }
+}
+
 /// Diffs two captures (each a list of windows, as loaded).
 pub fn diff(a: &[Window], b: &[Window], tolerances: &Tolerances) -> DiffReport {
     diff_reusing(a, b, tolerances, |_, _| None)
@@ -667,44 +751,13 @@ pub fn diff_reusing(
     let (ids_a, ids_b) = (window_ids(a), window_ids(b));
     let mut replicated = replicated::check('a', a);
     replicated.extend(replicated::check('b', b));
-    let axes = merge::axes_to_merge(a, b);
-    let (merged_a, merged_b, layouts);
-    let (a, b) = if axes.is_empty() {
-        layouts = None;
-        (a, b)
-    } else {
-        let (wa, ma) = merge::merge_side(a, &axes);
-        let (wb, mb) = merge::merge_side(b, &axes);
-        (merged_a, merged_b) = (wa, wb);
-        layouts = Some(LayoutMerge {
-            axes: axes.iter().map(|s| s.to_string()).collect(),
-            sizes: axes
-                .iter()
-                .map(|axis| {
-                    let sizes = (merge::group_size(a, axis), merge::group_size(b, axis));
-                    (axis.to_string(), sizes)
-                })
-                .collect(),
-            a: ma,
-            b: mb,
-        });
-        (merged_a.as_slice(), merged_b.as_slice())
-    };
-    // One side from before token rows: its windows' metadata positions give them row maps
-    // (no statistics), so that its forwards pair by the rows they hold and its records are
-    // compared with the other side's rows summed.
-    let (implied_a, implied_b);
-    let (a, b) = match (has_token_rows(a), has_token_rows(b)) {
-        (true, false) => {
-            implied_b = tokens::with_metadata_rows(b);
-            (a, implied_b.as_deref().unwrap_or(b))
-        }
-        (false, true) => {
-            implied_a = tokens::with_metadata_rows(a);
-            (implied_a.as_deref().unwrap_or(a), b)
-        }
-        _ => (a, b),
-    };
+    let compared = Compared::of(a, b);
+    let (a, b, layouts, token_notes) = (
+        &*compared.a,
+        &*compared.b,
+        compared.layouts.clone(),
+        compared.token_notes.clone(),
+    );
     // Token rows pair forwards by the rows they hold (a merged group's rows merged with it).
     let with_tokens = tokens::applies(a, b);
     let (pairs, unpaired_a, unpaired_b, aligned_a, aligned_b) = if with_tokens {
@@ -802,6 +855,7 @@ pub fn diff_reusing(
         replicated,
         headline,
         tokens: token_diff,
+        token_notes,
         aligned_only: (
             aligned_a.into_iter().map(|m| named(&ids_a, m)).collect(),
             aligned_b.into_iter().map(|m| named(&ids_b, m)).collect(),

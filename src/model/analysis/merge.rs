@@ -70,6 +70,11 @@ pub struct GroupMerge {
     /// group sizes that disagree), each naming the stage and ranks; those stages are left out
     /// of the merged window (missing evidence).
     pub warnings: Vec<String>,
+    /// Records whose token rows could not be merged (a rank without rows, rows that do not
+    /// fit, ranks whose row maps disagree), each naming the record or ranks: the records
+    /// themselves are merged and compared whole; only their rows are lost.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub rows_not_merged: Vec<String>,
 }
 
 /// What merging did to one side.
@@ -131,6 +136,9 @@ impl SideMerge {
             }
             for w in &g.warnings {
                 out.push(Warning::lost(&file, format!("{group}: not merged: {w}")));
+            }
+            for w in &g.rows_not_merged {
+                out.push(Warning::lost(&file, format!("{group}: {w}")));
             }
         }
         for invalid in &self.invalid {
@@ -328,7 +336,11 @@ fn merge_group(axis: &str, members: &[(u32, u32, &Window)], stray: &[u32]) -> (W
         .collect();
     let (mut merged, mut replicated) = (0, 0);
     let mut records = Vec::with_capacity(base.records.len());
-    let mut rows = RowsBuilder::of(present.iter().map(|(_, w)| *w).collect());
+    let mut rows_not_merged = Vec::new();
+    let mut rows = builder(
+        RowsBuilder::of(present.iter().map(|(_, w)| *w).collect()),
+        &mut rows_not_merged,
+    );
     for record in &base.records {
         let over_axis = record.shard.as_ref().is_some_and(|s| s.axis() == axis);
         let key = (record.stage.as_str(), record.occurrence);
@@ -338,7 +350,13 @@ fn merge_group(axis: &str, members: &[(u32, u32, &Window)], stray: &[u32]) -> (W
             .collect();
         if !over_axis {
             records.push(record.clone());
-            add_rows(&mut rows, record, &seqs, RowMerge::Lowest, &mut warnings);
+            add_rows(
+                &mut rows,
+                record,
+                &seqs,
+                RowMerge::Lowest,
+                &mut rows_not_merged,
+            );
             continue;
         }
         let pieces: Vec<(u32, &Window, Option<&Record>)> = present
@@ -353,19 +371,23 @@ fn merge_group(axis: &str, members: &[(u32, u32, &Window)], stray: &[u32]) -> (W
                 } else {
                     merged += 1;
                 }
-                add_rows(&mut rows, &r, &seqs, row_merge(&r), &mut warnings);
+                add_rows(&mut rows, &r, &seqs, row_merge(&r), &mut rows_not_merged);
                 records.push(r);
             }
             Ok(None) => {
                 records.push(record.clone());
-                add_rows(&mut rows, record, &seqs, RowMerge::Lowest, &mut warnings);
+                add_rows(
+                    &mut rows,
+                    record,
+                    &seqs,
+                    RowMerge::Lowest,
+                    &mut rows_not_merged,
+                );
             }
             Err(why) => warnings.push(format!("{}: {why}", record.key())),
         }
     }
-    if let Some(rows) = rows {
-        window.token_rows = Some(rows.finish());
-    }
+    window.token_rows = rows.map(RowsBuilder::finish);
     // What the other ranks hold and the lowest one lacks: a piece of a sharded stage is
     // missing evidence for that stage; a per-rank record is not compared (the merged window
     // stands for the group by the lowest rank's per-rank records), which is said too.
@@ -416,6 +438,7 @@ fn merge_group(axis: &str, members: &[(u32, u32, &Window)], stray: &[u32]) -> (W
         concatenated: 0,
         inconsistent,
         warnings,
+        rows_not_merged,
     };
     (window, note)
 }
@@ -427,6 +450,20 @@ fn row_merge(record: &Record) -> RowMerge {
         Some(Shard::Partial { .. }) => RowMerge::Partial,
         _ => RowMerge::Lowest,
     }
+}
+
+/// The group's row builder, or `None` (the merged window keeps no rows) with the reason
+/// pushed to `rows_not_merged` where its ranks' row maps disagree.
+fn builder<'w>(
+    built: Result<Option<RowsBuilder<'w>>, String>,
+    rows_not_merged: &mut Vec<String>,
+) -> Option<RowsBuilder<'w>> {
+    built.unwrap_or_else(|why| {
+        rows_not_merged.push(format!(
+            "token rows not merged: {why}; the records are compared whole"
+        ));
+        None
+    })
 }
 
 /// [`RowsBuilder::add`], its refusal said as a warning on the record.
@@ -520,11 +557,18 @@ fn concat_group(members: &[(u32, u32, &Window)], stray: &[u32]) -> (Window, Grou
         .map(|r| (r.stage.to_string(), r.occurrence))
         .collect();
     let mut concatenated = 0;
-    let mut rows = RowsBuilder::of(present.clone());
+    let mut rows_not_merged = Vec::new();
+    let mut rows = builder(RowsBuilder::of(present.clone()), &mut rows_not_merged);
     let mut lowest = vec![None; present.len()];
     for record in &base.records {
         lowest[0] = Some(record.seq);
-        add_rows(&mut rows, record, &lowest, RowMerge::Lowest, &mut warnings);
+        add_rows(
+            &mut rows,
+            record,
+            &lowest,
+            RowMerge::Lowest,
+            &mut rows_not_merged,
+        );
     }
     // Later pp ranks' records follow the lowest rank's in seq order: where rows are merged,
     // their seqs are renumbered on (each rank counts from 0, and rows are found by seq).
@@ -538,7 +582,13 @@ fn concat_group(members: &[(u32, u32, &Window)], stray: &[u32]) -> (Window, Grou
                     at[p] = Some(record.seq);
                     record.seq = next_seq;
                     next_seq += 1;
-                    add_rows(&mut rows, &record, &at, RowMerge::Lowest, &mut warnings);
+                    add_rows(
+                        &mut rows,
+                        &record,
+                        &at,
+                        RowMerge::Lowest,
+                        &mut rows_not_merged,
+                    );
                 }
                 // Where the record came from: the pp rank's own file (a tp-merged record
                 // keeps the pieces it was merged from).
@@ -564,9 +614,7 @@ fn concat_group(members: &[(u32, u32, &Window)], stray: &[u32]) -> (Window, Grou
             }
         }
     }
-    if let Some(rows) = rows {
-        window.token_rows = Some(rows.finish());
-    }
+    window.token_rows = rows.map(RowsBuilder::finish);
     let note = GroupMerge {
         axis: "pp".to_string(),
         size,
@@ -586,6 +634,7 @@ fn concat_group(members: &[(u32, u32, &Window)], stray: &[u32]) -> (Window, Grou
         concatenated,
         inconsistent: Vec::new(),
         warnings,
+        rows_not_merged,
     };
     (window, note)
 }

@@ -49,14 +49,45 @@ pub(super) enum RowMerge {
 }
 
 impl<'w> RowsBuilder<'w> {
-    /// A builder over `pieces` (group-rank order), or `None` when none of them has a row map.
-    pub(super) fn of(pieces: Vec<&'w Window>) -> Option<RowsBuilder<'w>> {
+    /// A builder over `pieces` (group-rank order), `Ok(None)` when none of them has a row
+    /// map. The pieces' maps must be one map (each rank holds the forward's rows: tp), or
+    /// maps of disjoint rows (each rank declared its own rows: cp); otherwise the ranks
+    /// disagree on which token each row is, and the error says which.
+    pub(super) fn of(pieces: Vec<&'w Window>) -> Result<Option<RowsBuilder<'w>>, String> {
         let maps: Vec<Option<&Vec<RowMapEntry>>> = pieces
             .iter()
             .map(|w| w.token_rows.as_ref().map(|t| &t.map))
             .collect();
-        let first = maps.iter().flatten().next()?;
+        let Some(first) = maps.iter().flatten().next() else {
+            return Ok(None);
+        };
         let same_map = maps.iter().all(|m| m == &Some(*first));
+        if !same_map {
+            let mut seen: std::collections::HashMap<(&str, u64), usize> = Default::default();
+            for (p, w) in pieces.iter().enumerate() {
+                let Some(rows) = w.token_rows.as_deref() else {
+                    continue;
+                };
+                for (entry, position) in rows.forward_rows() {
+                    let Some(request) = rows.map[entry as usize].request.as_deref() else {
+                        continue;
+                    };
+                    if let Some(&q) = seen.get(&(request, position)) {
+                        if q != p {
+                            return Err(format!(
+                                "ranks {} and {} declare different row maps that both hold request {request:?} \
+                                 position {position} ({} and {})",
+                                pieces[q].rank,
+                                w.rank,
+                                pieces[q].source.display(),
+                                w.source.display()
+                            ));
+                        }
+                    }
+                    seen.insert((request, position), p);
+                }
+            }
+        }
         let (mut map, mut offsets) = (Vec::new(), Vec::with_capacity(pieces.len()));
         if same_map {
             map = (*first).clone();
@@ -67,14 +98,14 @@ impl<'w> RowsBuilder<'w> {
                 map.extend(m.iter().flat_map(|m| m.iter().cloned()));
             }
         }
-        Some(RowsBuilder {
+        Ok(Some(RowsBuilder {
             pieces,
             same_map,
             offsets,
             map,
             blocks: Vec::new(),
             values: Vec::new(),
-        })
+        }))
     }
 
     /// The row block of the record `seq` of piece `p`, with its rows' values.

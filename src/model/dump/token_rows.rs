@@ -109,17 +109,43 @@ impl TokenRows {
     /// A row map without row statistics for a window from before token rows: one request,
     /// the window's `label`, at the half-open range `metadata.positions = [start, end]`, its
     /// token ids from `metadata.token_ids` (the range's own, or the request's from position 0)
-    /// where they cover it. `None` without such a range.
-    pub fn from_metadata_positions(window: &super::Window) -> Option<TokenRows> {
-        let range = window.metadata.get("positions")?.as_array()?;
-        let [start, end] = range.as_slice() else {
-            return None;
+    /// where they cover it.
+    ///
+    /// # Errors
+    /// Why the window gets no map, in words: no `positions`, not a `[start, end]` pair of
+    /// integers, an empty or reversed range, or a range whose row count is not the window's
+    /// first capture's leading dimension (the probe's own row count).
+    pub fn from_metadata_positions(window: &super::Window) -> Result<TokenRows, String> {
+        let value = window
+            .metadata
+            .get("positions")
+            .ok_or("no metadata `positions`")?;
+        let range = value.as_array().and_then(|r| match r.as_slice() {
+            [start, end] => Some((start.as_u64()?, end.as_u64()?)),
+            _ => None,
+        });
+        let Some((start, end)) = range else {
+            return Err(format!(
+                "metadata positions={value} is not a [start, end] pair of integers"
+            ));
         };
-        let (start, end) = (start.as_u64()?, end.as_u64()?);
         if end <= start {
-            return None;
+            return Err(format!(
+                "metadata positions=[{start}, {end}] is an empty or reversed range"
+            ));
         }
         let count = end - start;
+        let first = window
+            .records
+            .first()
+            .ok_or_else(|| format!("metadata positions=[{start}, {end}] but no record"))?;
+        let rows = first.shape.first().copied().unwrap_or(1);
+        if rows != count {
+            return Err(format!(
+                "metadata positions=[{start}, {end}] names {count} rows, but its first capture ({}) holds {rows}",
+                first.key()
+            ));
+        }
         let token_ids = window.token_ids().and_then(|ids| {
             if ids.len() as u64 == count {
                 Some(ids)
@@ -127,7 +153,7 @@ impl TokenRows {
                 ids.get(start as usize..end as usize).map(<[i64]>::to_vec)
             }
         });
-        Some(TokenRows {
+        Ok(TokenRows {
             file: None,
             stats: ROW_STAT_NAMES.iter().map(|s| s.to_string()).collect(),
             map: vec![RowMapEntry {

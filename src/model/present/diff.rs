@@ -31,6 +31,9 @@ pub fn text(report: &DiffReport) -> String {
         out.push_str(&render_window(w));
     }
     out.push_str(&super::layouts::replicated_text(report));
+    for note in &report.token_notes {
+        let _ = writeln!(out, "token rows: {note}");
+    }
     if let Some(tokens) = &report.tokens {
         out.push_str(&super::tokens::summary_text(tokens, &report.aligned_only));
     }

@@ -183,6 +183,15 @@ pub fn summed_text(t: &TokenDiff, s: &Summed) -> String {
             s.whole_side
         );
     }
+    if s.records_different_input > 0 {
+        let _ = writeln!(
+            out,
+            "  {} record{} of {} at positions whose token ids differ from {rows_side}'s not compared (different inputs)",
+            s.records_different_input,
+            plural(s.records_different_input as usize),
+            s.whole_side
+        );
+    }
     if let Some(d) = &s.first {
         let token = d
             .token_id
@@ -204,6 +213,27 @@ pub fn summed_text(t: &TokenDiff, s: &Summed) -> String {
         );
     }
     out
+}
+
+/// [`Summed`] in one line, for the workbench: what was compared and its first divergence.
+pub fn summed_line(s: &Summed) -> String {
+    let rows_side = if s.whole_side == "A" { "B" } else { "A" };
+    match &s.first {
+        Some(d) => format!(
+            "{} holds no row statistics: its record {} at request {:?} positions {}..={} differs from {rows_side}'s rows summed ({} {:.3}x its tolerance; `dumpview diff` prints both)",
+            s.whole_side,
+            d.key,
+            d.requests.0,
+            d.positions.0,
+            d.positions.1,
+            d.verdict.stat,
+            d.verdict.ratio
+        ),
+        None => format!(
+            "{} holds no row statistics: {} of its records compared with {rows_side}'s rows summed, none differs",
+            s.whole_side, s.records_compared
+        ),
+    }
 }
 
 /// A bad token in two or three lines: where, which token, and both rows.

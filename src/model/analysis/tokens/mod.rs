@@ -189,32 +189,63 @@ pub fn applies(a: &[Window], b: &[Window]) -> bool {
 }
 
 /// `windows` with a row map made from each one's metadata positions where it has none
-/// ([`crate::model::dump::TokenRows::from_metadata_positions`]); `None` when no window has such a
-/// range (nothing to align them by).
-pub fn with_metadata_rows(windows: &[Window]) -> Option<Vec<Window>> {
-    let maps: Vec<Option<crate::model::dump::TokenRows>> = windows
+/// ([`crate::model::dump::TokenRows::from_metadata_positions`]), `None` when no window gets
+/// one (nothing to align them by); and what a user must be told of the windows that got none
+/// (`side`: "A" or "B"), at most a few lines.
+pub fn with_metadata_rows(windows: &[Window], side: &str) -> (Option<Vec<Window>>, Vec<String>) {
+    let maps: Vec<Result<crate::model::dump::TokenRows, String>> = windows
         .iter()
         .map(|w| match w.token_rows {
-            Some(_) => None,
+            Some(_) => Err(String::new()),
             None => crate::model::dump::TokenRows::from_metadata_positions(w),
         })
         .collect();
-    if maps.iter().all(Option::is_none) {
-        return None;
+    let refused: Vec<(&Window, &String)> = windows
+        .iter()
+        .zip(&maps)
+        .filter_map(|(w, m)| {
+            m.as_ref()
+                .err()
+                .filter(|why| !why.is_empty())
+                .map(|why| (w, why))
+        })
+        .collect();
+    let made = maps.iter().filter(|m| m.is_ok()).count();
+    let mut notes = Vec::new();
+    if made == 0 {
+        notes.push(format!(
+            "{side} holds no token rows, and none of its windows a usable metadata `positions=[start, end]` \
+             ({}): its forwards cannot be aligned by rows, so windows pair by call number (a chunked \
+             run against an unchunked one then differs in shape, not in value)",
+            refused.first().map_or("", |(_, why)| why.as_str())
+        ));
+        return (None, notes);
     }
-    Some(
-        windows
-            .iter()
-            .zip(maps)
-            .map(|(w, map)| {
-                let mut w = w.clone();
-                if let Some(map) = map {
-                    w.token_rows = Some(std::sync::Arc::new(map));
-                }
-                w
-            })
-            .collect(),
-    )
+    const SHOWN: usize = 5;
+    for (w, why) in refused.iter().take(SHOWN) {
+        notes.push(format!(
+            "{}: {why}: this window of {side} is not aligned by rows (it pairs by call number)",
+            w.source.display()
+        ));
+    }
+    if refused.len() > SHOWN {
+        notes.push(format!(
+            "… and {} more windows of {side} without a usable row range",
+            refused.len() - SHOWN
+        ));
+    }
+    let windows = windows
+        .iter()
+        .zip(maps)
+        .map(|(w, map)| {
+            let mut w = w.clone();
+            if let Ok(map) = map {
+                w.token_rows = Some(std::sync::Arc::new(map));
+            }
+            w
+        })
+        .collect();
+    (Some(windows), notes)
 }
 
 /// The rows each window holds, as (matched pair, position) sorted, or `None` where a row

@@ -34,6 +34,9 @@ pub struct Summed {
     /// some of the rows (other positions captured, a stage captured on one side only), or
     /// the forward holds padding or rows of requests with no partner.
     pub records_not_compared: u64,
+    /// Records some of whose positions hold other token ids on the two sides (different
+    /// inputs): not compared.
+    pub records_different_input: u64,
     /// The earliest diverging record in the rows side's capture order.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub first: Option<SummedDivergence>,
@@ -86,6 +89,7 @@ pub(super) fn compare(
         checksums_compared: 0,
         records_diverging: 0,
         records_not_compared: 0,
+        records_different_input: 0,
         first: None,
     };
     let mut first: Option<((u32, u32, u64), SummedDivergence)> = None;
@@ -101,6 +105,15 @@ pub(super) fn compare(
             .iter()
             .map(|&(entry, p)| Some((whole_plan.entry_pair[wi].get(entry as usize).copied()??, p)))
             .collect();
+        // Positions where the matched requests' ids differ are different inputs.
+        let different_input = keys.as_ref().is_some_and(|keys| {
+            keys.iter().any(|&(pair, p)| {
+                planned.matches[pair as usize]
+                    .2
+                    .ids_differ_from
+                    .is_some_and(|from| p >= from)
+            })
+        });
         let from_zero = forward
             .iter()
             .enumerate()
@@ -116,6 +129,10 @@ pub(super) fn compare(
             }
             let k = calls.entry(record.stage.as_ref()).or_insert(0);
             *k += 1;
+            if different_input {
+                out.records_different_input += 1;
+                continue;
+            }
             let (Some(keys), Some(&stage)) = (&keys, planned.stages.ordinal.get(&(*name, *k)))
             else {
                 out.records_not_compared += 1;
