@@ -3,9 +3,9 @@
 //! (docs/replay.md). Everything else in this layer only reads.
 //!
 //! One command through the host's control master runs a shell script that makes one
-//! directory with `mktemp -d` (mode 0700, in the login's `$TMPDIR` or `/tmp`), starts the
-//! program with its stdin from a here-document (the script text: nothing is written for
-//! it), its stdout into the directory and its stderr streamed back line by line, then sends
+//! directory with `mktemp -d` (mode 0700, in the login's `$TMPDIR` or `/tmp`), writes the
+//! program's stdin there from a here-document (the script text), starts the program with
+//! its stdout into the directory and its stderr streamed back line by line, then sends
 //! the files the program left in one subdirectory back on stdout, framed with their sizes,
 //! and removes the directory. The directory is removed on every way out:
 //!
@@ -90,6 +90,10 @@ pub struct RemoteHost {
 /// The exit status the script uses when `mktemp -d` fails.
 const NO_TEMP_DIR: i32 = 97;
 
+/// The script's exit status when the program's stdin could not be written into the
+/// temporary directory (a full disk).
+const NO_STDIN_FILE: i32 = 96;
+
 impl RemoteHost {
     /// Connects to `spec`'s host (sharing a live master to the same destination).
     ///
@@ -164,6 +168,11 @@ impl RemoteHost {
             let said = tail.join("\n");
             let detail = match status.code() {
                 Some(NO_TEMP_DIR) => format!("mktemp -d failed: {said}"),
+                Some(NO_STDIN_FILE) => {
+                    format!(
+                        "writing the program's stdin into the temporary directory failed: {said}"
+                    )
+                }
                 _ if said.is_empty() => detail,
                 _ => format!("{detail}; it said: {said}"),
             };
@@ -219,6 +228,7 @@ fn script(job: &Job) -> Vec<u8> {
         )
         .as_bytes(),
     );
+    let program_at = s.len();
     for (name, value) in job.env {
         s.extend_from_slice(name.as_bytes());
         s.push(b'=');
@@ -236,16 +246,22 @@ fn script(job: &Job) -> Vec<u8> {
             }
         }
     }
+    s.extend_from_slice(b" >\"$d/.stdout\" <\"$d/.stdin\" &\n");
+    // The program's stdin goes into a file first, read whole by a foreground `cat`: a
+    // here-document on the program itself (105 kB for replay_op.py, past a pipe's 64 kB)
+    // leaves the shell's writer blocked when the program never reads it (an interpreter
+    // not found), and the session open.
     let delim = delimiter(job.stdin);
-    s.extend_from_slice(format!(" >\"$d/.stdout\" <<'{delim}' &\n").as_bytes());
-    s.extend_from_slice(job.stdin.as_bytes());
+    let mut head = format!("cat >\"$d/.stdin\" <<'{delim}' || exit {NO_STDIN_FILE}\n").into_bytes();
+    head.extend_from_slice(job.stdin.as_bytes());
     if !job.stdin.ends_with('\n') {
-        s.push(b'\n');
+        head.push(b'\n');
     }
+    head.extend_from_slice(format!("{delim}\n").as_bytes());
+    s.splice(program_at..program_at, head);
     s.extend_from_slice(
         format!(
-            "{delim}\n\
-             p=$!\n\
+            "p=$!\n\
              wait \"$p\"\n\
              s=$?\n\
              p=\n\
@@ -395,9 +411,14 @@ mod tests {
         };
         let text = String::from_utf8(script(&job)).unwrap();
         assert!(
-            text.contains("PYTHONDONTWRITEBYTECODE='1' 'py thon' 'it'\\''s; $(rm -rf /)' \"$d\"/'out' >\"$d/.stdout\" <<'DUMPVIEW_STDIN_"),
+            text.contains("PYTHONDONTWRITEBYTECODE='1' 'py thon' 'it'\\''s; $(rm -rf /)' \"$d\"/'out' >\"$d/.stdout\" <\"$d/.stdin\" &\n"),
             "{text}"
         );
+        // The stdin is written whole before the program starts.
+        let cat = text
+            .find("cat >\"$d/.stdin\" <<'DUMPVIEW_STDIN_")
+            .expect("the stdin file");
+        assert!(cat < text.find("'py thon'").unwrap(), "{text}");
         assert!(text.contains("print('x')\nDUMPVIEW_STDIN_"));
         let d = delimiter("a\nb");
         assert!(!d.is_empty() && d != "a");
