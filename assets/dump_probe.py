@@ -641,13 +641,20 @@ def _token_rows(stage, tensor, rows, token_dims, positions, row_map, split=None)
     listed), a slice inside the token row is weighted at the full row's coordinates, so the
     pieces' rows add up to the unsharded row."""
     declared = rows == "tokens"
+    if rows == "requests" and positions is None:
+        positions = _request_rows(stage, tensor, row_map)
+        if positions is None:
+            return None
+        rows = "tokens"
     if rows not in ("auto", "tokens"):
         if rows is not None:
-            _warn("capture(%r, rows=%r): rows is 'auto', 'tokens' or None; recorded without token rows"
+            _warn("capture(%r, rows=%r): rows is 'auto', 'tokens', 'requests' or None; recorded without token rows"
                   % (stage, rows), key="rows:%s" % stage)
         return None
     try:
-        dims = token_dims if token_dims == (0,) else tuple(int(d) for d in token_dims)
+        # A string ("01") is iterable too: only a tuple or list of ints names dimensions.
+        dims = token_dims if token_dims == (0,) else (
+            tuple(int(d) for d in token_dims) if isinstance(token_dims, (tuple, list)) else None)
     except (TypeError, ValueError):
         dims = None
     if dims not in ((0,), (0, 1)):
@@ -686,6 +693,30 @@ def _token_rows(stage, tensor, rows, token_dims, positions, row_map, split=None)
         rows_of = row_map.rows()
         kept = [list(rows_of[i]) for i in row_map.keep]
     return _TokenRows(stats, list(dims), kept)
+
+
+def _request_rows(stage, tensor, row_map):
+    """capture(rows="requests"): [(request, its last position in this forward)] of each
+    request entry of the row map, in order; None (with a warning) where the tensor's first
+    dimension is not that many rows or the map's counts are not known yet."""
+    entries = [e for e in row_map.entries if e[0] is not None]
+    if row_map.count is None:
+        _warn("capture(%r, rows='requests') before the forward's row count is known (arm(rows=...) gives it, or "
+              "an earlier capture of the forward's tokens); recorded without token rows" % stage,
+              key="rowreq:%s" % stage)
+        return None
+    last = []
+    for request, first, count, listed, _ids in entries:
+        if listed:
+            last.append((request, max(listed)))
+        elif count:
+            last.append((request, first + count - 1))
+    if tensor.dim() == 0 or int(tensor.shape[0]) != len(last):
+        _warn("capture(%r, rows='requests'): %s rows, but the forward's row map holds %d requests; recorded without "
+              "token rows" % (stage, "no" if tensor.dim() == 0 else int(tensor.shape[0]), len(last)),
+              key="rowreq:%s" % stage)
+        return None
+    return last
 
 
 def _sliced_token_rows(stage, tensor, n, dims, split, row_map, full):
@@ -738,10 +769,16 @@ def _declared_rows(stage, tensor, n, dims, positions, row_map):
         _warn("capture(%r, positions=...): a negative position (positions are 0-based indexes in their request); "
               "recorded without token rows" % stage, key="rowpos:%s" % stage)
         return None
-    if len(pairs) != n or any(i is None for i, _ in pairs):
-        _warn("capture(%r, positions=...): %d positions for %d rows, or a request not in the forward's row map "
-              "(plain positions need a one-request forward); recorded without token rows" % (stage, len(pairs), n),
-              key="rowpos:%s" % stage)
+    if len(pairs) != n:
+        _warn("capture(%r, positions=...): %d positions for %d rows; recorded without token rows"
+              % (stage, len(pairs), n), key="rowpos:%s" % stage)
+        return None
+    unknown = [p for p, (i, _) in zip(positions, pairs) if i is None]
+    if unknown:
+        why = ("plain positions need a forward of one request (this one's row map holds %d)" % len(names)
+               if not isinstance(unknown[0], (tuple, list)) else
+               "request %r is not in the forward's row map" % (str(unknown[0][0]),))
+        _warn("capture(%r, positions=...): %s; recorded without token rows" % (stage, why), key="rowpos:%s" % stage)
         return None
     low, high = _config.row_positions
     keep = [i for i, (_, p) in enumerate(pairs) if low <= p <= high]
@@ -993,11 +1030,16 @@ def capture(stage, tensor, shard=None, collective=None, rows="auto", token_dims=
     ``[batch, seq, hidden]``, hold the forward's rows in its row map's order),
     ``None`` (no token rows: attention scores, weights, scalars, cache state)
     or ``"auto"`` (the default: token rows when the product of the
-    ``token_dims`` sizes equals the forward's row count). ``positions`` (host
-    ints of a one-request forward, or ``(request, position)`` pairs) gives the
-    position of each row where the rows are not the forward's tokens in order,
-    e.g. a KV-cache read of key positions ``range(end)``. Each token row gets
-    per-row statistics (ROW_STAT_NAMES), written to the window's rows.f32.
+    ``token_dims`` sizes equals the forward's row count). ``"requests"``: one row
+    per request of the row map, in its order (padding entries aside), for
+    per-request state (a recurrent state, a request's last hidden row): each
+    row is keyed by its request's last position in this forward, so a chunked
+    run's state after its last chunk pairs with an unchunked run's.
+    ``positions`` (host ints of a one-request forward, or ``(request,
+    position)`` pairs) gives the position of each row where the rows are not
+    the forward's tokens in order, e.g. a KV-cache read of key positions
+    ``range(end)``. Each token row gets per-row statistics (ROW_STAT_NAMES),
+    written to the window's rows.f32.
     """
     if not _active:
         return

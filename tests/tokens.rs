@@ -913,4 +913,25 @@ fn a_malformed_row_block_keeps_the_row_map() {
         .diff
         .unwrap();
     assert!(diff.unpaired_b.is_empty(), "{:?}", diff.unpaired_b);
+    // Token dims the probe never writes: the same, named.
+    let tmp = copied("tokens_chunked_vs_whole");
+    let file = tmp.path().join("b/rank0/match1-occ1/manifest.json");
+    edit_manifest(&file, |m| {
+        m["token_rows"]["records"][0][3] = serde_json::json!([2])
+    });
+    let b = load(&tmp.path().join("b"));
+    let window = window_at(&b, "match1-occ1");
+    assert!(
+        window
+            .token_rows
+            .as_ref()
+            .is_some_and(|t| t.records.is_empty())
+    );
+    assert!(
+        b.warnings.iter().any(|w| w
+            .to_string()
+            .contains("token dims [2], not [0] or [0, 1]; the window's token rows are not compared (its row map is kept)")),
+        "{:?}",
+        b.warnings
+    );
 }

@@ -131,7 +131,7 @@ pub fn draw(frame: &mut Frame, app: &App, area: Rect, theme: Theme) {
     lines.push(Line::from(Span::styled(
         format::fit(
             &format!(
-                "{:>label$} positions {} .. {} ({} per column; cells: . : agree, 1-9 decade over tolerance, ! NaN/inf, * first bad token)",
+                "{:>label$} positions {} .. {}, {} per column · . : agree · 1-9: decades over tolerance · ! NaN/inf · * first bad",
                 "",
                 grid.columns.first().map(|c| span(*c)).unwrap_or_default(),
                 grid.columns.last().map(|c| span(*c)).unwrap_or_default(),

@@ -217,6 +217,23 @@ def test_inputs_that_used_to_pass_silently_warn(make_probe, capsys):
     assert "token_rows" not in load_manifest(probe.finish())
     assert "capture('h', token_dims=(5,)): token dims are (0,) or (0, 1)" in capsys.readouterr().err
 
+    probe.arm("req", first_position=0)
+    probe.capture("s", torch.ones(3, 2), token_dims="01")  # a string is not a tuple of dims
+    assert "token_rows" not in load_manifest(probe.finish())
+    assert "capture('s', token_dims='01'): token dims are (0,) or (0, 1)" in capsys.readouterr().err
+
+    probe.arm("req", rows=[("r0", 0, 2), ("r1", 0, 2)])
+    probe.capture("h4", torch.ones(4, 2))  # the forward's 4 rows
+    probe.capture("kv2", torch.ones(3, 2), positions=[0, 1])  # 2 positions for 3 rows
+    assert "capture('kv2', positions=...): 2 positions for 3 rows" in capsys.readouterr().err
+    probe.capture("kv3", torch.ones(2, 2), positions=[0, 1])  # plain positions, two requests
+    assert "plain positions need a forward of one request (this one's row map holds 2)" \
+        in capsys.readouterr().err
+    probe.capture("kv4", torch.ones(2, 2), positions=[("r9", 0), ("r0", 1)])
+    assert "request 'r9' is not in the forward's row map" in capsys.readouterr().err
+    probe.finish()
+    assert capsys.readouterr().err == ""
+
     probe.arm("req", rows=[("r0", 0, 3), ("r1", 0, 2)])
     probe.capture("flat", torch.ones(10, 2))  # 10 rows: a padded batch declared as its 5 tokens
     path = probe.finish()
@@ -264,3 +281,60 @@ def test_padding_rows_alone_do_not_make_a_forward_differ(make_probe, dump_dir):
     assert done.returncode == 0, done.stdout + done.stderr
     assert "every paired record agrees" in done.stdout, done.stdout
     assert "structural" not in done.stdout, done.stdout
+
+
+def test_per_request_state_is_keyed_by_each_request_s_last_position(probe, capsys):
+    """rows="requests": one row per request of the map, at its last position in the forward,
+    so a chunked run's state after its last chunk pairs with the unchunked run's."""
+    probe.arm("batch", rows=[("r0", 3, 2), (None, 0, 1), ("r1", 0, 4)])
+    probe.capture("h", torch.ones(7, 2))
+    state = torch.tensor([[1.0, 2.0], [3.0, 4.0]])
+    probe.capture("ssm_state", state, rows="requests")
+    probe.capture("bad_state", torch.ones(3, 2), rows="requests")  # 3 rows, 2 requests
+    assert "capture('bad_state', rows='requests'): 3 rows, but the forward's row map holds 2 requests" \
+        in capsys.readouterr().err
+    _manifest, rows = rows_of(probe.finish())
+    got = rows[("ssm_state", 1)]
+    # Entries 0 and 2 (r0 and r1), at positions 3 + 2 - 1 and 0 + 4 - 1.
+    assert [(e, p) for e, p, _ in got] == [(0, 4), (2, 3)]
+    assert got[0][2][:4] == [0.0, 2.0, 3.0, 5.0]  # nonfinite, max_abs, sum, sum of squares
+    assert ("bad_state", 1) not in rows
+
+
+def test_per_request_state_pairs_across_chunking_in_dumpview(make_probe, dump_dir):
+    """A recurrent state captured with rows="requests": the state after a chunked run's last
+    chunk is compared with the unchunked run's (both at the request's last position, 5);
+    a chunk that drops the carried state is found there, by dumpview, at position 5."""
+    import json
+    import subprocess
+    dumpview = os.path.join(os.path.dirname(__file__), "..", "..", "target", "debug", "dumpview")
+    if not os.path.exists(dumpview):
+        pytest.skip("target/debug/dumpview is not built (cargo build)")
+    torch.manual_seed(0)
+    table = torch.randn(50, 8, dtype=torch.float64)
+    ids = [3, 14, 15, 9, 26, 5]
+    out = {}
+    for name, chunks, carry in (("whole", [6], True), ("chunked", [3, 3], True), ("dropped", [3, 3], False)):
+        probe = make_probe(DUMP_PROBE_DIR=dump_dir + "-" + name, DUMP_PROBE_OCCURRENCE="all")
+        state, start = torch.zeros(1, 8, dtype=torch.float64), 0
+        for n in chunks:
+            probe.arm("req", rows=[("req", start, n, ids[start:start + n])])
+            x = table[torch.tensor(ids[start:start + n])]
+            probe.capture("x", x)
+            if not carry and start:
+                state = torch.zeros(1, 8, dtype=torch.float64)  # the bug: the state is not carried over
+            for t in range(n):
+                state = 0.5 * state + x[t:t + 1]
+            probe.capture("state", state, rows="requests")
+            probe.finish()
+            start += n
+        out[name] = dump_dir + "-" + name
+    good = subprocess.run([dumpview, "diff", "--json", out["whole"], out["chunked"]], capture_output=True, text=True)
+    assert good.returncode == 0, good.stdout + good.stderr
+    tokens = json.loads(good.stdout)["diff"]["tokens"]
+    # x: 6 rows; state: the whole run's one row at position 5 against the chunked run's last.
+    assert tokens["rows_compared"] == 7, tokens
+    bad = subprocess.run([dumpview, "diff", "--json", out["whole"], out["dropped"]], capture_output=True, text=True)
+    assert bad.returncode == 1, bad.stdout + bad.stderr
+    first = json.loads(bad.stdout)["diff"]["tokens"]["first"]
+    assert (first["key"], first["position"], first["token_id"]) == ("state#1", 5, 5), first

@@ -229,6 +229,12 @@ impl TokenRows {
                     self.rows
                 ));
             }
+            if block.token_dims != [0] && block.token_dims != [0, 1] {
+                return Err(format!(
+                    "record seq {}: token dims {:?}, not [0] or [0, 1]",
+                    block.seq, block.token_dims
+                ));
+            }
             if let Some(p) = &block.positions {
                 if p.len() as u64 != block.rows
                     || p.iter().any(|&(e, _)| e as usize >= self.map.len())

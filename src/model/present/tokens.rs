@@ -202,15 +202,21 @@ pub fn summed_text(t: &TokenDiff, s: &Summed) -> String {
             "    first divergence: {} at request {:?} positions {}..={}{token} ({} off by {:.3}x its tolerance)",
             d.key, d.requests.0, d.positions.0, d.positions.1, d.verdict.stat, d.verdict.ratio
         );
-        let _ = writeln!(out, "      {rows_side} rows summed  {}", row_text(&d.rows));
-        let _ = writeln!(
-            out,
+        let summed = format!("      {rows_side} rows summed  {}", row_text(&d.rows));
+        let whole = format!(
             "      {} record whole  {}  ({} seq {})",
             s.whole_side,
             row_text(&d.record),
             d.source.0,
             d.source.1
         );
+        // A's line first, whichever side holds the rows.
+        let (first, second) = if rows_side == "A" {
+            (summed, whole)
+        } else {
+            (whole, summed)
+        };
+        let _ = writeln!(out, "{first}\n{second}");
     }
     out
 }

@@ -363,12 +363,12 @@ fn compare_bucket(
                     continue;
                 }
                 let (dtype_a, dtype_b) = (&record_of(wa, &x).dtype, &record_of(wb, &y).dtype);
-                let floor = floors.of(dtype_a, dtype_b);
+                let (floor, precision_change) = floors.of(dtype_a, dtype_b);
                 let verdict = judge.judge(
                     &stats_of(wa, &x),
                     &stats_of(wb, &y),
                     floor,
-                    dtype_a != dtype_b,
+                    precision_change,
                 );
                 out.compared
                     .push((x.pair, x.position, verdict.ratio as f32));

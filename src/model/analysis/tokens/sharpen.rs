@@ -129,8 +129,8 @@ impl<'w> WindowRows<'w> {
             Some(rows) => rows,
             None => (self.a.rows(block_a), self.b.rows(block_b)),
         };
-        let floor = floors.of(dtype_a, dtype_b);
-        match compare(&x, &y, &self.judge, floor, dtype_a != dtype_b) {
+        let (floor, precision_change) = floors.of(dtype_a, dtype_b);
+        match compare(&x, &y, &self.judge, floor, precision_change) {
             Some(evidence) => decide(comparison, evidence, (x.len(), y.len())),
             None => false,
         }

@@ -158,8 +158,8 @@ pub(super) fn compare(
             }
             out.records_compared += 1;
             out.checksums_compared += u64::from(checksum);
-            let floor = floors.of(dtype, &record.dtype);
-            let verdict = judge.judge(&summed, &own, floor, dtype != record.dtype.as_ref());
+            let (floor, precision_change) = floors.of(dtype, &record.dtype);
+            let verdict = judge.judge(&summed, &own, floor, precision_change);
             if !verdict.diverges() {
                 continue;
             }
