@@ -259,15 +259,16 @@ class _Record:
 class _Slot:
     """A preallocated graph-mode buffer set for one stage (see graph_slot)."""
 
-    __slots__ = ("stage", "stats", "tensor", "meta", "index", "scratch")
+    __slots__ = ("stage", "stats", "tensor", "meta", "index", "scratch", "rows")
 
-    def __init__(self, stage, stats, tensor, index, scratch=None):
+    def __init__(self, stage, stats, tensor, index, scratch=None, rows=None):
         self.stage = stage
         self.stats = stats
         self.tensor = tensor
         self.meta = None  # layout of the tensor seen by capture_graph, host-side
         self.index = index
         self.scratch = scratch  # the Triton kernel's partials, so a captured graph allocates nothing
+        self.rows = rows  # a _SlotRows, or None: no token rows for this stage
 
 
 class _State:
@@ -872,6 +873,17 @@ def _row_statistics_torch(tensor, n, positions, split=None):
     dtype = _row_dtype(tensor)
     cols = _row_cols(tensor, n)
     k = tensor.numel() // (n * cols)
+    col_weights, row_in_token, k_full = _row_coordinates(tensor, n, k, cols, split, dtype, tensor.device)
+    parts = _row_parts(tensor, n, k, cols, col_weights, dtype)
+    return _rows_from_parts(parts, positions, row_in_token, k_full)
+
+
+def _row_parts(tensor, n, k, cols, col_weights, dtype):
+    """[n, 4 + k] partial row statistics of ``tensor`` viewed as [n, k, cols]: nonfinite_count,
+    max_abs, sum, sum_squares, then each matrix row's column-weighted sum (sum over finite c of
+    x[j, c] * v(c)), which _rows_from_parts weights by position. Device work only, no read
+    back and no allocation that depends on a value: a graph slot records it inside a graph and
+    the positions come at finish()."""
     x = tensor.reshape(n, k, cols)
     if x.is_floating_point():
         nonfinite = torch.isfinite(x).logical_not_().sum((1, 2), dtype=dtype)
@@ -882,12 +894,19 @@ def _row_statistics_torch(tensor, n, positions, split=None):
     max_abs = values.abs().amax((1, 2))
     total = values.sum((1, 2))
     squares = (values * values).sum((1, 2))
-    col_weights, row_in_token, k_full = _row_coordinates(tensor, n, k, cols, split, dtype, values.device)
     inner = values @ col_weights  # [n, k]
+    return torch.cat([torch.stack([nonfinite, max_abs, total, squares], 1), inner], 1)
+
+
+def _rows_from_parts(parts, positions, row_in_token, k_full):
+    """[n, len(ROW_STAT_NAMES)] row statistics from _row_parts' partials and each row's
+    position (negative: padding, checksum 0): row_checksum = sum over j of inner[j] *
+    u(position * k_full + j)."""
+    inner = parts[:, 4:]
     index = positions.to(torch.int64)[:, None] * k_full + row_in_token
     index = torch.where(positions[:, None] < 0, -1, index)
-    checksum = (inner * _row_weights(index, dtype)).sum(1)
-    return torch.stack([nonfinite, max_abs, total, squares, checksum], 1)
+    checksum = (inner * _row_weights(index, parts.dtype)).sum(1)
+    return torch.cat([parts[:, :4], checksum[:, None]], 1)
 
 
 def _row_coordinates(tensor, n, k, cols, split, dtype, device):
@@ -1345,7 +1364,7 @@ def _storage_span(tensor):
     return tensor.as_strided((extent,), (1,), tensor.storage_offset())
 
 
-def graph_slot(stage, like):
+def graph_slot(stage, like, rows="auto", token_dims=(0,)):
     """Preallocate device buffers for ``stage`` before a graph is captured.
 
     Allocates a statistics vector on ``like``'s device and, when ``stage``
@@ -1355,6 +1374,13 @@ def graph_slot(stage, like):
     replay; finish() after a replay reads them back as records of mode
     "graph".  Needs DUMP_PROBE set, not an open window (a graph is usually
     captured before the request arrives).  Returns True when allocated.
+
+    ``rows`` and ``token_dims`` are capture()'s: with row statistics on, the
+    slot also holds per-token-row partials that the replay writes, and
+    finish() weights them by the positions of the row map of the window the
+    replay ran in (arm(label, rows=...), the padding rows of the graph's
+    fixed batch as request None).  With ``rows="auto"`` the record gets
+    token rows when its row count is the forward's.
     """
     if not _usable():
         return False
@@ -1369,11 +1395,89 @@ def graph_slot(stage, like):
         scratch = None
         if like.device.type in _TRITON_DEVICES and _config.kernel != "torch":
             scratch = _triton_scratch(like.device, stats.dtype == torch.float64)
-        _state.slots[stage] = _Slot(stage, stats, buffer, len(_state.slots), scratch)
+        rows_buffer = _slot_rows(stage, like, rows, token_dims)
+        _state.slots[stage] = _Slot(stage, stats, buffer, len(_state.slots), scratch, rows_buffer)
         return True
     except Exception as exc:
         _disarm("graph_slot(%r)" % (stage,), exc)
         return False
+
+
+class _SlotRows:
+    """A graph slot's token rows: ``parts`` the preallocated [n, 4 + k] buffer of _row_parts'
+    partials that capture_graph writes inside the graph; the positions are applied in
+    finish(), from the row map of the window the replay ran in (a graph's rows are fixed when
+    it is captured, the requests in them are not)."""
+
+    __slots__ = ("shape", "n", "k", "cols", "dims", "declared", "col_weights", "parts", "fits")
+
+    def __init__(self, like, n, dims, declared):
+        dtype = _row_dtype(like)
+        self.shape = tuple(like.shape)
+        self.n = n
+        self.cols = _row_cols(like, n)
+        self.k = like.numel() // (n * self.cols)
+        self.dims = list(dims)
+        self.declared = declared
+        self.col_weights = _position_weights(self.cols, _COL_MUL, dtype, like.device)
+        self.parts = torch.zeros((n, 4 + self.k), dtype=dtype, device=like.device)
+        # Whether the last capture_graph (the graph being replayed) wrote the rows: a host
+        # flag, set when the graph is captured, as true at every replay of it.
+        self.fits = False
+
+    def write(self, tensor):
+        self.parts.copy_(_row_parts(tensor, self.n, self.k, self.cols, self.col_weights, self.parts.dtype))
+
+
+def _slot_rows(stage, like, rows, token_dims):
+    """graph_slot's _SlotRows for ``like``, or None where the stage gets no token rows (rows
+    None, row statistics off or not for this stage, a tensor token rows cannot describe)."""
+    if rows is None or not _config.row_stats or (_config.row_regex is not None and not _config.row_regex.search(stage)):
+        return None
+    dims = tuple(token_dims) if isinstance(token_dims, (tuple, list)) else None
+    if rows not in ("auto", "tokens") or dims not in ((0,), (0, 1)) or like.dim() < len(dims) \
+            or like.is_complex() or like.numel() == 0:
+        _warn("graph_slot(%r, rows=%r, token_dims=%r): token rows are rows='auto' or 'tokens' with token_dims "
+              "(0,) or (0, 1) of a non-empty real tensor; the slot has no token rows" % (stage, rows, token_dims),
+              key="rows:%s" % stage)
+        return None
+    n = int(like.shape[0]) * (int(like.shape[1]) if len(dims) == 2 else 1)
+    return _SlotRows(like, n, dims, rows == "tokens")
+
+
+class _SlotRecord:
+    """A graph record's seq and token rows, for _write_token_rows beside the eager records."""
+
+    __slots__ = ("seq", "rows")
+
+    def __init__(self, seq, rows):
+        self.seq = seq
+        self.rows = rows
+
+
+def _slot_token_rows(slot, row_map, label):
+    """The _TokenRows of a graph slot written in this window, from its partials and the
+    window's row map; None where the slot's rows are not the forward's (with a warning where
+    they were declared to be)."""
+    rows = slot.rows
+    if row_map is None:
+        return None
+    if row_map.count is None:
+        row_map.learn(rows.n)
+    if rows.n != row_map.count:
+        if rows.declared:
+            _warn("graph slot %r (rows='tokens'): %d rows but the forward of %r holds %d; recorded without token rows"
+                  % (slot.stage, rows.n, label, row_map.count), key="rows:%s" % slot.stage)
+        return None
+    row_map.matched = True
+    device = rows.parts.device
+    stats = _rows_from_parts(rows.parts, row_map.positions_on(device), torch.arange(rows.k, device=device), rows.k)
+    kept = None
+    if row_map.keep is not None:
+        stats = stats[torch.tensor(row_map.keep, dtype=torch.int64).to(device)]
+        rows_of = row_map.rows()
+        kept = [list(rows_of[i]) for i in row_map.keep]
+    return _TokenRows(stats, rows.dims, kept)
 
 
 def capture_graph(stage, tensor):
@@ -1394,6 +1498,13 @@ def capture_graph(stage, tensor):
             slot.stats.copy_(stats)
         if slot.tensor is not None:
             slot.tensor.copy_(_bounded_rows(tensor))
+        if slot.rows is not None:
+            slot.rows.fits = tuple(tensor.shape) == slot.rows.shape
+            if slot.rows.fits:
+                slot.rows.write(tensor)
+            elif slot.rows.declared:  # a graph's shapes are fixed: not the write the slot was made for
+                _warn("capture_graph(%r): shape %s, the slot's rows were made for %s; its token rows are not written"
+                      % (stage, list(tensor.shape), list(slot.rows.shape)), key="slot-rows:%s" % stage)
         meta = _layout(tensor)
         if slot.tensor is not None:
             meta["rows_total"] = int(tensor.shape[0]) if tensor.dim() > 0 else 1
@@ -2387,12 +2498,22 @@ def _write_window(window):
                 if key in extra:
                     out[key] = extra[key]
         records.append(out)
+    slot_rows = []
     for slot, stats in zip(slots, host_stats[len(_state.records):]):
         if stats is not None and stats[0] != stats[0]:  # still the NaN that arm() wrote
             _warn("graph slot %r was not written by a replay in this window; not reported" % slot.stage)
             continue
         meta = dict(slot.meta)
         meta.update(stage=slot.stage, occurrence=1, seq=len(records), mode="graph")
+        if slot.rows is not None and slot.rows.fits:
+            try:
+                token_rows = _slot_token_rows(slot, window.get("row_map"), window["label"])
+            except Exception as exc:  # the record stands without its rows
+                _warn("graph slot %r: token rows not computed (%s: %s)"
+                      % (slot.stage, type(exc).__name__, str(exc).splitlines()[0][:120]), key="slot-rows:%s" % slot.stage)
+                token_rows = None
+            if token_rows is not None:
+                slot_rows.append(_SlotRecord(meta["seq"], token_rows))
         meta["stats"] = None if stats is None else _host_stats(stats, meta["numel"])
         meta["tensor_file"] = None
         if slot.tensor is not None:
@@ -2400,7 +2521,7 @@ def _write_window(window):
         records.append(_ordered_record(meta))
 
     try:
-        token_rows = _write_token_rows(directory, window, _state.records)
+        token_rows = _write_token_rows(directory, window, _state.records + slot_rows)
     except Exception as exc:  # the window's records stand without their token rows
         _warn("token rows not written (%s: %s); the window is written without them"
               % (type(exc).__name__, str(exc).splitlines()[0][:160]), key="rowswrite")

@@ -214,7 +214,7 @@ fn script(job: &Job) -> Vec<u8> {
              p= h=\n\
              cleanup() {{\n\
              trap '' HUP INT TERM PIPE\n\
-             if [ -n \"$h\" ]; then kill \"$h\" 2>/dev/null; fi\n\
+             if [ -n \"$h\" ]; then kill -KILL \"$h\" 2>/dev/null; fi\n\
              if [ -n \"$p\" ]; then kill -KILL \"$p\" 2>/dev/null; fi\n\
              rm -rf \"$d\"\n\
              }}\n\
@@ -259,13 +259,16 @@ fn script(job: &Job) -> Vec<u8> {
     }
     head.extend_from_slice(format!("{delim}\n").as_bytes());
     s.splice(program_at..program_at, head);
+    // The heartbeat is ended with SIGKILL: a SIGTERM sent to it by `kill "$h"` was seen lost
+    // (dash 0.5.12, under load: the script then waited on the live heartbeat forever, its
+    // program long finished), and it holds nothing to clean up.
     s.extend_from_slice(
         format!(
             "p=$!\n\
              wait \"$p\"\n\
              s=$?\n\
              p=\n\
-             kill \"$h\" 2>/dev/null\n\
+             kill -KILL \"$h\" 2>/dev/null\n\
              wait \"$h\" 2>/dev/null\n\
              h=\n\
              printf '\\ndumpview-files\\n' || exit 141\n\

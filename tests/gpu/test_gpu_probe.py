@@ -9,6 +9,7 @@ import itertools
 import json
 import math
 import os
+import struct
 
 import pytest
 import torch
@@ -188,18 +189,37 @@ def test_graph_slot_reads_replayed_values(make_probe):
     g = torch.Generator().manual_seed(7)
     new_in = torch.randn(8, 16, generator=g) * 2
     static_in.copy_(new_in.to(DEV))
+    # arm() marks every slot stale (NaN, on the device): only a replay inside the window counts.
+    # The replay's 8 rows: request "a" at positions 0-4, "b" at 2-3, one padding row.
+    assert probe.arm("r", rows=[("a", 0, 5), ("b", 2, 2), (None, 0, 1)]) is True
     graph.replay()
     torch.cuda.synchronize()
+    # The graph's own output, captured eagerly in the same window: the same tensor.
+    probe.capture("logits_eager", static_out)
 
     expected_hidden = torch.tanh(new_in.double() @ weight.cpu().double())
     expected_logits = static_out.cpu()
     assert torch.allclose(expected_logits.double(), expected_hidden * 3 + 1, atol=1e-4)
 
-    assert probe.arm("r") is True
     path = probe.finish()
     manifest = load_manifest(path)
     rec = {r["stage"]: r for r in manifest["records"]}
-    assert [r["mode"] for r in manifest["records"]] == ["graph", "graph"]
+    assert [r["mode"] for r in manifest["records"]] == ["eager", "graph", "graph"]
+    # The slot's token rows, weighted at this window's positions, are the eager capture's rows
+    # of the same replayed tensor, bit for bit (the same torch ops on the same device).
+    t = manifest["token_rows"]
+    with open(os.path.join(os.path.dirname(path), t["file"]), "rb") as handle:
+        values = struct.unpack("<%df" % (t["rows"] * 5), handle.read())
+    listed = {seq: (first, count, positions) for seq, first, count, _dims, positions in t["records"]}
+
+    def rows(stage):
+        first, count, positions = listed[rec[stage]["seq"]]
+        assert (count, positions) == (8, None)
+        return [values[(first + n) * 5:(first + n + 1) * 5] for n in range(count)]
+
+    assert rows("logits") == rows("logits_eager")
+    assert rows("logits")[7][4] == 0.0  # padding weighs nothing in the checksum
+    assert len(rows("hidden")) == 8
     h, lg = rec["hidden"]["stats"], rec["logits"]["stats"]
     assert lg["min"] != 1.0 or lg["max"] != 1.0, "slot still holds capture-time values"
     assert lg["min"] == pytest.approx(float(expected_logits.min()), rel=1e-6)
@@ -219,14 +239,14 @@ def test_graph_slot_reads_replayed_values(make_probe):
     saved = torch.frombuffer(bytearray(blob[8 + n:]), dtype=torch.float32).reshape(3, 16)
     assert torch.equal(saved, expected_logits[:3])
 
-    # a second replay with other values: the next window sees those
+    # a second replay with other values: the next window sees those. Slots survive windows.
+    # Only one window is selected per process, so select the label's second call directly
+    # (test-only poke at the parsed configuration).
+    probe._config.occurrences = (2, 2)
+    assert probe.arm("r") is True
     static_in.copy_(torch.full((8, 16), 0.5, device=DEV))
     graph.replay()
     torch.cuda.synchronize()
-    # Slots survive windows.  Only one window is selected per process, so select the label's
-    # second call directly (test-only poke at the parsed configuration).
-    probe._config.occurrences = (2, 2)
-    assert probe.arm("r") is True
     lg2 = {r["stage"]: r for r in load_manifest(probe.finish())["records"]}["logits"]["stats"]
     assert lg2["mean"] == pytest.approx(float(static_out.double().mean().cpu()), rel=1e-6)
     assert lg2["max"] == pytest.approx(float(static_out.max().cpu()), rel=1e-6)

@@ -8,6 +8,7 @@ by a replay inside the window, so its values would be stale.
 """
 
 import os
+import struct
 
 import pytest
 import torch
@@ -255,3 +256,87 @@ def test_empty_or_complex_slot_written_only_before_arm_yields_no_graph_record(pr
     probe.capture_graph("g", value)
     probe.arm("r")
     assert load_manifest(probe.finish())["records"] == []
+
+
+def test_a_slot_s_token_rows_are_the_eager_rows_at_the_replay_window_s_positions(make_probe):
+    """A graph's batch is fixed when it is captured (here 4 rows); the requests in it come
+    with each replay. The slot's rows, weighted at finish() by the replay window's row map
+    (r1 at positions 8-9, r0 at 3, one padding row), are the rows capture() gives the same
+    tensor in the same forward, bit for bit (both by torch ops: the native library's rows are
+    float64 sums); a slot of another row count gets none."""
+    probe = make_probe(DUMP_PROBE_KERNEL="torch")
+    torch.manual_seed(0)
+    like = torch.zeros(4, 2, 8)
+    x = torch.randn(4, 2, 8)
+    x[2, 1, 3] = float("nan")
+    assert probe.graph_slot("attn", like) is True
+    assert probe.graph_slot("pooled", torch.zeros(3, 8)) is True  # not the forward's rows
+    assert probe.graph_slot("logits", like, rows=None) is True
+    assert probe.arm("r", rows=[("r1", 8, 2), ("r0", 3, 1), (None, 0, 1)]) is True
+    probe.capture_graph("attn", x)
+    probe.capture_graph("pooled", torch.ones(3, 8))
+    probe.capture_graph("logits", x)
+    probe.capture("eager", x)
+    manifest = load_manifest(probe.finish())
+    by_stage = {r["stage"]: r for r in manifest["records"]}
+    t = manifest["token_rows"]
+    listed = {row[0]: row for row in t["records"]}
+    assert sorted(listed) == [by_stage["eager"]["seq"], by_stage["attn"]["seq"]]
+    with open(os.path.join(os.path.dirname(probe._state.written[-1][0]), t["file"]), "rb") as handle:
+        values = struct.unpack("<%df" % (t["rows"] * 5), handle.read())
+
+    def rows(stage):
+        _, first, count, dims, positions = listed[by_stage[stage]["seq"]]
+        assert (count, dims, positions) == (4, [0], None)
+        return [values[(first + n) * 5:(first + n + 1) * 5] for n in range(count)]
+
+    assert rows("attn") == rows("eager")
+    assert rows("attn")[2][0] == 1.0  # the NaN is counted in its row
+    assert rows("attn")[3][4] == 0.0  # the padding row weighs nothing in the checksum
+    assert by_stage["attn"]["mode"] == "graph"
+
+
+def test_a_slot_written_with_another_shape_warns_and_keeps_its_record(probe, capsys):
+    """Declared token rows (rows="tokens") that a write of another shape cannot fill: a warning,
+    the record without rows. Under rows="auto" the same write is silent (the rows just do not fit)."""
+    assert probe.graph_slot("attn", torch.zeros(4, 8), rows="tokens") is True
+    assert probe.arm("r", rows=[("r", 0, 4)]) is True
+    probe.capture_graph("attn", torch.ones(2, 8))
+    manifest = load_manifest(probe.finish())
+    assert [r["stage"] for r in manifest["records"]] == ["attn"]
+    assert "token_rows" not in manifest or manifest["token_rows"]["records"] == []
+    assert "the slot's rows were made for [4, 8]" in capsys.readouterr().err
+
+
+def test_a_graph_replay_padded_to_its_batch_pairs_with_the_eager_run_in_dumpview(make_probe, dump_dir):
+    """One request (3 tokens) run eagerly, and replayed in a graph captured for a batch of 4
+    (one padding row): dumpview pairs the forwards by their rows and finds nothing (exit 0);
+    a replay whose second token's row was changed diverges there."""
+    import subprocess
+    dumpview = os.path.join(os.path.dirname(__file__), "..", "..", "target", "debug", "dumpview")
+    if not os.path.exists(dumpview):
+        pytest.skip("target/debug/dumpview is not built (cargo build)")
+    torch.manual_seed(0)
+    h = torch.randn(3, 16, dtype=torch.float64)
+    out = {}
+    for name in ("eager", "graph", "graph_bug"):
+        probe = make_probe(DUMP_PROBE_DIR=dump_dir + "-" + name)
+        if name == "eager":
+            probe.arm("req", rows=[("req", 0, 3)])
+            probe.capture("attn", h)
+        else:
+            padded = torch.cat([h, torch.zeros(1, 16, dtype=torch.float64)])
+            if name == "graph_bug":
+                padded[1, 5] += 0.5
+            assert probe.graph_slot("attn", torch.zeros(4, 16, dtype=torch.float64)) is True
+            probe.arm("req", rows=[("req", 0, 3), (None, 0, 1)])
+            probe.capture_graph("attn", padded)
+        out[name] = os.path.dirname(os.path.dirname(os.path.dirname(probe.finish())))
+    same = subprocess.run([dumpview, "diff", out["eager"], out["graph"]], capture_output=True, text=True)
+    assert same.returncode == 0, same.stdout + same.stderr
+    assert "every paired record agrees" in same.stdout, same.stdout
+    bug = subprocess.run([dumpview, "diff", out["eager"], out["graph_bug"], "--json"], capture_output=True, text=True)
+    assert bug.returncode == 1, bug.stdout + bug.stderr
+    import json
+    first = json.loads(bug.stdout)["diff"]["tokens"]["first"]
+    assert (first["key"], first["position"], first["request_a"]) == ("attn#1", 1, "req"), first
