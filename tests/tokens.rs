@@ -23,6 +23,34 @@ fn load(dir: &Path) -> Dump {
     dumpview::load(&[dir.to_path_buf()], &mut |_| {}).unwrap_or_else(|e| panic!("{e}"))
 }
 
+/// [`Analysis::compute_diff`], after checking that judging forwards paired whole once
+/// (`tokens::whole`) gives the answers of the bucket alignment with the sharpening after it:
+/// the same report and the same token view cells.
+fn checked_diff(a: &Dump, b: &Dump, tolerances: &Tolerances) -> Analysis {
+    use dumpview::model::analysis::diff;
+    let once = diff::diff(&a.windows, &b.windows, tolerances);
+    let by_buckets = diff::diff_by_buckets(&a.windows, &b.windows, tolerances);
+    assert_eq!(
+        serde_json::to_value(&once).unwrap(),
+        serde_json::to_value(&by_buckets).unwrap()
+    );
+    let cells = |report: &diff::DiffReport| -> Vec<Vec<(u32, u32, u32)>> {
+        report.tokens.as_ref().map_or(Vec::new(), |t| {
+            t.per_request
+                .iter()
+                .map(|r| {
+                    let mut c: Vec<(u32, u32, u32)> =
+                        r.cells.iter().map(|&(s, p, x)| (s, p, x.to_bits())).collect();
+                    c.sort_unstable();
+                    c
+                })
+                .collect()
+        })
+    };
+    assert_eq!(cells(&once), cells(&by_buckets));
+    Analysis::compute_diff(a, b, tolerances)
+}
+
 fn expected(pair: &str) -> Value {
     let text = std::fs::read_to_string(pair_dir(pair).join("expected.json")).unwrap();
     serde_json::from_str(&text).unwrap()
@@ -30,7 +58,7 @@ fn expected(pair: &str) -> Value {
 
 fn analysis(pair: &str) -> Analysis {
     let dir = pair_dir(pair);
-    Analysis::compute_diff(
+    checked_diff(
         &load(&dir.join("a")),
         &load(&dir.join("b")),
         &Tolerances::default(),
@@ -340,7 +368,7 @@ fn the_report_has_a_first_bad_token_section() {
 fn requests_that_part_are_matched_by_their_common_prefix_and_flagged() {
     let a = load(&pair_dir("tokens_chunked_vs_whole").join("a"));
     let b = load(&pair_dir("tokens_prefix_cache").join("a"));
-    let analysis = Analysis::compute_diff(&a, &b, &Tolerances::default());
+    let analysis = checked_diff(&a, &b, &Tolerances::default());
     let diff = analysis.diff.unwrap();
     let tokens = diff.tokens.as_ref().unwrap();
     let m = &tokens.requests[0];
@@ -362,7 +390,7 @@ fn requests_that_part_are_matched_by_their_common_prefix_and_flagged() {
 fn captures_without_a_common_position_say_so_in_the_headline() {
     let a = pair_dir("tokens_rows_permuted").join("a");
     let b = pair_dir("tokens_prefix_cache").join("b");
-    let analysis = Analysis::compute_diff(&load(&a), &load(&b), &Tolerances::default());
+    let analysis = checked_diff(&load(&a), &load(&b), &Tolerances::default());
     let diff = analysis.diff.unwrap();
     let tokens = diff.tokens.as_ref().unwrap();
     assert_eq!(tokens.rows_compared, 0);
@@ -413,7 +441,7 @@ fn a_missing_sidecar_costs_the_rows_but_keeps_the_row_map() {
         "{:?}",
         b.warnings
     );
-    let analysis = Analysis::compute_diff(&a, &b, &Tolerances::default());
+    let analysis = checked_diff(&a, &b, &Tolerances::default());
     let diff = analysis.diff.unwrap();
     // The rows lost are said as missing evidence, not as rows the other side did not capture.
     let tokens = diff.tokens.as_ref().unwrap();
@@ -514,7 +542,7 @@ fn a_changed_row_makes_an_agreeing_record_a_divergence_with_its_position() {
     bytes[at..at + 4].copy_from_slice(&(sum * 1.5 + 1.0).to_le_bytes());
     std::fs::write(window.join("rows.f32"), bytes).unwrap();
 
-    let analysis = Analysis::compute_diff(
+    let analysis = checked_diff(
         &load(&tmp.path().join("a")),
         &load(&tmp.path().join("b")),
         &Tolerances::default(),
@@ -563,7 +591,7 @@ fn a_permutation_stays_values_moved_with_the_rows_as_evidence() {
 fn a_tp2_capture_s_rows_merge_into_the_tp1_rows() {
     let dir = pair_dir("tokens_tp2_vs_tp1");
     let (a, b) = (load(&dir.join("a")), load(&dir.join("b")));
-    let analysis = Analysis::compute_diff(&a, &b, &Tolerances::default());
+    let analysis = checked_diff(&a, &b, &Tolerances::default());
     let diff = analysis.diff.as_ref().unwrap();
     assert!(diff.layouts.is_some(), "tp=1 vs tp=2 merges");
     let tokens = diff.tokens.as_ref().unwrap();
@@ -601,7 +629,7 @@ fn a_rank_without_rows_costs_the_merged_rows_with_a_warning() {
         m.as_object_mut().unwrap().remove("token_rows");
     });
     std::fs::remove_file(tmp.path().join("b/rank1/match1-occ1/rows.f32")).unwrap();
-    let analysis = Analysis::compute_diff(
+    let analysis = checked_diff(
         &load(&tmp.path().join("a")),
         &load(&tmp.path().join("b")),
         &Tolerances::default(),
@@ -681,7 +709,7 @@ fn tp_ranks_with_disagreeing_row_maps_keep_the_record_comparison() {
     edit_manifest(&tmp.path().join("b/rank1/match1-occ1/manifest.json"), |m| {
         m["token_rows"]["map"][0]["first_position"] = 3.into()
     });
-    let diff = Analysis::compute_diff(
+    let diff = checked_diff(
         &load(&tmp.path().join("a")),
         &load(&tmp.path().join("b")),
         &Tolerances::default(),
@@ -745,7 +773,7 @@ fn bad_metadata_positions_are_refused_with_a_note_naming_the_window() {
                 .join(format!("b/rank0/match1-occ{occ}/manifest.json")),
             |m| m["metadata"]["positions"] = positions.clone(),
         );
-        let diff = Analysis::compute_diff(
+        let diff = checked_diff(
             &load(&tmp.path().join("a")),
             &load(&tmp.path().join("b")),
             &Tolerances::default(),
@@ -770,7 +798,7 @@ fn bad_metadata_positions_are_refused_with_a_note_naming_the_window() {
     edit_manifest(&tmp.path().join("b/rank0/match1-occ2/manifest.json"), |m| {
         m["metadata"]["positions"] = serde_json::json!([6, 10])
     });
-    let diff = Analysis::compute_diff(
+    let diff = checked_diff(
         &load(&tmp.path().join("a")),
         &load(&tmp.path().join("b")),
         &Tolerances::default(),
@@ -802,7 +830,7 @@ fn rows_one_forward_holds_on_two_dp_ranks_are_said_and_not_compared() {
         m["rank"] = 0.into();
         m["metadata"]["parallel"] = serde_json::json!({"dp": [0, 2]});
     });
-    let analysis = Analysis::compute_diff(
+    let analysis = checked_diff(
         &load(&tmp.path().join("a")),
         &load(&tmp.path().join("b")),
         &Tolerances::default(),
@@ -846,7 +874,7 @@ fn a_request_on_another_dp_rank_is_matched_by_its_rows() {
     let (a, b) = (load(&tmp.path().join("a")), load(&tmp.path().join("b")));
     assert!(a.windows.iter().all(|w| w.rank == 1));
     assert!(b.windows.iter().all(|w| w.rank == 0));
-    let analysis = Analysis::compute_diff(&a, &b, &Tolerances::default());
+    let analysis = checked_diff(&a, &b, &Tolerances::default());
     let diff = analysis.diff.unwrap();
     assert!(
         diff.unpaired_a.is_empty() && diff.unpaired_b.is_empty(),
@@ -871,7 +899,7 @@ fn a_request_on_another_dp_rank_is_matched_by_its_rows() {
 fn a_precision_change_is_not_made_a_divergence_or_a_permutation_by_its_rows() {
     let a = load(&pair_dir("tokens_chunked_vs_whole_fp16").join("a"));
     let b = load(&pair_dir("tokens_chunked_vs_whole").join("a"));
-    let analysis = Analysis::compute_diff(&a, &b, &Tolerances::default());
+    let analysis = checked_diff(&a, &b, &Tolerances::default());
     let diff = analysis.diff.unwrap();
     let tokens = diff.tokens.as_ref().unwrap();
     assert!(tokens.rows_compared > 0);
@@ -909,7 +937,7 @@ fn a_malformed_row_block_keeps_the_row_map() {
         "{:?}",
         b.warnings
     );
-    let diff = Analysis::compute_diff(&a, &b, &Tolerances::default())
+    let diff = checked_diff(&a, &b, &Tolerances::default())
         .diff
         .unwrap();
     assert!(diff.unpaired_b.is_empty(), "{:?}", diff.unpaired_b);
@@ -934,4 +962,22 @@ fn a_malformed_row_block_keeps_the_row_map() {
         "{:?}",
         b.warnings
     );
+}
+
+/// Forwards paired whole are judged in one pass, record by record (`tokens::whole`); the
+/// bucket alignment with the sharpening after it, which judged those rows twice, gives the
+/// same answers on every committed pair ([`checked_diff`], as in every test here). Some
+/// pairs do hold forwards judged whole (decode steps, whole prefills).
+#[test]
+fn judging_forwards_paired_whole_once_gives_the_bucket_alignment_s_answers() {
+    let tolerances = Tolerances::default();
+    let mut judged_whole = 0;
+    for pair in PAIRS {
+        let dir = pair_dir(pair);
+        let (a, b) = (load(&dir.join("a")), load(&dir.join("b")));
+        checked_diff(&a, &b, &tolerances);
+        judged_whole += tokens::align_judged(&a.windows, &b.windows, &tolerances)
+            .map_or(0, |(_, judged)| judged.windows());
+    }
+    assert!(judged_whole >= 10, "{judged_whole} windows judged whole");
 }

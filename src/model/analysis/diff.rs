@@ -748,6 +748,24 @@ pub fn diff_reusing(
     tolerances: &Tolerances,
     reuse: impl Fn(&Window, &Window) -> Option<WindowDiff> + Sync,
 ) -> DiffReport {
+    diff_with(a, b, tolerances, reuse, true)
+}
+
+/// [`diff`] with the token rows of forwards paired whole judged by the bucket alignment and
+/// again by the sharpening, as before [`tokens::whole`]: the answers the one-pass path must
+/// give, for tests and benchmarks.
+#[doc(hidden)]
+pub fn diff_by_buckets(a: &[Window], b: &[Window], tolerances: &Tolerances) -> DiffReport {
+    diff_with(a, b, tolerances, |_, _| None, false)
+}
+
+fn diff_with(
+    a: &[Window],
+    b: &[Window],
+    tolerances: &Tolerances,
+    reuse: impl Fn(&Window, &Window) -> Option<WindowDiff> + Sync,
+    judge_whole: bool,
+) -> DiffReport {
     let (ids_a, ids_b) = (window_ids(a), window_ids(b));
     let mut replicated = replicated::check('a', a);
     replicated.extend(replicated::check('b', b));
@@ -766,10 +784,16 @@ pub fn diff_reusing(
         let (p, ua, ub) = pair_windows(a, b);
         (p, ua, ub, Vec::new(), Vec::new())
     };
-    let token_diff = if with_tokens {
-        tokens::align(a, b, tolerances)
-    } else {
-        None
+    let (token_diff, mut judged) = match with_tokens {
+        true if judge_whole => match tokens::align_judged(a, b, tolerances) {
+            Some((diff, judged)) => (Some(diff), judged),
+            None => (None, tokens::whole::Judged::default()),
+        },
+        true => (
+            tokens::align_by_buckets(a, b, tolerances),
+            tokens::whole::Judged::default(),
+        ),
+        false => (None, tokens::whole::Judged::default()),
     };
     let mut windows: Vec<WindowDiff> = pairs
         .par_iter()
@@ -791,10 +815,13 @@ pub fn diff_reusing(
             .iter()
             .map(|m| (m.a.as_str(), m.b.as_str()))
             .collect();
+        let taken: Vec<tokens::whole::JudgedWindow> =
+            pairs.iter().map(|(x, _)| judged.take(x)).collect();
         windows
             .par_iter_mut()
             .zip(pairs.par_iter())
-            .for_each(|(w, (x, y))| sharpen_by_rows(w, x, y, &names, tolerances));
+            .zip(taken)
+            .for_each(|((w, (x, y)), judged)| sharpen_by_rows(w, x, y, &names, tolerances, judged));
     }
     // Named by their place in the windows given, also where the diff was taken over from
     // an earlier version (whose order may differ) or the window is a merged one.
@@ -872,13 +899,23 @@ fn sharpen_by_rows(
     b: &Window,
     names: &tokens::sharpen::RequestNames,
     tolerances: &Tolerances,
+    mut judged: tokens::whole::JudgedWindow,
 ) {
-    let Some(rows) = tokens::sharpen::WindowRows::of(a, b, names, tolerances) else {
-        return;
-    };
+    // The rows of forwards paired whole were judged once, in the alignment; the rest are
+    // judged here (made only when some record pair needs them).
+    let mut rows: Option<Option<tokens::sharpen::WindowRows>> = None;
     let mut floors = tokens::judge::FloorCache::default();
     let mut changed = false;
     for p in &mut w.pairs {
+        if let Some(j) = judged.take(p.seq_a, p.seq_b) {
+            changed |= tokens::sharpen::decide_judged(&mut p.comparison, j.evidence, j.rows);
+            continue;
+        }
+        let Some(rows) =
+            rows.get_or_insert_with(|| tokens::sharpen::WindowRows::of(a, b, names, tolerances))
+        else {
+            continue;
+        };
         changed |= rows.decide(
             &mut p.comparison,
             (p.seq_a, p.seq_b),

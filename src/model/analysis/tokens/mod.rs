@@ -12,12 +12,14 @@
 //! after a whole prefill and call 4 after a three-chunk one, and they pair all the same.
 
 pub mod judge;
+mod pairing;
 mod plan;
 pub mod requests;
 pub mod sharpen;
 pub mod summed;
+pub mod whole;
 
-pub(crate) use plan::Map;
+pub use pairing::pair_by_rows;
 use plan::{Item, Planned, Row, SidePlan, Stages};
 
 use rayon::prelude::*;
@@ -141,8 +143,8 @@ pub struct RequestTokens {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub first_bad_token: Option<BadToken>,
     /// Every compared row: (stage ordinal into [`TokenDiff::stage_keys`], position, the
-    /// row's difference over its tolerance), in stage then position order: the token × stage
-    /// view's cells (12 bytes a row).
+    /// row's difference over its tolerance), in no particular order: the token × stage view's
+    /// cells (12 bytes a row).
     #[serde(skip)]
     pub cells: Vec<(u32, u32, f32)>,
 }
@@ -248,56 +250,6 @@ pub fn with_metadata_rows(windows: &[Window], side: &str) -> (Option<Vec<Window>
     (Some(windows), notes)
 }
 
-/// The rows each window holds, as (matched pair, position) sorted, or `None` where a row
-/// belongs to a request without a partner (the window cannot pair whole).
-fn row_set(w: &Window, pair_of: &Map<&str, u32>) -> Option<Vec<(u32, u64)>> {
-    let rows = w.token_rows.as_ref()?;
-    let mut set = Vec::new();
-    for (entry, position) in rows.forward_rows() {
-        let Some(request) = &rows.map[entry as usize].request else {
-            continue; // padding: never compared
-        };
-        set.push((*pair_of.get(request.as_str())?, position));
-    }
-    set.sort_unstable();
-    Some(set)
-}
-
-/// Pairs A's windows with B's that hold the same matched (request, position) rows and no
-/// rows of unmatched requests, the same rank first: `(a index, b index)` into the given
-/// slices. Windows without token rows are left to the other pairing.
-pub fn pair_by_rows(a: &[Window], b: &[Window]) -> Vec<(usize, usize)> {
-    let (ra, rb) = (
-        SideRequests::of(&a.iter().collect::<Vec<_>>()),
-        SideRequests::of(&b.iter().collect::<Vec<_>>()),
-    );
-    let matches = requests::match_requests(&ra, &rb);
-    let mut pair_a: Map<&str, u32> = Map::default();
-    let mut pair_b: Map<&str, u32> = Map::default();
-    for (n, (i, j, _)) in matches.iter().enumerate() {
-        pair_a.insert(ra.names[*i].as_str(), n as u32);
-        pair_b.insert(rb.names[*j].as_str(), n as u32);
-    }
-    let sets_b: Vec<Option<Vec<(u32, u64)>>> = b.iter().map(|w| row_set(w, &pair_b)).collect();
-    let mut used = vec![false; b.len()];
-    let mut out = Vec::new();
-    for (i, w) in a.iter().enumerate() {
-        let Some(set) = row_set(w, &pair_a).filter(|s| !s.is_empty()) else {
-            continue;
-        };
-        let candidates = |same_rank: bool| {
-            (0..b.len()).find(|&j| {
-                !used[j] && (!same_rank || b[j].rank == w.rank) && sets_b[j].as_ref() == Some(&set)
-            })
-        };
-        if let Some(j) = candidates(true).or_else(|| candidates(false)) {
-            used[j] = true;
-            out.push((i, j));
-        }
-    }
-    out
-}
-
 /// What one stage#k bucket's rows gave.
 #[derive(Default)]
 struct BucketOutcome {
@@ -315,17 +267,19 @@ struct BucketOutcome {
     diverging: Vec<(Row, Row, RowVerdict)>,
 }
 
-/// Merge-joins one bucket's rows of A and B (both in key order) and judges the pairs.
+/// Merge-joins one bucket's rows of A and B (both in key order) and judges the pairs; the
+/// windows `skip` marks (A's, B's) are judged whole elsewhere.
 fn compare_bucket(
     planned: &Planned,
     bucket: (u32, &[Item], &[Item]),
     requests: &[RequestMatch],
     judge: &judge::RowJudge,
     keep_diverging: bool,
+    skip: (&[bool], &[bool]),
 ) -> BucketOutcome {
     let (stage, items_a, items_b) = bucket;
-    let side_a = planned.a.rows(stage, items_a);
-    let side_b = planned.b.rows(stage, items_b);
+    let side_a = planned.a.rows(stage, items_a, skip.0);
+    let side_b = planned.b.rows(stage, items_b, skip.1);
     let (rows_a, rows_b) = (side_a.rows, side_b.rows);
     let (repeated_a, repeated_b) = (side_a.repeated, side_b.repeated);
     let (wa, wb) = (&planned.a.windows, &planned.b.windows);
@@ -396,6 +350,33 @@ const BUCKETS_AT_ONCE: usize = 4096;
 /// Bucket by bucket (one stage#k each, in parallel): a bucket's rows are made, sorted and
 /// compared on their own, so the rows of a million-record capture are never all in memory.
 pub fn align(a: &[Window], b: &[Window], tolerances: &Tolerances) -> Option<TokenDiff> {
+    align_judged(a, b, tolerances).map(|(diff, _)| diff)
+}
+
+/// [`align`], and the record pairs of forwards paired whole whose rows it judged
+/// ([`whole::Judged`]): what the sharpening decides their verdicts by, without judging the
+/// rows again.
+pub fn align_judged(
+    a: &[Window],
+    b: &[Window],
+    tolerances: &Tolerances,
+) -> Option<(TokenDiff, whole::Judged)> {
+    align_with(a, b, tolerances, true)
+}
+
+/// [`align`] with every window in the buckets, none judged whole ([`whole`]): the slower
+/// path whose answers the whole-forward pass must give, for tests and benchmarks.
+#[doc(hidden)]
+pub fn align_by_buckets(a: &[Window], b: &[Window], tolerances: &Tolerances) -> Option<TokenDiff> {
+    align_with(a, b, tolerances, false).map(|(diff, _)| diff)
+}
+
+fn align_with(
+    a: &[Window],
+    b: &[Window],
+    tolerances: &Tolerances,
+    judge_whole: bool,
+) -> Option<(TokenDiff, whole::Judged)> {
     if !applies(a, b) {
         return None;
     }
@@ -435,6 +416,19 @@ pub fn align(a: &[Window], b: &[Window], tolerances: &Tolerances) -> Option<Toke
             .collect(),
         stage_keys: Vec::new(),
     };
+    // Forwards paired whole are judged record by record ([`whole`]); the buckets hold the rest.
+    let whole_pairs = if judge_whole {
+        whole::eligible(&planned, a, b)
+    } else {
+        Vec::new()
+    };
+    let mut skip_a = vec![false; wa.len()];
+    let mut skip_b = vec![false; wb.len()];
+    for &(i, j) in &whole_pairs {
+        skip_a[i as usize] = true;
+        skip_b[j as usize] = true;
+    }
+    let skip = (skip_a.as_slice(), skip_b.as_slice());
     let buckets = planned.buckets();
     // Per matched pair: the first bucket with a diverging row of it.
     let mut first_bucket: Vec<Option<usize>> = vec![None; diff.requests.len()];
@@ -442,7 +436,7 @@ pub fn align(a: &[Window], b: &[Window], tolerances: &Tolerances) -> Option<Toke
         let outcomes: Vec<BucketOutcome> = chunk
             .par_iter()
             .with_min_len(16)
-            .map(|&bucket| compare_bucket(&planned, bucket, &diff.requests, &judge, false))
+            .map(|&bucket| compare_bucket(&planned, bucket, &diff.requests, &judge, false, skip))
             .collect();
         for (n, (bucket, outcome)) in chunk.iter().zip(outcomes).enumerate() {
             let stage = bucket.0;
@@ -471,17 +465,50 @@ pub fn align(a: &[Window], b: &[Window], tolerances: &Tolerances) -> Option<Toke
             }
         }
     }
-    // Each request's first bad token, from its first bucket with a diverging row compared
-    // again, its diverging rows kept this time (they come in key order).
+    let mut judged = whole::judge(&planned, &whole_pairs, &diff.requests, &judge);
+    diff.rows_only.0 += judged.only.0;
+    diff.rows_only.1 += judged.only.1;
+    diff.rows_different_input += judged.different_input;
+    for (pair, rows) in &judged.pairs {
+        let request = &mut diff.per_request[*pair as usize];
+        diff.rows_compared += rows.compared;
+        diff.rows_diverging += rows.diverging;
+        request.rows_compared += rows.compared;
+        request.rows_diverging += rows.diverging;
+        request.positions = match (request.positions, rows.positions) {
+            (Some((lo, hi)), Some((l, h))) => Some((lo.min(l), hi.max(h))),
+            (x, y) => x.or(y),
+        };
+    }
+    for (pair, cells) in std::mem::take(&mut judged.cells) {
+        let request = &mut diff.per_request[pair as usize];
+        if request.cells.is_empty() {
+            request.cells = cells;
+        } else {
+            request.cells.extend(cells);
+        }
+    }
+    // Each request's first bad token: from its first bucket with a diverging row compared
+    // again, its diverging rows kept this time (they come in key order), and from the
+    // forwards judged whole; the earlier stage#k wins, both kept where it is the same.
     let mut diverging: Vec<(Row, Row, RowVerdict)> = Vec::new();
-    for (pair, at) in first_bucket.iter().enumerate() {
-        let Some(at) = *at else { continue };
-        let outcome = compare_bucket(&planned, buckets[at], &diff.requests, &judge, true);
-        let rows: Vec<(Row, Row, RowVerdict)> = outcome
-            .diverging
-            .into_iter()
-            .filter(|(x, ..)| x.pair as usize == pair)
-            .collect();
+    for pair in 0..diff.requests.len() {
+        let mut rows = whole::PairRows::default();
+        if let Some(at) = first_bucket[pair] {
+            let outcome = compare_bucket(&planned, buckets[at], &diff.requests, &judge, true, skip);
+            for row in outcome.diverging {
+                if row.0.pair as usize == pair {
+                    rows.offer(row);
+                }
+            }
+        }
+        if let Some(whole_rows) = judged.pairs.remove(&(pair as u32)) {
+            for row in whole_rows.first {
+                rows.offer(row);
+            }
+        }
+        let mut rows = rows.first;
+        rows.sort_by_key(|(x, ..)| x.key());
         let Some((x, y, verdict)) = rows.first() else {
             continue;
         };
@@ -532,7 +559,7 @@ pub fn align(a: &[Window], b: &[Window], tolerances: &Tolerances) -> Option<Toke
         });
     }
     diff.stage_keys = planned.stages.keys;
-    Some(diff)
+    Some((diff, judged.judged))
 }
 
 /// Whether some request of A and some request of B hold a common position.
@@ -706,7 +733,7 @@ pub fn rows_at(
     let key = (pair as u32, u32::try_from(position).ok()?);
     // The first row of the key in sorted order (after it: other shards of the same token).
     let find = |plan: &SidePlan, items: &[Item]| {
-        let rows = plan.rows(stage, items).rows;
+        let rows = plan.rows(stage, items, &[]).rows;
         let at = rows.partition_point(|r| (r.pair, r.position) < key);
         rows.get(at)
             .filter(|r| (r.pair, r.position) == key)

@@ -306,11 +306,16 @@ impl<'w> SidePlan<'w> {
 
     /// The rows of `items` (one bucket: stage ordinal `stage`), sorted by (request,
     /// position, shard); a key held twice keeps the later forward's row, and a key held by
-    /// two data-parallel ranks in one forward is left out ([`BucketRows`]).
-    pub(super) fn rows(&self, stage: u32, items: &[Item]) -> BucketRows {
+    /// two data-parallel ranks in one forward is left out ([`BucketRows`]). The records of the
+    /// forward's own rows of the windows `skip` marks (judged whole elsewhere:
+    /// [`super::whole`]) are left out.
+    pub(super) fn rows(&self, stage: u32, items: &[Item], skip: &[bool]) -> BucketRows {
         let mut rows: Vec<Row> = Vec::new();
         for it in items {
             let wi = it.window as usize;
+            if it.row == WHOLE && skip.get(wi).copied().unwrap_or(false) {
+                continue;
+            }
             let w = self.windows[wi];
             let token_rows = w.token_rows.as_ref().expect("a planned window has rows");
             let block = &token_rows.records[it.block as usize];

@@ -111,14 +111,7 @@ impl<'w> WindowRows<'w> {
         (dtype_a, dtype_b): (&str, &str),
         floors: &mut FloorCache,
     ) -> bool {
-        let shape_only = |reason: &str| reason.starts_with("shape");
-        if comparison.rows.is_some()
-            || matches!(&comparison.verdict, Verdict::Structural { reason } if !shape_only(reason))
-            || matches!(
-                comparison.verdict,
-                Verdict::NonFinite | Verdict::NotCompared { .. }
-            )
-        {
+        if !sharpens(comparison) {
             return false;
         }
         let (Some(block_a), Some(block_b)) = (self.a.by_seq.get(&seq_a), self.b.by_seq.get(&seq_b))
@@ -135,6 +128,28 @@ impl<'w> WindowRows<'w> {
             None => false,
         }
     }
+}
+
+/// Whether rows may decide `comparison`: not one already judged by rows (a reused diff), nor
+/// `structural` (but for a shape difference), `non_finite` or `not_compared`.
+fn sharpens(comparison: &Comparison) -> bool {
+    let shape_only = |reason: &str| reason.starts_with("shape");
+    !(comparison.rows.is_some()
+        || matches!(&comparison.verdict, Verdict::Structural { reason } if !shape_only(reason))
+        || matches!(
+            comparison.verdict,
+            Verdict::NonFinite | Verdict::NotCompared { .. }
+        ))
+}
+
+/// [`WindowRows::decide`] with the rows already judged (forwards paired whole, judged once
+/// in the alignment: [`super::whole`]): `evidence` of `rows` (A's, B's) rows.
+pub fn decide_judged(
+    comparison: &mut Comparison,
+    evidence: RowEvidence,
+    rows: (usize, usize),
+) -> bool {
+    sharpens(comparison) && decide(comparison, evidence, rows)
 }
 
 /// The verdict the rows give, recorded with their evidence. Returns whether it changed.
@@ -203,29 +218,53 @@ fn compare(
     if compared == 0 {
         return None;
     }
-    let first = diverging.first();
+    let stats = |rows: &[((&str, u64), RowStats)]| rows.iter().map(|r| r.1).collect::<Vec<_>>();
+    let first = diverging.first().map(|&(i, ..)| a[i].0);
+    Some(evidence_of(
+        compared,
+        (&stats(a), &stats(b)),
+        &diverging,
+        first,
+        judge,
+        floor,
+        precision_change,
+    ))
+}
+
+/// The evidence of `compared` rows judged pairwise, `diverging` those that diverge (indices
+/// into A's rows `a` and B's `b`, and the verdict), `first` the first one's request (as B
+/// names it) and position.
+pub(super) fn evidence_of(
+    compared: u64,
+    (a, b): (&[RowStats], &[RowStats]),
+    diverging: &[(usize, usize, RowVerdict)],
+    first: Option<(&str, u64)>,
+    judge: &RowJudge,
+    floor: f64,
+    precision_change: bool,
+) -> RowEvidence {
     let kind = if diverging.is_empty() {
         "rows_agree"
-    } else if permuted(a, b, &diverging, judge, floor, precision_change) {
+    } else if permuted(a, b, diverging, judge, floor, precision_change) {
         "rows_permuted"
     } else {
         "row_changed"
     };
-    Some(RowEvidence {
+    RowEvidence {
         compared,
         diverging: diverging.len() as u64,
         kind,
-        first: first.map(|&(i, ..)| (a[i].0.0.to_string(), a[i].0.1)),
-        worst: first.map(|&(.., v)| v),
+        first: first.map(|(request, position)| (request.to_string(), position)),
+        worst: diverging.first().map(|&(.., v)| v),
         replaced: None,
-    })
+    }
 }
 
 /// Whether the diverging rows are one multiset in two orders: each of A's agrees with one of
 /// B's, the position-weighted checksum aside (it moves with the row).
 fn permuted(
-    a: &[((&str, u64), RowStats)],
-    b: &[((&str, u64), RowStats)],
+    a: &[RowStats],
+    b: &[RowStats],
     diverging: &[(usize, usize, RowVerdict)],
     judge: &RowJudge,
     floor: f64,
@@ -242,7 +281,7 @@ fn permuted(
     // Rows that agree with their own partner but for the position-weighted checksum did not
     // move: that is a checksum difference (rounding across a precision change), not a
     // permutation.
-    if diverging.iter().all(|&(i, j, _)| agrees(&a[i].1, &b[j].1)) {
+    if diverging.iter().all(|&(i, j, _)| agrees(&a[i], &b[j])) {
         return false;
     }
     let mut used = vec![false; diverging.len()];
@@ -251,7 +290,7 @@ fn permuted(
             if used[n] {
                 return false;
             }
-            agrees(&a[i].1, &b[j].1)
+            agrees(&a[i], &b[j])
         });
         found.map(|n| used[n] = true).is_some()
     })

@@ -227,7 +227,7 @@ fn token_dims_by_stage<'s>(plan: &SidePlan, stages: &'s Stages) -> Map<&'s str, 
 fn bucket_rows(plan: &SidePlan, stage: u32) -> Vec<Row> {
     let lo = plan.items.partition_point(|x| x.0 < stage);
     let hi = plan.items.partition_point(|x| x.0 <= stage);
-    plan.rows(stage, &plan.item_list[lo..hi]).rows
+    plan.rows(stage, &plan.item_list[lo..hi], &[]).rows
 }
 
 /// The rows at `keys` (matched pair, position) of shard `shard` summed, and their dtype;

@@ -1,0 +1,557 @@
+//! Forwards paired whole, their rows judged once.
+//!
+//! Two windows that hold the same matched (request, position) rows ([`super::pair_by_rows`])
+//! compare record by record along their forward's rows: the k-th capture of a stage on one
+//! side against the k-th on the other, row i of A's forward against the row of B's forward at
+//! the same request and position, with no keys made and nothing sorted. One pass gives what
+//! the alignment reports of those rows (cells, counts, each request's first bad token) and the
+//! evidence by which the sharpening decides the record pairs' verdicts
+//! ([`super::sharpen::decide_judged`]); the bucket alignment keeps every other window.
+//!
+//! A window pair is judged here only where that gives the bucket alignment's answer: both
+//! windows have row statistics, every record of the forward's own rows holds them whole, no
+//! data-parallel layout is declared, they are the same shard, no other window of their side
+//! holds any of their forward's (request, position, shard) keys (so no row is a repeat that a
+//! later forward would replace), and no row at declared positions (a cache read, a merged
+//! group's listed rows, on either side) has the stage#k, request, position and shard of one of
+//! their rows. Records at declared positions stay with the buckets.
+
+use rayon::prelude::*;
+
+use super::judge::{FloorCache, RowJudge, RowStats, RowVerdict};
+use super::plan::{Map, Planned, Row, SidePlan, WHOLE};
+use super::requests::RequestMatch;
+use super::sharpen::evidence_of;
+use crate::model::analysis::row_evidence::RowEvidence;
+use crate::model::dump::{ROW_WIDTH, Window};
+
+/// A record pair's rows, judged once.
+#[derive(Debug, Clone, PartialEq)]
+pub struct JudgedRecord {
+    /// B's record paired with it (stage#k against stage#k).
+    pub seq_b: u64,
+    /// What its rows showed.
+    pub evidence: RowEvidence,
+    /// Rows of matched requests on each side (A, B).
+    pub rows: (usize, usize),
+}
+
+/// The record pairs of the windows paired whole whose rows were judged in the alignment, by
+/// A's window and record.
+#[derive(Debug, Default)]
+pub struct Judged {
+    /// A's window (its address in the slice given to the alignment) → `(seq_a, judged)`,
+    /// sorted by `seq_a`.
+    by_window: Map<usize, Vec<(u64, Option<JudgedRecord>)>>,
+}
+
+impl Judged {
+    /// How many of A's windows had their record pairs judged here.
+    pub fn windows(&self) -> usize {
+        self.by_window.len()
+    }
+
+    /// Takes window `a`'s judged record pairs out (empty where none were judged).
+    pub fn take(&mut self, a: &Window) -> JudgedWindow {
+        JudgedWindow {
+            records: self.by_window.remove(&address(a)).unwrap_or_default(),
+        }
+    }
+}
+
+/// One A window's record pairs judged in the alignment, by `seq_a`.
+#[derive(Debug, Default)]
+pub struct JudgedWindow {
+    records: Vec<(u64, Option<JudgedRecord>)>,
+}
+
+impl JudgedWindow {
+    /// Takes the judged pair of A's record `seq_a`, where it is paired with B's `seq_b`.
+    pub fn take(&mut self, seq_a: u64, seq_b: u64) -> Option<JudgedRecord> {
+        let at = self.records.binary_search_by_key(&seq_a, |r| r.0).ok()?;
+        let slot = &mut self.records[at].1;
+        if slot.as_ref()?.seq_b != seq_b {
+            return None;
+        }
+        slot.take()
+    }
+}
+
+fn address(w: &Window) -> usize {
+    std::ptr::from_ref(w) as usize
+}
+
+/// The window pairs (indices into `planned`'s windows) judged here: pairs of
+/// [`super::pair_by_rows`] over `a` and `b` (the slices `planned` was made of) that meet the
+/// conditions of the module doc.
+pub(super) fn eligible(planned: &Planned, a: &[Window], b: &[Window]) -> Vec<(u32, u32)> {
+    let index = |plan: &SidePlan| -> Map<usize, u32> {
+        plan.windows
+            .iter()
+            .enumerate()
+            .map(|(i, w)| (address(w), i as u32))
+            .collect()
+    };
+    let (index_a, index_b) = (index(&planned.a), index(&planned.b));
+    let (unique_a, unique_b) = (unique_keys(&planned.a), unique_keys(&planned.b));
+    let all = |plan: &SidePlan| vec![true; plan.windows.len()];
+    let (ordinals_a, ordinals_b) = (
+        block_ordinals(&planned.a, &all(&planned.a)),
+        block_ordinals(&planned.b, &all(&planned.b)),
+    );
+    let (declared_a, declared_b) = (declared_keys(&planned.a), declared_keys(&planned.b));
+    super::pairing::pair_by_rows(a, b)
+        .into_iter()
+        .filter_map(|(i, j)| {
+            let wi = *index_a.get(&address(&a[i]))?;
+            let wj = *index_b.get(&address(&b[j]))?;
+            // A declared row of either side meets the other side's rows in its bucket.
+            let fits = |plan: &SidePlan, w: u32, unique: &[bool], ordinals: &[Vec<u32>]| {
+                unique[w as usize]
+                    && plan.dp[w as usize].is_none()
+                    && whole_blocks(plan, w)
+                    && !meets_declared(plan, w, &ordinals[w as usize], &declared_a)
+                    && !meets_declared(plan, w, &ordinals[w as usize], &declared_b)
+            };
+            (fits(&planned.a, wi, &unique_a, &ordinals_a)
+                && fits(&planned.b, wj, &unique_b, &ordinals_b)
+                && planned.a.shard[wi as usize] == planned.b.shard[wj as usize]
+                && matched_rows(&planned.a, wi)
+                    .is_some_and(|rows| Some(rows) == matched_rows(&planned.b, wj)))
+            .then_some((wi, wj))
+        })
+        .collect()
+}
+
+/// Window `w`'s forward rows as (matched pair, position), sorted, padding aside; `None` where a
+/// row belongs to a request without a partner under the alignment's matching.
+fn matched_rows(plan: &SidePlan, w: u32) -> Option<Vec<(u32, u64)>> {
+    let wi = w as usize;
+    let map = &plan.windows[wi].token_rows.as_ref()?.map;
+    let mut rows = Vec::with_capacity(plan.forward[wi].len());
+    for &(entry, position) in &plan.forward[wi] {
+        if map.get(entry as usize)?.request.is_none() {
+            continue; // padding
+        }
+        rows.push((
+            plan.entry_pair[wi].get(entry as usize).copied().flatten()?,
+            position,
+        ));
+    }
+    rows.sort_unstable();
+    Some(rows)
+}
+
+/// Per window of `plan`: whether no other window of the side (nor the window itself twice)
+/// holds any of its forward's (pair, position, shard) keys.
+fn unique_keys(plan: &SidePlan) -> Vec<bool> {
+    let mut count: Map<(u32, u64, u32), u32> = Map::default();
+    for wi in 0..plan.windows.len() {
+        for &(entry, position) in &plan.forward[wi] {
+            if let Some(pair) = plan.entry_pair[wi].get(entry as usize).copied().flatten() {
+                *count.entry((pair, position, plan.shard[wi])).or_insert(0) += 1;
+            }
+        }
+    }
+    (0..plan.windows.len())
+        .map(|wi| {
+            plan.forward[wi].iter().all(|&(entry, position)| {
+                match plan.entry_pair[wi].get(entry as usize).copied().flatten() {
+                    Some(pair) => count.get(&(pair, position, plan.shard[wi])) == Some(&1),
+                    None => true,
+                }
+            })
+        })
+        .collect()
+}
+
+/// The keys (pair, position, shard) of the rows at declared positions of a side, per stage#k
+/// ordinal.
+type Declared = Map<u32, Map<(u32, u64, u32), ()>>;
+
+/// [`Declared`] of `plan`'s side.
+fn declared_keys(plan: &SidePlan) -> Declared {
+    let mut out: Declared = Map::default();
+    for &(ordinal, n) in &plan.items {
+        let item = plan.item_list[n as usize];
+        if item.row == WHOLE {
+            continue;
+        }
+        let wi = item.window as usize;
+        let Some(rows) = plan.windows[wi].token_rows.as_ref() else {
+            continue;
+        };
+        let Some(&(entry, position)) = rows.records[item.block as usize]
+            .positions
+            .as_ref()
+            .and_then(|p| p.get(item.row as usize))
+        else {
+            continue;
+        };
+        if let Some(pair) = plan.entry_pair[wi].get(entry as usize).copied().flatten() {
+            out.entry(ordinal)
+                .or_default()
+                .insert((pair, position, plan.shard[wi]), ());
+        }
+    }
+    out
+}
+
+/// Whether a row of window `w`'s own records (block ordinals `ordinals`) has the stage#k and
+/// key of a row at declared positions (of either side: `declared` is one side's): a bucket
+/// would pair or replace them.
+fn meets_declared(plan: &SidePlan, w: u32, ordinals: &[u32], declared: &Declared) -> bool {
+    if declared.is_empty() {
+        return false;
+    }
+    let wi = w as usize;
+    let keys: Vec<(u32, u64, u32)> = plan.forward[wi]
+        .iter()
+        .filter_map(|&(entry, position)| {
+            let pair = plan.entry_pair[wi].get(entry as usize).copied().flatten()?;
+            Some((pair, position, plan.shard[wi]))
+        })
+        .collect();
+    ordinals.iter().any(|o| {
+        declared
+            .get(o)
+            .is_some_and(|set| keys.iter().any(|k| set.contains_key(k)))
+    })
+}
+
+/// Whether window `w` has row statistics and every record of its forward's own rows holds
+/// them whole, within the sidecar (records at declared positions stay with the buckets).
+fn whole_blocks(plan: &SidePlan, w: u32) -> bool {
+    let wi = w as usize;
+    let Some(rows) = plan.windows[wi].token_rows.as_ref() else {
+        return false;
+    };
+    let forward = plan.forward[wi].len();
+    !rows.records.is_empty()
+        && rows
+            .records
+            .iter()
+            .zip(&plan.block_record[wi])
+            .all(|(block, &record)| {
+                block.positions.is_some()
+                    || (record != u32::MAX
+                        && block.rows as usize == forward
+                        && (block.first_row as usize + forward) * ROW_WIDTH <= rows.values.len())
+            })
+}
+
+/// Per window of `plan` among `windows`: the stage#k ordinal of each of its row blocks
+/// (`u32::MAX` where the record was not placed).
+fn block_ordinals(plan: &SidePlan, windows: &[bool]) -> Vec<Vec<u32>> {
+    let mut out: Vec<Vec<u32>> = plan
+        .block_record
+        .iter()
+        .enumerate()
+        .map(|(wi, blocks)| {
+            if windows[wi] {
+                vec![u32::MAX; blocks.len()]
+            } else {
+                Vec::new()
+            }
+        })
+        .collect();
+    for &(ordinal, n) in &plan.items {
+        let item = plan.item_list[n as usize];
+        if item.row == WHOLE && windows[item.window as usize] {
+            out[item.window as usize][item.block as usize] = ordinal;
+        }
+    }
+    out
+}
+
+/// What one request's rows in one window pair gave.
+#[derive(Debug, Default)]
+pub(super) struct PairRows {
+    pub(super) compared: u64,
+    pub(super) diverging: u64,
+    /// The smallest and largest position compared.
+    pub(super) positions: Option<(u64, u64)>,
+    /// The diverging rows at the earliest stage#k with one (its first in key order first).
+    pub(super) first: Vec<(Row, Row, RowVerdict)>,
+}
+
+impl PairRows {
+    /// Keeps `row` if its stage is the earliest seen with a diverging row.
+    pub(super) fn offer(&mut self, row: (Row, Row, RowVerdict)) {
+        match self.first.first().map(|f| f.0.stage) {
+            Some(stage) if stage < row.0.stage => {}
+            Some(stage) if stage == row.0.stage => self.first.push(row),
+            _ => self.first = vec![row],
+        }
+    }
+
+    pub(super) fn add(&mut self, other: PairRows) {
+        self.compared += other.compared;
+        self.diverging += other.diverging;
+        self.positions = match (self.positions, other.positions) {
+            (Some((lo, hi)), Some((l, h))) => Some((lo.min(l), hi.max(h))),
+            (x, y) => x.or(y),
+        };
+        for row in other.first {
+            self.offer(row);
+        }
+    }
+}
+
+/// What judging the window pairs gave.
+#[derive(Debug, Default)]
+pub(super) struct Outcome {
+    /// Rows held by A alone, by B alone (a stage#k the other window lacks).
+    pub(super) only: (u64, u64),
+    /// Rows where the matched requests' token ids differ: not compared.
+    pub(super) different_input: u64,
+    /// Per matched pair: its rows.
+    pub(super) pairs: Map<u32, PairRows>,
+    /// Per matched pair: its cells (stage ordinal, position, ratio), in no particular order.
+    pub(super) cells: Map<u32, Vec<(u32, u32, f32)>>,
+    /// The record pairs judged, for the sharpening.
+    pub(super) judged: Judged,
+}
+
+/// Judges the rows of the window pairs `pairs` (from [`eligible`]).
+pub(super) fn judge(
+    planned: &Planned,
+    pairs: &[(u32, u32)],
+    requests: &[RequestMatch],
+    judge: &RowJudge,
+) -> Outcome {
+    let mut fast_a = vec![false; planned.a.windows.len()];
+    let mut fast_b = vec![false; planned.b.windows.len()];
+    for &(i, j) in pairs {
+        fast_a[i as usize] = true;
+        fast_b[j as usize] = true;
+    }
+    let (ordinals_a, ordinals_b) = (
+        block_ordinals(&planned.a, &fast_a),
+        block_ordinals(&planned.b, &fast_b),
+    );
+    let outcomes: Vec<(usize, WindowOutcome)> = pairs
+        .par_iter()
+        .map(|&(i, j)| {
+            let outcome = window_pair(
+                planned,
+                (i, j),
+                (&ordinals_a[i as usize], &ordinals_b[j as usize]),
+                requests,
+                judge,
+            );
+            (address(planned.a.windows[i as usize]), outcome)
+        })
+        .collect();
+    let mut out = Outcome::default();
+    // The cells of each request in one allocation.
+    let mut sizes: Map<u32, usize> = Map::default();
+    for (_, o) in &outcomes {
+        for (pair, cells) in &o.cells {
+            *sizes.entry(*pair).or_insert(0) += cells.len();
+        }
+    }
+    for (pair, size) in sizes {
+        out.cells.insert(pair, Vec::with_capacity(size));
+    }
+    for (window, o) in outcomes {
+        out.only.0 += o.only.0;
+        out.only.1 += o.only.1;
+        out.different_input += o.different_input;
+        for (pair, rows) in o.pairs {
+            out.pairs.entry(pair).or_default().add(rows);
+        }
+        for (pair, cells) in o.cells {
+            out.cells.entry(pair).or_default().extend(cells);
+        }
+        out.judged.by_window.insert(window, o.judged);
+    }
+    out
+}
+
+#[derive(Default)]
+struct WindowOutcome {
+    only: (u64, u64),
+    different_input: u64,
+    pairs: Map<u32, PairRows>,
+    cells: Map<u32, Vec<(u32, u32, f32)>>,
+    judged: Vec<(u64, Option<JudgedRecord>)>,
+}
+
+/// One window pair's rows, record pair by record pair.
+fn window_pair(
+    planned: &Planned,
+    (i, j): (u32, u32),
+    (ordinals_a, ordinals_b): (&[u32], &[u32]),
+    requests: &[RequestMatch],
+    judge: &RowJudge,
+) -> WindowOutcome {
+    let (wi, wj) = (i as usize, j as usize);
+    let (wa, wb) = (planned.a.windows[wi], planned.b.windows[wj]);
+    let (ta, tb) = (
+        wa.token_rows.as_ref().expect("a planned window has rows"),
+        wb.token_rows.as_ref().expect("a planned window has rows"),
+    );
+    let join = forward_join(&planned.a, &planned.b, (wi, wj), requests);
+    let mut out = WindowOutcome::default();
+    let b_block: Map<u32, usize> = ordinals_b
+        .iter()
+        .enumerate()
+        .filter(|(_, o)| **o != u32::MAX)
+        .map(|(n, &o)| (o, n))
+        .collect();
+    let mut held_by_a: Vec<bool> = vec![false; ordinals_b.len()];
+    let mut floors = FloorCache::default();
+    let (mut stats_a, mut stats_b) = (Vec::new(), Vec::new());
+    let mut diverging: Vec<(usize, usize, RowVerdict)> = Vec::new();
+    let rows = join.len();
+    for (bi, &stage) in ordinals_a.iter().enumerate() {
+        if stage == u32::MAX {
+            continue;
+        }
+        let Some(&bj) = b_block.get(&stage) else {
+            out.only.0 += rows as u64;
+            continue;
+        };
+        held_by_a[bj] = true;
+        let (block_a, block_b) = (&ta.records[bi], &tb.records[bj]);
+        let (record_a, record_b) = (
+            planned.a.block_record[wi][bi],
+            planned.b.block_record[wj][bj],
+        );
+        let (rec_a, rec_b) = (
+            &wa.records[record_a as usize],
+            &wb.records[record_b as usize],
+        );
+        let (floor, precision_change) = floors.of(&rec_a.dtype, &rec_b.dtype);
+        let at_a = |row: usize| (block_a.first_row as usize + row) * ROW_WIDTH;
+        let at_b = |row: usize| (block_b.first_row as usize + row) * ROW_WIDTH;
+        stats_a.clear();
+        stats_b.clear();
+        diverging.clear();
+        for (n, &(ia, ib, pair, position)) in join.iter().enumerate() {
+            let (x, y) = (
+                RowStats::of(&ta.values[at_a(ia)..at_a(ia) + ROW_WIDTH]),
+                RowStats::of(&tb.values[at_b(ib)..at_b(ib) + ROW_WIDTH]),
+            );
+            let verdict = judge.judge(&x, &y, floor, precision_change);
+            stats_a.push(x);
+            stats_b.push(y);
+            if verdict.diverges() {
+                diverging.push((n, n, verdict));
+            }
+            // The alignment's account: rows past the first differing token id are different
+            // inputs, not compared (the record's evidence still weighs them, as before).
+            if requests[pair as usize]
+                .ids_differ_from
+                .is_some_and(|p| position >= p)
+            {
+                out.different_input += 1;
+                continue;
+            }
+            let position32 = u32::try_from(position).unwrap_or(u32::MAX);
+            out.cells
+                .entry(pair)
+                .or_default()
+                .push((stage, position32, verdict.ratio as f32));
+            let counts = out.pairs.entry(pair).or_default();
+            counts.compared += 1;
+            counts.positions = Some(match counts.positions {
+                Some((lo, hi)) => (lo.min(position), hi.max(position)),
+                None => (position, position),
+            });
+            if verdict.diverges() {
+                counts.diverging += 1;
+                let row = |side: &SidePlan, w: u32, record: u32, at: usize| Row {
+                    stage,
+                    pair,
+                    position: position32,
+                    shard: side.shard[w as usize],
+                    window: w,
+                    record,
+                    at: at as u32,
+                    declared: false,
+                    spread: false,
+                };
+                counts.offer((
+                    row(&planned.a, i, record_a, at_a(ia)),
+                    row(&planned.b, j, record_b, at_b(ib)),
+                    verdict,
+                ));
+            }
+        }
+        let first = diverging.first().map(|&(n, ..)| {
+            let (.., pair, position) = join[n];
+            (requests[pair as usize].b.as_str(), position)
+        });
+        let evidence = evidence_of(
+            rows as u64,
+            (&stats_a, &stats_b),
+            &diverging,
+            first,
+            judge,
+            floor,
+            precision_change,
+        );
+        out.judged.push((
+            rec_a.seq,
+            Some(JudgedRecord {
+                seq_b: rec_b.seq,
+                evidence,
+                rows: (rows, rows),
+            }),
+        ));
+    }
+    out.only.1 += held_by_a
+        .iter()
+        .zip(ordinals_b)
+        .filter(|(held, o)| !**held && **o != u32::MAX)
+        .count() as u64
+        * rows as u64;
+    for counts in out.pairs.values_mut() {
+        counts.first.sort_by_key(|(x, ..)| x.key());
+    }
+    out.judged.sort_by_key(|r| r.0);
+    out
+}
+
+/// The forward rows both windows hold, as (A's forward row, B's forward row, pair,
+/// position) in (request as B names it, position) order: the sharpening's order, so the
+/// records' evidence names the same first row.
+fn forward_join(
+    a: &SidePlan,
+    b: &SidePlan,
+    (wi, wj): (usize, usize),
+    requests: &[RequestMatch],
+) -> Vec<(usize, usize, u32, u64)> {
+    let keys = |plan: &SidePlan, w: usize| {
+        let mut keys: Vec<((u32, u64), usize)> = plan.forward[w]
+            .iter()
+            .enumerate()
+            .filter_map(|(n, &(entry, position))| {
+                let pair = plan.entry_pair[w].get(entry as usize).copied().flatten()?;
+                Some(((pair, position), n))
+            })
+            .collect();
+        keys.sort_unstable();
+        keys
+    };
+    let (ka, kb) = (keys(a, wi), keys(b, wj));
+    let mut join = Vec::with_capacity(ka.len().min(kb.len()));
+    let (mut x, mut y) = (0, 0);
+    while x < ka.len() && y < kb.len() {
+        match ka[x].0.cmp(&kb[y].0) {
+            std::cmp::Ordering::Less => x += 1,
+            std::cmp::Ordering::Greater => y += 1,
+            std::cmp::Ordering::Equal => {
+                join.push((ka[x].1, kb[y].1, ka[x].0.0, ka[x].0.1));
+                x += 1;
+                y += 1;
+            }
+        }
+    }
+    join.sort_by(|p, q| {
+        (requests[p.2 as usize].b.as_str(), p.3).cmp(&(requests[q.2 as usize].b.as_str(), q.3))
+    });
+    join
+}
