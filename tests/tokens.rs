@@ -39,8 +39,11 @@ fn checked_diff(a: &Dump, b: &Dump, tolerances: &Tolerances) -> Analysis {
             t.per_request
                 .iter()
                 .map(|r| {
-                    let mut c: Vec<(u32, u32, u32)> =
-                        r.cells.iter().map(|&(s, p, x)| (s, p, x.to_bits())).collect();
+                    let mut c: Vec<(u32, u32, u32)> = r
+                        .cells
+                        .iter()
+                        .map(|&(s, p, x)| (s, p, x.to_bits()))
+                        .collect();
                     c.sort_unstable();
                     c
                 })
@@ -937,9 +940,7 @@ fn a_malformed_row_block_keeps_the_row_map() {
         "{:?}",
         b.warnings
     );
-    let diff = checked_diff(&a, &b, &Tolerances::default())
-        .diff
-        .unwrap();
+    let diff = checked_diff(&a, &b, &Tolerances::default()).diff.unwrap();
     assert!(diff.unpaired_b.is_empty(), "{:?}", diff.unpaired_b);
     // Token dims the probe never writes: the same, named.
     let tmp = copied("tokens_chunked_vs_whole");

@@ -492,9 +492,9 @@ fn align_with(
     // again, its diverging rows kept this time (they come in key order), and from the
     // forwards judged whole; the earlier stage#k wins, both kept where it is the same.
     let mut diverging: Vec<(Row, Row, RowVerdict)> = Vec::new();
-    for pair in 0..diff.requests.len() {
+    for (pair, first_at) in first_bucket.iter().enumerate() {
         let mut rows = whole::PairRows::default();
-        if let Some(at) = first_bucket[pair] {
+        if let Some(at) = *first_at {
             let outcome = compare_bucket(&planned, buckets[at], &diff.requests, &judge, true, skip);
             for row in outcome.diverging {
                 if row.0.pair as usize == pair {

@@ -243,20 +243,31 @@ pub(super) fn evidence_of(
     floor: f64,
     precision_change: bool,
 ) -> RowEvidence {
-    let kind = if diverging.is_empty() {
+    RowEvidence {
+        compared,
+        diverging: diverging.len() as u64,
+        kind: rows_kind((a, b), diverging, judge, floor, precision_change),
+        first: first.map(|(request, position)| (request.to_string(), position)),
+        worst: diverging.first().map(|&(.., v)| v),
+        replaced: None,
+    }
+}
+
+/// `rows_agree` (nothing diverges), `rows_permuted` ([`permuted`]) or `row_changed`: the kind
+/// of [`RowEvidence`] of rows `a`, `b` whose `diverging` ones are listed.
+pub(super) fn rows_kind(
+    (a, b): (&[RowStats], &[RowStats]),
+    diverging: &[(usize, usize, RowVerdict)],
+    judge: &RowJudge,
+    floor: f64,
+    precision_change: bool,
+) -> &'static str {
+    if diverging.is_empty() {
         "rows_agree"
     } else if permuted(a, b, diverging, judge, floor, precision_change) {
         "rows_permuted"
     } else {
         "row_changed"
-    };
-    RowEvidence {
-        compared,
-        diverging: diverging.len() as u64,
-        kind,
-        first: first.map(|(request, position)| (request.to_string(), position)),
-        worst: diverging.first().map(|&(.., v)| v),
-        replaced: None,
     }
 }
 

@@ -21,7 +21,7 @@ use rayon::prelude::*;
 use super::judge::{FloorCache, RowJudge, RowStats, RowVerdict};
 use super::plan::{Map, Planned, Row, SidePlan, WHOLE};
 use super::requests::RequestMatch;
-use super::sharpen::evidence_of;
+use super::sharpen::rows_kind;
 use crate::model::analysis::row_evidence::RowEvidence;
 use crate::model::dump::{ROW_WIDTH, Window};
 
@@ -36,13 +36,35 @@ pub struct JudgedRecord {
     pub rows: (usize, usize),
 }
 
+/// A record pair's judgment as it waits for the sharpening (a million of them wait while the
+/// record diff runs: 48 bytes each, no string; [`JudgedRecord`] is made when taken).
+#[derive(Debug, Clone, Copy)]
+struct Compact {
+    seq_a: u64,
+    seq_b: u64,
+    compared: u32,
+    diverging: u32,
+    /// Index into [`KINDS`]; `u8::MAX` once taken.
+    kind: u8,
+    /// Index into [`STATS`] of the first diverging row's worst statistic.
+    worst_stat: u8,
+    first_pair: u32,
+    first_position: u64,
+    worst_ratio: f64,
+}
+
+const KINDS: [&str; 3] = ["rows_agree", "row_changed", "rows_permuted"];
+const STATS: [&str; 5] = ["max_abs", "l2", "sum", "row_checksum", "nonfinite_count"];
+
 /// The record pairs of the windows paired whole whose rows were judged in the alignment, by
 /// A's window and record.
 #[derive(Debug, Default)]
 pub struct Judged {
-    /// A's window (its address in the slice given to the alignment) → `(seq_a, judged)`,
+    /// A's window (its address in the slice given to the alignment) → its record pairs,
     /// sorted by `seq_a`.
-    by_window: Map<usize, Vec<(u64, Option<JudgedRecord>)>>,
+    by_window: Map<usize, Vec<Compact>>,
+    /// Per matched pair: the request as B names it (the evidence names the first row so).
+    names: std::sync::Arc<Vec<String>>,
 }
 
 impl Judged {
@@ -55,6 +77,7 @@ impl Judged {
     pub fn take(&mut self, a: &Window) -> JudgedWindow {
         JudgedWindow {
             records: self.by_window.remove(&address(a)).unwrap_or_default(),
+            names: self.names.clone(),
         }
     }
 }
@@ -62,18 +85,46 @@ impl Judged {
 /// One A window's record pairs judged in the alignment, by `seq_a`.
 #[derive(Debug, Default)]
 pub struct JudgedWindow {
-    records: Vec<(u64, Option<JudgedRecord>)>,
+    records: Vec<Compact>,
+    names: std::sync::Arc<Vec<String>>,
 }
 
 impl JudgedWindow {
     /// Takes the judged pair of A's record `seq_a`, where it is paired with B's `seq_b`.
     pub fn take(&mut self, seq_a: u64, seq_b: u64) -> Option<JudgedRecord> {
-        let at = self.records.binary_search_by_key(&seq_a, |r| r.0).ok()?;
-        let slot = &mut self.records[at].1;
-        if slot.as_ref()?.seq_b != seq_b {
+        let at = self
+            .records
+            .binary_search_by_key(&seq_a, |r| r.seq_a)
+            .ok()?;
+        let c = &mut self.records[at];
+        if c.seq_b != seq_b || c.kind == u8::MAX {
             return None;
         }
-        slot.take()
+        let kind = KINDS[c.kind as usize];
+        c.kind = u8::MAX;
+        let diverging = c.diverging > 0;
+        Some(JudgedRecord {
+            seq_b,
+            evidence: RowEvidence {
+                compared: u64::from(c.compared),
+                diverging: u64::from(c.diverging),
+                kind,
+                first: diverging.then(|| {
+                    let name = self
+                        .names
+                        .get(c.first_pair as usize)
+                        .cloned()
+                        .unwrap_or_default();
+                    (name, c.first_position)
+                }),
+                worst: diverging.then(|| RowVerdict {
+                    ratio: c.worst_ratio,
+                    stat: STATS[c.worst_stat as usize],
+                }),
+                replaced: None,
+            },
+            rows: (c.compared as usize, c.compared as usize),
+        })
     }
 }
 
@@ -344,6 +395,7 @@ pub(super) fn judge(
         })
         .collect();
     let mut out = Outcome::default();
+    out.judged.names = std::sync::Arc::new(requests.iter().map(|m| m.b.clone()).collect());
     // The cells of each request in one allocation.
     let mut sizes: Map<u32, usize> = Map::default();
     for (_, o) in &outcomes {
@@ -375,7 +427,7 @@ struct WindowOutcome {
     different_input: u64,
     pairs: Map<u32, PairRows>,
     cells: Map<u32, Vec<(u32, u32, f32)>>,
-    judged: Vec<(u64, Option<JudgedRecord>)>,
+    judged: Vec<Compact>,
 }
 
 /// One window pair's rows, record pair by record pair.
@@ -480,27 +532,35 @@ fn window_pair(
                 ));
             }
         }
-        let first = diverging.first().map(|&(n, ..)| {
-            let (.., pair, position) = join[n];
-            (requests[pair as usize].b.as_str(), position)
-        });
-        let evidence = evidence_of(
-            rows as u64,
+        let kind = rows_kind(
             (&stats_a, &stats_b),
             &diverging,
-            first,
             judge,
             floor,
             precision_change,
         );
-        out.judged.push((
-            rec_a.seq,
-            Some(JudgedRecord {
-                seq_b: rec_b.seq,
-                evidence,
-                rows: (rows, rows),
-            }),
-        ));
+        let (first_pair, first_position, worst) = diverging.first().map_or(
+            (
+                0,
+                0,
+                RowVerdict {
+                    ratio: 0.0,
+                    stat: STATS[0],
+                },
+            ),
+            |&(n, _, verdict)| (join[n].2, join[n].3, verdict),
+        );
+        out.judged.push(Compact {
+            seq_a: rec_a.seq,
+            seq_b: rec_b.seq,
+            compared: rows as u32,
+            diverging: diverging.len() as u32,
+            kind: KINDS.iter().position(|k| *k == kind).unwrap_or(1) as u8,
+            worst_stat: STATS.iter().position(|s| *s == worst.stat).unwrap_or(0) as u8,
+            first_pair,
+            first_position,
+            worst_ratio: worst.ratio,
+        });
     }
     out.only.1 += held_by_a
         .iter()
@@ -511,7 +571,7 @@ fn window_pair(
     for counts in out.pairs.values_mut() {
         counts.first.sort_by_key(|(x, ..)| x.key());
     }
-    out.judged.sort_by_key(|r| r.0);
+    out.judged.sort_by_key(|r| r.seq_a);
     out
 }
 
