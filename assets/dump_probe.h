@@ -113,11 +113,40 @@ int dp_open(const char *dir, int rank, uint64_t budget_bytes, dp_session **out);
  * manifest's metadata (token_ids, sampling parameters, weights path, topology). */
 int dp_arm(dp_session *s, const char *label, const char *metadata_json);
 
+/* One entry of a forward's row map (dp_arm_rows): count rows of one request, in the engine's
+ * row order after the batch is condensed (docs/manifest.md, "Token rows"). */
+typedef struct dp_rows_entry {
+    const char *request;      /* the request id; NULL for padding rows (a graph's fixed batch), never compared */
+    int64_t first_position;   /* the first row's 0-based token position in its request */
+    int64_t count;            /* rows */
+    const int64_t *positions; /* NULL: first_position, first_position + 1, ...; else count positions */
+    const int64_t *token_ids; /* NULL, or count token ids (dumpview matches requests by them) */
+} dp_rows_entry;
+
+/* dp_arm with the forward's row map: n_rows entries at rows, in row order. Captures whose
+ * dimension 0 is the map's row count get per-token-row statistics (dp_capture_rows says
+ * otherwise), written to rows.f32 beside the manifest with the map (DUMP_PROBE_ROW_STATS,
+ * DUMP_PROBE_ROW_POSITIONS bound them as in dump_probe.py). A map that cannot be used (a
+ * negative count or position, an invalid request id, no entries) opens the window without
+ * it and returns DP_ERR_METADATA, with a manifest warning. */
+int dp_arm_rows(dp_session *s, const char *label, const char *metadata_json,
+                const dp_rows_entry *rows, uint64_t n_rows);
+
+/* dp_capture_rows' rows: which dimensions of t hold the forward's token rows. */
+#define DP_ROWS_AUTO 0      /* dimension 0, when its size is the row map's row count (dp_capture's rule) */
+#define DP_ROWS_NONE 1      /* none: weights, attention scores, cache state */
+#define DP_ROWS_TOKENS 2    /* dimension 0, declared: a manifest warning where it does not fit */
+#define DP_ROWS_TOKENS_2D 3 /* dimensions 0 and 1 ([batch, seq, ...]), declared */
+
 /* Records t as the next occurrence of stage: checks the view, enqueues one asynchronous copy
  * of the span it reads into pinned host staging on t->stream (the host backend copies here),
  * and never synchronizes. A no-op returning DP_OK when no window is open (the arguments are
  * then not looked at: that path costs a few nanoseconds). */
 int dp_capture(dp_session *s, const char *stage, const dp_tensor *t);
+
+/* dp_capture, with the dimensions that hold the forward's token rows said (DP_ROWS_*; another
+ * value: DP_ERR_LAYOUT). */
+int dp_capture_rows(dp_session *s, const char *stage, const dp_tensor *t, int32_t rows);
 
 /* Closes the open window: synchronizes each stream used once, computes the statistics on the
  * host in parallel, saves the tensors DUMP_PROBE_TENSOR selects, and writes

@@ -1636,3 +1636,159 @@ fn sliced_captures_checksum_in_the_full_tensors_coordinates_and_merge_back() {
         "{text}"
     );
 }
+
+/// Token rows through the native ABI (tests/native/rows.c): `dp_arm_rows` writes the row map,
+/// captures whose dimension 0 (or, declared, dimensions 0 and 1) hold the forward's rows get
+/// the statistics `dp_row_stats` gives at the map's positions, bit for bit, in `rows.f32`; a
+/// declared capture that does not fit, an unknown rows mode and a bad map are each said. Then
+/// a request captured whole against the same request in two chunks: dumpview aligns the
+/// rows and finds nothing; a changed value in the second chunk is named by stage and position.
+#[test]
+fn the_native_probe_writes_token_rows_that_dumpview_aligns() {
+    let Some(tc) = toolchain() else { return };
+    let dir = tempdir();
+    let exe = dir.path().join("rows");
+    tc.driver("rows.c", &exe, &[]);
+    let env = |out: &Path, occurrence: &str| -> Vec<(&'static str, String)> {
+        vec![
+            ("DUMP_PROBE", "1".to_string()),
+            ("DUMP_PROBE_DIR", out.to_str().unwrap().to_string()),
+            ("DUMP_PROBE_BACKEND", "host".to_string()),
+            ("DUMP_PROBE_OCCURRENCE", occurrence.to_string()),
+        ]
+    };
+    let go = |mode: &str, out: &Path, occurrence: &str| {
+        let vars = env(out, occurrence);
+        let vars: Vec<(&str, &str)> = vars.iter().map(|(k, v)| (*k, v.as_str())).collect();
+        run(&exe, &[mode, out.to_str().unwrap()], &vars)
+    };
+
+    let out = dir.path().join("map");
+    let ran = go("map", &out, "1");
+    assert_eq!(ran.int("arm"), 0, "{}", ran.stdout);
+    assert_eq!(
+        ran.int("capture.short"),
+        0,
+        "a declared misfit is a warning, not a failure"
+    );
+    assert_eq!(ran.int("capture.badmode"), -5, "{}", ran.stdout);
+    let manifest = read_json(&out.join("rank0/match1-occ1/manifest.json"));
+    let t = &manifest["token_rows"];
+    assert_eq!(
+        t["map"],
+        serde_json::json!([
+            {"request": "r1", "first_position": 4, "count": 2},
+            {"request": null, "first_position": 0, "count": 1},
+            {"request": "r0", "first_position": 0, "count": 3, "token_ids": [101, 102, 103]},
+        ])
+    );
+    let by_stage = records(&manifest);
+    let seq = |key: &str| by_stage[key]["seq"].as_u64().unwrap();
+    let listed: Vec<(u64, u64, u64, Value)> = t["records"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| {
+            (
+                r[0].as_u64().unwrap(),
+                r[1].as_u64().unwrap(),
+                r[2].as_u64().unwrap(),
+                r[3].clone(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        listed,
+        vec![
+            (seq("h#1"), 0, 6, serde_json::json!([0])),
+            (seq("ids#1"), 6, 6, serde_json::json!([0])),
+            (seq("s#1"), 12, 6, serde_json::json!([0, 1])),
+        ],
+        "w (3 rows), h_none and h_short have none"
+    );
+    assert_eq!(
+        (t["rows"].as_u64(), t["bytes"].as_u64()),
+        (Some(18), Some(360))
+    );
+    let sidecar = std::fs::read(out.join("rank0/match1-occ1/rows.f32")).unwrap();
+    assert_eq!(sidecar.len(), 360);
+    for r in 0..6 {
+        let expected: Vec<u32> = ran
+            .fact(&format!("row.{r}"))
+            .split(' ')
+            .map(|h| u32::from_str_radix(h, 16).unwrap())
+            .collect();
+        let got: Vec<u32> = (0..5)
+            .map(|k| {
+                let at = (r * 5 + k) * 4;
+                u32::from_le_bytes(sidecar[at..at + 4].try_into().unwrap())
+            })
+            .collect();
+        assert_eq!(got, expected, "row {r} of h");
+    }
+    let warnings = manifest["warnings"].to_string();
+    assert!(
+        warnings.contains("h_short#1 (seq 5): token rows declared in the first 1 dimension of shape [5, 8], but the forward holds 6 rows; recorded without token rows"),
+        "{warnings}"
+    );
+    // dumpview reads the window's rows.
+    let dump = dumpview::load(std::slice::from_ref(&out), &mut |_| {}).unwrap();
+    let rows = dump.windows[0]
+        .token_rows
+        .as_ref()
+        .expect("token rows read");
+    assert_eq!(rows.records.len(), 3);
+
+    let bad = dir.path().join("bad");
+    let ran = go("bad", &bad, "1");
+    assert_eq!(ran.int("arm"), -7, "{}", ran.stdout);
+    assert!(
+        ran.fact("arm.error")
+            .contains("entry 0: a negative count (-1)"),
+        "{}",
+        ran.stdout
+    );
+    assert_eq!(ran.int("capture"), 0);
+    let manifest = read_json(&bad.join("rank0/match1-occ1/manifest.json"));
+    assert!(manifest.get("token_rows").is_none());
+    assert_eq!(manifest["records"].as_array().unwrap().len(), 1);
+
+    // A request whole against the same request in two chunks, and with a bug in chunk 2.
+    let (whole, chunked, bug) = (
+        dir.path().join("whole"),
+        dir.path().join("chunked"),
+        dir.path().join("bug"),
+    );
+    go("whole", &whole, "1");
+    for k in ["1", "2"] {
+        go("chunk", &chunked, k);
+        go("bug", &bug, k);
+    }
+    let (code, json, text) = dumpview(&[
+        "diff",
+        whole.to_str().unwrap(),
+        chunked.to_str().unwrap(),
+        "--json",
+    ]);
+    assert_eq!(code, 0, "{text}");
+    let tokens = &json["diff"]["tokens"];
+    assert_eq!(tokens["rows_compared"], 12, "{text}");
+    assert_eq!(tokens["rows_diverging"], 0, "{text}");
+    let (code, json, text) = dumpview(&[
+        "diff",
+        whole.to_str().unwrap(),
+        bug.to_str().unwrap(),
+        "--json",
+    ]);
+    assert_eq!(code, 1, "{text}");
+    let first = &json["diff"]["tokens"]["first"];
+    assert_eq!(
+        (
+            first["key"].as_str(),
+            first["position"].as_u64(),
+            first["token_id"].as_i64()
+        ),
+        (Some("q#1"), Some(4), Some(15)),
+        "{text}"
+    );
+}

@@ -49,7 +49,18 @@ pub struct Config {
     /// Values accepted with a caveat, printed once by `dp_open`
     /// (`DUMP_PROBE_TENSOR_FORMAT=pt`, which the native probe cannot write).
     pub notes: Vec<String>,
+    /// `DUMP_PROBE_ROW_STATS`: per-row statistics of token rows, `on` (default), `off`, or a
+    /// regex of the stages that get them (the regex, as given, in `row_regex`).
+    pub row_stats: bool,
+    /// The stage regex of `DUMP_PROBE_ROW_STATS`, with its text.
+    pub row_regex: Option<(String, Regex)>,
+    /// `DUMP_PROBE_ROW_POSITIONS`: the token positions (first, last, inclusive) whose rows get
+    /// statistics. Default 0-65535.
+    pub row_positions: (u64, u64),
 }
+
+/// The last token position whose row gets statistics by default (`DUMP_PROBE_ROW_POSITIONS`).
+pub const ROW_POSITIONS_DEFAULT_LAST: u64 = 65535;
 
 const TRUE: [&str; 4] = ["1", "true", "yes", "on"];
 
@@ -125,6 +136,35 @@ impl Config {
                 "DUMP_PROBE_TENSOR_FORMAT={other:?} must be 'safetensors' or 'pt'"
             )),
         }
+        let row_text = get("DUMP_PROBE_ROW_STATS", "on").trim().to_string();
+        let (row_stats, row_regex) = match row_text.to_lowercase().as_str() {
+            t if TRUE.contains(&t) => (true, None),
+            "" | "0" | "false" | "no" | "off" => (false, None),
+            _ => match Regex::new(&row_text) {
+                Ok(re) => (true, Some((row_text.clone(), re))),
+                Err(e) => {
+                    errors.push(format!(
+                        "DUMP_PROBE_ROW_STATS={row_text:?} is neither on/off nor a valid regex ({e})"
+                    ));
+                    (false, None)
+                }
+            },
+        };
+        let positions_text = get("DUMP_PROBE_ROW_POSITIONS", "").trim().to_string();
+        let row_positions = if positions_text.is_empty() {
+            (0, ROW_POSITIONS_DEFAULT_LAST)
+        } else {
+            let parsed = positions_text
+                .split_once('-')
+                .and_then(|(a, b)| Some((a.trim().parse().ok()?, b.trim().parse().ok()?)))
+                .filter(|(a, b): &(u64, u64)| a <= b);
+            parsed.unwrap_or_else(|| {
+                errors.push(format!(
+                    "DUMP_PROBE_ROW_POSITIONS={positions_text:?} must be a range FIRST-LAST of token positions"
+                ));
+                (0, ROW_POSITIONS_DEFAULT_LAST)
+            })
+        };
         Config {
             enabled,
             error: errors.into_iter().next(),
@@ -137,6 +177,9 @@ impl Config {
             occurrence,
             backend,
             notes,
+            row_stats,
+            row_regex,
+            row_positions,
         }
     }
 
@@ -148,6 +191,15 @@ impl Config {
     /// Whether `rank` writes.
     pub fn selects_rank(&self, rank: u32) -> bool {
         self.ranks.as_ref().is_none_or(|r| r.contains(&rank))
+    }
+
+    /// Whether `stage`'s token rows get per-row statistics.
+    pub fn row_stats_for(&self, stage: &str) -> bool {
+        self.row_stats
+            && self
+                .row_regex
+                .as_ref()
+                .is_none_or(|(_, re)| re.is_match(stage))
     }
 
     /// Whether `stage`'s full tensor is saved.

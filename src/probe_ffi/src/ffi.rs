@@ -164,23 +164,168 @@ pub unsafe extern "C" fn dp_arm(
         }
         // SAFETY: forwarded contract.
         let label = unsafe { checked_name(label, "label") }?;
-        let metadata = if metadata_json.is_null() {
-            None
-        } else {
-            // SAFETY: forwarded contract.
-            Some(
-                unsafe { CStr::from_ptr(metadata_json) }
-                    .to_str()
-                    .map_err(|e| {
-                        Failure::new(
-                            Status::Metadata,
-                            format!("metadata_json is not UTF-8 ({e})"),
-                        )
-                    })?,
-            )
-        };
+        // SAFETY: forwarded contract.
+        let metadata = unsafe { metadata_text(metadata_json) }?;
         session.arm(label, metadata)
     })
+}
+
+/// One entry of `dp_arm_rows`'s row map; see assets/dump_probe.h (`dp_rows_entry`).
+#[repr(C)]
+pub struct DpRowsEntry {
+    /// NUL-terminated request id; NULL for padding rows.
+    pub request: *const c_char,
+    /// The first row's token position.
+    pub first_position: i64,
+    /// Rows.
+    pub count: i64,
+    /// NULL, or `count` positions.
+    pub positions: *const i64,
+    /// NULL, or `count` token ids.
+    pub token_ids: *const i64,
+}
+
+/// The row map of `n` entries at `entries`, or why it cannot be one.
+///
+/// # Safety
+/// `entries` is readable for `n` entries whose pointers are NULL or as the header says.
+unsafe fn row_map(entries: *const DpRowsEntry, n: u64) -> Result<crate::row_map::RowMap, String> {
+    if n == 0 {
+        return Err("no row map entries".to_string());
+    }
+    if entries.is_null() {
+        return Err("rows is NULL with n_rows > 0".to_string());
+    }
+    let n = usize::try_from(n).map_err(|_| "n_rows does not fit this platform".to_string())?;
+    // SAFETY: the caller's contract.
+    let entries = unsafe { std::slice::from_raw_parts(entries, n) };
+    let mut out = Vec::with_capacity(n);
+    for (i, e) in entries.iter().enumerate() {
+        let count = u64::try_from(e.count)
+            .map_err(|_| format!("entry {i}: a negative count ({})", e.count))?;
+        let first_position = u64::try_from(e.first_position).map_err(|_| {
+            format!(
+                "entry {i}: a negative first_position ({})",
+                e.first_position
+            )
+        })?;
+        let request = if e.request.is_null() {
+            None
+        } else {
+            // SAFETY: the caller's contract.
+            Some(
+                unsafe { checked_name(e.request, "request") }
+                    .map_err(|f| format!("entry {i}: {}", f.message))?,
+            )
+        };
+        let list = |ptr: *const i64| -> Option<&[i64]> {
+            // SAFETY: the caller's contract: NULL or `count` values.
+            (!ptr.is_null()).then(|| unsafe { std::slice::from_raw_parts(ptr, count as usize) })
+        };
+        let positions = match list(e.positions) {
+            None => None,
+            Some(p) => Some(
+                p.iter()
+                    .map(|&x| {
+                        u64::try_from(x)
+                            .map_err(|_| format!("entry {i}: a negative position ({x})"))
+                    })
+                    .collect::<Result<Vec<u64>, String>>()?,
+            ),
+        };
+        out.push(crate::row_map::Entry {
+            request,
+            first_position,
+            count,
+            positions,
+            token_ids: list(e.token_ids).map(<[i64]>::to_vec),
+        });
+    }
+    crate::row_map::RowMap::new(out)
+}
+
+/// `dp_arm_rows`; see assets/dump_probe.h.
+///
+/// # Safety
+/// As [`dp_arm`]; `rows` is NULL or readable for `n_rows` entries as the header describes.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn dp_arm_rows(
+    s: *mut DpSession,
+    label: *const c_char,
+    metadata_json: *const c_char,
+    rows: *const DpRowsEntry,
+    n_rows: u64,
+) -> c_int {
+    // SAFETY: forwarded contract.
+    let session = match unsafe { session(s) } {
+        Ok(session) => session,
+        Err(f) => return guard(None, || Err(f)),
+    };
+    guard(Some(session), || {
+        if !session.is_armed() {
+            return Ok(());
+        }
+        // SAFETY: forwarded contract.
+        let label = unsafe { checked_name(label, "label") }?;
+        // SAFETY: forwarded contract.
+        let metadata = unsafe { metadata_text(metadata_json) }?;
+        // SAFETY: forwarded contract.
+        let map = unsafe { row_map(rows, n_rows) };
+        session.arm_rows(label, metadata, Some(map))
+    })
+}
+
+/// `metadata_json` as UTF-8 text, `None` for NULL.
+///
+/// # Safety
+/// `metadata_json` is NULL or NUL-terminated.
+unsafe fn metadata_text<'a>(metadata_json: *const c_char) -> Result<Option<&'a str>, Failure> {
+    if metadata_json.is_null() {
+        return Ok(None);
+    }
+    // SAFETY: forwarded contract.
+    unsafe { CStr::from_ptr(metadata_json) }
+        .to_str()
+        .map(Some)
+        .map_err(|e| {
+            Failure::new(
+                Status::Metadata,
+                format!("metadata_json is not UTF-8 ({e})"),
+            )
+        })
+}
+
+/// `dp_capture_rows`; see assets/dump_probe.h.
+///
+/// # Safety
+/// As [`dp_capture`].
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn dp_capture_rows(
+    s: *mut DpSession,
+    stage: *const c_char,
+    t: *const DpTensor,
+    rows: i32,
+) -> c_int {
+    let mode = match rows {
+        0 => crate::session::RowsMode::Auto,
+        1 => crate::session::RowsMode::None,
+        2 => crate::session::RowsMode::Tokens,
+        3 => crate::session::RowsMode::Tokens2d,
+        other => {
+            // SAFETY: forwarded contract.
+            let session = unsafe { session(s) }.ok();
+            return guard(session, || {
+                Err(Failure::new(
+                    Status::Layout,
+                    format!(
+                        "rows is {other}: one of DP_ROWS_AUTO, DP_ROWS_NONE, DP_ROWS_TOKENS, DP_ROWS_TOKENS_2D"
+                    ),
+                ))
+            });
+        }
+    };
+    // SAFETY: forwarded contract.
+    unsafe { capture_with(s, stage, t, mode) }
 }
 
 /// `dp_capture`; see assets/dump_probe.h.
@@ -193,6 +338,20 @@ pub unsafe extern "C" fn dp_capture(
     s: *mut DpSession,
     stage: *const c_char,
     t: *const DpTensor,
+) -> c_int {
+    // SAFETY: forwarded contract.
+    unsafe { capture_with(s, stage, t, crate::session::RowsMode::Auto) }
+}
+
+/// `dp_capture` and `dp_capture_rows`.
+///
+/// # Safety
+/// As [`dp_capture`].
+unsafe fn capture_with(
+    s: *mut DpSession,
+    stage: *const c_char,
+    t: *const DpTensor,
+    mode: crate::session::RowsMode,
 ) -> c_int {
     if s.is_null() {
         return guard(None, || {
@@ -214,7 +373,7 @@ pub unsafe extern "C" fn dp_capture(
         let stage = unsafe { checked_name_ref(stage, "stage") }?;
         // SAFETY: forwarded contract.
         let view = unsafe { View::check(t) }?;
-        session.capture(stage, view)
+        session.capture_rows(stage, view, mode)
     })
 }
 

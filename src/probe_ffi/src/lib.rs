@@ -19,6 +19,7 @@ pub mod ffi;
 pub mod manifest;
 pub mod names;
 pub mod pool;
+pub mod row_map;
 pub mod rows;
 pub mod session;
 pub mod shard;

@@ -278,7 +278,13 @@ fn skipped_json(s: &Skipped) -> String {
 
 /// The whole manifest of one window: the header's fields, then `skipped_over_budget`,
 /// `warnings`, one line per record, and `input_sets` (always empty natively).
-pub fn text(h: &Header, records: &[RecordOut], skipped: &[Skipped], warnings: &[String]) -> String {
+pub fn text(
+    h: &Header,
+    records: &[RecordOut],
+    skipped: &[Skipped],
+    warnings: &[String],
+    token_rows: Option<&serde_json::Value>,
+) -> String {
     let views: Vec<&View> = records.iter().map(|r| r.view).collect();
     let lines: Vec<String> = vec![
         "\"format\": \"dumpview.manifest\"".into(),
@@ -342,7 +348,11 @@ pub fn text(h: &Header, records: &[RecordOut], skipped: &[Skipped], warnings: &[
     } else {
         "\n ],\n "
     });
-    out.push_str("\"input_sets\": []\n}\n");
+    out.push_str("\"input_sets\": []");
+    if let Some(t) = token_rows {
+        let _ = write!(out, ",\n \"token_rows\": {t}");
+    }
+    out.push_str("\n}\n");
     out
 }
 

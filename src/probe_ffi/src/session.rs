@@ -19,6 +19,7 @@ use crate::abi::{DEFAULT_BUDGET_BYTES, Failure, Status};
 use crate::backend::{self, Runtime};
 use crate::config::Config;
 use crate::manifest::{self, Header, RecordOut, SavedTensor, Skipped};
+use crate::row_map::RowMap;
 use crate::stats::{self, Summary};
 use crate::view::{Device, View};
 use crate::window_files;
@@ -74,6 +75,22 @@ struct Window {
     /// Streams with copies enqueued, in first-use order, each once.
     streams: Vec<(Device, usize)>,
     next_seq: u64,
+    /// The forward's row map (`dp_arm_rows`); `None` without one: no token rows.
+    row_map: Option<RowMap>,
+}
+
+/// Which dimensions of a capture hold the forward's token rows (`dp_capture_rows`, the
+/// Python probe's `rows=`/`token_dims=`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RowsMode {
+    /// Token rows when dimension 0 is the forward's row count (`DP_ROWS_AUTO`, dp_capture's).
+    Auto,
+    /// No token rows (`DP_ROWS_NONE`): weights, scores, cache state.
+    None,
+    /// Dimension 0 holds them, declared (`DP_ROWS_TOKENS`): a warning where it does not fit.
+    Tokens,
+    /// Dimensions 0 and 1 (`[batch, seq, ...]`), declared (`DP_ROWS_TOKENS_2D`).
+    Tokens2d,
 }
 
 struct Capture {
@@ -87,6 +104,8 @@ struct Capture {
     save: bool,
     /// The full tensor's coordinates of a sliced capture (`shard`), for its position checksum.
     split: Option<crate::stats::Split>,
+    /// The capture's token rows: how many, and the dimensions that hold them (1 or 2).
+    token_rows: Option<(u64, u8)>,
 }
 
 // SAFETY: the raw staging addresses in `Capture` point into the session's own arena, used only
@@ -226,6 +245,21 @@ impl Session {
     /// `Closed`; `Metadata` for metadata that is not a JSON object; `Io` when a window still
     /// open could not be written first.
     pub fn arm(&self, label: String, metadata: Option<&str>) -> Result<(), Failure> {
+        self.arm_rows(label, metadata, None)
+    }
+
+    /// `dp_arm_rows`: [`Session::arm`] with the forward's row map (`rows`: the map, or why the
+    /// caller's entries could not make one; then the window opens without it and the call
+    /// fails with `Metadata`).
+    ///
+    /// # Errors
+    /// As [`Session::arm`], and `Metadata` for a row map that could not be made.
+    pub fn arm_rows(
+        &self,
+        label: String,
+        metadata: Option<&str>,
+        rows: Option<Result<RowMap, String>>,
+    ) -> Result<(), Failure> {
         self.check_open()?;
         if !self.armed {
             return Ok(());
@@ -269,6 +303,7 @@ impl Session {
         entry.1 += 1;
         let (match_index, calls) = *entry;
         state.arms += 1;
+        let mut map_failure = None;
         let (layout, problems) = crate::shard::layout_of(&metadata);
         // On every rank, selected or not, as dump_probe.py warns at arm.
         if let Some(message) = crate::shard::unselected_group(&layout, state.config.ranks.as_ref())
@@ -289,6 +324,18 @@ impl Session {
                 warn(&mut state.printed, &problem);
                 warnings.push(problem);
             }
+            let row_map = match rows {
+                Some(Ok(map)) => Some(map),
+                Some(Err(why)) => {
+                    let message =
+                        format!("dp_arm_rows({label:?}): {why}; the window has no row map");
+                    warn(&mut state.printed, &message);
+                    warnings.push(message.clone());
+                    map_failure = Some(Failure::new(Status::Metadata, message));
+                    None
+                }
+                None => None,
+            };
             state.window = Some(Window {
                 label,
                 match_index,
@@ -303,10 +350,14 @@ impl Session {
                 stages: HashMap::new(),
                 streams: Vec::new(),
                 next_seq: 0,
+                row_map,
             });
             self.active.store(true, Ordering::Release);
         }
-        finished
+        match map_failure {
+            Some(failure) => finished.and(Err(failure)),
+            None => finished,
+        }
     }
 
     /// `dp_capture`. `stage` and `view` are already checked by the caller.
@@ -314,7 +365,16 @@ impl Session {
     /// # Errors
     /// `Closed`, `Device`, and for a capture that was counted but not made: `OverBudget`,
     /// `GraphCapture`, `Runtime` (each recorded in the manifest).
-    pub fn capture(&self, stage: &str, mut view: View) -> Result<(), Failure> {
+    pub fn capture(&self, stage: &str, view: View) -> Result<(), Failure> {
+        self.capture_rows(stage, view, RowsMode::Auto)
+    }
+
+    /// `dp_capture_rows`: [`Session::capture`] with the dimensions that hold the forward's
+    /// token rows said (`rows`).
+    ///
+    /// # Errors
+    /// As [`Session::capture`].
+    pub fn capture_rows(&self, stage: &str, mut view: View, rows: RowsMode) -> Result<(), Failure> {
         self.check_open()?;
         if !self.armed {
             return Ok(());
@@ -498,6 +558,28 @@ impl Session {
                 None
             }
         };
+        // A slice of a parallel group would need its rows at the full tensor's coordinates
+        // (dump_probe.py's); the native probe does not write those yet.
+        let sliced = split.is_some() || view.shard.is_some();
+        let token_rows = match token_rows_of(&view, rows, window.row_map.as_ref()) {
+            Ok(Some(_)) if sliced => {
+                if matches!(rows, RowsMode::Tokens | RowsMode::Tokens2d) {
+                    let message = format!(
+                        "{key} (seq {seq}): token rows of a sliced capture (shard) are not written by the native probe yet; recorded without token rows"
+                    );
+                    warn(printed, &message);
+                    window.warnings.push(message);
+                }
+                None
+            }
+            Ok(rows) => rows.filter(|_| config.row_stats_for(stage)),
+            Err(why) => {
+                let message = format!("{key} (seq {seq}): {why}; recorded without token rows");
+                warn(printed, &message);
+                window.warnings.push(message);
+                None
+            }
+        };
         window.captures.push(Capture {
             seq,
             stage: stage_index,
@@ -506,6 +588,7 @@ impl Session {
             staged,
             save,
             split,
+            token_rows,
         });
         Ok(())
     }
@@ -693,6 +776,136 @@ impl std::fmt::Display for StageKey<'_> {
     }
 }
 
+/// The token rows of a capture of `view` under `mode` and the forward's `map`: (rows, token
+/// dimensions), `None` where it has none, or why rows declared with `Tokens`/`Tokens2d` do not
+/// fit (docs/manifest.md, "Token rows": which captures get them).
+fn token_rows_of(
+    view: &View,
+    mode: RowsMode,
+    map: Option<&RowMap>,
+) -> Result<Option<(u64, u8)>, String> {
+    let Some(map) = map else {
+        return match mode {
+            RowsMode::Tokens | RowsMode::Tokens2d => {
+                Err("token rows declared, but the window has no row map (dp_arm_rows)".to_string())
+            }
+            _ => Ok(None),
+        };
+    };
+    let dims: u8 = match mode {
+        RowsMode::None => return Ok(None),
+        RowsMode::Auto | RowsMode::Tokens => 1,
+        RowsMode::Tokens2d => 2,
+    };
+    let n = match view.shape.len() {
+        len if len < dims as usize || view.numel == 0 => None,
+        _ => view.shape[..dims as usize]
+            .iter()
+            .try_fold(1u64, |acc, &d| acc.checked_mul(d)),
+    };
+    match n {
+        Some(n) if n == map.count() => Ok(Some((n, dims))),
+        _ if mode == RowsMode::Auto => Ok(None),
+        _ => Err(format!(
+            "token rows declared in the first {dims} dimension{} of shape {:?}, but the forward holds {} rows",
+            if dims == 1 { "" } else { "s" },
+            view.shape,
+            map.count()
+        )),
+    }
+}
+
+/// The per-row statistics of the window's captures with token rows, for the sidecar: per
+/// capture (in capture order) its seq, its token dimensions, its values (`rows × 5` float32)
+/// and, where `DUMP_PROBE_ROW_POSITIONS` left rows out, the `[entry, position]` of each row
+/// kept.
+type CaptureRows = (u64, u8, Vec<f32>, Option<Vec<(u32, u64)>>);
+
+fn window_rows(
+    window: &Window,
+    positions_bound: (u64, u64),
+    usable: &(dyn Fn(&Capture) -> bool + Sync),
+) -> Vec<CaptureRows> {
+    let Some(map) = window.row_map.as_ref() else {
+        return Vec::new();
+    };
+    let positions = map.positions();
+    let kept = map.kept(positions_bound);
+    let captures = &window.captures;
+    crate::pool::run(|| {
+        captures
+            .par_iter()
+            .filter(|c| c.token_rows.is_some() && usable(c))
+            .filter_map(|c| {
+                let (rows, dims) = c.token_rows?;
+                // SAFETY: as for the statistics: staged, and its copy has completed.
+                let staged = unsafe {
+                    std::slice::from_raw_parts(c.staged as *const u8, c.view.span_bytes() as usize)
+                };
+                let mut out = vec![0.0f32; rows as usize * crate::rows::WIDTH];
+                crate::rows::row_stats(&c.view, staged, rows, &positions, &mut out).ok()?;
+                let listed = kept.as_ref().map(|keep| {
+                    out = keep
+                        .iter()
+                        .flat_map(|&i| {
+                            out[i * crate::rows::WIDTH..(i + 1) * crate::rows::WIDTH].to_vec()
+                        })
+                        .collect();
+                    keep.iter().map(|&i| map.listed(i)).collect()
+                });
+                Some((c.seq, dims, out, listed))
+            })
+            .collect()
+    })
+}
+
+/// Writes the window's row statistics to `rows.f32` in `dir` (atomically, before the manifest
+/// names it) and returns the manifest's `token_rows` object; `None` without a row map.
+fn write_token_rows(
+    dir: &std::path::Path,
+    window: &Window,
+    config: &Config,
+    rows: Vec<CaptureRows>,
+) -> Result<Option<serde_json::Value>, String> {
+    let Some(map) = window.row_map.as_ref() else {
+        return Ok(None);
+    };
+    let mut data: Vec<u8> = Vec::new();
+    let mut records = Vec::with_capacity(rows.len());
+    let mut first_row = 0u64;
+    for (seq, dims, values, listed) in rows {
+        let count = (values.len() / crate::rows::WIDTH) as u64;
+        let dims: Vec<u32> = (0..u32::from(dims)).collect();
+        let positions = listed.map(|l| {
+            l.iter()
+                .map(|&(entry, position)| serde_json::json!([entry, position]))
+                .collect::<Vec<_>>()
+        });
+        records.push(serde_json::json!([seq, first_row, count, dims, positions]));
+        for v in values {
+            data.extend_from_slice(&v.to_le_bytes());
+        }
+        first_row += count;
+    }
+    const FILE: &str = "rows.f32";
+    if !data.is_empty() {
+        window_files::write_atomic(&dir.join(FILE), &[&data])?;
+    }
+    Ok(Some(serde_json::json!({
+        "file": if data.is_empty() { None } else { Some(FILE) },
+        "dtype": "float32",
+        "byteorder": "little",
+        "stats": dump_stats::ROW_STAT_NAMES,
+        "map": map.manifest(),
+        "positions_inferred": false,
+        "row_positions": [config.row_positions.0, config.row_positions.1],
+        "stage_filter": config.row_regex.as_ref().map(|(text, _)| text),
+        "rows": first_row,
+        "bytes": data.len(),
+        "records": records,
+    })))
+}
+
 /// Synchronizes, summarizes, saves and writes one window.
 fn finish_window(state: &mut State, window: &mut Window) -> Result<(), Failure> {
     // One synchronize per stream that has copies enqueued, and no more.
@@ -794,6 +1007,18 @@ fn finish_window(state: &mut State, window: &mut Window) -> Result<(), Failure> 
             tensor,
         });
     }
+    let token_rows = window_rows(window, state.config.row_positions, &usable);
+    let token_rows = match write_token_rows(&dir, window, &state.config, token_rows) {
+        Ok(t) => t,
+        Err(e) => {
+            // The window's records stand without their rows.
+            let message =
+                format!("token rows not written ({e}); the window is written without them");
+            warn(&mut state.printed, &message);
+            window.warnings.push(message);
+            None
+        }
+    };
     let host = host_name();
     let header = Header {
         label: &window.label,
@@ -814,7 +1039,13 @@ fn finish_window(state: &mut State, window: &mut Window) -> Result<(), Failure> 
         budget_bytes: state.staging.budget(),
         staged_bytes: state.staging.staged(),
     };
-    let text = manifest::text(&header, &records, &window.skipped, &window.warnings);
+    let text = manifest::text(
+        &header,
+        &records,
+        &window.skipped,
+        &window.warnings,
+        token_rows.as_ref(),
+    );
     let path = dir.join("manifest.json");
     window_files::write_atomic(&path, &[text.as_bytes()]).map_err(|e| io_failure(state, e))?;
     let n = records.len();

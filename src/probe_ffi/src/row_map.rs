@@ -1,0 +1,162 @@
+//! A forward's row map (`dp_arm_rows`): which request and token position each row of its
+//! token-row tensors holds, in the engine's row order after the batch is condensed
+//! (docs/manifest.md, "Token rows"; dump_probe.py's `arm(label, rows=[...])`).
+
+/// One entry: `count` rows of one request (or padding), at consecutive positions from
+/// `first_position` or at the listed `positions`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Entry {
+    /// The request; `None` for padding rows (a graph's fixed batch), never compared.
+    pub request: Option<String>,
+    /// The first row's 0-based token position in its request.
+    pub first_position: u64,
+    /// Rows.
+    pub count: u64,
+    /// Each row's position, where the rows are not consecutive.
+    pub positions: Option<Vec<u64>>,
+    /// Each row's token id, where given.
+    pub token_ids: Option<Vec<i64>>,
+}
+
+/// The rows of one forward.
+#[derive(Debug, Clone, PartialEq)]
+pub struct RowMap {
+    entries: Vec<Entry>,
+    /// Per row: its entry and its position as the map lists it.
+    rows: Vec<(u32, u64)>,
+}
+
+impl RowMap {
+    /// The map of `entries`.
+    ///
+    /// # Errors
+    /// An entry whose positions or token ids are not `count` many; a position beyond
+    /// `i64::MAX`; more rows than fit in memory.
+    pub fn new(entries: Vec<Entry>) -> Result<RowMap, String> {
+        let mut rows = Vec::new();
+        for (index, e) in entries.iter().enumerate() {
+            let count =
+                usize::try_from(e.count).map_err(|_| format!("entry {index}: too many rows"))?;
+            if let Some(p) = &e.positions {
+                if p.len() != count {
+                    return Err(format!(
+                        "entry {index}: {} positions for {count} rows",
+                        p.len()
+                    ));
+                }
+            }
+            if let Some(ids) = &e.token_ids {
+                if ids.len() != count {
+                    return Err(format!(
+                        "entry {index}: {} token ids for {count} rows",
+                        ids.len()
+                    ));
+                }
+            }
+            for i in 0..count {
+                let position = match &e.positions {
+                    Some(p) => p[i],
+                    None => e.first_position.saturating_add(i as u64),
+                };
+                if i64::try_from(position).is_err() {
+                    return Err(format!("entry {index}: position {position} beyond 2^63"));
+                }
+                rows.push((index as u32, position));
+            }
+        }
+        Ok(RowMap { entries, rows })
+    }
+
+    /// Rows in all.
+    pub fn count(&self) -> u64 {
+        self.rows.len() as u64
+    }
+
+    /// Each row's position, -1 for padding rows: what [`crate::rows::row_stats`] weights by.
+    pub fn positions(&self) -> Vec<i64> {
+        self.rows
+            .iter()
+            .map(
+                |&(entry, position)| match self.entries[entry as usize].request {
+                    Some(_) => position as i64,
+                    None => -1,
+                },
+            )
+            .collect()
+    }
+
+    /// The rows (by index) whose listed positions lie in `first..=last`; `None` when that
+    /// is every row (`DUMP_PROBE_ROW_POSITIONS`).
+    pub fn kept(&self, (first, last): (u64, u64)) -> Option<Vec<usize>> {
+        let keep: Vec<usize> = (0..self.rows.len())
+            .filter(|&i| (first..=last).contains(&self.rows[i].1))
+            .collect();
+        (keep.len() != self.rows.len()).then_some(keep)
+    }
+
+    /// `(entry, position)` of row `i` as the manifest lists it.
+    pub fn listed(&self, i: usize) -> (u32, u64) {
+        self.rows[i]
+    }
+
+    /// The manifest's `map`: one `{"request", "first_position", "count"}` per entry, with
+    /// `positions` and `token_ids` where given.
+    pub fn manifest(&self) -> serde_json::Value {
+        self.entries
+            .iter()
+            .map(|e| {
+                let mut item = serde_json::json!({
+                    "request": e.request,
+                    "first_position": e.first_position,
+                    "count": e.count,
+                });
+                if let Some(p) = &e.positions {
+                    item["positions"] = serde_json::json!(p);
+                }
+                if let Some(ids) = &e.token_ids {
+                    item["token_ids"] = serde_json::json!(ids);
+                }
+                item
+            })
+            .collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn entry(request: Option<&str>, first: u64, count: u64) -> Entry {
+        Entry {
+            request: request.map(str::to_string),
+            first_position: first,
+            count,
+            positions: None,
+            token_ids: None,
+        }
+    }
+
+    #[test]
+    fn rows_follow_the_entries_and_padding_weighs_nothing() {
+        let mut listed = entry(Some("r1"), 0, 2);
+        listed.positions = Some(vec![7, 9]);
+        let map = RowMap::new(vec![listed, entry(None, 0, 1), entry(Some("r0"), 3, 2)]).unwrap();
+        assert_eq!(map.count(), 5);
+        assert_eq!(map.positions(), vec![7, 9, -1, 3, 4]);
+        assert_eq!(map.listed(2), (1, 0));
+        assert_eq!(map.kept((0, 8)), Some(vec![0, 2, 3, 4]));
+        assert_eq!(map.kept((0, 100)), None);
+        assert_eq!(map.manifest()[0]["positions"], serde_json::json!([7, 9]));
+        assert_eq!(map.manifest()[1]["request"], serde_json::Value::Null);
+    }
+
+    #[test]
+    fn lists_of_the_wrong_length_are_refused() {
+        let mut e = entry(Some("r"), 0, 3);
+        e.token_ids = Some(vec![1, 2]);
+        assert_eq!(
+            RowMap::new(vec![e]).unwrap_err(),
+            "entry 0: 2 token ids for 3 rows"
+        );
+    }
+}
