@@ -1139,11 +1139,15 @@ fn metadata_differences(a: &Window, b: &Window) -> Vec<String> {
     let text = |v: Option<&serde_json::Value>| v.map_or("(absent)".to_string(), |v| v.to_string());
     // What is compared: the metadata, token ids aside (judged by the identity check) and the
     // process id (different on every run), with `parallel` as its groups of two ranks or more.
+    // Windows aligned by their token rows hold their own positions (a chunk, a decode step):
+    // the row map says them, and different positions are the point, not a configuration.
+    let by_rows = a.token_rows.is_some() && b.token_rows.is_some();
     let compared = |w: &Window| -> BTreeMap<String, serde_json::Value> {
         let mut m: BTreeMap<String, serde_json::Value> = w
             .metadata
             .iter()
             .filter(|(k, _)| *k != "token_ids" && *k != "pid" && *k != "parallel")
+            .filter(|(k, _)| !(by_rows && *k == "positions"))
             .map(|(k, v)| (k.clone(), v.clone()))
             .collect();
         if let Some(groups) = groups_only(w) {
