@@ -1387,6 +1387,10 @@ def graph_slot(stage, like, rows="auto", token_dims=(0,)):
     try:
         stage = str(stage)
         if stage in _state.slots:
+            held = _state.slots[stage]
+            if held.rows is not None and tuple(like.shape) != held.rows.shape:
+                _warn("graph_slot(%r): already allocated for shape %s; this call's %s is not used"
+                      % (stage, list(held.rows.shape), list(like.shape)), key="slot-twice:%s" % stage)
             return True
         stats = torch.zeros(len(_DEVICE_STATS), dtype=_stats_dtype(like.device), device=like.device)
         buffer = None
@@ -2573,6 +2577,15 @@ def _write_token_rows(directory, window, records):
         _warn("arm(%r, rows=...) declares %d rows, but no capture of that forward had %d rows along its token_dims: "
               "its records have no token rows (is a padded or flattened batch declared as its requests alone?)"
               % (window["label"], row_map.count, row_map.count), key="rows-unmatched:%s" % window["label"])
+    ids = window["metadata"].get("token_ids")
+    if not row_map.declared and len(row_map.entries) == 1 and isinstance(ids, list) and records:
+        # A forward from position 0 with fewer ids than rows: a batch padded to a graph's size,
+        # most likely (a decode step after a prompt whose ids were given is not warned about).
+        if row_map.entries[0][1] == 0 and len(ids) < row_map.count:
+            _warn("arm(%r): %d token_ids for a forward of %d rows: its rows are not matched to the ids "
+                  "(a padded batch? declare it: arm(label, rows=[(request, first, %d, ids), (None, 0, %d)]))"
+                  % (window["label"], len(ids), row_map.count, len(ids), max(row_map.count - len(ids), 0)),
+                  key="rows-ids:%s" % window["label"])
     with_rows = [r for r in records if r.rows is not None and r.rows.stats.device.type != "meta"]
     by_device = {}
     for record in with_rows:

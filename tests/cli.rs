@@ -512,6 +512,7 @@ fn one_nonfinite_record_is_singular() {
             counts_known: true,
         }),
         nonfinite_records: 1,
+        nonfinite_only_in_padding: 0,
         alias_groups: Vec::new(),
     };
     let text = dumpview::model::present::scan::text(&scan);

@@ -1753,6 +1753,17 @@ fn the_native_probe_writes_token_rows_that_dumpview_aligns() {
     assert!(manifest.get("token_rows").is_none());
     assert_eq!(manifest["records"].as_array().unwrap().len(), 1);
 
+    let huge = dir.path().join("huge");
+    let ran = go("huge", &huge, "1");
+    assert_eq!(ran.int("arm.count"), -7, "{}", ran.stdout);
+    assert!(
+        ran.fact("arm.count.error")
+            .contains("more than 16777216 rows in the map"),
+        "{}",
+        ran.stdout
+    );
+    assert_eq!(ran.int("arm.n_rows"), 0, "{}", ran.stdout);
+
     // A request whole against the same request in two chunks, and with a bug in chunk 2.
     let (whole, chunked, bug) = (
         dir.path().join("whole"),

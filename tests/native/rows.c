@@ -12,7 +12,8 @@
  *                      "req" is the one DUMP_PROBE_OCCURRENCE selects, so two runs write both.
  *   rows bug DIR K     as chunk, with one value of the second chunk's q changed.
  *   rows bad DIR       dp_arm_rows with a negative count: DP_ERR_METADATA, the window opens
- *                      without a row map. */
+ *                      without a row map.
+ *   rows huge DIR      counts of 2^62 rows and n_rows of 2^40: refused, the process lives. */
 #include "common.h"
 
 _Static_assert(sizeof(dp_rows_entry) == 40, "dp_rows_entry is five 8-byte fields");
@@ -117,6 +118,14 @@ int main(int argc, char **argv) {
         /* Both calls are made; DUMP_PROBE_OCCURRENCE picks the one this run writes. */
         forward(s, 0, 3, 0);
         forward(s, 3, 3, !strcmp(which, "bug"));
+    } else if (!strcmp(which, "huge")) {
+        /* Counts from C are input: a map beyond the bound is refused, never allocated. */
+        dp_rows_entry huge[2] = {{"a", 0, (int64_t)1 << 62, NULL, NULL}, {"b", 0, (int64_t)1 << 62, NULL, NULL}};
+        fact_status(s, "arm.count", dp_arm_rows(s, "huge", NULL, huge, 2));
+        dp_finish(s);
+        /* n_rows far beyond the entries given: refused before one is read (a later call of
+         * the label: not selected, so DP_OK, and no abort). */
+        fact_status(s, "arm.n_rows", dp_arm_rows(s, "huge", NULL, huge, (uint64_t)1 << 40));
     } else if (!strcmp(which, "bad")) {
         dp_rows_entry rows[1] = {{"req", 0, -1, NULL, NULL}};
         fact_status(s, "arm", dp_arm_rows(s, "req", NULL, rows, 1));

@@ -340,3 +340,52 @@ def test_a_graph_replay_padded_to_its_batch_pairs_with_the_eager_run_in_dumpview
     import json
     first = json.loads(bug.stdout)["diff"]["tokens"]["first"]
     assert (first["key"], first["position"], first["request_a"]) == ("attn#1", 1, "req"), first
+
+
+def test_nan_in_a_graph_s_padding_rows_is_counted_apart_not_a_finding(make_probe, dump_dir):
+    """A graph's padding rows hold whatever its buffers held (here NaN): never compared, so
+    neither `scan` nor `diff` against the eager run calls them a first non-finite; scan says
+    they were set apart."""
+    import subprocess
+    dumpview = os.path.join(os.path.dirname(__file__), "..", "..", "target", "debug", "dumpview")
+    if not os.path.exists(dumpview):
+        pytest.skip("target/debug/dumpview is not built (cargo build)")
+    torch.manual_seed(0)
+    h = torch.randn(3, 16, dtype=torch.float64)
+    out = {}
+    for name in ("eager", "graph"):
+        probe = make_probe(DUMP_PROBE_DIR=dump_dir + "-" + name)
+        if name == "eager":
+            probe.arm("req", rows=[("req", 0, 3)])
+            probe.capture("attn", h)
+        else:
+            padded = torch.cat([h, torch.full((2, 16), float("nan"), dtype=torch.float64)])
+            assert probe.graph_slot("attn", torch.zeros(5, 16, dtype=torch.float64)) is True
+            probe.arm("req", rows=[("req", 0, 3), (None, 0, 2)])
+            probe.capture_graph("attn", padded)
+        out[name] = os.path.dirname(os.path.dirname(os.path.dirname(probe.finish())))
+    scan = subprocess.run([dumpview, "scan", out["graph"]], capture_output=True, text=True)
+    assert scan.returncode == 0, scan.stdout + scan.stderr
+    assert "first non-finite: none" in scan.stdout, scan.stdout
+    assert "1 record with NaN/inf only in padding rows" in scan.stdout, scan.stdout
+    diff = subprocess.run([dumpview, "diff", out["eager"], out["graph"]], capture_output=True, text=True)
+    assert diff.returncode == 0, diff.stdout + diff.stderr
+
+
+def test_token_ids_that_do_not_fit_the_forward_s_rows_warn(probe, capsys):
+    """arm() with 5 token ids but no rows=, and a graph replay of 8 rows: the row map learns 8
+    rows of one request; the probe says the ids do not fit and how to declare the padding."""
+    assert probe.graph_slot("attn", torch.zeros(8, 4)) is True
+    assert probe.arm("req", token_ids=[1, 2, 3, 4, 5]) is True
+    probe.capture_graph("attn", torch.ones(8, 4))
+    probe.finish()
+    err = capsys.readouterr().err
+    assert "arm('req'): 5 token_ids for a forward of 8 rows" in err, err
+    assert "rows=[(request, first, 5, ids), (None, 0, 3)]" in err, err
+
+
+def test_a_second_graph_slot_of_another_shape_says_it_is_not_used(probe, capsys):
+    assert probe.graph_slot("attn", torch.zeros(4, 8)) is True
+    assert probe.graph_slot("attn", torch.zeros(6, 8)) is True
+    assert "graph_slot('attn'): already allocated for shape [4, 8]; this call's [6, 8] is not used" \
+        in capsys.readouterr().err

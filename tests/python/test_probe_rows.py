@@ -338,3 +338,55 @@ def test_per_request_state_pairs_across_chunking_in_dumpview(make_probe, dump_di
     assert bad.returncode == 1, bad.stdout + bad.stderr
     first = json.loads(bad.stdout)["diff"]["tokens"]["first"]
     assert (first["key"], first["position"], first["token_id"]) == ("state#1", 5, 5), first
+
+
+def test_rows_left_out_by_the_position_bound_never_clear_a_whole_tensor_finding(make_probe, dump_dir):
+    """B swaps the rows at positions 3 and 4 of one stage and keeps only positions 0-2's row
+    statistics (DUMP_PROBE_ROW_POSITIONS=0-2): the three rows compared agree, but they are not
+    the whole tensor, so the whole tensor's VALUES MOVED stands (exit 1); with every row kept
+    the rows name the permutation."""
+    import subprocess
+    dumpview = os.path.join(os.path.dirname(__file__), "..", "..", "target", "debug", "dumpview")
+    if not os.path.exists(dumpview):
+        pytest.skip("target/debug/dumpview is not built (cargo build)")
+    torch.manual_seed(0)
+    table, weight = torch.randn(100, 16, dtype=torch.float64), torch.randn(16, 16, dtype=torch.float64) / 4
+    ids = [3, 14, 15, 92, 65]
+    out = {}
+    for name, env in (("a", {}), ("b_cut", {"DUMP_PROBE_ROW_POSITIONS": "0-2"}), ("b_all", {})):
+        probe = make_probe(DUMP_PROBE_DIR=dump_dir + "-" + name, **env)
+        probe.arm("req", rows=[("req", 0, 5, ids)])
+        h = torch.tanh(table[torch.tensor(ids)] @ weight)
+        if name != "a":
+            h = h[torch.tensor([0, 1, 2, 4, 3])]
+        probe.capture("layers.0.out", h)
+        out[name] = os.path.dirname(os.path.dirname(os.path.dirname(probe.finish())))
+    cut = subprocess.run([dumpview, "diff", out["a"], out["b_cut"]], capture_output=True, text=True)
+    assert cut.returncode == 1, cut.stdout + cut.stderr
+    assert "VALUES MOVED" in cut.stdout, cut.stdout
+    every = subprocess.run([dumpview, "diff", out["a"], out["b_all"]], capture_output=True, text=True)
+    assert every.returncode == 1, every.stdout
+    assert "rows_permuted" in every.stdout and "position 3" in every.stdout, every.stdout
+
+
+def test_the_same_requests_batched_in_another_order_are_the_same_input(make_probe, dump_dir):
+    """A batches r1 then r2, B r2 then r1, with the same values: the same input (each request's
+    ids compared, not the flattened batch), nothing diverges, exit 0."""
+    import subprocess
+    dumpview = os.path.join(os.path.dirname(__file__), "..", "..", "target", "debug", "dumpview")
+    if not os.path.exists(dumpview):
+        pytest.skip("target/debug/dumpview is not built (cargo build)")
+    torch.manual_seed(0)
+    table, weight = torch.randn(100, 16, dtype=torch.float64), torch.randn(16, 16, dtype=torch.float64) / 4
+    ids1, ids2 = [3, 14, 15], [92, 65]
+    out = {}
+    for name, order in (("a", (("r1", ids1), ("r2", ids2))), ("b", (("r2", ids2), ("r1", ids1)))):
+        probe = make_probe(DUMP_PROBE_DIR=dump_dir + "-" + name)
+        probe.arm("step", rows=[(r, 0, len(ids), ids) for r, ids in order])
+        x = torch.cat([table[torch.tensor(ids)] for _, ids in order])
+        probe.capture("embed", x)
+        probe.capture("layers.0.out", torch.tanh(x @ weight))
+        out[name] = os.path.dirname(os.path.dirname(os.path.dirname(probe.finish())))
+    done = subprocess.run([dumpview, "diff", out["a"], out["b"]], capture_output=True, text=True)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "same input: 5 token ids equal" in done.stdout, done.stdout

@@ -67,6 +67,15 @@ pub enum Identity {
 impl Identity {
     /// Compares the token ids of two windows.
     pub fn of(a: &Window, b: &Window) -> Identity {
+        // Forwards with row maps hold requests, in whatever order the engine batched them:
+        // the same requests in another order are the same input.
+        if let (Some(x), Some(y)) = (requests_ids(a), requests_ids(b)) {
+            if x == y {
+                return Identity::Same {
+                    tokens: x.iter().map(Vec::len).sum(),
+                };
+            }
+        }
         match (a.token_ids(), b.token_ids()) {
             (None, None) if !a.facts.records_input_ids || !b.facts.records_input_ids => {
                 let facts = if a.facts.records_input_ids {
@@ -126,6 +135,33 @@ impl Identity {
             }
         }
     }
+}
+
+/// The `(position, token id)` rows of each request of `w`'s row map, sorted (requests are
+/// named differently by two runs, and batched in any order); `None` unless every request's
+/// rows have their ids.
+fn requests_ids(w: &Window) -> Option<Vec<Vec<(u64, i64)>>> {
+    let rows = w.token_rows.as_ref()?;
+    let mut by_request: BTreeMap<&str, Vec<(u64, i64)>> = BTreeMap::new();
+    for entry in &rows.map {
+        let Some(request) = entry.request.as_deref() else {
+            continue; // padding
+        };
+        let ids = entry.token_ids.as_ref()?;
+        let held = by_request.entry(request).or_default();
+        for (i, &id) in ids.iter().enumerate() {
+            held.push((entry.position(i)?, id));
+        }
+    }
+    let mut out: Vec<Vec<(u64, i64)>> = by_request
+        .into_values()
+        .map(|mut rows| {
+            rows.sort_unstable();
+            rows
+        })
+        .collect();
+    out.sort_unstable();
+    (!out.is_empty()).then_some(out)
 }
 
 /// A window, as a diff names it: its identity in the capture ([`WindowId`], not serialized)
@@ -908,7 +944,8 @@ fn sharpen_by_rows(
     let mut changed = false;
     for p in &mut w.pairs {
         if let Some(j) = judged.take(p.seq_a, p.seq_b) {
-            changed |= tokens::sharpen::decide_judged(&mut p.comparison, j.evidence, j.rows);
+            changed |=
+                tokens::sharpen::decide_judged(&mut p.comparison, j.evidence, j.rows, j.complete);
             continue;
         }
         let Some(rows) =
@@ -920,6 +957,7 @@ fn sharpen_by_rows(
             &mut p.comparison,
             (p.seq_a, p.seq_b),
             (&p.dtype_a, &p.dtype_b),
+            (&p.shape_a, &p.shape_b),
             &mut floors,
         );
     }

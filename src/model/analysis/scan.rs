@@ -86,8 +86,11 @@ pub struct WindowScan {
     pub records: usize,
     /// The first record in capture order with NaN or inf; `None` when there is none.
     pub first_nonfinite: Option<NonFinite>,
-    /// Records with any NaN or infinity.
+    /// Records with any NaN or infinity (outside padding rows).
     pub nonfinite_records: usize,
+    /// Records whose NaN and infinities all lie in padding rows of the row map: never compared,
+    /// counted apart, not a finding.
+    pub nonfinite_only_in_padding: usize,
     /// Stride conflicts first, then by first member.
     pub alias_groups: Vec<AliasGroup>,
 }
@@ -106,7 +109,7 @@ impl NonFinite {
             .records
             .iter()
             .enumerate()
-            .find(|(_, r)| is_nonfinite(r))
+            .find(|(_, r)| is_nonfinite(window, r))
             .map(|(i, r)| {
                 let stats = r.stats.as_ref().expect("non-finite records have stats");
                 NonFinite {
@@ -131,13 +134,42 @@ impl NonFinite {
     }
 }
 
-fn is_nonfinite(record: &Record) -> bool {
-    record.stats.as_ref().is_some_and(|s| s.has_nonfinite())
+/// Whether `record` holds NaN or infinity outside the padding rows of its window's row map
+/// (padding is never compared: its NaN/inf are counted apart, [`only_in_padding`]).
+fn is_nonfinite(window: &Window, record: &Record) -> bool {
+    record.stats.as_ref().is_some_and(|s| s.has_nonfinite()) && !only_in_padding(window, record)
+}
+
+/// Whether every NaN and infinity of `record` lies in padding rows (request `None` in the
+/// row map: a graph's fixed batch beyond the requests it holds), by its row statistics.
+fn only_in_padding(window: &Window, record: &Record) -> bool {
+    let (Some(rows), Some(stats)) = (window.token_rows.as_ref(), record.stats.as_ref()) else {
+        return false;
+    };
+    if !stats.counts_known {
+        return false;
+    }
+    let Some(block) = rows.records.iter().find(|b| b.seq == record.seq) else {
+        return false;
+    };
+    let forward = rows.forward_rows();
+    let mut padding = 0.0f64;
+    for ((entry, _), values) in rows.rows_of(block, &forward) {
+        let is_padding = rows
+            .map
+            .get(entry as usize)
+            .is_some_and(|e| e.request.is_none());
+        if is_padding {
+            padding += f64::from(values[0]);
+        }
+    }
+    let total = (stats.nan_count + stats.inf_count) as f64;
+    padding > 0.0 && padding == total
 }
 
 /// Scans one window.
 pub fn scan_window(manifest: &Window) -> WindowScan {
-    let nonfinite = is_nonfinite;
+    let nonfinite = |r: &Record| is_nonfinite(manifest, r);
     let first_nonfinite = NonFinite::first_in(manifest);
     WindowScan {
         source: manifest.source.display().to_string(),
@@ -148,6 +180,13 @@ pub fn scan_window(manifest: &Window) -> WindowScan {
         records: manifest.records.len(),
         first_nonfinite,
         nonfinite_records: manifest.records.iter().filter(|r| nonfinite(r)).count(),
+        nonfinite_only_in_padding: manifest
+            .records
+            .iter()
+            .filter(|r| {
+                r.stats.as_ref().is_some_and(|s| s.has_nonfinite()) && only_in_padding(manifest, r)
+            })
+            .count(),
         alias_groups: alias_groups(&manifest.records),
     }
 }

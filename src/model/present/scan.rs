@@ -84,6 +84,13 @@ pub fn text(scan: &WindowScan) -> String {
         }
         None => out.push_str("first non-finite: none\n"),
     }
+    if scan.nonfinite_only_in_padding > 0 {
+        let _ = writeln!(
+            out,
+            "   ({} with NaN/inf only in padding rows of the row map: never compared, not a finding)",
+            records(scan.nonfinite_only_in_padding, "record")
+        );
+    }
     out.push('\n');
     out
 }

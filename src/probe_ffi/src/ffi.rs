@@ -196,6 +196,12 @@ unsafe fn row_map(entries: *const DpRowsEntry, n: u64) -> Result<crate::row_map:
     if entries.is_null() {
         return Err("rows is NULL with n_rows > 0".to_string());
     }
+    if n > crate::row_map::MAX_ROWS {
+        return Err(format!(
+            "n_rows is {n}, more than the {} rows a map may hold",
+            crate::row_map::MAX_ROWS
+        ));
+    }
     let n = usize::try_from(n).map_err(|_| "n_rows does not fit this platform".to_string())?;
     // SAFETY: the caller's contract.
     let entries = unsafe { std::slice::from_raw_parts(entries, n) };

@@ -2,6 +2,11 @@
 //! token-row tensors holds, in the engine's row order after the batch is condensed
 //! (docs/manifest.md, "Token rows"; dump_probe.py's `arm(label, rows=[...])`).
 
+/// The most rows a forward's map may hold (16,777,216: far beyond a serving engine's tokens
+/// per forward). A count from C is input: a larger one is refused, never allocated (a failed
+/// allocation would abort the host process).
+pub const MAX_ROWS: u64 = 1 << 24;
+
 /// One entry: `count` rows of one request (or padding), at consecutive positions from
 /// `first_position` or at the listed `positions`.
 #[derive(Debug, Clone, PartialEq)]
@@ -31,9 +36,14 @@ impl RowMap {
     ///
     /// # Errors
     /// An entry whose positions or token ids are not `count` many; a position beyond
-    /// `i64::MAX`; more rows than fit in memory.
+    /// `i64::MAX`; more than [`MAX_ROWS`] rows in all.
     pub fn new(entries: Vec<Entry>) -> Result<RowMap, String> {
-        let mut rows = Vec::new();
+        let total = entries
+            .iter()
+            .try_fold(0u64, |sum, e| sum.checked_add(e.count))
+            .filter(|&n| n <= MAX_ROWS)
+            .ok_or_else(|| format!("more than {MAX_ROWS} rows in the map"))?;
+        let mut rows = Vec::with_capacity(total as usize);
         for (index, e) in entries.iter().enumerate() {
             let count =
                 usize::try_from(e.count).map_err(|_| format!("entry {index}: too many rows"))?;
@@ -148,6 +158,15 @@ mod tests {
         assert_eq!(map.kept((0, 100)), None);
         assert_eq!(map.manifest()[0]["positions"], serde_json::json!([7, 9]));
         assert_eq!(map.manifest()[1]["request"], serde_json::Value::Null);
+    }
+
+    #[test]
+    fn a_count_beyond_the_bound_is_refused_without_allocating() {
+        let huge = vec![entry(Some("a"), 0, 1 << 62), entry(Some("b"), 0, 1 << 62)];
+        assert_eq!(
+            RowMap::new(huge).unwrap_err(),
+            format!("more than {MAX_ROWS} rows in the map")
+        );
     }
 
     #[test]

@@ -109,6 +109,7 @@ impl<'w> WindowRows<'w> {
         comparison: &mut Comparison,
         (seq_a, seq_b): (u64, u64),
         (dtype_a, dtype_b): (&str, &str),
+        (shape_a, shape_b): (&[u64], &[u64]),
         floors: &mut FloorCache,
     ) -> bool {
         if !sharpens(comparison) {
@@ -123,8 +124,9 @@ impl<'w> WindowRows<'w> {
             None => (self.a.rows(block_a), self.b.rows(block_b)),
         };
         let (floor, precision_change) = floors.of(dtype_a, dtype_b);
+        let complete = holds_every_row(block_a, shape_a) && holds_every_row(block_b, shape_b);
         match compare(&x, &y, &self.judge, floor, precision_change) {
-            Some(evidence) => decide(comparison, evidence, (x.len(), y.len())),
+            Some(evidence) => decide(comparison, evidence, (x.len(), y.len()), complete),
             None => false,
         }
     }
@@ -148,18 +150,37 @@ pub fn decide_judged(
     comparison: &mut Comparison,
     evidence: RowEvidence,
     rows: (usize, usize),
+    complete: bool,
 ) -> bool {
-    sharpens(comparison) && decide(comparison, evidence, rows)
+    sharpens(comparison) && decide(comparison, evidence, rows, complete)
 }
 
-/// The verdict the rows give, recorded with their evidence. Returns whether it changed.
+/// Whether a record's row block holds every token row of its tensor (`shape`): none left out
+/// by the probe's position bound (`DUMP_PROBE_ROW_POSITIONS`).
+pub fn holds_every_row(block: &RowBlock, shape: &[u64]) -> bool {
+    let rows: u64 = block
+        .token_dims
+        .iter()
+        .map(|&d| shape.get(usize::from(d)).copied().unwrap_or(0))
+        .product();
+    block.rows == rows
+}
+
+/// The verdict the rows give, recorded with their evidence. Returns whether it changed. Rows
+/// that agree decide for the whole tensor only where they are all of it (`complete`: no row
+/// left out by the probe's position bound); a changed row is a change however many were kept.
 ///
 /// A precision change (float32 vs bfloat16) is never made worse by its rows: a row of the
 /// coarser computation drifts further than the tensor's aggregate, so its `agree` and
 /// `checksum_inconclusive` stand. A `structural` shape difference that the rows explain
 /// (every row of the matched requests compared on both sides: the forwards pair whole, so the
 /// extra rows are padding) is decided by the rows.
-fn decide(comparison: &mut Comparison, mut evidence: RowEvidence, rows: (usize, usize)) -> bool {
+fn decide(
+    comparison: &mut Comparison,
+    mut evidence: RowEvidence,
+    rows: (usize, usize),
+    complete: bool,
+) -> bool {
     let before = comparison.verdict.clone();
     let padding_only = matches!(&before, Verdict::Structural { reason } if reason.starts_with("shape"))
         && evidence.compared as usize == rows.0
@@ -174,8 +195,9 @@ fn decide(comparison: &mut Comparison, mut evidence: RowEvidence, rows: (usize, 
         "row_changed" if sharpens => Verdict::Magnitude,
         "rows_permuted" if sharpens => Verdict::ValuesMoved,
         "rows_agree"
-            if padding_only
-                || matches!(before, Verdict::ChecksumInconclusive | Verdict::ValuesMoved) =>
+            if complete
+                && (padding_only
+                    || matches!(before, Verdict::ChecksumInconclusive | Verdict::ValuesMoved)) =>
         {
             Verdict::Agree
         }

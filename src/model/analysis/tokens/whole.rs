@@ -34,6 +34,8 @@ pub struct JudgedRecord {
     pub evidence: RowEvidence,
     /// Rows of matched requests on each side (A, B).
     pub rows: (usize, usize),
+    /// Both records' rows are all of their tensors' ([`super::sharpen::holds_every_row`]).
+    pub complete: bool,
 }
 
 /// A record pair's judgment as it waits for the sharpening (a million of them wait while the
@@ -48,6 +50,8 @@ struct Compact {
     kind: u8,
     /// Index into [`STATS`] of the first diverging row's worst statistic.
     worst_stat: u8,
+    /// Both records' rows are all of their tensors'.
+    complete: bool,
     first_pair: u32,
     first_position: u64,
     worst_ratio: f64,
@@ -124,6 +128,7 @@ impl JudgedWindow {
                 replaced: None,
             },
             rows: (c.compared as usize, c.compared as usize),
+            complete: c.complete,
         })
     }
 }
@@ -557,6 +562,8 @@ fn window_pair(
             diverging: diverging.len() as u32,
             kind: KINDS.iter().position(|k| *k == kind).unwrap_or(1) as u8,
             worst_stat: STATS.iter().position(|s| *s == worst.stat).unwrap_or(0) as u8,
+            complete: super::sharpen::holds_every_row(block_a, &rec_a.shape)
+                && super::sharpen::holds_every_row(block_b, &rec_b.shape),
             first_pair,
             first_position,
             worst_ratio: worst.ratio,
