@@ -1672,6 +1672,12 @@ fn the_native_probe_writes_token_rows_that_dumpview_aligns() {
         "a declared misfit is a warning, not a failure"
     );
     assert_eq!(ran.int("capture.badmode"), -5, "{}", ran.stdout);
+    assert!(
+        ran.stderr
+            .contains("(6 records, 360 bytes of token rows in rows.f32)"),
+        "{}",
+        ran.stderr
+    );
     let manifest = read_json(&out.join("rank0/match1-occ1/manifest.json"));
     let t = &manifest["token_rows"];
     assert_eq!(

@@ -51,8 +51,9 @@ struct State {
     arms: u64,
     window: Option<Window>,
     staging: crate::staging::Staging,
-    /// (manifest path, records) of each window written, for the report at close.
-    written: Vec<(PathBuf, usize)>,
+    /// (manifest path, records, bytes of token rows) of each window written, for the report
+    /// at close.
+    written: Vec<(PathBuf, usize, usize)>,
     /// Warnings already printed to stderr (each once per session).
     printed: HashSet<String>,
 }
@@ -671,9 +672,14 @@ impl Session {
 /// What a session wrote, or why it wrote nothing, on stderr (as the Python probe says at
 /// exit); `when` is `at dp_close` or `at exit`.
 fn report(state: &State, when: &str) {
-    for (path, n) in &state.written {
+    for (path, n, rows) in &state.written {
+        let rows = if *rows > 0 {
+            format!(", {rows} bytes of token rows in rows.f32")
+        } else {
+            String::new()
+        };
         eprintln!(
-            "dump_probe: wrote {} ({n} record{})",
+            "dump_probe: wrote {} ({n} record{}{rows})",
             path.display(),
             if *n == 1 { "" } else { "s" }
         );
@@ -1049,7 +1055,11 @@ fn finish_window(state: &mut State, window: &mut Window) -> Result<(), Failure> 
     let path = dir.join("manifest.json");
     window_files::write_atomic(&path, &[text.as_bytes()]).map_err(|e| io_failure(state, e))?;
     let n = records.len();
-    state.written.push((path, n));
+    let row_bytes = token_rows
+        .as_ref()
+        .and_then(|t| t["bytes"].as_u64())
+        .unwrap_or(0) as usize;
+    state.written.push((path, n, row_bytes));
     if !failed_streams.is_empty() {
         return Err(Failure::new(
             Status::Runtime,
