@@ -1770,6 +1770,24 @@ fn the_native_probe_writes_token_rows_that_dumpview_aligns() {
     );
     assert_eq!(ran.int("arm.n_rows"), 0, "{}", ran.stdout);
 
+    // Column slices over a tp group of 2: their rows merge into the whole run's.
+    let tp = dir.path().join("tp");
+    let vars = [
+        ("DUMP_PROBE", "1"),
+        ("DUMP_PROBE_DIR", tp.to_str().unwrap()),
+        ("DUMP_PROBE_BACKEND", "host"),
+        ("DUMP_PROBE_RANKS", "all"),
+    ];
+    let ran = run(&exe, &["tp", tp.to_str().unwrap()], &vars);
+    assert_eq!(
+        (ran.int("arm.0"), ran.int("arm.1")),
+        (0, 0),
+        "{}",
+        ran.stdout
+    );
+    let rank1 = read_json(&tp.join("rank1/match1-occ1/manifest.json"));
+    assert_eq!(rank1["token_rows"]["records"].as_array().unwrap().len(), 2);
+
     // A request whole against the same request in two chunks, and with a bug in chunk 2.
     let (whole, chunked, bug) = (
         dir.path().join("whole"),
@@ -1785,6 +1803,16 @@ fn the_native_probe_writes_token_rows_that_dumpview_aligns() {
         "diff",
         whole.to_str().unwrap(),
         chunked.to_str().unwrap(),
+        "--json",
+    ]);
+    assert_eq!(code, 0, "{text}");
+    let tokens = &json["diff"]["tokens"];
+    assert_eq!(tokens["rows_compared"], 12, "{text}");
+    assert_eq!(tokens["rows_diverging"], 0, "{text}");
+    let (code, json, text) = dumpview(&[
+        "diff",
+        whole.to_str().unwrap(),
+        tp.to_str().unwrap(),
         "--json",
     ]);
     assert_eq!(code, 0, "{text}");

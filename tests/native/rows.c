@@ -13,7 +13,10 @@
  *   rows bug DIR K     as chunk, with one value of the second chunk's q changed.
  *   rows bad DIR       dp_arm_rows with a negative count: DP_ERR_METADATA, the window opens
  *                      without a row map.
- *   rows huge DIR      counts of 2^62 rows and n_rows of 2^40: refused, the process lives. */
+ *   rows huge DIR      counts of 2^62 rows and n_rows of 2^40: refused, the process lives.
+ *   rows tp DIR        request "req" at positions 0-5 over a tp group of 2 (two sessions, ranks 0
+ *                      and 1, DUMP_PROBE_RANKS=all): h and q as column slices [6, 4] ("tp:1"),
+ *                      whose rows dumpview merges into the whole run's. */
 #include "common.h"
 
 _Static_assert(sizeof(dp_rows_entry) == 40, "dp_rows_entry is five 8-byte fields");
@@ -99,6 +102,26 @@ static void forward(dp_session *s, int64_t first, int64_t count, int bug) {
     dp_finish(s);
 }
 
+/* Rank r of a tp group of 2: columns r*4 .. r*4+4 of h = H and q = 2 H, as views. */
+static void tp_rank(const char *dir, int r) {
+    dp_session *s = NULL;
+    dp_open(dir, r, 1 << 20, &s);
+    char metadata[64];
+    snprintf(metadata, sizeof metadata, "{\"parallel\": {\"tp\": [%d, 2]}}", r);
+    dp_rows_entry rows[1] = {{"req", 0, 6, NULL, IDS}};
+    fact_status(s, r == 0 ? "arm.0" : "arm.1", dp_arm_rows(s, "req", metadata, rows, 1));
+    int64_t shape[2] = {6, 4}, strides[2] = {8, 1};
+    view v;
+    view_init(&v, H, sizeof H, 1, DP_FLOAT32, 2, shape, strides, r * 4);
+    v.t.shard = "tp:1";
+    fact_status(s, r == 0 ? "capture.h.0" : "capture.h.1", dp_capture(s, "h", &v.t));
+    view_init(&v, Q, sizeof Q, 2, DP_FLOAT32, 2, shape, strides, r * 4);
+    v.t.shard = "tp:1";
+    dp_capture(s, "q", &v.t);
+    dp_finish(s);
+    dp_close(s);
+}
+
 int main(int argc, char **argv) {
     if (argc < 3) {
         fprintf(stderr, "usage: rows map|whole|chunk|bug|bad DIR [K]\n");
@@ -108,6 +131,11 @@ int main(int argc, char **argv) {
     const char *which = argv[1], *dir = argv[2];
     if (!strcmp(which, "map")) {
         map(dir);
+        return 0;
+    }
+    if (!strcmp(which, "tp")) {
+        tp_rank(dir, 0);
+        tp_rank(dir, 1);
         return 0;
     }
     dp_session *s = NULL;

@@ -50,6 +50,25 @@ pub fn row_stats(
     positions: &[i64],
     out: &mut [f32],
 ) -> Result<(), String> {
+    row_stats_split(view, staged, rows, positions, out, None)
+}
+
+/// [`row_stats`] of a slice of the last dimension (`split`: a column-parallel shard, `tp:-1`):
+/// each column weighted at the full tensor's column index, so the shards' rows add up to the
+/// unsharded row (dump_probe.py's `_row_coordinates` for that case).
+///
+/// # Errors
+/// As [`row_stats`], and a `split` of another dimension than the last, or of a last dimension
+/// that is not the token rows' columns ([`row_cols`]): slices along the token dimensions or
+/// between them and the last are not written natively.
+pub fn row_stats_split(
+    view: &View,
+    staged: &[u8],
+    rows: u64,
+    positions: &[i64],
+    out: &mut [f32],
+    split: Option<&crate::stats::Split>,
+) -> Result<(), String> {
     if rows == 0 || view.numel % rows != 0 {
         return Err(format!(
             "{rows} token rows do not divide a view of {} elements",
@@ -58,6 +77,16 @@ pub fn row_stats(
     }
     if (positions.len() as u64) < rows || (out.len() as u64) < rows * WIDTH as u64 {
         return Err("positions or out shorter than rows".to_string());
+    }
+    if let Some(split) = split {
+        let last = view.shape.len().checked_sub(1);
+        let cols = row_cols(view, view.numel / rows);
+        if Some(split.dim) != last || view.shape.last().copied() != Some(cols) {
+            return Err(format!(
+                "a slice of dimension {} is not the token rows' columns: its rows are not written natively",
+                split.dim
+            ));
+        }
     }
     assert!(
         staged.len() as u64 >= view.span_bytes(),
@@ -77,7 +106,7 @@ pub fn row_stats(
         Dtype::Uint8 => rows_of::<dtype::U8>,
         Dtype::Bool => rows_of::<dtype::Bool>,
     };
-    each(view, staged, rows, positions, out);
+    each(view, staged, rows, positions, out, split);
     Ok(())
 }
 
@@ -105,16 +134,31 @@ impl Slow {
     }
 }
 
-fn rows_of<E: Element>(view: &View, staged: &[u8], rows: u64, positions: &[i64], out: &mut [f32]) {
+fn rows_of<E: Element>(
+    view: &View,
+    staged: &[u8],
+    rows: u64,
+    positions: &[i64],
+    out: &mut [f32],
+    split: Option<&crate::stats::Split>,
+) {
     let m = view.numel / rows;
     let cols = row_cols(view, m);
     let k = m / cols;
     let owned: Vec<f64>;
-    let weights: &[f64] = if cols <= WEIGHT_TABLE_MAX {
-        &column_table()[..cols as usize]
-    } else {
-        owned = (0..cols).map(|c| weight(c, COL_MUL)).collect();
-        &owned
+    let weights: &[f64] = match split {
+        // A column-parallel slice: each column at its full tensor's index.
+        Some(split) => {
+            owned = (0..cols)
+                .map(|c| weight(split.global(c, cols), COL_MUL))
+                .collect();
+            &owned
+        }
+        None if cols <= WEIGHT_TABLE_MAX => &column_table()[..cols as usize],
+        None => {
+            owned = (0..cols).map(|c| weight(c, COL_MUL)).collect();
+            &owned
+        }
     };
     let size = E::SIZE;
     let contiguous = view.is_contiguous();
@@ -236,6 +280,75 @@ mod tests {
         // Logical row 1 is buffer elements 1, 5, 9.
         assert_eq!(out[WIDTH + 2], 15.0);
         assert_eq!(out[WIDTH + 1], 9.0);
+    }
+
+    #[test]
+    fn the_rows_of_column_slices_add_up_to_the_unsliced_rows() {
+        // [3, 8] split into two [3, 4] column slices (tp:1 over 2 ranks).
+        let values: Vec<f32> = (0..24).map(|i| (i as f32 * 0.43).sin()).collect();
+        let full = View::for_tests(Dtype::Float32, &[3, 8], &[8, 1]);
+        let mut whole = [0f32; 3 * WIDTH];
+        row_stats(&full, &f32_bytes(&values), 3, &[5, 6, 7], &mut whole).unwrap();
+        let mut sums = [0f64; 3 * WIDTH];
+        for rank in 0..2u64 {
+            let piece: Vec<f32> = (0..3)
+                .flat_map(|r| {
+                    values[r * 8 + rank as usize * 4..r * 8 + rank as usize * 4 + 4].to_vec()
+                })
+                .collect();
+            let view = View::for_tests(Dtype::Float32, &[3, 4], &[4, 1]);
+            let split = crate::stats::Split {
+                dim: 1,
+                full: 8,
+                offset: rank * 4,
+                zigzag: false,
+                rank,
+                size: 2,
+            };
+            let mut out = [0f32; 3 * WIDTH];
+            row_stats_split(
+                &view,
+                &f32_bytes(&piece),
+                3,
+                &[5, 6, 7],
+                &mut out,
+                Some(&split),
+            )
+            .unwrap();
+            for (s, v) in sums.iter_mut().zip(out) {
+                *s += f64::from(v);
+            }
+        }
+        for r in 0..3 {
+            for k in [2, 3, 4] {
+                let (got, want) = (sums[r * WIDTH + k], f64::from(whole[r * WIDTH + k]));
+                assert!(
+                    (got - want).abs() < 1e-5,
+                    "row {r} stat {k}: {got} vs {want}"
+                );
+            }
+        }
+        // A slice of the token dimension is refused.
+        let rows_split = crate::stats::Split {
+            dim: 0,
+            full: 6,
+            offset: 0,
+            zigzag: false,
+            rank: 0,
+            size: 2,
+        };
+        let mut out = [0f32; 3 * WIDTH];
+        assert!(
+            row_stats_split(
+                &full,
+                &f32_bytes(&values),
+                3,
+                &[0, 1, 2],
+                &mut out,
+                Some(&rows_split)
+            )
+            .is_err()
+        );
     }
 
     #[test]

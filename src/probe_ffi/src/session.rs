@@ -559,14 +559,16 @@ impl Session {
                 None
             }
         };
-        // A slice of a parallel group would need its rows at the full tensor's coordinates
-        // (dump_probe.py's); the native probe does not write those yet.
-        let sliced = split.is_some() || view.shard.is_some();
+        // A slice of the last dimension (column parallel) weighs its columns at the full
+        // tensor's coordinates; a slice of the token dimensions or between them and the last
+        // would need dump_probe.py's further coordinates, which the native probe does not
+        // write yet.
+        let sliced = split.is_some_and(|s| s.dim + 1 != view.shape.len());
         let token_rows = match token_rows_of(&view, rows, window.row_map.as_ref()) {
             Ok(Some(_)) if sliced => {
                 if matches!(rows, RowsMode::Tokens | RowsMode::Tokens2d) {
                     let message = format!(
-                        "{key} (seq {seq}): token rows of a sliced capture (shard) are not written by the native probe yet; recorded without token rows"
+                        "{key} (seq {seq}): token rows of a slice of a dimension other than the last (shard) are not written by the native probe yet; recorded without token rows"
                     );
                     warn(printed, &message);
                     window.warnings.push(message);
@@ -849,7 +851,15 @@ fn window_rows(
                     std::slice::from_raw_parts(c.staged as *const u8, c.view.span_bytes() as usize)
                 };
                 let mut out = vec![0.0f32; rows as usize * crate::rows::WIDTH];
-                crate::rows::row_stats(&c.view, staged, rows, &positions, &mut out).ok()?;
+                crate::rows::row_stats_split(
+                    &c.view,
+                    staged,
+                    rows,
+                    &positions,
+                    &mut out,
+                    c.split.as_ref(),
+                )
+                .ok()?;
                 let listed = kept.as_ref().map(|keep| {
                     out = keep
                         .iter()
