@@ -154,20 +154,7 @@ pub unsafe extern "C" fn dp_arm(
     metadata_json: *const c_char,
 ) -> c_int {
     // SAFETY: forwarded contract.
-    let session = match unsafe { session(s) } {
-        Ok(session) => session,
-        Err(f) => return guard(None, || Err(f)),
-    };
-    guard(Some(session), || {
-        if !session.is_armed() {
-            return Ok(());
-        }
-        // SAFETY: forwarded contract.
-        let label = unsafe { checked_name(label, "label") }?;
-        // SAFETY: forwarded contract.
-        let metadata = unsafe { metadata_text(metadata_json) }?;
-        session.arm(label, metadata)
-    })
+    unsafe { arm_with(s, label, metadata_json, None) }
 }
 
 /// One entry of `dp_arm_rows`'s row map; see assets/dump_probe.h (`dp_rows_entry`).
@@ -263,6 +250,20 @@ pub unsafe extern "C" fn dp_arm_rows(
     n_rows: u64,
 ) -> c_int {
     // SAFETY: forwarded contract.
+    unsafe { arm_with(s, label, metadata_json, Some((rows, n_rows))) }
+}
+
+/// `dp_arm`, and `dp_arm_rows` with its entries (`rows`).
+///
+/// # Safety
+/// As [`dp_arm_rows`].
+unsafe fn arm_with(
+    s: *mut DpSession,
+    label: *const c_char,
+    metadata_json: *const c_char,
+    rows: Option<(*const DpRowsEntry, u64)>,
+) -> c_int {
+    // SAFETY: forwarded contract.
     let session = match unsafe { session(s) } {
         Ok(session) => session,
         Err(f) => return guard(None, || Err(f)),
@@ -276,8 +277,8 @@ pub unsafe extern "C" fn dp_arm_rows(
         // SAFETY: forwarded contract.
         let metadata = unsafe { metadata_text(metadata_json) }?;
         // SAFETY: forwarded contract.
-        let map = unsafe { row_map(rows, n_rows) };
-        session.arm_rows(label, metadata, Some(map))
+        let map = rows.map(|(rows, n)| unsafe { row_map(rows, n) });
+        session.arm_rows(label, metadata, map)
     })
 }
 
