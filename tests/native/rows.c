@@ -8,9 +8,9 @@
  *                      "fact row.N HEX" (the five float32 bits of row N), for the Rust test to
  *                      compare with the sidecar bit for bit.
  *   rows whole DIR     request "req" at positions 0-5 in one window: stages h = H, q = 2 H.
- *   rows chunk DIR K   the same request in two chunks (0-2, 3-5): call K (1 or 2) of label
- *                      "req" is the one DUMP_PROBE_OCCURRENCE selects, so two runs write both.
- *   rows bug DIR K     as chunk, with one value of the second chunk's q changed.
+ *   rows chunk DIR     the same request in two chunks (0-2, 3-5), two calls of label "req":
+ *                      DUMP_PROBE_OCCURRENCE selects which (1, 2, or all for a window each).
+ *   rows bug DIR       as chunk, with one value of the second chunk's q changed.
  *   rows bad DIR       dp_arm_rows with a negative count: DP_ERR_METADATA, the window opens
  *                      without a row map.
  *   rows huge DIR      counts of 2^62 rows and n_rows of 2^40: refused, the process lives.

@@ -42,8 +42,11 @@ pub struct Config {
     pub rows: u64,
     /// `DUMP_PROBE_MATCH`: which distinct label is captured, 1-based. Default 1.
     pub match_index: u32,
-    /// `DUMP_PROBE_OCCURRENCE`: which call within that label, 1-based. Default 1.
+    /// `DUMP_PROBE_OCCURRENCE`: the first call within that label captured, 1-based. Default 1.
     pub occurrence: u32,
+    /// The last call captured (`Some(occurrence)` for one number, the range's end for `2-5`,
+    /// `None` for `all`): each selected call is a window of its own, as in dump_probe.py.
+    pub occurrence_last: Option<u32>,
     /// `DUMP_PROBE_BACKEND`. Default auto.
     pub backend: BackendChoice,
     /// Values accepted with a caveat, printed once by `dp_open`
@@ -103,12 +106,8 @@ impl Config {
             false,
             &mut errors,
         );
-        let occurrence = positive(
-            "DUMP_PROBE_OCCURRENCE",
-            &get("DUMP_PROBE_OCCURRENCE", "1"),
-            false,
-            &mut errors,
-        );
+        let (occurrence, occurrence_last) =
+            parse_occurrences(&get("DUMP_PROBE_OCCURRENCE", "1"), &mut errors);
         let backend = match get("DUMP_PROBE_BACKEND", "auto")
             .trim()
             .to_lowercase()
@@ -175,6 +174,7 @@ impl Config {
             rows,
             match_index,
             occurrence,
+            occurrence_last,
             backend,
             notes,
             row_stats,
@@ -227,6 +227,32 @@ fn positive(name: &str, text: &str, allow_zero: bool, errors: &mut Vec<String>) 
     }
 }
 
+/// `DUMP_PROBE_OCCURRENCE`: `N`, a range `A-B` or `all`, as (first, last) calls, 1-based and
+/// inclusive (dump_probe.py's `_occurrences`).
+fn parse_occurrences(text: &str, errors: &mut Vec<String>) -> (u32, Option<u32>) {
+    let text = text.trim().to_lowercase();
+    if text == "all" {
+        return (1, None);
+    }
+    let parsed = match text.split_once('-') {
+        Some((a, b)) => a
+            .trim()
+            .parse::<u32>()
+            .ok()
+            .zip(b.trim().parse::<u32>().ok()),
+        None => text.parse::<u32>().ok().map(|n| (n, n)),
+    };
+    match parsed {
+        Some((first, last)) if first >= 1 && last >= first => (first, Some(last)),
+        _ => {
+            errors.push(format!(
+                "DUMP_PROBE_OCCURRENCE={text:?} must be a positive integer, a range like 2-5, or 'all'"
+            ));
+            (1, Some(1))
+        }
+    }
+}
+
 fn parse_ranks(text: &str, errors: &mut Vec<String>) -> Option<BTreeSet<u32>> {
     let text = text.trim().to_lowercase();
     if text == "all" {
@@ -266,6 +292,16 @@ mod tests {
         let c = config(&[("DUMP_PROBE", "1")]);
         assert!(c.usable());
         assert_eq!((c.rows, c.match_index, c.occurrence), (256, 1, 1));
+        assert_eq!(c.occurrence_last, Some(1));
+        let parse = |text: &str| {
+            let mut errors = Vec::new();
+            (parse_occurrences(text, &mut errors), errors.len())
+        };
+        assert_eq!(parse("all"), ((1, None), 0));
+        assert_eq!(parse("2-5"), ((2, Some(5)), 0));
+        assert_eq!(parse(" 3 "), ((3, Some(3)), 0));
+        assert_eq!(parse("5-2").1, 1);
+        assert_eq!(parse("0").1, 1);
         assert!(c.selects_rank(0) && !c.selects_rank(1));
         assert_eq!(c.backend, BackendChoice::Auto);
         assert!(!c.saves_tensor("x"));

@@ -313,7 +313,11 @@ impl Session {
         }
         if state.config.selects_rank(state.rank)
             && match_index == state.config.match_index
-            && calls == state.config.occurrence
+            && calls >= state.config.occurrence
+            && state
+                .config
+                .occurrence_last
+                .is_none_or(|last| calls <= last)
         {
             let mut metadata = metadata;
             let mut warnings = Vec::new();
