@@ -502,6 +502,15 @@ class _RowMap:
     def requests(self):
         return {e[0] for e in self.entries if e[0] is not None}
 
+    def token_rows(self, stats, dims):
+        """The _TokenRows of a capture of the forward's rows in order, ``stats`` one row per row
+        of the map: only the rows inside DUMP_PROBE_ROW_POSITIONS kept, each listed then."""
+        if self.keep is None:
+            return _TokenRows(stats, list(dims), None)
+        rows_of = self.rows()
+        kept = stats[torch.tensor(self.keep, dtype=torch.int64).to(stats.device)]
+        return _TokenRows(kept, list(dims), [list(rows_of[i]) for i in self.keep])
+
     def positions_on(self, device):
         """[count] int64 position of each row on ``device`` (-1 for padding rows), cached."""
         positions = self.position_cache.get(device)
@@ -687,13 +696,7 @@ def _token_rows(stage, tensor, rows, token_dims, positions, row_map, split=None)
             _warn("capture(%r, rows='tokens'): %d rows but the forward holds %d; recorded without token rows"
                   % (stage, n, row_map.count), key="rows:%s" % stage)
         return None
-    stats = _row_statistics(tensor, n, row_map.positions_on(tensor.device), split)
-    kept = None
-    if row_map.keep is not None:
-        stats = stats[torch.tensor(row_map.keep, dtype=torch.int64).to(stats.device)]
-        rows_of = row_map.rows()
-        kept = [list(rows_of[i]) for i in row_map.keep]
-    return _TokenRows(stats, list(dims), kept)
+    return row_map.token_rows(_row_statistics(tensor, n, row_map.positions_on(tensor.device), split), dims)
 
 
 def _request_rows(stage, tensor, row_map):
@@ -1476,12 +1479,7 @@ def _slot_token_rows(slot, row_map, label):
     row_map.matched = True
     device = rows.parts.device
     stats = _rows_from_parts(rows.parts, row_map.positions_on(device), torch.arange(rows.k, device=device), rows.k)
-    kept = None
-    if row_map.keep is not None:
-        stats = stats[torch.tensor(row_map.keep, dtype=torch.int64).to(device)]
-        rows_of = row_map.rows()
-        kept = [list(rows_of[i]) for i in row_map.keep]
-    return _TokenRows(stats, rows.dims, kept)
+    return row_map.token_rows(stats, rows.dims)
 
 
 def capture_graph(stage, tensor):

@@ -977,7 +977,8 @@ fn judging_forwards_paired_whole_once_gives_the_bucket_alignment_s_answers() {
         let dir = pair_dir(pair);
         let (a, b) = (load(&dir.join("a")), load(&dir.join("b")));
         checked_diff(&a, &b, &tolerances);
-        judged_whole += tokens::align_judged(&a.windows, &b.windows, &tolerances)
+        let paired = tokens::pair_by_rows(&a.windows, &b.windows);
+        judged_whole += tokens::align_judged(&a.windows, &b.windows, &tolerances, &paired)
             .map_or(0, |(_, judged)| judged.windows());
     }
     assert!(judged_whole >= 10, "{judged_whole} windows judged whole");

@@ -110,6 +110,15 @@ def probe(make_probe):
     return make_probe()
 
 
+@pytest.fixture
+def dumpview():
+    """The path of target/debug/dumpview; the test is skipped where it is not built."""
+    path = os.path.join(os.path.dirname(__file__), "..", "..", "target", "debug", "dumpview")
+    if not os.path.exists(path):
+        pytest.skip("target/debug/dumpview is not built (cargo build)")
+    return path
+
+
 @pytest.fixture(autouse=True)
 def _clean_rank_env(monkeypatch):
     """Rank and world size come from $RANK / $WORLD_SIZE at arm() time; start from neither."""

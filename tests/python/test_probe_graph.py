@@ -308,14 +308,11 @@ def test_a_slot_written_with_another_shape_warns_and_keeps_its_record(probe, cap
     assert "the slot's rows were made for [4, 8]" in capsys.readouterr().err
 
 
-def test_a_graph_replay_padded_to_its_batch_pairs_with_the_eager_run_in_dumpview(make_probe, dump_dir):
+def test_a_graph_replay_padded_to_its_batch_pairs_with_the_eager_run_in_dumpview(make_probe, dump_dir, dumpview):
     """One request (3 tokens) run eagerly, and replayed in a graph captured for a batch of 4
     (one padding row): dumpview pairs the forwards by their rows and finds nothing (exit 0);
     a replay whose second token's row was changed diverges there."""
     import subprocess
-    dumpview = os.path.join(os.path.dirname(__file__), "..", "..", "target", "debug", "dumpview")
-    if not os.path.exists(dumpview):
-        pytest.skip("target/debug/dumpview is not built (cargo build)")
     torch.manual_seed(0)
     h = torch.randn(3, 16, dtype=torch.float64)
     out = {}
@@ -342,14 +339,11 @@ def test_a_graph_replay_padded_to_its_batch_pairs_with_the_eager_run_in_dumpview
     assert (first["key"], first["position"], first["request_a"]) == ("attn#1", 1, "req"), first
 
 
-def test_nan_in_a_graph_s_padding_rows_is_counted_apart_not_a_finding(make_probe, dump_dir):
+def test_nan_in_a_graph_s_padding_rows_is_counted_apart_not_a_finding(make_probe, dump_dir, dumpview):
     """A graph's padding rows hold whatever its buffers held (here NaN): never compared, so
     neither `scan` nor `diff` against the eager run calls them a first non-finite; scan says
     they were set apart."""
     import subprocess
-    dumpview = os.path.join(os.path.dirname(__file__), "..", "..", "target", "debug", "dumpview")
-    if not os.path.exists(dumpview):
-        pytest.skip("target/debug/dumpview is not built (cargo build)")
     torch.manual_seed(0)
     h = torch.randn(3, 16, dtype=torch.float64)
     out = {}

@@ -257,14 +257,11 @@ def test_inputs_that_used_to_pass_silently_warn(make_probe, capsys):
     assert capsys.readouterr().err == ""
 
 
-def test_padding_rows_alone_do_not_make_a_forward_differ(make_probe, dump_dir):
+def test_padding_rows_alone_do_not_make_a_forward_differ(make_probe, dump_dir, dumpview):
     """The same request captured alone and padded to a graph's batch size (two padding rows):
     the forwards pair whole by their rows, and the records' shapes, which differ only by the
     padding, are decided by the rows: dumpview finds nothing (exit 0)."""
     import subprocess
-    dumpview = os.path.join(os.path.dirname(__file__), "..", "..", "target", "debug", "dumpview")
-    if not os.path.exists(dumpview):
-        pytest.skip("target/debug/dumpview is not built (cargo build)")
     torch.manual_seed(0)
     weight, table = torch.randn(16, 16) / 4, torch.randn(100, 16)
     ids = [5, 17, 42, 8, 99, 3]
@@ -301,15 +298,12 @@ def test_per_request_state_is_keyed_by_each_request_s_last_position(probe, capsy
     assert ("bad_state", 1) not in rows
 
 
-def test_per_request_state_pairs_across_chunking_in_dumpview(make_probe, dump_dir):
+def test_per_request_state_pairs_across_chunking_in_dumpview(make_probe, dump_dir, dumpview):
     """A recurrent state captured with rows="requests": the state after a chunked run's last
     chunk is compared with the unchunked run's (both at the request's last position, 5);
     a chunk that drops the carried state is found there, by dumpview, at position 5."""
     import json
     import subprocess
-    dumpview = os.path.join(os.path.dirname(__file__), "..", "..", "target", "debug", "dumpview")
-    if not os.path.exists(dumpview):
-        pytest.skip("target/debug/dumpview is not built (cargo build)")
     torch.manual_seed(0)
     table = torch.randn(50, 8, dtype=torch.float64)
     ids = [3, 14, 15, 9, 26, 5]
@@ -340,15 +334,12 @@ def test_per_request_state_pairs_across_chunking_in_dumpview(make_probe, dump_di
     assert (first["key"], first["position"], first["token_id"]) == ("state#1", 5, 5), first
 
 
-def test_rows_left_out_by_the_position_bound_never_clear_a_whole_tensor_finding(make_probe, dump_dir):
+def test_rows_left_out_by_the_position_bound_never_clear_a_whole_tensor_finding(make_probe, dump_dir, dumpview):
     """B swaps the rows at positions 3 and 4 of one stage and keeps only positions 0-2's row
     statistics (DUMP_PROBE_ROW_POSITIONS=0-2): the three rows compared agree, but they are not
     the whole tensor, so the whole tensor's VALUES MOVED stands (exit 1); with every row kept
     the rows name the permutation."""
     import subprocess
-    dumpview = os.path.join(os.path.dirname(__file__), "..", "..", "target", "debug", "dumpview")
-    if not os.path.exists(dumpview):
-        pytest.skip("target/debug/dumpview is not built (cargo build)")
     torch.manual_seed(0)
     table, weight = torch.randn(100, 16, dtype=torch.float64), torch.randn(16, 16, dtype=torch.float64) / 4
     ids = [3, 14, 15, 92, 65]
@@ -369,13 +360,10 @@ def test_rows_left_out_by_the_position_bound_never_clear_a_whole_tensor_finding(
     assert "rows_permuted" in every.stdout and "position 3" in every.stdout, every.stdout
 
 
-def test_the_same_requests_batched_in_another_order_are_the_same_input(make_probe, dump_dir):
+def test_the_same_requests_batched_in_another_order_are_the_same_input(make_probe, dump_dir, dumpview):
     """A batches r1 then r2, B r2 then r1, with the same values: the same input (each request's
     ids compared, not the flattened batch), nothing diverges, exit 0."""
     import subprocess
-    dumpview = os.path.join(os.path.dirname(__file__), "..", "..", "target", "debug", "dumpview")
-    if not os.path.exists(dumpview):
-        pytest.skip("target/debug/dumpview is not built (cargo build)")
     torch.manual_seed(0)
     table, weight = torch.randn(100, 16, dtype=torch.float64), torch.randn(16, 16, dtype=torch.float64) / 4
     ids1, ids2 = [3, 14, 15], [92, 65]

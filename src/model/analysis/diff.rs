@@ -814,14 +814,20 @@ fn diff_with(
     );
     // Token rows pair forwards by the rows they hold (a merged group's rows merged with it).
     let with_tokens = tokens::applies(a, b);
+    // Once: the window pairs, and the alignment's forwards judged whole, come from it.
+    let by_rows = if with_tokens {
+        tokens::pair_by_rows(a, b)
+    } else {
+        Vec::new()
+    };
     let (pairs, unpaired_a, unpaired_b, aligned_a, aligned_b) = if with_tokens {
-        pair_windows_by_rows(a, b)
+        pair_windows_by_rows(a, b, &by_rows)
     } else {
         let (p, ua, ub) = pair_windows(a, b);
         (p, ua, ub, Vec::new(), Vec::new())
     };
     let (token_diff, mut judged) = match with_tokens {
-        true if judge_whole => match tokens::align_judged(a, b, tolerances) {
+        true if judge_whole => match tokens::align_judged(a, b, tolerances, &by_rows) {
             Some((diff, judged)) => (Some(diff), judged),
             None => (None, tokens::whole::Judged::default()),
         },
@@ -979,13 +985,16 @@ type RowPairs<'a> = (
     Vec<&'a Window>,
 );
 
-/// Pairs windows when both sides have token rows: first by the rows they hold
-/// ([`tokens::pair_by_rows`]), then the windows without token rows as [`pair_windows`] does.
+/// Pairs windows when both sides have token rows: first by the rows they hold (`by_rows`,
+/// [`tokens::pair_by_rows`] of `a` and `b`), then the windows without token rows as [`pair_windows`] does.
 /// Returns the pairs, the unpaired windows without token rows (A, B) and those with token
 /// rows that no window of the other side holds the same rows as (A, B), which the token
 /// alignment compares row by row.
-fn pair_windows_by_rows<'a>(a: &'a [Window], b: &'a [Window]) -> RowPairs<'a> {
-    let by_rows = tokens::pair_by_rows(a, b);
+fn pair_windows_by_rows<'a>(
+    a: &'a [Window],
+    b: &'a [Window],
+    by_rows: &[(usize, usize)],
+) -> RowPairs<'a> {
     let mut pairs: Vec<(&Window, &Window)> = by_rows.iter().map(|&(i, j)| (&a[i], &b[j])).collect();
     let paired_a: Set<usize> = by_rows.iter().map(|p| p.0).collect();
     let paired_b: Set<usize> = by_rows.iter().map(|p| p.1).collect();

@@ -865,12 +865,12 @@ fn window_rows(
                 )
                 .ok()?;
                 let listed = kept.as_ref().map(|keep| {
-                    out = keep
-                        .iter()
-                        .flat_map(|&i| {
-                            out[i * crate::rows::WIDTH..(i + 1) * crate::rows::WIDTH].to_vec()
-                        })
-                        .collect();
+                    let w = crate::rows::WIDTH;
+                    let mut rows = Vec::with_capacity(keep.len() * w);
+                    for &i in keep {
+                        rows.extend_from_slice(&out[i * w..(i + 1) * w]);
+                    }
+                    out = rows;
                     keep.iter().map(|&i| map.listed(i)).collect()
                 });
                 Some((c.seq, dims, out, listed))

@@ -350,32 +350,33 @@ const BUCKETS_AT_ONCE: usize = 4096;
 /// Bucket by bucket (one stage#k each, in parallel): a bucket's rows are made, sorted and
 /// compared on their own, so the rows of a million-record capture are never all in memory.
 pub fn align(a: &[Window], b: &[Window], tolerances: &Tolerances) -> Option<TokenDiff> {
-    align_judged(a, b, tolerances).map(|(diff, _)| diff)
+    align_with(a, b, tolerances, Some(&pair_by_rows(a, b))).map(|(diff, _)| diff)
 }
 
-/// [`align`], and the record pairs of forwards paired whole whose rows it judged
-/// ([`whole::Judged`]): what the sharpening decides their verdicts by, without judging the
-/// rows again.
+/// [`align`], given the windows paired whole ([`pair_by_rows`] of `a` and `b`), and the record
+/// pairs of those forwards whose rows it judged ([`whole::Judged`]): what the sharpening
+/// decides their verdicts by, without judging the rows again.
 pub fn align_judged(
     a: &[Window],
     b: &[Window],
     tolerances: &Tolerances,
+    paired_whole: &[(usize, usize)],
 ) -> Option<(TokenDiff, whole::Judged)> {
-    align_with(a, b, tolerances, true)
+    align_with(a, b, tolerances, Some(paired_whole))
 }
 
 /// [`align`] with every window in the buckets, none judged whole ([`whole`]): the slower
 /// path whose answers the whole-forward pass must give, for tests and benchmarks.
 #[doc(hidden)]
 pub fn align_by_buckets(a: &[Window], b: &[Window], tolerances: &Tolerances) -> Option<TokenDiff> {
-    align_with(a, b, tolerances, false).map(|(diff, _)| diff)
+    align_with(a, b, tolerances, None).map(|(diff, _)| diff)
 }
 
 fn align_with(
     a: &[Window],
     b: &[Window],
     tolerances: &Tolerances,
-    judge_whole: bool,
+    paired_whole: Option<&[(usize, usize)]>,
 ) -> Option<(TokenDiff, whole::Judged)> {
     if !applies(a, b) {
         return None;
@@ -417,11 +418,8 @@ fn align_with(
         stage_keys: Vec::new(),
     };
     // Forwards paired whole are judged record by record ([`whole`]); the buckets hold the rest.
-    let whole_pairs = if judge_whole {
-        whole::eligible(&planned, a, b)
-    } else {
-        Vec::new()
-    };
+    let whole_pairs =
+        paired_whole.map_or_else(Vec::new, |pairs| whole::eligible(&planned, a, b, pairs));
     let mut skip_a = vec![false; wa.len()];
     let mut skip_b = vec![false; wb.len()];
     for &(i, j) in &whole_pairs {

@@ -77,6 +77,25 @@ impl Stages {
     }
 }
 
+/// The entries of `a` and `b` (each sorted by key, a key at most once) with equal keys, as
+/// (key, A's value, B's value) in key order: a merge join.
+pub(super) fn join_sorted<K: Ord + Copy, V: Copy>(a: &[(K, V)], b: &[(K, V)]) -> Vec<(K, V, V)> {
+    let mut out = Vec::with_capacity(a.len().min(b.len()));
+    let (mut i, mut j) = (0, 0);
+    while i < a.len() && j < b.len() {
+        match a[i].0.cmp(&b[j].0) {
+            std::cmp::Ordering::Less => i += 1,
+            std::cmp::Ordering::Greater => j += 1,
+            std::cmp::Ordering::Equal => {
+                out.push((a[i].0, a[i].1, b[j].1));
+                i += 1;
+                j += 1;
+            }
+        }
+    }
+    out
+}
+
 /// Which shard of a token's row a window holds: its ranks in the tensor- and
 /// expert-parallel groups (a token's row is split over them, and without a merge each rank
 /// is compared with the same rank); data- and pipeline-parallel ranks hold whole rows of
@@ -193,6 +212,9 @@ pub(super) struct SidePlan<'w> {
     pub(super) shard: Vec<u32>,
     /// Per window, per row block: the index of its record.
     pub(super) block_record: Vec<Vec<u32>>,
+    /// Per window, per row block of the forward's own rows: its stage#k ordinal (`u32::MAX`
+    /// for a block at declared positions, or one whose record is missing).
+    pub(super) block_ordinal: Vec<Vec<u32>>,
     /// `(stage ordinal, index into item_list)`, sorted by ordinal (stably: forward order).
     pub(super) items: Vec<(u32, u32)>,
     /// The items in `items`' order.
@@ -228,6 +250,7 @@ impl<'w> SidePlan<'w> {
             entry_pair: Vec::with_capacity(windows.len()),
             shard: windows.iter().map(|w| shard_of(w)).collect(),
             block_record: Vec::with_capacity(windows.len()),
+            block_ordinal: Vec::with_capacity(windows.len()),
             items: Vec::new(),
             item_list: Vec::new(),
             dp: dp_places(&windows),
@@ -258,6 +281,7 @@ impl<'w> SidePlan<'w> {
             let mut forward_calls: Map<u32, u32> = Map::default();
             let mut declared_calls: Map<(u32, u32, u64), u32> = Map::default();
             let mut block_record = Vec::with_capacity(token_rows.records.len());
+            let mut block_ordinal = vec![u32::MAX; token_rows.records.len()];
             for (bi, block) in token_rows.records.iter().enumerate() {
                 let Some(&ri) = by_seq.get(&block.seq) else {
                     block_record.push(u32::MAX);
@@ -274,7 +298,9 @@ impl<'w> SidePlan<'w> {
                     None => {
                         let k = forward_calls.entry(name).or_insert(0);
                         *k += 1;
-                        placed.push((stages.of(name, *k), item(WHOLE)));
+                        let ordinal = stages.of(name, *k);
+                        block_ordinal[bi] = ordinal;
+                        placed.push((ordinal, item(WHOLE)));
                     }
                     Some(positions) => {
                         for (n, &(entry, position)) in
@@ -293,6 +319,7 @@ impl<'w> SidePlan<'w> {
             plan.forward.push(token_rows.forward_rows());
             plan.entry_pair.push(entry_pair);
             plan.block_record.push(block_record);
+            plan.block_ordinal.push(block_ordinal);
         }
         placed.sort_by_key(|(stage, _)| *stage); // stable: forward order within a bucket
         plan.items = placed

@@ -6,7 +6,7 @@
 //! orders; `checksum_inconclusive` becomes what the rows show.
 
 use super::judge::{FloorCache, RowJudge, RowStats, RowVerdict};
-use super::plan::Map;
+use super::plan::{Map, join_sorted};
 use crate::model::analysis::compare::{Comparison, Tolerances, Verdict};
 pub use crate::model::analysis::row_evidence::RowEvidence;
 use crate::model::dump::{ROW_WIDTH, RowBlock, TokenRows, Window};
@@ -41,20 +41,10 @@ impl<'w> WindowRows<'w> {
             Side::of(rows_a, |request| names.get(request).copied()),
             Side::of(rows_b, Some),
         );
-        let (ka, kb) = (a.forward_keys(), b.forward_keys());
-        let mut forward_join = Vec::new();
-        let (mut i, mut j) = (0, 0);
-        while i < ka.len() && j < kb.len() {
-            match ka[i].0.cmp(&kb[j].0) {
-                std::cmp::Ordering::Less => i += 1,
-                std::cmp::Ordering::Greater => j += 1,
-                std::cmp::Ordering::Equal => {
-                    forward_join.push((ka[i].1, kb[j].1, ka[i].0.0, ka[i].0.1));
-                    i += 1;
-                    j += 1;
-                }
-            }
-        }
+        let forward_join = join_sorted(&a.forward_keys(), &b.forward_keys())
+            .into_iter()
+            .map(|((request, position), x, y)| (x, y, request, position))
+            .collect();
         Some(WindowRows {
             a,
             b,

@@ -19,7 +19,7 @@
 use rayon::prelude::*;
 
 use super::judge::{FloorCache, RowJudge, RowStats, RowVerdict};
-use super::plan::{Map, Planned, Row, SidePlan, WHOLE};
+use super::plan::{Map, Planned, Row, SidePlan, WHOLE, join_sorted};
 use super::requests::RequestMatch;
 use super::sharpen::rows_kind;
 use crate::model::analysis::row_evidence::RowEvidence;
@@ -137,10 +137,15 @@ fn address(w: &Window) -> usize {
     std::ptr::from_ref(w) as usize
 }
 
-/// The window pairs (indices into `planned`'s windows) judged here: pairs of
-/// [`super::pair_by_rows`] over `a` and `b` (the slices `planned` was made of) that meet the
+/// The window pairs (indices into `planned`'s windows) judged here: the pairs `paired_whole`
+/// ([`super::pair_by_rows`] over `a` and `b`, the slices `planned` was made of) that meet the
 /// conditions of the module doc.
-pub(super) fn eligible(planned: &Planned, a: &[Window], b: &[Window]) -> Vec<(u32, u32)> {
+pub(super) fn eligible(
+    planned: &Planned,
+    a: &[Window],
+    b: &[Window],
+    paired_whole: &[(usize, usize)],
+) -> Vec<(u32, u32)> {
     let index = |plan: &SidePlan| -> Map<usize, u32> {
         plan.windows
             .iter()
@@ -150,27 +155,23 @@ pub(super) fn eligible(planned: &Planned, a: &[Window], b: &[Window]) -> Vec<(u3
     };
     let (index_a, index_b) = (index(&planned.a), index(&planned.b));
     let (unique_a, unique_b) = (unique_keys(&planned.a), unique_keys(&planned.b));
-    let all = |plan: &SidePlan| vec![true; plan.windows.len()];
-    let (ordinals_a, ordinals_b) = (
-        block_ordinals(&planned.a, &all(&planned.a)),
-        block_ordinals(&planned.b, &all(&planned.b)),
-    );
     let (declared_a, declared_b) = (declared_keys(&planned.a), declared_keys(&planned.b));
-    super::pairing::pair_by_rows(a, b)
-        .into_iter()
-        .filter_map(|(i, j)| {
+    paired_whole
+        .iter()
+        .filter_map(|&(i, j)| {
             let wi = *index_a.get(&address(&a[i]))?;
             let wj = *index_b.get(&address(&b[j]))?;
             // A declared row of either side meets the other side's rows in its bucket.
-            let fits = |plan: &SidePlan, w: u32, unique: &[bool], ordinals: &[Vec<u32>]| {
+            let fits = |plan: &SidePlan, w: u32, unique: &[bool]| {
+                let ordinals = &plan.block_ordinal[w as usize];
                 unique[w as usize]
                     && plan.dp[w as usize].is_none()
                     && whole_blocks(plan, w)
-                    && !meets_declared(plan, w, &ordinals[w as usize], &declared_a)
-                    && !meets_declared(plan, w, &ordinals[w as usize], &declared_b)
+                    && !meets_declared(plan, w, ordinals, &declared_a)
+                    && !meets_declared(plan, w, ordinals, &declared_b)
             };
-            (fits(&planned.a, wi, &unique_a, &ordinals_a)
-                && fits(&planned.b, wj, &unique_b, &ordinals_b)
+            (fits(&planned.a, wi, &unique_a)
+                && fits(&planned.b, wj, &unique_b)
                 && planned.a.shard[wi as usize] == planned.b.shard[wj as usize]
                 && matched_rows(&planned.a, wi)
                     .is_some_and(|rows| Some(rows) == matched_rows(&planned.b, wj)))
@@ -296,30 +297,6 @@ fn whole_blocks(plan: &SidePlan, w: u32) -> bool {
             })
 }
 
-/// Per window of `plan` among `windows`: the stage#k ordinal of each of its row blocks
-/// (`u32::MAX` where the record was not placed).
-fn block_ordinals(plan: &SidePlan, windows: &[bool]) -> Vec<Vec<u32>> {
-    let mut out: Vec<Vec<u32>> = plan
-        .block_record
-        .iter()
-        .enumerate()
-        .map(|(wi, blocks)| {
-            if windows[wi] {
-                vec![u32::MAX; blocks.len()]
-            } else {
-                Vec::new()
-            }
-        })
-        .collect();
-    for &(ordinal, n) in &plan.items {
-        let item = plan.item_list[n as usize];
-        if item.row == WHOLE && windows[item.window as usize] {
-            out[item.window as usize][item.block as usize] = ordinal;
-        }
-    }
-    out
-}
-
 /// What one request's rows in one window pair gave.
 #[derive(Debug, Default)]
 pub(super) struct PairRows {
@@ -376,23 +353,16 @@ pub(super) fn judge(
     requests: &[RequestMatch],
     judge: &RowJudge,
 ) -> Outcome {
-    let mut fast_a = vec![false; planned.a.windows.len()];
-    let mut fast_b = vec![false; planned.b.windows.len()];
-    for &(i, j) in pairs {
-        fast_a[i as usize] = true;
-        fast_b[j as usize] = true;
-    }
-    let (ordinals_a, ordinals_b) = (
-        block_ordinals(&planned.a, &fast_a),
-        block_ordinals(&planned.b, &fast_b),
-    );
     let outcomes: Vec<(usize, WindowOutcome)> = pairs
         .par_iter()
         .map(|&(i, j)| {
             let outcome = window_pair(
                 planned,
                 (i, j),
-                (&ordinals_a[i as usize], &ordinals_b[j as usize]),
+                (
+                    &planned.a.block_ordinal[i as usize],
+                    &planned.b.block_ordinal[j as usize],
+                ),
                 requests,
                 judge,
             );
@@ -603,20 +573,10 @@ fn forward_join(
         keys.sort_unstable();
         keys
     };
-    let (ka, kb) = (keys(a, wi), keys(b, wj));
-    let mut join = Vec::with_capacity(ka.len().min(kb.len()));
-    let (mut x, mut y) = (0, 0);
-    while x < ka.len() && y < kb.len() {
-        match ka[x].0.cmp(&kb[y].0) {
-            std::cmp::Ordering::Less => x += 1,
-            std::cmp::Ordering::Greater => y += 1,
-            std::cmp::Ordering::Equal => {
-                join.push((ka[x].1, kb[y].1, ka[x].0.0, ka[x].0.1));
-                x += 1;
-                y += 1;
-            }
-        }
-    }
+    let mut join: Vec<(usize, usize, u32, u64)> = join_sorted(&keys(a, wi), &keys(b, wj))
+        .into_iter()
+        .map(|((pair, position), x, y)| (x, y, pair, position))
+        .collect();
     join.sort_by(|p, q| {
         (requests[p.2 as usize].b.as_str(), p.3).cmp(&(requests[q.2 as usize].b.as_str(), q.3))
     });
