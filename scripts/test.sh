@@ -52,6 +52,11 @@ join_background() {
 # test binaries of the first cargo step in the background meanwhile (on a clean 2-core machine
 # this takes the venv's ~140 s off the total). Its output goes to a log printed when the step
 # that needs it starts.
+# target/ made before the two background builds start: on a clean clone the first cargo makes
+# it atomically (a temporary `target<random>` beside it, then a rename), and the other one,
+# listing the package's files for its build script's fingerprint at that moment, failed on the
+# vanished temporary ("failed to read the directory at '.../targetv7Cyfc'", seen once in CI).
+mkdir -p target
 build_log=$(mktemp "${TMPDIR:-/tmp}/dumpview-test-build.XXXXXX")
 build_start=$SECONDS
 cargo test --all-targets --features export --locked --no-run >"$build_log" 2>&1 &
