@@ -826,25 +826,31 @@ fn diff_with(
         let (p, ua, ub) = pair_windows(a, b);
         (p, ua, ub, Vec::new(), Vec::new())
     };
-    let (token_diff, mut judged) = match with_tokens {
-        true if judge_whole => match tokens::align_judged(a, b, tolerances, &by_rows) {
-            Some((diff, judged)) => (Some(diff), judged),
-            None => (None, tokens::whole::Judged::default()),
+    // The row alignment and the record diff do not depend on each other: run side by side,
+    // the alignment's sequential planning overlaps the record diff's parallel work.
+    let ((token_diff, mut judged), mut windows) = rayon::join(
+        || match with_tokens {
+            true if judge_whole => match tokens::align_judged(a, b, tolerances, &by_rows) {
+                Some((diff, judged)) => (Some(diff), judged),
+                None => (None, tokens::whole::Judged::default()),
+            },
+            true => (
+                tokens::align_by_buckets(a, b, tolerances),
+                tokens::whole::Judged::default(),
+            ),
+            false => (None, tokens::whole::Judged::default()),
         },
-        true => (
-            tokens::align_by_buckets(a, b, tolerances),
-            tokens::whole::Judged::default(),
-        ),
-        false => (None, tokens::whole::Judged::default()),
-    };
-    let mut windows: Vec<WindowDiff> = pairs
-        .par_iter()
-        .map(|&(x, y)| {
-            // A merged window is built anew on every diff: nothing earlier describes it.
-            let earlier = if layouts.is_none() { reuse(x, y) } else { None };
-            earlier.unwrap_or_else(|| diff_windows(x, y, tolerances))
-        })
-        .collect();
+        || {
+            pairs
+                .par_iter()
+                .map(|&(x, y)| {
+                    // A merged window is built anew on every diff: nothing earlier describes it.
+                    let earlier = if layouts.is_none() { reuse(x, y) } else { None };
+                    earlier.unwrap_or_else(|| diff_windows(x, y, tolerances))
+                })
+                .collect::<Vec<WindowDiff>>()
+        },
+    );
     if let Some(layouts) = &layouts {
         for w in &mut windows {
             w.unmerged = unmerged_lines(layouts, w);

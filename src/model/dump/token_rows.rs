@@ -248,12 +248,4 @@ impl TokenRows {
         }
         Ok(())
     }
-
-    /// Decodes little-endian float32 sidecar bytes into [`TokenRows::values`].
-    pub fn set_values(&mut self, bytes: &[u8]) {
-        self.values = bytes
-            .chunks_exact(4)
-            .map(|b| f32::from_le_bytes([b[0], b[1], b[2], b[3]]))
-            .collect();
-    }
 }

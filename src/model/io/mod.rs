@@ -23,5 +23,5 @@ mod read;
 mod write;
 
 pub use list::subdirectory_names;
-pub use read::{FileBytes, MAP_FROM_BYTES, MapChoice, OpenError};
+pub use read::{FileBytes, MAP_FROM_BYTES, MapChoice, OpenError, read_f32_le};
 pub use write::{AtomicFile, TEMP_MARK, create_new, is_temp, temp_path, write_atomically};

@@ -70,20 +70,7 @@ impl FileBytes {
     /// [`OpenError`]: a FIFO, socket or device is refused before it is opened, a directory
     /// is named as one.
     pub fn open(path: &Path, map: MapChoice) -> Result<FileBytes, OpenError> {
-        let kind = std::fs::metadata(path)
-            .map_err(OpenError::Open)?
-            .file_type();
-        if kind.is_dir() {
-            return Err(OpenError::Directory);
-        }
-        if !kind.is_file() {
-            return Err(OpenError::NotRegular);
-        }
-        let mut file = std::fs::File::open(path).map_err(OpenError::Open)?;
-        let meta = file.metadata().map_err(OpenError::Read)?;
-        if meta.is_dir() {
-            return Err(OpenError::Directory);
-        }
+        let (mut file, meta) = open_regular(path)?;
         if map != MapChoice::Never && meta.is_file() && meta.len() >= MAP_FROM_BYTES {
             let mut options = memmap2::MmapOptions::new();
             if map == MapChoice::Whole {
@@ -134,6 +121,50 @@ impl FileBytes {
     }
 }
 
+/// Opens `path` when it is a regular file: a FIFO, socket or device is refused before it is
+/// opened, a directory named as one.
+fn open_regular(path: &Path) -> Result<(std::fs::File, std::fs::Metadata), OpenError> {
+    let kind = std::fs::metadata(path)
+        .map_err(OpenError::Open)?
+        .file_type();
+    if kind.is_dir() {
+        return Err(OpenError::Directory);
+    }
+    if !kind.is_file() {
+        return Err(OpenError::NotRegular);
+    }
+    let file = std::fs::File::open(path).map_err(OpenError::Open)?;
+    let meta = file.metadata().map_err(OpenError::Read)?;
+    if meta.is_dir() {
+        return Err(OpenError::Directory);
+    }
+    Ok((file, meta))
+}
+
+/// Reads a regular file of little-endian float32 values straight into a vector (one
+/// allocation, no byte copy: a token-row sidecar runs to hundreds of MB), never mapped (the
+/// values are kept after the file may have changed). Returns the values and the file's size
+/// in bytes; a size that is not a multiple of 4 leaves its last bytes unread, for the caller
+/// to refuse by the size.
+///
+/// # Errors
+/// As [`FileBytes::open`]; a file that shrinks while it is read is a read error.
+pub fn read_f32_le(path: &Path) -> Result<(Vec<f32>, u64), OpenError> {
+    let (mut file, meta) = open_regular(path)?;
+    let count = usize::try_from(meta.len() / 4).map_err(|_| {
+        OpenError::Read(std::io::Error::other("too large for this machine's memory"))
+    })?;
+    let mut values = vec![0f32; count];
+    file.read_exact(bytemuck::cast_slice_mut(&mut values))
+        .map_err(OpenError::Read)?;
+    if cfg!(target_endian = "big") {
+        for v in &mut values {
+            *v = f32::from_bits(u32::from_le(v.to_bits()));
+        }
+    }
+    Ok((values, meta.len()))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -167,5 +198,33 @@ mod tests {
             directory.kind(),
             std::fs::read(dir.path()).unwrap_err().kind()
         );
+    }
+
+    #[test]
+    fn float32_files_are_read_little_endian_with_their_size() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("rows.f32");
+        let mut bytes: Vec<u8> = [1.5f32, -2.0, f32::NAN]
+            .iter()
+            .flat_map(|v| v.to_le_bytes())
+            .collect();
+        std::fs::write(&path, &bytes).unwrap();
+        let (values, size) = read_f32_le(&path).unwrap();
+        assert_eq!(size, 12);
+        assert_eq!(&values[..2], &[1.5, -2.0]);
+        assert!(values[2].is_nan());
+        // A torn last value is left unread; the size says so.
+        bytes.extend_from_slice(&[0, 0]);
+        std::fs::write(&path, &bytes).unwrap();
+        let (values, size) = read_f32_le(&path).unwrap();
+        assert_eq!((values.len(), size), (3, 14));
+        assert!(matches!(
+            read_f32_le(dir.path()),
+            Err(OpenError::Directory)
+        ));
+        assert!(matches!(
+            read_f32_le(&dir.path().join("missing.f32")),
+            Err(OpenError::Open(_))
+        ));
     }
 }

@@ -5,7 +5,7 @@
 use std::collections::HashMap;
 
 use super::requests::{self, RequestMatch, SideRequests};
-use crate::model::dump::Window;
+use crate::model::dump::{Record, Window};
 
 /// Hash maps over keys from the (untrusted) manifests: foldhash, seeded per process (as
 /// the diff's own).
@@ -225,6 +225,44 @@ pub(super) struct SidePlan<'w> {
     pub(super) dp: Vec<Option<(u32, u32)>>,
 }
 
+/// Finds a window's record by `seq` for its row blocks: by walking both lists where both are
+/// in `seq` order (as the probe writes them), else through a map.
+enum RecordBySeq<'w> {
+    Walk { records: &'w [Record], at: usize },
+    Map(Map<u64, u32>),
+}
+
+impl<'w> RecordBySeq<'w> {
+    fn of(w: &'w Window, blocks: &[crate::model::dump::RowBlock]) -> RecordBySeq<'w> {
+        let records = w.records.as_slice();
+        if records.windows(2).all(|p| p[0].seq < p[1].seq)
+            && blocks.windows(2).all(|p| p[0].seq < p[1].seq)
+        {
+            return RecordBySeq::Walk { records, at: 0 };
+        }
+        RecordBySeq::Map(
+            records
+                .iter()
+                .enumerate()
+                .map(|(i, r)| (r.seq, i as u32))
+                .collect(),
+        )
+    }
+
+    /// The index of the record `seq`; called with ascending `seq` when walking.
+    fn find(&mut self, seq: u64) -> Option<u32> {
+        match self {
+            RecordBySeq::Walk { records, at } => {
+                while records.get(*at).is_some_and(|r| r.seq < seq) {
+                    *at += 1;
+                }
+                (records.get(*at)?.seq == seq).then_some(*at as u32)
+            }
+            RecordBySeq::Map(map) => map.get(&seq).copied(),
+        }
+    }
+}
+
 /// One stage#k bucket's rows of one side ([`SidePlan::rows`]).
 pub(super) struct BucketRows {
     /// Sorted by (request, position, shard), one per key.
@@ -270,12 +308,7 @@ impl<'w> SidePlan<'w> {
                     requests.index(request).and_then(|i| pair_of[i])
                 })
                 .collect();
-            let by_seq: Map<u64, u32> = w
-                .records
-                .iter()
-                .enumerate()
-                .map(|(i, r)| (r.seq, i as u32))
-                .collect();
+            let mut record_of = RecordBySeq::of(w, &token_rows.records);
             // The k of stage#k: a record of the forward's own rows is its stage's k-th such
             // record; rows at declared positions count per (stage, entry, position).
             let mut forward_calls: Map<u32, u32> = Map::default();
@@ -283,7 +316,7 @@ impl<'w> SidePlan<'w> {
             let mut block_record = Vec::with_capacity(token_rows.records.len());
             let mut block_ordinal = vec![u32::MAX; token_rows.records.len()];
             for (bi, block) in token_rows.records.iter().enumerate() {
-                let Some(&ri) = by_seq.get(&block.seq) else {
+                let Some(ri) = record_of.find(block.seq) else {
                     block_record.push(u32::MAX);
                     continue;
                 };

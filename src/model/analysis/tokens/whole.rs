@@ -18,7 +18,7 @@
 
 use rayon::prelude::*;
 
-use super::judge::{FloorCache, RowJudge, RowStats, RowVerdict};
+use super::judge::{FloorCache, RowJudge, RowStats, RowVerdict, STAT_NAMES};
 use super::plan::{Map, Planned, Row, SidePlan, WHOLE, join_sorted};
 use super::requests::RequestMatch;
 use super::sharpen::rows_kind;
@@ -432,6 +432,17 @@ fn window_pair(
     let (mut stats_a, mut stats_b) = (Vec::new(), Vec::new());
     let mut diverging: Vec<(usize, usize, RowVerdict)> = Vec::new();
     let rows = join.len();
+    let segments = segments(&join, requests);
+    let in_order = join
+        .iter()
+        .enumerate()
+        .all(|(n, &(ia, ib, ..))| ia == n && ib == n);
+    let (mut gathered_a, mut gathered_b) = (Vec::new(), Vec::new());
+    let mut verdicts: Vec<(f64, u8)> = Vec::with_capacity(rows);
+    let different_input: u64 = segments
+        .iter()
+        .map(|seg| (seg.end - seg.compared_end) as u64)
+        .sum();
     for (bi, &stage) in ordinals_a.iter().enumerate() {
         if stage == u32::MAX {
             continue;
@@ -441,6 +452,7 @@ fn window_pair(
             continue;
         };
         held_by_a[bj] = true;
+        out.different_input += different_input;
         let (block_a, block_b) = (&ta.records[bi], &tb.records[bj]);
         let (record_a, record_b) = (
             planned.a.block_record[wi][bi],
@@ -453,58 +465,98 @@ fn window_pair(
         let (floor, precision_change) = floors.of(&rec_a.dtype, &rec_b.dtype);
         let at_a = |row: usize| (block_a.first_row as usize + row) * ROW_WIDTH;
         let at_b = |row: usize| (block_b.first_row as usize + row) * ROW_WIDTH;
-        stats_a.clear();
-        stats_b.clear();
-        diverging.clear();
-        for (n, &(ia, ib, pair, position)) in join.iter().enumerate() {
-            let (x, y) = (
+        let stats = |n: usize| {
+            let (ia, ib, ..) = join[n];
+            (
                 RowStats::of(&ta.values[at_a(ia)..at_a(ia) + ROW_WIDTH]),
                 RowStats::of(&tb.values[at_b(ib)..at_b(ib) + ROW_WIDTH]),
-            );
-            let verdict = judge.judge(&x, &y, floor, precision_change);
-            stats_a.push(x);
-            stats_b.push(y);
-            if verdict.diverges() {
-                diverging.push((n, n, verdict));
+            )
+        };
+        // Every row's verdict at once, in the join's order (the rows themselves where the
+        // join keeps both forwards' order, as it does when both hold one request each).
+        let (rows_a, rows_b) = if in_order {
+            (
+                &ta.values[at_a(0)..at_a(rows)],
+                &tb.values[at_b(0)..at_b(rows)],
+            )
+        } else {
+            gathered_a.clear();
+            gathered_b.clear();
+            for &(ia, ib, ..) in &join {
+                gathered_a.extend_from_slice(&ta.values[at_a(ia)..at_a(ia) + ROW_WIDTH]);
+                gathered_b.extend_from_slice(&tb.values[at_b(ib)..at_b(ib) + ROW_WIDTH]);
             }
-            // The alignment's account: rows past the first differing token id are different
-            // inputs, not compared (the record's evidence still weighs them, as before).
-            if requests[pair as usize]
-                .ids_differ_from
-                .is_some_and(|p| position >= p)
-            {
-                out.different_input += 1;
-                continue;
-            }
-            let position32 = u32::try_from(position).unwrap_or(u32::MAX);
-            out.cells
-                .entry(pair)
-                .or_default()
-                .push((stage, position32, verdict.ratio as f32));
-            let counts = out.pairs.entry(pair).or_default();
-            counts.compared += 1;
-            counts.positions = Some(match counts.positions {
-                Some((lo, hi)) => (lo.min(position), hi.max(position)),
-                None => (position, position),
-            });
-            if verdict.diverges() {
-                counts.diverging += 1;
-                let row = |side: &SidePlan, w: u32, record: u32, at: usize| Row {
-                    stage,
-                    pair,
-                    position: position32,
-                    shard: side.shard[w as usize],
-                    window: w,
-                    record,
-                    at: at as u32,
-                    declared: false,
-                    spread: false,
+            (gathered_a.as_slice(), gathered_b.as_slice())
+        };
+        judge.judge_rows(rows_a, rows_b, floor, precision_change, &mut verdicts);
+        diverging.clear();
+        // One request's rows at a time: its counts and cells looked up once, not per row.
+        for seg in &segments {
+            let (cells, counts) = if seg.compared_end > seg.start {
+                (
+                    Some(out.cells.entry(seg.pair).or_default()),
+                    Some(out.pairs.entry(seg.pair).or_default()),
+                )
+            } else {
+                (None, None)
+            };
+            let (mut cells, mut counts) = (cells, counts);
+            for n in seg.start..seg.end {
+                let verdict = RowVerdict {
+                    ratio: verdicts[n].0,
+                    stat: STAT_NAMES[verdicts[n].1 as usize],
                 };
-                counts.offer((
-                    row(&planned.a, i, record_a, at_a(ia)),
-                    row(&planned.b, j, record_b, at_b(ib)),
-                    verdict,
-                ));
+                if verdict.diverges() {
+                    diverging.push((n, n, verdict));
+                }
+                // The alignment's account: rows past the first differing token id are
+                // different inputs, not compared (the record's evidence still weighs them, as
+                // before).
+                if n >= seg.compared_end {
+                    continue;
+                }
+                let position32 = u32::try_from(join[n].3).unwrap_or(u32::MAX);
+                if let Some(cells) = cells.as_mut() {
+                    cells.push((stage, position32, verdict.ratio as f32));
+                }
+                if let (true, Some(counts)) = (verdict.diverges(), counts.as_mut()) {
+                    counts.diverging += 1;
+                    let (ia, ib, pair, _) = join[n];
+                    let row = |side: &SidePlan, w: u32, record: u32, at: usize| Row {
+                        stage,
+                        pair,
+                        position: position32,
+                        shard: side.shard[w as usize],
+                        window: w,
+                        record,
+                        at: at as u32,
+                        declared: false,
+                        spread: false,
+                    };
+                    counts.offer((
+                        row(&planned.a, i, record_a, at_a(ia)),
+                        row(&planned.b, j, record_b, at_b(ib)),
+                        verdict,
+                    ));
+                }
+            }
+            if let Some(counts) = counts {
+                counts.compared += (seg.compared_end - seg.start) as u64;
+                let (lo, hi) = (join[seg.start].3, join[seg.compared_end - 1].3);
+                counts.positions = Some(match counts.positions {
+                    Some((l, h)) => (l.min(lo), h.max(hi)),
+                    None => (lo, hi),
+                });
+            }
+        }
+        // The rows' statistics are wanted only to tell a permutation from a change.
+        stats_a.clear();
+        stats_b.clear();
+        if diverging.len() >= 2 {
+            for n in 0..rows {
+                let (x, y) = stats(n);
+                stats_a.push(x);
+                stats_b.push(y);
             }
         }
         let kind = rows_kind(
@@ -549,6 +601,41 @@ fn window_pair(
         counts.first.sort_by_key(|(x, ..)| x.key());
     }
     out.judged.sort_by_key(|r| r.seq_a);
+    out
+}
+
+/// A run of the join's rows of one matched pair, in position order: `start..compared_end`
+/// are compared, `compared_end..end` lie at or past the first token id that differs between
+/// the two requests (different inputs).
+struct Segment {
+    pair: u32,
+    start: usize,
+    compared_end: usize,
+    end: usize,
+}
+
+/// The join ([`forward_join`]) cut into runs of one matched pair.
+fn segments(join: &[(usize, usize, u32, u64)], requests: &[RequestMatch]) -> Vec<Segment> {
+    let mut out: Vec<Segment> = Vec::new();
+    for (n, &(_, _, pair, position)) in join.iter().enumerate() {
+        let differs = requests[pair as usize]
+            .ids_differ_from
+            .is_some_and(|p| position >= p);
+        match out.last_mut() {
+            Some(seg) if seg.pair == pair && seg.end == n => {
+                seg.end = n + 1;
+                if !differs && seg.compared_end == n {
+                    seg.compared_end = n + 1;
+                }
+            }
+            _ => out.push(Segment {
+                pair,
+                start: n,
+                compared_end: if differs { n } else { n + 1 },
+                end: n + 1,
+            }),
+        }
+    }
     out
 }
 

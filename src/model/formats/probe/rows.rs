@@ -60,8 +60,8 @@ pub fn read(json: &str, manifest: &Path, warnings: &mut Vec<Warning>) -> Option<
             return map_only(rows);
         }
     };
-    let bytes = match crate::model::io::FileBytes::read(&path, false) {
-        Ok(bytes) => bytes,
+    let (values, bytes) = match crate::model::io::read_f32_le(&path) {
+        Ok(read) => read,
         Err(e) => {
             warnings.push(lost(format!(
                 "cannot read the token rows the manifest names ({e}); they are not compared (the row map is kept)"
@@ -69,15 +69,13 @@ pub fn read(json: &str, manifest: &Path, warnings: &mut Vec<Warning>) -> Option<
             return map_only(rows);
         }
     };
-    if let Err(problem) = rows.check(bytes.len() as u64) {
+    if let Err(problem) = rows.check(bytes) {
         warnings.push(lost(format!(
             "{problem}; the window's token rows are not compared (its row map is kept)"
         )));
-        bytes.release();
         return map_only(rows);
     }
-    rows.set_values(&bytes);
-    bytes.release();
+    rows.values = values;
     Some(rows)
 }
 
