@@ -259,7 +259,7 @@ impl<'w> RowsBuilder<'w> {
                 .any(|w| w.token_rows.as_ref().is_some_and(|t| t.positions_inferred)),
             rows: (self.values.len() / ROW_WIDTH) as u64,
             records: blocks,
-            values: self.values,
+            values: self.values.into(),
             from_metadata: self
                 .pieces
                 .iter()

@@ -78,6 +78,98 @@ impl<'de> Deserialize<'de> for RowBlock {
     }
 }
 
+/// A sidecar's float32 values: in memory, or the bytes of the file mapped (a large sidecar of
+/// a dump nobody writes any more, on a little-endian machine: no copy, no fresh pages).
+#[derive(Default)]
+pub enum RowValues {
+    /// No values (not read, or not readable).
+    #[default]
+    Empty,
+    /// Values in memory: read, or merged over a parallel group.
+    Owned(Vec<f32>),
+    /// Little-endian float32 values in place, aligned and whole ([`RowValues::in_place`]).
+    InPlace(Box<dyn std::ops::Deref<Target = [u8]> + Send + Sync>),
+}
+
+impl RowValues {
+    /// The values of `bytes` where they can be used in place: this machine little-endian,
+    /// the bytes aligned for f32 (a mapping starts on a page) and a whole number of values;
+    /// `bytes` back otherwise.
+    ///
+    /// # Errors
+    /// `bytes`, unchanged, when they cannot be used in place.
+    pub fn in_place<B>(bytes: B) -> Result<RowValues, B>
+    where
+        B: std::ops::Deref<Target = [u8]> + Send + Sync + 'static,
+    {
+        if cfg!(target_endian = "little") && bytemuck::try_cast_slice::<u8, f32>(&bytes).is_ok() {
+            Ok(RowValues::InPlace(Box::new(bytes)))
+        } else {
+            Err(bytes)
+        }
+    }
+
+    /// Decodes little-endian float32 bytes (a last partial value is dropped).
+    pub fn decode(bytes: &[u8]) -> RowValues {
+        RowValues::Owned(
+            bytes
+                .chunks_exact(4)
+                .map(|b| f32::from_le_bytes([b[0], b[1], b[2], b[3]]))
+                .collect(),
+        )
+    }
+}
+
+impl std::ops::Deref for RowValues {
+    type Target = [f32];
+    fn deref(&self) -> &[f32] {
+        match self {
+            RowValues::Empty => &[],
+            RowValues::Owned(values) => values,
+            // Checked castable when made (RowValues::in_place).
+            RowValues::InPlace(bytes) => bytemuck::cast_slice(bytes),
+        }
+    }
+}
+
+impl From<Vec<f32>> for RowValues {
+    fn from(values: Vec<f32>) -> RowValues {
+        RowValues::Owned(values)
+    }
+}
+
+impl Clone for RowValues {
+    /// Values in place are copied into memory.
+    fn clone(&self) -> RowValues {
+        match self {
+            RowValues::Empty => RowValues::Empty,
+            other => RowValues::Owned(other.to_vec()),
+        }
+    }
+}
+
+impl PartialEq for RowValues {
+    fn eq(&self, other: &RowValues) -> bool {
+        // By bits: NaN marks a statistic a merge could not know, and equals itself here.
+        self.len() == other.len()
+            && self
+                .iter()
+                .zip(other.iter())
+                .all(|(a, b)| a.to_bits() == b.to_bits())
+    }
+}
+
+impl std::fmt::Debug for RowValues {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let how = match self {
+            RowValues::Empty => "empty",
+            RowValues::Owned(_) => "in memory",
+            RowValues::InPlace(_) => "in place",
+        };
+        write!(f, "RowValues({} values, {how})", self.len())
+    }
+}
+
 /// The manifest's `token_rows` object, with the sidecar's values once read.
 #[derive(Debug, Clone, PartialEq, Deserialize)]
 pub struct TokenRows {
@@ -98,7 +190,7 @@ pub struct TokenRows {
     pub records: Vec<RowBlock>,
     /// The sidecar's values, `rows × ROW_WIDTH` (empty until read, or when it could not be).
     #[serde(skip)]
-    pub values: Vec<f32>,
+    pub values: RowValues,
     /// The map was made from the window's metadata (`positions=[start, end]`), not written
     /// by the probe: a manifest from before token rows ([`TokenRows::from_metadata_positions`]).
     #[serde(skip)]
@@ -166,7 +258,7 @@ impl TokenRows {
             positions_inferred: false,
             rows: 0,
             records: Vec::new(),
-            values: Vec::new(),
+            values: RowValues::Empty,
             from_metadata: true,
         })
     }

@@ -218,10 +218,7 @@ mod tests {
         std::fs::write(&path, &bytes).unwrap();
         let (values, size) = read_f32_le(&path).unwrap();
         assert_eq!((values.len(), size), (3, 14));
-        assert!(matches!(
-            read_f32_le(dir.path()),
-            Err(OpenError::Directory)
-        ));
+        assert!(matches!(read_f32_le(dir.path()), Err(OpenError::Directory)));
         assert!(matches!(
             read_f32_le(&dir.path().join("missing.f32")),
             Err(OpenError::Open(_))

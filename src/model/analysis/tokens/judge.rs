@@ -339,7 +339,13 @@ mod tests {
         let flat = |r: &[RowStats]| r.iter().flat_map(RowStats::values).collect::<Vec<f32>>();
         for precision_change in [false, true] {
             let mut out = Vec::new();
-            t.judge_rows(&flat(&rows), &flat(&others), 1e-6, precision_change, &mut out);
+            t.judge_rows(
+                &flat(&rows),
+                &flat(&others),
+                1e-6,
+                precision_change,
+                &mut out,
+            );
             assert_eq!(out.len(), rows.len());
             for ((x, y), &(ratio, stat)) in rows.iter().zip(&others).zip(&out) {
                 let one = t.judge(x, y, 1e-6, precision_change);

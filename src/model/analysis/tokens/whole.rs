@@ -371,15 +371,20 @@ pub(super) fn judge(
         .collect();
     let mut out = Outcome::default();
     out.judged.names = std::sync::Arc::new(requests.iter().map(|m| m.b.clone()).collect());
-    // The cells of each request in one allocation.
-    let mut sizes: Map<u32, usize> = Map::default();
+    // The cells of each request in one allocation: a request's only window pair's moved,
+    // others' gathered.
+    let mut sizes: Map<u32, (usize, usize)> = Map::default();
     for (_, o) in &outcomes {
         for (pair, cells) in &o.cells {
-            *sizes.entry(*pair).or_insert(0) += cells.len();
+            let (windows, size) = sizes.entry(*pair).or_insert((0, 0));
+            *windows += 1;
+            *size += cells.len();
         }
     }
-    for (pair, size) in sizes {
-        out.cells.insert(pair, Vec::with_capacity(size));
+    for (pair, (windows, size)) in sizes {
+        if windows > 1 {
+            out.cells.insert(pair, Vec::with_capacity(size));
+        }
     }
     for (window, o) in outcomes {
         out.only.0 += o.only.0;
@@ -389,7 +394,14 @@ pub(super) fn judge(
             out.pairs.entry(pair).or_default().add(rows);
         }
         for (pair, cells) in o.cells {
-            out.cells.entry(pair).or_default().extend(cells);
+            match out.cells.entry(pair) {
+                std::collections::hash_map::Entry::Occupied(mut gathered) => {
+                    gathered.get_mut().extend(cells)
+                }
+                std::collections::hash_map::Entry::Vacant(only) => {
+                    only.insert(cells);
+                }
+            }
         }
         out.judged.by_window.insert(window, o.judged);
     }
@@ -439,6 +451,15 @@ fn window_pair(
         .all(|(n, &(ia, ib, ..))| ia == n && ib == n);
     let (mut gathered_a, mut gathered_b) = (Vec::new(), Vec::new());
     let mut verdicts: Vec<(f64, u8)> = Vec::with_capacity(rows);
+    // Each compared row gets a cell per record pair: reserved once, not grown.
+    for seg in &segments {
+        if seg.compared_end > seg.start {
+            out.cells
+                .entry(seg.pair)
+                .or_default()
+                .reserve(ordinals_a.len() * (seg.compared_end - seg.start));
+        }
+    }
     let different_input: u64 = segments
         .iter()
         .map(|seg| (seg.end - seg.compared_end) as u64)

@@ -6,6 +6,7 @@ use super::header::{FACTS, MANIFEST_NAME};
 use super::parse;
 use crate::model::dump::{FormatFacts, SourceFormat, Warning, Window};
 use crate::model::formats::contract::{Format, FormatError};
+use crate::model::io::MapChoice;
 
 /// dumpview's probe manifest (assets/dump_probe.py, the native probe).
 pub struct Probe;
@@ -30,6 +31,16 @@ impl Format for Probe {
         true
     }
     fn read(&self, path: &Path, bytes: &[u8]) -> Result<(Window, Vec<Warning>), FormatError> {
+        self.read_with(path, bytes, MapChoice::Never)
+    }
+
+    /// The token-row sidecar is mapped under `map` ([`super::rows::read`]).
+    fn read_with(
+        &self,
+        path: &Path,
+        bytes: &[u8],
+        map: MapChoice,
+    ) -> Result<(Window, Vec<Warning>), FormatError> {
         let mut parsed = parse::parse_manifest(bytes, path)?;
         let mut warnings = Vec::new();
         if let Some(stop) = &parsed.stopped {
@@ -48,7 +59,7 @@ impl Format for Probe {
         warnings.extend(super::annotations::check(&mut parsed.manifest, path));
         if let Some(json) = &parsed.token_rows {
             parsed.manifest.token_rows =
-                super::rows::read(json, path, &mut warnings).map(std::sync::Arc::new);
+                super::rows::read(json, path, map, &mut warnings).map(std::sync::Arc::new);
         }
         Ok((parsed.manifest, warnings))
     }
