@@ -65,16 +65,6 @@ pub struct Overview {
     pub cells: Vec<Vec<Cell>>,
 }
 
-fn severity(cell: Cell) -> u8 {
-    match cell {
-        Cell::Agrees => 0,
-        Cell::Inconclusive => 1,
-        Cell::Missing => 2,
-        Cell::Diverges => 3,
-        Cell::NonFinite => 4,
-    }
-}
-
 impl Overview {
     /// Compresses the diff's rank × stage table.
     pub fn of(report: &DiffReport) -> Overview {
@@ -90,7 +80,7 @@ impl Overview {
             let mut seen = vec![false; buckets];
             for (i, &cell) in row.iter().enumerate() {
                 let b = i * buckets / stages.max(1);
-                if !seen[b] || severity(cell) > severity(cells[b]) {
+                if !seen[b] || cell.severity() > cells[b].severity() {
                     cells[b] = cell;
                     seen[b] = true;
                 }
@@ -107,7 +97,7 @@ impl Overview {
         let n = row.len();
         let lo = ((from * n as f64) as usize).min(n.saturating_sub(1));
         let hi = ((to * n as f64).ceil() as usize).clamp(lo + 1, n);
-        row[lo..hi].iter().copied().max_by_key(|&c| severity(c))
+        row[lo..hi].iter().copied().max_by_key(|&c| c.severity())
     }
 }
 

@@ -86,7 +86,7 @@ pub fn run(
     attempts: &super::inputs::AttemptArgs,
     ignore: &super::inputs::IgnoreArgs,
     json: bool,
-    tokens: bool,
+    shown: Shown<'_>,
 ) -> Result<Conclusion, CliError> {
     let tolerances = tolerance.tolerances()?;
     let [mut dump_a, mut dump_b]: [Dump; 2] =
@@ -97,10 +97,12 @@ pub fn run(
     ignore.apply(&mut dump_b)?;
     let analysis = Analysis::compute_diff(&dump_a, &dump_b, &tolerances);
     let report = analysis.diff.as_ref().expect("a diff of two captures");
-    if tokens {
+    if let Shown::Tokens = shown {
         return tokens_view(report, &dump_a, &dump_b, json);
     }
-    if json {
+    if let Shown::Tree(tree) = shown {
+        super::tree::print_diff(tree, report, &dump_a, &dump_b, json)?;
+    } else if json {
         /// The JSON document, serialized straight from the report: a million pairs are
         /// written as they are walked, never copied into a `serde_json::Value` or one string.
         #[derive(serde::Serialize)]
@@ -198,6 +200,17 @@ fn crossterm_width() -> Option<usize> {
         .map(|(w, _)| usize::from(w))
 }
 
+/// What `dumpview diff` prints.
+#[derive(Debug, Clone, Copy)]
+pub enum Shown<'a> {
+    /// Coverage, input identity and the first divergence, per rank.
+    Findings,
+    /// The token alignment alone (`--tokens`).
+    Tokens,
+    /// The module tree (`--tree`).
+    Tree(&'a super::tree::TreeArgs),
+}
+
 /// The options of `dumpview diff`.
 #[derive(Debug, Clone, clap::Args)]
 pub struct DiffArgs {
@@ -212,8 +225,10 @@ pub struct DiffArgs {
     /// Show the token alignment alone: each request's first bad token and its token × stage
     /// grid (stages down, positions across); with --json, the alignment (docs/diff.md,
     /// "Token rows").
-    #[arg(long)]
+    #[arg(long, conflicts_with = "tree")]
     pub tokens: bool,
+    #[command(flatten)]
+    pub tree: super::tree::TreeArgs,
 }
 
 impl DiffArgs {
@@ -229,7 +244,13 @@ impl DiffArgs {
             &cx.attempts,
             &self.ignore,
             cx.json,
-            self.tokens,
+            if self.tokens {
+                Shown::Tokens
+            } else if self.tree.tree {
+                Shown::Tree(&self.tree)
+            } else {
+                Shown::Findings
+            },
         )
     }
 }

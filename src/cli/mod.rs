@@ -16,6 +16,7 @@ pub mod report;
 pub mod scan;
 pub mod summary;
 pub mod tensors;
+pub mod tree;
 pub mod vary;
 pub mod watch;
 pub mod workbench;

@@ -18,6 +18,7 @@ pub fn run(
     attempts: &super::inputs::AttemptArgs,
     ignore: &super::inputs::IgnoreArgs,
     json: bool,
+    tree: &super::tree::TreeArgs,
 ) -> Result<Conclusion, CliError> {
     let mut dump = load_capture(paths, attempts.side(0), json)?;
     ignore.apply(&mut dump)?;
@@ -25,7 +26,9 @@ pub fn run(
     let scans = &analysis.scans_a;
     // One capture holds every rank of a group: its replicas can be checked without a second.
     let replicated = crate::model::analysis::replicated::check('a', &dump.windows);
-    if json {
+    if tree.tree {
+        super::tree::print_scan(tree, &dump, scans, json)?;
+    } else if json {
         println!(
             "{}",
             serde_json::to_string_pretty(&serde_json::json!({
@@ -63,6 +66,8 @@ pub struct ScanArgs {
     pub inputs: Vec<PathBuf>,
     #[command(flatten)]
     pub ignore: super::inputs::IgnoreArgs,
+    #[command(flatten)]
+    pub tree: super::tree::TreeArgs,
 }
 
 impl ScanArgs {
@@ -76,6 +81,7 @@ impl ScanArgs {
             &cx.attempts,
             &self.ignore,
             cx.json,
+            &self.tree,
         )
     }
 }

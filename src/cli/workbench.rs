@@ -160,10 +160,18 @@ pub fn open(
     if json || !std::io::stdout().is_terminal() {
         // No terminal to draw on (a pipe, a script): the same answers as text.
         return match source {
-            Source::Files { a, b: None, .. } => super::scan::run(&[a], attempts, ignore, json),
-            Source::Files { a, b: Some(b), .. } => {
-                super::diff::run(&a, &b, tolerance, attempts, ignore, json, false)
+            Source::Files { a, b: None, .. } => {
+                super::scan::run(&[a], attempts, ignore, json, &Default::default())
             }
+            Source::Files { a, b: Some(b), .. } => super::diff::run(
+                &a,
+                &b,
+                tolerance,
+                attempts,
+                ignore,
+                json,
+                super::diff::Shown::Findings,
+            ),
             Source::Example(_) => super::summary::run_embedded(json),
         };
     }

@@ -388,6 +388,18 @@ pub enum Cell {
 }
 
 impl Cell {
+    /// How bad the cell is, for taking the worst of several (the overview's buckets, a module
+    /// tree's rollup): agrees 0 < inconclusive 1 < missing 2 < diverges 3 < non-finite 4.
+    pub fn severity(self) -> u8 {
+        match self {
+            Cell::Agrees => 0,
+            Cell::Inconclusive => 1,
+            Cell::Missing => 2,
+            Cell::Diverges => 3,
+            Cell::NonFinite => 4,
+        }
+    }
+
     /// The cell of a pair with this verdict.
     pub fn of(verdict: &Verdict) -> Cell {
         match verdict {

@@ -17,6 +17,7 @@ pub mod scan;
 pub mod summary;
 pub mod table;
 pub mod tokens;
+pub mod tree;
 pub mod vary;
 
 use rayon::prelude::*;

@@ -11,6 +11,7 @@ pub mod scan;
 pub mod summary;
 pub mod tensors;
 pub mod tokens;
+pub mod tree;
 pub mod vary;
 
 /// `, attempt N` for a window re-run into its dump directory (attempt 1 goes unsaid): how the

@@ -150,7 +150,11 @@ mod tests {
         let mapped = read(&json, &manifest, MapChoice::Lazy, &mut warnings).unwrap();
         let read_whole = read(&json, &manifest, MapChoice::Never, &mut warnings).unwrap();
         assert!(warnings.is_empty(), "{warnings:?}");
-        assert!(matches!(mapped.values, RowValues::InPlace(_)), "{:?}", mapped.values);
+        assert!(
+            matches!(mapped.values, RowValues::InPlace(_)),
+            "{:?}",
+            mapped.values
+        );
         assert!(matches!(read_whole.values, RowValues::Owned(_)));
         assert_eq!(mapped.values.len(), 300_000);
         assert_eq!(mapped.values[299_999], 299_999.0);
