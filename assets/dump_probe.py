@@ -12,6 +12,14 @@ Usage inside the code under test::
     dp.capture_inputs("layers.3.rope", q=q, k=k, pos=pos)  # a full operator input set
     dp.finish()                                            # once the logits exist
 
+Or without an edit per stage: forward hooks on the modules whose paths match a regex, and a
+window per forward of the model (``python -m dump_probe --hook REGEX script.py`` needs no
+edit at all)::
+
+    hooks = dp.hook(model, stages=r"(self_attn|mlp)$", label=True)
+    model.generate(**inputs)                               # a window per forward
+    dp.unhook()
+
 Under tensor (or context) parallelism, say where each rank sits and how each stage is
 split, so dumpview can merge a TP=2 capture's shards and compare it with a TP=1 one::
 
@@ -32,6 +40,7 @@ Environment (read once, at import):
                            a range ("2-5") or "all"; each call is a window of its own
     DUMP_PROBE_REQUEST     capture the forwards whose row map holds this request id (instead
                            of DUMP_PROBE_MATCH; DUMP_PROBE_OCCURRENCE then counts those forwards)
+    DUMP_PROBE_HOOK        regex of module paths that hook() captures, replacing its stages=
     DUMP_PROBE_ROW_STATS   per-row statistics of token rows (rows.f32 beside the manifest):
                            "on" (default), "off", or a regex of the stages that get them
     DUMP_PROBE_ROW_POSITIONS  token positions whose rows get them, "FIRST-LAST" (default 0-65535)
@@ -129,6 +138,13 @@ class _Config:
         self.occurrences = self._occurrences(env.get("DUMP_PROBE_OCCURRENCE", "1"))
         self.occurrence = self.occurrences[0]  # the first call selected (messages name it)
         self.request = env.get("DUMP_PROBE_REQUEST", "").strip() or None
+        hook_text = env.get("DUMP_PROBE_HOOK", "")
+        self.hook_pattern = None
+        if hook_text:
+            try:
+                self.hook_pattern = re.compile(hook_text)
+            except re.error as exc:
+                self._fail("DUMP_PROBE_HOOK=%r is not a valid regex (%s)" % (hook_text, exc))
         self.row_stats, self.row_regex = self._row_stats(env.get("DUMP_PROBE_ROW_STATS", "on"))
         self.row_positions = self._row_positions(env.get("DUMP_PROBE_ROW_POSITIONS", ""))
         fmt = env.get("DUMP_PROBE_TENSOR_FORMAT", "safetensors").strip().lower()
@@ -294,6 +310,7 @@ class _State:
         self.positions = {}  # request -> the next token position (counted over the label's calls)
         self.request_calls = {}  # request -> forwards seen holding it (DUMP_PROBE_REQUEST)
         self.count_into = None  # (request, first position) that the counting call's rows extend
+        self.hooks = []  # the Hooks of hook() calls still installed
 
 
 _config = _Config(os.environ)
@@ -606,12 +623,17 @@ def _selected(match, calls, row_map):
     return first <= calls and (last is None or calls <= last)
 
 
-def _count_rows(tensor):
-    """The counting call's first capture: its rows extend the label's positions."""
+def _count_rows(tensor, token_dims=(0,)):
+    """The counting call's first capture: its rows (the product of its token dimensions'
+    sizes) extend the label's positions."""
     global _active, _counting
     _active = _counting = False
     request, first = _state.count_into
-    rows = int(tensor.shape[0]) if isinstance(tensor, torch.Tensor) and tensor.dim() > 0 else 1
+    rows = 1
+    if isinstance(tensor, torch.Tensor):
+        two = tuple(token_dims) == (0, 1) if isinstance(token_dims, (tuple, list)) else False
+        for d in range(min(tensor.dim(), 2 if two else 1)):
+            rows *= int(tensor.shape[d])
     _state.positions[request] = max(_state.positions.get(request, 0), first + rows)
 
 
@@ -1067,7 +1089,7 @@ def capture(stage, tensor, shard=None, collective=None, rows="auto", token_dims=
         return
     if _counting:
         if rows is not None:
-            _count_rows(tensor)
+            _count_rows(tensor, token_dims)
         return
     try:
         if not isinstance(tensor, torch.Tensor):
@@ -1516,6 +1538,466 @@ def capture_graph(stage, tensor):
         slot.meta = meta
     except Exception as exc:
         _disarm("capture_graph(%r)" % (stage,), exc)
+
+
+# --------------------------------------------------------------------------- module hooks
+#
+# Capture without editing the model: forward hooks named by the module path
+# (nn.Module.named_modules), and an operator level inside ``with ops(...)``. Every hook returns
+# on the one boolean ``_active`` when no window is open, and never raises into the model.
+
+# Flattening a module's outputs stops this deep (a cache object of nested lists is not walked).
+_FLATTEN_DEPTH = 4
+
+
+def _flat_tensors(value, depth=0):
+    """The tensors of a module's inputs or outputs, in order: a tensor; the items of tuples
+    and lists; the values of dicts (HF's ModelOutput is one) and dataclass fields; anything
+    else (None, ints, cache objects) skipped."""
+    if isinstance(value, torch.Tensor):
+        return [value]
+    if depth >= _FLATTEN_DEPTH:
+        return []
+    if isinstance(value, (tuple, list)):
+        items = value
+    elif isinstance(value, dict):
+        items = value.values()
+    elif hasattr(value, "__dataclass_fields__"):
+        items = [getattr(value, f, None) for f in value.__dataclass_fields__]
+    else:
+        return []
+    out = []
+    for item in items:
+        out.extend(_flat_tensors(item, depth + 1))
+    return out
+
+
+def _hook_token_dims(tensor):
+    """capture()'s (rows, token_dims) for a hooked tensor: (0, 1) for [batch, seq, ...]
+    activations and [batch, seq] ids, (0,) for [tokens, ...], as the forward's row count says
+    where it is known; before it is known (the forward's first capture teaches it) by rank:
+    3-D and 2-D integer tensors (0, 1), 1-D and 2-D floating ones (0,). Higher ranks (attention
+    probabilities [batch, heads, q, k]) and scalars get no token rows."""
+    dim = tensor.dim()
+    if dim == 0 or dim > 3:
+        return None, (0,)
+    row_map = _state.window["row_map"] if _state.window is not None else None
+    count = row_map.count if row_map is not None else None
+    shape = tensor.shape
+    if count is not None:
+        if dim >= 2 and int(shape[0]) * int(shape[1]) == count:
+            return "auto", (0, 1)
+        return "auto", (0,)
+    if dim == 3 or (dim == 2 and not tensor.is_floating_point() and not tensor.is_complex()):
+        return "auto", (0, 1)
+    return "auto", (0,)
+
+
+def _capture_hooked(stage, tensors, part):
+    """Captures a hooked module's tensors: ``part`` "output" names a lone output by the bare
+    path, several ``.output.N``; inputs are always ``.input.N``."""
+    if part == "output" and len(tensors) == 1:
+        rows, dims = _hook_token_dims(tensors[0])
+        capture(stage, tensors[0], rows=rows, token_dims=dims)
+        return
+    for n, tensor in enumerate(tensors):
+        rows, dims = _hook_token_dims(tensor)
+        capture("%s.%s.%d" % (stage, part, n), tensor, rows=rows, token_dims=dims)
+
+
+class Hooks:
+    """The hooks one hook() call installed; ``remove()`` takes them out (unhook() takes out
+    every hook() call's)."""
+
+    def __init__(self, stages):
+        self.stages = stages  # the module paths hooked, in named_modules order
+        self.handles = []
+        self.depth = 0  # nesting of the root module's forward (label mode)
+        self.armed_here = False  # the root pre-hook opened the window it will finish
+
+    def remove(self):
+        for handle in self.handles:
+            try:
+                handle.remove()
+            except Exception:
+                pass
+        self.handles = []
+        try:
+            _state.hooks.remove(self)
+        except ValueError:
+            pass
+
+
+def hook(model, stages=None, inputs=False, outputs=True, label=None):
+    """Capture the submodules of ``model`` whose qualified names (``named_modules``) match the
+    regex ``stages`` (``re.search``; None: every module), with forward hooks: no edit at each
+    stage. The stage is the module path (``model.layers.3.mlp``; the root module itself is
+    named by its class); a module's lone output tensor is recorded under the bare path, several
+    (tuples, lists, dicts, dataclass outputs, flattened in order; non-tensors skipped) as
+    ``PATH.output.N``; with ``inputs=True`` its inputs (positional, then keyword) as
+    ``PATH.input.N``, captured before the module runs, so an input and an output never share a
+    name and an input changed in place is seen as it came in. Occurrences count per stage as
+    with capture(). Token rows: (0, 1) for [batch, seq, hidden] activations, (0,) for
+    [tokens, hidden], as the forward's row count says (see _hook_token_dims).
+
+    ``label``: None (default) captures only inside windows the code arms itself; a string, or
+    a callable ``label(args, kwargs)`` giving one, also arms a window at the root module's
+    forward pre-hook (``True``: the constant label "forward", so the calls of a ``generate()``
+    loop are calls 1, 2, ... of one label, each a window of its own under
+    DUMP_PROBE_OCCURRENCE=all) and finishes it after the root's forward. Where the code
+    already armed a window (armed()), the hook neither arms nor finishes it, so an engine
+    labelling by request keeps its own boundaries. The root's integer input (``input_ids``)
+    on the cpu is recorded as the window's token ids; on a device it is not read (that would
+    synchronise), and dumpview says the input identity is unknown.
+
+    DUMP_PROBE_HOOK=REGEX replaces ``stages`` without an edit. Returns a Hooks whose
+    ``remove()`` takes these hooks out; unhook() takes out all. Never raises: a problem prints
+    one warning and returns a Hooks with nothing installed.
+    """
+    hooks = Hooks([])
+    try:
+        pattern = _config.hook_pattern if _config.hook_pattern is not None else stages
+        regex = re.compile(pattern) if isinstance(pattern, str) else pattern
+        root_name = type(model).__name__
+        for path, module in model.named_modules():
+            name = path or root_name
+            if regex is not None and not regex.search(name):
+                continue
+            hooks.stages.append(name)
+            if inputs:
+                hooks.handles.append(module.register_forward_pre_hook(_input_hook(name), with_kwargs=True))
+            if outputs:
+                hooks.handles.append(module.register_forward_hook(_output_hook(name)))
+        if label is not None and label is not False:
+            hooks.handles.append(model.register_forward_pre_hook(_arming_hook(hooks, label), with_kwargs=True))
+            # always_call: the window is finished even when the forward raises.
+            hooks.handles.append(_register_post(model, _finishing_hook(hooks)))
+        _state.hooks.append(hooks)
+        if not hooks.stages:
+            _warn("hook(%s, stages=%r): no module path matches; nothing is captured" % (root_name, pattern),
+                  key="hook-none:%s" % pattern)
+    except Exception as exc:
+        _warn("hook() failed (%s: %s); no module hooks installed" % (type(exc).__name__, exc), key="hook")
+        hooks.remove()
+    return hooks
+
+
+def unhook():
+    """Removes every hook that hook() installed."""
+    for hooks in list(_state.hooks):
+        hooks.remove()
+
+
+def _register_post(model, fn):
+    try:
+        return model.register_forward_hook(fn, with_kwargs=True, always_call=True)
+    except TypeError:  # torch < 2.1: no always_call
+        return model.register_forward_hook(fn, with_kwargs=True)
+
+
+def _input_hook(name):
+    def pre_hook(module, args, kwargs):
+        if not _active:
+            return None
+        try:
+            tensors = _flat_tensors(args) + _flat_tensors(kwargs)
+            if tensors:
+                _capture_hooked(name, tensors, "input")
+        except Exception as exc:
+            _disarm("hook(%r) inputs" % name, exc)
+        return None
+    return pre_hook
+
+
+def _output_hook(name):
+    def post_hook(module, args, output):
+        if not _active:
+            return None
+        try:
+            tensors = _flat_tensors(output)
+            if tensors:
+                _capture_hooked(name, tensors, "output")
+        except Exception as exc:
+            _disarm("hook(%r) outputs" % name, exc)
+        return None
+    return post_hook
+
+
+def _arming_hook(hooks, label):
+    def pre_hook(module, args, kwargs):
+        hooks.depth += 1
+        if hooks.depth > 1 or not _config.enabled or _active:
+            return None  # a nested call, or the code's own window: not ours to arm
+        try:
+            name = label
+            if callable(label):
+                name = label(args, kwargs)
+            elif label is True:
+                name = "forward"
+            metadata = {}
+            ids = _root_token_ids(args, kwargs)
+            if ids is not None:
+                metadata["token_ids"] = ids
+            arm(name, **metadata)
+            hooks.armed_here = True
+        except Exception as exc:
+            _warn("hook(label=...) could not arm (%s: %s); that forward is not captured" % (type(exc).__name__, exc),
+                  key="hook-arm")
+        return None
+    return pre_hook
+
+
+def _finishing_hook(hooks):
+    def post_hook(module, args, kwargs, output):
+        hooks.depth = max(0, hooks.depth - 1)
+        if hooks.depth == 0 and hooks.armed_here:
+            hooks.armed_here = False
+            finish()  # a no-op where the forward was not selected; ends a counting call too
+        return None
+    return post_hook
+
+
+def _root_token_ids(args, kwargs):
+    """The root forward's token ids as a host list: ``input_ids`` (or the first integer tensor
+    argument) when it lives on the cpu; None on a device (reading it would synchronise)."""
+    ids = kwargs.get("input_ids") if isinstance(kwargs, dict) else None
+    if not isinstance(ids, torch.Tensor):
+        ids = next((a for a in args if isinstance(a, torch.Tensor)), None)
+    if ids is None or ids.is_floating_point() or ids.is_complex() or ids.device.type != "cpu" or ids.dim() > 2:
+        return None
+    return [int(v) for v in ids.reshape(-1).tolist()]
+
+
+class _ModulePaths:
+    """The module path of every module call, through torch's global module hooks (for
+    ``python -m dump_probe --hook`` and ``ops()``): the outermost module called is a root,
+    named by its class, and a module inside it by its path under that root (named_modules);
+    a module called inside a root it does not belong to is named by its class. ``on_root``
+    and ``on_root_end`` run at a root's start and end; ``on_module`` after each module
+    (name, module, args, output)."""
+
+    def __init__(self):
+        self.stack = []  # (module, path) of the calls under way, outermost first
+        self.paths = weakref.WeakKeyDictionary()  # root -> {id(module): path}
+        self.handles = []
+        self.users = 0
+        self.on_pre = []  # callbacks (path, module, args)
+        self.on_post = []  # callbacks (path, module, args, output)
+        self.on_root = []  # callbacks (root module, args) at a root's start
+        self.on_root_end = []  # callbacks () at a root's end
+
+    def current(self):
+        """The innermost module path under way, or None outside every module."""
+        return self.stack[-1][1] if self.stack else None
+
+    def start(self):
+        self.users += 1
+        if self.handles:
+            return
+        from torch.nn.modules import module as modules
+
+        self.handles.append(modules.register_module_forward_pre_hook(self._pre))
+        try:
+            self.handles.append(modules.register_module_forward_hook(self._post, always_call=True))
+        except TypeError:  # torch < 2.1
+            self.handles.append(modules.register_module_forward_hook(self._post))
+
+    def stop(self):
+        self.users = max(0, self.users - 1)
+        if self.users == 0:
+            for handle in self.handles:
+                handle.remove()
+            self.handles = []
+            self.stack = []
+
+    def _path_of(self, module):
+        if not self.stack:
+            return type(module).__name__
+        root = self.stack[0][0]
+        paths = self.paths.get(root)
+        if paths is None:
+            paths = {id(m): (p or type(root).__name__) for p, m in root.named_modules()}
+            self.paths[root] = paths
+        return paths.get(id(module)) or type(module).__name__
+
+    def _pre(self, module, args):
+        try:
+            root = not self.stack
+            path = self._path_of(module)
+            self.stack.append((module, path))
+            if root:
+                for fn in self.on_root:
+                    fn(module, args)
+            for fn in self.on_pre:
+                fn(path, module, args)
+        except Exception as exc:
+            _disarm("module hook", exc)
+        return None
+
+    def _post(self, module, args, output):
+        try:
+            while self.stack and self.stack[-1][0] is not module:
+                self.stack.pop()  # a call that raised under a torch without always_call
+            if not self.stack:
+                return None
+            path = self.stack[-1][1]
+            for fn in self.on_post:
+                fn(path, module, args, output)
+            self.stack.pop()
+            if not self.stack:
+                for fn in self.on_root_end:
+                    fn()
+        except Exception as exc:
+            _disarm("module hook", exc)
+        return None
+
+
+_paths = _ModulePaths()
+
+
+def hook_all(stages=None, inputs=False, label=True):
+    """Module hooks on every module of every model, through torch's global module hooks:
+    what ``python -m dump_probe --hook REGEX`` installs. Names as hook()'s, taken from the
+    outermost module called (a module called outside any parent is its own root, named by its
+    class); inputs are the positional ones only (global hooks do not see keyword arguments).
+    ``label`` arms a window per outermost forward as in hook() (True: the root's class name).
+    DUMP_PROBE_HOOK replaces ``stages``. Returns a function that removes them."""
+    pattern = _config.hook_pattern if _config.hook_pattern is not None else stages
+    regex = re.compile(pattern) if isinstance(pattern, str) else pattern
+    state = {"armed_here": False}
+
+    def pre(path, module, args):
+        if _active and inputs and (regex is None or regex.search(path)):
+            tensors = _flat_tensors(args)
+            if tensors:
+                _capture_hooked(path, tensors, "input")
+
+    def post(path, module, args, output):
+        if _active and (regex is None or regex.search(path)):
+            tensors = _flat_tensors(output)
+            if tensors:
+                _capture_hooked(path, tensors, "output")
+
+    def root(module, args):
+        if label is None or label is False or not _config.enabled or _active:
+            return
+        name = label(args, {}) if callable(label) else (type(module).__name__ if label is True else label)
+        ids = _root_token_ids(args, {})
+        arm(name, **({"token_ids": ids} if ids is not None else {}))
+        state["armed_here"] = True
+
+    def root_end():
+        if state["armed_here"]:
+            state["armed_here"] = False
+            finish()
+
+    callbacks = ((_paths.on_pre, pre), (_paths.on_post, post), (_paths.on_root, root), (_paths.on_root_end, root_end))
+    for where, fn in callbacks:
+        where.append(fn)
+    _paths.start()
+
+    def remove():
+        for where, fn in callbacks:
+            if fn in where:
+                where.remove(fn)
+        _paths.stop()
+    return remove
+
+
+def _op_mode_class():
+    """The TorchDispatchMode behind ops(), made on first use (its import stays off the
+    probe's import path)."""
+    global _OpMode
+    if _OpMode is not None:
+        return _OpMode
+    from torch.utils._python_dispatch import TorchDispatchMode
+
+    class OpMode(TorchDispatchMode):
+        """Captures the outputs of the aten operators that run inside it. A dispatch mode,
+        not a function mode: it sees every operator the dispatcher runs (also those a torch
+        function or a C++ kernel calls internally, and an npu's custom operators), under the
+        dispatcher's names (``aten.mm.default``), which are the same on every device and do
+        not depend on which Python API the model used. While its __torch_dispatch__ runs the
+        mode is off, so the probe's own statistics operators are not captured again."""
+
+        def __init__(self, regex):
+            super().__init__()
+            self.regex = regex
+
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+            out = func(*args, **(kwargs or {}))
+            if _active and not _counting and not _is_view_op(func):
+                try:
+                    where = _paths.current() or "-"
+                    stage = "%s/%s" % (where, func)
+                    if self.regex is None or self.regex.search(stage):
+                        tensors = _flat_tensors(out)
+                        if tensors:
+                            _capture_hooked(stage, tensors, "output")
+                except Exception as exc:
+                    _disarm("ops()", exc)
+            return out
+
+    _OpMode = OpMode
+    return OpMode
+
+
+_OpMode = None
+# Operators whose output is a view of an input though their schema does not say so.
+_UNMARKED_VIEWS = ("_unsafe_view", "_reshape_alias", "lift_fresh")
+_view_ops = {}  # operator -> whether it only views an input
+
+
+def _is_view_op(func):
+    """Whether ``func``'s outputs only alias its inputs (a view, a transpose, an expand): it
+    computes no value, and its output's values are its input's, captured where made. An
+    in-place operator writes through its alias, and is captured."""
+    known = _view_ops.get(func)
+    if known is None:
+        try:
+            returns = func._schema.returns
+            known = bool(returns) and all(
+                r.alias_info is not None and not r.alias_info.is_write for r in returns)
+            known = known or func._schema.name.split("::")[-1] in _UNMARKED_VIEWS
+        except Exception:
+            known = False
+        _view_ops[func] = known
+    return known
+
+
+class ops:
+    """``with ops(REGEX):`` captures the outputs of the torch operators called inside, as
+    stages ``<enclosing module path>/<operator>`` (``model.layers.0.mlp/aten.mm.default``;
+    ``-/...`` outside every module), occurrences counted as with capture(), bounded by the
+    regex (``re.search`` on that name; None: every operator). Views (view, transpose, expand,
+    slice: outputs that only alias an input) are not captured: they compute no value. msprobe's L1 without a config
+    file. Eager mode only: a compiled graph or a captured CUDA graph runs its operators
+    outside Python (use graph_slot()/capture_graph() there). Costs nothing outside an open
+    window beyond the dispatch itself; never raises."""
+
+    def __init__(self, stages=None):
+        self.regex = re.compile(stages) if isinstance(stages, str) else stages
+        self.mode = None
+
+    def __enter__(self):
+        try:
+            _paths.start()
+            self.mode = _op_mode_class()(self.regex)
+            self.mode.__enter__()
+        except Exception as exc:
+            _warn("ops() could not start (%s: %s); operators are not captured" % (type(exc).__name__, exc),
+                  key="ops")
+            self.mode = None
+        return self
+
+    def __exit__(self, *exc_info):
+        try:
+            if self.mode is not None:
+                self.mode.__exit__(*exc_info)
+        finally:
+            self.mode = None
+            _paths.stop()
+        return False
 
 
 def _stats_dtype(device):
@@ -3073,3 +3555,44 @@ def _reset_for_tests(env=None):
     _forget_paths()  # its "fused" warnings are said again after a reset
     if _config.enabled and _config.error:
         _warn(_config.error + "; the probe stays disarmed", key="config")
+
+
+def _main(argv):
+    """``python -m dump_probe --hook REGEX [--inputs] [--label LABEL] script.py [args...]``:
+    runs a script with module hooks on every module whose path matches REGEX (hook_all) and a
+    window per outermost forward, with no edit to the script or the model. DUMP_PROBE is set
+    to 1 unless the environment sets it; the other DUMP_PROBE_* variables apply as usual."""
+    import argparse
+    import runpy
+
+    parser = argparse.ArgumentParser(
+        prog="python -m dump_probe",
+        description="Run a script with dump_probe's module hooks installed: a window per outermost forward.")
+    parser.add_argument("--hook", metavar="REGEX", default=None,
+                        help="module paths to capture (re.search; default: every module)")
+    parser.add_argument("--inputs", action="store_true", help="also capture modules' positional inputs")
+    parser.add_argument("--label", default=None,
+                        help="the windows' label (default: the outermost module's class name)")
+    parser.add_argument("script", help="the Python script to run")
+    parser.add_argument("args", nargs=argparse.REMAINDER, help="the script's arguments")
+    options = parser.parse_args(argv)
+    if not os.path.isfile(options.script):
+        parser.error("%s: no such file" % options.script)
+    global _config, _state
+    if "DUMP_PROBE" not in os.environ:
+        os.environ["DUMP_PROBE"] = "1"
+        _config = _Config(os.environ)
+        _state = _State(_config)
+        if _config.error:
+            _warn(_config.error + "; the probe stays disarmed", key="config")
+    # The script's own `import dump_probe` gets this module, not a second copy with its own state.
+    sys.modules.setdefault("dump_probe", sys.modules[__name__])
+    hook_all(options.hook, inputs=options.inputs, label=options.label if options.label is not None else True)
+    sys.argv = [options.script] + list(options.args)
+    sys.path.insert(0, os.path.dirname(os.path.abspath(options.script)))
+    runpy.run_path(options.script, run_name="__main__")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(_main(sys.argv[1:]))

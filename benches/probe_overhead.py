@@ -23,6 +23,20 @@ each is used; two warm-up steps per process keep the fused kernel's first-call
 compile out of the step time, and it is printed apart.  torch.compile's cache
 is a fresh directory inside the work tree (.inductor_cache/bench-*), so the
 first armed process compiles cold and a warm cache elsewhere hides nothing.
+Capture without editing the model (issue 28), on the same architecture as the Hugging Face
+LlamaForCausalLM it is built from (its modules, so hooks see them), at the example width:
+
+  hf-disarmed  the HF model's forward, dump_probe imported, not armed
+  hf-hand      hand-placed captures of the stages' outputs: a few-line forward hook per
+               stage calling capture() (as examples/minilm_fp32_vs_bf16.py does), making
+               the same records as hf-hook
+  hf-hook      dump_probe.hook(model, stages=the same regex): the same stages
+  hf-ops       ``with dump_probe.ops():`` every aten operator of the forward
+  hf-msprobe   msprobe L1 statistics of the same forward (per-API, msprobe's own hooks)
+
+Goals: hook's added time <= 1.1x the hand-placed captures' (same stages, same records);
+msprobe L1's added time >= 5x the operator level's.
+
 Then, in one more process, the per-capture cost of each statistics path over
 the very tensors one forward captures.  Prints step times, the ratios the
 probe issue sets as goals: armed / disarmed (goal <= 1.5 at hidden 256,
@@ -30,7 +44,7 @@ probe issue sets as goals: armed / disarmed (goal <= 1.5 at hidden 256,
 (goal >= 10) with row statistics off, and with them on (issue 27: <= 1.6 and
 <= 1.2, msprobe >= 8x), the sidecar's bytes per record, and a RESULT line.
 
-    .venv/bin/python benches/probe_overhead.py [--tokens 256] [--steps 15] [--rounds 3]
+    .venv/bin/python benches/probe_overhead.py [--tokens 256] [--steps 15] [--rounds 3] [--part all|capture|hooks]
 """
 
 import argparse
@@ -60,6 +74,13 @@ GOAL_MSPROBE = 10.0
 # With per-row statistics on (issue 27).
 GOAL_RATIO_ROWS = {256: 1.6, 1024: 1.2}
 GOAL_MSPROBE_ROWS = 8.0
+# Capture without editing the model (issue 28).
+HOOK_MODES = ("hf-disarmed", "hf-hand", "hf-hook", "hf-ops", "hf-msprobe")
+# The stages hand-placed and hooked alike: each decoder layer, its attention, its MLP and its
+# two norms (6 layers x 5 = 30 module outputs).
+HOOK_STAGES = r"^model\.layers\.\d+(\.(self_attn|mlp|input_layernorm|post_attention_layernorm))?$"
+GOAL_HOOK = 1.1
+GOAL_MSPROBE_OPS = 5.0
 
 
 def _model(width, tokens, probe):
@@ -134,6 +155,116 @@ def child(mode, width, tokens, steps, out_dir):
                       "row_bytes": row_bytes}))
 
 
+def hook_child(mode, width, tokens, steps, out_dir):
+    """Runs in a subprocess: time `steps` forwards of the HF model in a HOOK_MODES mode."""
+    import re
+
+    sys.path[:0] = [os.path.join(ROOT, "assets"), os.path.join(ROOT, "examples")]
+    os.environ["DUMP_PROBE_LIB"] = LIBRARY
+    import torch
+
+    import dump_probe
+    import tiny_llama as tl
+
+    tl.CONFIG.update(WIDTHS[width])
+    tl.deterministic()
+    model = tl.build_hf_model()
+    generator = torch.Generator().manual_seed(1)
+    ids = torch.randint(0, tl.CONFIG["vocab_size"], (1, tokens), generator=generator)
+    armed = mode in ("hf-hand", "hf-hook", "hf-ops")
+    env = {"DUMP_PROBE": "1"}
+    regex = re.compile(HOOK_STAGES)
+    if mode == "hf-hand":
+        # The same records hook() makes: a lone output by the bare path, each tensor of a
+        # tuple (the attention's output and probabilities) as .output.N.
+        def hand(stage):
+            def hook(module, args, output):
+                if isinstance(output, tuple):
+                    tensors = [t for t in output if isinstance(t, torch.Tensor)]
+                    for n, tensor in enumerate(tensors):
+                        dump_probe.capture("%s.output.%d" % (stage, n), tensor,
+                                           token_dims=(0, 1) if tensor.dim() == 3 else (0,),
+                                           rows="auto" if tensor.dim() <= 3 else None)
+                else:
+                    dump_probe.capture(stage, output, token_dims=(0, 1))
+            return hook
+        for name, module in model.named_modules():
+            if regex.search(name):
+                module.register_forward_hook(hand(name))
+    elif mode == "hf-hook":
+        dump_probe.hook(model, stages=HOOK_STAGES)
+    debugger = None
+    if mode == "hf-msprobe":
+        from msprobe.pytorch import PrecisionDebugger
+
+        debugger = PrecisionDebugger(task="statistics", dump_path=out_dir, level="L1")
+
+    def step(index):
+        if armed:
+            dump_probe._reset_for_tests(dict(env, DUMP_PROBE_DIR=os.path.join(out_dir, str(index))))
+            dump_probe.arm("bench", token_ids=ids.reshape(-1).tolist())
+        if debugger is not None:
+            debugger.start()
+        with torch.no_grad():
+            if mode == "hf-ops":
+                with dump_probe.ops():
+                    model(input_ids=ids, use_cache=False)
+            else:
+                model(input_ids=ids, use_cache=False)
+        if armed:
+            dump_probe.finish()
+        if debugger is not None:
+            debugger.stop()
+            debugger.step()
+
+    times = []
+    for index in range(steps + 2):
+        start = time.perf_counter()
+        step(index)
+        if index >= 2:
+            times.append(time.perf_counter() - start)
+    records = None
+    if armed:
+        manifest = os.path.join(out_dir, str(steps + 1), "rank0", "match1-occ1", "manifest.json")
+        with open(manifest) as handle:
+            records = len(json.load(handle)["records"])
+    print(json.dumps({"mode": mode, "times": times, "records": records}))
+
+
+def measure_hooks(width, args):
+    env = {k: v for k, v in os.environ.items() if not k.startswith("DUMP_PROBE")}
+    env.update(OMP_NUM_THREADS="1", HF_HUB_OFFLINE="1")
+    samples = {mode: [] for mode in HOOK_MODES}
+    records = {}
+    with tempfile.TemporaryDirectory() as tmp:
+        for round_index in range(args.rounds):
+            for mode in HOOK_MODES:
+                out = os.path.join(tmp, "%s-%d" % (mode, round_index))
+                cmd = [sys.executable, __file__, "--hook-child", mode, "--width", width, "--out", out,
+                       "--tokens", str(args.tokens), "--steps", str(args.steps)]
+                data = _run(cmd, env)
+                samples[mode].extend(data["times"])
+                records[mode] = data["records"]
+    median = {mode: statistics.median(times) * 1e3 for mode, times in samples.items()}
+    base = median["hf-disarmed"]
+    hidden = WIDTHS[width].get("hidden_size", 256)
+    print("\ncapture without editing the model: HF LlamaForCausalLM, hidden %d, %d tokens" % (hidden, args.tokens))
+    for mode in HOOK_MODES:
+        print("  %-12s %8.2f ms   %.3fx disarmed   %s records" % (mode, median[mode], median[mode] / base,
+                                                               records.get(mode) if records.get(mode) else "-"))
+    added = {mode: median[mode] - base for mode in HOOK_MODES}
+    hook_vs_hand = added["hf-hook"] / added["hf-hand"] if added["hf-hand"] > 0 else float("inf")
+    msprobe_vs_ops = added["hf-msprobe"] / added["hf-ops"] if added["hf-ops"] > 0 else float("inf")
+    print("  hook added time / hand-placed added time: %.3f (goal <= %.2f); step time ratio %.3f"
+          % (hook_vs_hand, GOAL_HOOK, median["hf-hook"] / median["hf-hand"]))
+    print("  msprobe L1 added time / operator level added time: %.1f (goal >= %g)" % (msprobe_vs_ops, GOAL_MSPROBE_OPS))
+    tag = "hf%d" % hidden
+    return ["%s_disarmed_ms=%.2f" % (tag, base), "%s_hand_ms=%.2f" % (tag, median["hf-hand"]),
+            "%s_hook_ms=%.2f" % (tag, median["hf-hook"]), "%s_ops_ms=%.2f" % (tag, median["hf-ops"]),
+            "%s_msprobe_l1_ms=%.2f" % (tag, median["hf-msprobe"]), "%s_hook_vs_hand=%.3f" % (tag, hook_vs_hand),
+            "%s_msprobe_vs_ops=%.1f" % (tag, msprobe_vs_ops), "%s_ops_records=%s" % (tag, records.get("hf-ops"))]
+
+
 def per_capture(width, tokens, reps):
     """Runs in a subprocess: the per-capture cost of each statistics path, over one forward's tensors."""
     sys.path[:0] = [os.path.join(ROOT, "assets")]
@@ -187,13 +318,19 @@ def main():
     parser.add_argument("--tokens", type=int, default=256, help="prefill length (default 256)")
     parser.add_argument("--steps", type=int, default=15, help="timed steps per mode and round")
     parser.add_argument("--rounds", type=int, default=3, help="interleaved rounds")
+    parser.add_argument("--part", choices=("all", "capture", "hooks"), default="all",
+                        help="capture: the statistics paths; hooks: capture without editing the model")
     parser.add_argument("--child", help=argparse.SUPPRESS)
+    parser.add_argument("--hook-child", help=argparse.SUPPRESS)
     parser.add_argument("--per-capture", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--width", default="example", help=argparse.SUPPRESS)
     parser.add_argument("--out", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.child:
         child(args.child, args.width, args.tokens, args.steps, args.out)
+        return
+    if args.hook_child:
+        hook_child(args.hook_child, args.width, args.tokens, args.steps, args.out)
         return
     if args.per_capture:
         per_capture(args.width, args.tokens, reps=5)
@@ -208,8 +345,11 @@ def main():
     cache = tempfile.mkdtemp(prefix="bench-", dir=cache_root)
     try:
         fields = []
-        for width in WIDTHS:
-            fields += measure(width, args, cache)
+        if args.part in ("all", "capture"):
+            for width in WIDTHS:
+                fields += measure(width, args, cache)
+        if args.part in ("all", "hooks"):
+            fields += measure_hooks("example", args)
         print("RESULT " + " ".join(fields))
     finally:
         shutil.rmtree(cache, ignore_errors=True)
