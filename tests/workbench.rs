@@ -1758,7 +1758,7 @@ fn the_detail_says_what_gives_it_room() {
         screen
             .lines()
             .find_map(|l| {
-                l.split("more lines: ")
+                l.split("more lines: ] or ")
                     .nth(1)
                     .map(|r| r.split(" ─").next().unwrap().to_string())
             })
@@ -1775,7 +1775,31 @@ fn the_detail_says_what_gives_it_room() {
         "every line shown with the timeline focused"
     );
     let screen = text(&render(&mut app, 80, 24));
-    assert!(screen.contains("more lines: Enter widens"), "{screen}");
+    assert!(screen.contains("more lines: ] or Enter widens"), "{screen}");
+}
+
+#[test]
+fn the_detail_scrolls_to_its_layout_lines_at_80x24() {
+    let mut app = example("llama_kv_alias");
+    apply(&mut app, [Action::FirstDivergence]);
+    let screen = text(&render(&mut app, 80, 24));
+    assert!(
+        !screen.contains("stride"),
+        "not reached unscrolled:\n{screen}"
+    );
+    // `]` until the last page: the stride, storage and tensor path lines come into view.
+    apply(&mut app, (0..40).map(|_| Action::DetailScroll(1)));
+    let screen = text(&render(&mut app, 80, 24));
+    assert!(screen.contains("stride"), "{screen}");
+    assert!(screen.contains("storage"), "{screen}");
+    assert!(screen.contains("tensor"), "{screen}");
+    assert!(screen.contains("of 18: ] [ scroll"), "{screen}");
+    insta::assert_snapshot!("detail_scrolled_kv_alias_80x24", screen);
+    // Scrolling back up past the top and a new selection both start at the top again.
+    apply(&mut app, (0..60).map(|_| Action::DetailScroll(-1)));
+    assert_eq!(app.detail_scroll, 0);
+    apply(&mut app, [Action::DetailScroll(3), Action::Down]);
+    assert_eq!(app.detail_scroll, 0);
 }
 
 // ---- `p`: replay the operator of a stage on its captured input set ----

@@ -98,6 +98,8 @@ pub enum Action {
     /// running tensor comparison, narrows the wide detail, gives the focus back to the
     /// timeline, or clears the status message; it never quits.
     Escape,
+    /// `]` / `[`: scroll the detail panel down / up by this many lines.
+    DetailScroll(i64),
     /// Mouse wheel over the timeline.
     Scroll(i64),
     /// A click on a timeline row (index into the visible rows, 0 = top).

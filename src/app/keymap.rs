@@ -225,6 +225,16 @@ pub static BINDINGS: &[Binding] = &[
         None,
         Some(("Enter", "wide detail (timeline) / jump to member (aliases)")),
     ),
+    bind(
+        &[Key::Char(']')],
+        Action::DetailScroll(1),
+        None,
+        Some((
+            "]  [",
+            "scroll the detail panel down / up (a new selection starts at its top)",
+        )),
+    ),
+    bind(&[Key::Char('[')], Action::DetailScroll(-1), None, None),
     bind_diff(
         &[Key::Char('t')],
         Action::CompareTensors,

@@ -165,6 +165,9 @@ pub struct App {
     pub focus: Focus,
     pub alias_selected: usize,
     pub wide_detail: bool,
+    /// The detail panel's first line when scrolled (`]` / `[`); 0 shows the lines that
+    /// matter most for its height. A new selection starts at 0 again.
+    pub detail_scroll: usize,
     pub search: Search,
     pub help: bool,
     /// The token × stage view (`T`, `b`), when open.
@@ -250,6 +253,7 @@ impl App {
             focus: Focus::Timeline,
             alias_selected: 0,
             wide_detail: false,
+            detail_scroll: 0,
             search: Search::default(),
             help: false,
             warnings_open: false,
@@ -440,7 +444,11 @@ impl App {
         if self.view_len() == 0 {
             return;
         }
-        self.selected = position.min(self.view_len() - 1);
+        let selected = position.min(self.view_len() - 1);
+        if selected != self.selected {
+            self.detail_scroll = 0;
+        }
+        self.selected = selected;
         let height = self.view_height.max(1);
         if self.selected < self.offset {
             self.offset = self.selected;

@@ -341,6 +341,10 @@ fn update_base(app: &mut App, action: Action, page: usize) -> Vec<Effect> {
             navigate(app, action)
         }
         Action::Export => export::open(app),
+        Action::DetailScroll(by) => {
+            // The draw clamps to the last full page; here only below zero is cut.
+            app.detail_scroll = app.detail_scroll.saturating_add_signed(by as isize);
+        }
         Action::ToggleTokens => super::tokens::toggle(app),
         Action::NextRequest => super::tokens::select_next_request(app),
         Action::FirstBadToken => super::tokens::first_bad_token(app),

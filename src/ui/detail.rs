@@ -227,7 +227,10 @@ fn entries(app: &App, width: usize, theme: Theme) -> Vec<Entry> {
     let diffing = loaded.diff().is_some();
     let mut out = vec![Entry {
         level: KEY,
-        line: Line::from(Span::styled(format::fit(&row.key, width), theme.title())),
+        line: Line::from(Span::styled(
+            format::fit_middle(&row.key, width),
+            theme.title(),
+        )),
     }];
     let verdict = if let Some(p) = pair {
         Some(match &p.comparison.verdict {
@@ -574,7 +577,30 @@ pub fn draw(frame: &mut Frame, app: &App, area: Rect, theme: Theme) {
     let mut block = Block::bordered().title(Span::styled(" detail ", theme.title()));
     let width = usize::from(area.width.saturating_sub(2));
     let rows = usize::from(area.height.saturating_sub(2));
-    let (lines, left_out) = choose(entries(app, width, theme), rows);
+    let all = entries(app, width, theme);
+    let total = all.len();
+    if app.detail_scroll > 0 && total > rows {
+        // Scrolled: the lines in their order, from the scrolled-to one, the last page full.
+        let start = app.detail_scroll.min(total - rows);
+        let lines: Vec<Line> = all
+            .into_iter()
+            .skip(start)
+            .take(rows)
+            .map(|e| e.line)
+            .collect();
+        let note = format!(
+            " lines {}-{} of {total}: ] [ scroll ",
+            start + 1,
+            start + rows
+        );
+        block = block.title_bottom(Span::styled(
+            format::fit(&note, width.saturating_sub(2)),
+            theme.dim(),
+        ));
+        frame.render_widget(Paragraph::new(lines).block(block), area);
+        return;
+    }
+    let (lines, left_out) = choose(all, rows);
     if left_out > 0 {
         // What gives the detail more room: Tab back from the alias panel, Enter on the
         // timeline (wider and taller), else a bigger terminal.
@@ -586,7 +612,7 @@ pub fn draw(frame: &mut Frame, app: &App, area: Rect, theme: Theme) {
             "Enter widens"
         };
         let note = format!(
-            " {left_out} more line{}: {how} ",
+            " {left_out} more line{}: ] or {how} ",
             if left_out == 1 { "" } else { "s" }
         );
         block = block.title_bottom(Span::styled(

@@ -58,6 +58,41 @@ pub fn fit(text: &str, width: usize) -> String {
     out
 }
 
+/// Cuts `text` to `width` characters in the middle, marking the cut with `…`: for stage names,
+/// whose start says which model and whose end says which layer, input or output
+/// (`Module.module…encoder.layers.3.self_attention.forward.0`). The head keeps about a third
+/// (a sixth below 25 columns; cut back to the end of a dotted segment where one ends there), the tail the rest, so two
+/// names that differ only at the end still read differently.
+pub fn fit_middle(text: &str, width: usize) -> String {
+    let n = text.chars().count();
+    if n <= width {
+        return text.to_string();
+    }
+    if width < 4 {
+        return fit(text, width);
+    }
+    let room = width - 1;
+    // Narrow: nearly all to the tail, where two names of one module differ.
+    let mut head = if room >= 24 {
+        room / 3
+    } else {
+        (room / 6).max(1)
+    };
+    // End the head at a segment boundary when that keeps at least half of it.
+    let head_text: String = text.chars().take(head).collect();
+    if let Some(dot) = head_text.rfind(['.', '/'])
+        && dot >= head / 2
+        && dot > 0
+    {
+        head = head_text[..dot].chars().count();
+    }
+    let tail = room - head;
+    let mut out: String = text.chars().take(head).collect();
+    out.push('…');
+    out.extend(text.chars().skip(n - tail));
+    out
+}
+
 /// Cuts `text` to `width` characters keeping its end, marking the cut with a leading `…`
 /// (for paths, whose file name says the most).
 pub fn fit_start(text: &str, width: usize) -> String {
@@ -295,6 +330,32 @@ pub fn bar(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn stage_names_are_cut_in_the_middle_keeping_their_tail() {
+        let name = "Module.module.module.language_model.encoder.layers.3.self_attention.forward.0";
+        assert_eq!(
+            fit_middle(name, 55),
+            "Module.module…encoder.layers.3.self_attention.forward.0"
+        );
+        assert_eq!(fit_middle(name, 55).chars().count(), 55);
+        assert_eq!(fit_middle(name, name.len()), name);
+        assert_eq!(fit_middle("short", 10), "short");
+        // Two names that differ only at the end stay apart at every width.
+        let input = "Module.module.module.language_model.encoder.layers.11.mlp.forward.0.input.0";
+        let output = "Module.module.module.language_model.encoder.layers.11.mlp.forward.0.output.0";
+        for width in 8..input.len() {
+            assert_ne!(
+                fit_middle(input, width),
+                fit_middle(output, width),
+                "width {width}"
+            );
+            assert!(fit_middle(output, width).chars().count() <= width);
+            assert!(fit_middle(output, width).ends_with('0'));
+        }
+        assert_eq!(fit_middle(output, 24), "Mod…p.forward.0.output.0");
+        assert_eq!(fit_middle(output, 3), "Mo…");
+    }
 
     #[test]
     fn numbers_fit_ten_columns() {

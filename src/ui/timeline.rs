@@ -222,7 +222,7 @@ pub fn draw(frame: &mut Frame, app: &App, area: Rect, theme: Theme) {
                 columns.push(Line::from(seq));
             }
             columns.extend([
-                Line::from(format::fit(&row.key, usize::from(w.key))),
+                Line::from(format::fit_middle(&row.key, usize::from(w.key))),
                 Line::from(format::fit(&dtype, usize::from(w.dtype))),
                 Line::from(format::fit(&shape, usize::from(w.shape))),
             ]);
