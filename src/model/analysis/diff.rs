@@ -902,7 +902,9 @@ fn diff_with(
     let (stages, table) = overview(&windows);
     let mut headline = Headline::of(&windows, first_rank, &stages, &replicated);
     if let Some(bad) = token_diff.as_ref().and_then(|t| t.first.as_ref()) {
-        headline = Headline::with_bad_token(headline, bad, &stages);
+        if !precision_drift_only(bad, &windows) {
+            headline = Headline::with_bad_token(headline, bad, &stages);
+        }
     }
     if let Some(d) = token_diff
         .as_ref()
@@ -948,6 +950,23 @@ fn diff_with(
             aligned_b.into_iter().map(|m| named(&ids_b, m)).collect(),
         ),
     }
+}
+
+/// Whether the first bad token is a row that moved across a precision change (float32 vs
+/// bfloat16) while its record pair does not diverge: a row of the coarser computation drifts
+/// further than the tensor's aggregate, so its rows never make the record's verdict worse
+/// ([`tokens::sharpen`]), and the headline keeps the records' first divergence instead of
+/// naming that row (the token section still lists it). A non-finite count that differs is
+/// never drift.
+fn precision_drift_only(bad: &tokens::BadToken, windows: &[WindowDiff]) -> bool {
+    bad.dtypes.0 != bad.dtypes.1
+        && bad.verdict.stat != "nonfinite_count"
+        && windows
+            .iter()
+            .filter(|w| w.rank == bad.rank)
+            .flat_map(|w| &w.pairs)
+            .filter(|p| p.key == bad.key)
+            .all(|p| p.comparison.precision_change && !p.comparison.verdict.diverges())
 }
 
 /// Lets the token rows of windows `a` and `b` (paired whole) decide the verdicts of `w`'s

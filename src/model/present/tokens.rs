@@ -266,6 +266,13 @@ pub fn bad_token_text(bad: &BadToken, indent: &str) -> String {
     );
     let _ = writeln!(out, "{indent}  A {}  ({})", row_text(&bad.a), bad.dtypes.0);
     let _ = writeln!(out, "{indent}  B {}  ({})", row_text(&bad.b), bad.dtypes.1);
+    if bad.dtypes.0 != bad.dtypes.1 && bad.verdict.stat != "nonfinite_count" {
+        let _ = writeln!(
+            out,
+            "{indent}  across a precision change ({} vs {}): a row drifts further than its tensor's aggregate, so the records' own verdicts name the first divergence",
+            bad.dtypes.0, bad.dtypes.1
+        );
+    }
     out
 }
 
