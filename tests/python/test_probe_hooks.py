@@ -274,3 +274,32 @@ def test_calls_not_captured_still_count_their_rows_over_batch_and_sequence(make_
     entry = window["token_rows"]["map"][0]
     assert (entry["first_position"], entry["count"]) == (6, 1)
     assert window["token_rows"]["positions_inferred"] is True
+
+
+def test_the_tiny_llama_examples_model_hooked_equals_hand_placed_inputs_and_outputs(probe, dump_dir):
+    pytest.importorskip("transformers")
+    sys.path.insert(0, EXAMPLES)
+    try:
+        import tiny_llama as tl
+    finally:
+        sys.path.remove(EXAMPLES)
+    model = tl.build_hf_model()
+    mlp = model.model.layers[1].mlp
+    # Hand-placed: the input as it enters (a pre-hook) and the output.
+    handles = [mlp.register_forward_pre_hook(lambda m, args: probe.capture("hand_in", args[0])),
+               mlp.register_forward_hook(lambda m, args, out: probe.capture("hand_out", out))]
+    hooks = probe.hook(model, stages=r"^model\.layers\.1\.mlp$", inputs=True)
+    with torch.no_grad():
+        probe.arm("tiny")
+        model(input_ids=torch.tensor([tl.PROMPT_IDS]), use_cache=False)
+        manifest = load_manifest(probe.finish())
+    for h in handles:
+        h.remove()
+    hooks.remove()
+    assert stages_of(manifest) == [("hand_in", 1), ("model.layers.1.mlp.input.0", 1),
+                                   ("hand_out", 1), ("model.layers.1.mlp", 1)]
+    for hand, hooked in (("hand_in", "model.layers.1.mlp.input.0"), ("hand_out", "model.layers.1.mlp")):
+        x, y = record(manifest, hand), record(manifest, hooked)
+        assert y["stats"] == x["stats"]
+        for key in LAYOUT_KEYS + ("storage_ptr", "storage_id"):
+            assert y[key] == x[key], (hooked, key)
