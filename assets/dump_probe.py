@@ -3004,12 +3004,15 @@ def _write_window(window):
             meta["tensor_file"] = _save_tensor_or_warn(directory, "%s#1" % slot.stage, slot.tensor)
         records.append(_ordered_record(meta))
 
-    try:
-        token_rows = _write_token_rows(directory, window, _state.records + slot_rows)
-    except Exception as exc:  # the window's records stand without their token rows
+    def rows_lost(exc):  # the window's records stand without their token rows
         _warn("token rows not written (%s: %s); the window is written without them"
               % (type(exc).__name__, str(exc).splitlines()[0][:160]), key="rowswrite")
-        token_rows = None
+
+    try:
+        token_rows, sidecar = _write_token_rows(directory, window, _state.records + slot_rows)
+    except Exception as exc:
+        rows_lost(exc)
+        token_rows = sidecar = None
 
     # Published last: the manifest names only input-set files already written and fsynced.
     input_sets = _input_set_entries(window)
@@ -3041,18 +3044,26 @@ def _write_window(window):
     if token_rows is not None:
         manifest["token_rows"] = token_rows
     path = os.path.join(directory, "manifest.json")
-    _atomic_write_text(path, _manifest_text(manifest))
+    text = _manifest_text(manifest)  # made while the sidecar is written and fsynced
+    failed = sidecar.wait() if sidecar is not None else None
+    if failed is not None:
+        rows_lost(failed)
+        manifest.pop("token_rows", None)
+        token_rows = None
+        text = _manifest_text(manifest)
+    _atomic_write_text(path, text)
     _state.written.append((path, len(records), token_rows["bytes"] if token_rows else 0))
     return path
 
 
 def _write_token_rows(directory, window, records):
-    """Writes the window's per-row statistics to ROWS_FILE (atomically, one transfer per
-    device) and returns the manifest's ``token_rows`` object; None when the forward has no
-    row map. docs/manifest.md, "Token rows", gives the layout."""
+    """Starts writing the window's per-row statistics to ROWS_FILE (atomically, one transfer
+    per device, on a _BackgroundWrite) and returns the manifest's ``token_rows`` object and
+    that write (None where there are no rows); (None, None) when the forward has no row map.
+    docs/manifest.md, "Token rows", gives the layout."""
     row_map = window.get("row_map")
     if row_map is None or row_map.count is None:  # no capture told the forward's row count
-        return None
+        return None, None
     if row_map.declared and not row_map.matched and records:
         _warn("arm(%r, rows=...) declares %d rows, but no capture of that forward had %d rows along its token_dims: "
               "its records have no token rows (is a padded or flattened batch declared as its requests alone?)"
@@ -3086,8 +3097,7 @@ def _write_token_rows(directory, window, records):
         blocks.append(block)
         first_row += count
     data = _float32_bytes(torch.cat(blocks)) if blocks else b""
-    if data:
-        _atomic_write_bytes(os.path.join(directory, ROWS_FILE), [data])
+    sidecar = _BackgroundWrite(os.path.join(directory, ROWS_FILE), data) if data else None
     metadata = _metadata_to_host(window["metadata"])
     return {
         "file": ROWS_FILE if data else None,
@@ -3101,7 +3111,28 @@ def _write_token_rows(directory, window, records):
         "rows": first_row,
         "bytes": len(data),
         "records": entries,
-    }
+    }, sidecar
+
+
+class _BackgroundWrite(threading.Thread):
+    """_atomic_write_bytes of one file on a thread of its own, so that its fsync overlaps
+    the manifest's making; ``wait()`` joins it and gives its exception, or None. The manifest
+    is written only after, so it still names only files already written and fsynced."""
+
+    def __init__(self, path, data):
+        super().__init__(name="dump_probe rows.f32", daemon=True)
+        self.path, self.data, self.error = path, data, None
+        self.start()
+
+    def run(self):
+        try:
+            _atomic_write_bytes(self.path, [self.data])
+        except Exception as exc:
+            self.error = exc
+
+    def wait(self):
+        self.join()
+        return self.error
 
 
 def _float32_bytes(values):

@@ -147,6 +147,29 @@ def test_failing_write_in_finish_warns_and_returns_none(probe, dump_dir, capsys,
     assert all_manifests(dump_dir) == []
 
 
+def test_a_failing_sidecar_write_costs_the_token_rows_alone(probe, dump_dir, capsys, monkeypatch):
+    # The sidecar is written on a thread of its own while the manifest is made; the manifest
+    # waits for it and, where it failed, names no token rows.
+    write = probe._atomic_write_bytes
+
+    def rows_fail(path, chunks):
+        if path.endswith(probe.ROWS_FILE):
+            raise OSError("disk full")
+        write(path, chunks)
+
+    monkeypatch.setattr(probe, "_atomic_write_bytes", rows_fail)
+    probe.arm("r")
+    probe.capture("x", torch.ones(2))
+    path = probe.finish()
+    assert warning_lines(capsys.readouterr().err) == [
+        "dump_probe: warning: token rows not written (OSError: disk full); the window is written without them",
+    ]
+    manifest = load_manifest(path)
+    assert "token_rows" not in manifest
+    assert [r["stage"] for r in manifest["records"]] == ["x"]
+    assert not os.path.exists(os.path.join(os.path.dirname(path), probe.ROWS_FILE))
+
+
 def test_failing_read_back_in_finish(probe, capsys, monkeypatch):
     probe.arm("r")
     probe.capture("x", torch.ones(2))
