@@ -1495,3 +1495,104 @@ fn b_shows_the_first_bad_token_of_a_chunk_and_enter_its_rows() {
     t.keys(&["q"]);
     assert_eq!(t.wait_exit(), (0, true));
 }
+
+/// The tree line of the record the screen's reverse-video cursor is on, from a capture with
+/// escapes: the line holding a reverse (SGR 7) attribute inside the tree pane, escapes removed.
+fn reversed_line(escaped: &str) -> Option<String> {
+    let sgr = regex::Regex::new(r"\x1b\[([0-9;:]*)m").unwrap();
+    escaped
+        .lines()
+        .find(|l| {
+            sgr.replace_all(l, "").starts_with('│')
+                && sgr
+                    .captures_iter(l)
+                    .any(|c| c[1].split(';').any(|p| p == "7"))
+        })
+        .map(|l| sgr.replace_all(l, "").into_owned())
+}
+
+// Issue 28 item 6: on the hooked MiniLM capture pair (float32 vs bfloat16), `m` shows the
+// module tree; with `encoder` folded, `d` opens the path to the first divergence that
+// `dumpview diff --json` names in its headline and puts the cursor on it.
+#[test]
+fn the_module_tree_walks_to_the_first_divergence_of_the_hooked_minilm_pair() {
+    if !tmux_available() {
+        return;
+    }
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/minilm_hooked");
+    let (a, b) = (root.join("a"), root.join("b"));
+    let (a, b) = (a.to_str().unwrap(), b.to_str().unwrap());
+    let (_, doc, err) = support::run::json(&["diff", "--json", a, b]);
+    let target = doc["diff"]["headline"]["key"]
+        .as_str()
+        .unwrap_or_else(|| panic!("a headline key: {err}"))
+        .to_string();
+    // Its modules, as the tree names them: dotted, with a hook's `.output.N` tail one name.
+    let (stage, occurrence) = target.rsplit_once('#').unwrap();
+    let mut names: Vec<&str> = stage.split('.').collect();
+    let tail = names.split_off(names.len() - 2).join(".");
+    let record = if tail.starts_with("output.") || tail.starts_with("input.") {
+        format!("{tail}#{occurrence}")
+    } else {
+        names.push(&tail[..tail.find('.').unwrap()]);
+        format!("{}#{occurrence}", &tail[tail.find('.').unwrap() + 1..])
+    };
+    assert!(names.len() >= 3, "{target}: a module path");
+
+    let t = Term::start(140, 40, &[a, b], &[]);
+    t.wait("the first divergence selected", |s| s.shows_detail(&target));
+    t.keys(&["m"]);
+    t.wait("the tree", |s| s.text.contains("┌ tree "));
+    // Fold the top module holding it, and move off it.
+    t.keys(&["g"]);
+    t.keys(&["j"]);
+    t.keys(&["Left"]);
+    let folded = format!("▸ {}", names[0]);
+    let s = t.wait("the top module folded", |s| s.text.contains(&folded));
+    // The tree pane, left of the detail (whose title names the record too).
+    let pane = |s: &support::tmux::Screen| -> String {
+        s.lines()
+            .iter()
+            .filter_map(|l| l.split("││").next())
+            .collect::<Vec<_>>()
+            .join("\n")
+    };
+    assert!(!pane(&s).contains(&record), "{}", s.text);
+    t.keys(&["g"]);
+    t.wait("the cursor off the divergence", |s| {
+        !s.shows_detail(&target)
+    });
+
+    t.keys(&["d"]);
+    let s = t.wait("d: the first divergence selected", |s| {
+        s.shows_detail(&target)
+    });
+    // The path is open, one level deeper per module, and the record is under the last.
+    let lines = s.lines();
+    let mut at = 0;
+    for (depth, name) in names.iter().enumerate() {
+        let open = format!("{}▾ {name}", " ".repeat(2 * depth));
+        at += lines[at..]
+            .iter()
+            .position(|l| l.contains(&open))
+            .unwrap_or_else(|| panic!("{open:?} below line {at}:\n{}", s.text));
+    }
+    let line = lines[at..]
+        .iter()
+        .find(|l| l.contains(&record))
+        .unwrap_or_else(|| panic!("{record:?} under its module:\n{}", s.text));
+    assert!(
+        line.starts_with("│ ◆"),
+        "the first divergence's mark: {line:?}"
+    );
+    let s = t.wait_escaped("the cursor on the record", |s| {
+        reversed_line(&s.text).is_some_and(|l| l.contains(&record))
+    });
+    let cursor = reversed_line(&s.text).unwrap();
+    assert!(
+        cursor.contains(&format!("{}  {record}", " ".repeat(2 * names.len()))),
+        "indented under its module: {cursor:?}"
+    );
+    t.keys(&["q"]);
+    assert_eq!(t.wait_exit(), (0, true));
+}

@@ -23,6 +23,8 @@ mod layouts;
 mod support;
 #[path = "workbench/tokens.rs"]
 mod tokens;
+#[path = "workbench/tree.rs"]
+mod tree;
 
 /// The real loop over a TestBackend terminal, jobs held: tests send their events.
 struct Bench(Runtime<TestBackend>);

@@ -87,6 +87,10 @@ pub enum Action {
     /// closes it. `b`: the first bad token, in that view.
     ToggleTokens,
     FirstBadToken,
+    /// `m`: the timeline pane shows the selected window's module tree, or the flat timeline
+    /// again ([`super::tree`]). In the tree, Enter (or Space) folds and unfolds, Left folds
+    /// (or goes up to the module above), Right unfolds (or goes to the first line below).
+    ToggleTree,
     /// `?`.
     ToggleHelp,
     /// `w`: the load warnings of the open captures (what was lost or noted while reading

@@ -8,7 +8,7 @@
 //! commands. The help, the load warnings view and the tensor result popup are
 //! modal in [`super::update`], which keeps the keys each uses and drops the others.
 
-use super::{Action, App, Popup};
+use super::{Action, App, Focus, Popup};
 
 /// A key press, as the keymap sees it (no terminal types: the runtime translates).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -60,6 +60,9 @@ pub enum Mode {
     CasesBoard,
     /// The token × stage view ([`TOKENS`]).
     Tokens,
+    /// The module tree in the timeline pane, with the focus there ([`TREE`], then
+    /// [`BINDINGS`]).
+    Tree,
 }
 
 impl Mode {
@@ -73,6 +76,11 @@ impl Mode {
             Some(Popup::SearchPrompt) => Mode::Search,
             Some(Popup::CasesBoard) => Mode::CasesBoard,
             Some(Popup::Tokens) => Mode::Tokens,
+            None | Some(Popup::TensorProgress)
+                if app.tree.is_some() && app.focus == Focus::Timeline =>
+            {
+                Mode::Tree
+            }
             _ => Mode::Normal,
         }
     }
@@ -282,6 +290,15 @@ pub static BINDINGS: &[Binding] = &[
     ),
     bind_diff(&[Key::Char('b')], Action::FirstBadToken, None, None),
     bind(
+        &[Key::Char('m')],
+        Action::ToggleTree,
+        None,
+        Some((
+            "m",
+            "module tree of the window / timeline (tree: Enter Space fold, ← → close open)",
+        )),
+    ),
+    bind(
         &[Key::Char('e')],
         Action::Export,
         Some((10, "e export")),
@@ -418,6 +435,15 @@ pub static TOKENS: &[Binding] = &[
     bind(&[Key::Char('q')], Action::Quit, None, None),
 ];
 
+/// The keys of [`Mode::Tree`] that differ from [`BINDINGS`]: Enter and Space fold and
+/// unfold the module under the cursor, Left (`h`) folds it or goes up, Right unfolds it or
+/// goes down into it. Every other key is [`BINDINGS`]'.
+pub static TREE: &[Binding] = &[
+    bind(&[Key::Enter, Key::Char(' ')], Action::Enter, None, None),
+    bind(&[Key::Left, Key::Char('h')], Action::Left, None, None),
+    bind(&[Key::Right], Action::Right, None, None),
+];
+
 /// Keys that act in every mode: Ctrl-C quits even from the search prompt.
 pub static GLOBAL: &[Binding] = &[bind(&[Key::Ctrl('c')], Action::Quit, None, None)];
 
@@ -442,15 +468,24 @@ pub fn action_for(key: Key, mode: Mode) -> Option<Action> {
         Mode::CasesForm => CASES_FORM,
         Mode::CasesBoard => CASES_BOARD,
         Mode::Tokens => TOKENS,
+        Mode::Tree => TREE,
     };
-    if let Some(action) = lookup(table, key) {
+    // The tree's own keys first, then the commands.
+    let find = |key: Key| {
+        lookup(table, key).or_else(|| {
+            (mode == Mode::Tree)
+                .then(|| lookup(BINDINGS, key))
+                .flatten()
+        })
+    };
+    if let Some(action) = find(key) {
         return Some(action);
     }
     let key = match key {
         Key::Ctrl(c) => Key::Char(c),
         other => other,
     };
-    lookup(table, key).or(match (mode, key) {
+    find(key).or(match (mode, key) {
         (Mode::Search, Key::Char(c)) => Some(Action::SearchChar(c)),
         (Mode::Export, Key::Char(c)) => Some(Action::ExportChar(c)),
         (Mode::Replay, Key::Char(c)) => Some(Action::ReplayChar(c)),
@@ -525,6 +560,33 @@ mod tests {
         sorted.sort_unstable();
         sorted.dedup();
         assert_eq!(sorted.len(), places.len(), "two hints in one place");
+    }
+
+    #[test]
+    fn the_tree_takes_enter_space_and_the_arrows_and_passes_the_rest_on() {
+        for (key, expected) in [
+            (Key::Char(' '), "Enter"),
+            (Key::Enter, "Enter"),
+            (Key::Left, "Left"),
+            (Key::Char('h'), "Left"),
+            (Key::Right, "Right"),
+            (Key::Char('j'), "Down"),
+            (Key::Char('d'), "FirstDivergence"),
+            (Key::Char('m'), "ToggleTree"),
+            (Key::Ctrl('c'), "Quit"),
+        ] {
+            let action = action_for(key, Mode::Tree);
+            assert_eq!(
+                format!("{action:?}"),
+                format!("Some({expected})"),
+                "{key:?}"
+            );
+        }
+        assert!(matches!(
+            action_for(Key::Char(' '), Mode::Normal),
+            Some(Action::PageDown)
+        ));
+        assert!(help_lines(false, false).any(|(k, _)| k == "m"));
     }
 
     #[test]

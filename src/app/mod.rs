@@ -30,6 +30,8 @@ mod state;
 pub mod strip;
 pub mod tensors;
 pub mod tokens;
+#[warn(missing_docs)]
+pub mod tree;
 mod update;
 pub mod watch;
 
@@ -40,4 +42,5 @@ pub use rows::{Row, RowState};
 pub use session::Session;
 pub use state::{App, Focus, Loaded, Search, WindowChoice};
 pub use tensors::{TensorJob, TensorPopup, TensorResult};
+pub use tree::{TreeLine, TreeView};
 pub use update::update;

@@ -170,6 +170,8 @@ pub struct App {
     pub detail_scroll: usize,
     pub search: Search,
     pub help: bool,
+    /// The module tree shown in the timeline pane instead of the flat rows (`m`), when open.
+    pub tree: Option<super::tree::TreeView>,
     /// The token × stage view (`T`, `b`), when open.
     pub token_view: Option<super::tokens::TokenView>,
     /// The matched request selected (`R`; index into the token alignment's requests): the
@@ -257,6 +259,7 @@ impl App {
             search: Search::default(),
             help: false,
             warnings_open: false,
+            tree: None,
             token_view: None,
             request: 0,
             overlay_scroll: 0,
@@ -367,6 +370,7 @@ impl App {
         let Some(loaded) = &self.loaded else { return };
         if loaded.windows.is_empty() {
             self.rows.clear();
+            self.tree = None;
             let left_to_rows = loaded
                 .diff()
                 .is_some_and(|d| !(d.aligned_only.0.is_empty() && d.aligned_only.1.is_empty()));
@@ -413,6 +417,8 @@ impl App {
         self.selected = 0;
         self.offset = 0;
         self.alias_selected = 0;
+        // The open module tree is of these rows now (its folds kept by name).
+        self.rebuild_tree();
         // Open where the evidence is: the first divergence, else the first non-finite record.
         if let Some(i) = self
             .rows

@@ -10,6 +10,15 @@ use super::{cases, export, replay, tensors};
 
 /// Applies one action; returns the effects for the runtime.
 pub fn update(app: &mut App, action: Action) -> Vec<Effect> {
+    let effects = dispatch(app, action);
+    // The open module tree shows where a jump, a search, another window or a reload put
+    // the selection.
+    super::tree::follow(app);
+    effects
+}
+
+/// [`update`] before the tree follows the selection.
+fn dispatch(app: &mut App, action: Action) -> Vec<Effect> {
     // Watch updates arrive whatever the user is doing (a prompt, a popup): installed in place.
     match action {
         Action::Watched(session) => {
@@ -322,6 +331,8 @@ fn update_base(app: &mut App, action: Action, page: usize) -> Vec<Effect> {
         | Action::WatchFetching { .. }
         | Action::ReplayHistory(_) => {}
         _ if app.loaded.is_none() => {}
+        action if super::tree::takes(app, &action) => super::tree::on_key(app, action, page),
+        Action::ToggleTree => super::tree::toggle(app),
         Action::Up
         | Action::Down
         | Action::PageUp

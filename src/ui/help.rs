@@ -42,6 +42,10 @@ const GLYPHS: &[(&str, &str)] = &[
         "↻",
         "a captured input set (capture_inputs): p replays the operator on it",
     ),
+    (
+        "▸  ▾",
+        "module tree (m): a folded / an open module; its glyphs are the worst below it",
+    ),
 ];
 
 /// Width of the keys column.

@@ -28,6 +28,7 @@ mod tensors;
 mod theme;
 mod timeline;
 mod tokens;
+mod tree;
 mod warnings;
 
 use ratatui::Frame;
@@ -234,7 +235,11 @@ pub fn draw_screen(frame: &mut Frame, app: &App, screen: &Screen) {
     }
     let areas = screen.areas;
     header::draw(frame, app, areas.header, theme);
-    timeline::draw(frame, app, areas.timeline, theme);
+    if app.tree.is_some() {
+        tree::draw(frame, app, areas.timeline, theme);
+    } else {
+        timeline::draw(frame, app, areas.timeline, theme);
+    }
     detail::draw(frame, app, areas.detail, theme);
     aliases::draw(frame, app, areas.aliases, theme);
     strip::draw(frame, app, areas.strip, theme);

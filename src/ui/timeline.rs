@@ -27,18 +27,7 @@ pub fn glyphs(row: &Row) -> [char; 3] {
     let comparison = if row.first_divergence {
         '◆'
     } else {
-        match row.state {
-            RowState::Single => ' ',
-            RowState::Agrees => '·',
-            RowState::Diverges => '≠',
-            RowState::ValuesMoved => '⇄',
-            RowState::ChecksumInconclusive => '?',
-            RowState::NotCompared => '∅',
-            RowState::Structural => '#',
-            RowState::NonFiniteDiff => 'N',
-            RowState::OnlyA => 'A',
-            RowState::OnlyB => 'B',
-        }
+        state_glyph(row.state)
     };
     let alias = if row.conflict {
         'X'
@@ -50,6 +39,22 @@ pub fn glyphs(row: &Row) -> [char; 3] {
         ' '
     };
     [nonfinite, comparison, alias]
+}
+
+/// The comparison glyph of a row's state (legend in the help overlay).
+pub fn state_glyph(state: RowState) -> char {
+    match state {
+        RowState::Single => ' ',
+        RowState::Agrees => '·',
+        RowState::Diverges => '≠',
+        RowState::ValuesMoved => '⇄',
+        RowState::ChecksumInconclusive => '?',
+        RowState::NotCompared => '∅',
+        RowState::Structural => '#',
+        RowState::NonFiniteDiff => 'N',
+        RowState::OnlyA => 'A',
+        RowState::OnlyB => 'B',
+    }
 }
 
 /// The style of a row, before selection.
