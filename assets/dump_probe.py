@@ -124,27 +124,15 @@ class _Config:
         self.enabled = env.get("DUMP_PROBE", "").strip().lower() in _TRUE
         self.directory = env.get("DUMP_PROBE_DIR", "") or "dump_probe_out"
         self.ranks = self._ranks(env.get("DUMP_PROBE_RANKS", "0"))
-        pattern = env.get("DUMP_PROBE_TENSOR", "")
-        self.tensor_pattern = pattern
-        self.tensor_regex = None
-        if pattern:
-            try:
-                self.tensor_regex = re.compile(pattern)
-            except re.error as exc:
-                self._fail("DUMP_PROBE_TENSOR=%r is not a valid regex (%s)" % (pattern, exc))
+        self.tensor_pattern = env.get("DUMP_PROBE_TENSOR", "")
+        self.tensor_regex = self._regex("DUMP_PROBE_TENSOR", self.tensor_pattern)
         rows = env.get("DUMP_PROBE_ROWS", "256").strip().lower()
         self.rows = 0 if rows == "all" else self._positive_int("DUMP_PROBE_ROWS", rows, allow_zero=True)
         self.match = self._positive_int("DUMP_PROBE_MATCH", env.get("DUMP_PROBE_MATCH", "1"))
         self.occurrences = self._occurrences(env.get("DUMP_PROBE_OCCURRENCE", "1"))
         self.occurrence = self.occurrences[0]  # the first call selected (messages name it)
         self.request = env.get("DUMP_PROBE_REQUEST", "").strip() or None
-        hook_text = env.get("DUMP_PROBE_HOOK", "")
-        self.hook_pattern = None
-        if hook_text:
-            try:
-                self.hook_pattern = re.compile(hook_text)
-            except re.error as exc:
-                self._fail("DUMP_PROBE_HOOK=%r is not a valid regex (%s)" % (hook_text, exc))
+        self.hook_pattern = self._regex("DUMP_PROBE_HOOK", env.get("DUMP_PROBE_HOOK", ""))
         self.row_stats, self.row_regex = self._row_stats(env.get("DUMP_PROBE_ROW_STATS", "on"))
         self.row_positions = self._row_positions(env.get("DUMP_PROBE_ROW_POSITIONS", ""))
         fmt = env.get("DUMP_PROBE_TENSOR_FORMAT", "safetensors").strip().lower()
@@ -160,6 +148,17 @@ class _Config:
         if sync not in _TRUE + _FALSE:
             self._fail("DUMP_PROBE_SYNC_INPUTS=%r must be 1 or 0" % sync)
         self.sync_inputs = sync in _TRUE
+
+    def _regex(self, name, pattern):
+        """The compiled regex of variable ``name``; None when it is empty or invalid (then the
+        configuration fails, naming it)."""
+        if not pattern:
+            return None
+        try:
+            return re.compile(pattern)
+        except re.error as exc:
+            self._fail("%s=%r is not a valid regex (%s)" % (name, pattern, exc))
+            return None
 
     def _fail(self, message):
         if self.error is None:

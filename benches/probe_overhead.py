@@ -97,6 +97,18 @@ def _model(width, tokens, probe):
     return model, ids
 
 
+def _timed(step, steps):
+    """Seconds of each of `steps` calls of step(index), after two warm-up calls (the fused
+    kernels compile in the first)."""
+    times = []
+    for index in range(steps + 2):
+        start = time.perf_counter()
+        step(index)
+        if index >= 2:
+            times.append(time.perf_counter() - start)
+    return times
+
+
 def child(mode, width, tokens, steps, out_dir):
     """Runs in a subprocess: time `steps` prefill steps in `mode`, print JSON."""
     sys.path[:0] = [os.path.join(ROOT, "assets")]
@@ -134,12 +146,7 @@ def child(mode, width, tokens, steps, out_dir):
             debugger.stop()
             debugger.step()
 
-    times = []
-    for index in range(steps + 2):
-        start = time.perf_counter()
-        step(index)
-        if index >= 2:  # two warm-up steps (the fused kernels compile in the first)
-            times.append(time.perf_counter() - start)
+    times = _timed(step, steps)
     records = paths = None
     row_bytes = 0
     if armed:
@@ -217,12 +224,7 @@ def hook_child(mode, width, tokens, steps, out_dir):
             debugger.stop()
             debugger.step()
 
-    times = []
-    for index in range(steps + 2):
-        start = time.perf_counter()
-        step(index)
-        if index >= 2:
-            times.append(time.perf_counter() - start)
+    times = _timed(step, steps)
     records = None
     if armed:
         manifest = os.path.join(out_dir, str(steps + 1), "rank0", "match1-occ1", "manifest.json")
