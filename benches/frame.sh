@@ -64,7 +64,7 @@ median() {
         awk '{ v[NR] = $1 } END { if (NR % 2) print v[(NR + 1) / 2]; else print (v[NR / 2] + v[NR / 2 + 1]) / 2 }'
 }
 
-KEYS="frame_small_ms frame_big_ms frame_big_p99_ms first_frame_s headless_s"
+KEYS="frame_small_ms frame_big_ms frame_big_p99_ms frame_tree_ms frame_tree_p99_ms tree_open_ms first_frame_s headless_s"
 echo
 echo "== medians over $ROUNDS rounds"
 for build in $BUILDS; do
@@ -76,7 +76,8 @@ if [[ -n $BASELINE ]]; then
     result="RESULT rounds=$ROUNDS baseline=$BASELINE"
     for key in $KEYS; do
         before="$(median "$key" baseline)" after="$(median "$key" current)"
-        ratio="$(awk -v a="$after" -v b="$before" 'BEGIN { printf "%.3f", a / b }')"
+        # A key the baseline's benchmark did not print yet (the tree's) has no ratio.
+        ratio="$(awk -v a="$after" -v b="$before" 'BEGIN { if (b + 0 > 0) printf "%.3f", a / b; else printf "n/a" }')"
         result+=" ${key}_before=$before ${key}_after=$after ${key}_ratio=$ratio"
     done
     echo "$result"
