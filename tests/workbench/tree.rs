@@ -294,3 +294,30 @@ fn tree_marks_have_their_styles_and_glyphs_without_colour() {
     let embeddings = screen.lines().find(|l| l.contains("▸ embeddings")).unwrap();
     assert!(embeddings.starts_with("│  · "), "{embeddings}");
 }
+
+#[test]
+fn clicks_and_the_wheel_move_the_tree_not_the_timeline() {
+    let mut app = resnet();
+    update(&mut app, Action::ToggleTree);
+    let total = lines(&app).len();
+    assert_eq!(total, 244);
+    update(&mut app, Action::ClickRow(1));
+    assert_eq!(
+        cursor(&app),
+        "Module.conv1.Conv2d.forward.0/Functional.conv2d.0.forward"
+    );
+    update(&mut app, Action::Scroll(10));
+    let view = app.tree.as_ref().unwrap();
+    assert_eq!(
+        (view.offset, view.cursor),
+        (10, 10),
+        "the cursor stays in view"
+    );
+    assert_eq!(key(&app), lines(&app)[10], "and selects its record");
+    // Beyond the last line: clamped to the last full page.
+    update(&mut app, Action::Scroll(10_000));
+    let view = app.tree.as_ref().unwrap();
+    assert_eq!(view.offset, total - app.view_height);
+    update(&mut app, Action::Bottom);
+    assert_eq!(app.tree.as_ref().unwrap().cursor, total - 1);
+}
