@@ -48,9 +48,11 @@ fn dotted<'a>(path: &'a str, out: &mut Vec<&'a str>) {
         start = at + 1;
     }
     out.push(&path[start..]);
-    // A hook's `.input.N` / `.output.N` tail: one segment, so an input never reads as a module.
+    // A hook's `.input.N` / `.output.N` tail (N a number): one segment, so an input never
+    // reads as a module. `attention.output.dense` is a module path (a child `output` module).
     let n = out.len();
-    if n - first >= 3 && matches!(out[n - 2], "input" | "output") {
+    let numbered = |s: &str| !s.is_empty() && s.bytes().all(|b| b.is_ascii_digit());
+    if n - first >= 3 && matches!(out[n - 2], "input" | "output") && numbered(out[n - 1]) {
         let tail_start = path.len() - out[n - 1].len() - out[n - 2].len() - 1;
         out.truncate(n - 2);
         out.push(&path[tail_start..]);
@@ -124,6 +126,11 @@ mod tests {
         assert_eq!(
             segments("model.layers.3.self_attn.input.1", &[]),
             ["model", "layers", "3", "self_attn", "input.1"]
+        );
+        // A child module named `output` (BERT's BertSelfOutput) is a module, not a tail.
+        assert_eq!(
+            segments("encoder.layer.4.attention.output.dense", &[]),
+            ["encoder", "layer", "4", "attention", "output", "dense"]
         );
         assert_eq!(segments("logits", &[]), ["logits"]);
         assert_eq!(
