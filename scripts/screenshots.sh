@@ -6,7 +6,7 @@
 #
 #   bash scripts/screenshots.sh [OUT_DIR]        (default: screenshots/)
 #
-# Writes scan.png, tokens.png, diff.png, aliases.png, help.png, tensors.png, layouts.png,
+# Writes scan.png, tokens.png, diff.png, tree.png, aliases.png, help.png, tensors.png, layouts.png,
 # replay-dialog.png, replay.png, cases-form.png and cases-board.png (DUMPVIEW_SHOTS="NAME ..."
 # takes only those); the replay and case shots run a real replay with .venv's torch. Installs
 # what is missing first: tmux and fonts-dejavu-core with apt-get, Pillow into .venv with pip.
@@ -96,6 +96,10 @@ shot tokens "timeline" b "first bad token:" -- \
     assets/token_examples/tokens_bug_in_one_chunk/a assets/token_examples/tokens_bug_in_one_chunk/b
 # Diff mode on the embedded fp16 pair: it opens on the first divergence.
 shot diff "NaN/inf counts differ" -- demo --pair llama_fp16_overflow
+# The module tree of a capture made with one dp.hook(model, label=...) line: all-MiniLM-L6-v2,
+# every module hooked, float32 vs bfloat16 (tests/fixtures/minilm_hooked), opened on the path of
+# the first divergence.
+shot tree "timeline" m "tree " -- tests/fixtures/minilm_hooked/a tests/fixtures/minilm_hooked/b
 # The KV-cache alias pair, Tab: focus on the storage aliases (6 stride conflicts).
 shot aliases "6 conflicts" Tab "6 conflicts" -- assets/examples/llama_kv_alias/a assets/examples/llama_kv_alias/b
 # The help overlay.
