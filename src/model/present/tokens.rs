@@ -55,7 +55,7 @@ pub fn summary_text(t: &TokenDiff, aligned_only: &(Vec<WindowRef>, Vec<WindowRef
                 m.ids_differ_from.unwrap_or(0)
             ),
             MatchedBy::RequestId => {
-                "matched by request id: no token ids recorded, input identity unchecked".to_string()
+                "matched by request id: token ids not recorded on both sides, input identity unchecked".to_string()
             }
         };
         let name = if m.a == m.b {

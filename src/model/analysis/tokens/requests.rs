@@ -91,8 +91,8 @@ pub struct RequestMatch {
 
 /// Matches A's requests with B's: first pairs whose ids agree at every common position (most
 /// common positions first, the same id preferred), then by the longest run of agreeing ids
-/// from the first common position, then, with no ids on either side, by request id or as
-/// the only request of each side.
+/// from the first common position, then, where either side has no ids, by request id or as
+/// the only request of each side (the input unchecked).
 pub fn match_requests(a: &SideRequests, b: &SideRequests) -> Vec<(usize, usize, RequestMatch)> {
     let mut out = Vec::new();
     let mut used_a = vec![false; a.names.len()];
@@ -174,16 +174,16 @@ pub fn match_requests(a: &SideRequests, b: &SideRequests) -> Vec<(usize, usize, 
             },
         ));
     }
-    // Without ids: by request id, or the only request left on each side.
+    // Where either side has no ids (a device run records none, a cpu run does): by request
+    // id, or the only request left on each side; the input is then unchecked, never judged
+    // different. Two sides whose ids disagree from the first position are different inputs.
     let no_ids = |t: &BTreeMap<u64, i64>| t.is_empty();
+    let unchecked = |i: usize, j: usize| no_ids(&a.tokens[i]) || no_ids(&b.tokens[j]);
     for (i, name) in a.names.iter().enumerate() {
-        if used_a[i] || !no_ids(&a.tokens[i]) {
+        if used_a[i] {
             continue;
         }
-        if let Some(j) = b
-            .index(name)
-            .filter(|&j| !used_b[j] && no_ids(&b.tokens[j]))
-        {
+        if let Some(j) = b.index(name).filter(|&j| !used_b[j] && unchecked(i, j)) {
             used_a[i] = true;
             used_b[j] = true;
             out.push((i, j, by_id(a, b, i, j)));
@@ -192,7 +192,7 @@ pub fn match_requests(a: &SideRequests, b: &SideRequests) -> Vec<(usize, usize, 
     let left_a: Vec<usize> = (0..a.names.len()).filter(|&i| !used_a[i]).collect();
     let left_b: Vec<usize> = (0..b.names.len()).filter(|&j| !used_b[j]).collect();
     if let ([i], [j]) = (left_a.as_slice(), left_b.as_slice()) {
-        if no_ids(&a.tokens[*i]) && no_ids(&b.tokens[*j]) {
+        if unchecked(*i, *j) {
             out.push((*i, *j, by_id(a, b, *i, *j)));
         }
     }
@@ -266,5 +266,19 @@ mod tests {
         let b = side(&[("s", &[])]);
         let m = match_requests(&a, &b);
         assert_eq!(m[0].2.by, MatchedBy::RequestId);
+    }
+
+    #[test]
+    fn ids_on_one_side_only_match_by_request_id_unchecked() {
+        // A cpu run recorded the ids, a device run did not: the same request, input unchecked.
+        let a = side(&[("forward", &[(0, 5), (1, 6)])]);
+        let b = side(&[("forward", &[])]);
+        let m = match_requests(&a, &b);
+        assert_eq!(m.len(), 1, "{m:?}");
+        assert_eq!(m[0].2.by, MatchedBy::RequestId);
+        assert_eq!(m[0].2.ids_differ_from, None);
+        // Ids on both sides that disagree from the first position stay different inputs.
+        let c = side(&[("forward", &[(0, 9), (1, 9)])]);
+        assert!(match_requests(&a, &c).is_empty());
     }
 }
