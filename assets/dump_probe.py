@@ -114,6 +114,9 @@ _active = False
 # so the label's positions go on counting; _active is True too, so the disarmed path stays
 # the one boolean above.
 _counting = False
+# True while capture() computes a record: operators run then are the probe's, not the model's
+# (ops() leaves them out).
+_probe_busy = False
 
 
 class _Config:
@@ -310,6 +313,8 @@ class _State:
         self.request_calls = {}  # request -> forwards seen holding it (DUMP_PROBE_REQUEST)
         self.count_into = None  # (request, first position) that the counting call's rows extend
         self.hooks = []  # the Hooks of hook() calls still installed
+        self.hook_armed = None  # (label, label new then, owner) of the window a hook armed
+        self.arming_by_hook = False  # arm() is called by a hook's _arm_for_hook
 
 
 _config = _Config(os.environ)
@@ -409,6 +414,8 @@ def arm(label, rows=None, first_position=None, **metadata):
     if not _config.enabled:
         return False
     try:
+        if _state.hook_armed is not None and not _state.arming_by_hook:
+            _yield_to_code()
         if _active:
             finish()
         if _config.error is not None:
@@ -1090,6 +1097,8 @@ def capture(stage, tensor, shard=None, collective=None, rows="auto", token_dims=
         if rows is not None:
             _count_rows(tensor, token_dims)
         return
+    global _probe_busy
+    _probe_busy = True  # the statistics' operators below are not the model's (ops())
     try:
         if not isinstance(tensor, torch.Tensor):
             _warn("capture(%r) got %s, not a tensor; skipped" % (stage, type(tensor).__name__))
@@ -1143,6 +1152,8 @@ def capture(stage, tensor, shard=None, collective=None, rows="auto", token_dims=
             _state.records.append(record)
     except Exception as exc:
         _disarm("capture(%r)" % (stage,), exc)
+    finally:
+        _probe_busy = False
 
 
 def capture_inputs(stage, _op=None, **named):
@@ -1549,25 +1560,27 @@ def capture_graph(stage, tensor):
 _FLATTEN_DEPTH = 4
 
 
-def _flat_tensors(value, depth=0):
-    """The tensors of a module's inputs or outputs, in order: a tensor; the items of tuples
-    and lists; the values of dicts (HF's ModelOutput is one) and dataclass fields; anything
-    else (None, ints, cache objects) skipped."""
+def _flat_tensors(value, depth=0, at=""):
+    """The tensors of a module's inputs or outputs as (index path, tensor), in order: a tensor
+    is at ``""``; item i of a tuple or list, value i of a dict (HF's ModelOutput is one) or
+    field i of a dataclass at ``"i"``, nested ones joined (``"1.0"``). None and non-tensors
+    keep their index, so a module returning ``(out, None)`` names ``out`` as one returning
+    ``(out, weights)`` does; cache objects and anything deeper than _FLATTEN_DEPTH are skipped."""
     if isinstance(value, torch.Tensor):
-        return [value]
+        return [(at, value)]
     if depth >= _FLATTEN_DEPTH:
         return []
     if isinstance(value, (tuple, list)):
         items = value
     elif isinstance(value, dict):
-        items = value.values()
+        items = list(value.values())
     elif hasattr(value, "__dataclass_fields__"):
         items = [getattr(value, f, None) for f in value.__dataclass_fields__]
     else:
         return []
     out = []
-    for item in items:
-        out.extend(_flat_tensors(item, depth + 1))
+    for i, item in enumerate(items):
+        out.extend(_flat_tensors(item, depth + 1, "%s.%d" % (at, i) if at else str(i)))
     return out
 
 
@@ -1593,15 +1606,16 @@ def _hook_token_dims(tensor):
 
 
 def _capture_hooked(stage, tensors, part):
-    """Captures a hooked module's tensors: ``part`` "output" names a lone output by the bare
-    path, several ``.output.N``; inputs are always ``.input.N``."""
-    if part == "output" and len(tensors) == 1:
-        rows, dims = _hook_token_dims(tensors[0])
-        capture(stage, tensors[0], rows=rows, token_dims=dims)
-        return
-    for n, tensor in enumerate(tensors):
+    """Captures a hooked module's tensors (``_flat_tensors``' (index, tensor) pairs): an output
+    that is a tensor by the bare path, the tensors of a tuple, list, dict or dataclass output as
+    ``.output.I`` (I their index in it, ``.output.1.0`` nested); inputs always ``.input.I``."""
+    for at, tensor in tensors:
         rows, dims = _hook_token_dims(tensor)
-        capture("%s.%s.%d" % (stage, part, n), tensor, rows=rows, token_dims=dims)
+        if at == "" and part == "output":
+            name = stage
+        else:
+            name = "%s.%s.%s" % (stage, part, at or "0")
+        capture(name, tensor, rows=rows, token_dims=dims)
 
 
 class Hooks:
@@ -1610,6 +1624,7 @@ class Hooks:
 
     def __init__(self, stages):
         self.stages = stages  # the module paths hooked, in named_modules order
+        self.modules = []  # the modules hooked (to free their place in _hooked)
         self.handles = []
         self.depth = 0  # nesting of the root module's forward (label mode)
         self.armed_here = False  # the root pre-hook opened the window it will finish
@@ -1621,6 +1636,9 @@ class Hooks:
             except Exception:
                 pass
         self.handles = []
+        for module in self.modules:
+            _hooked.pop(module, None)
+        self.modules = []
         try:
             _state.hooks.remove(self)
         except ValueError:
@@ -1641,11 +1659,13 @@ def hook(model, stages=None, inputs=False, outputs=True, label=None):
 
     ``label``: None (default) captures only inside windows the code arms itself; a string, or
     a callable ``label(args, kwargs)`` giving one, also arms a window at the root module's
-    forward pre-hook (``True``: the constant label "forward", so the calls of a ``generate()``
-    loop are calls 1, 2, ... of one label, each a window of its own under
-    DUMP_PROBE_OCCURRENCE=all) and finishes it after the root's forward. Where the code
-    already armed a window (armed()), the hook neither arms nor finishes it, so an engine
-    labelling by request keeps its own boundaries. The root's integer input (``input_ids``)
+    forward pre-hook (``True``: the root's class name, as ``python -m dump_probe`` labels, a
+    constant, so the calls of a ``generate()`` loop are calls 1, 2, ... of one label, each a
+    window of its own under DUMP_PROBE_OCCURRENCE=all) and finishes it after the root's
+    forward. Where the code already armed a window (armed()), the hook neither arms nor
+    finishes it; where the code arms inside the forward, its arm() takes over (the hook's
+    window is dropped unwritten and uncounted), so an engine labelling by request keeps its
+    own boundaries. The root's integer input (``input_ids``)
     on the cpu is recorded as the window's token ids; on a device it is not read (that would
     synchronise), and dumpview says the input identity is unknown.
 
@@ -1657,18 +1677,35 @@ def hook(model, stages=None, inputs=False, outputs=True, label=None):
     try:
         pattern = _config.hook_pattern if _config.hook_pattern is not None else stages
         regex = re.compile(pattern) if isinstance(pattern, str) else pattern
-        root_name = type(model).__name__
+        root_name = _root_name(model)
+        already = []
         for path, module in model.named_modules():
-            name = path or root_name
+            if path == "_orig_mod":
+                continue  # the model inside torch.compile's wrapper: the wrapper is the root
+            name = _module_path(path) or root_name
             if regex is not None and not regex.search(name):
                 continue
+            if module in _hooked:
+                already.append(name)  # a second hook() would record each call twice
+                continue
+            _hooked[module] = True
+            hooks.modules.append(module)
             hooks.stages.append(name)
             if inputs:
                 hooks.handles.append(module.register_forward_pre_hook(_input_hook(name), with_kwargs=True))
             if outputs:
                 hooks.handles.append(module.register_forward_hook(_output_hook(name)))
+        if already:
+            _warn("hook(%s): %d module(s) already hooked (%s%s) are left as they are; unhook() first to hook them "
+                  "again" % (root_name, len(already), ", ".join(already[:3]), ", ..." if len(already) > 3 else ""),
+                  key="hook-twice:%s" % root_name)
         if label is not None and label is not False:
-            hooks.handles.append(model.register_forward_pre_hook(_arming_hook(hooks, label), with_kwargs=True))
+            name = root_name if label is True else label
+            try:  # before the root's own input hook, so that its inputs land in the window
+                arming = model.register_forward_pre_hook(_arming_hook(hooks, name), with_kwargs=True, prepend=True)
+            except TypeError:  # torch < 2.0
+                arming = model.register_forward_pre_hook(_arming_hook(hooks, name), with_kwargs=True)
+            hooks.handles.append(arming)
             # always_call: the window is finished even when the forward raises.
             hooks.handles.append(_register_post(model, _finishing_hook(hooks)))
         _state.hooks.append(hooks)
@@ -1679,6 +1716,24 @@ def hook(model, stages=None, inputs=False, outputs=True, label=None):
         _warn("hook() failed (%s: %s); no module hooks installed" % (type(exc).__name__, exc), key="hook")
         hooks.remove()
     return hooks
+
+
+# The modules a live hook() call hooked: a second call leaves them, with a warning.
+_hooked = weakref.WeakKeyDictionary()
+
+
+def _module_path(path):
+    """A named_modules path without torch.compile's wrapper (``_orig_mod.``), so that a
+    compiled model's stages are named as the eager model's."""
+    if path == "_orig_mod":
+        return ""
+    return path[len("_orig_mod."):] if path.startswith("_orig_mod.") else path
+
+
+def _root_name(model):
+    """The stage of the root module: its class name (a compiled model's, the model's own)."""
+    inner = getattr(model, "_orig_mod", None)
+    return type(inner if isinstance(inner, torch.nn.Module) else model).__name__
 
 
 def unhook():
@@ -1699,7 +1754,8 @@ def _input_hook(name):
         if not _active:
             return None
         try:
-            tensors = _flat_tensors(args) + _flat_tensors(kwargs)
+            # Positional, then keyword arguments, one index sequence.
+            tensors = _flat_tensors(tuple(args) + tuple((kwargs or {}).values()))
             if tensors:
                 _capture_hooked(name, tensors, "input")
         except Exception as exc:
@@ -1728,17 +1784,12 @@ def _arming_hook(hooks, label):
         if hooks.depth > 1 or not _config.enabled or _active:
             return None  # a nested call, or the code's own window: not ours to arm
         try:
-            name = label
-            if callable(label):
-                name = label(args, kwargs)
-            elif label is True:
-                name = "forward"
+            name = label(args, kwargs) if callable(label) else label
             metadata = {}
             ids = _root_token_ids(args, kwargs)
             if ids is not None:
                 metadata["token_ids"] = ids
-            arm(name, **metadata)
-            hooks.armed_here = True
+            _arm_for_hook(hooks, str(name), metadata)
         except Exception as exc:
             _warn("hook(label=...) could not arm (%s: %s); that forward is not captured" % (type(exc).__name__, exc),
                   key="hook-arm")
@@ -1751,9 +1802,50 @@ def _finishing_hook(hooks):
         hooks.depth = max(0, hooks.depth - 1)
         if hooks.depth == 0 and hooks.armed_here:
             hooks.armed_here = False
+            _state.hook_armed = None
             finish()  # a no-op where the forward was not selected; ends a counting call too
         return None
     return post_hook
+
+
+def _arm_for_hook(owner, label, metadata):
+    """arm() of a window opened by a hook (``owner`` a Hooks, or the global hooks' state, with
+    an ``armed_here`` flag): remembered, so that the code's own arm() inside that forward takes
+    the window over (_yield_to_code) instead of finishing it empty."""
+    was_new = label not in _state.labels
+    _state.arming_by_hook = True
+    try:
+        arm(label, **metadata)
+    finally:
+        _state.arming_by_hook = False
+    if _state.window is not None:
+        _state.window["by_hook"] = True
+    _state.hook_armed = (label, was_new, owner)
+    owner.armed_here = True
+
+
+def _yield_to_code():
+    """The code under test calls arm() inside a forward a hook armed: the hook's window is
+    dropped unwritten and its call uncounted (the label's calls and match as if the hook had not
+    armed), and the hook will not finish the code's window."""
+    global _active, _counting
+    label, was_new, owner = _state.hook_armed
+    _state.hook_armed = None
+    owner.armed_here = False
+    window = _state.window
+    if window is not None and window.get("by_hook"):
+        if "writer" in window:
+            window["writer"].abandon()
+        _state.window = None
+        _active = _counting = False
+    elif _counting:
+        _active = _counting = False
+    match, calls = _state.labels.get(label, (0, 0))
+    if calls <= 1 and was_new:
+        _state.labels.pop(label, None)
+    elif calls:
+        _state.labels[label] = (match, calls - 1)
+    _state.arms = max(0, _state.arms - 1)
 
 
 def _root_token_ids(args, kwargs):
@@ -1811,13 +1903,16 @@ class _ModulePaths:
 
     def _path_of(self, module):
         if not self.stack:
-            return type(module).__name__
-        root = self.stack[0][0]
+            return _root_name(module)
+        return self.paths_of(self.stack[0][0]).get(id(module)) or type(module).__name__
+
+    def paths_of(self, root):
+        """{id(module): its path} of the modules under ``root`` (the root: its class name)."""
         paths = self.paths.get(root)
         if paths is None:
-            paths = {id(m): (p or type(root).__name__) for p, m in root.named_modules()}
+            paths = {id(m): (_module_path(p) or _root_name(root)) for p, m in root.named_modules()}
             self.paths[root] = paths
-        return paths.get(id(module)) or type(module).__name__
+        return paths
 
     def _pre(self, module, args):
         try:
@@ -1859,11 +1954,24 @@ def hook_all(stages=None, inputs=False, label=True):
     what ``python -m dump_probe --hook REGEX`` installs. Names as hook()'s, taken from the
     outermost module called (a module called outside any parent is its own root, named by its
     class); inputs are the positional ones only (global hooks do not see keyword arguments).
-    ``label`` arms a window per outermost forward as in hook() (True: the root's class name).
-    DUMP_PROBE_HOOK replaces ``stages``. Returns a function that removes them."""
+    ``label`` arms a window per outermost forward as in hook() (True: the root's class name),
+    for the roots that hold submodules and a module the regex takes. DUMP_PROBE_HOOK replaces
+    ``stages``. Returns a function that removes them."""
     pattern = _config.hook_pattern if _config.hook_pattern is not None else stages
     regex = re.compile(pattern) if isinstance(pattern, str) else pattern
-    state = {"armed_here": False}
+    owner = Hooks([])
+    eligible = weakref.WeakKeyDictionary()
+
+    def holds_stages(module):
+        """A root worth a window: a module with submodules, one of which (or itself) the regex
+        takes (a LayerNorm applied before the model is not the model's forward)."""
+        known = eligible.get(module)
+        if known is None:
+            paths = _paths.paths_of(module).values()
+            known = any(True for _ in module.children()) and (
+                regex is None or any(regex.search(p) for p in paths))
+            eligible[module] = known
+        return known
 
     def pre(path, module, args):
         if _active and inputs and (regex is None or regex.search(path)):
@@ -1878,16 +1986,16 @@ def hook_all(stages=None, inputs=False, label=True):
                 _capture_hooked(path, tensors, "output")
 
     def root(module, args):
-        if label is None or label is False or not _config.enabled or _active:
+        if label is None or label is False or not _config.enabled or _active or not holds_stages(module):
             return
-        name = label(args, {}) if callable(label) else (type(module).__name__ if label is True else label)
+        name = label(args, {}) if callable(label) else (_root_name(module) if label is True else label)
         ids = _root_token_ids(args, {})
-        arm(name, **({"token_ids": ids} if ids is not None else {}))
-        state["armed_here"] = True
+        _arm_for_hook(owner, str(name), {"token_ids": ids} if ids is not None else {})
 
     def root_end():
-        if state["armed_here"]:
-            state["armed_here"] = False
+        if owner.armed_here:
+            owner.armed_here = False
+            _state.hook_armed = None
             finish()
 
     callbacks = ((_paths.on_pre, pre), (_paths.on_post, post), (_paths.on_root, root), (_paths.on_root_end, root_end))
@@ -1925,7 +2033,7 @@ def _op_mode_class():
 
         def __torch_dispatch__(self, func, types, args=(), kwargs=None):
             out = func(*args, **(kwargs or {}))
-            if _active and not _counting and not _is_view_op(func):
+            if _active and not _counting and not _probe_busy and not _is_view_op(func):
                 try:
                     where = _paths.current() or "-"
                     stage = "%s/%s" % (where, func)
@@ -1942,14 +2050,17 @@ def _op_mode_class():
 
 
 _OpMode = None
-# Operators whose output is a view of an input though their schema does not say so.
+# Operators whose output is a view of an input though their schema does not say so, and
+# operators whose output is uninitialized memory (its bytes are whatever was there).
 _UNMARKED_VIEWS = ("_unsafe_view", "_reshape_alias", "lift_fresh")
-_view_ops = {}  # operator -> whether it only views an input
+_UNINITIALIZED = ("empty", "empty_like", "new_empty", "empty_strided", "new_empty_strided", "empty_permuted")
+_view_ops = {}  # operator -> whether ops() leaves its outputs out
 
 
 def _is_view_op(func):
-    """Whether ``func``'s outputs only alias its inputs (a view, a transpose, an expand): it
-    computes no value, and its output's values are its input's, captured where made. An
+    """Whether ops() leaves ``func``'s outputs out: they only alias its inputs (a view, a
+    transpose, an expand: no value computed, its input's captured where made) or are
+    uninitialized memory (``empty``: garbage that would differ between identical runs). An
     in-place operator writes through its alias, and is captured."""
     known = _view_ops.get(func)
     if known is None:
@@ -1957,7 +2068,7 @@ def _is_view_op(func):
             returns = func._schema.returns
             known = bool(returns) and all(
                 r.alias_info is not None and not r.alias_info.is_write for r in returns)
-            known = known or func._schema.name.split("::")[-1] in _UNMARKED_VIEWS
+            known = known or func._schema.name.split("::")[-1] in _UNMARKED_VIEWS + _UNINITIALIZED
         except Exception:
             known = False
         _view_ops[func] = known
@@ -1971,14 +2082,24 @@ class ops:
     regex (``re.search`` on that name; None: every operator). Views (view, transpose, expand,
     slice: outputs that only alias an input) are not captured: they compute no value. msprobe's L1 without a config
     file. Eager mode only: a compiled graph or a captured CUDA graph runs its operators
-    outside Python (use graph_slot()/capture_graph() there). Costs nothing outside an open
-    window beyond the dispatch itself; never raises."""
+    outside Python (use graph_slot()/capture_graph() there), and a torch.compile'd model
+    called inside runs eagerly (dynamo does not trace under a dispatch mode). Disarmed
+    (DUMP_PROBE unset) it installs nothing; armed, outside an open window, it costs the
+    dispatch itself. The probe's own statistics operators are never captured. Never raises."""
 
     def __init__(self, stages=None):
-        self.regex = re.compile(stages) if isinstance(stages, str) else stages
-        self.mode = None
+        self.regex, self.mode, self.usable = None, None, True
+        try:
+            self.regex = re.compile(stages) if isinstance(stages, str) else stages
+        except re.error as exc:
+            _warn("ops(%r): not a valid regex (%s); operators are not captured" % (stages, exc), key="ops-regex")
+            self.usable = False
 
     def __enter__(self):
+        # Disarmed (DUMP_PROBE unset or invalid): no mode at all, so the model runs, and
+        # compiles, as without the probe.
+        if not self.usable or not _config.enabled or _config.error is not None:
+            return self
         try:
             _paths.start()
             self.mode = _op_mode_class()(self.regex)
@@ -1990,9 +2111,10 @@ class ops:
         return self
 
     def __exit__(self, *exc_info):
+        if self.mode is None:
+            return False
         try:
-            if self.mode is not None:
-                self.mode.__exit__(*exc_info)
+            self.mode.__exit__(*exc_info)
         finally:
             self.mode = None
             _paths.stop()
@@ -3608,6 +3730,11 @@ def _main(argv):
     options = parser.parse_args(argv)
     if not os.path.isfile(options.script):
         parser.error("%s: no such file" % options.script)
+    if options.hook is not None:
+        try:
+            re.compile(options.hook)
+        except re.error as exc:
+            parser.error("--hook %r is not a valid regex (%s)" % (options.hook, exc))
     global _config, _state
     if "DUMP_PROBE" not in os.environ:
         os.environ["DUMP_PROBE"] = "1"

@@ -137,7 +137,7 @@ def test_one_line_for_a_whole_forward_gives_a_window_per_generate_step(make_prob
     generated = out[0].tolist()
     windows = manifests_of(dump_dir)
     assert [w["occurrence"] for w in windows] == [1, 2, 3]
-    assert {w["label"] for w in windows} == {"forward"}
+    assert {w["label"] for w in windows} == {"LlamaForCausalLM"}  # label=True: the root's class
     for window in windows:
         assert stages_of(window) == [("model.layers.0.mlp", 1), ("model.layers.1.mlp", 1)]
     # Positions counted on over the label's calls: the prompt's 5 rows, then one per step,
@@ -199,7 +199,8 @@ def test_odd_outputs_are_skipped_never_raised(probe, dump_dir):
     model(torch.ones(2, 2))
     manifest = load_manifest(probe.finish())
     hooks.remove()
-    assert stages_of(manifest) == [("Odd.output.0", 1), ("Odd.output.1", 1)]
+    # Each tensor named by its place: dict value 0, and value 2's item 1's item 0.
+    assert stages_of(manifest) == [("Odd.output.0", 1), ("Odd.output.2.1.0", 1)]
     assert [r["stats"]["max"] for r in manifest["records"]] == [2.0, 2.0]
 
 
@@ -303,3 +304,120 @@ def test_the_tiny_llama_examples_model_hooked_equals_hand_placed_inputs_and_outp
         assert y["stats"] == x["stats"]
         for key in LAYOUT_KEYS + ("storage_ptr", "storage_id"):
             assert y[key] == x[key], (hooked, key)
+
+
+class _Engine(torch.nn.Module):
+    """Arms its own window inside forward, as the README's pattern does."""
+
+    def __init__(self, probe):
+        super().__init__()
+        self.probe = probe
+        self.layers = torch.nn.ModuleList([torch.nn.Linear(4, 4), torch.nn.Linear(4, 4)])
+
+    def forward(self, request_id, x):
+        self.probe.arm(request_id)
+        for i, layer in enumerate(self.layers):
+            x = layer(x)
+            self.probe.capture("layers.%d.out" % i, x)
+        self.probe.finish()
+        return x
+
+
+def test_the_codes_arm_inside_a_hooked_forward_takes_the_window_over(probe, dump_dir, capsys):
+    model = _Engine(probe)
+    hooks = probe.hook(model, stages=r"^layers\.\d+$", label=True)
+    with torch.no_grad():
+        model("req-A", torch.ones(2, 4))
+        model("req-B", torch.ones(2, 4))
+    hooks.remove()
+    windows = manifests_of(dump_dir)
+    # req-A is match 1 (the hook's window was dropped unwritten and uncounted), with the
+    # hooked and the hand-placed records; no empty window.
+    assert [(w["label"], w["match"]) for w in windows] == [("req-A", 1)]
+    assert stages_of(windows[0]) == [("layers.0", 1), ("layers.0.out", 1), ("layers.1", 1), ("layers.1.out", 1)]
+    assert "0 records" not in capsys.readouterr().err
+
+
+def test_a_tuple_keeps_its_indices_whatever_else_it_holds(make_probe, dump_dir):
+    probe = make_probe(DUMP_PROBE_OCCURRENCE="all")
+    class Attention(torch.nn.Module):
+        def __init__(self, weights):
+            super().__init__()
+            self.weights = weights
+
+        def forward(self, x):
+            return x * 2, (x.softmax(-1) if self.weights else None)
+
+    names = []
+    for weights in (False, True):  # sdpa returns (out, None), eager (out, probabilities)
+        model = torch.nn.Sequential(Attention(weights))
+        hooks = probe.hook(model, stages=r"^0$")
+        probe.arm("a")
+        model(torch.ones(2, 3))
+        names.append([s for s, _ in stages_of(load_manifest(probe.finish()))])
+        hooks.remove()
+    assert names == [["0.output.0"], ["0.output.0", "0.output.1"]]
+
+
+def test_root_inputs_hooking_twice_and_a_compiled_model(probe, dump_dir, capsys):
+    model = torch.nn.Sequential(torch.nn.Linear(3, 3), torch.nn.ReLU())
+    hooks = probe.hook(model, stages=r"^(Sequential|0)$", inputs=True, label=True)
+    again = probe.hook(model, stages=r"^0$")
+    assert again.stages == []
+    assert "1 module(s) already hooked (0) are left as they are" in capsys.readouterr().err
+    model(torch.ones(2, 3))
+    hooks.remove()
+    names = [s for s, _ in stages_of(manifests_of(dump_dir)[0])]
+    # The root's input lands in the window its own pre-hook opens; each stage once.
+    assert names == ["Sequential.input.0", "0.input.0", "0", "Sequential"]
+    compiled = torch.compile(torch.nn.Sequential(torch.nn.Linear(3, 3)))
+    hooks = probe.hook(compiled)
+    assert hooks.stages == ["Sequential", "0"]  # not _orig_mod.0
+    hooks.remove()
+
+
+def test_ops_leave_out_the_probes_own_operators_and_uninitialized_memory(probe, dump_dir):
+    x = torch.randn(4, 4)
+    probe.arm("r")
+    with probe.ops(r"aten\.(mul|sum|abs|empty|mm)"):
+        y = x * 2
+        probe.capture("y", y)  # its statistics run mul/sum/abs inside the mode
+        buf = torch.empty(4, 4)
+        torch.mm(x, x, out=buf)
+    manifest = load_manifest(probe.finish())
+    assert stages_of(manifest) == [("-/aten.mul.Tensor", 1), ("y", 1), ("-/aten.mm.out", 1)]
+
+
+def test_ops_installs_nothing_when_disarmed(make_probe):
+    probe = make_probe(DUMP_PROBE=None)
+    with probe.ops() as level:
+        assert level.mode is None
+        torch.ones(2) * 2
+    with probe.ops("aten.(mm") as bad:  # a bad regex: one warning, never raised
+        assert bad.mode is None
+
+
+def test_python_m_dump_probe_refuses_a_bad_regex_and_skips_roots_without_stages(tmp_path):
+    script = tmp_path / "pre.py"
+    script.write_text(textwrap.dedent("""
+        import torch
+        pre = torch.nn.LayerNorm(4)            # applied before the model: a root of its own
+        model = torch.nn.Sequential(torch.nn.Linear(4, 4), torch.nn.ReLU())
+        with torch.no_grad():
+            model(pre(torch.ones(2, 4)))
+    """))
+    probe_file = os.path.join(ROOT, "assets", "dump_probe.py")
+    env = {k: v for k, v in os.environ.items() if not k.startswith("DUMP_PROBE")}
+    bad = subprocess.run([sys.executable, probe_file, "--hook", "a(", str(script)], env=env,
+                         capture_output=True, text=True, timeout=120)
+    assert bad.returncode == 2
+    assert "--hook 'a(' is not a valid regex" in bad.stderr
+    assert "Traceback" not in bad.stderr
+    out = tmp_path / "dumps"
+    env["DUMP_PROBE_DIR"] = str(out)
+    run = subprocess.run([sys.executable, probe_file, str(script)], env=env, capture_output=True, text=True,
+                         timeout=120)
+    assert run.returncode == 0, run.stderr
+    [window] = manifests_of(str(out))
+    assert window["label"] == "Sequential"
+    assert stages_of(window) == [("0", 1), ("1", 1), ("Sequential", 1)]
