@@ -267,6 +267,18 @@ fn scan_tree_names_the_first_nonfinite_per_module() {
     assert_eq!(code, 1);
     let window = &doc["windows"][0];
     assert_eq!(window["label"], "req-llama_fp16_overflow");
+    // Which window: several of one label (a generate loop) are told apart.
+    assert_eq!(
+        (window["match"].as_u64(), window["occurrence"].as_u64()),
+        (Some(1), Some(1))
+    );
+    assert!(
+        window["source"]
+            .as_str()
+            .unwrap()
+            .ends_with("manifest.json"),
+        "{window}"
+    );
     let layers: Vec<&Value> = window["nodes"]
         .as_array()
         .unwrap()

@@ -33,8 +33,17 @@ impl TreeArgs {
 struct WindowTree<'t> {
     rank: u32,
     label: &'t str,
+    /// Which distinct label and which call of it (`match`, `occurrence`): several windows of
+    /// one label (a `generate()` loop under `DUMP_PROBE_OCCURRENCE=all`) are told apart.
+    #[serde(rename = "match")]
+    match_index: u32,
+    occurrence: u32,
+    /// The manifest (A's in a diff).
+    source: String,
     #[serde(skip_serializing_if = "Option::is_none")]
     label_b: Option<&'t str>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    source_b: Option<String>,
     nodes: Vec<present::tree::NodeJson<'t>>,
 }
 
@@ -64,7 +73,11 @@ pub fn print_diff(
             .map(|(w, tree)| WindowTree {
                 rank: w.rank,
                 label: &w.a.label,
+                match_index: w.a.match_index,
+                occurrence: w.a.occurrence,
+                source: w.a.source.clone(),
                 label_b: Some(&w.b.label),
+                source_b: Some(w.b.source.clone()),
                 nodes: present::tree::json(tree, args.depth()),
             })
             .collect();
@@ -75,8 +88,16 @@ pub fn print_diff(
     } else {
         for (w, tree) in &trees {
             println!(
-                "== rank {}: A {:?} ({} records) vs B {:?} ({} records)",
-                w.rank, w.a.label, w.a.records, w.b.label, w.b.records
+                "== rank {}: A {:?} (match {}, call {}, {} records) vs B {:?} (match {}, call {}, {} records)",
+                w.rank,
+                w.a.label,
+                w.a.match_index,
+                w.a.occurrence,
+                w.a.records,
+                w.b.label,
+                w.b.match_index,
+                w.b.occurrence,
+                w.b.records
             );
             print!("{}", present::tree::text(tree, args.depth()));
         }
@@ -108,7 +129,11 @@ pub fn print_scan(
             .map(|(w, tree)| WindowTree {
                 rank: w.rank,
                 label: &w.label,
+                match_index: w.match_index,
+                occurrence: w.occurrence,
+                source: w.source.display().to_string(),
                 label_b: None,
+                source_b: None,
                 nodes: present::tree::json(tree, args.depth()),
             })
             .collect();
@@ -119,9 +144,11 @@ pub fn print_scan(
     } else {
         for (w, tree) in dump.windows.iter().zip(&trees) {
             println!(
-                "== rank {}, label {:?}: {} records",
+                "== rank {}, label {:?} (match {}, call {}): {} records",
                 w.rank,
                 w.label,
+                w.match_index,
+                w.occurrence,
                 w.records.len()
             );
             print!("{}", present::tree::text(tree, args.depth()));
