@@ -3709,6 +3709,27 @@ def _reset_for_tests(env=None):
         _warn(_config.error + "; the probe stays disarmed", key="config")
 
 
+class _ThisProbe:
+    """An import finder that answers any module named ``dump_probe`` (``pkg.dump_probe``
+    too) with this one (``python -m dump_probe``)."""
+
+    def __init__(self, module):
+        self.module = module
+
+    def find_spec(self, fullname, path=None, target=None):
+        if fullname.rsplit(".", 1)[-1] != "dump_probe":
+            return None
+        import importlib.util
+
+        return importlib.util.spec_from_loader(fullname, self)
+
+    def create_module(self, spec):
+        return self.module
+
+    def exec_module(self, module):
+        pass
+
+
 def _main(argv):
     """``python -m dump_probe --hook REGEX [--inputs] [--label LABEL] script.py [args...]``:
     runs a script with module hooks on every module whose path matches REGEX (hook_all) and a
@@ -3742,8 +3763,11 @@ def _main(argv):
         _state = _State(_config)
         if _config.error:
             _warn(_config.error + "; the probe stays disarmed", key="config")
-    # The script's own `import dump_probe` gets this module, not a second copy with its own state.
+    # The script's own `import dump_probe`, or of a copy in its package (`from pkg import
+    # dump_probe`), gets this module, not a second copy with a state of its own (its windows
+    # would be written beside these as attempts of one window).
     sys.modules.setdefault("dump_probe", sys.modules[__name__])
+    sys.meta_path.insert(0, _ThisProbe(sys.modules[__name__]))
     hook_all(options.hook, inputs=options.inputs, label=options.label if options.label is not None else True)
     sys.argv = [options.script] + list(options.args)
     sys.path.insert(0, os.path.dirname(os.path.abspath(options.script)))

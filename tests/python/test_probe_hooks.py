@@ -421,3 +421,35 @@ def test_python_m_dump_probe_refuses_a_bad_regex_and_skips_roots_without_stages(
     [window] = manifests_of(str(out))
     assert window["label"] == "Sequential"
     assert stages_of(window) == [("0", 1), ("1", 1), ("Sequential", 1)]
+
+
+def test_a_package_copy_of_the_probe_shares_the_command_lines_state(tmp_path):
+    # python pkg/dump_probe.py --hook ... run.py, where run.py imports pkg.dump_probe: one probe.
+    pkg = tmp_path / "pkg"
+    pkg.mkdir()
+    (pkg / "__init__.py").write_text("")
+    probe_file = os.path.join(ROOT, "assets", "dump_probe.py")
+    (pkg / "dump_probe.py").write_text(open(probe_file).read())
+    (tmp_path / "run.py").write_text(textwrap.dedent("""
+        import sys
+        import torch
+        from pkg import dump_probe as dp
+        model = torch.nn.Sequential(torch.nn.Linear(4, 4), torch.nn.ReLU())
+        with torch.no_grad():
+            y = model(torch.ones(2, 4))
+            dp.arm("req1")
+            dp.capture("final", y)
+            dp.finish()
+        print("shared:", dp._state is sys.modules["dump_probe"]._state)
+    """))
+    env = {k: v for k, v in os.environ.items() if not k.startswith("DUMP_PROBE")}
+    env.update(DUMP_PROBE_DIR=str(tmp_path / "out"), DUMP_PROBE_OCCURRENCE="all", DUMP_PROBE_MATCH="2")
+    run = subprocess.run([sys.executable, str(pkg / "dump_probe.py"), "--hook", "^0$", "run.py"], cwd=str(tmp_path),
+                         env=env, capture_output=True, text=True, timeout=120)
+    assert run.returncode == 0, run.stderr
+    assert "shared: True" in run.stdout
+    # The hook's window is match 1 (Sequential), the code's req1 match 2, as in one process
+    # with one probe: no second copy writing its window as an attempt of the same directory.
+    [window] = manifests_of(str(tmp_path / "out"))
+    assert (window["label"], window["match"], window.get("attempt", 1)) == ("req1", 2, 1)
+    assert stages_of(window) == [("final", 1)]
