@@ -1605,12 +1605,13 @@ def _hook_token_dims(tensor):
     return "auto", (0,)
 
 
-def _capture_hooked(stage, tensors, part):
+def _capture_hooked(stage, tensors, part, token_rows=True):
     """Captures a hooked module's tensors (``_flat_tensors``' (index, tensor) pairs): an output
     that is a tensor by the bare path, the tensors of a tuple, list, dict or dataclass output as
-    ``.output.I`` (I their index in it, ``.output.1.0`` nested); inputs always ``.input.I``."""
+    ``.output.I`` (I their index in it, ``.output.1.0`` nested); inputs always ``.input.I``.
+    ``token_rows`` False: no token rows (the operator level's default)."""
     for at, tensor in tensors:
-        rows, dims = _hook_token_dims(tensor)
+        rows, dims = _hook_token_dims(tensor) if token_rows else (None, (0,))
         if at == "" and part == "output":
             name = stage
         else:
@@ -2027,9 +2028,10 @@ def _op_mode_class():
         not depend on which Python API the model used. While its __torch_dispatch__ runs the
         mode is off, so the probe's own statistics operators are not captured again."""
 
-        def __init__(self, regex):
+        def __init__(self, regex, rows):
             super().__init__()
             self.regex = regex
+            self.rows = rows
 
         def __torch_dispatch__(self, func, types, args=(), kwargs=None):
             out = func(*args, **(kwargs or {}))
@@ -2040,7 +2042,7 @@ def _op_mode_class():
                     if self.regex is None or self.regex.search(stage):
                         tensors = _flat_tensors(out)
                         if tensors:
-                            _capture_hooked(stage, tensors, "output")
+                            _capture_hooked(stage, tensors, "output", token_rows=self.rows)
                 except Exception as exc:
                     _disarm("ops()", exc)
             return out
@@ -2085,10 +2087,13 @@ class ops:
     outside Python (use graph_slot()/capture_graph() there), and a torch.compile'd model
     called inside runs eagerly (dynamo does not trace under a dispatch mode). Disarmed
     (DUMP_PROBE unset) it installs nothing; armed, outside an open window, it costs the
-    dispatch itself. The probe's own statistics operators are never captured. Never raises."""
+    dispatch itself. The probe's own statistics operators are never captured. Operator
+    outputs get no token rows unless ``rows=True`` (then as hook()'s): per-row statistics cost
+    about as much as the record's own, and at this level a failure is usually reduced within
+    one forward rather than aligned across chunkings. Never raises."""
 
-    def __init__(self, stages=None):
-        self.regex, self.mode, self.usable = None, None, True
+    def __init__(self, stages=None, rows=False):
+        self.regex, self.mode, self.usable, self.rows = None, None, True, bool(rows)
         try:
             self.regex = re.compile(stages) if isinstance(stages, str) else stages
         except re.error as exc:
@@ -2102,7 +2107,7 @@ class ops:
             return self
         try:
             _paths.start()
-            self.mode = _op_mode_class()(self.regex)
+            self.mode = _op_mode_class()(self.regex, self.rows)
             self.mode.__enter__()
         except Exception as exc:
             _warn("ops() could not start (%s: %s); operators are not captured" % (type(exc).__name__, exc),

@@ -453,3 +453,18 @@ def test_a_package_copy_of_the_probe_shares_the_command_lines_state(tmp_path):
     [window] = manifests_of(str(tmp_path / "out"))
     assert (window["label"], window["match"], window.get("attempt", 1)) == ("req1", 2, 1)
     assert stages_of(window) == [("final", 1)]
+
+
+def test_operator_outputs_get_token_rows_only_when_asked(make_probe, dump_dir):
+    probe = make_probe(DUMP_PROBE_OCCURRENCE="all")
+    model = torch.nn.Sequential(torch.nn.Linear(4, 4))
+    x = torch.randn(5, 4)
+    for rows in (False, True):
+        probe.arm("r", first_position=0)
+        with torch.no_grad(), probe.ops(r"addmm", rows=rows):
+            model(x)
+        probe.capture("x", x)  # a capture of the forward's 5 rows: its row map is learned
+        manifest = load_manifest(probe.finish())
+        with_rows = {r[0] for r in manifest["token_rows"]["records"]}
+        addmm = record(manifest, "0/aten.addmm.default")
+        assert (addmm["seq"] in with_rows) == rows
