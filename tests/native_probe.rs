@@ -324,7 +324,12 @@ fn the_host_backend_end_to_end_then_scan_and_diff_find_what_was_planted() {
             }
         }
         assert!(
-            run.stderr.contains("dump_probe: wrote ") && run.stderr.contains("(9 records)"),
+            // dp_arm without a map: one request, the label, its rows told by the first capture
+            // (the records whose first dimension matches get token rows).
+            run.stderr.contains("dump_probe: wrote ")
+                && run
+                    .stderr
+                    .contains("(9 records, 240 bytes of token rows in rows.f32)"),
             "{}",
             run.stderr
         );
@@ -1453,7 +1458,7 @@ fn a_program_that_never_closes_its_session_is_told_at_exit() {
     let manifest = out.join("rank0/match1-occ1/manifest.json");
     assert!(
         finished.stderr.contains(&format!(
-            "dump_probe: wrote {} (1 record)",
+            "dump_probe: wrote {} (1 record, 80 bytes of token rows in rows.f32)",
             manifest.display()
         )),
         "{}",
@@ -1744,6 +1749,61 @@ fn the_native_probe_writes_token_rows_that_dumpview_aligns() {
         .as_ref()
         .expect("token rows read");
     assert_eq!(rows.records.len(), 3);
+
+    // dp_arm without a map: the label is the request, its positions counted on over the
+    // calls the selection left out (their first token-row capture says how many rows).
+    for (occurrence, first, count) in [("1", 0, 5), ("3", 6, 1)] {
+        let counted = dir.path().join(format!("counted{occurrence}"));
+        let ran = go("counted", &counted, occurrence);
+        let manifest =
+            read_json(&counted.join(format!("rank0/match1-occ{occurrence}/manifest.json")));
+        let t = &manifest["token_rows"];
+        assert_eq!(t["positions_inferred"], true, "{}", ran.stderr);
+        assert_eq!(
+            (
+                t["map"][0]["request"].as_str(),
+                t["map"][0]["first_position"].as_u64(),
+                t["map"][0]["count"].as_u64()
+            ),
+            (Some("gen"), Some(first), Some(count)),
+            "{t}"
+        );
+        // h's rows over (0, 1); bias, without rows, has none.
+        assert_eq!(t["records"].as_array().unwrap().len(), 1, "{t}");
+        assert_eq!(t["records"][0][3], serde_json::json!([0, 1]));
+    }
+
+    // DUMP_PROBE_REQUEST: the forwards whose map holds the request, counted for
+    // DUMP_PROBE_OCCURRENCE (the second forward of "gen": position 5); a request no forward
+    // holds captures nothing; a batch whose map lists the request is selected by it.
+    for (request, mode, written) in [
+        ("gen", "counted", Some((2, 5))),
+        ("other", "counted", None),
+        ("r0", "map", Some((1, 0))),
+    ] {
+        let out = dir.path().join(format!("request-{request}"));
+        let occurrence = if mode == "counted" { "2" } else { "1" };
+        let mut vars = env(&out, occurrence);
+        vars.push(("DUMP_PROBE_REQUEST", request.to_string()));
+        let vars: Vec<(&str, &str)> = vars.iter().map(|(k, v)| (*k, v.as_str())).collect();
+        let ran = run(&exe, &[mode, out.to_str().unwrap()], &vars);
+        let manifests = std::fs::read_dir(out.join("rank0")).map_or(0, |d| d.count());
+        match written {
+            None => assert_eq!(manifests, 0, "{}", ran.stderr),
+            Some((occ, first)) => {
+                assert_eq!(manifests, 1, "{}", ran.stderr);
+                let m = read_json(&out.join(format!("rank0/match1-occ{occ}/manifest.json")));
+                let held = m["token_rows"]["map"]
+                    .as_array()
+                    .unwrap()
+                    .iter()
+                    .find(|e| e["request"] == request)
+                    .cloned()
+                    .unwrap_or_default();
+                assert_eq!(held["first_position"].as_u64(), Some(first), "{m}");
+            }
+        }
+    }
 
     let bad = dir.path().join("bad");
     let ran = go("bad", &bad, "1");

@@ -11,6 +11,8 @@
  *   rows chunk DIR     the same request in two chunks (0-2, 3-5), two calls of label "req":
  *                      DUMP_PROBE_OCCURRENCE selects which (1, 2, or all for a window each).
  *   rows bug DIR       as chunk, with one value of the second chunk's q changed.
+ *   rows counted DIR   dp_arm without a map over three calls of label "gen" (5 rows, then 1, 1):
+ *                      the positions counted on, captured or not.
  *   rows bad DIR       dp_arm_rows with a negative count: DP_ERR_METADATA, the window opens
  *                      without a row map.
  *   rows huge DIR      counts of 2^62 rows and n_rows of 2^40: refused, the process lives.
@@ -154,6 +156,24 @@ int main(int argc, char **argv) {
         /* n_rows far beyond the entries given: refused before one is read (a later call of
          * the label: not selected, so DP_OK, and no abort). */
         fact_status(s, "arm.n_rows", dp_arm_rows(s, "huge", NULL, huge, (uint64_t)1 << 40));
+    } else if (!strcmp(which, "counted")) {
+        /* dp_arm without a map, as a generate loop arms: a prompt of 5 rows, then two steps of
+         * one, each [1, n, 8] (DP_ROWS_TOKENS_2D) after a [8] capture without rows; positions
+         * are counted on over the calls, captured or not (DUMP_PROBE_OCCURRENCE picks). */
+        int64_t strides[3] = {40, 8, 1};
+        const int64_t steps[3] = {5, 1, 1};
+        for (int call = 0; call < 3; call++) {
+            dp_arm(s, "gen", NULL);
+            view v;
+            int64_t flat[1] = {8}, one[1] = {1};
+            view_init(&v, S, 8 * sizeof(float), 1, DP_FLOAT32, 1, flat, one, 0);
+            dp_capture_rows(s, "bias", &v.t, DP_ROWS_NONE);
+            int64_t shape[3] = {1, steps[call], 8};
+            view_init(&v, H, (uint64_t)steps[call] * 8 * sizeof(float), 1, DP_FLOAT32, 3, shape, strides, 0);
+            fact_status(s, call == 0 ? "capture.0" : call == 1 ? "capture.1" : "capture.2",
+                        dp_capture_rows(s, "h", &v.t, DP_ROWS_TOKENS_2D));
+            dp_finish(s);
+        }
     } else if (!strcmp(which, "bad")) {
         dp_rows_entry rows[1] = {{"req", 0, -1, NULL, NULL}};
         fact_status(s, "arm", dp_arm_rows(s, "req", NULL, rows, 1));

@@ -47,6 +47,9 @@ pub struct Config {
     /// The last call captured (`Some(occurrence)` for one number, the range's end for `2-5`,
     /// `None` for `all`): each selected call is a window of its own, as in dump_probe.py.
     pub occurrence_last: Option<u32>,
+    /// `DUMP_PROBE_REQUEST`: capture the forwards whose row map holds this request (instead of
+    /// `DUMP_PROBE_MATCH`; `DUMP_PROBE_OCCURRENCE` then counts those forwards). Default none.
+    pub request: Option<String>,
     /// `DUMP_PROBE_BACKEND`. Default auto.
     pub backend: BackendChoice,
     /// Values accepted with a caveat, printed once by `dp_open`
@@ -108,6 +111,8 @@ impl Config {
         );
         let (occurrence, occurrence_last) =
             parse_occurrences(&get("DUMP_PROBE_OCCURRENCE", "1"), &mut errors);
+        let request =
+            Some(get("DUMP_PROBE_REQUEST", "").trim().to_string()).filter(|r| !r.is_empty());
         let backend = match get("DUMP_PROBE_BACKEND", "auto")
             .trim()
             .to_lowercase()
@@ -175,6 +180,7 @@ impl Config {
             match_index,
             occurrence,
             occurrence_last,
+            request,
             backend,
             notes,
             row_stats,

@@ -29,6 +29,11 @@ pub struct RowMap {
     entries: Vec<Entry>,
     /// Per row: its entry and its position as the map lists it.
     rows: Vec<(u32, u64)>,
+    /// A map `dp_arm` made without entries ([`RowMap::counted`]) whose row count the forward's
+    /// first token-row capture has not told yet.
+    pending: bool,
+    /// Its first position was counted on over the label's earlier calls, not given.
+    inferred: bool,
 }
 
 impl RowMap {
@@ -74,7 +79,66 @@ impl RowMap {
                 rows.push((index as u32, position));
             }
         }
-        Ok(RowMap { entries, rows })
+        Ok(RowMap {
+            entries,
+            rows,
+            pending: false,
+            inferred: false,
+        })
+    }
+
+    /// The map of a forward armed without one (`dp_arm`): one request, the label, from
+    /// `first_position` (counted on over the label's earlier calls), its row count told by
+    /// the forward's first token-row capture ([`RowMap::learn`]), as dump_probe.py's.
+    pub fn counted(request: String, first_position: u64) -> RowMap {
+        RowMap {
+            entries: vec![Entry {
+                request: Some(request),
+                first_position,
+                count: 0,
+                positions: None,
+                token_ids: None,
+            }],
+            rows: Vec::new(),
+            pending: true,
+            inferred: true,
+        }
+    }
+
+    /// Whether the row count is still to be learned ([`RowMap::counted`]).
+    pub fn pending(&self) -> bool {
+        self.pending
+    }
+
+    /// Whether the first position was counted on, not given.
+    pub fn inferred(&self) -> bool {
+        self.inferred
+    }
+
+    /// A [`RowMap::counted`] map's row count, from the forward's first token-row capture.
+    ///
+    /// # Errors
+    /// More than [`MAX_ROWS`] rows, or positions beyond 2^63.
+    pub fn learn(&mut self, count: u64) -> Result<(), String> {
+        let mut entry = self.entries[0].clone();
+        entry.count = count;
+        let learned = RowMap::new(vec![entry])?;
+        self.entries = learned.entries;
+        self.rows = learned.rows;
+        self.pending = false;
+        Ok(())
+    }
+
+    /// Each request's next position after this forward (its last row's position + 1): where
+    /// the label's next forward armed without a map counts on from.
+    pub fn request_ends(&self) -> Vec<(String, u64)> {
+        self.rows
+            .iter()
+            .filter_map(|&(entry, position)| {
+                let request = self.entries[entry as usize].request.clone()?;
+                Some((request, position + 1))
+            })
+            .collect()
     }
 
     /// Rows in all.

@@ -56,6 +56,15 @@ struct State {
     written: Vec<(PathBuf, usize, usize)>,
     /// Warnings already printed to stderr (each once per session).
     printed: HashSet<String>,
+    /// request → the next token position: where a forward armed without a row map
+    /// (`dp_arm`) counts on from, over every call of the label, captured or not.
+    positions: HashMap<String, u64>,
+    /// A call armed without a row map and not selected: (label, its first position) until
+    /// its first token-row capture says how many rows it held (its positions still count).
+    counting: Option<(String, u64)>,
+    /// Forwards seen holding `DUMP_PROBE_REQUEST`'s request (its calls, for
+    /// `DUMP_PROBE_OCCURRENCE`).
+    request_calls: u32,
 }
 
 struct Window {
@@ -213,6 +222,9 @@ impl Session {
             staging: crate::staging::Staging::new(budget),
             written: Vec::new(),
             printed: HashSet::new(),
+            positions: HashMap::new(),
+            counting: None,
+            request_calls: 0,
             config,
         };
         let session = Session {
@@ -299,6 +311,14 @@ impl Session {
         } else {
             Ok(())
         };
+        state.counting = None; // a counting call that captured nothing counts no rows
+        // A map given (selected or not) moves its requests' positions on.
+        if let Some(Ok(map)) = &rows {
+            for (request, end) in map.request_ends() {
+                let next = state.positions.entry(request).or_insert(0);
+                *next = (*next).max(end);
+            }
+        }
         let next = state.labels.len() as u32 + 1;
         let entry = state.labels.entry(label.clone()).or_insert((next, 0));
         entry.1 += 1;
@@ -311,13 +331,27 @@ impl Session {
         {
             warn(&mut state.printed, &message);
         }
+        // DUMP_PROBE_REQUEST: the forwards whose map (given, or the label's own) holds the
+        // request, counted for DUMP_PROBE_OCCURRENCE; else DUMP_PROBE_MATCH's label's calls.
+        let selected_call = match &state.config.request {
+            Some(request) => {
+                let holds = match &rows {
+                    Some(Ok(map)) => map.request_ends().iter().any(|(r, _)| r == request),
+                    Some(Err(_)) => false,
+                    None => &label == request,
+                };
+                holds.then(|| {
+                    state.request_calls += 1;
+                    state.request_calls
+                })
+            }
+            None => (match_index == state.config.match_index).then_some(calls),
+        };
         if state.config.selects_rank(state.rank)
-            && match_index == state.config.match_index
-            && calls >= state.config.occurrence
-            && state
-                .config
-                .occurrence_last
-                .is_none_or(|last| calls <= last)
+            && selected_call.is_some_and(|call| {
+                call >= state.config.occurrence
+                    && state.config.occurrence_last.is_none_or(|last| call <= last)
+            })
         {
             let mut metadata = metadata;
             let mut warnings = Vec::new();
@@ -339,7 +373,12 @@ impl Session {
                     map_failure = Some(Failure::new(Status::Metadata, message));
                     None
                 }
-                None => None,
+                // No map: one request, the label, counted on from the label's earlier calls;
+                // the first token-row capture tells its rows (dump_probe.py's default).
+                None => Some(RowMap::counted(
+                    label.clone(),
+                    state.positions.get(&label).copied().unwrap_or(0),
+                )),
             };
             state.window = Some(Window {
                 label,
@@ -357,6 +396,12 @@ impl Session {
                 next_seq: 0,
                 row_map,
             });
+            self.active.store(true, Ordering::Release);
+        } else if rows.is_none() && state.config.selects_rank(state.rank) {
+            // Not captured, but its rows still move the label's positions on: its first
+            // capture says how many (a shape, never a device value).
+            let first = state.positions.get(&label).copied().unwrap_or(0);
+            state.counting = Some((label, first));
             self.active.store(true, Ordering::Release);
         }
         match map_failure {
@@ -397,11 +442,42 @@ impl Session {
             window,
             config,
             printed,
+            positions,
+            counting,
             ..
         } = &mut **state;
         let Some(window) = window.as_mut() else {
+            // A counting call's first capture with token rows: its rows move the label on.
+            if let Some((label, first)) = counting.take_if(|_| rows != RowsMode::None) {
+                let n = rows_along(&view, rows).unwrap_or(1);
+                let next = positions.entry(label).or_insert(0);
+                *next = (*next).max(first.saturating_add(n));
+                self.active.store(false, Ordering::Release);
+            }
             return Ok(());
         };
+        // A map made without entries learns the forward's rows from its first token-row
+        // capture, and moves the label's positions on by them.
+        if let Some(map) = window.row_map.as_mut().filter(|m| m.pending()) {
+            if let Some(n) = rows_along(&view, rows) {
+                match map.learn(n) {
+                    Ok(()) => {
+                        for (request, end) in map.request_ends() {
+                            let next = positions.entry(request).or_insert(0);
+                            *next = (*next).max(end);
+                        }
+                    }
+                    Err(why) => {
+                        let message = format!(
+                            "{stage:?}: {why}; the window has no row map (token rows not recorded)"
+                        );
+                        warn(printed, &message);
+                        window.warnings.push(message);
+                        window.row_map = None;
+                    }
+                }
+            }
+        }
         if !runtime.reads(view.device) {
             return Err(Failure::new(
                 Status::Device,
@@ -632,6 +708,10 @@ impl Session {
 
     fn finish_locked(&self, state: &mut State) -> Result<(), Failure> {
         let Some(mut window) = state.window.take() else {
+            // A counting call that captured nothing ends here too.
+            if state.counting.take().is_some() {
+                self.active.store(false, Ordering::Release);
+            }
             return Ok(());
         };
         self.active.store(false, Ordering::Release);
@@ -791,6 +871,22 @@ impl std::fmt::Display for StageKey<'_> {
 /// The token rows of a capture of `view` under `mode` and the forward's `map`: (rows, token
 /// dimensions), `None` where it has none, or why rows declared with `Tokens`/`Tokens2d` do not
 /// fit (docs/manifest.md, "Token rows": which captures get them).
+/// The rows a capture holds along its token dimensions (`mode`: dimension 0, or 0 and 1);
+/// `None` for [`RowsMode::None`], a shape without those dimensions, or no elements.
+fn rows_along(view: &View, mode: RowsMode) -> Option<u64> {
+    let dims = match mode {
+        RowsMode::None => return None,
+        RowsMode::Auto | RowsMode::Tokens => 1,
+        RowsMode::Tokens2d => 2,
+    };
+    if view.shape.len() < dims || view.numel == 0 {
+        return None;
+    }
+    view.shape[..dims]
+        .iter()
+        .try_fold(1u64, |acc, &d| acc.checked_mul(d))
+}
+
 fn token_rows_of(
     view: &View,
     mode: RowsMode,
@@ -838,7 +934,7 @@ fn window_rows(
     positions_bound: (u64, u64),
     usable: &(dyn Fn(&Capture) -> bool + Sync),
 ) -> Vec<CaptureRows> {
-    let Some(map) = window.row_map.as_ref() else {
+    let Some(map) = window.row_map.as_ref().filter(|m| !m.pending()) else {
         return Vec::new();
     };
     let positions = map.positions();
@@ -887,7 +983,8 @@ fn write_token_rows(
     config: &Config,
     rows: Vec<CaptureRows>,
 ) -> Result<Option<serde_json::Value>, String> {
-    let Some(map) = window.row_map.as_ref() else {
+    // A map whose forward told no row count (no capture with token rows): none written.
+    let Some(map) = window.row_map.as_ref().filter(|m| !m.pending()) else {
         return Ok(None);
     };
     let mut data: Vec<u8> = Vec::new();
@@ -917,7 +1014,7 @@ fn write_token_rows(
         "byteorder": "little",
         "stats": dump_stats::ROW_STAT_NAMES,
         "map": map.manifest(),
-        "positions_inferred": false,
+        "positions_inferred": map.inferred(),
         "row_positions": [config.row_positions.0, config.row_positions.1],
         "stage_filter": config.row_regex.as_ref().map(|(text, _)| text),
         "rows": first_row,
