@@ -1773,6 +1773,40 @@ fn the_native_probe_writes_token_rows_that_dumpview_aligns() {
         assert_eq!(t["records"][0][3], serde_json::json!([0, 1]));
     }
 
+    // DUMP_PROBE_ROW_POSITIONS=0-2 keeps the first three of the prompt's five rows, with the
+    // same bits as the first three rows of the whole run.
+    let whole_rows = std::fs::read(dir.path().join("counted1/rank0/match1-occ1/rows.f32")).unwrap();
+    let bounded = dir.path().join("counted-bounded");
+    let mut vars = env(&bounded, "1");
+    vars.push(("DUMP_PROBE_ROW_POSITIONS", "0-2".to_string()));
+    let vars: Vec<(&str, &str)> = vars.iter().map(|(k, v)| (*k, v.as_str())).collect();
+    let ran = run(&exe, &["counted", bounded.to_str().unwrap()], &vars);
+    let m = read_json(&bounded.join("rank0/match1-occ1/manifest.json"));
+    assert_eq!(
+        m["token_rows"]["records"][0][4],
+        serde_json::json!([[0, 0], [0, 1], [0, 2]]),
+        "{}",
+        ran.stderr
+    );
+    let kept = std::fs::read(bounded.join("rank0/match1-occ1/rows.f32")).unwrap();
+    assert_eq!(kept, whole_rows[..3 * 20]);
+    // The same over dimension 0 alone ([6, 8] captures of "whole"), where only the kept
+    // leading rows are computed: each record's first three rows, bit for bit.
+    let full = dir.path().join("whole-full");
+    go("whole", &full, "1");
+    let full_rows = std::fs::read(full.join("rank0/match1-occ1/rows.f32")).unwrap();
+    let bounded = dir.path().join("whole-bounded");
+    let mut vars = env(&bounded, "1");
+    vars.push(("DUMP_PROBE_ROW_POSITIONS", "0-2".to_string()));
+    let vars: Vec<(&str, &str)> = vars.iter().map(|(k, v)| (*k, v.as_str())).collect();
+    run(&exe, &["whole", bounded.to_str().unwrap()], &vars);
+    let kept = std::fs::read(bounded.join("rank0/match1-occ1/rows.f32")).unwrap();
+    let first_three: Vec<u8> = full_rows
+        .chunks(6 * 20)
+        .flat_map(|record| record[..3 * 20].to_vec())
+        .collect();
+    assert_eq!(kept, first_three);
+
     // DUMP_PROBE_REQUEST: the forwards whose map holds the request, counted for
     // DUMP_PROBE_OCCURRENCE (the second forward of "gen": position 5); a request no forward
     // holds captures nothing; a batch whose map lists the request is selected by it.

@@ -27,8 +27,12 @@ pub struct Entry {
 #[derive(Debug, Clone, PartialEq)]
 pub struct RowMap {
     entries: Vec<Entry>,
-    /// Per row: its entry and its position as the map lists it.
+    /// Per row: its entry and its position as the map lists it (empty where `run` says).
     rows: Vec<(u32, u64)>,
+    /// A map of one request at consecutive positions (`first`, `count`), the common case and
+    /// the one `dp_arm` makes: its rows are known without a list (a 1-D capture of 16M
+    /// elements teaches a forward of 16M rows, which a list would hold in 256 MB).
+    run: Option<(u64, u64)>,
     /// A map `dp_arm` made without entries ([`RowMap::counted`]) whose row count the forward's
     /// first token-row capture has not told yet.
     pending: bool,
@@ -48,6 +52,27 @@ impl RowMap {
             .try_fold(0u64, |sum, e| sum.checked_add(e.count))
             .filter(|&n| n <= MAX_ROWS)
             .ok_or_else(|| format!("more than {MAX_ROWS} rows in the map"))?;
+        if let [e] = entries.as_slice() {
+            let consecutive = e.request.is_some() && e.positions.is_none();
+            let fits = e
+                .first_position
+                .checked_add(e.count)
+                .is_some_and(|end| i64::try_from(end).is_ok());
+            let ids_fit = e
+                .token_ids
+                .as_ref()
+                .is_none_or(|ids| ids.len() as u64 == e.count);
+            if consecutive && fits && ids_fit {
+                let run = Some((e.first_position, e.count));
+                return Ok(RowMap {
+                    entries,
+                    rows: Vec::new(),
+                    run,
+                    pending: false,
+                    inferred: false,
+                });
+            }
+        }
         let mut rows = Vec::with_capacity(total as usize);
         for (index, e) in entries.iter().enumerate() {
             let count =
@@ -82,6 +107,7 @@ impl RowMap {
         Ok(RowMap {
             entries,
             rows,
+            run: None,
             pending: false,
             inferred: false,
         })
@@ -100,6 +126,7 @@ impl RowMap {
                 token_ids: None,
             }],
             rows: Vec::new(),
+            run: None,
             pending: true,
             inferred: true,
         }
@@ -125,6 +152,7 @@ impl RowMap {
         let learned = RowMap::new(vec![entry])?;
         self.entries = learned.entries;
         self.rows = learned.rows;
+        self.run = learned.run;
         self.pending = false;
         Ok(())
     }
@@ -132,36 +160,61 @@ impl RowMap {
     /// Each request's next position after this forward (its last row's position + 1): where
     /// the label's next forward armed without a map counts on from.
     pub fn request_ends(&self) -> Vec<(String, u64)> {
-        self.rows
+        self.entries
             .iter()
-            .filter_map(|&(entry, position)| {
-                let request = self.entries[entry as usize].request.clone()?;
-                Some((request, position + 1))
+            .filter(|e| e.count > 0)
+            .filter_map(|e| {
+                let last = match &e.positions {
+                    Some(p) => *p.iter().max()?,
+                    None => e.first_position + e.count - 1,
+                };
+                Some((e.request.clone()?, last + 1))
             })
             .collect()
     }
 
     /// Rows in all.
     pub fn count(&self) -> u64 {
-        self.rows.len() as u64
+        match self.run {
+            Some((_, count)) => count,
+            None => self.rows.len() as u64,
+        }
     }
 
-    /// Each row's position, -1 for padding rows: what [`crate::rows::row_stats`] weights by.
-    pub fn positions(&self) -> Vec<i64> {
-        self.rows
-            .iter()
-            .map(
-                |&(entry, position)| match self.entries[entry as usize].request {
-                    Some(_) => position as i64,
-                    None => -1,
-                },
-            )
-            .collect()
+    /// The positions of the first `k` rows (at most [`RowMap::count`]), -1 for padding rows:
+    /// what [`crate::rows::row_stats`] weights by.
+    pub fn positions(&self, k: u64) -> Vec<i64> {
+        let k = k.min(self.count());
+        match self.run {
+            Some((first, _)) => (0..k).map(|i| (first + i) as i64).collect(),
+            None => self.rows[..k as usize]
+                .iter()
+                .map(
+                    |&(entry, position)| match self.entries[entry as usize].request {
+                        Some(_) => position as i64,
+                        None => -1,
+                    },
+                )
+                .collect(),
+        }
     }
 
     /// The rows (by index) whose listed positions lie in `first..=last`; `None` when that
     /// is every row (`DUMP_PROBE_ROW_POSITIONS`).
     pub fn kept(&self, (first, last): (u64, u64)) -> Option<Vec<usize>> {
+        if let Some((start, count)) = self.run {
+            // Consecutive positions start..start + count: the kept ones are one range.
+            let lo = first.max(start);
+            let hi = last.min(start.saturating_add(count).saturating_sub(1));
+            if count > 0 && lo == start && hi == start + count - 1 {
+                return None;
+            }
+            return Some(if lo > hi || count == 0 {
+                Vec::new()
+            } else {
+                ((lo - start) as usize..=(hi - start) as usize).collect()
+            });
+        }
         let keep: Vec<usize> = (0..self.rows.len())
             .filter(|&i| (first..=last).contains(&self.rows[i].1))
             .collect();
@@ -170,7 +223,10 @@ impl RowMap {
 
     /// `(entry, position)` of row `i` as the manifest lists it.
     pub fn listed(&self, i: usize) -> (u32, u64) {
-        self.rows[i]
+        match self.run {
+            Some((first, _)) => (0, first + i as u64),
+            None => self.rows[i],
+        }
     }
 
     /// The manifest's `map`: one `{"request", "first_position", "count"}` per entry, with
@@ -216,7 +272,8 @@ mod tests {
         listed.positions = Some(vec![7, 9]);
         let map = RowMap::new(vec![listed, entry(None, 0, 1), entry(Some("r0"), 3, 2)]).unwrap();
         assert_eq!(map.count(), 5);
-        assert_eq!(map.positions(), vec![7, 9, -1, 3, 4]);
+        assert_eq!(map.positions(5), vec![7, 9, -1, 3, 4]);
+        assert_eq!(map.positions(2), vec![7, 9]);
         assert_eq!(map.listed(2), (1, 0));
         assert_eq!(map.kept((0, 8)), Some(vec![0, 2, 3, 4]));
         assert_eq!(map.kept((0, 100)), None);
@@ -241,5 +298,25 @@ mod tests {
             RowMap::new(vec![e]).unwrap_err(),
             "entry 0: 2 token ids for 3 rows"
         );
+    }
+
+    #[test]
+    fn one_request_at_consecutive_positions_needs_no_list() {
+        let map = RowMap::new(vec![entry(Some("r"), 10, 1 << 24)]).unwrap();
+        assert_eq!(map.count(), 1 << 24);
+        assert!(map.rows.is_empty());
+        assert_eq!(map.positions(3), vec![10, 11, 12]);
+        assert_eq!(map.listed(5), (0, 15));
+        assert_eq!(map.kept((0, 12)), Some(vec![0, 1, 2]));
+        assert_eq!(map.kept((0, u64::MAX)), None);
+        assert_eq!(map.kept((0, 5)), Some(vec![]));
+        assert_eq!(map.request_ends(), vec![("r".to_string(), 10 + (1 << 24))]);
+        // The same answers as the listed form.
+        let listed = RowMap::new(vec![entry(Some("r"), 10, 4), entry(None, 0, 0)]).unwrap();
+        let run = RowMap::new(vec![entry(Some("r"), 10, 4)]).unwrap();
+        assert_eq!(listed.positions(4), run.positions(4));
+        assert_eq!(listed.kept((11, 12)), run.kept((11, 12)));
+        assert_eq!(listed.listed(3), run.listed(3));
+        assert_eq!(listed.request_ends(), run.request_ends());
     }
 }

@@ -937,8 +937,14 @@ fn window_rows(
     let Some(map) = window.row_map.as_ref().filter(|m| !m.pending()) else {
         return Vec::new();
     };
-    let positions = map.positions();
     let kept = map.kept(positions_bound);
+    // The kept rows' positions where they are the leading rows (what a capture computing only
+    // those needs); every row's, made once, for the others.
+    let leading = kept
+        .as_ref()
+        .filter(|keep| keep.iter().enumerate().all(|(n, &i)| n == i))
+        .map(|keep| map.positions(keep.len() as u64));
+    let every = std::sync::OnceLock::new();
     let captures = &window.captures;
     crate::pool::run(|| {
         captures
@@ -950,12 +956,27 @@ fn window_rows(
                 let staged = unsafe {
                     std::slice::from_raw_parts(c.staged as *const u8, c.view.span_bytes() as usize)
                 };
-                let mut out = vec![0.0f32; rows as usize * crate::rows::WIDTH];
+                // Rows past DUMP_PROBE_ROW_POSITIONS are left out of the sidecar: where the
+                // kept ones are the first rows along dimension 0, only they are computed (a
+                // 16M-element 1-D capture would otherwise summarise 16M one-element rows).
+                let prefix = kept
+                    .as_ref()
+                    .filter(|keep| dims == 1 && keep.iter().enumerate().all(|(n, &i)| n == i))
+                    .and_then(|keep| leading_rows(&c.view, rows, keep.len() as u64));
+                let (view, computed, positions) = match (&prefix, &leading) {
+                    (Some((view, k)), Some(leading)) => (view, *k, leading),
+                    _ => (
+                        &c.view,
+                        rows,
+                        every.get_or_init(|| map.positions(map.count())),
+                    ),
+                };
+                let mut out = vec![0.0f32; computed as usize * crate::rows::WIDTH];
                 crate::rows::row_stats_split(
-                    &c.view,
+                    view,
                     staged,
-                    rows,
-                    &positions,
+                    computed,
+                    positions,
                     &mut out,
                     c.split.as_ref(),
                 )
@@ -973,6 +994,28 @@ fn window_rows(
             })
             .collect()
     })
+}
+
+/// The view of the first `k` of `rows` rows along dimension 0 of `view` (which holds them
+/// there), and `k`; `None` where dimension 0 is not the rows or `k` is not fewer.
+fn leading_rows(view: &View, rows: u64, k: u64) -> Option<(View, u64)> {
+    if view.shape.first() != Some(&rows) || k == 0 || k >= rows {
+        return None;
+    }
+    let mut sub = view.clone();
+    sub.shape[0] = k;
+    sub.numel = view.numel / rows * k;
+    sub.span_elements = if sub.numel == 0 {
+        0
+    } else {
+        1 + sub
+            .shape
+            .iter()
+            .zip(&sub.strides)
+            .map(|(&size, &stride)| (size - 1) * stride)
+            .sum::<u64>()
+    };
+    Some((sub, k))
 }
 
 /// Writes the window's row statistics to `rows.f32` in `dir` (atomically, before the manifest
