@@ -1650,11 +1650,14 @@ def hook(model, stages=None, inputs=False, outputs=True, label=None):
     """Capture the submodules of ``model`` whose qualified names (``named_modules``) match the
     regex ``stages`` (``re.search``; None: every module), with forward hooks: no edit at each
     stage. The stage is the module path (``model.layers.3.mlp``; the root module itself is
-    named by its class); a module's lone output tensor is recorded under the bare path, several
-    (tuples, lists, dicts, dataclass outputs, flattened in order; non-tensors skipped) as
-    ``PATH.output.N``; with ``inputs=True`` its inputs (positional, then keyword) as
-    ``PATH.input.N``, captured before the module runs, so an input and an output never share a
-    name and an input changed in place is seen as it came in. Occurrences count per stage as
+    named by its class; a torch.compile'd model's paths as the eager model's); an output that
+    is a tensor is recorded under the bare path, the tensors of a tuple, list, dict or
+    dataclass output as ``PATH.output.N``, N the tensor's index in it (None and non-tensors
+    keep their index and are skipped: ``(out, None)`` and ``(out, weights)`` name ``out``
+    alike; nested ``PATH.output.1.0``); with ``inputs=True`` its inputs (positional, then
+    keyword, one index sequence) as ``PATH.input.N``, captured before the module runs, so an
+    input and an output never share a name and an input changed in place is seen as it came
+    in. A module a live hook() already hooks is left as it is, with a warning. Occurrences count per stage as
     with capture(). Token rows: (0, 1) for [batch, seq, hidden] activations, (0,) for
     [tokens, hidden], as the forward's row count says (see _hook_token_dims).
 
