@@ -233,20 +233,26 @@ def hook_child(mode, width, tokens, steps, out_dir):
     print(json.dumps({"mode": mode, "times": times, "records": records}))
 
 
+def _rounds(flag, modes, width, args, env):
+    """(mode, the child's JSON) of every mode in every round, interleaved, each child a fresh
+    process (`flag`: --child or --hook-child) writing into a temporary directory."""
+    with tempfile.TemporaryDirectory() as tmp:
+        for round_index in range(args.rounds):
+            for mode in modes:
+                out = os.path.join(tmp, "%s-%d" % (mode, round_index))
+                cmd = [sys.executable, __file__, flag, mode, "--width", width, "--out", out,
+                       "--tokens", str(args.tokens), "--steps", str(args.steps)]
+                yield mode, _run(cmd, env)
+
+
 def measure_hooks(width, args):
     env = {k: v for k, v in os.environ.items() if not k.startswith("DUMP_PROBE")}
     env.update(OMP_NUM_THREADS="1", HF_HUB_OFFLINE="1")
     samples = {mode: [] for mode in HOOK_MODES}
     records = {}
-    with tempfile.TemporaryDirectory() as tmp:
-        for round_index in range(args.rounds):
-            for mode in HOOK_MODES:
-                out = os.path.join(tmp, "%s-%d" % (mode, round_index))
-                cmd = [sys.executable, __file__, "--hook-child", mode, "--width", width, "--out", out,
-                       "--tokens", str(args.tokens), "--steps", str(args.steps)]
-                data = _run(cmd, env)
-                samples[mode].extend(data["times"])
-                records[mode] = data["records"]
+    for mode, data in _rounds("--hook-child", HOOK_MODES, width, args, env):
+        samples[mode].extend(data["times"])
+        records[mode] = data["records"]
     median = {mode: statistics.median(times) * 1e3 for mode, times in samples.items()}
     base = median["hf-disarmed"]
     hidden = WIDTHS[width].get("hidden_size", 256)
@@ -372,19 +378,13 @@ def measure(width, args, cache):
     hidden = WIDTHS[width].get("hidden_size", 256)
     records = paths = None
     row_bytes = 0
-    with tempfile.TemporaryDirectory() as tmp:
-        for round_index in range(args.rounds):
-            for mode in MODES:
-                out = os.path.join(tmp, "%s-%d" % (mode, round_index))
-                cmd = [sys.executable, __file__, "--child", mode, "--width", width, "--out", out,
-                       "--tokens", str(args.tokens), "--steps", str(args.steps)]
-                data = _run(cmd, env)
-                samples[mode].extend(data["times"])
-                if mode == "armed":
-                    records, paths = data["records"], data["paths"]
-                    compiles.append(data["compile_s"])
-                if mode == "armed-native":
-                    row_bytes = data["row_bytes"]
+    for mode, data in _rounds("--child", MODES, width, args, env):
+        samples[mode].extend(data["times"])
+        if mode == "armed":
+            records, paths = data["records"], data["paths"]
+            compiles.append(data["compile_s"])
+        if mode == "armed-native":
+            row_bytes = data["row_bytes"]
     costs = _run([sys.executable, __file__, "--per-capture", "--width", width, "--tokens", str(args.tokens)], env)
 
     median = {mode: statistics.median(times) * 1e3 for mode, times in samples.items()}

@@ -81,10 +81,7 @@ pub fn print_diff(
                 nodes: present::tree::json(tree, args.depth()),
             })
             .collect();
-        println!(
-            "{}",
-            serde_json::to_string_pretty(&serde_json::json!({ "windows": windows }))?
-        );
+        print_json(&windows)?;
     } else {
         for (w, tree) in &trees {
             println!(
@@ -137,10 +134,7 @@ pub fn print_scan(
                 nodes: present::tree::json(tree, args.depth()),
             })
             .collect();
-        println!(
-            "{}",
-            serde_json::to_string_pretty(&serde_json::json!({ "windows": windows }))?
-        );
+        print_json(&windows)?;
     } else {
         for (w, tree) in dump.windows.iter().zip(&trees) {
             println!(
@@ -154,5 +148,14 @@ pub fn print_scan(
             print!("{}", present::tree::text(tree, args.depth()));
         }
     }
+    Ok(())
+}
+
+/// `{"windows": [...]}` on stdout, pretty-printed.
+fn print_json(windows: &[WindowTree<'_>]) -> Result<(), CliError> {
+    println!(
+        "{}",
+        serde_json::to_string_pretty(&serde_json::json!({ "windows": windows }))?
+    );
     Ok(())
 }

@@ -252,18 +252,7 @@ pub fn draw(frame: &mut Frame, app: &App, area: Rect, theme: Theme) {
         ));
         pieces.push(Piece::new("(a shows all)", theme.warn(), 3));
     }
-    let mut title = bar(
-        pieces,
-        " · ",
-        Style::new(),
-        usize::from(area.width.saturating_sub(4)),
-    );
-    // `timeline 5/109`, not `timeline · 5/109`.
-    if let Some(sep) = title.spans.get_mut(1).filter(|s| s.content == " · ") {
-        sep.content = " ".into();
-    }
-    title.spans.insert(0, Span::raw(" "));
-    title.spans.push(Span::raw(" "));
+    let title = pane_title(pieces, area.width);
     let border = if app.focus == Focus::Timeline {
         theme.focused_border()
     } else {
@@ -285,6 +274,24 @@ pub fn draw(frame: &mut Frame, app: &App, area: Rect, theme: Theme) {
         .header(TableRow::new(header).style(theme.dim()))
         .block(Block::bordered().title(title).border_style(border));
     frame.render_widget(table, area);
+}
+
+/// The title line of the timeline's pane (the timeline or the module tree): `pieces` joined
+/// by ` · ` within a pane `width` columns wide, the first two joined by a space (`timeline
+/// 5/109`, `tree 5/40`), a space at each end.
+pub(super) fn pane_title(pieces: Vec<Piece>, width: u16) -> Line<'static> {
+    let mut title = bar(
+        pieces,
+        " · ",
+        Style::new(),
+        usize::from(width.saturating_sub(4)),
+    );
+    if let Some(sep) = title.spans.get_mut(1).filter(|s| s.content == " · ") {
+        sep.content = " ".into();
+    }
+    title.spans.insert(0, Span::raw(" "));
+    title.spans.push(Span::raw(" "));
+    title
 }
 
 #[cfg(test)]

@@ -9,7 +9,7 @@ use ratatui::style::Style;
 use ratatui::text::{Line, Span};
 use ratatui::widgets::{Block, Row as TableRow, Table};
 
-use super::format::{self, Piece, bar};
+use super::format::{self, Piece};
 use super::{Theme, timeline};
 use crate::app::{App, Focus, TreeLine, TreeView};
 use crate::model::analysis::diff::Cell;
@@ -206,18 +206,7 @@ pub fn draw(frame: &mut Frame, app: &App, area: Rect, theme: Theme) {
         ));
     }
     pieces.push(Piece::new("m timeline", theme.dim(), 3));
-    let mut title = bar(
-        pieces,
-        " · ",
-        Style::new(),
-        usize::from(area.width.saturating_sub(4)),
-    );
-    // `tree 5/40`, not `tree · 5/40`.
-    if let Some(sep) = title.spans.get_mut(1).filter(|s| s.content == " · ") {
-        sep.content = " ".into();
-    }
-    title.spans.insert(0, Span::raw(" "));
-    title.spans.push(Span::raw(" "));
+    let title = timeline::pane_title(pieces, area.width);
     let border = if app.focus == Focus::Timeline {
         theme.focused_border()
     } else {
