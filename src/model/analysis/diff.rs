@@ -1639,6 +1639,7 @@ mod tests {
                         stats_dtype: None,
                         records,
                         input_sets: Vec::new(),
+                        run: None,
                         format: Default::default(),
                         facts: Default::default(),
                         context: None,

@@ -22,8 +22,46 @@ pub struct InputSetEntry {
     /// written before the field existed.
     #[serde(default)]
     pub op: Option<String>,
-    /// Argument name → description (`kind` plus layout or value), as written.
+    /// Argument name → description (`kind` plus layout or value), as written. A tensor
+    /// argument's description also holds its `stats` (the records' statistics object) where
+    /// the probe computed them.
     pub args: serde_json::Map<String, serde_json::Value>,
+    /// The records this call's operator produced, named by `capture_inputs(..., outputs=...)`
+    /// (or a hooked module's own outputs), in the order named; empty when not linked and in
+    /// manifests written before the field existed.
+    #[serde(default)]
+    pub outputs: Vec<InputSetOutput>,
+}
+
+/// One output of an input set's operator call: the record that captured it and, when the
+/// set was saved, the whole tensor as the run produced it (for judging a replay).
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize, serde::Serialize)]
+pub struct InputSetOutput {
+    /// The linked record's key, `stage#occurrence`, in the same window.
+    pub key: String,
+    /// The whole output tensor (every row, whatever `DUMP_PROBE_ROWS` says), relative to the
+    /// window directory; `None` when it was not saved.
+    #[serde(default)]
+    pub file: Option<String>,
+}
+
+/// How the captured process was started, as the probe saw it: enough to run it again with
+/// other `DUMP_PROBE_*` settings (the diagnosis prints that command).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize, serde::Serialize)]
+pub struct RunInfo {
+    /// `sys.argv` of the process (for `python -m dump_probe --hook ... script.py`, the
+    /// probe's own command line as given).
+    #[serde(default)]
+    pub argv: Vec<String>,
+    /// The working directory when the window was armed.
+    #[serde(default)]
+    pub cwd: String,
+    /// The interpreter that ran the model (`sys.executable`); `None` when not recorded.
+    #[serde(default)]
+    pub executable: Option<String>,
+    /// Every `DUMP_PROBE_*` variable of the environment, name → value.
+    #[serde(default)]
+    pub env: std::collections::BTreeMap<String, String>,
 }
 
 /// One rank's label window, as written by `finish()`.
@@ -70,6 +108,10 @@ pub struct Window {
     /// One per `capture_inputs()` call, for replay.
     #[serde(default)]
     pub input_sets: Vec<InputSetEntry>,
+    /// How the process that wrote this window was started (the manifest's `run`); `None` in
+    /// manifests written before the field existed and in other formats.
+    #[serde(default)]
+    pub run: Option<RunInfo>,
     /// The format the window was read from (not part of the file).
     #[serde(skip)]
     pub format: SourceFormat,

@@ -66,6 +66,7 @@ fn same_content(a: &Window, b: &Window) -> bool {
         stats_dtype,
         records,
         input_sets,
+        run,
         format,
         facts: _,
         context: _,
@@ -82,6 +83,7 @@ fn same_content(a: &Window, b: &Window) -> bool {
         && *stats_dtype == b.stats_dtype
         && *metadata == b.metadata
         && *input_sets == b.input_sets
+        && *run == b.run
         && *token_rows == b.token_rows
         && records.len() == b.records.len()
         && records

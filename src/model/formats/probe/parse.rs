@@ -108,6 +108,7 @@ struct Partial {
     /// How many elements of `records` were met (read, repaired or left out).
     records_seen: usize,
     input_sets: Vec<InputSetEntry>,
+    run: Option<crate::model::dump::RunInfo>,
     /// Set for the header pass of [`parse_by_lines`]: `records` must be [`PLACEHOLDER`].
     records_placeholder: bool,
     /// How many times that pass met the placeholder as the value of `records`.
@@ -219,6 +220,7 @@ pub fn parse_one_pass(bytes: &[u8], path: &Path) -> Result<Parsed, ManifestError
         stats_dtype: partial.stats_dtype.take(),
         records: std::mem::take(&mut partial.records),
         input_sets: std::mem::take(&mut partial.input_sets),
+        run: partial.run.take(),
         format: crate::model::dump::SourceFormat::Probe,
         facts: &FACTS,
         context: None,
@@ -311,6 +313,7 @@ pub fn parse_by_lines(bytes: &[u8], path: &Path) -> Option<Parsed> {
             stats_dtype: partial.stats_dtype.take(),
             records,
             input_sets: std::mem::take(&mut partial.input_sets),
+        run: partial.run.take(),
             format: crate::model::dump::SourceFormat::Probe,
             facts: &FACTS,
             context: None,
@@ -596,6 +599,10 @@ impl<'de> Visitor<'de> for TopSeed<'_> {
                 // Optional notes never make a manifest unreadable: a wrong type reads as absent.
                 "budget_bytes" => {
                     p.notes.budget_bytes = map.next_value::<serde_json::Value>()?.as_u64();
+                }
+                "run" => {
+                    let value = map.next_value::<serde_json::Value>()?;
+                    p.run = serde_json::from_value(value).ok();
                 }
                 "storage_identity" => {
                     let value = map.next_value::<serde_json::Value>()?;

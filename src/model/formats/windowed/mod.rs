@@ -200,6 +200,7 @@ pub fn load_window_with(
         stats_dtype: Some("float64".into()),
         records,
         input_sets: Vec::new(),
+        run: None,
         format: SourceFormat::Windowed,
         facts: &FACTS,
         context: Some(Arc::new(context)),
