@@ -46,6 +46,7 @@ fn dispatch(
     match command {
         Command::Demo(args) => args.run(cx),
         Command::Scan(args) => args.run(cx),
+        Command::Diagnose(args) => args.run(cx),
         Command::Diff(args) => args.run(cx),
         Command::Vary(args) => args.run(cx),
         Command::Report(args) => args.run(cx),

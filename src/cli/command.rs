@@ -153,6 +153,10 @@ pub enum Command {
     Demo(super::demo::DemoArgs),
     /// Per window: storage aliases (stride conflicts first) and the first non-finite record.
     Scan(super::scan::ScanArgs),
+    /// Connect the findings into one answer: writer → address → reader, operator or inputs,
+    /// origin and downstream, the rank and the collective; and the next cheapest experiment
+    /// with its exact command (docs/diagnosis.md).
+    Diagnose(super::diagnose::DiagnoseArgs),
     /// Pair two captures by rank, window and stage#occurrence; report coverage, input
     /// identity and the first divergence.
     Diff(super::diff::DiffArgs),

@@ -8,6 +8,7 @@ pub mod cases;
 pub mod command;
 pub mod completions;
 pub mod demo;
+pub mod diagnose;
 pub mod diff;
 pub mod inputs;
 pub mod probe_install;

@@ -5,6 +5,7 @@
 //! subcommand render from.
 
 pub mod compare;
+pub mod diagnosis;
 pub mod diff;
 pub mod layout;
 pub mod merge;

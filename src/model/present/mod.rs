@@ -2,6 +2,8 @@
 //! formatters every renderer (and the workbench) uses.
 
 pub mod cases;
+pub mod cross;
+pub mod diagnosis;
 pub mod diff;
 pub mod layouts;
 pub mod number;

@@ -1,0 +1,51 @@
+//! `dumpview diagnose A [B]`: the diagnosis alone (docs/diagnosis.md): the conclusion, the
+//! chain with its evidence, what is not known and the next experiment.
+
+use std::path::PathBuf;
+
+use super::{CliError, Conclusion, inputs::load_captures};
+use crate::model::analysis::Analysis;
+use crate::model::analysis::diagnosis::diagnose;
+use crate::model::present;
+
+/// The options of `dumpview diagnose`.
+#[derive(Debug, Clone, clap::Args)]
+pub struct DiagnoseArgs {
+    /// The capture under suspicion when alone; with a second, the reference run first:
+    /// `diagnose GOOD BAD` as `diff A B` (a manifest, a window directory or a tree of them).
+    #[arg(required = true, num_args = 1..=2, value_name = "CAPTURE")]
+    pub inputs: Vec<PathBuf>,
+    #[command(flatten)]
+    pub tolerance: super::diff::ToleranceArgs,
+    #[command(flatten)]
+    pub ignore: super::inputs::IgnoreArgs,
+}
+
+impl DiagnoseArgs {
+    /// Loads the captures, computes their analysis and prints the diagnosis; `Found` when a
+    /// rule applied.
+    ///
+    /// # Errors
+    /// An input that cannot be loaded, or bad tolerances.
+    pub fn run(&self, cx: &mut super::Context) -> Result<Conclusion, CliError> {
+        let tolerances = self.tolerance.tolerances()?;
+        let paths = cx.sources.locals(&self.inputs)?;
+        let mut dumps = load_captures(&paths, &cx.attempts, cx.json)?;
+        for dump in &mut dumps {
+            self.ignore.apply(dump)?;
+        }
+        let (a, b) = (&dumps[0], dumps.get(1));
+        let analysis = Analysis::compute(a, b, &tolerances);
+        let diagnosis = diagnose(a, b, &analysis);
+        if cx.json {
+            println!("{}", serde_json::to_string_pretty(&diagnosis)?);
+        } else {
+            print!("{}", present::diagnosis::text(&diagnosis));
+        }
+        Ok(if diagnosis.found {
+            Conclusion::Found
+        } else {
+            Conclusion::Clean
+        })
+    }
+}

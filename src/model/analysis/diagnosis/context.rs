@@ -1,0 +1,217 @@
+//! What every rule reads: the captures, their analysis, and the records the findings start
+//! from (the first divergence, each window's first non-finite), found once.
+
+use crate::model::analysis::Analysis;
+use crate::model::analysis::diff::{PairDiff, WindowDiff};
+use crate::model::analysis::scan::WindowScan;
+use crate::model::dump::{Dump, Record, Window};
+
+use super::{Cite, Claim, Role};
+
+/// The captures and their analysis.
+pub(super) struct Context<'a> {
+    pub a: &'a Dump,
+    pub b: Option<&'a Dump>,
+    pub analysis: &'a Analysis,
+}
+
+/// The first divergence of the diff: the window pair of the rank that diverges first.
+pub(super) struct Divergence<'a> {
+    pub diff: &'a WindowDiff,
+    pub pair: &'a PairDiff,
+    pub wa: &'a Window,
+    pub wb: &'a Window,
+}
+
+/// A record a finding starts from.
+#[derive(Debug, Clone)]
+pub struct Target<'a> {
+    /// `'a'` or `'b'`: the side whose record is meant (for a divergence: B, the run under
+    /// suspicion; its partner is A's record of the same key).
+    pub side: char,
+    /// The window holding it.
+    pub window: &'a Window,
+    /// The other side's window of the same rank and request, when paired.
+    pub partner: Option<&'a Window>,
+    /// `stage#occurrence`.
+    pub key: String,
+    /// Why it is a target: `first divergence` or `first non-finite`.
+    pub why: &'static str,
+}
+
+impl<'a> Context<'a> {
+    pub fn new(a: &'a Dump, b: Option<&'a Dump>, analysis: &'a Analysis) -> Context<'a> {
+        Context { a, b, analysis }
+    }
+
+    fn dump(&self, side: char) -> Option<&'a Dump> {
+        if side == 'a' { Some(self.a) } else { self.b }
+    }
+
+    /// The scan of `window` of `side`, by position in its capture.
+    pub fn scan_of(&self, side: char, window: &Window) -> Option<&'a WindowScan> {
+        let dump = self.dump(side)?;
+        let scans = if side == 'a' {
+            &self.analysis.scans_a
+        } else {
+            &self.analysis.scans_b
+        };
+        let index = dump.windows.iter().position(|w| std::ptr::eq(w, window))?;
+        scans.get(index)
+    }
+
+    /// The first divergence of the diff (the rank that diverges first), with both windows.
+    pub fn first_divergence(&self) -> Option<Divergence<'a>> {
+        let b = self.b?;
+        let report = self.analysis.diff.as_ref()?;
+        let rank = report.first_rank?;
+        let diff = report
+            .windows
+            .iter()
+            .find(|w| w.rank == rank && w.first().is_some())?;
+        let wa = self.a.window(diff.a.id?)?;
+        let wb = b.window(diff.b.id?)?;
+        Some(Divergence {
+            diff,
+            pair: diff.first()?,
+            wa,
+            wb,
+        })
+    }
+
+    /// The window pair of `window` (of `side`) in the diff, and the partner window.
+    pub fn partner_of(&self, side: char, window: &Window) -> Option<(&'a WindowDiff, &'a Window)> {
+        let report = self.analysis.diff.as_ref()?;
+        let (own, other) = if side == 'a' {
+            (self.a, self.b?)
+        } else {
+            (self.b?, self.a)
+        };
+        let index = own.windows.iter().position(|w| std::ptr::eq(w, window))?;
+        report.windows.iter().find_map(|w| {
+            let (mine, theirs) = if side == 'a' {
+                (w.a.id, w.b.id)
+            } else {
+                (w.b.id, w.a.id)
+            };
+            (mine.map(|m| m.0) == Some(index))
+                .then(|| Some((w, other.window(theirs?)?)))
+                .flatten()
+        })
+    }
+
+    /// The records findings start from: the first divergence, then each window's first
+    /// non-finite (B's before A's), each key once per side.
+    pub fn targets(&self) -> Vec<Target<'a>> {
+        let mut out: Vec<Target<'a>> = Vec::new();
+        if let Some(d) = self.first_divergence() {
+            out.push(Target {
+                side: 'b',
+                window: d.wb,
+                partner: Some(d.wa),
+                key: d.pair.key.clone(),
+                why: "first divergence",
+            });
+        }
+        for side in ['b', 'a'] {
+            let Some(dump) = self.dump(side) else {
+                continue;
+            };
+            for window in &dump.windows {
+                let Some(nf) = self.scan_of(side, window).and_then(|s| s.first_nonfinite.as_ref())
+                else {
+                    continue;
+                };
+                if out
+                    .iter()
+                    .any(|t| std::ptr::eq(t.window, window) && t.key == nf.key)
+                {
+                    continue;
+                }
+                out.push(Target {
+                    side,
+                    window,
+                    partner: self.partner_of(side, window).map(|(_, w)| w),
+                    key: nf.key.clone(),
+                    why: "first non-finite",
+                });
+            }
+        }
+        out
+    }
+
+    /// The window a citation names (by side and source).
+    pub fn window_of(&self, cite: &Cite) -> Option<&'a Window> {
+        self.dump(cite.side)?
+            .windows
+            .iter()
+            .find(|w| w.source.display().to_string() == cite.window)
+    }
+
+    /// Why no rule applied, for "No diagnosis: …".
+    pub fn why_nothing(&self) -> String {
+        match (self.b, self.analysis.diff.as_ref()) {
+            (Some(_), Some(report)) if report.windows.is_empty() => {
+                "no window of A pairs with a window of B (different ranks or requests), so \
+                 nothing was compared"
+                    .to_string()
+            }
+            (Some(_), Some(_)) => {
+                "A and B agree on every compared record and neither holds a NaN or an infinity"
+                    .to_string()
+            }
+            _ => "the capture holds no NaN or infinity and no stride conflict; diagnosing a \
+                  divergence needs a second capture to compare with"
+                .to_string(),
+        }
+    }
+}
+
+/// The record of `window` with key `key`.
+pub(super) fn record<'w>(window: &'w Window, key: &str) -> Option<&'w Record> {
+    let (stage, occurrence) = key.rsplit_once('#')?;
+    let occurrence: u32 = occurrence.parse().ok()?;
+    window
+        .records
+        .iter()
+        .find(|r| r.occurrence == occurrence && r.stage.as_str() == stage)
+}
+
+/// A citation of `record` in `window`.
+pub(super) fn cite(side: char, window: &Window, record: &Record, role: Role, claim: Claim) -> Cite {
+    Cite {
+        side,
+        rank: window.rank,
+        window: window.source.display().to_string(),
+        key: record.key(),
+        seq: record.seq,
+        role,
+        claim,
+        layout: None,
+    }
+}
+
+/// `[12, 2, 64] stride [64, 2048, 1] offset 0`.
+pub(super) fn layout_words(record: &Record) -> String {
+    format!(
+        "{:?} stride {:?} offset {}",
+        record.shape.to_vec(),
+        record.stride.to_vec(),
+        record.storage_offset
+    )
+}
+
+/// Whether `record` holds NaN or infinity.
+pub(super) fn nonfinite(record: &Record) -> bool {
+    record.stats.as_ref().is_some_and(|s| s.has_nonfinite())
+}
+
+/// `a`'s label for people: `A` or `B`.
+pub(super) fn side_name(side: char) -> char {
+    side.to_ascii_uppercase()
+}
+
+/// Integer (or bool) dtypes: index stages.
+pub(super) fn is_integer(dtype: &str) -> bool {
+    dtype.starts_with("int") || dtype.starts_with("uint") || dtype == "bool"
+}

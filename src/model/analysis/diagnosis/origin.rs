@@ -1,0 +1,244 @@
+//! Origin and downstream: where the numbers first go wrong, and the later divergent (or
+//! non-finite) records, "downstream in capture order". A later record is called propagated
+//! from the origin only where its input storage is known to be the origin's output: an input
+//! set (or a hooked module's input record) whose tensor lies on the origin's bytes.
+
+use crate::model::analysis::scan::view_of;
+use crate::model::dump::{Record, Window};
+
+use super::alias::shorten;
+use super::context::{Context, cite, nonfinite, record, side_name};
+use super::{Claim, Finding, Role, Rule};
+
+/// How many downstream records a finding cites (the text counts them all).
+const CITED_DOWNSTREAM: usize = 4;
+
+/// The origin finding: of the first divergence when B is given, else of each window's first
+/// non-finite record. Lines for what cannot be told go to `unknown`.
+pub(super) fn origin(cx: &Context, unknown: &mut Vec<String>) -> Vec<Finding> {
+    if let Some(d) = cx.first_divergence() {
+        let Some(first_index) = d.diff.first_divergence else {
+            return Vec::new();
+        };
+        let Some(origin) = record(d.wb, &d.pair.key) else {
+            return Vec::new();
+        };
+        let downstream: Vec<&str> = d.diff.pairs[first_index + 1..]
+            .iter()
+            .filter(|p| p.comparison.verdict.diverges())
+            .map(|p| p.key.as_str())
+            .collect();
+        let nonfinite_later = downstream
+            .iter()
+            .filter(|k| record(d.wb, k).is_some_and(nonfinite))
+            .count();
+        let what = format!(
+            "the first divergence ({}{})",
+            d.pair.comparison.verdict.name(),
+            if d.diff.rank == 0 && cx.analysis.diff.as_ref().is_some_and(|r| r.windows.len() == 1)
+            {
+                String::new()
+            } else {
+                format!(", rank {}", d.diff.rank)
+            }
+        );
+        let extra = if nonfinite_later > 0 {
+            format!(" ({nonfinite_later} of them hold NaN or infinity in B)")
+        } else {
+            String::new()
+        };
+        let mut f = finding('b', d.wb, origin, Claim::Diverges, &what, &downstream, &extra, unknown);
+        f.text = f.text.replacen("B's numbers", "The numbers", 1);
+        return vec![f];
+    }
+    let mut out = Vec::new();
+    for (side, dump) in std::iter::once(('a', cx.a)).chain(cx.b.map(|b| ('b', b))) {
+        for window in &dump.windows {
+            let Some(nf) = cx.scan_of(side, window).and_then(|s| s.first_nonfinite.as_ref())
+            else {
+                continue;
+            };
+            let Some(origin) = record(window, &nf.key) else {
+                continue;
+            };
+            // A rank that only received the NaN through a collective is told by the
+            // across-ranks finding; its own origin would repeat it.
+            let across = if side == 'a' {
+                &cx.analysis.ranks_a
+            } else {
+                &cx.analysis.ranks_b
+            };
+            let propagated_rank = across.iter().any(|x| {
+                x.label == window.label
+                    && x.match_index == window.match_index
+                    && x.occurrence == window.occurrence
+                    && !x.origin_ranks.contains(&window.rank)
+            });
+            if propagated_rank {
+                continue;
+            }
+            let keys: Vec<String> = window
+                .records
+                .iter()
+                .filter(|r| r.seq > origin.seq && nonfinite(r))
+                .map(Record::key)
+                .collect();
+            let keys_ref: Vec<&str> = keys.iter().map(String::as_str).collect();
+            let what = format!("the first non-finite record, {}", nf.counts_text());
+            out.push(finding(
+                side,
+                window,
+                origin,
+                Claim::NonFinite,
+                &what,
+                &keys_ref,
+                "",
+                unknown,
+            ));
+        }
+    }
+    out
+}
+
+#[allow(clippy::too_many_arguments)]
+fn finding(
+    side: char,
+    window: &Window,
+    origin: &Record,
+    claim: Claim,
+    what: &str,
+    downstream: &[&str],
+    extra: &str,
+    unknown: &mut Vec<String>,
+) -> Finding {
+    let propagated = propagated_from(window, origin);
+    let mut evidence = vec![cite(side, window, origin, Role::Origin, claim)];
+    for key in downstream.iter().take(CITED_DOWNSTREAM) {
+        if propagated.iter().any(|(k, _)| k == key) {
+            continue;
+        }
+        if let Some(r) = record(window, key) {
+            evidence.push(cite(side, window, r, Role::Downstream, claim));
+        }
+    }
+    for (key, _) in &propagated {
+        if let Some(r) = record(window, key) {
+            evidence.push(cite(side, window, r, Role::Propagated, Claim::Captured));
+        }
+    }
+    let owned: Vec<String> = downstream.iter().map(|k| k.to_string()).collect();
+    let mut text = format!(
+        "{}'s numbers first go wrong at `{}`, {what}.",
+        side_name(side),
+        origin.key()
+    );
+    match downstream.len() {
+        0 => text.push_str(" Nothing captured after it goes wrong."),
+        n => text.push_str(&format!(
+            " {n} later {} downstream in capture order{extra}: {}.",
+            if n == 1 { "record is" } else { "records are" },
+            shorten(&owned, 6)
+        )),
+    }
+    if !propagated.is_empty() {
+        let shown: Vec<String> = propagated
+            .iter()
+            .map(|(k, how)| format!("`{k}` ({how})"))
+            .collect();
+        text.push_str(&format!(
+            " Shown to read its output: {}.",
+            shown.join(", ")
+        ));
+    } else if !downstream.is_empty() {
+        unknown.push(format!(
+            "which of the {} records after `{}` it caused: none of their inputs is known to be \
+             its output (capture their input sets, or hook their modules with inputs=True)",
+            downstream.len(),
+            origin.key()
+        ));
+    }
+    Finding {
+        rule: Rule::Origin,
+        text,
+        evidence,
+        address: None,
+        presumed: false,
+        inputs: Vec::new(),
+    }
+}
+
+/// Later records known to read `origin`'s output: hooked input records (`PATH.input.N`)
+/// and input sets' tensor arguments on its bytes (the set's linked outputs are named), each
+/// `(key, how)`.
+fn propagated_from(window: &Window, origin: &Record) -> Vec<(String, String)> {
+    let Some(range) = view_of(origin).and_then(|v| v.byte_range()) else {
+        return Vec::new();
+    };
+    let on_bytes = |storage_id: Option<u64>, device: &str, lo: u64, hi: u64| {
+        storage_id.is_some()
+            && storage_id == origin.storage_id
+            && device == origin.device.as_str()
+            && lo < range.1
+            && range.0 < hi
+    };
+    let mut out = Vec::new();
+    for r in window.records.iter().filter(|r| r.seq > origin.seq) {
+        if !r.stage.contains(".input.") {
+            continue;
+        }
+        if let Some((lo, hi)) = view_of(r).and_then(|v| v.byte_range())
+            && on_bytes(r.storage_id, &r.device, lo, hi)
+        {
+            out.push((r.key(), format!("a hooked input on `{}`'s bytes", origin.key())));
+        }
+    }
+    for set in &window.input_sets {
+        for output in &set.outputs {
+            let Some(produced) = record(window, &output.key) else {
+                continue;
+            };
+            if produced.seq <= origin.seq {
+                continue;
+            }
+            let reads = set.args.iter().find(|(_, desc)| {
+                let Some((lo, hi)) = arg_bytes(desc) else {
+                    return false;
+                };
+                let device = desc.get("device").and_then(|d| d.as_str()).unwrap_or("");
+                let storage_id = desc.get("storage_id").and_then(|v| v.as_u64());
+                on_bytes(storage_id, device, lo, hi)
+            });
+            if let Some((arg, _)) = reads {
+                out.push((
+                    output.key.clone(),
+                    format!(
+                        "input set `{}#{}` argument `{arg}` is its output",
+                        set.stage, set.occurrence
+                    ),
+                ));
+            }
+        }
+    }
+    out
+}
+
+/// The byte range `[lo, hi)` a tensor argument's description reads (its `data_ptr`, shape,
+/// stride and element size); `None` for other arguments or where one is missing.
+fn arg_bytes(desc: &serde_json::Value) -> Option<(u64, u64)> {
+    let numbers = |k: &str| -> Option<Vec<i64>> {
+        desc.get(k)?
+            .as_array()?
+            .iter()
+            .map(|v| v.as_i64())
+            .collect()
+    };
+    let shape = numbers("shape")?;
+    let stride = numbers("stride")?;
+    crate::model::analysis::layout::View {
+        data_ptr: desc.get("data_ptr")?.as_u64()?,
+        element_size: desc.get("element_size")?.as_u64()?,
+        shape: shape.iter().map(|&s| s.max(0) as u64).collect(),
+        stride,
+    }
+    .byte_range()
+}
