@@ -171,6 +171,9 @@ pub struct Report {
     /// (docs/diff.md, "Token rows"); absent unless both sides captured token rows.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub tokens: Option<crate::model::analysis::tokens::TokenDiff>,
+    /// The findings connected into one answer, with the next experiment
+    /// ([`crate::model::analysis::diagnosis`]); the report opens with it.
+    pub diagnosis: crate::model::analysis::diagnosis::Diagnosis,
 }
 
 /// The first non-finite across the ranks of one request on one side.
@@ -336,6 +339,7 @@ impl Report {
             replicated: report.map(|r| r.replicated.clone()).unwrap_or_default(),
             headline: report.and_then(|r| r.headline.clone()),
             tokens: report.and_then(|r| r.tokens.clone()),
+            diagnosis: crate::model::analysis::diagnosis::diagnose(a, b, analysis),
             ignored: a
                 .warnings
                 .iter()

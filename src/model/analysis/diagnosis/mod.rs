@@ -261,8 +261,14 @@ pub fn diagnose(a: &Dump, b: Option<&Dump>, analysis: &Analysis) -> Diagnosis {
     }
     findings.extend(alias::bad_bytes_writer(&cx));
     if let Some(first) = cx.first_divergence() {
+        let explained = findings.iter().any(|f: &Finding| {
+            f.rule == Rule::WriterAddressReader
+                && f.evidence.iter().any(|c| c.role == Role::Reader && c.key == first.pair.key)
+        });
         match inputs::operator_or_inputs(&cx, &first) {
             Ok(found) => findings.extend(found),
+            // A reader explained by its writer needs no operator to blame.
+            Err(_) if explained => {}
             Err(why) => unknown.push(why),
         }
         match moved::moved_values(&cx, &first) {

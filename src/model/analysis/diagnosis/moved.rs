@@ -64,19 +64,19 @@ pub(super) fn moved_values(_cx: &Context, d: &Divergence) -> Result<Option<Findi
         rule: Rule::MovedValues,
         text: format!(
             "`{}`'s values moved (magnitudes agree, the position checksum does not) after \
-             integer index {} that {} between A and B: {}.{controls}",
+             {} {}, which {} between A and B.{controls}",
             moved.key,
             if suspects.len() == 1 {
-                "stage"
+                "the integer index stage"
             } else {
-                "stages"
+                "the integer index stages"
             },
+            shorten(&suspect_keys, 6),
             if suspects.len() == 1 {
                 "differs"
             } else {
                 "differ"
             },
-            shorten(&suspect_keys, 6),
         ),
         evidence,
         address: None,
