@@ -14,8 +14,11 @@ use super::{Address, Claim, Finding, Role, Rule};
 /// layout that differs between A and B. Silent when the target has no earlier group member
 /// or the records carry no addresses.
 pub(super) fn writer_address_reader(cx: &Context, target: &Target) -> Option<Finding> {
-    let sides = std::iter::once((target.side, target.window, target.partner))
-        .chain(target.partner.map(|p| (other(target.side), p, Some(target.window))));
+    let sides = std::iter::once((target.side, target.window, target.partner)).chain(
+        target
+            .partner
+            .map(|p| (other(target.side), p, Some(target.window))),
+    );
     // A conflict on either side first; then a layout that differs between the sides.
     let mut differing = None;
     for (side, window, partner) in sides {
@@ -41,7 +44,16 @@ pub(super) fn writer_address_reader(cx: &Context, target: &Target) -> Option<Fin
         }
     }
     let (side, window, writer, reader, partner) = differing?;
-    finding(cx, target, side, window, Some(partner), writer, reader, false)
+    finding(
+        cx,
+        target,
+        side,
+        window,
+        Some(partner),
+        writer,
+        reader,
+        false,
+    )
 }
 
 fn other(side: char) -> char {
@@ -132,7 +144,10 @@ fn finding(
         text.push_str(" The two layouts disagree on the shared bytes (a stride conflict).");
     }
     if let Some(partner) = partner {
-        let (pw, pr) = (record(partner, &writer.key()), record(partner, &reader.key()));
+        let (pw, pr) = (
+            record(partner, &writer.key()),
+            record(partner, &reader.key()),
+        );
         if let (Some(pw), Some(pr)) = (pw, pr) {
             text.push_str(&format!(
                 " In {} the writer goes through {} and the reader through {}.",
@@ -244,10 +259,7 @@ fn last_finite_writer(side: char, window: &Window, bad: &Record) -> Option<Findi
         .collect();
     let between_text = match between.len() {
         0 => " No record was captured in between.".to_string(),
-        n => format!(
-            " Captured in between ({n}): {}.",
-            shorten(&between, 6)
-        ),
+        n => format!(" Captured in between ({n}): {}.", shorten(&between, 6)),
     };
     let mut w = cite(side, window, writer, Role::LastFiniteWriter, Claim::Finite);
     w.layout = Some(layout_words(writer));

@@ -118,7 +118,9 @@ impl<'a> Context<'a> {
                 continue;
             };
             for window in &dump.windows {
-                let Some(nf) = self.scan_of(side, window).and_then(|s| s.first_nonfinite.as_ref())
+                let Some(nf) = self
+                    .scan_of(side, window)
+                    .and_then(|s| s.first_nonfinite.as_ref())
                 else {
                     continue;
                 };
@@ -156,9 +158,24 @@ impl<'a> Context<'a> {
                  nothing was compared"
                     .to_string()
             }
-            (Some(_), Some(_)) => {
-                "A and B agree on every compared record and neither holds a NaN or an infinity"
-                    .to_string()
+            (Some(_), Some(report)) => {
+                let one_side: usize = report
+                    .windows
+                    .iter()
+                    .map(|w| w.only_a.len() + w.only_b.len())
+                    .sum();
+                let missing = report.windows.iter().any(|w| w.missing_data.is_some());
+                let mut why = "A and B agree on every compared record and neither holds a NaN \
+                               or an infinity"
+                    .to_string();
+                if missing || one_side > 0 {
+                    why.push_str(&format!(
+                        " ({one_side} records were captured on one side only{}: missing \
+                         evidence, not agreement)",
+                        if missing { ", MISSING DATA" } else { "" }
+                    ));
+                }
+                why
             }
             _ => "the capture holds no NaN or infinity and no stride conflict; diagnosing a \
                   divergence needs a second capture to compare with"

@@ -33,10 +33,7 @@ impl InputCompared {
 
 /// The finding, `Ok(None)` when silent with nothing to say, `Err(line)` for
 /// [`super::Diagnosis::unknown`] when the inputs were not captured on both sides.
-pub(super) fn operator_or_inputs(
-    cx: &Context,
-    d: &Divergence,
-) -> Result<Option<Finding>, String> {
+pub(super) fn operator_or_inputs(cx: &Context, d: &Divergence) -> Result<Option<Finding>, String> {
     let key = &d.pair.key;
     let compared = match (input_set(d.wa, key), input_set(d.wb, key)) {
         (Some(sa), Some(sb)) => Compared::Sets(sa, sb, compare_sets(cx, sa, sb)),
@@ -180,11 +177,7 @@ pub(super) fn input_set<'w>(window: &'w Window, key: &str) -> Option<&'w InputSe
 
 /// Every argument of both sets compared: tensors by their statistics under the diff's
 /// tolerances, scalars by value.
-fn compare_sets(
-    cx: &Context,
-    a: &InputSetEntry,
-    b: &InputSetEntry,
-) -> Vec<InputCompared> {
+fn compare_sets(cx: &Context, a: &InputSetEntry, b: &InputSetEntry) -> Vec<InputCompared> {
     let (mut fa, mut fb) = (Vec::new(), Vec::new());
     for (name, value) in &a.args {
         flatten(name, value, &mut fa);
@@ -298,8 +291,12 @@ fn as_record(name: &str, desc: &serde_json::Value) -> Option<Record> {
     object.insert("occurrence".into(), 1.into());
     object.entry("mode").or_insert("eager".into());
     object.entry("stats").or_insert(serde_json::Value::Null);
-    object.entry("tensor_file").or_insert(serde_json::Value::Null);
-    object.entry("device_format").or_insert(serde_json::Value::Null);
+    object
+        .entry("tensor_file")
+        .or_insert(serde_json::Value::Null);
+    object
+        .entry("device_format")
+        .or_insert(serde_json::Value::Null);
     serde_json::from_value(serde_json::Value::Object(object)).ok()
 }
 

@@ -263,7 +263,9 @@ pub fn diagnose(a: &Dump, b: Option<&Dump>, analysis: &Analysis) -> Diagnosis {
     if let Some(first) = cx.first_divergence() {
         let explained = findings.iter().any(|f: &Finding| {
             f.rule == Rule::WriterAddressReader
-                && f.evidence.iter().any(|c| c.role == Role::Reader && c.key == first.pair.key)
+                && f.evidence
+                    .iter()
+                    .any(|c| c.role == Role::Reader && c.key == first.pair.key)
         });
         match inputs::operator_or_inputs(&cx, &first) {
             Ok(found) => findings.extend(found),
@@ -282,7 +284,10 @@ pub fn diagnose(a: &Dump, b: Option<&Dump>, analysis: &Analysis) -> Diagnosis {
     if b.is_none() {
         // One capture has no "A" to tell apart from a "B".
         for f in &mut findings {
-            f.text = f.text.replacen("A's ", "The capture's ", 1).replacen("In A, ", "", 1);
+            f.text = f
+                .text
+                .replacen("A's ", "The capture's ", 1)
+                .replacen("In A, ", "", 1);
         }
     }
     let next = next::experiment(&cx, &findings);
@@ -307,7 +312,10 @@ fn conclusion(cx: &context::Context, findings: &[Finding]) -> Result<String, Str
         .map_or(top.text.as_str(), |(s, _)| s);
     let first_sentence = first_sentence.trim_end_matches('.');
     let mut chars = first_sentence.chars();
-    let capital: String = chars.next().map(|c| c.to_uppercase().collect()).unwrap_or_default();
+    let capital: String = chars
+        .next()
+        .map(|c| c.to_uppercase().collect())
+        .unwrap_or_default();
     Ok(format!("{capital}{}.", chars.as_str()))
 }
 

@@ -49,7 +49,10 @@ pub(super) fn experiment(cx: &Context, findings: &[Finding]) -> Option<Experimen
             )
         }
         Rule::BadBytesWriter => {
-            let (w, r) = (by_role(Role::LastFiniteWriter)?, by_role(Role::FirstNonFinite)?);
+            let (w, r) = (
+                by_role(Role::LastFiniteWriter)?,
+                by_role(Role::FirstNonFinite)?,
+            );
             Some(Experiment {
                 step: Step::Instrument,
                 text: format!(
@@ -122,9 +125,10 @@ pub(super) fn experiment(cx: &Context, findings: &[Finding]) -> Option<Experimen
 fn operator_or_inputs(cx: &Context, top: &Finding) -> Option<Experiment> {
     let d = cx.first_divergence()?;
     let key = &d.pair.key;
-    let inputs_differ = top.inputs.iter().any(|i| {
-        i.verdict != "agree" && i.verdict != "unknown"
-    });
+    let inputs_differ = top
+        .inputs
+        .iter()
+        .any(|i| i.verdict != "agree" && i.verdict != "unknown");
     if inputs_differ {
         let upstream = top.evidence.iter().find(|c| c.role == Role::Upstream);
         return Some(Experiment {
@@ -250,10 +254,7 @@ fn capture(
 
 /// The same capture of A's and B's runs.
 fn both_sides(windows: [&Window; 2], keys: &[&str], text: String) -> Option<Experiment> {
-    let commands: Vec<String> = windows
-        .iter()
-        .filter_map(|w| rerun(w, keys, &[]))
-        .collect();
+    let commands: Vec<String> = windows.iter().filter_map(|w| rerun(w, keys, &[])).collect();
     let all = commands.len() == 2;
     Some(Experiment {
         step: Step::Capture,

@@ -35,7 +35,12 @@ pub(super) fn origin(cx: &Context, unknown: &mut Vec<String>) -> Vec<Finding> {
         let what = format!(
             "the first divergence ({}{})",
             d.pair.comparison.verdict.name(),
-            if d.diff.rank == 0 && cx.analysis.diff.as_ref().is_some_and(|r| r.windows.len() == 1)
+            if d.diff.rank == 0
+                && cx
+                    .analysis
+                    .diff
+                    .as_ref()
+                    .is_some_and(|r| r.windows.len() == 1)
             {
                 String::new()
             } else {
@@ -47,14 +52,25 @@ pub(super) fn origin(cx: &Context, unknown: &mut Vec<String>) -> Vec<Finding> {
         } else {
             String::new()
         };
-        let mut f = finding('b', d.wb, origin, Claim::Diverges, &what, &downstream, &extra, unknown);
+        let mut f = finding(
+            'b',
+            d.wb,
+            origin,
+            Claim::Diverges,
+            &what,
+            &downstream,
+            &extra,
+            unknown,
+        );
         f.text = f.text.replacen("B's numbers", "The numbers", 1);
         return vec![f];
     }
     let mut out = Vec::new();
     for (side, dump) in std::iter::once(('a', cx.a)).chain(cx.b.map(|b| ('b', b))) {
         for window in &dump.windows {
-            let Some(nf) = cx.scan_of(side, window).and_then(|s| s.first_nonfinite.as_ref())
+            let Some(nf) = cx
+                .scan_of(side, window)
+                .and_then(|s| s.first_nonfinite.as_ref())
             else {
                 continue;
             };
@@ -145,10 +161,7 @@ fn finding(
             .iter()
             .map(|(k, how)| format!("`{k}` ({how})"))
             .collect();
-        text.push_str(&format!(
-            " Shown to read its output: {}.",
-            shown.join(", ")
-        ));
+        text.push_str(&format!(" Shown to read its output: {}.", shown.join(", ")));
     } else if !downstream.is_empty() {
         unknown.push(format!(
             "which of the {} records after `{}` it caused: none of their inputs is known to be \
@@ -189,7 +202,10 @@ fn propagated_from(window: &Window, origin: &Record) -> Vec<(String, String)> {
         if let Some((lo, hi)) = view_of(r).and_then(|v| v.byte_range())
             && on_bytes(r.storage_id, &r.device, lo, hi)
         {
-            out.push((r.key(), format!("a hooked input on `{}`'s bytes", origin.key())));
+            out.push((
+                r.key(),
+                format!("a hooked input on `{}`'s bytes", origin.key()),
+            ));
         }
     }
     for set in &window.input_sets {

@@ -10,7 +10,10 @@ use super::{Claim, Finding, Role, Rule};
 /// whose ranks disagree.
 pub(super) fn across_ranks(cx: &Context) -> Vec<Finding> {
     let mut out = Vec::new();
-    let sides = [('a', Some(cx.a), &cx.analysis.ranks_a), ('b', cx.b, &cx.analysis.ranks_b)];
+    let sides = [
+        ('a', Some(cx.a), &cx.analysis.ranks_a),
+        ('b', cx.b, &cx.analysis.ranks_b),
+    ];
     for (side, dump, across) in sides {
         let Some(dump) = dump else { continue };
         for x in across {
@@ -76,7 +79,11 @@ pub(super) fn across_ranks(cx: &Context) -> Vec<Finding> {
             ];
             let tail = match collective_before(w2, r2).or_else(|| collective_before(w1, r1)) {
                 Some(c) => {
-                    let w = if collective_before(w2, r2).is_some() { w2 } else { w1 };
+                    let w = if collective_before(w2, r2).is_some() {
+                        w2
+                    } else {
+                        w1
+                    };
                     evidence.push(cite(f.side, w, c, Role::Collective, Claim::Collective));
                     format!(
                         "; the collective before it is `{}` ({}) on rank {}",
