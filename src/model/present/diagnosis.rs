@@ -80,7 +80,12 @@ pub fn text(d: &Diagnosis) -> String {
         }
     }
     if let Some(next) = &d.next {
-        let _ = writeln!(out, "\nNext experiment ({}): {}", step_name(next.step), next.text);
+        let _ = writeln!(
+            out,
+            "\nNext experiment ({}): {}",
+            step_name(next.step),
+            next.text
+        );
         for command in &next.commands {
             let _ = writeln!(out, "  $ {command}");
         }
