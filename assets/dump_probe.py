@@ -124,6 +124,7 @@ class _Config:
 
     def __init__(self, env):
         self.error = None
+        self.env = env  # read again at arm() for the manifest's run.env (os.environ outside the tests)
         self.enabled = env.get("DUMP_PROBE", "").strip().lower() in _TRUE
         self.directory = env.get("DUMP_PROBE_DIR", "") or "dump_probe_out"
         self.ranks = self._ranks(env.get("DUMP_PROBE_RANKS", "0"))
@@ -300,6 +301,8 @@ class _State:
         self.occurrences = {}  # stage -> captures so far in this window
         self.lock = threading.Lock()  # occurrences, records and input sets, across threads
         self.input_occurrences = {}
+        # stage -> {occurrence -> [links]}: records that input sets' outputs= wait for (_expect_outputs)
+        self.output_waits = {}
         self.slots = {}  # stage -> _Slot
         self.storages = {}  # (device, storage_ptr) -> (weakref to the storage, storage_id)
         self.next_storage_id = 1
@@ -453,11 +456,14 @@ def arm(label, rows=None, first_position=None, **metadata):
             "metadata": {key: _metadata_value(value) for key, value in metadata.items()},
             "armed_unix_s": time.time(),
             "row_map": row_map,
+            "run": _run_info(),
+            "warnings": [],
         }
         _state.records = []
         _state.input_sets = []
         _state.occurrences = {}
         _state.input_occurrences = {}
+        _state.output_waits = {}
         # Ids stay stable for as long as a storage lives (graph slots keep theirs);
         # entries of freed storages are dropped here to bound the table.
         _state.storages = {k: v for k, v in _state.storages.items() if v[0]() is not None}
@@ -470,6 +476,42 @@ def arm(label, rows=None, first_position=None, **metadata):
     except Exception as exc:  # the probe never raises into the model
         _disarm("arm", exc)
         return False
+
+
+# The command line of ``python -m dump_probe ...`` (or ``python path/dump_probe.py ...``) as
+# typed after ``python`` (_main sets it): sys.argv then holds the script's own argv, which would
+# not rerun the probe's hooks.
+_command_argv = None
+
+
+def _run_info():
+    """The manifest's ``run``: how this process was started, enough to run it again with other
+    DUMP_PROBE_* settings. ``argv`` is sys.argv (under ``python -m dump_probe``, the probe's own
+    command: ``["-m", "dump_probe", "--hook", REGEX, "script.py", ...]``), ``cwd`` the working
+    directory now (at arm()), ``executable`` sys.executable (None where Python does not know
+    it), ``env`` every DUMP_PROBE_* variable of the environment the probe reads. Never raises:
+    a field that cannot be read is left at what is known (an empty list, "", None, {})."""
+    run = {"argv": [], "cwd": "", "executable": None, "env": {}}
+    try:
+        argv = _command_argv if _command_argv is not None else sys.argv
+        run["argv"] = [str(a) for a in argv]
+    except Exception:
+        pass
+    try:
+        run["cwd"] = os.getcwd()
+    except Exception:  # the working directory was removed
+        pass
+    try:
+        run["executable"] = str(sys.executable) if sys.executable else None
+    except Exception:
+        pass
+    try:
+        env = _config.env
+        run["env"] = {str(k): str(env[k]) for k in sorted(env)
+                      if str(k) == "DUMP_PROBE" or str(k).startswith("DUMP_PROBE_")}
+    except Exception:
+        pass
+    return run
 
 
 # --------------------------------------------------------------------------- token rows
@@ -1125,12 +1167,7 @@ def capture(stage, tensor, shard=None, collective=None, rows="auto", token_dims=
             saved = _bounded_rows(tensor).clone()
             extra["rows_kept"] = int(saved.shape[0]) if saved.dim() > 0 else 1
             extra["rows_total"] = int(tensor.shape[0]) if tensor.dim() > 0 else 1
-        try:
-            stats, path = _statistics_by_path(tensor, split=split, host_block=True, layout=layout)
-        except Exception as exc:  # a dtype or layout torch cannot reduce (float8, sparse): that record only
-            _warn("no statistics for %s tensors (%s: %s); their records carry null stats"
-                  % (tensor.dtype, type(exc).__name__, str(exc).splitlines()[0][:120]), key="stats:%s" % tensor.dtype)
-            stats = path = None
+        stats, path = _record_statistics(tensor, layout, split)
         if stats is not None and layout[0].type != "meta":
             extra["stats_path"] = path
         token_rows = None
@@ -1144,19 +1181,75 @@ def capture(stage, tensor, shard=None, collective=None, rows="auto", token_dims=
         record = _Record(stage, layout, extra, stats, saved, token_rows)
         # The occurrence, the seq and the record's place are taken together, after the
         # statistics: threads capturing at once get distinct seqs in record order.
+        links = None
         with _state.lock:
             occurrence = _state.occurrences.get(stage, 0) + 1
             _state.occurrences[stage] = occurrence
             record.occurrence = occurrence
             record.seq = len(_state.records)
             _state.records.append(record)
+            if _state.output_waits:  # an input set named this stage in outputs= (one dict test otherwise)
+                waits = _state.output_waits.get(stage)
+                if waits:
+                    links = waits.pop(occurrence, None)
+        if links:
+            _keep_output(tensor, layout, links)
     except Exception as exc:
         _disarm("capture(%r)" % (stage,), exc)
     finally:
         _probe_busy = False
 
 
-def capture_inputs(stage, _op=None, **named):
+def _record_statistics(tensor, layout, split=None):
+    """(statistics row, path) of ``tensor`` as a record keeps them until finish() (see
+    _statistics_by_path with ``host_block``), or (None, None) with one warning per dtype where
+    torch cannot reduce it (float8, sparse): that record (or input) alone carries null stats.
+    capture() and capture_inputs() both take their statistics from here, so an input's stats
+    equal those of a capture() of the same tensor."""
+    try:
+        return _statistics_by_path(tensor, split=split, host_block=True, layout=layout)
+    except Exception as exc:
+        _warn("no statistics for %s tensors (%s: %s); their records carry null stats"
+              % (tensor.dtype, type(exc).__name__, str(exc).splitlines()[0][:120]), key="stats:%s" % tensor.dtype)
+        return None, None
+
+
+def _keep_output(tensor, layout, links):
+    """Keeps the whole of ``tensor`` (a device-side contiguous clone, every row) for the input
+    sets whose ``links`` name its record, to be saved beside each set; a host tensor whose set
+    is already on the writer thread is handed to it at once. A meta tensor keeps nothing."""
+    whole = None if layout[0].type == "meta" else tensor.clone(memory_format=torch.contiguous_format)
+    window = _state.window
+    for link in links:
+        link["captured"] = True
+        link["whole"] = whole
+        entry = link["entry"]
+        if whole is not None and whole.device.type == "cpu" and entry.get("submitted") and "writer" in window:
+            link["submitted"] = True
+            window["writer"].submit_output(entry, link, whole)
+
+
+def _output_names(outputs):
+    """capture_inputs(outputs=...) as a list of stage names: a str is one name, None none."""
+    if outputs is None:
+        return []
+    if isinstance(outputs, str):
+        return [outputs]
+    return [str(name) for name in outputs]
+
+
+def _expect_outputs(entry, names):
+    """Links input set ``entry`` to the next occurrence of each stage in ``names``: the records
+    capture() makes next for them. Call under _state.lock (occurrences are read there)."""
+    links = entry.setdefault("links", [])
+    for name in names:
+        occurrence = _state.occurrences.get(name, 0) + 1
+        link = {"stage": name, "occurrence": occurrence, "entry": entry, "captured": False, "whole": None}
+        links.append(link)
+        _state.output_waits.setdefault(name, {}).setdefault(occurrence, []).append(link)
+
+
+def capture_inputs(stage, _op=None, outputs=None, **named):
     """Save the complete input set of one operator call for replay.
 
     Every value is kept: tensors (exact dtype, shape, stride, storage_offset
@@ -1179,20 +1272,47 @@ def capture_inputs(stage, _op=None, **named):
     ``"torch.ops.npu.npu_rms_norm"``; it is recorded as the input set's ``op``
     in the manifest (a string; anything else is stored as ``str(_op)``, or
     its ``__module__.__qualname__`` for a callable) and is not an argument.
+
+    Each tensor argument's description in the manifest carries ``stats``: the
+    statistics object a capture() record of that tensor gets, computed the
+    same way (on its device, read back in finish(); null for empty and
+    complex tensors), so two runs' operator inputs compare from the manifests.
+
+    ``outputs`` (reserved, optional): a stage name or a sequence of them, the
+    records this call's operator produces, e.g. ``outputs=("layers.0.q_rope",
+    "layers.0.k_rope")``. Each links the set to the next occurrence of that
+    stage captured in this window after this call (capture() of it must
+    follow); the manifest's entry gets ``outputs``, ``[{"key":
+    "layers.0.q_rope#1", "file": "inputs/<stage>#<N>.outputs/layers.0.q_rope#1.pt"}, ...]``
+    in the order named, and each linked output's whole tensor (every row,
+    whatever DUMP_PROBE_ROWS says; a plain torch.save of one contiguous
+    tensor) is saved beside the set, as durably as the set itself. A name
+    with no such capture in the window is left out of ``outputs`` and said
+    in the manifest's ``warnings``.
     """
     if not _active or _counting:
         return
+    _input_set(stage, _op, outputs, named)
+
+
+def _input_set(stage, op, outputs, named):
+    """capture_inputs(); returns the input set's entry, or None where nothing was captured.
+    Never raises (a failure disarms the probe)."""
+    global _probe_busy
+    busy, _probe_busy = _probe_busy, True  # the statistics' and clones' operators are not the model's (ops())
     try:
         stage = str(stage)
-        op = _op_name(_op)
+        op = _op_name(op)
+        names = _output_names(outputs)
         described = {}
         payload = {}
+        stats = []
         for name, value in named.items():
-            described[name], payload[name] = _input_value(value)
+            described[name], payload[name] = _input_value(value, stats)
         sync = _config.sync_inputs
         if sync and not _host_only(payload):
             payload = _payload_to_cpu(payload)  # asked for: the set is on disk before the operator runs
-        entry = {"stage": stage, "args": described, "payload": payload}
+        entry = {"stage": stage, "args": described, "payload": payload, "stats": stats, "window": _state.window}
         if op is not None:
             entry["op"] = op
         with _state.lock:
@@ -1200,6 +1320,8 @@ def capture_inputs(stage, _op=None, **named):
             _state.input_occurrences[stage] = occurrence
             entry["occurrence"] = occurrence
             _state.input_sets.append(entry)
+            if names:
+                _expect_outputs(entry, names)
             # A host payload is written while the model runs on; a device payload waits for
             # finish() (reading it here would synchronize).
             writer = _input_writer(_state.window, inline=sync) if sync or _host_only(payload) else None
@@ -1207,8 +1329,12 @@ def capture_inputs(stage, _op=None, **named):
                 entry["submitted"] = True
         if writer is not None:
             writer.submit(entry, payload)
+        return entry
     except Exception as exc:
         _disarm("capture_inputs(%r)" % (stage,), exc)
+        return None
+    finally:
+        _probe_busy = busy
 
 
 _SHARD = re.compile(r"^(?:(replicated|partial):(\w+)|(tp|cp):(-?\d+)(?:@(\d+)/(\d+)|:(zigzag))?)$")
@@ -1337,13 +1463,21 @@ def _op_name(op):
         return object.__repr__(op)
 
 
-def _input_value(value):
-    """(JSON description, picklable payload) of one operator argument."""
+def _input_value(value, stats=None):
+    """(JSON description, picklable payload) of one operator argument. A tensor's description
+    gets ``stats`` (null until finish() reads them back); its statistics row is appended to
+    ``stats`` as (description, row)."""
     if isinstance(value, torch.Tensor):
         requires_grad = bool(value.requires_grad)  # before detach(), which always clears it
         value = value.detach()
         desc = {"kind": "tensor"}
-        desc.update(_layout(value))
+        layout = _layout_raw(value)
+        desc.update(_layout_fields(layout))
+        desc["stats"] = None
+        if stats is not None:
+            row = _record_statistics(value, layout)[0]
+            if row is not None:
+                stats.append((desc, row))
         span = _storage_span(value)
         payload = {
             "__dump_probe_tensor__": 1,
@@ -1373,11 +1507,11 @@ def _input_value(value):
     if isinstance(value, str):
         return {"kind": "str", "value": value}, value
     if isinstance(value, (list, tuple)):
-        pairs = [_input_value(v) for v in value]
+        pairs = [_input_value(v, stats) for v in value]
         kind = "list" if isinstance(value, list) else "tuple"
         return {"kind": kind, "items": [p[0] for p in pairs]}, {"__dump_probe_seq__": kind, "items": [p[1] for p in pairs]}
     if isinstance(value, dict):
-        pairs = {str(k): _input_value(v) for k, v in value.items()}
+        pairs = {str(k): _input_value(v, stats) for k, v in value.items()}
         return {"kind": "dict", "items": {k: p[0] for k, p in pairs.items()}}, {
             "__dump_probe_dict__": 1,
             "items": {k: p[1] for k, p in pairs.items()},
@@ -1612,11 +1746,14 @@ def _capture_hooked(stage, tensors, part, token_rows=True):
     ``token_rows`` False: no token rows (the operator level's default)."""
     for at, tensor in tensors:
         rows, dims = _hook_token_dims(tensor) if token_rows else (None, (0,))
-        if at == "" and part == "output":
-            name = stage
-        else:
-            name = "%s.%s.%s" % (stage, part, at or "0")
-        capture(name, tensor, rows=rows, token_dims=dims)
+        capture(_hooked_name(stage, part, at), tensor, rows=rows, token_dims=dims)
+
+
+def _hooked_name(stage, part, at):
+    """The stage of a hooked module's tensor at index path ``at`` (see _capture_hooked)."""
+    if at == "" and part == "output":
+        return stage
+    return "%s.%s.%s" % (stage, part, at or "0")
 
 
 class Hooks:
@@ -1646,7 +1783,7 @@ class Hooks:
             pass
 
 
-def hook(model, stages=None, inputs=False, outputs=True, label=None):
+def hook(model, stages=None, inputs=False, outputs=True, label=None, input_sets=False):
     """Capture the submodules of ``model`` whose qualified names (``named_modules``) match the
     regex ``stages`` (``re.search``; None: every module), with forward hooks: no edit at each
     stage. The stage is the module path (``model.layers.3.mlp``; the root module itself is
@@ -1673,6 +1810,14 @@ def hook(model, stages=None, inputs=False, outputs=True, label=None):
     on the cpu is recorded as the window's token ids; on a device it is not read (that would
     synchronise), and dumpview says the input identity is unknown.
 
+    ``input_sets``: False (default), True, or a regex of module paths (``re.search``) among
+    the hooked ones: each call of such a module also saves its complete input set, as
+    capture_inputs() would, under the module path as stage, its positional then keyword
+    inputs as the arguments ``input.0``, ``input.1``, ... (one index sequence, as ``inputs``
+    names them), ``_op`` the module's class as ``"<module>.<qualname>"``, linked to the
+    records of that call's own outputs (``outputs=True`` makes them), whose whole tensors are
+    saved beside the set (capture_inputs(outputs=...)).
+
     DUMP_PROBE_HOOK=REGEX replaces ``stages`` without an edit. Returns a Hooks whose
     ``remove()`` takes these hooks out; unhook() takes out all. Never raises: a problem prints
     one warning and returns a Hooks with nothing installed.
@@ -1682,6 +1827,7 @@ def hook(model, stages=None, inputs=False, outputs=True, label=None):
         pattern = _config.hook_pattern if _config.hook_pattern is not None else stages
         regex = re.compile(pattern) if isinstance(pattern, str) else pattern
         root_name = _root_name(model)
+        sets = re.compile(input_sets) if isinstance(input_sets, str) else input_sets
         already = []
         for path, module in model.named_modules():
             if path == "_orig_mod":
@@ -1697,8 +1843,15 @@ def hook(model, stages=None, inputs=False, outputs=True, label=None):
             hooks.stages.append(name)
             if inputs:
                 hooks.handles.append(module.register_forward_pre_hook(_input_hook(name), with_kwargs=True))
-            if outputs:
-                hooks.handles.append(module.register_forward_hook(_output_hook(name)))
+            open_sets = None
+            if sets is True or (sets not in (None, False) and sets.search(name)):
+                open_sets = []  # this module's input sets whose outputs are still to come (nested calls)
+                cls = type(module)
+                op = "%s.%s" % (cls.__module__, cls.__qualname__)
+                hooks.handles.append(module.register_forward_pre_hook(_input_set_hook(name, op, open_sets),
+                                                                      with_kwargs=True))
+            if outputs or open_sets is not None:
+                hooks.handles.append(module.register_forward_hook(_output_hook(name, open_sets, outputs)))
         if already:
             _warn("hook(%s): %d module(s) already hooked (%s%s) are left as they are; unhook() first to hook them "
                   "again" % (root_name, len(already), ", ".join(already[:3]), ", ..." if len(already) > 3 else ""),
@@ -1768,12 +1921,33 @@ def _input_hook(name):
     return pre_hook
 
 
-def _output_hook(name):
+def _input_set_hook(name, op, open_sets):
+    """hook(input_sets=...)'s pre-hook: the call's input set (capture_inputs), pushed on
+    ``open_sets`` (None outside a window) for the post-hook to link to the call's outputs."""
+    def pre_hook(module, args, kwargs):
+        entry = None
+        if _active and not _counting:
+            try:
+                values = list(args) + list((kwargs or {}).values())
+                entry = _input_set(name, op, None, {"input.%d" % i: v for i, v in enumerate(values)})
+            except Exception as exc:
+                _disarm("hook(%r) input set" % name, exc)
+        open_sets.append(entry)
+        return None
+    return pre_hook
+
+
+def _output_hook(name, open_sets=None, outputs=True):
     def post_hook(module, args, output):
-        if not _active:
+        # The call's input set is taken off first, captured or not, so nested calls stay paired.
+        entry = open_sets.pop() if open_sets else None
+        if not _active or not outputs:
             return None
         try:
             tensors = _flat_tensors(output)
+            if entry is not None and entry.get("window") is _state.window and tensors:
+                with _state.lock:
+                    _expect_outputs(entry, [_hooked_name(name, "output", at) for at, _t in tensors])
             if tensors:
                 _capture_hooked(name, tensors, "output")
         except Exception as exc:
@@ -3091,7 +3265,12 @@ def _write_window(window):
     slots = [slot for slot in sorted(_state.slots.values(), key=lambda s: s.index) if slot.meta is not None]
     stat_rows = [r.stats for r in _state.records]
     stat_rows += [s.stats if s.meta["numel"] and not s.meta["dtype"].startswith("complex") else None for s in slots]
+    # The input sets' tensor arguments are read back in the same transfer as the records.
+    input_stats = [pair for entry in _state.input_sets for pair in entry.get("stats", ())]
+    stat_rows += [row for _desc, row in input_stats]
     host_stats = _read_back(stat_rows)
+    for (desc, _row), values in zip(input_stats, host_stats[len(stat_rows) - len(input_stats):]):
+        desc["stats"] = None if values is None else _host_stats(values, desc["numel"])
 
     records = []
     for record, stats in zip(_state.records, host_stats):
@@ -3112,7 +3291,7 @@ def _write_window(window):
                     out[key] = extra[key]
         records.append(out)
     slot_rows = []
-    for slot, stats in zip(slots, host_stats[len(_state.records):]):
+    for slot, stats in zip(slots, host_stats[len(_state.records):len(_state.records) + len(slots)]):
         if stats is not None and stats[0] != stats[0]:  # still the NaN that arm() wrote
             _warn("graph slot %r was not written by a replay in this window; not reported" % slot.stage)
             continue
@@ -3167,9 +3346,12 @@ def _write_window(window):
         "torch_version": torch.__version__,
         "armed_unix_s": window["armed_unix_s"],
         "finished_unix_s": time.time(),
-        "records": records,
-        "input_sets": input_sets,
+        "run": window.get("run") or {"argv": [], "cwd": "", "executable": None, "env": {}},
     }
+    if window.get("warnings"):
+        manifest["warnings"] = list(window["warnings"])
+    manifest["records"] = records
+    manifest["input_sets"] = input_sets
     if token_rows is not None:
         manifest["token_rows"] = token_rows
     path = os.path.join(directory, "manifest.json")
@@ -3326,10 +3508,18 @@ class _InputSetWriter:
             self.thread = None
 
     def submit(self, entry, payload):
+        self._job(self._write, entry, payload)
+
+    def submit_output(self, entry, link, tensor):
+        """Saves one linked output's whole host ``tensor`` beside ``entry``'s set (after it:
+        the queue keeps submission order), as ``link["file"]`` or ``link["error"]``."""
+        self._job(self._write_output, entry, link, tensor)
+
+    def _job(self, fn, *args):
         if self.thread is not None:
-            self.queue.put((entry, payload))
+            self.queue.put((fn, args))
         else:
-            self._write(entry, payload)
+            fn(*args)
 
     def close(self):
         """Wait until every submitted file is written (or failed)."""
@@ -3349,7 +3539,7 @@ class _InputSetWriter:
             job = self.queue.get()
             if job is None:
                 return
-            self._write(*job)
+            job[0](*job[1])
 
     def _write(self, entry, payload):
         name = "%s#%d" % (entry["stage"], entry["occurrence"])
@@ -3361,6 +3551,20 @@ class _InputSetWriter:
         except Exception as exc:  # keep the manifest: one lost file must not lose the window
             entry["error"] = exc
         entry["payload"] = None
+
+    def _write_output(self, entry, link, tensor):
+        # inputs/<stage>#<N>.outputs/<stage>#<occurrence>.pt beside the set's own file
+        try:
+            if "file" not in entry:
+                raise RuntimeError("its input set was not saved")
+            sub = entry["file"][:-len(".pt")] + ".outputs"
+            path = _unique_rel(self.directory, sub, "%s#%d" % (link["stage"], link["occurrence"]), ".pt")
+            os.makedirs(os.path.join(self.directory, sub), exist_ok=True)
+            _atomic_torch_save(tensor, os.path.join(self.directory, path))
+            link["file"] = path
+        except Exception as exc:
+            link["error"] = exc
+        link["whole"] = None
 
 
 def _host_only(payload):
@@ -3392,7 +3596,9 @@ def _input_writer(window, inline=False):
 
 def _input_set_entries(window):
     """The manifest's input_sets of ``window``: device payloads are moved to the host and
-    written now, then every file is waited for; a file not written is a warning."""
+    written now, then the linked outputs not yet handed over (after their sets, in the
+    writer's order), then every file is waited for; a file not written is a warning, and so
+    is a linked output never captured (also in the manifest's ``warnings``)."""
     pending = [e for e in _state.input_sets if "file" not in e and "error" not in e and not e.get("submitted")]
     if pending:
         writer = _input_writer(window)
@@ -3404,6 +3610,20 @@ def _input_set_entries(window):
                 continue
             entry["submitted"] = True
             writer.submit(entry, payload)
+    for entry in _state.input_sets:
+        for link in entry.get("links", ()):
+            if link["whole"] is None or link.get("submitted"):
+                continue
+            if not entry.get("submitted"):
+                link["whole"] = None  # its set was not saved: neither is the output
+                continue
+            try:
+                whole = _payload_to_cpu(link["whole"])
+            except Exception as exc:
+                link["error"], link["whole"] = exc, None
+                continue
+            link["submitted"] = True
+            _input_writer(window).submit_output(entry, link, whole)
     if "writer" in window:
         window["writer"].close()
     written = []
@@ -3417,8 +3637,32 @@ def _input_set_entries(window):
         if "op" in entry:
             item["op"] = entry["op"]
         item["args"] = entry["args"]
+        if "links" in entry:
+            item["outputs"] = _output_entries(window, name, entry["links"])
         written.append(item)
     return written
+
+
+def _output_entries(window, name, links):
+    """An input set's manifest ``outputs``: {"key", "file"} per linked output that was captured,
+    in the order named; one not captured is left out with a warning (stderr and the manifest's
+    ``warnings``), and one captured but not saved gets file null with a warning."""
+    out = []
+    for link in links:
+        key = "%s#%d" % (link["stage"], link["occurrence"])
+        if not link["captured"]:
+            message = ("input set %s: output %r was not captured in this window after the set (no record %s); "
+                       "not linked" % (name, link["stage"], key))
+            window["warnings"].append(message)
+            _warn(message)
+            continue
+        if "file" not in link:
+            exc = link.get("error") or RuntimeError("no tensor to save (a meta tensor)")
+            message = "input set %s: output %s not saved (%s: %s)" % (name, key, type(exc).__name__, exc)
+            window["warnings"].append(message)
+            _warn(message)
+        out.append({"key": key, "file": link.get("file")})
+    return out
 
 
 _RECORD_ORDER = (
@@ -3764,7 +4008,11 @@ def _main(argv):
             re.compile(options.hook)
         except re.error as exc:
             parser.error("--hook %r is not a valid regex (%s)" % (options.hook, exc))
-    global _config, _state
+    global _config, _state, _command_argv
+    # How this command was typed after ``python``: ``-m dump_probe`` (the spec's name) or the
+    # file's path as given, then the probe's own arguments.
+    spec = globals().get("__spec__")
+    _command_argv = (["-m", spec.name] if spec is not None else [sys.argv[0]]) + list(argv)
     if "DUMP_PROBE" not in os.environ:
         os.environ["DUMP_PROBE"] = "1"
         _config = _Config(os.environ)

@@ -8,7 +8,7 @@ import jsonschema
 import pytest
 import torch
 
-from conftest import REPO, load_manifest
+from conftest import REPO, load_manifest, record
 
 
 def _rebuild(payload):
@@ -308,3 +308,279 @@ def test_a_device_input_set_is_written_in_finish(probe, capsys):
     manifest = load_manifest(path)
     assert [e["stage"] for e in manifest["input_sets"]] == ["host"]
     assert "input set dev#1 not saved (ValueError: meta tensors have no values to save)" in capsys.readouterr().err
+
+
+# --------------------------------------------------------------------------- issue 29: input
+# statistics, linked outputs, the run's command line
+
+
+def _tensor_args(entry):
+    return {name: arg for name, arg in entry["args"].items() if arg["kind"] == "tensor"}
+
+
+@pytest.mark.parametrize("kernel", ["auto", "torch"])
+def test_input_stats_equal_capture_stats_bit_for_bit(make_probe, kernel):
+    probe = make_probe(DUMP_PROBE_KERNEL=kernel)
+    g = torch.Generator().manual_seed(3)
+    special = torch.randn(4, 5, generator=g)
+    special[1, 2], special[3, 0] = float("nan"), float("inf")
+    tensors = {
+        "f32": torch.randn(7, 9, generator=g) * 100,
+        "bf16": torch.randn(6, 8, generator=g).to(torch.bfloat16),
+        "f16": torch.randn(3, 4, 5, generator=g).to(torch.float16),
+        "f64": torch.randn(5, generator=g, dtype=torch.float64),
+        "strided": torch.randn(8, 6, generator=g).t()[1:5],
+        "special": special,
+        "all_nan": torch.full((3,), float("nan")),
+        "ints": torch.arange(-6, 14).reshape(4, 5),
+        "flags": torch.tensor([True, False, True]),
+        "empty": torch.empty(0, 4),
+        "scalar": torch.tensor(2.5),
+    }
+    probe.arm("r")
+    for name, tensor in tensors.items():
+        probe.capture(name, tensor)
+    probe.capture_inputs("op", nested=[tensors["f32"], {"inner": tensors["ints"]}], **tensors)
+    manifest = load_manifest(probe.finish())
+    entry = manifest["input_sets"][0]
+    args = _tensor_args(entry)
+    assert set(args) == set(tensors)
+    for name in tensors:
+        captured = [r for r in manifest["records"] if r["stage"] == name][0]
+        # The same object as JSON (exact float text, same keys and order), null where capture() has null.
+        assert json.dumps(args[name]["stats"]) == json.dumps(captured["stats"]), name
+    assert args["empty"]["stats"] is None
+    assert args["special"]["stats"]["nan_count"] == 1 and args["special"]["stats"]["inf_count"] == 1
+    nested = entry["args"]["nested"]["items"]
+    assert json.dumps(nested[0]["stats"]) == json.dumps(args["f32"]["stats"])
+    assert json.dumps(nested[1]["items"]["inner"]["stats"]) == json.dumps(args["ints"]["stats"])
+
+
+def test_input_stats_are_read_back_in_finish_not_in_capture_inputs(probe, monkeypatch):
+    probe.arm("r")
+    reads = []
+    real = probe._read_back
+    monkeypatch.setattr(probe, "_read_back", lambda rows: reads.append(len(rows)) or real(rows))
+    probe.capture_inputs("op", x=torch.ones(3, 2))
+    assert reads == []  # nothing read while the model runs
+    probe.capture("y", torch.ones(2))
+    manifest = load_manifest(probe.finish())
+    assert reads == [2]  # the record's and the input's statistics, one read-back
+    assert manifest["input_sets"][0]["args"]["x"]["stats"]["finite_count"] == 6
+
+
+def _outputs_dir(path, entry):
+    return [(o, torch.load(os.path.join(os.path.dirname(path), o["file"]), weights_only=True)) for o in entry["outputs"]]
+
+
+def test_outputs_link_the_next_occurrence_and_are_saved_whole(make_probe):
+    probe = make_probe(DUMP_PROBE_ROWS="2", DUMP_PROBE_TENSOR="q_rope")
+    g = torch.Generator().manual_seed(1)
+    q, k = torch.randn(6, 4, generator=g), torch.randn(5, 3, generator=g)
+    q_out = torch.randn(4, 6, generator=g).to(torch.bfloat16).t()  # not contiguous, 6 rows
+    k_out = torch.randn(5, 3, generator=g)
+    probe.arm("r")
+    probe.capture("layers.0.q_rope", q)  # an earlier occurrence of an output stage
+    probe.capture_inputs("layers.0.rope", _op="rope", q=q, k=k, outputs=("layers.0.q_rope", "layers.0.k_rope"))
+    probe.capture("layers.0.q_rope", q_out)
+    probe.capture("layers.0.k_rope", k_out)
+    probe.capture("layers.0.q_rope", q_out * 2)  # a later one is not linked
+    path = probe.finish()
+    manifest = load_manifest(path)
+    entry = manifest["input_sets"][0]
+    assert "outputs" not in entry["args"] and entry["op"] == "rope"
+    assert entry["outputs"] == [
+        {"key": "layers.0.q_rope#2", "file": "inputs/layers.0.rope#1.outputs/layers.0.q_rope#2.pt"},
+        {"key": "layers.0.k_rope#1", "file": "inputs/layers.0.rope#1.outputs/layers.0.k_rope#1.pt"},
+    ]
+    saved = _outputs_dir(path, entry)
+    assert saved[0][1].dtype == torch.bfloat16 and saved[0][1].shape == (6, 4) and torch.equal(saved[0][1], q_out)
+    assert torch.equal(saved[1][1], k_out)
+    # DUMP_PROBE_ROWS bounds the record's own tensor file, not the linked output.
+    assert record(manifest, "layers.0.q_rope", 2)["rows_kept"] == 2
+    assert "warnings" not in manifest
+    jsonschema.validate(manifest, json.load(open(os.path.join(REPO, "assets", "manifest.schema.json"))))
+
+
+def test_a_single_output_name_and_two_sets_naming_one_output(probe):
+    out = torch.arange(6.0).reshape(2, 3)
+    probe.arm("r")
+    probe.capture_inputs("a", x=torch.ones(2), outputs="y")
+    probe.capture_inputs("b", x=torch.zeros(2), outputs=["y"])
+    probe.capture("y", out)
+    path = probe.finish()
+    manifest = load_manifest(path)
+    for entry in manifest["input_sets"]:
+        ((link, tensor),) = _outputs_dir(path, entry)
+        assert link["key"] == "y#1" and torch.equal(tensor, out)
+    assert [e["outputs"][0]["file"] for e in manifest["input_sets"]] == ["inputs/a#1.outputs/y#1.pt", "inputs/b#1.outputs/y#1.pt"]
+
+
+def test_an_output_never_captured_is_left_out_and_warned(probe, capsys):
+    probe.arm("r")
+    probe.capture("gone", torch.ones(2))  # before the set: not its output
+    probe.capture_inputs("op", x=torch.ones(2), outputs=("gone", "y"))
+    probe.capture("y", torch.ones(3))
+    manifest = load_manifest(probe.finish())
+    entry = manifest["input_sets"][0]
+    assert [o["key"] for o in entry["outputs"]] == ["y#1"]
+    (warning,) = manifest["warnings"]
+    assert "op#1" in warning and "'gone'" in warning and "gone#2" in warning
+    assert warning in capsys.readouterr().err
+
+
+def test_a_device_set_saves_its_outputs_in_finish(probe, monkeypatch):
+    # A set that waits for finish() (a device payload) hands its outputs over after itself.
+    monkeypatch.setattr(probe, "_host_only", lambda payload: False)
+    probe.arm("r")
+    probe.capture_inputs("op", x=torch.ones(2), outputs="y")
+    probe.capture("y", torch.full((4,), 7.0))
+    path = probe.finish()
+    ((link, tensor),) = _outputs_dir(path, load_manifest(path)["input_sets"][0])
+    assert link["key"] == "y#1" and torch.equal(tensor, torch.full((4,), 7.0))
+
+
+def test_an_output_file_never_overwrites(probe):
+    probe.arm("r")
+    probe.capture_inputs("op", x=torch.ones(2), outputs="y")
+    directory = probe._state.window["dir"][0]
+    os.makedirs(os.path.join(directory, "inputs", "op#1.outputs"))
+    open(os.path.join(directory, "inputs", "op#1.outputs", "y#1.pt"), "w").close()
+    probe.capture("y", torch.ones(3))
+    path = probe.finish()
+    (link,) = load_manifest(path)["input_sets"][0]["outputs"]
+    assert link == {"key": "y#1", "file": "inputs/op#1.outputs/y#1.2.pt"}
+    assert os.path.getsize(os.path.join(directory, "inputs", "op#1.outputs", "y#1.pt")) == 0
+
+
+def test_outputs_never_raise_into_the_model(probe, capsys):
+    probe.arm("r")
+    probe.capture_inputs("op", x=torch.ones(2), outputs=("y", 3, None))  # odd names become strings
+    probe.capture("y", torch.ones(1))
+    manifest = load_manifest(probe.finish())
+    assert [o["key"] for o in manifest["input_sets"][0]["outputs"]] == ["y#1"]
+    assert len(manifest["warnings"]) == 2
+
+
+def test_the_run_is_recorded(tmp_path):
+    from conftest import run_script
+
+    work = tmp_path / "work"
+    work.mkdir()
+    result = run_script(
+        """
+        import sys, torch
+        sys.argv = ["serve.py", "--model", "tiny", "--tp", "1"]
+        dp.arm("r")
+        dp.capture("x", torch.ones(2))
+        print(dp.finish())
+        """,
+        env={"DUMP_PROBE": "1", "DUMP_PROBE_DIR": str(tmp_path / "out"), "DUMP_PROBE_ROWS": "all",
+             "NOT_DUMP_PROBE": "no"},
+        cwd=str(work),
+    )
+    assert result.returncode == 0, result.stderr
+    manifest = load_manifest(result.stdout.strip().splitlines()[-1])
+    run = manifest["run"]
+    assert run["argv"] == ["serve.py", "--model", "tiny", "--tp", "1"]
+    assert run["cwd"] == str(work)
+    import sys
+
+    assert run["executable"] == sys.executable
+    assert run["env"] == {"DUMP_PROBE": "1", "DUMP_PROBE_DIR": str(tmp_path / "out"), "DUMP_PROBE_ROWS": "all",
+                          "DUMP_PROBE_KERNEL": "torch"}
+    jsonschema.validate(manifest, json.load(open(os.path.join(REPO, "assets", "manifest.schema.json"))))
+
+
+def test_the_run_never_raises(probe, monkeypatch):
+    monkeypatch.setattr(os, "getcwd", lambda: (_ for _ in ()).throw(FileNotFoundError("removed")))
+    monkeypatch.setattr(probe.sys, "argv", None)
+    probe.arm("r")
+    manifest = load_manifest(probe.finish())
+    assert manifest["run"]["argv"] == [] and manifest["run"]["cwd"] == ""
+    assert manifest["run"]["env"]["DUMP_PROBE"] == "1"
+
+
+def test_python_m_dump_probe_records_its_own_command(tmp_path):
+    import shutil
+    import subprocess
+    import sys
+
+    shutil.copy(os.path.join(REPO, "assets", "dump_probe.py"), tmp_path / "dump_probe.py")
+    (tmp_path / "model.py").write_text(
+        "import sys, torch\nassert sys.argv == ['model.py', '--steps', '1']\n"
+        "torch.nn.Sequential(torch.nn.Linear(3, 3))(torch.ones(2, 3))\n"
+    )
+    env = {k: v for k, v in os.environ.items() if not k.startswith("DUMP_PROBE")}
+    env.update(DUMP_PROBE_DIR="out", DUMP_PROBE_KERNEL="torch")
+    run = subprocess.run([sys.executable, "-m", "dump_probe", "--hook", "^0$", "model.py", "--steps", "1"],
+                         cwd=str(tmp_path), env=env, capture_output=True, text=True, timeout=120)
+    assert run.returncode == 0, run.stderr
+    manifest = load_manifest(str(tmp_path / "out" / "rank0" / "match1-occ1" / "manifest.json"))
+    assert manifest["run"]["argv"] == ["-m", "dump_probe", "--hook", "^0$", "model.py", "--steps", "1"]
+    assert manifest["run"]["cwd"] == str(tmp_path)
+    assert manifest["run"]["env"] == {"DUMP_PROBE": "1", "DUMP_PROBE_DIR": "out", "DUMP_PROBE_KERNEL": "torch"}
+
+
+class _Pair(torch.nn.Module):
+    def forward(self, x, scale=1.0):
+        return x * scale, None, x + 1
+
+
+class _Net(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.lin = torch.nn.Linear(4, 3)
+        self.pair = _Pair()
+
+    def forward(self, x):
+        return self.pair(self.lin(x), scale=2.0)
+
+
+def test_hook_input_sets_link_each_call_to_its_own_outputs(probe):
+    torch.manual_seed(0)
+    net = _Net()
+    probe.hook(net, stages=r"^(lin|pair)$", input_sets=r"^(lin|pair)$")
+    x = torch.randn(5, 4)
+    probe.arm("r")
+    with torch.no_grad():
+        net(x)
+        net(x * 3)
+    path = probe.finish()
+    probe.unhook()
+    manifest = load_manifest(path)
+    sets = {(e["stage"], e["occurrence"]): e for e in manifest["input_sets"]}
+    assert sorted(sets) == [("lin", 1), ("lin", 2), ("pair", 1), ("pair", 2)]
+    lin2 = sets[("lin", 2)]
+    assert lin2["op"] == "torch.nn.modules.linear.Linear"
+    assert list(lin2["args"]) == ["input.0"]
+    assert lin2["outputs"] == [{"key": "lin#2", "file": "inputs/lin#2.outputs/lin#2.pt"}]
+    assert json.dumps(lin2["args"]["input.0"]["stats"]) != json.dumps(sets[("lin", 1)]["args"]["input.0"]["stats"])
+    with torch.no_grad():
+        expected = net.lin(x * 3)
+    ((_, tensor),) = _outputs_dir(path, lin2)
+    assert torch.equal(tensor, expected)
+    pair1 = sets[("pair", 1)]
+    assert pair1["op"].endswith("test_probe_inputs._Pair")
+    # Positional then keyword inputs, one index sequence; the None output keeps its index.
+    assert pair1["args"]["input.1"] == {"kind": "float", "value": 2.0}
+    assert [o["key"] for o in pair1["outputs"]] == ["pair.output.0#1", "pair.output.2#1"]
+    data = torch.load(os.path.join(os.path.dirname(path), pair1["file"]), weights_only=True)
+    assert torch.equal(_rebuild(data["input.0"]), net.lin(x).detach())
+
+
+def test_hook_input_sets_off_by_default_and_only_where_the_regex_matches(make_probe):
+    probe = make_probe(DUMP_PROBE_OCCURRENCE="all")
+    net = _Net()
+    probe.hook(net, input_sets=r"^pair$")
+    probe.arm("r")
+    with torch.no_grad():
+        net(torch.ones(2, 4))
+    manifest = load_manifest(probe.finish())
+    probe.unhook()
+    assert [e["stage"] for e in manifest["input_sets"]] == ["pair"]
+    probe.hook(net)
+    probe.arm("r")
+    with torch.no_grad():
+        net(torch.ones(2, 4))
+    assert load_manifest(probe.finish())["input_sets"] == []
