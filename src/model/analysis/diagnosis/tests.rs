@@ -372,3 +372,42 @@ fn minilm_precision_change_is_an_origin_only() {
     );
     assert_eq!(d.next.as_ref().unwrap().step, Step::Instrument);
 }
+
+#[test]
+fn a_reader_shifted_against_the_other_run_names_its_writer() {
+    // Both sides A's correct capture, but B's `layers.0.k_cache_read#1` reads one token row
+    // further into the cache (same strides: no conflict inside B), and its values differ.
+    let a = load("assets/examples/llama_kv_alias/a");
+    let mut b = a.clone();
+    let reader = b.windows[0]
+        .records
+        .iter_mut()
+        .find(|r| r.key() == "layers.0.k_cache_read#1")
+        .unwrap();
+    reader.storage_offset += 128;
+    reader.data_ptr = reader.data_ptr.map(|p| p + 128 * 4);
+    reader.shape = vec![11, 2, 64].into();
+    let stats = reader.stats.as_mut().unwrap();
+    stats.l2 = stats.l2.map(|l2| l2 * 0.5);
+    let analysis = Analysis::compute(&a, Some(&b), &Tolerances::default());
+    assert!(
+        analysis.scans_b[0]
+            .alias_groups
+            .iter()
+            .all(|g| !g.stride_conflict)
+    );
+    let d = diagnose(&a, Some(&b), &analysis);
+    cites_hold(&a, Some(&b), &analysis, &d);
+    let f = &d.findings[0];
+    assert_eq!(f.rule, Rule::WriterAddressReader);
+    assert_eq!(cited(f, Role::Writer), ["layers.0.k_cache_write#1"]);
+    assert_eq!(cited(f, Role::Reader), ["layers.0.k_cache_read#1"]);
+    assert!(!f.text.contains("stride conflict"), "{}", f.text);
+    assert!(
+        f.text
+            .contains("as [11, 2, 64] stride [128, 64, 1] offset 128"),
+        "{}",
+        f.text
+    );
+    assert!(f.text.contains("In A the writer goes through [12, 2, 64] stride [128, 64, 1] offset 0 and the reader through [12, 2, 64] stride [128, 64, 1] offset 0"), "{}", f.text);
+}
