@@ -437,6 +437,17 @@ def answer_norm(m, sides, pair_dir, inputs_agree):
     else:
         check(agree["x"] != "agree" and agree["weight"] == "agree" and agree["eps"] == "agree",
               "input set args %s" % agree)
+    feed = cross_feed(pair_dir, m)
+    for side in "ab":  # each side's operator reproduces its own saved output from its own saved inputs
+        check(feed["op_%s_on_inputs_%s_vs_output_%s" % (side, side, side)] == 0.0, "side %s's replay differs" % side)
+    if inputs_agree:  # b's operator on a's inputs gives b's output: the operator is the difference
+        check(feed["op_b_on_inputs_a_vs_output_b"] == 0.0 and feed["op_a_on_inputs_b_vs_output_a"] == 0.0,
+              "cross-feed %s" % feed)
+        check(feed["op_b_on_inputs_a_vs_output_a"] > 0.0, "b's operator reproduces a's output")
+    else:  # the same operator on a's inputs gives a's output, not b's: the inputs are the difference
+        check(feed["op_b_on_inputs_a_vs_output_a"] == 0.0 and feed["op_a_on_inputs_b_vs_output_b"] == 0.0,
+              "cross-feed %s" % feed)
+        check(feed["op_b_on_inputs_a_vs_output_b"] > 0.0, "inputs of a reproduce b's output")
     answer = {
         "first_divergence": "norm#1",
         "first_divergence_verdict": diff["first_divergence_verdict"],
@@ -447,6 +458,7 @@ def answer_norm(m, sides, pair_dir, inputs_agree):
         "op_b": sb.get("op"),
         "outputs_a": sa.get("outputs"),
         "outputs_b": sb.get("outputs"),
+        "cross_feed_max_abs": feed,
         "conclusion": ("inputs agree, outputs differ: the operator (or its configuration) differs" if inputs_agree
                        else "the inputs already differ: look upstream between embed#1 (agrees) and norm#1"),
     }
@@ -463,6 +475,48 @@ def answer_norm(m, sides, pair_dir, inputs_agree):
              "inputs_differ: the bias is added by uncaptured code between embed#1 and the norm call, so no captured "
              "record but the input set's x shows it before norm#1.")
     return answer, records, controls, {"diff": diff}, notes
+
+
+def load_ops():
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("diagnosis_ops", os.path.join(pt.ROOT, OPS_FILE))
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def load_set(window_dir, entry):
+    """(arguments, {output key: tensor}) of one saved input set, tensors rebuilt with their exact layout."""
+    import torch
+
+    def rebuild(value):
+        if isinstance(value, dict) and value.get("__dump_probe_tensor__"):
+            return torch.as_strided(value["span"], value["shape"], value["stride"], value["offset_in_span"])
+        return value
+
+    args = torch.load(os.path.join(window_dir, entry["file"]), weights_only=True)
+    outputs = {o["key"]: torch.load(os.path.join(window_dir, o["file"]), weights_only=True) for o in entry["outputs"]}
+    return {k: rebuild(v) for k, v in args.items()}, outputs
+
+
+def cross_feed(pair_dir, manifests):
+    """Each side's operator on each side's saved inputs, judged against each side's saved norm#1 output:
+    max |difference| (0.0: bit-identical), float32 on the CPU."""
+    ops = load_ops()
+    sets = {}
+    for s in "ab":
+        entry = input_set(manifests[s])
+        args, outputs = load_set(os.path.join(pair_dir, s, "rank0", "match1-occ1"), entry)
+        sets[s] = (getattr(ops, entry["op"].split(":")[1]), args, outputs["norm#1"])
+    out = {}
+    for op_side in "ab":
+        for in_side in "ab":
+            got = sets[op_side][0](**sets[in_side][1])
+            for ref in "ab":
+                out["op_%s_on_inputs_%s_vs_output_%s" % (op_side, in_side, ref)] = float(
+                    (got - sets[ref][2]).abs().max())
+    return out
 
 
 ANSWERS = {
@@ -578,15 +632,39 @@ def write_root_readme():
                           a["index_suspects"][0], a["slot_mapping_a"], a["slot_mapping_b"], a["index_not_suspects"][0],
                           a["first_divergence"], a["first_divergence_verdict"])]
         else:
+            feed = a["cross_feed_max_abs"]
             lines += ["Answer: first divergence `%s` (%s); `%s` agrees; input set `%s` (op a `%s`, op b `%s`, "
-                      "outputs %s) arguments: %s. Conclusion: %s." % (
+                      "outputs a %s, b %s) arguments, by dumpview's record rule on their stats: %s. Conclusion: %s." % (
                           a["first_divergence"], a["first_divergence_verdict"], a["upstream_agrees"], a["input_set"],
-                          a["op_a"], a["op_b"], a["outputs_a"],
-                          ", ".join("%s %s" % kv for kv in a["input_set_args"].items()), a["conclusion"])]
+                          a["op_a"], a["op_b"], json.dumps(a["outputs_a"]), json.dumps(a["outputs_b"]),
+                          ", ".join("%s %s" % kv for kv in a["input_set_args"].items()), a["conclusion"]),
+                      "",
+                      "Cross-feeding (the saved sets and outputs, float32 CPU): b's operator on a's inputs vs b's "
+                      "output: max |diff| %g, vs a's output: %g; a's operator on b's inputs vs a's output: %g, vs b's "
+                      "output: %g (`answer.cross_feed_max_abs` has all eight)." % (
+                          feed["op_b_on_inputs_a_vs_output_b"], feed["op_b_on_inputs_a_vs_output_a"],
+                          feed["op_a_on_inputs_b_vs_output_a"], feed["op_a_on_inputs_b_vs_output_b"])]
         lines += ["", e["notes"]["text"], ""]
         parts.append("\n".join(lines))
+    parts += foreign_sections(os.path.join(FIXTURES, "README.md"))
     with open(os.path.join(FIXTURES, "README.md"), "w") as handle:
         handle.write("\n".join(parts).rstrip() + "\n")
+
+
+def foreign_sections(path):
+    """The README's "## " sections that this script does not write (pairs of other generators under
+    tests/fixtures/diagnosis): kept, in their order, after this script's own."""
+    if not os.path.exists(path):
+        return []
+    with open(path) as handle:
+        text = handle.read()
+    own = set(PAIRS) | {"expected.json"}
+    kept = []
+    for chunk in text.split("\n## ")[1:]:
+        heading = chunk.split("\n", 1)[0].split(" ", 1)[0]
+        if heading not in own:
+            kept.append("## " + chunk.rstrip() + "\n")
+    return kept
 
 
 def main(argv):

@@ -190,12 +190,50 @@ def _norm_checks(pair, inputs_agree):
         else:
             args[name] = "agree" if da.get("value") == db.get("value") else "differs"
     assert args == ans["input_set_args"]
+    check_cross_feed(pair, m, ans["cross_feed_max_abs"])
     return e, m, sets, args
+
+
+def check_cross_feed(pair, m, recorded):
+    """Each side's operator (ops.py) on each side's saved input set, against each side's saved norm#1
+    output (linked by the set's outputs): float32 on the CPU, so the committed figures are reproduced
+    exactly; each saved output is the norm#1 record's tensor (its max_abs)."""
+    torch = pytest.importorskip("torch")
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("diagnosis_ops", os.path.join(FIXTURES, "ops.py"))
+    ops = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(ops)
+
+    def rebuild(value):
+        if isinstance(value, dict) and value.get("__dump_probe_tensor__"):
+            return torch.as_strided(value["span"], value["shape"], value["stride"], value["offset_in_span"])
+        return value
+
+    sides = {}
+    for side in "ab":
+        window = os.path.join(FIXTURES, pair, side, "rank0", "match1-occ1")
+        entry = next(s for s in m[side]["input_sets"] if (s["stage"], s["occurrence"]) == ("norm", 1))
+        link = next(o for o in entry["outputs"] if o["key"] == "norm#1")
+        args = {k: rebuild(v) for k, v in torch.load(os.path.join(window, entry["file"]), weights_only=True).items()}
+        output = torch.load(os.path.join(window, link["file"]), weights_only=True)
+        assert float(output.abs().max()) == records(m[side])["norm#1"]["stats"]["max_abs"]
+        sides[side] = (getattr(ops, entry["op"].split(":")[1]), args, output)
+    for op_side in "ab":
+        for in_side in "ab":
+            got = sides[op_side][0](**sides[in_side][1])
+            for ref in "ab":
+                name = "op_%s_on_inputs_%s_vs_output_%s" % (op_side, in_side, ref)
+                assert float((got - sides[ref][2]).abs().max()) == recorded[name], name
 
 
 def test_op_differs():
     e, m, sets, args = _norm_checks("op_differs", inputs_agree=True)
     assert all(v == "agree" for v in args.values())
+    feed = e["answer"]["cross_feed_max_abs"]
+    # b's operator on a's inputs reproduces b's output, a's on b's reproduces a's: the operator differs.
+    assert feed["op_b_on_inputs_a_vs_output_b"] == 0.0 and feed["op_a_on_inputs_b_vs_output_a"] == 0.0
+    assert feed["op_b_on_inputs_a_vs_output_a"] > 0.0
     assert sets["a"]["op"].endswith(":rms_norm") and sets["b"]["op"].endswith(":rms_norm_no_weight")
     assert "operator" in e["answer"]["conclusion"]
 
@@ -204,6 +242,9 @@ def test_inputs_differ():
     e, m, sets, args = _norm_checks("inputs_differ", inputs_agree=False)
     assert args["x"] != "agree" and args["weight"] == "agree" and args["eps"] == "agree"
     assert sets["a"]["op"] == sets["b"]["op"]
+    feed = e["answer"]["cross_feed_max_abs"]
+    # The one operator on a's inputs gives a's output, not b's: the inputs make the difference.
+    assert feed["op_b_on_inputs_a_vs_output_a"] == 0.0 and feed["op_b_on_inputs_a_vs_output_b"] > 0.0
     assert "upstream" in e["answer"]["conclusion"]
 
 
