@@ -206,6 +206,22 @@ fn propagated_from(window: &Window, origin: &Record) -> Vec<(String, String)> {
                 r.key(),
                 format!("a hooked input on `{}`'s bytes", origin.key()),
             ));
+            // The module that took it as input: its outputs of the same call.
+            if let Some((module, _)) = r.stage.rsplit_once(".input.") {
+                for output in window.records.iter().filter(|o| o.seq > r.seq) {
+                    let stage = output.stage.as_str();
+                    let of_module = stage == module
+                        || stage
+                            .strip_prefix(module)
+                            .is_some_and(|rest| rest.starts_with(".output."));
+                    if of_module && output.occurrence == r.occurrence {
+                        out.push((
+                            output.key(),
+                            format!("its module's input `{}` is on those bytes", r.key()),
+                        ));
+                    }
+                }
+            }
         }
     }
     for set in &window.input_sets {

@@ -411,3 +411,27 @@ fn a_reader_shifted_against_the_other_run_names_its_writer() {
     );
     assert!(f.text.contains("In A the writer goes through [12, 2, 64] stride [128, 64, 1] offset 0 and the reader through [12, 2, 64] stride [128, 64, 1] offset 0"), "{}", f.text);
 }
+
+#[test]
+fn hooked_inputs_agree_so_the_operator_differs_and_its_reader_is_propagated() {
+    let d = diagnose_pair("tests/fixtures/diagnosis/hooked_op");
+    let f = &d.findings[0];
+    assert_eq!(f.rule, Rule::OperatorOrInputs);
+    assert_eq!(cited(f, Role::Origin), ["norm#1"]);
+    assert_eq!(cited(f, Role::Input), ["norm.input.0#1"]);
+    assert_eq!(f.inputs.len(), 1);
+    assert_eq!(f.inputs[0].verdict, "agree");
+    assert!(
+        f.text
+            .contains("the operator (or its configuration) differs here"),
+        "{}",
+        f.text
+    );
+    let origin = d.findings.iter().find(|f| f.rule == Rule::Origin).unwrap();
+    assert_eq!(
+        cited(origin, Role::Propagated),
+        ["proj.input.0#1", "proj#1"]
+    );
+    // The root's output is downstream only: no input of it was captured on those bytes.
+    assert_eq!(cited(origin, Role::Downstream), ["Tiny#1"]);
+}
