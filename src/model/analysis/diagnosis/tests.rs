@@ -435,3 +435,74 @@ fn hooked_inputs_agree_so_the_operator_differs_and_its_reader_is_propagated() {
     // The root's output is downstream only: no input of it was captured on those bytes.
     assert_eq!(cited(origin, Role::Downstream), ["Tiny#1"]);
 }
+
+#[test]
+fn input_sets_agree_so_the_operator_differs() {
+    let d = diagnose_pair("tests/fixtures/diagnosis/op_differs");
+    let f = &d.findings[0];
+    assert_eq!(f.rule, Rule::OperatorOrInputs);
+    let verdicts: Vec<(&str, &str)> = f
+        .inputs
+        .iter()
+        .map(|i| (i.name.as_str(), i.verdict.as_str()))
+        .collect();
+    assert_eq!(
+        verdicts,
+        [("eps", "agree"), ("weight", "agree"), ("x", "agree")]
+    );
+    assert!(
+        f.text
+            .contains("the operator (or its configuration) differs here"),
+        "{}",
+        f.text
+    );
+    assert!(
+        f.text
+            .contains("B called `tests/fixtures/diagnosis/ops.py:rms_norm_no_weight`"),
+        "{}",
+        f.text
+    );
+    let next = d.next.as_ref().unwrap();
+    assert_eq!(next.step, Step::CrossReplay);
+    assert_eq!(next.commands.len(), 1);
+    assert!(
+        next.commands[0].starts_with("dumpview replay --cross "),
+        "{next:?}"
+    );
+    assert!(next.commands[0].ends_with(" --stage norm#1"), "{next:?}");
+}
+
+#[test]
+fn input_sets_differ_so_look_upstream() {
+    let d = diagnose_pair("tests/fixtures/diagnosis/inputs_differ");
+    let f = &d.findings[0];
+    assert_eq!(f.rule, Rule::OperatorOrInputs);
+    let differing: Vec<&str> = f
+        .inputs
+        .iter()
+        .filter(|i| i.verdict != "agree")
+        .map(|i| i.name.as_str())
+        .collect();
+    assert_eq!(differing, ["x"]);
+    assert_eq!(cited(f, Role::Upstream), ["embed#1"]);
+    assert!(f.text.contains("inputs already differ"), "{}", f.text);
+    assert!(!f.text.contains("differs here"), "{}", f.text);
+    assert_eq!(d.next.as_ref().unwrap().step, Step::Instrument);
+}
+
+#[test]
+fn inputs_on_one_side_only_are_not_known() {
+    let a = load("tests/fixtures/diagnosis/op_differs/a");
+    let mut b = load("tests/fixtures/diagnosis/op_differs/b");
+    b.windows[0].input_sets.clear();
+    let analysis = Analysis::compute(&a, Some(&b), &Tolerances::default());
+    let d = diagnose(&a, Some(&b), &analysis);
+    assert!(!rules(&d).contains(&Rule::OperatorOrInputs));
+    assert!(
+        d.unknown
+            .iter()
+            .any(|u| u.contains("only A captured its input set")),
+        "{:?}",
+        d.unknown
+    );
+}
