@@ -29,6 +29,7 @@
 //! given. Running the script is the runtime's (`services::replay`).
 
 pub mod allclose;
+pub mod cross;
 pub mod dynamo;
 pub mod ended;
 pub mod history;

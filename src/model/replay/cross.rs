@@ -1,0 +1,335 @@
+//! Cross-feeding (`dumpview replay --cross A B --stage S#N`, docs/replay.md "Cross-feeding"):
+//! B's operator rerun on A's captured inputs and A's operator on B's, each judged against the
+//! output the *other* side's run saved. Whether each direction reproduces that output
+//! separates "the inputs differ" from "the operator differs" ([`Outcome`]).
+//!
+//! Pure: the service (`services::cross`) runs the two replays and hands in their judgements;
+//! [`conclude`] names the outcome and what it means.
+
+use serde::Serialize;
+
+use super::judge::{self, Replay, SideOutputs};
+use super::record::{ReplayRecord, Side, Status};
+use super::side::{ComputedTensor, SideTensors};
+use super::standard::Standard;
+use crate::model::tensor::TensorView;
+
+/// What running each side's operator on the other side's inputs says.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Outcome {
+    /// Both directions reproduce the other side's saved output: the operators agree on these
+    /// inputs, so the difference comes from the inputs (look upstream).
+    InputsDiffer,
+    /// Neither direction reproduces: the operator (or its configuration) differs.
+    OperatorDiffers,
+    /// One direction reproduces and the other does not: the operators differ on one side's
+    /// inputs only (data-dependent).
+    DataDependent,
+    /// A direction could not be judged (no saved output, no operator, an operator that cannot
+    /// be imported, a run that crashed): nothing is concluded.
+    NotJudged,
+}
+
+impl Outcome {
+    /// `inputs differ`, `operator differs`, `data-dependent`, `not judged`.
+    pub fn name(self) -> &'static str {
+        match self {
+            Outcome::InputsDiffer => "inputs differ",
+            Outcome::OperatorDiffers => "operator differs",
+            Outcome::DataDependent => "data-dependent",
+            Outcome::NotJudged => "not judged",
+        }
+    }
+
+    /// Exit status 0 only for [`Outcome::InputsDiffer`] (the operators agree).
+    pub fn is_finding(self) -> bool {
+        self != Outcome::InputsDiffer
+    }
+}
+
+/// Why a direction was not judged, and what to do about it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct NotJudged {
+    /// Why, in one line naming the side, the set and the file.
+    pub why: String,
+    /// The exact fix (a `capture_inputs(...)` call, an option to give).
+    pub fix: String,
+}
+
+/// One direction: `operator_of`'s operator rerun on `inputs_of`'s captured inputs.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Direction {
+    /// Whose operator ran: `A` or `B`.
+    pub operator_of: &'static str,
+    /// Whose captured inputs it ran on (and whose saved output it is judged against).
+    pub inputs_of: &'static str,
+    /// The operator spec that ran (`module:function`, `file.py:function`, a dotted torch
+    /// callable); `None` when the side recorded none and none was given.
+    pub operator: Option<String>,
+    /// Where the operator spec came from: `B's input set (op)`, `--candidate`.
+    pub operator_from: String,
+    /// The input set file the operator ran on (on the host that ran it, as replay_op.py read it).
+    pub input_set: String,
+    /// The saved output files of `inputs_of`'s run it is judged against, in output order.
+    pub saved_outputs: Vec<String>,
+    /// The host it ran on (`[user@]host[:port]`), `None` on this machine.
+    pub host: Option<String>,
+    /// The replay's output directory here.
+    pub out_dir: Option<String>,
+    /// The run judged against `inputs_of`'s saved output (`reference` is that output).
+    pub against_saved: Option<Replay>,
+    /// The run judged against `--reference`, when one was given.
+    pub against_reference: Option<Replay>,
+    /// `Some(true)` when every output is within the standard of the saved one (pass or
+    /// warning), `Some(false)` when one is not, `None` when not judged.
+    pub reproduces: Option<bool>,
+    /// Why it was not judged, when it was not.
+    pub not_judged: Option<NotJudged>,
+}
+
+impl Direction {
+    /// `B's operator on A's inputs`.
+    pub fn title(&self) -> String {
+        format!(
+            "{}'s operator on {}'s inputs",
+            self.operator_of, self.inputs_of
+        )
+    }
+}
+
+/// A cross-feeding judged: both directions and the outcome.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Cross {
+    /// `dumpview.replay.cross`.
+    pub format: &'static str,
+    /// 1.
+    pub version: u32,
+    /// `stage#N`, as found on both sides.
+    pub stage: String,
+    /// Dump A as given.
+    pub a: String,
+    /// Dump B as given.
+    pub b: String,
+    /// The standard every judgement used.
+    pub standard: Standard,
+    /// The reference given (`--reference`), if any.
+    pub reference: Option<String>,
+    /// B's operator on A's inputs, then A's operator on B's inputs.
+    pub directions: Vec<Direction>,
+    /// What the two directions say together.
+    pub outcome: Outcome,
+    /// The outcome in words: what it means and where to look next.
+    pub meaning: String,
+    /// Always said: a reproduced output is no whole-model fix.
+    pub caveat: &'static str,
+    /// What the user should know that is not a finding.
+    pub warnings: Vec<String>,
+}
+
+/// What every cross-feeding says, whatever the outcome.
+pub const CAVEAT: &str = "a reproduced output on one input set does not establish a whole-model \
+     fix: the operator can agree here while its integration (the layout it is handed, the cache it \
+     writes, other inputs) does not";
+
+/// Whether a judgement against the saved output reproduces it: pass or warning on every
+/// output.
+pub fn reproduces(against_saved: &Replay) -> bool {
+    !against_saved.verdict.is_finding()
+}
+
+/// The outcome of `b_on_a` (B's operator on A's inputs) and `a_on_b`, and its meaning.
+pub fn conclude(b_on_a: &Direction, a_on_b: &Direction) -> (Outcome, String) {
+    match (b_on_a.reproduces, a_on_b.reproduces) {
+        (Some(true), Some(true)) => (
+            Outcome::InputsDiffer,
+            "operators agree: B's operator reproduces A's output from A's inputs and A's \
+             operator reproduces B's output from B's inputs, so on these inputs the two operators \
+             compute the same thing; the difference comes from the inputs: look upstream at what \
+             produced them"
+                .into(),
+        ),
+        (Some(false), Some(false)) => (
+            Outcome::OperatorDiffers,
+            "the operator (or its configuration) differs: neither side's operator reproduces \
+             the other side's output from that side's own inputs; compare the two operators \
+             (their code, arguments, dtype paths, kernels) on one of these input sets"
+                .into(),
+        ),
+        (Some(b_ok), Some(_)) => {
+            let (agree, differ) = if b_ok { ("A", "B") } else { ("B", "A") };
+            let (holds, fails) = if b_ok {
+                (b_on_a.title(), a_on_b.title())
+            } else {
+                (a_on_b.title(), b_on_a.title())
+            };
+            (
+                Outcome::DataDependent,
+                format!(
+                    "the operator differs on some inputs only (data-dependent): {holds} \
+                     reproduces {agree}'s output, but {fails} does not reproduce {differ}'s; the \
+                     operators agree on {agree}'s inputs and differ on {differ}'s: look for what \
+                     {differ}'s inputs hold that {agree}'s do not (magnitudes, non-finite values, \
+                     shapes, layouts, index values)"
+                ),
+            )
+        }
+        _ => {
+            let missing: Vec<String> = [b_on_a, a_on_b]
+                .iter()
+                .filter(|d| d.reproduces.is_none())
+                .map(|d| d.title())
+                .collect();
+            (
+                Outcome::NotJudged,
+                format!(
+                    "not judged: {} could not be judged (see why below); nothing is concluded \
+                     about inputs or operator",
+                    missing.join(" and ")
+                ),
+            )
+        }
+    }
+}
+
+/// A copy of `view`'s elements, contiguous in C order (any strides and offset).
+pub fn to_computed(view: &TensorView) -> ComputedTensor {
+    let size = view.dtype().size();
+    let storage = view.storage();
+    let mut bytes = Vec::with_capacity(view.numel() * size);
+    for flat in 0..view.numel() {
+        let at = view.storage_index(flat) * size;
+        bytes.extend_from_slice(&storage[at..at + size]);
+    }
+    ComputedTensor {
+        dtype: view.dtype(),
+        shape: view.shape().to_vec(),
+        bytes,
+    }
+}
+
+/// The replay's output names for `count` saved outputs (linked in the order
+/// `capture_inputs(..., outputs=...)` named them): `out` for one when the candidate returned
+/// `out`, else `out.0`, `out.1`, … (replay_op.py's names for a tuple's items).
+pub fn saved_names(count: usize, candidate_outputs: &[String]) -> Vec<String> {
+    if count == 1 && candidate_outputs.iter().any(|n| n == "out") {
+        return vec!["out".into()];
+    }
+    (0..count).map(|i| format!("out.{i}")).collect()
+}
+
+/// Judges a replay's candidate against `saved` (the other side's run's outputs, named as
+/// [`saved_names`] names them) under `standard`: the saved outputs take the place of all three
+/// reference sides, so msprobe and allclose compare with them as the reference, and dynamo
+/// finds no float64 golden (its allclose step decides). `saved_spec` names them in the
+/// output (`A's saved output`). `record` is the replay's `replay.json`, `candidate` its
+/// candidate's outputs, `dir` its directory.
+///
+/// # Errors
+/// As [`super::judge::judge`].
+pub fn judge_against_saved(
+    record: &ReplayRecord,
+    candidate: Option<SideTensors>,
+    saved: &[(String, ComputedTensor)],
+    saved_spec: &str,
+    standard: Standard,
+    dir: &str,
+) -> Result<Replay, String> {
+    let mut record = record.clone();
+    let as_saved = Side {
+        spec: saved_spec.to_string(),
+        resolved: None,
+        status: Status::Ok,
+        duration_s: None,
+        exception: None,
+        input_dtype: Some("as the run produced it".into()),
+        outputs: saved.iter().map(|(n, _)| n.clone()).collect(),
+        computed_by: Some("the captured run".into()),
+    };
+    record.sides.reference = Some(as_saved.clone());
+    record.sides.golden = Some(as_saved.clone());
+    record.sides.reference_native = Some(as_saved);
+    record.ended = record.ended.filter(|e| e.side == "candidate");
+    let memory = || {
+        Some(SideTensors::Memory {
+            tensors: saved.to_vec(),
+            saved: None,
+        })
+    };
+    let files = SideOutputs {
+        candidate,
+        reference: memory(),
+        golden: memory(),
+        reference_native: memory(),
+    };
+    let mut replay = judge::judge(&record, &files, standard, dir)?;
+    replay.sides.truncate(2);
+    Ok(replay)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn direction(operator_of: &'static str, reproduces: Option<bool>) -> Direction {
+        Direction {
+            operator_of,
+            inputs_of: if operator_of == "A" { "B" } else { "A" },
+            operator: Some("m:f".into()),
+            operator_from: String::new(),
+            input_set: String::new(),
+            saved_outputs: Vec::new(),
+            host: None,
+            out_dir: None,
+            against_saved: None,
+            against_reference: None,
+            reproduces,
+            not_judged: None,
+        }
+    }
+
+    #[test]
+    fn the_four_outcomes() {
+        let cases = [
+            (Some(true), Some(true), Outcome::InputsDiffer),
+            (Some(false), Some(false), Outcome::OperatorDiffers),
+            (Some(true), Some(false), Outcome::DataDependent),
+            (Some(false), Some(true), Outcome::DataDependent),
+            (None, Some(true), Outcome::NotJudged),
+            (Some(false), None, Outcome::NotJudged),
+            (None, None, Outcome::NotJudged),
+        ];
+        for (b_on_a, a_on_b, want) in cases {
+            let (outcome, meaning) = conclude(&direction("B", b_on_a), &direction("A", a_on_b));
+            assert_eq!(outcome, want, "{b_on_a:?} {a_on_b:?}: {meaning}");
+            assert_eq!(outcome.is_finding(), want != Outcome::InputsDiffer);
+        }
+    }
+
+    #[test]
+    fn a_data_dependent_outcome_names_the_inputs_it_differs_on() {
+        let (_, meaning) = conclude(&direction("B", Some(true)), &direction("A", Some(false)));
+        assert!(
+            meaning.contains("agree on A's inputs and differ on B's"),
+            "{meaning}"
+        );
+        assert!(
+            meaning.contains("A's operator on B's inputs does not reproduce B's"),
+            "{meaning}"
+        );
+        let (_, meaning) = conclude(&direction("B", Some(false)), &direction("A", Some(true)));
+        assert!(
+            meaning.contains("agree on B's inputs and differ on A's"),
+            "{meaning}"
+        );
+    }
+
+    #[test]
+    fn not_judged_names_the_direction() {
+        let (_, meaning) = conclude(&direction("B", None), &direction("A", Some(true)));
+        assert!(
+            meaning.contains("B's operator on A's inputs could not"),
+            "{meaning}"
+        );
+    }
+}
