@@ -16,7 +16,13 @@ use crate::model::replay::{ReplayResult, Standard};
 pub struct ReplayArgs {
     /// The dump: a manifest, a window directory or a tree of them; on another machine
     /// `ssh://[user@]host[:port]/path` or `[user@]host:path` (replay_op.py runs there).
-    pub dump: String,
+    #[arg(required_unless_present = "cross")]
+    pub dump: Option<String>,
+    /// Cross-feeding: run B's operator on A's captured inputs and A's on B's, each judged
+    /// against the other side's saved output (docs/replay.md "Cross-feeding"). Exit 0 only
+    /// when both reproduce (the operators agree: the inputs differ).
+    #[arg(long, num_args = 2, value_names = ["A", "B"], conflicts_with_all = ["dump", "list", "device", "args", "arg_maps", "python_reference"])]
+    pub cross: Vec<String>,
     /// List the captured input sets instead (stage#N, times captured, argument layouts, the
     /// recorded operator).
     #[arg(long, conflicts_with_all = ["stage", "candidate", "reference", "standard", "atol", "rtol", "out", "device", "python_reference"])]
@@ -25,13 +31,14 @@ pub struct ReplayArgs {
     #[arg(long, value_name = "STAGE[#N]", required_unless_present = "list")]
     pub stage: Option<String>,
     /// The operator under test: `module.path:function`, `path/to/file.py:function`, a dotted
-    /// torch callable (`torch.ops.npu.npu_rms_norm`) or `builtin:NAME`.
-    #[arg(long, value_name = "OP", required_unless_present = "list")]
+    /// torch callable (`torch.ops.npu.npu_rms_norm`) or `builtin:NAME`. With --cross: runs
+    /// in place of B's recorded operator.
+    #[arg(long, value_name = "OP", required_unless_present_any = ["list", "cross"])]
     pub candidate: Option<String>,
     /// The reference, in the same forms (built-ins: rms_norm, add_rms_norm, layer_norm,
     /// softmax, silu_and_mul, gelu, gelu_tanh, rope_neox, rope_gptj, linear, sdpa,
-    /// sdpa_causal, matmul).
-    #[arg(long, value_name = "REF", required_unless_present = "list")]
+    /// sdpa_causal, matmul). With --cross: optional, both runs are also judged against it.
+    #[arg(long, value_name = "REF", required_unless_present_any = ["list", "cross"])]
     pub reference: Option<String>,
     /// The verdict's standard: msprobe (msprobe's single-device API accuracy rule), dynamo
     /// (torch._dynamo.utils.same: RMSE against float64) or allclose (give --atol and --rtol).
@@ -142,15 +149,22 @@ impl ReplayArgs {
                     .into(),
             );
         }
+        if !self.cross.is_empty() {
+            return self.run_cross(cx);
+        }
+        let dump = self
+            .dump
+            .clone()
+            .expect("clap requires DUMP without --cross");
         // No exit cleanup for these signals here: they cancel the replay, which then ends its
         // connection on the way out (and the kernel kills its ssh if dumpview dies).
-        let ssh = cx.sources.run_options(&self.dump)?;
+        let ssh = cx.sources.run_options(&dump)?;
         let cancel = super::cancel_on_signals()?;
         let cancelled = || cancel.load(Ordering::SeqCst);
         let mut log = |line: &str| eprintln!("{line}");
         if self.list {
             let request = ListRequest {
-                dump: self.dump.clone(),
+                dump: dump.clone(),
                 rank: self.rank,
                 window: self.window.clone(),
                 attempt: attempts.attempt,
@@ -169,7 +183,7 @@ impl ReplayArgs {
             return Ok(Conclusion::Clean);
         }
         let request = ReplayRequest {
-            dump: self.dump.clone(),
+            dump,
             stage: self.stage.clone().expect("clap requires --stage"),
             candidate: self.candidate.clone().expect("clap requires --candidate"),
             reference: self.reference.clone().expect("clap requires --reference"),
@@ -186,5 +200,58 @@ impl ReplayArgs {
         };
         let result = runner::run(&request, ssh.as_ref(), &mut log, &cancelled)?;
         print(&result, json)
+    }
+}
+
+impl ReplayArgs {
+    /// `dumpview replay --cross A B --stage S#N`: both directions run and judged
+    /// (`services::cross`), printed as `model::present::cross` renders them. `Clean` only
+    /// when the operators agree on both sides' inputs.
+    ///
+    /// # Errors
+    /// Refused options, a dump or stage that is not there, a run that failed.
+    pub fn run_cross(&self, cx: &mut super::Context) -> Result<Conclusion, CliError> {
+        use crate::services::cross::{self, CrossRequest};
+        use std::sync::atomic::Ordering;
+        let attempts = &cx.attempts;
+        if attempts.attempt_a.is_some() || attempts.attempt_b.is_some() {
+            return Err("--cross reads the same attempt on both sides: give --attempt N".into());
+        }
+        let (a, b) = (self.cross[0].clone(), self.cross[1].clone());
+        let ssh_a = cx.sources.run_options(&a)?;
+        let ssh_b = cx.sources.run_options(&b)?;
+        let cancel = super::cancel_on_signals()?;
+        let cancelled = || cancel.load(Ordering::SeqCst);
+        let mut log = |line: &str| eprintln!("{line}");
+        let request = CrossRequest {
+            a,
+            b,
+            stage: self.stage.clone().expect("clap requires --stage"),
+            candidate: self.candidate.clone(),
+            reference: self.reference.clone(),
+            standard: self.standard()?,
+            rank: self.rank,
+            window: self.window.clone(),
+            attempt: attempts.attempt,
+            python: self.python.clone(),
+            out: self.out.clone(),
+        };
+        let result = cross::run(
+            &request,
+            ssh_a.as_ref(),
+            ssh_b.as_ref(),
+            &mut log,
+            &cancelled,
+        )?;
+        if cx.json {
+            println!("{}", serde_json::to_string_pretty(&result)?);
+        } else {
+            print!("{}", present::cross::render(&result));
+        }
+        Ok(if result.outcome.is_finding() {
+            Conclusion::Found
+        } else {
+            Conclusion::Clean
+        })
     }
 }

@@ -8,6 +8,7 @@
 //!   the cache), and [`fetch`]: their saved tensors brought on demand.
 
 pub mod cases;
+pub mod cross;
 pub mod fetch;
 #[cfg(feature = "torch")]
 mod in_process;

@@ -502,10 +502,12 @@ fn alive(pid: i32) -> bool {
 }
 
 /// A private directory holding the script for one local run, removed when dropped.
-struct ScriptDir(PathBuf);
+pub(crate) struct ScriptDir(PathBuf);
 
 impl ScriptDir {
-    fn new(kind: &str) -> Result<ScriptDir, PythonError> {
+    /// `$TMPDIR/dumpview-<kind>-<pid>-<n>`, mode 0700 (a later dumpview removes it when this
+    /// process died without doing so).
+    pub(crate) fn new(kind: &str) -> Result<ScriptDir, PythonError> {
         use std::os::unix::fs::DirBuilderExt;
         static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
         static SWEPT: std::sync::Once = std::sync::Once::new();
@@ -531,6 +533,13 @@ impl ScriptDir {
             "{}: no free name for the script's directory",
             base.display()
         )))
+    }
+}
+
+impl ScriptDir {
+    /// The directory.
+    pub(crate) fn path(&self) -> &Path {
+        &self.0
     }
 }
 

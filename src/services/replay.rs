@@ -121,6 +121,58 @@ impl From<PythonError> for ReplayError {
     }
 }
 
+/// Files to place in a remote replay's private directory before replay_op.py reads them: the
+/// window of an input set captured elsewhere (cross-feeding, `services::cross`). They are
+/// written by the replay's own Python into `$d/in/<window>/` and removed with `$d`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Upload {
+    /// The window directory's name there (`match1-occ1`): DUMP becomes `$d/in/<window>`.
+    pub window: String,
+    /// Paths relative to the window (`manifest.json`, `inputs/<stage>#<N>.pt`) and their
+    /// bytes.
+    pub files: Vec<(String, Vec<u8>)>,
+}
+
+/// The Python that writes `upload`'s files under `sys.argv[1]` (DUMP, `$d/in/<window>`),
+/// to run before replay_op.py in one process: base64 in the script text, which the remote
+/// job sends as a here-document.
+fn upload_prelude(upload: &Upload) -> String {
+    let mut s =
+        String::from("import base64 as _dv_b64, os as _dv_os, sys as _dv_sys\n_dv_files = [\n");
+    for (path, bytes) in &upload.files {
+        s.push_str(&format!("    ({path:?}, \"{}\"),\n", base64(bytes)));
+    }
+    s.push_str(
+        "]\nfor _dv_rel, _dv_data in _dv_files:\n    \
+         _dv_path = _dv_os.path.join(_dv_sys.argv[1], _dv_rel)\n    \
+         _dv_os.makedirs(_dv_os.path.dirname(_dv_path), exist_ok=True)\n    \
+         with open(_dv_path, \"wb\") as _dv_f:\n        \
+         _dv_f.write(_dv_b64.b64decode(_dv_data))\n\
+         del _dv_files, _dv_rel, _dv_data, _dv_path, _dv_f, _dv_b64, _dv_os, _dv_sys\n",
+    );
+    s
+}
+
+/// Standard base64 (RFC 4648, padded) of `bytes`, as Python's `base64.b64decode` reads it.
+fn base64(bytes: &[u8]) -> String {
+    const ALPHABET: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+    let mut out = String::with_capacity(bytes.len().div_ceil(3) * 4);
+    for chunk in bytes.chunks(3) {
+        let n = chunk
+            .iter()
+            .enumerate()
+            .fold(0u32, |n, (i, b)| n | u32::from(*b) << (16 - 8 * i));
+        for i in 0..4 {
+            if i <= chunk.len() {
+                out.push(ALPHABET[(n >> (18 - 6 * i) & 63) as usize] as char);
+            } else {
+                out.push('=');
+            }
+        }
+    }
+    out
+}
+
 /// Runs `request` and judges its outputs. `log` receives each line replay_op.py writes to
 /// stderr, as it comes; `cancelled` is asked every 50 ms. Writes the judgement as
 /// `verdict.json` into the output directory. For a remote dump, `ssh` says how to reach the
@@ -130,6 +182,22 @@ impl From<PythonError> for ReplayError {
 /// [`ReplayError::Input`] for what the user must change (exit 2), `Cancelled`, `Failed`.
 pub fn run(
     request: &ReplayRequest,
+    ssh: Option<&remote::SshOptions>,
+    log: &mut dyn FnMut(&str),
+    cancelled: &dyn Fn() -> bool,
+) -> Result<ReplayResult, ReplayError> {
+    run_with_upload(request, None, ssh, log, cancelled)
+}
+
+/// [`run`], for a remote `request.dump` whose input set is `upload` (placed in the replay's
+/// private directory on that host and read from there; `request.dump` then names only the
+/// host). A local dump ignores `upload`.
+///
+/// # Errors
+/// As [`run`].
+pub fn run_with_upload(
+    request: &ReplayRequest,
+    upload: Option<&Upload>,
     ssh: Option<&remote::SshOptions>,
     log: &mut dyn FnMut(&str),
     cancelled: &dyn Fn() -> bool,
@@ -156,7 +224,7 @@ pub fn run(
     let outcome = match place {
         remote::SourceSpec::Local(_) => run_local(request, in_process, &out, &mut keep, cancelled),
         remote::SourceSpec::Remote(spec) => {
-            run_remote(request, &spec, ssh, &out, &mut keep, cancelled)
+            run_remote(request, upload, &spec, ssh, &out, &mut keep, cancelled)
         }
     };
     let (python, host) = match outcome {
@@ -271,7 +339,7 @@ pub fn list(
                 remote::Word::Literal(remote_dump(&spec)),
             ];
             args.extend(words.into_iter().map(remote::Word::Literal));
-            let (finished, said) = run_job(&host, &program, &args, log, cancelled)?;
+            let (finished, said) = run_job(&host, &program, &args, REPLAY_SCRIPT, log, cancelled)?;
             said.check(
                 Ending::from_shell(finished.status),
                 "replay_op.py",
@@ -409,7 +477,7 @@ fn ended(
     Ok(said.check(ending, "replay_op.py", program, host)?)
 }
 
-fn connect(
+pub(crate) fn connect(
     spec: &remote::RemoteSpec,
     ssh: Option<&remote::SshOptions>,
 ) -> Result<remote::RemoteHost, ReplayError> {
@@ -439,6 +507,7 @@ fn run_job(
     host: &remote::RemoteHost,
     program: &str,
     args: &[remote::Word],
+    stdin: &str,
     log: &mut dyn FnMut(&str),
     cancelled: &dyn Fn() -> bool,
 ) -> Result<(remote::Finished, ScriptLog), ReplayError> {
@@ -447,7 +516,7 @@ fn run_job(
         program,
         args,
         env: &[("PYTHONDONTWRITEBYTECODE", "1"), ("PYTHONUNBUFFERED", "1")],
-        stdin: REPLAY_SCRIPT,
+        stdin,
         collect: "out",
     };
     let finished = host
@@ -462,6 +531,7 @@ fn run_job(
 
 fn run_remote(
     request: &ReplayRequest,
+    upload: Option<&Upload>,
     spec: &remote::RemoteSpec,
     ssh: Option<&remote::SshOptions>,
     out: &Path,
@@ -476,17 +546,24 @@ fn run_remote(
             "the remote host's python3 (--python chooses)",
         ),
     };
-    // `python3 - ARGS`: the script is its stdin.
-    let mut args = vec![
-        remote::Word::Literal("-".into()),
-        remote::Word::Literal(remote_dump(spec)),
-    ];
+    // `python3 - ARGS`: the script is its stdin (after the upload's prelude, if any).
+    let (dump, stdin) = match upload {
+        None => (
+            remote::Word::Literal(remote_dump(spec)),
+            REPLAY_SCRIPT.to_string(),
+        ),
+        Some(upload) => (
+            remote::Word::InTemp(format!("in/{}", upload.window)),
+            upload_prelude(upload) + REPLAY_SCRIPT,
+        ),
+    };
+    let mut args = vec![remote::Word::Literal("-".into()), dump];
     args.extend(script_args(request).into_iter().map(remote::Word::Literal));
     args.extend([
         remote::Word::Literal("--out".into()),
         remote::Word::InTemp("out".into()),
     ]);
-    let (finished, said) = run_job(&host, &program, &args, log, cancelled)?;
+    let (finished, said) = run_job(&host, &program, &args, &stdin, log, cancelled)?;
     // The files first, whatever the status: a side that killed the process left evidence.
     if !finished.files.is_empty() {
         std::fs::create_dir_all(out)
@@ -516,7 +593,7 @@ fn run_remote(
 
 /// `$XDG_CACHE_HOME/dumpview/replays/<UTC yyyymmdd-HHMMSS>-<stage>` (else under
 /// `~/.cache`), with `-2`, `-3`, … when taken. Never inside the dump.
-fn default_out_dir(stage: &str) -> Result<PathBuf, ReplayError> {
+pub(crate) fn default_out_dir(stage: &str) -> Result<PathBuf, ReplayError> {
     let absolute = |name: &str| {
         std::env::var_os(name)
             .map(PathBuf::from)
@@ -583,7 +660,7 @@ fn utc_stamp(time: std::time::SystemTime) -> String {
 }
 
 /// The output directory must be new or empty: evidence is never overwritten.
-fn check_out_dir(out: &Path) -> Result<(), ReplayError> {
+pub(crate) fn check_out_dir(out: &Path) -> Result<(), ReplayError> {
     match std::fs::read_dir(out).map(|mut entries| entries.next().is_some()) {
         Ok(true) => Err(ReplayError::Input(format!(
             "{}: exists and is not empty (a replay never overwrites evidence; give a new --out)",
@@ -608,6 +685,16 @@ mod tests {
         let t = std::time::UNIX_EPOCH + std::time::Duration::from_secs(1_709_251_199); // 2024-02-29T23:59:59Z
         assert_eq!(utc_stamp(t), "20240229-235959");
         assert_eq!(utc_stamp(std::time::UNIX_EPOCH), "19700101-000000");
+    }
+
+    #[test]
+    fn base64_is_rfc_4648() {
+        assert_eq!(base64(b""), "");
+        assert_eq!(base64(b"f"), "Zg==");
+        assert_eq!(base64(b"fo"), "Zm8=");
+        assert_eq!(base64(b"foo"), "Zm9v");
+        assert_eq!(base64(b"foobar"), "Zm9vYmFy");
+        assert_eq!(base64(&[0xff, 0xfe, 0x00, 0x80]), "//4AgA==");
     }
 
     #[test]
