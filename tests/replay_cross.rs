@@ -1,0 +1,459 @@
+//! `dumpview replay --cross A B --stage S#N` (docs/replay.md "Cross-feeding") on input sets
+//! the real probe (assets/dump_probe.py) captured with their outputs linked and saved
+//! (`capture_inputs(..., outputs=...)`): each outcome from real runs of two operators written
+//! here, the not-judged cases with their fixes, a stage one side lacks, and a cross run
+//! whose B lives behind a real OpenSSH server (tests/support/sshd.rs), its uploaded input set
+//! gone afterwards.
+
+mod support;
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use serde_json::Value;
+use support::deadline::OutputWithin;
+use support::python::{python, ran};
+use support::run::{json_of, with_python};
+use support::sshd::Sshd;
+
+/// The operators the captured runs call, written into each test's directory: an RMSNorm,
+/// the same configured without its weight (an operator that differs everywhere), and one
+/// that flushes to zero where |x| > 4 (differs only on inputs that hold such values).
+const OPS: &str = r#"
+import torch
+
+def rms_norm(x, weight, eps):
+    inv = torch.rsqrt(x.pow(2).mean(dim=-1, keepdim=True) + eps)
+    return x * inv * weight
+
+def rms_norm_no_weight(x, weight, eps):
+    inv = torch.rsqrt(x.pow(2).mean(dim=-1, keepdim=True) + eps)
+    return x * inv
+
+def rms_norm_flushing(x, weight, eps):
+    return torch.where(x.abs() > 4, torch.zeros_like(x), rms_norm(x, weight, eps))
+"#;
+
+/// One captured run: `op` (a function of [`OPS`]) on `x = randn(4, 16) * scale` under seed
+/// `seed`, its input set `layers.0.norm#1` (with `_op` naming `op`) and its output captured
+/// as the record `layers.0.norm#1`, linked to the set when `outputs`.
+struct Run<'a> {
+    seed: u64,
+    scale: f64,
+    op: &'a str,
+    outputs: bool,
+}
+
+/// Captures `run` into `root/name` with the real probe; returns the dump directory.
+fn capture(root: &Path, name: &str, run: &Run) -> PathBuf {
+    let ops = root.join("ops.py");
+    std::fs::write(&ops, OPS).unwrap();
+    let dump = root.join(name);
+    let script = format!(
+        r#"
+import importlib.util, sys
+import torch
+_spec = importlib.util.spec_from_file_location("dump_probe", {probe:?})
+dp = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(dp)
+_spec = importlib.util.spec_from_file_location("ops", {ops:?})
+ops = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(ops)
+torch.manual_seed({seed})
+x = torch.randn(4, 16) * {scale}
+w = torch.rand(16) + 0.5
+assert dp.arm("r") is True
+linked = dict(outputs=("layers.0.norm",)) if {outputs} else {{}}
+dp.capture_inputs("layers.0.norm", _op={op_spec:?}, x=x, weight=w, eps=1e-6, **linked)
+dp.capture("layers.0.norm", ops.{op}(x, w, 1e-6))
+dp.finish()
+"#,
+        probe = support::python::repo("assets/dump_probe.py")
+            .display()
+            .to_string(),
+        ops = ops.display().to_string(),
+        seed = run.seed,
+        scale = run.scale,
+        outputs = if run.outputs { "True" } else { "False" },
+        op_spec = format!("{}:{}", ops.display(), run.op),
+        op = run.op,
+    );
+    let out = ran(Command::new(python().unwrap())
+        .arg("-c")
+        .arg(script)
+        .env("DUMP_PROBE", "1")
+        .env("DUMP_PROBE_DIR", &dump)
+        .env("DUMP_PROBE_KERNEL", "torch")
+        .env("OMP_NUM_THREADS", "1")
+        .output()
+        .unwrap());
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    dump
+}
+
+const NORM: Run = Run {
+    seed: 0,
+    scale: 1.0,
+    op: "rms_norm",
+    outputs: true,
+};
+
+/// `dumpview replay --cross A B --stage layers.0.norm#1 EXTRA --json`: exit status, the
+/// document, stderr.
+fn cross_json(root: &Path, a: &str, b: &str, extra: &[&str]) -> (i32, Value, String) {
+    json_of(
+        with_python(&root.join("cache"))
+            .args(["replay", "--cross", a, b, "--stage", "layers.0.norm#1"])
+            .args(extra)
+            .arg("--json")
+            .output_within_limit(),
+    )
+}
+
+fn cross_text(root: &Path, a: &str, b: &str, extra: &[&str]) -> (i32, String, String) {
+    let out = with_python(&root.join("cache"))
+        .args(["replay", "--cross", a, b, "--stage", "layers.0.norm#1"])
+        .args(extra)
+        .output_within_limit();
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+fn s(path: &Path) -> &str {
+    path.to_str().unwrap()
+}
+
+/// The reproduces field of both directions (B's operator on A's inputs first).
+fn reproduces(json: &Value) -> Vec<Value> {
+    json["directions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|d| d["reproduces"].clone())
+        .collect()
+}
+
+#[test]
+fn operators_that_differ_reproduce_neither_output() {
+    let Some(_) = python() else { return };
+    let root = tempfile::tempdir().unwrap();
+    let a = capture(root.path(), "a", &NORM);
+    let b = capture(
+        root.path(),
+        "b",
+        &Run {
+            seed: 1,
+            op: "rms_norm_no_weight",
+            ..NORM
+        },
+    );
+    let (code, json, stderr) = cross_json(root.path(), s(&a), s(&b), &[]);
+    assert_eq!(code, 1, "{stderr}");
+    assert_eq!(json["outcome"], "operator_differs", "{json:#}");
+    assert_eq!(reproduces(&json), [false, false]);
+    let first = &json["directions"][0];
+    assert_eq!(
+        (&first["operator_of"], &first["inputs_of"]),
+        (&Value::from("B"), &Value::from("A"))
+    );
+    assert!(
+        first["operator"]
+            .as_str()
+            .unwrap()
+            .ends_with("ops.py:rms_norm_no_weight")
+    );
+    assert_eq!(first["operator_from"], "B's input set (op)");
+    let judged = &first["against_saved"];
+    assert_eq!(judged["verdict"], "error");
+    assert_eq!(judged["sides"][1]["spec"], "A's saved output");
+    assert!(
+        judged["outputs"][0]["metrics"]["max_abs_diff"]
+            .as_f64()
+            .unwrap()
+            > 0.01
+    );
+    assert!(
+        json["caveat"]
+            .as_str()
+            .unwrap()
+            .contains("does not establish a whole-model fix")
+    );
+    // Each direction's outputs are kept, with the cross document next to them.
+    let out = PathBuf::from(first["out_dir"].as_str().unwrap());
+    assert!(out.join("candidate.pt").is_file());
+    assert!(out.parent().unwrap().join("cross.json").is_file());
+
+    let (code, text, _) = cross_text(root.path(), s(&a), s(&b), &[]);
+    assert_eq!(code, 1);
+    assert!(text.contains("OUTCOME: OPERATOR DIFFERS"), "{text}");
+    assert!(
+        text.contains("B's operator on A's inputs: DOES NOT REPRODUCE A's output"),
+        "{text}"
+    );
+    assert!(
+        text.contains("does not establish a whole-model fix"),
+        "{text}"
+    );
+}
+
+#[test]
+fn one_operator_on_different_inputs_reproduces_both_outputs() {
+    let Some(_) = python() else { return };
+    let root = tempfile::tempdir().unwrap();
+    let a = capture(root.path(), "a", &NORM);
+    let b = capture(root.path(), "b", &Run { seed: 1, ..NORM });
+    // The two runs' outputs really differ: only the inputs made them.
+    let saved = |dump: &Path| {
+        std::fs::read(
+            dump.join("rank0/match1-occ1/inputs/layers.0.norm#1.outputs/layers.0.norm#1.pt"),
+        )
+        .unwrap()
+    };
+    assert_ne!(saved(&a), saved(&b));
+    let (code, json, stderr) = cross_json(
+        root.path(),
+        s(&a),
+        s(&b),
+        &["--reference", "builtin:rms_norm"],
+    );
+    assert_eq!(code, 0, "{stderr}\n{json:#}");
+    assert_eq!(json["outcome"], "inputs_differ");
+    assert_eq!(reproduces(&json), [true, true]);
+    assert!(
+        json["meaning"]
+            .as_str()
+            .unwrap()
+            .contains("the difference comes from the inputs"),
+        "{json:#}"
+    );
+    for direction in json["directions"].as_array().unwrap() {
+        assert_eq!(direction["against_saved"]["verdict"], "pass");
+        // The same computation as the run: bit for bit.
+        assert_eq!(
+            direction["against_saved"]["outputs"][0]["metrics"]["max_abs_diff"],
+            0.0
+        );
+        assert_eq!(direction["against_reference"]["verdict"], "pass");
+        assert_eq!(
+            direction["against_reference"]["sides"][1]["spec"],
+            "builtin:rms_norm"
+        );
+    }
+    let (code, text, _) = cross_text(root.path(), s(&a), s(&b), &["--standard", "dynamo"]);
+    assert_eq!(code, 0, "{text}");
+    assert!(text.contains("OUTCOME: INPUTS DIFFER"), "{text}");
+    assert!(text.contains("look upstream"), "{text}");
+    assert!(text.contains("standard dynamo"), "{text}");
+}
+
+#[test]
+fn an_operator_that_differs_on_some_inputs_only_is_data_dependent() {
+    let Some(_) = python() else { return };
+    let root = tempfile::tempdir().unwrap();
+    // A: small inputs (|x| < 4 throughout: the flush never fires); B flushes and its inputs
+    // are large.
+    let a = capture(root.path(), "a", &Run { scale: 0.5, ..NORM });
+    let b = capture(
+        root.path(),
+        "b",
+        &Run {
+            seed: 1,
+            scale: 10.0,
+            op: "rms_norm_flushing",
+            ..NORM
+        },
+    );
+    let (code, json, stderr) = cross_json(root.path(), s(&a), s(&b), &[]);
+    assert_eq!(code, 1, "{stderr}");
+    assert_eq!(json["outcome"], "data_dependent", "{json:#}");
+    assert_eq!(reproduces(&json), [true, false]);
+    let meaning = json["meaning"].as_str().unwrap();
+    assert!(
+        meaning.contains("agree on A's inputs and differ on B's"),
+        "{meaning}"
+    );
+}
+
+#[test]
+fn a_side_without_saved_outputs_is_not_judged_and_says_to_add_them() {
+    let Some(_) = python() else { return };
+    let root = tempfile::tempdir().unwrap();
+    let a = capture(root.path(), "a", &NORM);
+    let b = capture(
+        root.path(),
+        "b",
+        &Run {
+            seed: 1,
+            outputs: false,
+            ..NORM
+        },
+    );
+    let (code, json, stderr) = cross_json(root.path(), s(&a), s(&b), &[]);
+    assert_eq!(code, 1, "{stderr}");
+    assert_eq!(json["outcome"], "not_judged");
+    // B's operator on A's inputs is judged; A's on B's has nothing to be judged against.
+    assert_eq!(reproduces(&json), [Value::from(true), Value::Null]);
+    let why = &json["directions"][1]["not_judged"];
+    assert!(
+        why["why"]
+            .as_str()
+            .unwrap()
+            .contains("B's input set layers.0.norm#1 links no outputs"),
+        "{why:#}"
+    );
+    assert!(
+        why["fix"]
+            .as_str()
+            .unwrap()
+            .contains("capture_inputs(\"layers.0.norm\""),
+        "{why:#}"
+    );
+    assert!(
+        why["fix"].as_str().unwrap().contains("outputs=("),
+        "{why:#}"
+    );
+    let (code, text, _) = cross_text(root.path(), s(&a), s(&b), &[]);
+    assert_eq!(code, 1);
+    assert!(text.contains("OUTCOME: NOT JUDGED"), "{text}");
+    assert!(text.contains("fix: capture B again"), "{text}");
+
+    // An operator that cannot be imported: not judged, with why and the fix.
+    let (code, json, _) = cross_json(
+        root.path(),
+        s(&a),
+        s(&a),
+        &["--candidate", "no_such_module_xyz:op"],
+    );
+    assert_eq!(code, 1);
+    assert_eq!(json["outcome"], "not_judged");
+    let why = &json["directions"][0]["not_judged"];
+    assert!(
+        why["why"]
+            .as_str()
+            .unwrap()
+            .contains("No module named 'no_such_module_xyz'"),
+        "{why:#}"
+    );
+    assert!(
+        why["fix"].as_str().unwrap().contains("importable"),
+        "{why:#}"
+    );
+}
+
+#[test]
+fn a_stage_one_side_lacks_is_an_input_error_listing_what_it_holds() {
+    let Some(_) = python() else { return };
+    let root = tempfile::tempdir().unwrap();
+    let a = capture(root.path(), "a", &NORM);
+    let out = with_python(&root.path().join("cache"))
+        .args([
+            "replay",
+            "--cross",
+            s(&a),
+            s(&a),
+            "--stage",
+            "layers.9.norm#1",
+        ])
+        .output_within_limit();
+    assert_eq!(out.status.code(), Some(2));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains(&format!(
+            "A ({}): no input set layers.9.norm#1; it holds layers.0.norm#1",
+            s(&a)
+        )),
+        "{stderr}"
+    );
+}
+
+#[test]
+fn a_remote_side_runs_its_operator_there_and_its_uploaded_set_is_removed() {
+    let Some(_) = python() else { return };
+    let Some(server) = Sshd::start() else { return };
+    let root = tempfile::tempdir().unwrap();
+    let a = capture(root.path(), "a", &NORM);
+    let b = capture(
+        root.path(),
+        "b",
+        &Run {
+            seed: 1,
+            op: "rms_norm_no_weight",
+            ..NORM
+        },
+    );
+    let (local_code, local, _) = cross_json(root.path(), s(&a), s(&b), &[]);
+    let remote_b = server.url(&b);
+    let (code, json, stderr) = cross_json(
+        root.path(),
+        s(&a),
+        &remote_b,
+        &[
+            "--ssh-command",
+            &server.ssh_command(),
+            "--python",
+            python().unwrap(),
+        ],
+    );
+    assert_eq!(code, local_code, "{stderr}\n{json:#}");
+    assert_eq!(json["outcome"], local["outcome"]);
+    assert_eq!(reproduces(&json), reproduces(&local));
+    let host = format!("127.0.0.1:{}", server.port);
+    // B's operator ran on B's host, on A's set uploaded into that replay's directory.
+    let b_on_a = &json["directions"][0];
+    assert_eq!(b_on_a["host"], host.as_str(), "{json:#}");
+    let input_file = b_on_a["against_saved"]["dump"].as_str().unwrap();
+    assert!(input_file.contains("/in/match1-occ1"), "{input_file}");
+    // A's operator ran here, on B's set copied into a private directory here.
+    assert_eq!(json["directions"][1]["host"], Value::Null);
+    for (i, direction) in json["directions"].as_array().unwrap().iter().enumerate() {
+        assert_eq!(
+            direction["against_saved"]["outputs"][0]["metrics"]["max_abs_diff"],
+            local["directions"][i]["against_saved"]["outputs"][0]["metrics"]["max_abs_diff"]
+        );
+    }
+    // Nothing is left on the remote side: the uploaded set went with the replay's directory.
+    assert_eq!(
+        support::entries_under(&server.home()),
+        Vec::<PathBuf>::new(),
+        "left on the remote side"
+    );
+    // Nor here: the private copy of B's set that A's operator read is gone.
+    let copy = json["directions"][1]["against_saved"]["dump"]
+        .as_str()
+        .unwrap();
+    assert!(copy.contains("dumpview-replay-"), "{copy}");
+    assert!(!Path::new(copy).exists(), "{copy} left");
+}
+
+/// The committed pairs of tests/fixtures/diagnosis (examples/diagnosis_pairs.py): their
+/// verdicts come from the outputs their runs saved, not from anything recomputed here.
+#[test]
+fn the_committed_diagnosis_pairs_give_their_outcomes() {
+    let Some(_) = python() else { return };
+    let fixtures = support::python::repo("tests/fixtures/diagnosis");
+    if !fixtures.join("op_differs/a").is_dir() || !fixtures.join("inputs_differ/a").is_dir() {
+        eprintln!("skipped: tests/fixtures/diagnosis/{{op_differs,inputs_differ}} are not here");
+        return;
+    }
+    let root = tempfile::tempdir().unwrap();
+    for (pair, code, outcome) in [
+        ("op_differs", 1, "operator_differs"),
+        ("inputs_differ", 0, "inputs_differ"),
+    ] {
+        let (a, b) = (
+            format!("tests/fixtures/diagnosis/{pair}/a"),
+            format!("tests/fixtures/diagnosis/{pair}/b"),
+        );
+        let (got, json, stderr) = json_of(
+            with_python(&root.path().join("cache"))
+                .args(["replay", "--cross", &a, &b, "--stage", "norm#1", "--json"])
+                .output_within_limit(),
+        );
+        assert_eq!(got, code, "{pair}: {stderr}\n{json:#}");
+        assert_eq!(json["outcome"], outcome, "{pair}");
+        assert_eq!(json["stage"], "norm#1");
+    }
+}
