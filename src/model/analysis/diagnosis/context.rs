@@ -69,14 +69,10 @@ impl<'a> Context<'a> {
             .windows
             .iter()
             .find(|w| w.rank == rank && w.first().is_some())?;
-        let wa = self.a.window(diff.a.id?)?;
-        let wb = b.window(diff.b.id?)?;
-        Some(Divergence {
-            diff,
-            pair: diff.first()?,
-            wa,
-            wb,
-        })
+        let pair = diff.first()?;
+        let wa = holding(self.a, self.a.window(diff.a.id?)?, &pair.key);
+        let wb = holding(b, b.window(diff.b.id?)?, &pair.key);
+        Some(Divergence { diff, pair, wa, wb })
     }
 
     /// The window pair of `window` (of `side`) in the diff, and the partner window.
@@ -182,6 +178,23 @@ impl<'a> Context<'a> {
                 .to_string(),
         }
     }
+}
+
+/// `window`, or where a diff merged a parallel group (a pipeline's stages on other ranks),
+/// the window of the same request in `dump` that holds record `key`.
+fn holding<'d>(dump: &'d Dump, window: &'d Window, key: &str) -> &'d Window {
+    if record(window, key).is_some() {
+        return window;
+    }
+    dump.windows
+        .iter()
+        .find(|w| {
+            w.label == window.label
+                && w.match_index == window.match_index
+                && w.occurrence == window.occurrence
+                && record(w, key).is_some()
+        })
+        .unwrap_or(window)
 }
 
 /// The record of `window` with key `key`.

@@ -53,13 +53,15 @@ fn cites_hold(a: &Dump, b: Option<&Dump>, analysis: &Analysis, d: &Diagnosis) {
             assert_eq!(record.seq, c.seq, "{c:?}");
             let stats = || record.stats.as_ref().expect("claims need statistics");
             let pair_verdict = || {
-                analysis
+                let windows = &analysis
                     .diff
                     .as_ref()
                     .expect("pair claims need a diff")
-                    .windows
-                    .iter()
-                    .filter(|w| w.rank == c.rank)
+                    .windows;
+                // A window pair merged over a pipeline group is numbered by its logical rank.
+                let same_rank = windows.iter().filter(|w| w.rank == c.rank);
+                same_rank
+                    .chain(windows.iter())
                     .flat_map(|w| &w.pairs)
                     .find(|p| p.key == c.key)
                     .unwrap_or_else(|| panic!("{c:?}: not paired"))
@@ -505,4 +507,19 @@ fn inputs_on_one_side_only_are_not_known() {
         "{:?}",
         d.unknown
     );
+}
+
+#[test]
+fn a_pipeline_stage_on_another_rank_is_found() {
+    // pp2: layers.1 runs on rank 1; the diff pairs the merged pipeline as logical rank 0.
+    let a = load("tests/fixtures/layouts/pp1");
+    let b = load("tests/fixtures/layouts/pp2_bad_stage");
+    let analysis = Analysis::compute(&a, Some(&b), &Tolerances::default());
+    let d = diagnose(&a, Some(&b), &analysis);
+    cites_hold(&a, Some(&b), &analysis, &d);
+    assert!(d.found, "{}", d.conclusion);
+    let origin = &d.findings[0];
+    assert_eq!(origin.rule, Rule::Origin);
+    assert_eq!(cited(origin, Role::Origin), ["layers.1.up#1"]);
+    assert_eq!(origin.evidence[0].rank, 1);
 }
