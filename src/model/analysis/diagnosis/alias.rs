@@ -7,7 +7,7 @@ use crate::model::analysis::scan::{AliasGroup, view_of};
 use crate::model::dump::{Record, Window};
 
 use super::context::{Context, Target, cite, layout_words, nonfinite, record, side_name};
-use super::{Address, Claim, Finding, Role, Rule};
+use super::types::{Address, Claim, Finding, Role, Rule};
 
 /// The writer → address → reader finding of `target`, when it reads an alias group's bytes
 /// that an earlier member wrote through a conflicting layout (on either side), or through a

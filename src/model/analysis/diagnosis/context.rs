@@ -6,7 +6,7 @@ use crate::model::analysis::diff::{PairDiff, WindowDiff};
 use crate::model::analysis::scan::WindowScan;
 use crate::model::dump::{Dump, Record, Window};
 
-use super::{Cite, Claim, Role};
+use super::types::{Cite, Claim, Role};
 
 /// The captures and their analysis.
 pub(super) struct Context<'a> {

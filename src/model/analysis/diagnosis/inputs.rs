@@ -3,33 +3,11 @@
 //! records), the inputs are compared first. Inputs agree and the output differs: the operator
 //! (or its configuration) differs here. Inputs differ: the difference is upstream.
 
-use serde::Serialize;
-
 use crate::model::analysis::compare::{Verdict, compare_records};
 use crate::model::dump::{InputSetEntry, Record, Window};
 
 use super::context::{Context, Divergence, cite, record};
-use super::{Claim, Finding, Role, Rule};
-
-/// One input of the first divergent stage, A against B.
-#[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct InputCompared {
-    /// The argument's name in the input set (`x`, `weight`, `eps`; nested `args.0`), or the
-    /// hooked input's key.
-    pub name: String,
-    /// `agree`, or the verdict's name (`magnitude`, `structural`, …), or `differs` for a
-    /// scalar; `unknown` when a tensor carries no statistics on a side.
-    pub verdict: String,
-    /// What it was on each side, for scalars (`1e-06 vs 1e-05`); empty for tensors.
-    #[serde(skip_serializing_if = "String::is_empty")]
-    pub values: String,
-}
-
-impl InputCompared {
-    fn differs(&self) -> bool {
-        self.verdict != "agree" && self.verdict != "unknown"
-    }
-}
+use super::types::{Claim, Finding, InputCompared, Role, Rule};
 
 /// The finding, `Ok(None)` when silent with nothing to say, `Err(line)` for
 /// [`super::Diagnosis::unknown`] when the inputs were not captured on both sides.

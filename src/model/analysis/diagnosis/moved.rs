@@ -6,7 +6,7 @@ use crate::model::analysis::compare::Verdict;
 
 use super::alias::shorten;
 use super::context::{Context, Divergence, cite, is_integer, record};
-use super::{Claim, Finding, Role, Rule};
+use super::types::{Claim, Finding, Role, Rule};
 
 /// The finding for the first divergence's window pair; `Ok(None)` when no floating record
 /// there moved, `Err(line)` for [`super::Diagnosis::unknown`] when values moved but no

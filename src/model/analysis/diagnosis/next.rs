@@ -10,7 +10,7 @@ use crate::model::dump::{Record, Window};
 
 use super::context::{Context, record, side_name};
 use super::inputs::input_set;
-use super::{Cite, Experiment, Finding, Role, Rule, Step};
+use super::types::{Cite, Experiment, Finding, Role, Rule, Step};
 
 /// The experiment that follows the most specific finding; `None` without findings.
 pub(super) fn experiment(cx: &Context, findings: &[Finding]) -> Option<Experiment> {

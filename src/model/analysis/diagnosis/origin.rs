@@ -8,7 +8,7 @@ use crate::model::dump::{Record, Window};
 
 use super::alias::shorten;
 use super::context::{Context, cite, nonfinite, record, side_name};
-use super::{Claim, Finding, Role, Rule};
+use super::types::{Claim, Finding, Role, Rule};
 
 /// How many downstream records a finding cites (the text counts them all).
 const CITED_DOWNSTREAM: usize = 4;

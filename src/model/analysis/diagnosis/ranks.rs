@@ -4,7 +4,7 @@
 use crate::model::dump::{Dump, Record, Window};
 
 use super::context::{Context, cite, record, side_name};
-use super::{Claim, Finding, Role, Rule};
+use super::types::{Claim, Finding, Role, Rule};
 
 /// One finding per request whose first non-finite rank is known, and per replicated stage
 /// whose ranks disagree.

@@ -1,15 +1,18 @@
-//! Each rule firing on a real capture pair and staying silent on a control; every citation
-//! checked against the records it names (`cites_hold`).
+//! The diagnosis (`model::analysis::diagnosis`) on committed captures: each rule firing on a
+//! real capture pair and staying silent on a control; every citation checked against the
+//! records it names (`cites_hold`).
 
 use std::path::PathBuf;
 
-use super::*;
-use crate::model::analysis::compare::Tolerances;
-use crate::model::analysis::scan::view_of;
+use dumpview::model::analysis::Analysis;
+use dumpview::model::analysis::compare::Tolerances;
+use dumpview::model::analysis::diagnosis::*;
+use dumpview::model::analysis::scan::view_of;
+use dumpview::model::dump::{Dump, Record};
 
 fn load(path: &str) -> Dump {
     let root = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join(path);
-    crate::model::ingest::load(&[root], &mut |_| {}).unwrap()
+    dumpview::model::ingest::load(&[root], &mut |_| {}).unwrap()
 }
 
 /// The diagnosis of `pair`'s `a` against its `b` (or of `b` alone), every citation checked.
@@ -78,7 +81,7 @@ fn cites_hold(a: &Dump, b: Option<&Dump>, analysis: &Analysis, d: &Diagnosis) {
                 Claim::Captured => {}
             }
             if let Some(layout) = &c.layout {
-                assert_eq!(*layout, super::context::layout_words(record), "{c:?}");
+                assert_eq!(*layout, layout_words(record), "{c:?}");
             }
             if let (Some(address), true) = (
                 &f.address,
@@ -99,7 +102,7 @@ fn rules(d: &Diagnosis) -> Vec<Rule> {
     d.findings.iter().map(|f| f.rule).collect()
 }
 
-fn cited<'d>(f: &'d Finding, role: Role) -> Vec<&'d str> {
+fn cited(f: &Finding, role: Role) -> Vec<&str> {
     f.evidence
         .iter()
         .filter(|c| c.role == role)
@@ -522,4 +525,14 @@ fn a_pipeline_stage_on_another_rank_is_found() {
     assert_eq!(origin.rule, Rule::Origin);
     assert_eq!(cited(origin, Role::Origin), ["layers.1.up#1"]);
     assert_eq!(origin.evidence[0].rank, 1);
+}
+
+/// The layout in the words the diagnosis uses (`[12, 2, 64] stride [64, 2048, 1] offset 0`).
+fn layout_words(record: &Record) -> String {
+    format!(
+        "{:?} stride {:?} offset {}",
+        record.shape.to_vec(),
+        record.stride.to_vec(),
+        record.storage_offset
+    )
 }
