@@ -152,3 +152,33 @@ fn next_capture_runs_as_printed() {
     assert_eq!(summary["windows"][0]["saved_tensors"], 1, "{summary}");
     assert_eq!(summary["windows"][0]["records"], 5, "{summary}");
 }
+
+/// The cross-fed replay the diagnosis prints for the operator pair runs as printed (from the
+/// repository, where its relative paths point) and finds the operators differ.
+#[test]
+fn next_cross_replay_runs_as_printed() {
+    let Some(py) = python() else { return };
+    let [a, b] = ["a", "b"].map(|s| format!("tests/fixtures/diagnosis/op_differs/{s}"));
+    let (code, d, _) = support::run::json_of(
+        support::run::dumpview_in_repo()
+            .args(["diagnose", &a, &b, "--json"])
+            .output()
+            .unwrap(),
+    );
+    assert_eq!(code, 1);
+    assert_eq!(d["next"]["step"], "cross_replay");
+    let command = d["next"]["commands"][0].as_str().unwrap();
+    let words: Vec<&str> = command.split(' ').collect();
+    assert_eq!(words[..3], ["dumpview", "replay", "--cross"], "{command}");
+    let cache = tempfile::tempdir().unwrap();
+    let out = support::run::with_python(cache.path())
+        .env("DUMPVIEW_PYTHON", py)
+        .args(&words[1..])
+        .arg("--json")
+        .output()
+        .unwrap();
+    let doc: Value = serde_json::from_slice(&out.stdout)
+        .unwrap_or_else(|e| panic!("{e}: {}", String::from_utf8_lossy(&out.stderr)));
+    assert_eq!(out.status.code(), Some(1));
+    assert_eq!(doc["outcome"], "operator_differs", "{doc}");
+}
