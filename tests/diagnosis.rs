@@ -536,3 +536,34 @@ fn layout_words(record: &Record) -> String {
         record.storage_offset
     )
 }
+
+#[test]
+fn the_first_bad_token_is_the_origin_when_the_headline_names_it() {
+    let d = diagnose_pair("assets/token_examples/tokens_bug_in_one_chunk");
+    let origin = d.findings.iter().find(|f| f.rule == Rule::Origin).unwrap();
+    assert_eq!(cited(origin, Role::Origin), ["layers.0.q_rope#1"]);
+    assert!(
+        origin
+            .text
+            .contains("request `req-0` position 5 (token id 611)"),
+        "{}",
+        origin.text
+    );
+    assert!(
+        origin
+            .text
+            .contains("The records' first divergence, `layers.0.k_cache_read#1`, comes later"),
+        "{}",
+        origin.text
+    );
+    // Batched against alone: no window pairs whole, every aligned row agrees.
+    let agree = diagnose_pair("assets/token_examples/tokens_batched_vs_alone");
+    assert!(!agree.found);
+    assert!(
+        agree
+            .conclusion
+            .contains("1484 aligned token rows compared, all agree"),
+        "{}",
+        agree.conclusion
+    );
+}

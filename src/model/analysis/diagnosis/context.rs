@@ -148,7 +148,26 @@ impl<'a> Context<'a> {
 
     /// Why no rule applied, for "No diagnosis: …".
     pub fn why_nothing(&self) -> String {
+        let rows = self
+            .analysis
+            .diff
+            .as_ref()
+            .and_then(|r| r.tokens.as_ref())
+            .filter(|t| t.rows_compared > 0 && t.first.is_none())
+            .map(|t| {
+                format!(
+                    " ({} aligned token rows compared, all agree)",
+                    t.rows_compared
+                )
+            })
+            .unwrap_or_default();
         match (self.b, self.analysis.diff.as_ref()) {
+            (Some(_), Some(report)) if report.windows.is_empty() && !rows.is_empty() => {
+                format!(
+                    "no window of A pairs with a window of B as a whole, and their token rows \
+                     agree{rows}"
+                )
+            }
             (Some(_), Some(report)) if report.windows.is_empty() => {
                 "no window of A pairs with a window of B (different ranks or requests), so \
                  nothing was compared"
@@ -161,9 +180,10 @@ impl<'a> Context<'a> {
                     .map(|w| w.only_a.len() + w.only_b.len())
                     .sum();
                 let missing = report.windows.iter().any(|w| w.missing_data.is_some());
-                let mut why = "A and B agree on every compared record and neither holds a NaN \
-                               or an infinity"
-                    .to_string();
+                let mut why = format!(
+                    "A and B agree on every compared record{rows} and neither holds a NaN or \
+                     an infinity"
+                );
                 if missing || one_side > 0 {
                     why.push_str(&format!(
                         " ({one_side} records were captured on one side only{}: missing \

@@ -11,14 +11,24 @@ use super::types::{Claim, Finding, Role, Rule};
 /// The finding for the first divergence's window pair; `Ok(None)` when no floating record
 /// there moved, `Err(line)` for [`super::Diagnosis::unknown`] when values moved but no
 /// differing integer stage was captured before them.
-pub(super) fn moved_values(_cx: &Context, d: &Divergence) -> Result<Option<Finding>, String> {
+pub(super) fn moved_values(cx: &Context, d: &Divergence) -> Result<Option<Finding>, String> {
     let pairs = &d.diff.pairs;
     // The first floating record that diverges must be one whose values moved: a move after
     // a magnitude divergence is downstream of it, not a finding of its own.
     let Some(moved_at) = pairs
         .iter()
         .position(|p| p.comparison.verdict.diverges() && !is_integer(&p.dtype_b))
-        .filter(|&i| matches!(pairs[i].comparison.verdict, Verdict::ValuesMoved))
+        .filter(|&i| {
+            // Rows moved between positions, as the token rows show, count too.
+            let rows_permuted = cx
+                .analysis
+                .diff
+                .as_ref()
+                .and_then(|r| r.tokens.as_ref())
+                .and_then(|t| t.first.as_ref())
+                .is_some_and(|bad| bad.kind == "rows_permuted" && bad.key == pairs[i].key);
+            rows_permuted || matches!(pairs[i].comparison.verdict, Verdict::ValuesMoved)
+        })
     else {
         return Ok(None);
     };

@@ -16,6 +16,11 @@ const CITED_DOWNSTREAM: usize = 4;
 /// The origin finding: of the first divergence when B is given, else of each window's first
 /// non-finite record. Lines for what cannot be told go to `unknown`.
 pub(super) fn origin(cx: &Context, unknown: &mut Vec<String>) -> Vec<Finding> {
+    // The diff's headline names a first bad token ahead of the records' first divergence
+    // (a bug in one chunk that whole-record pairing cannot see): that token is the origin.
+    if let Some(f) = first_bad_token(cx) {
+        return vec![f];
+    }
     if let Some(d) = cx.first_divergence() {
         let Some(first_index) = d.diff.first_divergence else {
             return Vec::new();
@@ -52,6 +57,25 @@ pub(super) fn origin(cx: &Context, unknown: &mut Vec<String>) -> Vec<Finding> {
         } else {
             String::new()
         };
+        let first_token = cx
+            .analysis
+            .diff
+            .as_ref()
+            .and_then(|r| r.tokens.as_ref())
+            .and_then(|t| t.first.as_ref())
+            .map(|bad| {
+                format!(
+                    " The first bad token: request `{}` position {}{} at `{}` ({}).",
+                    bad.request_b,
+                    bad.position,
+                    bad.token_id
+                        .map(|id| format!(" (token id {id})"))
+                        .unwrap_or_default(),
+                    bad.key,
+                    bad.kind
+                )
+            })
+            .unwrap_or_default();
         let mut f = finding(
             'b',
             d.wb,
@@ -63,6 +87,7 @@ pub(super) fn origin(cx: &Context, unknown: &mut Vec<String>) -> Vec<Finding> {
             unknown,
         );
         f.text = f.text.replacen("B's numbers", "The numbers", 1);
+        f.text.push_str(&first_token);
         return vec![f];
     }
     let mut out = Vec::new();
@@ -273,4 +298,44 @@ fn arg_bytes(desc: &serde_json::Value) -> Option<(u64, u64)> {
         stride,
     }
     .byte_range()
+}
+
+/// The first bad token of the row alignment, where the diff's headline names it: no record
+/// pair diverges (windows that pair only row by row: a chunk against a whole prefill, a batch
+/// against a request alone), or the token comes before the records' first divergence.
+fn first_bad_token(cx: &Context) -> Option<Finding> {
+    let b = cx.b?;
+    let report = cx.analysis.diff.as_ref()?;
+    let bad = report.tokens.as_ref()?.first.as_ref()?;
+    let records_first = cx.first_divergence().map(|d| d.pair.key.clone());
+    let headline_is_token = report.headline.as_ref().is_some_and(|h| h.key == bad.key);
+    if !headline_is_token || records_first.as_deref() == Some(bad.key.as_str()) {
+        return None;
+    }
+    let later = records_first
+        .map(|k| format!(" The records' first divergence, `{k}`, comes later."))
+        .unwrap_or_default();
+    let window = b
+        .windows
+        .iter()
+        .find(|w| w.source.display().to_string() == bad.source_b.0)?;
+    let record = window.records.iter().find(|r| r.seq == bad.source_b.1)?;
+    Some(Finding {
+        rule: Rule::Origin,
+        text: format!(
+            "The numbers first go wrong at request `{}` position {}{}, at `{}` ({}): the first \
+             bad token of the rows aligned across the two runs' forwards.{later}",
+            bad.request_b,
+            bad.position,
+            bad.token_id
+                .map(|id| format!(" (token id {id})"))
+                .unwrap_or_default(),
+            record.key(),
+            bad.kind
+        ),
+        evidence: vec![cite('b', window, record, Role::Origin, Claim::Captured)],
+        address: None,
+        presumed: false,
+        inputs: Vec::new(),
+    })
 }
