@@ -52,7 +52,7 @@ fn windows_and_their_first_non_finite_record_appear_as_they_land() {
     let watch = start(&[dir.path().as_os_str()]);
     let connected = watch.next("source", is("source"));
     assert_eq!(connected["state"], "connected");
-    assert_eq!(connected["v"], 1);
+    assert_eq!(connected["v"], 2);
     land(dir.path(), "a", 0);
     let window = watch.next("window", is("window"));
     assert_eq!(
@@ -69,6 +69,17 @@ fn windows_and_their_first_non_finite_record_appear_as_they_land() {
     assert_eq!(nonfinite["rank"], 1);
     assert_eq!(nonfinite["stage"], "layers.3.mlp_up#1");
     assert_eq!(nonfinite["inf_count"], 4);
+    // The diagnosis of that version follows its findings: rank 1's record is the origin.
+    let diagnosis = watch.next("diagnosis", |e| {
+        e["kind"] == "diagnosis" && e["found"] == true
+    });
+    assert_eq!(
+        (
+            diagnosis["chain"][0]["rank"].clone(),
+            diagnosis["chain"][0]["key"].clone()
+        ),
+        (1.into(), "layers.3.mlp_up#1".into())
+    );
     // Nothing repeats while nothing changes: the next events are source or none at all.
     std::thread::sleep(Duration::from_millis(800));
     let repeated: Vec<Value> = watch
@@ -275,4 +286,132 @@ fn a_windowed_manifest_landing_before_its_tensors_is_read_again_when_they_arrive
         e["kind"] == "first_nonfinite" && e.get("cleared").is_none()
     });
     assert_eq!(nonfinite["stage"], "pipeline_mk.out.task1.output.y#1");
+}
+
+/// Copies `example`'s `side` window (its manifest and the files beside it) into `root` as
+/// rank 0, the manifest last and by rename, as the probe lands it.
+fn land_window(root: &Path, example: &str, side: &str) {
+    let from = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("assets/examples")
+        .join(example)
+        .join(side)
+        .join("rank0/match1-occ1");
+    let to = root.join("rank0/match1-occ1");
+    for file in support::files_under(&from) {
+        if file.file_name().unwrap() == "manifest.json" {
+            continue;
+        }
+        let target = to.join(file.strip_prefix(&from).unwrap());
+        std::fs::create_dir_all(target.parent().unwrap()).unwrap();
+        std::fs::copy(&file, &target).unwrap();
+    }
+    let partial = to.join(".manifest.json.tmp");
+    std::fs::copy(from.join("manifest.json"), &partial).unwrap();
+    std::fs::rename(&partial, to.join("manifest.json")).unwrap();
+}
+
+/// The diagnosis against `--vs` as an event: said when it changes (the kv_alias writer →
+/// reader chain when A lands; "No diagnosis" once A is replaced by B's own window), never
+/// again while it stays the same, and as one text line without `--json`.
+#[test]
+fn the_diagnosis_is_an_event_when_it_changes_and_only_then() {
+    let dir = tempfile::tempdir().unwrap();
+    let b = Path::new(env!("CARGO_MANIFEST_DIR")).join("assets/examples/llama_kv_alias/b");
+    let watch = start(&[dir.path().as_os_str(), "--vs".as_ref(), b.as_os_str()]);
+    watch.next("source", is("source"));
+    land_window(dir.path(), "llama_kv_alias", "a");
+    let found = watch.next("a diagnosis", |e| {
+        e["kind"] == "diagnosis" && e["found"] == true
+    });
+    assert_eq!(found["v"], 2);
+    assert_eq!(found["source"], dir.path().to_str().unwrap());
+    assert!(found.get("rank").is_none(), "not a window's event: {found}");
+    let conclusion = found["conclusion"].as_str().unwrap();
+    assert!(
+        conclusion.starts_with("B's `layers.0.k_cache_read#1` (first divergence) reads"),
+        "{conclusion}"
+    );
+    assert_eq!(found["rules"][0], "writer_address_reader");
+    let chain: Vec<(String, String, String)> = found["chain"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| {
+            (
+                c["side"].as_str().unwrap().to_string(),
+                c["key"].as_str().unwrap().to_string(),
+                c["role"].as_str().unwrap().to_string(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        chain[..2],
+        [
+            (
+                "b".into(),
+                "layers.0.k_cache_write#1".into(),
+                "writer".into()
+            ),
+            (
+                "b".into(),
+                "layers.0.k_cache_read#1".into(),
+                "reader".into()
+            ),
+        ]
+    );
+    assert_eq!(found["next"]["step"], "capture");
+    // Nothing repeats while the diagnosis stays the same: the manifest written again.
+    std::thread::sleep(Duration::from_millis(600));
+    let _ = watch.lines.try_iter().count();
+    let manifest = dir.path().join("rank0/match1-occ1/manifest.json");
+    let bytes = std::fs::read(&manifest).unwrap();
+    std::fs::write(&manifest, &bytes).unwrap();
+    std::thread::sleep(Duration::from_millis(1500));
+    let repeated: Vec<Value> = watch
+        .lines
+        .try_iter()
+        .filter(|e| e["kind"] == "diagnosis")
+        .collect();
+    assert!(repeated.is_empty(), "{repeated:?}");
+    // A replaced by B's own window: A and B agree, and the diagnosis says so, once.
+    land_window(dir.path(), "llama_kv_alias", "b");
+    let none = watch.next("no diagnosis", |e| e["kind"] == "diagnosis");
+    assert_eq!(none["found"], false, "{none}");
+    assert!(
+        none["conclusion"]
+            .as_str()
+            .unwrap()
+            .starts_with("No diagnosis: "),
+        "{none}"
+    );
+    assert_eq!(none["chain"], serde_json::json!([]));
+}
+
+#[test]
+fn the_diagnosis_is_one_text_line_without_json() {
+    let dir = tempfile::tempdir().unwrap();
+    land_window(dir.path(), "llama_kv_alias", "a");
+    let b = Path::new(env!("CARGO_MANIFEST_DIR")).join("assets/examples/llama_kv_alias/b");
+    let out = Command::new(support::run::BIN)
+        .args([
+            "watch",
+            dir.path().to_str().unwrap(),
+            "--vs",
+            b.to_str().unwrap(),
+        ])
+        .args(["--poll", "0.2", "--timeout", "3"])
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    let lines: Vec<&str> = text
+        .lines()
+        .filter(|l| l.contains("] diagnosis: "))
+        .collect();
+    assert_eq!(lines.len(), 1, "{text}");
+    let prefix = format!(
+        "[{}] diagnosis: B's `layers.0.k_cache_read#1` (first divergence) reads",
+        dir.path().display()
+    );
+    assert!(lines[0].starts_with(&prefix), "{}", lines[0]);
+    assert!(lines[0].ends_with(" records cited)"), "{}", lines[0]);
 }

@@ -4,11 +4,13 @@ use serde::Serialize;
 use serde_json::{Value, json};
 
 use crate::model::analysis::Analysis;
+use crate::model::analysis::diagnosis::Diagnosis;
 use crate::model::dump::{Dump, Warning, Window};
 
 /// The version of the event format (`v` of every event). Adding a field keeps it; renaming,
-/// removing or changing the meaning of one bumps it.
-pub const EVENT_VERSION: u32 = 1;
+/// removing or changing the meaning of one bumps it, and so does a new kind (a consumer that
+/// stops at an unknown kind can tell): 2 added `diagnosis`.
+pub const EVENT_VERSION: u32 = 2;
 
 /// Names one window across versions of a followed capture: the SOURCE it came from as the
 /// user wrote it, and the window's rank, label, match, occurrence and attempt.
@@ -115,7 +117,8 @@ impl FetchProgress {
 /// rank, label, match, occurrence, attempt (window kinds), …body}`.
 #[derive(Debug, Clone, PartialEq)]
 pub struct WatchEvent {
-    /// `window`, `first_nonfinite`, `stride_conflict`, `first_divergence`, `source`, `warning`.
+    /// `window`, `first_nonfinite`, `stride_conflict`, `first_divergence`, `source`, `warning`,
+    /// `diagnosis`.
     pub kind: &'static str,
     /// Unix seconds when the event was made.
     pub ts: f64,
@@ -160,6 +163,37 @@ impl WatchEvent {
                 "state": SourceState::Connected,
                 "reason": progress.describe(),
                 "fetch": progress,
+            }),
+        }
+    }
+
+    /// A `diagnosis` event: the followed capture's diagnosis (against `--vs`, when given),
+    /// concerning `source` (the first SOURCE: the diagnosis is of the merged capture). Its
+    /// body: `conclusion`, `found`, `rules` (the findings' rules, most specific first),
+    /// `chain` (every cited record once, in chain order: `side`, `rank`, `window`, `key`,
+    /// `seq`, `role`) and `next` (the next experiment's `step`, `text` and `commands`, or
+    /// null). [`super::Tracker`] lets one through only when the conclusion or the chain
+    /// changed.
+    pub fn diagnosis(source: &str, diagnosis: &Diagnosis, ts: f64) -> WatchEvent {
+        let chain: Vec<Value> = diagnosis
+            .chain()
+            .iter()
+            .map(|c| {
+                json!({"side": c.side.to_string(), "rank": c.rank, "window": c.window,
+                       "key": c.key, "seq": c.seq, "role": c.role})
+            })
+            .collect();
+        WatchEvent {
+            kind: "diagnosis",
+            ts,
+            source: source.to_string(),
+            window: None,
+            body: json!({
+                "conclusion": diagnosis.conclusion,
+                "found": diagnosis.found,
+                "rules": diagnosis.findings.iter().map(|f| f.rule.name()).collect::<Vec<_>>(),
+                "chain": chain,
+                "next": diagnosis.next,
             }),
         }
     }
@@ -239,6 +273,14 @@ impl WatchEvent {
             ),
             "source" => format!("{} {}", str_of(&b["state"]), str_of(&b["reason"])),
             "warning" => format!("{}: {}", str_of(&b["file"]), str_of(&b["message"])),
+            "diagnosis" => match b["chain"].as_array().map_or(0, Vec::len) {
+                0 => str_of(&b["conclusion"]),
+                n => format!(
+                    "{} ({n} record{} cited)",
+                    str_of(&b["conclusion"]),
+                    if n == 1 { "" } else { "s" }
+                ),
+            },
             other => other.to_string(),
         };
         // A note is no warning; a window's line names its file (two runs under one

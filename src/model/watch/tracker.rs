@@ -8,7 +8,8 @@ use super::{WatchEvent, WindowKey};
 
 /// Remembers the last event printed per (kind, window) and lets through only what changed:
 /// a later event of one kind for one window supersedes the earlier one; an unchanged finding
-/// is not repeated; a `cleared` finding is printed only if the window had that finding.
+/// is not repeated; a `cleared` finding is printed only if the window had that finding. A
+/// `diagnosis` counts as changed only when its `conclusion` or its `chain` did.
 #[derive(Debug, Default)]
 pub struct Tracker {
     last: HashMap<(&'static str, Option<WindowKey>), Value>,
@@ -55,7 +56,7 @@ impl Tracker {
             let key = (event.kind, event.window.clone());
             let cleared = event.body.get("cleared").is_some_and(|c| c == true);
             match self.last.get(&key) {
-                Some(previous) if *previous == event.body => continue,
+                Some(previous) if same(event.kind, previous, &event.body) => continue,
                 None if cleared => continue,
                 _ => {}
             }
@@ -63,6 +64,16 @@ impl Tracker {
             out.push(event);
         }
         out
+    }
+}
+
+/// Whether `body` says what `previous` (of the same kind and window) said.
+fn same(kind: &str, previous: &Value, body: &Value) -> bool {
+    match kind {
+        "diagnosis" => ["conclusion", "chain"]
+            .iter()
+            .all(|field| previous.get(field) == body.get(field)),
+        _ => previous == body,
     }
 }
 
@@ -121,6 +132,45 @@ mod tests {
         assert!(tracker.update(Vec::new()).is_empty());
         // Back again: new, so printed again, findings included.
         assert_eq!(tracker.update(vec![window, nan]).len(), 2);
+    }
+
+    #[test]
+    fn a_diagnosis_is_said_again_only_when_its_conclusion_or_chain_changes() {
+        let mut tracker = Tracker::new();
+        let diagnosis = |conclusion: &str, chain: Value, next: &str| WatchEvent {
+            kind: "diagnosis",
+            ts: 0.0,
+            source: "run/".into(),
+            window: None,
+            body: json!({"conclusion": conclusion, "chain": chain, "next": next}),
+        };
+        let chain = json!([{"key": "w#1"}, {"key": "r#1"}]);
+        assert_eq!(
+            tracker
+                .update(vec![diagnosis("No diagnosis: x", json!([]), "")])
+                .len(),
+            1
+        );
+        assert_eq!(
+            tracker
+                .update(vec![diagnosis("r reads w", chain.clone(), "capture")])
+                .len(),
+            1
+        );
+        // Only the next experiment's words changed: not said again.
+        assert!(
+            tracker
+                .update(vec![diagnosis("r reads w", chain.clone(), "replay")])
+                .is_empty()
+        );
+        // Another record cited, the same words: said.
+        let longer = json!([{"key": "w#1"}, {"key": "r#1"}, {"key": "d#1"}]);
+        assert_eq!(
+            tracker
+                .update(vec![diagnosis("r reads w", longer, "replay")])
+                .len(),
+            1
+        );
     }
 
     #[test]

@@ -10,6 +10,7 @@ use std::time::{Duration, Instant};
 use super::{Captures, Followed, WatchOptions, merge};
 use crate::model::analysis::Analysis;
 use crate::model::analysis::compare::Tolerances;
+use crate::model::analysis::diagnosis::{Diagnosis, diagnose};
 use crate::model::dump::{Dump, Warning};
 use crate::model::watch::{FetchProgress, SourceState};
 
@@ -25,6 +26,9 @@ pub(crate) struct Version<'a> {
     pub vs: Option<&'a Dump>,
     /// `merged` analysed against `vs`.
     pub analysis: &'a Analysis,
+    /// `analysis`'s findings connected into one answer, computed once per version on the
+    /// watch thread: the workbench's banner and `dumpview watch`'s `diagnosis` event.
+    pub diagnosis: &'a Diagnosis,
 }
 
 /// Where a watch's findings go. Each method's `ControlFlow::Break` ends the watch (a closed
@@ -96,12 +100,14 @@ pub(crate) fn consume(
             ),
             None => Analysis::compute(&merged, vs_dump, tolerances),
         };
+        let diagnosis = diagnose(&merged, vs_dump, &analysis);
         let flow = sink.version(Version {
             merged: &merged,
             sources: &names,
             clashes: &clashes,
             vs: vs_dump,
             analysis: &analysis,
+            diagnosis: &diagnosis,
         });
         last = Some((merged, vs_dump.cloned(), analysis));
         if flow.is_break() {

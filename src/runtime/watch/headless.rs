@@ -135,6 +135,7 @@ impl Sink for Events<'_> {
             clashes,
             vs,
             analysis,
+            diagnosis,
         } = version;
         let mut events = Vec::new();
         let ts = now();
@@ -163,10 +164,11 @@ impl Sink for Events<'_> {
             }
         }
         let vs_name = self.vs_name.as_deref();
-        events.extend(
-            self.tracker
-                .update(snapshot(merged, sources, analysis, vs_name, ts)),
-        );
+        let mut now = snapshot(merged, sources, analysis, vs_name, ts);
+        // The diagnosis after the findings it connects; the tracker says it only when its
+        // conclusion or its cited records changed.
+        now.push(WatchEvent::diagnosis(&self.names[0], diagnosis, ts));
+        events.extend(self.tracker.update(now));
         self.write(&events)?;
         if self.found && self.until_finding {
             return ControlFlow::Break(());
