@@ -269,6 +269,51 @@ fn alias_panel_counts_conflicts_and_jumps_to_a_member() {
     );
 }
 
+// (d') The diagnosis banner under the header says what the kv_alias pair's diagnosis
+// concludes; D walks its chain: the writer first, in its window.
+#[test]
+fn the_diagnosis_banner_reads_and_d_walks_to_the_writer() {
+    if !tmux_available() {
+        return;
+    }
+    let a = example("llama_kv_alias/a");
+    let b = example("llama_kv_alias/b");
+    let t = Term::start(120, 36, &[a.to_str().unwrap(), b.to_str().unwrap()], &[]);
+    let s = t.wait_loaded();
+    let banner = s.lines()[2].to_string();
+    assert!(
+        banner.starts_with("Diagnosis (D): B's `layers.0.k_cache_read#1` (first divergence) reads"),
+        "{}",
+        s.text
+    );
+    assert!(
+        banner.trim_end().ends_with('…'),
+        "cut to the width: {banner:?}"
+    );
+    // It opens on the first divergence, the reader; D goes back to its writer.
+    assert_eq!(s.detail_title().as_deref(), Some("layers.0.k_cache_read#1"));
+    t.keys(&["D"]);
+    let s = t.wait("D: the writer selected", |s| {
+        s.shows_detail("layers.0.k_cache_write#1")
+    });
+    assert!(
+        s.status().starts_with("writer 1/")
+            && s.status()
+                .contains(": B rank 0 `layers.0.k_cache_write#1` (seq "),
+        "{}",
+        s.text
+    );
+    let line = s
+        .timeline_line("layers.0.k_cache_write#1")
+        .expect("the writer's row is visible");
+    assert!(line.contains('X'), "a stride-conflict member: {line:?}");
+    t.keys(&["D"]);
+    let s = t.wait("D: the reader selected", |s| {
+        s.shows_detail("layers.0.k_cache_read#1")
+    });
+    assert!(s.status().starts_with("reader, origin 2/"), "{}", s.text);
+}
+
 // (e) Help opens and closes; q quits with status 0 and leaves the terminal as it found it.
 #[test]
 fn help_overlay_then_quit_restores_the_terminal() {
@@ -1549,10 +1594,12 @@ fn the_module_tree_walks_to_the_first_divergence_of_the_hooked_minilm_pair() {
     t.keys(&["Left"]);
     let folded = format!("▸ {}", names[0]);
     let s = t.wait("the top module folded", |s| s.text.contains(&folded));
-    // The tree pane, left of the detail (whose title names the record too).
+    // The tree pane, left of the detail (whose title names the record too; the diagnosis
+    // banner above it may name it as well).
     let pane = |s: &support::tmux::Screen| -> String {
         s.lines()
             .iter()
+            .filter(|l| l.starts_with('│'))
             .filter_map(|l| l.split("││").next())
             .collect::<Vec<_>>()
             .join("\n")

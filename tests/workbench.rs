@@ -18,6 +18,8 @@ use ratatui::style::{Color, Modifier};
 
 #[path = "workbench/cases.rs"]
 mod cases;
+#[path = "workbench/diagnosis.rs"]
+mod diagnosis;
 #[path = "workbench/layouts.rs"]
 mod layouts;
 mod support;
@@ -185,8 +187,8 @@ fn opens_on_the_first_divergence_and_jumps_between_findings() {
 
 #[test]
 fn movement_is_clamped_and_scrolls_the_view() {
-    // 10 timeline rows.
-    let mut app = sized(example_app("llama_kv_alias"), 100, 20);
+    // 10 timeline rows (under the header and the diagnosis banner).
+    let mut app = sized(example_app("llama_kv_alias"), 100, 21);
     apply(&mut app, [Action::ViewHeight(10), Action::Top, Action::Up]);
     assert_eq!((app.selected, app.offset), (0, 0));
     apply(&mut app, [Action::PageDown, Action::PageDown]);
@@ -925,9 +927,10 @@ fn keys_and_clicks_go_through_the_keymap_and_the_hit_test() {
     assert_eq!(key(&app), "layers.0.mlp_up#1");
     assert!(!app.should_quit);
 
-    // A click on the third body row of the timeline (border and header above it), then q.
+    // A click on the third body row of the timeline (the header, the diagnosis banner, its
+    // border and header row above it), then q.
     let terminal = Terminal::new(TestBackend::new(100, 30)).unwrap();
-    let script = vec![click(5, 2 + 2 + 2), key_press(KeyCode::Char('q'))];
+    let script = vec![click(5, 2 + 1 + 2 + 2), key_press(KeyCode::Char('q'))];
     let (app, terminal) = dumpview::internals::runtime::run_with(
         terminal,
         example_app("llama_fp16_overflow"),

@@ -91,6 +91,9 @@ pub enum Action {
     /// again ([`super::tree`]). In the tree, Enter (or Space) folds and unfolds, Left folds
     /// (or goes up to the module above), Right unfolds (or goes to the first line below).
     ToggleTree,
+    /// `D`: select the next record of the diagnosis's chain (wrapping around), in its
+    /// window; the status line says which step it is.
+    WalkDiagnosis,
     /// `?`.
     ToggleHelp,
     /// `w`: the load warnings of the open captures (what was lost or noted while reading

@@ -195,6 +195,15 @@ pub static BINDINGS: &[Binding] = &[
         Some(("d", "first divergence (of the rank that diverges first)")),
     ),
     bind(
+        &[Key::Char('D')],
+        Action::WalkDiagnosis,
+        None,
+        Some((
+            "D",
+            "walk the diagnosis in the banner: the next record it cites, in its window",
+        )),
+    ),
+    bind(
         &[Key::Char('/')],
         Action::StartSearch,
         Some((6, "/ search")),

@@ -10,6 +10,8 @@ mod action;
 #[warn(missing_docs)]
 pub mod cases;
 #[warn(missing_docs)]
+mod diagnosis;
+#[warn(missing_docs)]
 pub mod export;
 #[warn(missing_docs)]
 mod filter;

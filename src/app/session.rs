@@ -8,6 +8,7 @@ use std::collections::HashMap;
 use std::path::PathBuf;
 
 use crate::model::analysis::Analysis;
+use crate::model::analysis::diagnosis::{Diagnosis, diagnose};
 use crate::model::dump::Dump;
 use crate::model::dump::Window;
 
@@ -28,6 +29,10 @@ pub struct Session {
     /// Scans of A and B and their diff, computed once when the session is made (on the
     /// loading thread, never the UI's); every panel and the exported report render from it.
     pub analysis: Analysis,
+    /// The findings of [`Session::analysis`] connected into one answer
+    /// ([`crate::model::analysis::diagnosis`]), computed with it on the same thread and
+    /// recomputed only when it is: the banner and the `D` walk read it.
+    pub diagnosis: Diagnosis,
     /// For an embedded example: the checkout the binary was built from, when its
     /// `assets/examples/` still holds the same manifests byte for byte. The embedded
     /// manifests name their saved tensors relative to a window directory that exists only
@@ -80,11 +85,13 @@ impl SavedTensors {
 }
 
 impl Session {
-    /// Recomputes [`Session::analysis`] from `a` and `b` under the default tolerances, after
-    /// they were changed in place (tests and tools that build a session by hand). The runtime
-    /// never calls this on the UI thread: it analyses while loading.
+    /// Recomputes [`Session::analysis`] and [`Session::diagnosis`] from `a` and `b` under the
+    /// default tolerances, after they were changed in place (tests and tools that build a
+    /// session by hand). The runtime never calls this on the UI thread: it analyses while
+    /// loading.
     pub fn reanalyse(&mut self) {
         self.analysis = Analysis::compute(&self.a, self.b.as_ref(), &Default::default());
+        self.diagnosis = diagnose(&self.a, self.b.as_ref(), &self.analysis);
     }
 
     /// `window` as it lies on disk, so paths relative to its window directory resolve:

@@ -221,6 +221,10 @@ pub struct App {
     /// The directory the workbench was started in, as the runtime found it: where `e`
     /// proposes to write the report. `None`: unknown (headless runs), shown as `./`.
     pub working_dir: Option<std::path::PathBuf>,
+    /// The place in [`crate::model::analysis::diagnosis::Diagnosis::chain`] of the record the
+    /// last `D` selected; `None` before the first `D`, and again when a reload brings another
+    /// diagnosis.
+    pub walk: Option<usize>,
     /// The open export prompt (`e`).
     pub export: Option<export::ExportPrompt>,
     /// What the next export prompt opens on: the path last tried (kept after a failure), or
@@ -281,6 +285,7 @@ impl App {
             cases_board: None,
             watch: None,
             working_dir: None,
+            walk: None,
             export: None,
             export_last: None,
         }
@@ -304,6 +309,10 @@ impl App {
     /// Makes `loaded` the open capture (the message names its load warnings); the caller
     /// chooses the window.
     pub(super) fn install_loaded(&mut self, loaded: Loaded) {
+        // The walk goes on through a reload that keeps the diagnosis; another one starts over.
+        if self.diagnosis() != Some(&loaded.session.diagnosis) {
+            self.walk = None;
+        }
         self.loaded = Some(loaded);
         self.message = self.standing_message();
         self.loading = None;

@@ -333,6 +333,7 @@ fn update_base(app: &mut App, action: Action, page: usize) -> Vec<Effect> {
         _ if app.loaded.is_none() => {}
         action if super::tree::takes(app, &action) => super::tree::on_key(app, action, page),
         Action::ToggleTree => super::tree::toggle(app),
+        Action::WalkDiagnosis => app.walk_diagnosis(),
         Action::Up
         | Action::Down
         | Action::PageUp

@@ -9,6 +9,7 @@ use crate::app::session::{EMBEDDED, SavedTensors};
 use crate::embedded::ExamplePair;
 use crate::model::analysis::Analysis;
 use crate::model::analysis::compare::Tolerances;
+use crate::model::analysis::diagnosis::diagnose;
 use crate::model::dump::{Dump, Window};
 use crate::model::ingest::{
     AttemptChoice, LoadError, Progress, load_attempt, read_window, same_input,
@@ -84,11 +85,14 @@ pub fn open_ignoring(
         Some(b) => format!("{} vs {}", a.display(), b.display()),
         None => a.display().to_string(),
     };
+    // Computed here, on the loading job's thread: the UI thread only installs them.
+    let analysis = Analysis::compute(&dump_a, dump_b.as_ref(), tolerances);
+    let diagnosis = diagnose(&dump_a, dump_b.as_ref(), &analysis);
     Ok(with_saved_tensors(Session {
         title,
         format: format_names(&dump_a, dump_b.as_ref()),
-        // Computed here, on the loading job's thread: the UI thread only installs it.
-        analysis: Analysis::compute(&dump_a, dump_b.as_ref(), tolerances),
+        analysis,
+        diagnosis,
         a: dump_a,
         b: dump_b,
         checkout: None,
@@ -142,10 +146,13 @@ pub fn embedded_in(
     };
     let same = same_on_disk(&pair.a) && same_on_disk(&pair.b);
     let (a, b) = (side(&pair.a)?, side(&pair.b)?);
+    let analysis = Analysis::compute(&a, Some(&b), tolerances);
+    let diagnosis = diagnose(&a, Some(&b), &analysis);
     Ok(with_saved_tensors(Session {
         title: format!("example {}", pair.name),
         format: "dump_probe manifest (embedded example)".to_string(),
-        analysis: Analysis::compute(&a, Some(&b), tolerances),
+        analysis,
+        diagnosis,
         a,
         b: Some(b),
         checkout: same.then(|| root.to_path_buf()),

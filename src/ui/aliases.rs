@@ -74,17 +74,21 @@ pub fn draw(frame: &mut Frame, app: &App, area: Rect, theme: Theme) {
         return;
     }
     // Line index of the selected member: one header line per group, one line per member.
+    // Without the focus, the member `D` walked to (a writer or reader the diagnosis cites)
+    // is marked and scrolled to instead.
     let focused = app.focus == Focus::Aliases;
+    let marked = if focused {
+        Some(app.alias_selected)
+    } else {
+        app.walked_alias_member()
+    };
     let mut selected_line = 0;
     let mut line = 0;
     let mut member = 0;
     for (_, group) in &groups {
         line += 1;
-        if focused
-            && app.alias_selected >= member
-            && app.alias_selected < member + group.members.len()
-        {
-            selected_line = line + (app.alias_selected - member);
+        if let Some(marked) = marked.filter(|&m| m >= member && m < member + group.members.len()) {
+            selected_line = line + (marked - member);
         }
         line += group.members.len();
         member += group.members.len();
@@ -134,7 +138,7 @@ pub fn draw(frame: &mut Frame, app: &App, area: Rect, theme: Theme) {
                     ),
                     width,
                 );
-                let style = if focused && member == app.alias_selected {
+                let style = if marked == Some(member) {
                     theme.selected()
                 } else {
                     Style::new()

@@ -2,6 +2,7 @@
 //!
 //! ```text
 //! ┌ header: inputs, mode, rank/window, identity, watch ──────────────────┐
+//! │ diagnosis banner: the conclusion, one line (D walks its chain)        │
 //! ├ timeline (virtualized) ──────────────┬ detail: A vs B, layout ───────┤
 //! │ glyphs seq stage#occ dtype shape      │                              │
 //! │                                       ├ storage aliases ─────────────┤
@@ -15,6 +16,7 @@
 mod aliases;
 mod cases;
 mod detail;
+mod diagnosis;
 mod export;
 mod format;
 mod header;
@@ -93,6 +95,8 @@ pub const MIN_SIZE: (u16, u16) = (60, 16);
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub struct Areas {
     pub header: Rect,
+    /// The diagnosis banner, one line under the header.
+    pub banner: Rect,
     pub timeline: Rect,
     pub detail: Rect,
     pub aliases: Rect,
@@ -124,8 +128,9 @@ pub fn layout(area: Rect, app: &App) -> Areas {
     };
     // The strip plot: one line per side; the selection is marked on its bottom border.
     let strip_height = if app.diffing() { 4 } else { 3 };
-    let [header, body, strip, overview, status] = Layout::vertical([
+    let [header, banner, body, strip, overview, status] = Layout::vertical([
         Constraint::Length(2),
+        Constraint::Length(1),
         Constraint::Min(6),
         Constraint::Length(strip_height),
         Constraint::Length(overview_height),
@@ -162,6 +167,7 @@ pub fn layout(area: Rect, app: &App) -> Areas {
         Layout::vertical([Constraint::Min(6), Constraint::Length(alias_height)]).areas(side);
     Areas {
         header,
+        banner,
         timeline,
         detail,
         aliases,
@@ -235,6 +241,7 @@ pub fn draw_screen(frame: &mut Frame, app: &App, screen: &Screen) {
     }
     let areas = screen.areas;
     header::draw(frame, app, areas.header, theme);
+    diagnosis::draw(frame, app, areas.banner, theme);
     if app.tree.is_some() {
         tree::draw(frame, app, areas.timeline, theme);
     } else {

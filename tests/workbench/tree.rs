@@ -216,7 +216,7 @@ fn scan_mode_opens_on_the_first_non_finite_record() {
         .collect();
     let line = pane
         .iter()
-        .find(|l| l.contains("mlp_up#1"))
+        .find(|l| l.starts_with('│') && l.contains("mlp_up#1"))
         .expect("the record's line");
     assert!(line.starts_with("│!"), "{line}");
     let layers = pane

@@ -91,6 +91,7 @@ impl Sink for Channel<'_> {
             title: self.title.clone(),
             format: format_names(&a, b.as_ref()),
             analysis: version.analysis.clone(),
+            diagnosis: version.diagnosis.clone(),
             a,
             b,
             checkout: None,
