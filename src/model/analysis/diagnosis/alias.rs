@@ -221,24 +221,10 @@ fn shared_bytes(x: &Record, y: &Record) -> Option<Address> {
 /// finite (same storage, elements overlapping): that last finite writer. Silent where the
 /// records carry no addresses or no earlier record overlaps.
 pub(super) fn bad_bytes_writer(cx: &Context) -> Vec<Finding> {
-    let mut out = Vec::new();
-    for (side, dump) in std::iter::once(('a', cx.a)).chain(cx.b.map(|b| ('b', b))) {
-        for window in &dump.windows {
-            let Some(nf) = cx
-                .scan_of(side, window)
-                .and_then(|s| s.first_nonfinite.as_ref())
-            else {
-                continue;
-            };
-            let Some(bad) = record(window, &nf.key) else {
-                continue;
-            };
-            if let Some(f) = last_finite_writer(side, window, bad) {
-                out.push(f);
-            }
-        }
-    }
-    out
+    cx.first_nonfinite_records()
+        .into_iter()
+        .filter_map(|(side, window, bad)| last_finite_writer(side, window, bad))
+        .collect()
 }
 
 fn last_finite_writer(side: char, window: &Window, bad: &Record) -> Option<Finding> {

@@ -138,6 +138,23 @@ impl<'a> Context<'a> {
         out
     }
 
+    /// Every window's first non-finite record, A's windows then B's: `(side, window, record)`.
+    pub fn first_nonfinite_records(&self) -> Vec<(char, &'a Window, &'a Record)> {
+        let mut out = Vec::new();
+        for (side, dump) in std::iter::once(('a', self.a)).chain(self.b.map(|b| ('b', b))) {
+            for window in &dump.windows {
+                let first = self
+                    .scan_of(side, window)
+                    .and_then(|s| s.first_nonfinite.as_ref())
+                    .and_then(|nf| record(window, &nf.key));
+                if let Some(first) = first {
+                    out.push((side, window, first));
+                }
+            }
+        }
+        out
+    }
+
     /// The window a citation names (by side and source).
     pub fn window_of(&self, cite: &Cite) -> Option<&'a Window> {
         self.dump(cite.side)?

@@ -91,52 +91,46 @@ pub(super) fn origin(cx: &Context, unknown: &mut Vec<String>) -> Vec<Finding> {
         return vec![f];
     }
     let mut out = Vec::new();
-    for (side, dump) in std::iter::once(('a', cx.a)).chain(cx.b.map(|b| ('b', b))) {
-        for window in &dump.windows {
-            let Some(nf) = cx
-                .scan_of(side, window)
-                .and_then(|s| s.first_nonfinite.as_ref())
-            else {
-                continue;
-            };
-            let Some(origin) = record(window, &nf.key) else {
-                continue;
-            };
-            // A rank that only received the NaN through a collective is told by the
-            // across-ranks finding; its own origin would repeat it.
-            let across = if side == 'a' {
-                &cx.analysis.ranks_a
-            } else {
-                &cx.analysis.ranks_b
-            };
-            let propagated_rank = across.iter().any(|x| {
-                x.label == window.label
-                    && x.match_index == window.match_index
-                    && x.occurrence == window.occurrence
-                    && !x.origin_ranks.contains(&window.rank)
-            });
-            if propagated_rank {
-                continue;
-            }
-            let keys: Vec<String> = window
-                .records
-                .iter()
-                .filter(|r| r.seq > origin.seq && nonfinite(r))
-                .map(Record::key)
-                .collect();
-            let keys_ref: Vec<&str> = keys.iter().map(String::as_str).collect();
-            let what = format!("the first non-finite record, {}", nf.counts_text());
-            out.push(finding(
-                side,
-                window,
-                origin,
-                Claim::NonFinite,
-                &what,
-                &keys_ref,
-                "",
-                unknown,
-            ));
+    for (side, window, origin) in cx.first_nonfinite_records() {
+        // A rank that only received the NaN through a collective is told by the
+        // across-ranks finding; its own origin would repeat it.
+        let across = if side == 'a' {
+            &cx.analysis.ranks_a
+        } else {
+            &cx.analysis.ranks_b
+        };
+        let propagated_rank = across.iter().any(|x| {
+            x.label == window.label
+                && x.match_index == window.match_index
+                && x.occurrence == window.occurrence
+                && !x.origin_ranks.contains(&window.rank)
+        });
+        if propagated_rank {
+            continue;
         }
+        let keys: Vec<String> = window
+            .records
+            .iter()
+            .filter(|r| r.seq > origin.seq && nonfinite(r))
+            .map(Record::key)
+            .collect();
+        let keys_ref: Vec<&str> = keys.iter().map(String::as_str).collect();
+        let counts = cx
+            .scan_of(side, window)
+            .and_then(|s| s.first_nonfinite.as_ref())
+            .map(|nf| nf.counts_text())
+            .unwrap_or_default();
+        let what = format!("the first non-finite record, {counts}");
+        out.push(finding(
+            side,
+            window,
+            origin,
+            Claim::NonFinite,
+            &what,
+            &keys_ref,
+            "",
+            unknown,
+        ));
     }
     out
 }
