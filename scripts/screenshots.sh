@@ -6,10 +6,11 @@
 #
 #   bash scripts/screenshots.sh [OUT_DIR]        (default: screenshots/)
 #
-# Writes scan.png, tokens.png, diff.png, tree.png, aliases.png, help.png, tensors.png, layouts.png,
-# replay-dialog.png, replay.png, cases-form.png and cases-board.png (DUMPVIEW_SHOTS="NAME ..."
-# takes only those); the replay and case shots run a real replay with .venv's torch. Installs
-# what is missing first: tmux and fonts-dejavu-core with apt-get, Pillow into .venv with pip.
+# Writes scan.png, tokens.png, diff.png, tree.png, aliases.png, diagnosis.png, help.png,
+# tensors.png, layouts.png, replay-dialog.png, replay.png, cases-form.png and cases-board.png
+# (DUMPVIEW_SHOTS="NAME ..." takes only those); the replay and case shots run a real replay with
+# .venv's torch. Installs what is missing first: tmux and fonts-dejavu-core with apt-get, Pillow
+# into .venv with pip.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ROOT="$PWD"
@@ -102,6 +103,9 @@ shot diff "NaN/inf counts differ" -- demo --pair llama_fp16_overflow
 shot tree "timeline" m "tree " -- tests/fixtures/minilm_hooked/a tests/fixtures/minilm_hooked/b
 # The KV-cache alias pair, Tab: focus on the storage aliases (6 stride conflicts).
 shot aliases "6 conflicts" Tab "6 conflicts" -- assets/examples/llama_kv_alias/a assets/examples/llama_kv_alias/b
+# The KV-cache alias pair's diagnosis banner under the header, `D`: the chain's first record, the
+# writer, selected in the timeline and marked in the alias panel, its step in the status line.
+shot diagnosis "6 conflicts" D "writer 1/" -- assets/examples/llama_kv_alias/a assets/examples/llama_kv_alias/b
 # The help overlay.
 shot help "NaN/inf counts differ" "?" "help (? or Esc closes)" -- demo --pair llama_fp16_overflow
 # `t` on the fp16 pair's first divergence: its saved tensors compared, the popup with the histogram.
