@@ -172,6 +172,13 @@ fn run(exe: &Path, args: &[&str], env: &[(&str, &str)]) -> Run {
     for var in PROBE_VARS {
         cmd.env_remove(var);
     }
+    // And any other DUMP_PROBE_* setting of the test's own environment (the manifest's run.env
+    // lists them all).
+    for (name, _) in std::env::vars_os() {
+        if name.to_string_lossy().starts_with("DUMP_PROBE") {
+            cmd.env_remove(name);
+        }
+    }
     cmd.env_remove("LD_LIBRARY_PATH");
     for (k, v) in env {
         cmd.env(k, v);
@@ -352,6 +359,33 @@ fn the_host_backend_end_to_end_then_scan_and_diff_find_what_was_planted() {
     );
     assert_eq!(manifest_b["storage_identity"], "storage_id");
     assert_eq!(manifest_b["warnings"], serde_json::json!([]));
+    // How the driver was started: its arguments after the program, the program, the working
+    // directory at dp_arm, and every DUMP_PROBE* variable (run() removes the others).
+    let started = &manifest_b["run"];
+    assert_eq!(started["argv"], serde_json::json!(["b"]));
+    assert_eq!(
+        started["executable"].as_str().map(Path::new),
+        Some(exe.canonicalize().unwrap().as_path())
+    );
+    assert_eq!(
+        started["cwd"].as_str().map(Path::new),
+        Some(std::env::current_dir().unwrap().as_path())
+    );
+    assert_eq!(
+        started["env"],
+        serde_json::json!({
+            "DUMP_PROBE": "1",
+            "DUMP_PROBE_BACKEND": "host",
+            "DUMP_PROBE_DIR": b.to_str().unwrap(),
+            "DUMP_PROBE_MATCH": "2",
+            "DUMP_PROBE_ROWS": "1",
+            "DUMP_PROBE_TENSOR": "^logits$",
+        })
+    );
+    let loaded = dumpview::load(std::slice::from_ref(&b), &mut |_| {}).unwrap();
+    let run_b = loaded.windows[0].run.as_ref().expect("ingest reads run");
+    assert_eq!(run_b.argv, ["b"]);
+    assert_eq!(run_b.env["DUMP_PROBE_MATCH"], "2");
     assert_eq!(
         stages(&manifest_b),
         [

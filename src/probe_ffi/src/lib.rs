@@ -21,6 +21,7 @@ pub mod names;
 pub mod pool;
 pub mod row_map;
 pub mod rows;
+pub mod run_info;
 pub mod session;
 pub mod shard;
 pub mod staging;

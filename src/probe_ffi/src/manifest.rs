@@ -85,6 +85,8 @@ pub struct Header<'a> {
     pub armed_unix_s: f64,
     /// Seconds since the epoch at `dp_finish`.
     pub finished_unix_s: f64,
+    /// How the process was started (at `dp_arm`): the manifest's `run`.
+    pub run: &'a crate::run_info::RunInfo,
     /// `host`, `acl` or `cuda`.
     pub backend: &'a str,
     /// Why that backend.
@@ -305,6 +307,7 @@ pub fn text(
         format!("\"pid\": {}", h.pid),
         format!("\"armed_unix_s\": {}", stat_text(h.armed_unix_s)),
         format!("\"finished_unix_s\": {}", stat_text(h.finished_unix_s)),
+        format!("\"run\": {}", h.run.to_json()),
         format!("\"backend\": {}", string(h.backend)),
         format!("\"backend_reason\": {}", string(h.backend_reason)),
         format!("\"budget_bytes\": {}", h.budget_bytes),

@@ -75,6 +75,8 @@ struct Window {
     /// `metadata.parallel`, the axes shard annotations refer to.
     layout: crate::shard::Layout,
     armed_unix_s: f64,
+    /// How the process was started, read at `dp_arm` (the working directory then).
+    run: crate::run_info::RunInfo,
     captures: Vec<Capture>,
     skipped: Vec<Skipped>,
     warnings: Vec<String>,
@@ -387,6 +389,7 @@ impl Session {
                 metadata,
                 layout,
                 armed_unix_s: now(),
+                run: crate::run_info::RunInfo::current(),
                 captures: Vec::new(),
                 skipped: Vec::new(),
                 warnings,
@@ -1194,6 +1197,7 @@ fn finish_window(state: &mut State, window: &mut Window) -> Result<(), Failure> 
         pid: std::process::id(),
         armed_unix_s: window.armed_unix_s,
         finished_unix_s: now(),
+        run: &window.run,
         backend: state.runtime.name(),
         backend_reason: &state.backend_reason,
         budget_bytes: state.staging.budget(),
