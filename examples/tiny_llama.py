@@ -204,7 +204,8 @@ class TinyLlama:
         for i, lw in enumerate(self.layers):
             name = "layers.%d." % i
             if i == 0:
-                cap_inputs(name + "input_norm", x=h, weight=lw["input_norm"], eps=self.eps)
+                cap_inputs(name + "input_norm", x=h, weight=lw["input_norm"], eps=self.eps,
+                           outputs=name + "input_norm")
             x = rms_norm(h, lw["input_norm"], self.eps)
             cap(name + "input_norm", x)
             q = (x @ lw["q"].T).view(T, self.heads, self.head_dim)
@@ -214,7 +215,8 @@ class TinyLlama:
             cap(name + "k", k)
             cap(name + "v", v)
             if i == 0:
-                cap_inputs(name + "rope", q=q, k=k, cos=cos, sin=sin, positions=positions)
+                cap_inputs(name + "rope", q=q, k=k, cos=cos, sin=sin, positions=positions,
+                           outputs=(name + "q_rope", name + "k_rope"))
             q = apply_rope(q, cos, sin)
             k = apply_rope(k, cos, sin)
             cap(name + "q_rope", q)
