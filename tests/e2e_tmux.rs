@@ -296,10 +296,12 @@ fn the_diagnosis_banner_reads_and_d_walks_to_the_writer() {
     let s = t.wait("D: the writer selected", |s| {
         s.shows_detail("layers.0.k_cache_write#1")
     });
+    // The status line (two rows here: the address follows the record) names the step.
+    let status = status_rows(&s);
     assert!(
-        s.status().starts_with("writer 1/")
-            && s.status()
-                .contains(": B rank 0 `layers.0.k_cache_write#1` (seq "),
+        status.starts_with("writer 1/")
+            && status.contains(": B rank 0 `layers.0.k_cache_write#1` (seq ")
+            && status.contains("storage 13 on cpu, bytes ["),
         "{}",
         s.text
     );
@@ -311,7 +313,25 @@ fn the_diagnosis_banner_reads_and_d_walks_to_the_writer() {
     let s = t.wait("D: the reader selected", |s| {
         s.shows_detail("layers.0.k_cache_read#1")
     });
-    assert!(s.status().starts_with("reader, origin 2/"), "{}", s.text);
+    assert!(
+        status_rows(&s).starts_with("reader, origin 2/"),
+        "{}",
+        s.text
+    );
+}
+
+/// The status bar's rows below the strip plot's bottom border, joined.
+fn status_rows(s: &support::tmux::Screen) -> String {
+    let lines = s.lines();
+    let border = lines
+        .iter()
+        .rposition(|l| l.starts_with('└'))
+        .expect("the strip's border");
+    lines[border + 1..]
+        .iter()
+        .map(|l| l.trim())
+        .collect::<Vec<_>>()
+        .join(" ")
 }
 
 // (e) Help opens and closes; q quits with status 0 and leaves the terminal as it found it.

@@ -51,10 +51,9 @@ impl App {
             });
             return;
         }
-        let roles: Vec<Vec<Role>> = chain
-            .iter()
-            .map(|c| roles_of(self.diagnosis().expect("open"), c))
-            .collect();
+        let roles: Vec<Vec<Role>> = chain.iter().map(|c| roles_of(diagnosis, c)).collect();
+        let addresses: Vec<Option<String>> =
+            chain.iter().map(|c| address_of(diagnosis, c)).collect();
         let step = self.walk.map_or(0, |w| (w + 1) % chain.len());
         let cite = &chain[step];
         self.walk = Some(step);
@@ -95,8 +94,11 @@ impl App {
         } else {
             ""
         };
+        let address = addresses[step]
+            .as_ref()
+            .map_or(String::new(), |a| format!(" · {a}"));
         self.message = Some(format!(
-            "{} {}/{}: {}{layout}{hidden}",
+            "{} {}/{}: {}{layout}{address}{hidden}",
             role_words(&roles[step]),
             step + 1,
             chain.len(),
@@ -139,6 +141,23 @@ fn roles_of(diagnosis: &Diagnosis, cite: &Cite) -> Vec<Role> {
         }
     }
     roles
+}
+
+/// The bytes a finding citing `cite` as a writer or a reader is about (the alias and the
+/// bad-bytes findings name them), in words: the address of writer → address → reader.
+fn address_of(diagnosis: &Diagnosis, cite: &Cite) -> Option<String> {
+    diagnosis.findings.iter().find_map(|f| {
+        let cites = f.evidence.iter().any(|c| {
+            (c.side, c.rank, &c.key) == (cite.side, cite.rank, &cite.key)
+                && matches!(
+                    c.role,
+                    Role::Writer | Role::Reader | Role::LastFiniteWriter | Role::FirstNonFinite
+                )
+        });
+        cites
+            .then(|| f.address.as_ref().map(|a| a.describe()))
+            .flatten()
+    })
 }
 
 /// `reader, origin`.

@@ -51,6 +51,11 @@ fn d_walks_the_chain_writer_then_reader_then_downstream_and_wraps() {
         "{message}"
     );
     assert!(message.contains("stride [64, 2048, 1]"), "{message}");
+    // The address the writer and the reader share.
+    assert!(
+        message.contains(" · storage 13 on cpu, bytes [0x"),
+        "{message}"
+    );
     // The writer is a member of a conflicting alias group of B: marked there too.
     let member = app
         .walked_alias_member()
@@ -72,6 +77,10 @@ fn d_walks_the_chain_writer_then_reader_then_downstream_and_wraps() {
         "{message}"
     );
     assert!(app.walked_alias_member().is_some());
+    assert!(
+        message.contains(" · storage 13 on cpu, bytes [0x"),
+        "{message}"
+    );
 
     update(&mut app, Action::WalkDiagnosis);
     assert_eq!(key(&app), DOWNSTREAM);
@@ -83,8 +92,9 @@ fn d_walks_the_chain_writer_then_reader_then_downstream_and_wraps() {
         "{:?}",
         app.message
     );
-    // Not an alias member: nothing marked in the panel.
+    // Not an alias member: nothing marked in the panel, no address.
     assert_eq!(app.walked_alias_member(), None);
+    assert!(!app.message.as_deref().unwrap().contains(" · storage"));
 
     // Round the chain: back to the writer.
     apply(&mut app, (3..n).map(|_| Action::WalkDiagnosis));
