@@ -71,6 +71,26 @@ def run_side(script, args, env_vars):
     return result
 
 
+def record_run(manifest_path, script, args, env_vars):
+    """Add the manifest's ``run`` (docs/manifest.md) to a committed dump written before the probe
+    recorded it: the command that captures this side again, relative to the repository root
+    (``cwd`` "."), as ``dumpview diagnose`` prints it back with new settings. A manifest that
+    already has a ``run`` is left as it is. The object goes in as one line after ``world_size``,
+    so the rest of the file (one record per line) is unchanged."""
+    with open(manifest_path) as f:
+        text = f.read()
+    if '"run":' in text.split('"records"', 1)[0]:
+        return False
+    env = {k: v for k, v in env_vars.items() if k.startswith("DUMP_PROBE")}
+    run = {"argv": [script] + list(args), "cwd": ".", "executable": ".venv/bin/python", "env": env}
+    lines = text.split("\n")
+    at = next(i for i, line in enumerate(lines) if line.startswith(' "world_size":'))
+    lines.insert(at + 1, ' "run": %s,' % json.dumps(run))
+    with open(manifest_path, "w") as f:
+        f.write("\n".join(lines))
+    return True
+
+
 def fresh_dir(path):
     """Delete a pair's previous output: the probe never overwrites, by design."""
     if os.path.exists(path):

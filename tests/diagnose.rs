@@ -182,3 +182,29 @@ fn next_cross_replay_runs_as_printed() {
     assert_eq!(out.status.code(), Some(1));
     assert_eq!(doc["outcome"], "operator_differs", "{doc}");
 }
+
+/// The example pairs record the command that captures each side again (relative to the
+/// repository), so the capture the diagnosis prints for them runs from a checkout as printed.
+#[test]
+fn kv_alias_next_capture_is_the_recorded_command_with_new_settings() {
+    let (_, d, _) = support::run::json_of(
+        support::run::dumpview_in_repo()
+            .args([
+                "diagnose",
+                "assets/examples/llama_kv_alias/a",
+                "assets/examples/llama_kv_alias/b",
+                "--json",
+            ])
+            .output()
+            .unwrap(),
+    );
+    assert_eq!(d["next"]["step"], "capture");
+    assert_eq!(
+        d["next"]["commands"][0],
+        "DUMP_PROBE=1 DUMP_PROBE_DIR=assets/examples/llama_kv_alias/b-next DUMP_PROBE_MATCH=1 \
+         DUMP_PROBE_OCCURRENCE=1 DUMP_PROBE_RANKS=0 DUMP_PROBE_ROWS=all \
+         DUMP_PROBE_TENSOR='^(layers\\.0\\.k_cache_write|layers\\.0\\.k_cache_read)$' \
+         DUMP_PROBE_TENSOR_FORMAT=safetensors .venv/bin/python examples/llama_decoder.py \
+         --side llama_kv_alias b"
+    );
+}

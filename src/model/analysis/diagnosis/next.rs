@@ -302,7 +302,7 @@ pub(super) fn rerun(window: &Window, keys: &[&str], extra: &[(&str, String)]) ->
         env.insert((*k).into(), v.clone());
     }
     let mut words = Vec::new();
-    if !run.cwd.is_empty() {
+    if !run.cwd.is_empty() && run.cwd != "." {
         words.push(format!("cd {} &&", quote(&run.cwd)));
     }
     words.extend(env.iter().map(|(k, v)| format!("{k}={}", quote(v))));

@@ -313,7 +313,7 @@ pub fn parse_by_lines(bytes: &[u8], path: &Path) -> Option<Parsed> {
             stats_dtype: partial.stats_dtype.take(),
             records,
             input_sets: std::mem::take(&mut partial.input_sets),
-        run: partial.run.take(),
+            run: partial.run.take(),
             format: crate::model::dump::SourceFormat::Probe,
             facts: &FACTS,
             context: None,
