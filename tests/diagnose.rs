@@ -208,3 +208,29 @@ fn kv_alias_next_capture_is_the_recorded_command_with_new_settings() {
          --side llama_kv_alias b"
     );
 }
+
+/// A manifest cut short by a killed run: what it holds is diagnosed, the lost evidence is a
+/// warning in the JSON and makes the exit status 1, whatever the diagnosis.
+#[test]
+fn a_truncated_manifest_is_a_warning_and_exit_1() {
+    let tmp = tempfile::tempdir().unwrap();
+    let b = tmp.path().join("b");
+    support::copy_tree(&repo("assets/examples/llama_chunked_prefill/b"), &b);
+    let manifest = b.join("rank0/match1-occ4/manifest.json");
+    let bytes = std::fs::read(&manifest).unwrap();
+    std::fs::write(&manifest, &bytes[..bytes.len() * 2 / 3]).unwrap();
+    let a = repo("assets/examples/llama_chunked_prefill/a");
+    let (code, doc, _) = json(&[
+        "diagnose",
+        &a.display().to_string(),
+        &b.display().to_string(),
+        "--json",
+    ]);
+    assert_eq!(code, 1, "{doc}");
+    let warnings = doc["warnings"].as_array().expect("a warnings list");
+    assert!(!warnings.is_empty(), "{doc}");
+    assert!(
+        doc.as_object().unwrap().contains_key("next"),
+        "next is null, not absent"
+    );
+}

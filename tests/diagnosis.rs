@@ -166,6 +166,27 @@ fn kv_alias_names_the_writer_the_address_and_the_reader() {
 }
 
 #[test]
+fn kv_alias_bad_side_alone_names_its_first_stride_conflict() {
+    // One capture: no divergence to tie the conflict to, but the conflict is the finding.
+    let (_, d) = diagnose_one("assets/examples/llama_kv_alias/b");
+    assert!(d.found, "{}", d.conclusion);
+    let f = &d.findings[0];
+    assert_eq!(f.rule, Rule::WriterAddressReader);
+    assert_eq!(cited(f, Role::Writer), ["layers.0.k_cache_write#1"]);
+    assert_eq!(cited(f, Role::Reader), ["layers.0.k_cache_read#1"]);
+    assert!(
+        f.text.contains("6 such groups in this window"),
+        "{}",
+        f.text
+    );
+    assert!(
+        d.next.as_ref().unwrap().text.contains("in the capture"),
+        "{:?}",
+        d.next
+    );
+}
+
+#[test]
 fn kv_alias_correct_side_alone_has_no_diagnosis() {
     // A's K cache is written and read through one layout: aliases, no conflict, all finite.
     let (_, d) = diagnose_one("assets/examples/llama_kv_alias/a");
@@ -565,5 +586,133 @@ fn the_first_bad_token_is_the_origin_when_the_headline_names_it() {
             .contains("1484 aligned token rows compared, all agree"),
         "{}",
         agree.conclusion
+    );
+}
+
+#[test]
+fn a_nan_received_through_an_in_place_all_reduce_is_not_a_bad_bytes_finding() {
+    // tp2_nan with rank 0's all-reduce in place: `layers.0.down#1` lies on the bytes of
+    // `layers.0.down_partial#1`, captured finite before the collective brought rank 1's NaN.
+    let mut a = load("tests/fixtures/layouts/tp2_nan");
+    for w in a.windows.iter_mut() {
+        let partial = w
+            .records
+            .iter()
+            .find(|r| r.stage.as_str() == "layers.0.down_partial")
+            .unwrap()
+            .clone();
+        let down = w
+            .records
+            .iter_mut()
+            .find(|r| r.stage.as_str() == "layers.0.down")
+            .unwrap();
+        assert!(down.collective.is_some());
+        down.storage_id = partial.storage_id;
+        down.storage_ptr = partial.storage_ptr;
+        down.data_ptr = partial.data_ptr;
+        down.storage_offset = partial.storage_offset;
+    }
+    let analysis = Analysis::compute(&a, None, &Tolerances::default());
+    let d = diagnose(&a, None, &analysis);
+    cites_hold(&a, None, &analysis, &d);
+    assert!(
+        !rules(&d).contains(&Rule::BadBytesWriter),
+        "{:#?}",
+        d.findings
+    );
+    assert_eq!(d.findings[0].rule, Rule::AcrossRanks);
+    assert_eq!(d.findings[0].evidence[0].rank, 1);
+}
+
+#[test]
+fn a_replicated_record_that_is_itself_a_collective_says_so() {
+    let (_, d) = diagnose_one("tests/fixtures/layouts/tp2_no_all_reduce");
+    let f = d
+        .findings
+        .iter()
+        .find(|f| f.rule == Rule::AcrossRanks)
+        .expect("a replica finding");
+    assert!(
+        f.text.contains("is itself the output of a collective"),
+        "{}",
+        f.text
+    );
+    assert!(!f.text.contains("the collective before it"), "{}", f.text);
+}
+
+#[test]
+fn moved_values_with_the_index_stages_saved_whole_ask_for_the_ablation() {
+    let a = load("tests/fixtures/diagnosis/index_suspect/a");
+    let mut b = load("tests/fixtures/diagnosis/index_suspect/b");
+    let mut a = a;
+    for dump in [&mut a, &mut b] {
+        let slots = dump.windows[0]
+            .records
+            .iter_mut()
+            .find(|r| r.stage.as_str() == "slot_mapping")
+            .unwrap();
+        slots.tensor_file = Some("tensors/slot_mapping#1.safetensors".into());
+        slots.truncated = Some(false);
+    }
+    let analysis = Analysis::compute(&a, Some(&b), &Tolerances::default());
+    let d = diagnose(&a, Some(&b), &analysis);
+    let next = d.next.as_ref().unwrap();
+    assert_eq!(next.step, Step::Ablation, "{next:?}");
+    assert!(next.commands.is_empty());
+}
+
+#[test]
+fn two_runs_recorded_with_one_directory_get_one_new_directory_each() {
+    let mut a = load("tests/fixtures/diagnosis/index_suspect/a");
+    let mut b = load("tests/fixtures/diagnosis/index_suspect/b");
+    for dump in [&mut a, &mut b] {
+        let run = dump.windows[0].run.as_mut().unwrap();
+        run.env.remove("DUMP_PROBE_DIR");
+        // Not a probe setting: never printed back.
+        run.env.insert("EVIL".into(), "1".into());
+    }
+    let analysis = Analysis::compute(&a, Some(&b), &Tolerances::default());
+    let d = diagnose(&a, Some(&b), &analysis);
+    let commands = &d.next.as_ref().unwrap().commands;
+    assert_eq!(commands.len(), 2);
+    assert!(
+        commands[0].contains("DUMP_PROBE_DIR=dump_probe_out-next-a "),
+        "{}",
+        commands[0]
+    );
+    assert!(
+        commands[1].contains("DUMP_PROBE_DIR=dump_probe_out-next-b "),
+        "{}",
+        commands[1]
+    );
+    assert!(commands.iter().all(|c| !c.contains("EVIL")));
+}
+
+#[test]
+fn a_rank_of_a_job_is_told_to_start_the_way_the_job_was_launched() {
+    let mut a = load("tests/fixtures/layouts/tp2_nan");
+    for w in &mut a.windows {
+        w.run = Some(dumpview::model::dump::RunInfo {
+            argv: vec!["tp.py".into()],
+            cwd: "/work".into(),
+            executable: Some("/usr/bin/python3".into()),
+            env: [("DUMP_PROBE_DIR".to_string(), "out".to_string())]
+                .into_iter()
+                .collect(),
+        });
+    }
+    let analysis = Analysis::compute(&a, None, &Tolerances::default());
+    let d = diagnose(&a, None, &analysis);
+    let next = d.next.as_ref().unwrap();
+    assert_eq!(next.commands.len(), 1);
+    assert!(
+        next.commands[0].contains("DUMP_PROBE_RANKS=all"),
+        "{}",
+        next.commands[0]
+    );
+    assert!(
+        next.text.contains("rank 1's, one process of a 2-rank job"),
+        "{}",
+        next.text
     );
 }

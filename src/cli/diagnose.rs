@@ -22,8 +22,9 @@ pub struct DiagnoseArgs {
 }
 
 impl DiagnoseArgs {
-    /// Loads the captures, computes their analysis and prints the diagnosis; `Found` when a
-    /// rule applied.
+    /// Loads the captures, computes their analysis and prints the diagnosis (`--json`: the
+    /// diagnosis with the loaders' `warnings`); `Found` when a rule applied or a load lost
+    /// evidence.
     ///
     /// # Errors
     /// An input that cannot be loaded, or bad tolerances.
@@ -37,12 +38,21 @@ impl DiagnoseArgs {
         let (a, b) = (&dumps[0], dumps.get(1));
         let analysis = Analysis::compute(a, b, &tolerances);
         let diagnosis = diagnose(a, b, &analysis);
+        let warnings: Vec<&crate::model::dump::Warning> =
+            dumps.iter().flat_map(|d| &d.warnings).collect();
         if cx.json {
-            println!("{}", serde_json::to_string_pretty(&diagnosis)?);
+            let mut doc = serde_json::to_value(&diagnosis)?;
+            doc["warnings"] = serde_json::to_value(&warnings)?;
+            println!("{}", serde_json::to_string_pretty(&doc)?);
         } else {
             print!("{}", present::diagnosis::text(&diagnosis));
         }
-        Ok(if diagnosis.found {
+        // Evidence a load lost (a truncated manifest, records dropped) is something to look at,
+        // as for every subcommand, even where what was read gives no diagnosis.
+        let lost = dumps
+            .iter()
+            .any(|d| crate::model::dump::any_lost(&d.warnings));
+        Ok(if diagnosis.found || lost {
             Conclusion::Found
         } else {
             Conclusion::Clean

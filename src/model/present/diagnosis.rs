@@ -15,6 +15,7 @@ pub fn role_name(role: Role) -> &'static str {
         Role::Downstream => "downstream",
         Role::Propagated => "reads the origin's output",
         Role::Suspect => "suspect",
+        Role::Moved => "values moved",
         Role::Collective => "collective",
         Role::Input => "input",
         Role::Upstream => "upstream, agrees",

@@ -223,11 +223,16 @@ fn shared_bytes(x: &Record, y: &Record) -> Option<Address> {
 pub(super) fn bad_bytes_writer(cx: &Context) -> Vec<Finding> {
     cx.first_nonfinite_records()
         .into_iter()
-        .filter_map(|(side, window, bad)| last_finite_writer(side, window, bad))
+        // A record that is a collective's output got its bytes from the collective, and a rank
+        // that received its NaN that way is the across-ranks finding's: no writer to find here.
+        .filter(|(side, window, bad)| {
+            bad.collective.is_none() && !cx.received_nonfinite(*side, window)
+        })
+        .filter_map(|(side, window, bad)| last_finite_writer(cx, side, window, bad))
         .collect()
 }
 
-fn last_finite_writer(side: char, window: &Window, bad: &Record) -> Option<Finding> {
+fn last_finite_writer(cx: &Context, side: char, window: &Window, bad: &Record) -> Option<Finding> {
     let bad_view = Expanded::new(view_of(bad)?);
     let writer = window
         .records
@@ -254,10 +259,10 @@ fn last_finite_writer(side: char, window: &Window, bad: &Record) -> Option<Findi
     Some(Finding {
         rule: Rule::BadBytesWriter,
         text: format!(
-            "{}'s first non-finite record `{}` (seq {}) reads {}, which `{}` (seq {}) captured \
+            "{} first non-finite record `{}` (seq {}) reads {}, which `{}` (seq {}) captured \
              finite: what wrote the NaN or infinity into them ran between seq {} and seq {}, \
              after the last captured writer.{between_text}",
-            side_name(side),
+            cx.whose(side, window),
             bad.key(),
             bad.seq,
             address.describe(),
@@ -281,4 +286,81 @@ pub(super) fn shorten(keys: &[String], limit: usize) -> String {
     } else {
         shown.join(", ")
     }
+}
+
+/// Stride conflicts no writer → reader finding covers: with one capture, a finding for each
+/// window's first conflicting pair (there is no divergence to tie it to); with two, a line for
+/// [`super::Diagnosis::unknown`] per window.
+pub(super) fn untied_conflicts(
+    cx: &Context,
+    findings: &[Finding],
+    unknown: &mut Vec<String>,
+) -> Vec<Finding> {
+    let cited = |key: &str| {
+        findings
+            .iter()
+            .any(|f| f.rule == Rule::WriterAddressReader && f.evidence.iter().any(|c| c.key == key))
+    };
+    let mut out = Vec::new();
+    for (side, dump) in std::iter::once(('a', cx.a)).chain(cx.b.map(|b| ('b', b))) {
+        for window in &dump.windows {
+            let Some(scan) = cx.scan_of(side, window) else {
+                continue;
+            };
+            let groups: Vec<&AliasGroup> = scan
+                .alias_groups
+                .iter()
+                .filter(|g| g.stride_conflict && !g.members.iter().any(|m| cited(&m.key)))
+                .collect();
+            let Some(first) = groups.first() else {
+                continue;
+            };
+            let Some((w, r)) = first.conflicts.first() else {
+                continue;
+            };
+            if cx.b.is_some() {
+                unknown.push(format!(
+                    "whether the {} stride-conflicting alias group{} of {} rank {} (first: `{w}` \
+                     and `{r}`) matter: none holds the first divergence",
+                    groups.len(),
+                    if groups.len() == 1 { "" } else { "s" },
+                    side_name(side),
+                    window.rank
+                ));
+                continue;
+            }
+            let (Some(writer), Some(reader)) = (record(window, w), record(window, r)) else {
+                continue;
+            };
+            let Some(address) = shared_bytes(writer, reader) else {
+                continue;
+            };
+            let mut wc = cite(side, window, writer, Role::Writer, Claim::Captured);
+            wc.layout = Some(layout_words(writer));
+            let mut rc = cite(side, window, reader, Role::Reader, Claim::Captured);
+            rc.layout = Some(layout_words(reader));
+            out.push(Finding {
+                rule: Rule::WriterAddressReader,
+                text: format!(
+                    "{} `{}` reads {} as {}, which `{}` wrote as {}: the two layouts disagree on \
+                     the shared bytes (a stride conflict; {} such group{} in this window, the \
+                     first shown). One capture has no divergence to tie it to: diagnose it \
+                     against a correct run (`dumpview diagnose GOOD BAD`).",
+                    cx.whose(side, window),
+                    reader.key(),
+                    address.describe(),
+                    layout_words(reader),
+                    writer.key(),
+                    layout_words(writer),
+                    groups.len(),
+                    if groups.len() == 1 { "" } else { "s" },
+                ),
+                evidence: vec![wc, rc],
+                address: Some(address),
+                presumed: may_have_earlier_writer(window),
+                inputs: Vec::new(),
+            });
+        }
+    }
+    out
 }

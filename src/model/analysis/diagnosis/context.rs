@@ -155,6 +155,33 @@ impl<'a> Context<'a> {
         out
     }
 
+    /// Whether `window` (of `side`) is a rank that went non-finite only after another rank of
+    /// its request did (the across-ranks answer): its NaN came in through a collective or a
+    /// pipeline stage.
+    pub fn received_nonfinite(&self, side: char, window: &Window) -> bool {
+        let across = if side == 'a' {
+            &self.analysis.ranks_a
+        } else {
+            &self.analysis.ranks_b
+        };
+        across.iter().any(|x| {
+            x.label == window.label
+                && x.match_index == window.match_index
+                && x.occurrence == window.occurrence
+                && !x.origin_ranks.contains(&window.rank)
+        })
+    }
+
+    /// `B's` or, for a capture of several ranks, `B's rank 1's` (how a finding names whose
+    /// record it is).
+    pub fn whose(&self, side: char, window: &Window) -> String {
+        if window.world_size > 1 {
+            format!("{}'s rank {}", side_name(side), window.rank)
+        } else {
+            format!("{}'s", side_name(side))
+        }
+    }
+
     /// The window a citation names (by side and source).
     pub fn window_of(&self, cite: &Cite) -> Option<&'a Window> {
         self.dump(cite.side)?
@@ -203,8 +230,13 @@ impl<'a> Context<'a> {
                 );
                 if missing || one_side > 0 {
                     why.push_str(&format!(
-                        " ({one_side} records were captured on one side only{}: missing \
-                         evidence, not agreement)",
+                        " ({one_side} {} captured on one side only{}: missing evidence, \
+                         not agreement)",
+                        if one_side == 1 {
+                            "record was"
+                        } else {
+                            "records were"
+                        },
                         if missing { ", MISSING DATA" } else { "" }
                     ));
                 }

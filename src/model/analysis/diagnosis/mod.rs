@@ -35,6 +35,8 @@ pub fn diagnose(a: &Dump, b: Option<&Dump>, analysis: &Analysis) -> Diagnosis {
     for target in cx.targets() {
         findings.extend(alias::writer_address_reader(&cx, &target));
     }
+    let untied = alias::untied_conflicts(&cx, &findings, &mut unknown);
+    findings.extend(untied);
     findings.extend(alias::bad_bytes_writer(&cx));
     if let Some(first) = cx.first_divergence() {
         let explained = findings.iter().any(|f: &Finding| {
@@ -66,7 +68,17 @@ pub fn diagnose(a: &Dump, b: Option<&Dump>, analysis: &Analysis) -> Diagnosis {
                 .replacen("In A, ", "", 1);
         }
     }
-    let next = next::experiment(&cx, &findings);
+    let mut next = next::experiment(&cx, &findings);
+    if b.is_none()
+        && let Some(next) = &mut next
+    {
+        next.text = next
+            .text
+            .replace(" in A ", " in the capture ")
+            .replace(" of A ", " of the capture ");
+    }
+    let mut seen = std::collections::HashSet::new();
+    unknown.retain(|line| seen.insert(line.clone()));
     let conclusion = conclusion(&cx, &findings);
     Diagnosis {
         found: conclusion.is_ok(),

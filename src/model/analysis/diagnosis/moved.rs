@@ -59,7 +59,7 @@ pub(super) fn moved_values(cx: &Context, d: &Divergence) -> Result<Option<Findin
         }
     }
     if let Some(r) = record(d.wb, &moved.key) {
-        evidence.push(cite('b', d.wb, r, Role::Reader, Claim::Diverges));
+        evidence.push(cite('b', d.wb, r, Role::Moved, Claim::Diverges));
     }
     let suspect_keys: Vec<String> = suspects.iter().map(|p| p.key.clone()).collect();
     let controls = if agreeing.is_empty() {

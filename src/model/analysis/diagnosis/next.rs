@@ -79,6 +79,19 @@ pub(super) fn experiment(cx: &Context, findings: &[Finding]) -> Option<Experimen
                 .collect();
             let keys: Vec<&str> = suspects.iter().map(|c| c.key.as_str()).collect();
             let d = cx.first_divergence()?;
+            let saved = |w: &Window| keys.iter().all(|k| record(w, k).is_some_and(saved_whole));
+            if saved(d.wa) && saved(d.wb) {
+                return Some(Experiment {
+                    step: Step::Ablation,
+                    text: format!(
+                        "Both sides saved the index stages whole ({}): `dumpview tensors` shows \
+                         which entries differ. Change one variable: give B A's values of them \
+                         (or fix what computes them) and see whether the values stop moving.",
+                        keys.join(", ")
+                    ),
+                    commands: Vec::new(),
+                });
+            }
             both_sides(
                 [d.wa, d.wb],
                 &keys,
@@ -247,28 +260,60 @@ fn capture(
     let command = rerun(window, keys, extra);
     Some(Experiment {
         step: Step::Capture,
-        text: with_note(text, window, command.is_some(), keys),
+        text: with_note(text, window, command.is_some(), keys, extra),
         commands: command.into_iter().collect(),
     })
 }
 
 /// The same capture of A's and B's runs.
 fn both_sides(windows: [&Window; 2], keys: &[&str], text: String) -> Option<Experiment> {
-    let commands: Vec<String> = windows.iter().filter_map(|w| rerun(w, keys, &[])).collect();
+    let mut commands: Vec<String> = windows.iter().filter_map(|w| rerun(w, keys, &[])).collect();
+    // Two runs recorded with one output directory (the default, then renamed): one new
+    // directory each, or they would be attempts 1 and 2 of one window.
+    if let [a, b] = commands.as_mut_slice()
+        && let (Some(da), Some(db)) = (next_dir(windows[0]), next_dir(windows[1]))
+        && da == db
+    {
+        let flag = |dir: &str| format!("DUMP_PROBE_DIR={}", quote(dir));
+        *a = a.replace(&flag(&da), &flag(&format!("{da}-a")));
+        *b = b.replace(&flag(&db), &flag(&format!("{db}-b")));
+    }
     let all = commands.len() == 2;
     Some(Experiment {
         step: Step::Capture,
-        text: with_note(text, windows[1], all, keys),
+        text: with_note(text, windows[1], all, keys, &[]),
         commands,
     })
 }
 
 /// The settings spelled out where the command line is not known.
-fn with_note(mut text: String, window: &Window, known: bool, keys: &[&str]) -> String {
+fn with_note(
+    mut text: String,
+    window: &Window,
+    known: bool,
+    keys: &[&str],
+    extra: &[(&str, String)],
+) -> String {
+    if known && window.world_size > 1 {
+        text.push_str(&format!(
+            " The command line is rank {}'s, one process of a {}-rank job: start it the way the \
+             job was launched (torchrun, mpirun, the serving engine), with these settings in \
+             its environment.",
+            window.rank, window.world_size
+        ));
+    }
+    if known && window.run.as_ref().is_some_and(|r| r.cwd == ".") {
+        text.push_str(" Run it from the repository root (the recorded working directory).");
+    }
     if !known {
         text.push_str(&format!(
-            " Rerun with DUMP_PROBE_TENSOR='{}' DUMP_PROBE_ROWS=all (the command line of {} was \
-             not recorded: a probe older than the manifest's `run`).",
+            " Rerun with {}DUMP_PROBE_TENSOR='{}' DUMP_PROBE_ROWS=all (the command line of {} \
+             was not recorded: a probe older than the manifest's `run`, or a `run` that does not \
+             read).",
+            extra
+                .iter()
+                .map(|(k, v)| format!("{k}={} ", quote(v)))
+                .collect::<String>(),
             stage_regex(keys),
             window.source.display()
         ));
@@ -286,16 +331,16 @@ pub(super) fn rerun(window: &Window, keys: &[&str], extra: &[(&str, String)]) ->
     if first == "-c" || first.is_empty() {
         return None;
     }
-    let mut env = run.env.clone();
+    // Only the probe's own settings: the recorded environment is input, and nothing else of
+    // it belongs in a printed command.
+    let mut env: std::collections::BTreeMap<String, String> = run
+        .env
+        .iter()
+        .filter(|(k, _)| k.as_str() == "DUMP_PROBE" || k.starts_with("DUMP_PROBE_"))
+        .map(|(k, v)| (k.clone(), v.clone()))
+        .collect();
     env.insert("DUMP_PROBE".into(), "1".into());
-    let dir = env
-        .get("DUMP_PROBE_DIR")
-        .cloned()
-        .unwrap_or_else(|| "dump_probe_out".into());
-    env.insert(
-        "DUMP_PROBE_DIR".into(),
-        format!("{}-next", dir.trim_end_matches('/')),
-    );
+    env.insert("DUMP_PROBE_DIR".into(), next_dir(window)?);
     env.insert("DUMP_PROBE_TENSOR".into(), stage_regex(keys));
     env.insert("DUMP_PROBE_ROWS".into(), "all".into());
     for (k, v) in extra {
@@ -309,6 +354,18 @@ pub(super) fn rerun(window: &Window, keys: &[&str], extra: &[(&str, String)]) ->
     words.push(quote(run.executable.as_deref().unwrap_or("python3")));
     words.extend(run.argv.iter().map(|a| quote(a)));
     Some(words.join(" "))
+}
+
+/// The new output directory of a rerun of `window`'s run: its recorded `DUMP_PROBE_DIR` (the
+/// probe's default `dump_probe_out` where none was set) with `-next`.
+fn next_dir(window: &Window) -> Option<String> {
+    let run = window.run.as_ref()?;
+    let dir = run
+        .env
+        .get("DUMP_PROBE_DIR")
+        .map(String::as_str)
+        .unwrap_or("dump_probe_out");
+    Some(format!("{}-next", dir.trim_end_matches('/')))
 }
 
 /// `^(layers\.0\.k_cache_write|layers\.0\.k_cache_read)$` for keys `stage#N`.

@@ -53,7 +53,14 @@ pub(super) fn origin(cx: &Context, unknown: &mut Vec<String>) -> Vec<Finding> {
             }
         );
         let extra = if nonfinite_later > 0 {
-            format!(" ({nonfinite_later} of them hold NaN or infinity in B)")
+            format!(
+                " ({nonfinite_later} of them {} NaN or infinity in B)",
+                if nonfinite_later == 1 {
+                    "holds"
+                } else {
+                    "hold"
+                }
+            )
         } else {
             String::new()
         };
@@ -94,18 +101,7 @@ pub(super) fn origin(cx: &Context, unknown: &mut Vec<String>) -> Vec<Finding> {
     for (side, window, origin) in cx.first_nonfinite_records() {
         // A rank that only received the NaN through a collective is told by the
         // across-ranks finding; its own origin would repeat it.
-        let across = if side == 'a' {
-            &cx.analysis.ranks_a
-        } else {
-            &cx.analysis.ranks_b
-        };
-        let propagated_rank = across.iter().any(|x| {
-            x.label == window.label
-                && x.match_index == window.match_index
-                && x.occurrence == window.occurrence
-                && !x.origin_ranks.contains(&window.rank)
-        });
-        if propagated_rank {
+        if cx.received_nonfinite(side, window) {
             continue;
         }
         let keys: Vec<String> = window
@@ -146,7 +142,9 @@ fn finding(
     extra: &str,
     unknown: &mut Vec<String>,
 ) -> Finding {
-    let propagated = propagated_from(window, origin);
+    let mut propagated = propagated_from(window, origin);
+    let mut seen = std::collections::HashSet::new();
+    propagated.retain(|(key, _)| seen.insert(key.clone()));
     let mut evidence = vec![cite(side, window, origin, Role::Origin, claim)];
     for key in downstream.iter().take(CITED_DOWNSTREAM) {
         if propagated.iter().any(|(k, _)| k == key) {

@@ -34,6 +34,15 @@ pub(super) fn across_ranks(cx: &Context) -> Vec<Finding> {
             let mut evidence = vec![cite(side, window, origin, Role::Origin, Claim::NonFinite)];
             let collective = collective_before(window, origin);
             let tail = match collective {
+                Some(c) if c.seq == origin.seq => {
+                    evidence.push(cite(side, window, c, Role::Collective, Claim::Collective));
+                    format!(
+                        "; `{}` is itself the output of a collective ({}): check what each rank \
+                         sent into it",
+                        c.key(),
+                        c.collective.as_deref().unwrap_or("collective")
+                    )
+                }
                 Some(c) => {
                     evidence.push(cite(side, window, c, Role::Collective, Claim::Collective));
                     format!(
@@ -85,12 +94,21 @@ pub(super) fn across_ranks(cx: &Context) -> Vec<Finding> {
                         w1
                     };
                     evidence.push(cite(f.side, w, c, Role::Collective, Claim::Collective));
-                    format!(
-                        "; the collective before it is `{}` ({}) on rank {}",
-                        c.key(),
-                        c.collective.as_deref().unwrap_or("collective"),
-                        w.rank
-                    )
+                    if c.seq == r2.seq || c.seq == r1.seq {
+                        format!(
+                            "; `{}` is itself the output of a collective ({}): the ranks \
+                             received different results from it",
+                            c.key(),
+                            c.collective.as_deref().unwrap_or("collective"),
+                        )
+                    } else {
+                        format!(
+                            "; the collective before it is `{}` ({}) on rank {}",
+                            c.key(),
+                            c.collective.as_deref().unwrap_or("collective"),
+                            w.rank
+                        )
+                    }
                 }
                 None => "; no collective is captured before it: the replicas were made \
                          differently (a weight loaded differently on one rank, or a missing \

@@ -59,6 +59,8 @@ pub enum Role {
     Propagated,
     /// An integer index stage that differs before values moved.
     Suspect,
+    /// The record whose values moved.
+    Moved,
     /// The collective captured before a rank's first non-finite record or a replica split.
     Collective,
     /// An operator input captured with the input set (or a hooked module's input).
@@ -208,8 +210,7 @@ pub struct Diagnosis {
     pub findings: Vec<Finding>,
     /// What is not known: rules whose evidence is missing, each with what would supply it.
     pub unknown: Vec<String>,
-    /// The next cheapest experiment; `None` when nothing was found to follow.
-    #[serde(skip_serializing_if = "Option::is_none")]
+    /// The next cheapest experiment; `None` (JSON `null`) when nothing was found to follow.
     pub next: Option<Experiment>,
 }
 
