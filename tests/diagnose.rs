@@ -234,3 +234,24 @@ fn a_truncated_manifest_is_a_warning_and_exit_1() {
         "next is null, not absent"
     );
 }
+
+/// A `run` that does not read is a note naming the file, not silence: the next capture is then
+/// given in words.
+#[test]
+fn a_malformed_run_is_a_note() {
+    let tmp = tempfile::tempdir().unwrap();
+    let b = tmp.path().join("b");
+    support::copy_tree(&repo("tests/fixtures/diagnosis/bad_bytes/b"), &b);
+    let manifest = b.join("rank0/match1-occ1/manifest.json");
+    let mut doc: Value = serde_json::from_slice(&std::fs::read(&manifest).unwrap()).unwrap();
+    doc["run"] = "oops".into();
+    std::fs::write(&manifest, serde_json::to_vec(&doc).unwrap()).unwrap();
+    let (code, d, _) = json(&["diagnose", &b.display().to_string(), "--json"]);
+    assert_eq!(code, 1);
+    let warnings = d["warnings"].to_string();
+    assert!(
+        warnings.contains("run (the command line) does not read"),
+        "{warnings}"
+    );
+    assert!(warnings.contains("manifest.json"), "{warnings}");
+}

@@ -602,7 +602,10 @@ impl<'de> Visitor<'de> for TopSeed<'_> {
                 }
                 "run" => {
                     let value = map.next_value::<serde_json::Value>()?;
-                    p.run = serde_json::from_value(value).ok();
+                    match serde_json::from_value(value) {
+                        Ok(run) => p.run = Some(run),
+                        Err(e) => p.notes.run_unreadable = Some(e.to_string()),
+                    }
                 }
                 "storage_identity" => {
                     let value = map.next_value::<serde_json::Value>()?;

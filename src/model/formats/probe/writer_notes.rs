@@ -40,6 +40,8 @@ pub struct WriterNotes {
     pub budget_bytes: Option<u64>,
     /// `storage_identity`: `storage_id`, `storage_ptr`, `mixed` or `none`.
     pub storage_identity: Option<String>,
+    /// Why the `run` object did not read, when it did not.
+    pub run_unreadable: Option<String>,
 }
 
 impl WriterNotes {
@@ -105,6 +107,15 @@ impl WriterNotes {
         }
         for text in &self.unreadable {
             out.push(Warning::lost(path, text.clone()));
+        }
+        if let Some(why) = &self.run_unreadable {
+            out.push(Warning::note(
+                path,
+                format!(
+                    "run (the command line) does not read ({why}): a next capture is printed as \
+                     settings in words, not as a command"
+                ),
+            ));
         }
         match self.storage_identity.as_deref() {
             Some("storage_ptr") | Some("mixed") => out.push(Warning::note(
