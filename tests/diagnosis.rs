@@ -128,13 +128,13 @@ fn kv_alias_names_the_writer_the_address_and_the_reader() {
     assert!(!f.presumed, "a prefill window: the writer is in it");
     assert!(
         f.text
-            .contains("as [12, 2, 64] stride [128, 64, 1] offset 0"),
+            .contains("read as [12, 2, 64] stride [128, 64, 1] offset 0"),
         "{}",
         f.text
     );
     assert!(
         f.text
-            .contains("wrote as [12, 2, 64] stride [64, 2048, 1] offset 0"),
+            .contains("written as [12, 2, 64] stride [64, 2048, 1] offset 0"),
         "{}",
         f.text
     );
@@ -431,7 +431,7 @@ fn a_reader_shifted_against_the_other_run_names_its_writer() {
     assert!(!f.text.contains("stride conflict"), "{}", f.text);
     assert!(
         f.text
-            .contains("as [11, 2, 64] stride [128, 64, 1] offset 128"),
+            .contains("read as [11, 2, 64] stride [128, 64, 1] offset 128"),
         "{}",
         f.text
     );

@@ -131,14 +131,15 @@ fn finding(
         ""
     };
     let mut text = format!(
-        "{}'s `{}` ({}) reads {} as {}, which `{}`{presumed_text} wrote as {}.",
-        side_name(side),
+        "{} `{}` ({}) reads bytes that `{}`{presumed_text} wrote through another layout: \
+         written as {}, read as {}, at {}.",
+        cx.whose(side, window),
         reader.key(),
         target.why,
-        address.describe(),
-        layout_words(reader),
         writer.key(),
         layout_words(writer),
+        layout_words(reader),
+        address.describe(),
     );
     if conflict {
         text.push_str(" The two layouts disagree on the shared bytes (a stride conflict).");
@@ -342,16 +343,16 @@ pub(super) fn untied_conflicts(
             out.push(Finding {
                 rule: Rule::WriterAddressReader,
                 text: format!(
-                    "{} `{}` reads {} as {}, which `{}` wrote as {}: the two layouts disagree on \
-                     the shared bytes (a stride conflict; {} such group{} in this window, the \
-                     first shown). One capture has no divergence to tie it to: diagnose it \
-                     against a correct run (`dumpview diagnose GOOD BAD`).",
+                    "{} `{}` reads bytes that `{}` wrote through a conflicting layout: written \
+                     as {}, read as {}, at {} (a stride conflict; {} such group{} in this \
+                     window, the first shown). One capture has no divergence to tie it to: \
+                     diagnose it against a correct run (`dumpview diagnose GOOD BAD`).",
                     cx.whose(side, window),
                     reader.key(),
-                    address.describe(),
-                    layout_words(reader),
                     writer.key(),
                     layout_words(writer),
+                    layout_words(reader),
+                    address.describe(),
                     groups.len(),
                     if groups.len() == 1 { "" } else { "s" },
                 ),
