@@ -33,9 +33,17 @@ pub(super) fn origin(cx: &Context, unknown: &mut Vec<String>) -> Vec<Finding> {
             .filter(|p| p.comparison.verdict.diverges())
             .map(|p| p.key.as_str())
             .collect();
+        // One walk over B's records, not a lookup per downstream key (a million-record
+        // capture can have most of them downstream).
+        let nonfinite_keys: std::collections::HashSet<String> =
+            d.wb.records
+                .iter()
+                .filter(|r| nonfinite(r))
+                .map(Record::key)
+                .collect();
         let nonfinite_later = downstream
             .iter()
-            .filter(|k| record(d.wb, k).is_some_and(nonfinite))
+            .filter(|k| nonfinite_keys.contains(**k))
             .count();
         let what = format!(
             "the first divergence ({}{})",
