@@ -457,3 +457,84 @@ fn the_committed_diagnosis_pairs_give_their_outcomes() {
         assert_eq!(json["stage"], "norm#1");
     }
 }
+
+#[test]
+fn an_operator_that_raises_is_not_judged_with_its_error() {
+    let Some(_) = python() else { return };
+    let root = tempfile::tempdir().unwrap();
+    let a = capture(root.path(), "a", &NORM);
+    let b = capture(root.path(), "b", &Run { seed: 1, ..NORM });
+    let raising = root.path().join("raising.py");
+    std::fs::write(
+        &raising,
+        "def op(x, weight, eps):\n    raise ValueError('no kernel for this layout')\n",
+    )
+    .unwrap();
+    let (code, json, stderr) = cross_json(
+        root.path(),
+        s(&a),
+        s(&b),
+        &["--candidate", &format!("{}:op", raising.display())],
+    );
+    assert_eq!(code, 1, "{stderr}\n{json:#}");
+    let nj = &json["directions"][0]["not_judged"];
+    let why = nj["why"].as_str().unwrap();
+    assert!(why.contains("B's operator raised on A's inputs"), "{why}");
+    assert!(
+        why.contains("ValueError: no kernel for this layout"),
+        "{why}"
+    );
+    let fix = nj["fix"].as_str().unwrap();
+    assert!(fix.starts_with("check that"), "{fix}");
+    assert!(
+        fix.contains("runs on A's input set layers.0.norm#1"),
+        "{fix}"
+    );
+    assert!(!fix.contains("dtype and device"), "{fix}");
+}
+
+#[test]
+fn an_operator_of_a_that_cannot_be_imported_says_to_capture_a_again() {
+    let Some(_) = python() else { return };
+    let root = tempfile::tempdir().unwrap();
+    let a = capture(root.path(), "a", &NORM);
+    let b = capture(root.path(), "b", &Run { seed: 1, ..NORM });
+    // No --candidate replaces A's operator: A is captured again.
+    let path = a.join("rank0/match1-occ1/manifest.json");
+    let mut manifest: Value = serde_json::from_slice(&std::fs::read(&path).unwrap()).unwrap();
+    manifest["input_sets"][0]["op"] = Value::from("no_such_module_xyz:op");
+    std::fs::write(&path, serde_json::to_vec_pretty(&manifest).unwrap()).unwrap();
+    let (code, json, stderr) = cross_json(root.path(), s(&a), s(&b), &[]);
+    assert_eq!(code, 1, "{stderr}\n{json:#}");
+    let fix = json["directions"][1]["not_judged"]["fix"].as_str().unwrap();
+    assert!(!fix.contains("--candidate"), "{fix}");
+    assert!(
+        fix.contains("capture A again with dp.capture_inputs(\"layers.0.norm\", _op="),
+        "{fix}"
+    );
+}
+
+#[test]
+fn an_interpreter_that_says_nothing_is_named() {
+    let Some(_) = python() else { return };
+    let root = tempfile::tempdir().unwrap();
+    let a = capture(root.path(), "a", &NORM);
+    let b = capture(root.path(), "b", &Run { seed: 1, ..NORM });
+    let out = with_python(&root.path().join("cache"))
+        .env("DUMPVIEW_PYTHON", "/usr/bin/false")
+        .args([
+            "replay",
+            "--cross",
+            s(&a),
+            s(&b),
+            "--stage",
+            "layers.0.norm#1",
+        ])
+        .output_within_limit();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_ne!(out.status.code(), Some(0));
+    assert!(
+        stderr.contains("the interpreter /usr/bin/false exited with status 1 without output"),
+        "{stderr}"
+    );
+}

@@ -22,6 +22,7 @@ use super::python::ScriptDir;
 use super::replay::{self as runner, ListRequest, ReplayError, ReplayRequest, Upload};
 use crate::model::dump::InputSetOutput;
 use crate::model::replay::cross::{self, Cross, Direction, NotJudged};
+use crate::model::replay::record::DIED;
 use crate::model::replay::{ReplayDir, ReplayVerdict, Standard};
 use crate::model::tensor::TensorFile;
 use crate::remote;
@@ -381,14 +382,18 @@ fn resolve_op(op: &str, side: &SetOnSide) -> String {
     }
 }
 
+/// The stage of `side`'s set (`layers.0.norm` of `layers.0.norm#1`).
+fn stage_of(side: &SetOnSide) -> &str {
+    side.key
+        .rsplit_once('#')
+        .map_or(side.key.as_str(), |(s, _)| s)
+}
+
 /// The capture_inputs call that links and saves outputs, for a fix: the set's own stage as
 /// the output's (the usual case: the stage the operator's output is captured under) and the
 /// recorded operator.
 fn capture_fix(side: &SetOnSide, what: &str) -> String {
-    let stage = side
-        .key
-        .rsplit_once('#')
-        .map_or(side.key.as_str(), |(s, _)| s);
+    let stage = stage_of(side);
     format!(
         "capture {} again with the set's outputs {what}: dp.capture_inputs(\"{stage}\", \
          _op=\"{}\", outputs=(\"{stage}\",), **inputs), outputs= naming the stage whose \
@@ -552,14 +557,22 @@ fn direction(
                 ),
                 fix: format!(
                     "make {operator} importable by the Python that runs it{} (install its \
-                     package or put its module on PYTHONPATH, give the file as \
-                     /abs/path/file.py:function, or name another operator with --candidate for \
-                     B's side)",
+                     package or put its module on PYTHONPATH, or give the file as \
+                     /abs/path/file.py:function){}",
                     direction
                         .host
                         .as_deref()
                         .or(op_side.remote.as_ref().map(|(spec, _)| spec.host.as_str()))
-                        .map_or(String::new(), |h| format!(" on {h}"))
+                        .map_or(String::new(), |h| format!(" on {h}")),
+                    match op_side.name {
+                        "B" => ", or name another operator with --candidate".to_string(),
+                        // --candidate replaces B's operator only.
+                        _ => format!(
+                            ", or capture A again with dp.capture_inputs(\"{}\", \
+                             _op=\"module:function\", ...) naming an importable operator",
+                            stage_of(op_side)
+                        ),
+                    }
                 ),
             });
             return Ok(direction);
@@ -614,14 +627,31 @@ fn direction(
     .map_err(ReplayError::Failed)?;
     direction.reproduces = match judged.verdict {
         ReplayVerdict::Crash | ReplayVerdict::Unsupported => {
+            let raised = dir
+                .record
+                .sides
+                .candidate
+                .as_ref()
+                .and_then(|c| c.exception.as_ref())
+                .is_some_and(|e| e.kind != DIED);
             direction.not_judged = Some(NotJudged {
-                why: format!(
-                    "{operator} did not compute on these inputs: {}",
-                    judged.reason
+                why: if raised {
+                    format!(
+                        "{}'s operator raised on {}'s inputs: {}",
+                        op_side.name, inputs.name, judged.reason
+                    )
+                } else {
+                    format!(
+                        "{}'s operator did not compute on {}'s inputs: {}",
+                        op_side.name, inputs.name, judged.reason
+                    )
+                },
+                fix: format!(
+                    "check that {operator} runs on {}'s input set {} (its arguments' names, \
+                     dtypes, shapes and device: dumpview replay {} --list), then rerun this \
+                     command",
+                    inputs.name, inputs.key, inputs.dump
                 ),
-                fix: "make the operator run on the captured inputs' dtype and device (--python \
-                      a Python whose torch has its kernels)"
-                    .into(),
             });
             None
         }

@@ -289,6 +289,15 @@ impl ScriptLog {
         };
         match ending {
             Ending::Exited(0) => Ok(()),
+            // Not a word on stderr: the interpreter never ran the script (a program that is
+            // no Python, `/usr/bin/false`), or died before saying why.
+            Ending::Exited(code) if said.trim().is_empty() && (code != 127 || host.is_none()) => {
+                Err(PythonError::Failed(format!(
+                    "{what}{on}: the interpreter {python} {} without output (is it a Python with \
+                 torch? give one with {hint})",
+                    ending.describe()
+                )))
+            }
             _ if torch.is_some() => Err(PythonError::Input(format!(
                 "{python}{on} cannot import torch ({}); give a Python that has it with {hint}",
                 torch.unwrap_or_default()
@@ -614,6 +623,15 @@ mod tests {
         assert!(
             matches!(&e, Err(PythonError::Input(m)) if m.contains("not found on h")),
             "{e:?}"
+        );
+        let e = log_of(&[]).check(Ending::Exited(1), "replay_op.py", "/usr/bin/false", None);
+        assert_eq!(
+            e,
+            Err(PythonError::Failed(
+                "replay_op.py: the interpreter /usr/bin/false exited with status 1 without \
+                 output (is it a Python with torch? give one with --python or $DUMPVIEW_PYTHON)"
+                    .into()
+            ))
         );
         let e = log_of(&[]).check(Ending::Killed(9), "replay_op.py --batch", "py", None);
         assert!(
