@@ -1975,6 +1975,9 @@ def batch(args):
         cases = [c for c in cases if c["id"] in args.only]
     for case in cases:  # refused before any work: evidence is never overwritten
         check_out(os.path.join(args.out_root, case["id"]))
+    for directory in args.paths:
+        if directory not in sys.path:
+            sys.path.append(directory)
     for module in args.imports:
         try:
             importlib.import_module(module)
@@ -2055,6 +2058,9 @@ def _parser():
                         help="pass a captured argument under another parameter name")
     parser.add_argument("--import", dest="imports", action="append", default=[], metavar="MODULE",
                         help="import MODULE first (e.g. one that registers torch.ops)")
+    parser.add_argument("--path", dest="paths", action="append", default=[], metavar="DIR",
+                        help="append DIR to the import path before OP and REF are resolved (repeatable): where the "
+                             "captured run's own modules live (dumpview --cross gives the run's working directory)")
     parser.add_argument("--seed", type=int, default=0, help="torch.manual_seed before each call (default 0)")
     parser.add_argument("--out", metavar="DIR", help="output directory (created; an existing non-empty one is refused)")
     parser.add_argument("--candidate-only", action="store_true",
@@ -2086,6 +2092,9 @@ def _pairs(items, flag):
 
 def replay(args):
     """The replay proper; returns the path of replay.json."""
+    for directory in args.paths:
+        if directory not in sys.path:
+            sys.path.append(directory)  # after the installed packages: it never shadows them
     for module in args.imports:
         try:
             importlib.import_module(module)

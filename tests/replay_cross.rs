@@ -458,6 +458,179 @@ fn the_committed_diagnosis_pairs_give_their_outcomes() {
     }
 }
 
+/// Runs `script` (after loading the probe as `dp`) with the real probe capturing into
+/// `root/name`, started in `root` (the run's `cwd`, where its own modules are); returns the
+/// dump directory.
+fn capture_script(root: &Path, name: &str, script: &str) -> PathBuf {
+    let dump = root.join(name);
+    let script = format!(
+        r#"
+import importlib.util, sys
+import torch
+_spec = importlib.util.spec_from_file_location("dump_probe", {probe:?})
+dp = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(dp)
+{script}
+"#,
+        probe = support::python::repo("assets/dump_probe.py")
+            .display()
+            .to_string(),
+    );
+    let out = ran(Command::new(python().unwrap())
+        .arg("-c")
+        .arg(script)
+        .current_dir(root)
+        .env("DUMP_PROBE", "1")
+        .env("DUMP_PROBE_DIR", &dump)
+        .env("DUMP_PROBE_KERNEL", "torch")
+        .env("OMP_NUM_THREADS", "1")
+        .output()
+        .unwrap());
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    dump
+}
+
+/// `dumpview replay --cross A B --stage STAGE EXTRA --json`.
+fn cross_stage_json(
+    root: &Path,
+    a: &str,
+    b: &str,
+    stage: &str,
+    extra: &[&str],
+) -> (i32, Value, String) {
+    json_of(
+        with_python(&root.join("cache"))
+            .args(["replay", "--cross", a, b, "--stage", stage])
+            .args(extra)
+            .arg("--json")
+            .output_within_limit(),
+    )
+}
+
+/// A module whose class `hook(model, input_sets=True)` records as the sets' operator
+/// (`hkmod.Norm`), and a function wrapping it that takes the set's inputs.
+const HKMOD: &str = r#"
+import torch
+
+class Norm(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.weight = torch.nn.Parameter(torch.linspace(0.5, 1.5, 16))
+
+    def forward(self, x):
+        return x * torch.rsqrt(x.pow(2).mean(dim=-1, keepdim=True) + 1e-6) * self.weight
+
+class Model(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.norm = Norm()
+
+    def forward(self, x):
+        return self.norm(x) * 2
+
+def norm(x):
+    with torch.no_grad():
+        return Norm()(x)
+"#;
+
+#[test]
+fn a_hooked_modules_set_is_not_judged_and_says_to_give_a_function() {
+    let Some(_) = python() else { return };
+    let root = tempfile::tempdir().unwrap();
+    std::fs::write(root.path().join("hkmod.py"), HKMOD).unwrap();
+    let script = r#"
+import hkmod
+torch.manual_seed(0)
+model = hkmod.Model()
+dp.hook(model, stages="norm", input_sets=True)
+assert dp.arm("r") is True
+with torch.no_grad():
+    model(torch.randn(4, 16))
+dp.finish()
+"#;
+    let a = capture_script(root.path(), "a", script);
+    let b = capture_script(root.path(), "b", script);
+    let manifest: Value =
+        serde_json::from_slice(&std::fs::read(a.join("rank0/match1-occ1/manifest.json")).unwrap())
+            .unwrap();
+    assert_eq!(
+        manifest["input_sets"][0]["op"], "hkmod.Norm",
+        "{manifest:#}"
+    );
+
+    // Two identical runs: no operator differs, but none can be rebuilt either.
+    let (code, json, stderr) = cross_stage_json(root.path(), s(&a), s(&b), "norm#1", &[]);
+    assert_eq!(code, 1, "{stderr}\n{json:#}");
+    assert_eq!(json["outcome"], "not_judged", "{json:#}");
+    assert_eq!(reproduces(&json), [Value::Null, Value::Null]);
+    for direction in json["directions"].as_array().unwrap() {
+        let why = direction["not_judged"]["why"].as_str().unwrap();
+        assert!(why.contains("hkmod.Norm is a module class"), "{why}");
+        assert!(
+            why.contains("cannot rebuild the module with its weights"),
+            "{why}"
+        );
+        // Nothing ran: the class is never constructed with the inputs.
+        assert_eq!(direction["against_saved"], Value::Null);
+    }
+    let fix_b = json["directions"][0]["not_judged"]["fix"].as_str().unwrap();
+    assert!(fix_b.starts_with("give --candidate a function"), "{fix_b}");
+    let fix_a = json["directions"][1]["not_judged"]["fix"].as_str().unwrap();
+    assert!(fix_a.contains("_op=\"file.py:function\""), "{fix_a}");
+
+    // A function that takes the inputs, as --candidate, runs in B's place.
+    let (code, json, stderr) = cross_stage_json(
+        root.path(),
+        s(&a),
+        s(&b),
+        "norm#1",
+        &[
+            "--candidate",
+            &format!("{}:norm", root.path().join("hkmod.py").display()),
+        ],
+    );
+    assert_eq!(code, 1, "{stderr}\n{json:#}");
+    assert_eq!(
+        reproduces(&json),
+        [Value::from(true), Value::Null],
+        "{json:#}"
+    );
+    assert_eq!(json["directions"][0]["operator_from"], "--candidate");
+}
+
+#[test]
+fn a_dotted_operator_of_a_module_in_the_runs_working_directory_is_imported() {
+    let Some(_) = python() else { return };
+    let root = tempfile::tempdir().unwrap();
+    std::fs::write(root.path().join("crossops_in_cwd.py"), OPS).unwrap();
+    let script = |seed: u32| {
+        format!(
+            r#"
+import crossops_in_cwd
+torch.manual_seed({seed})
+x = torch.randn(4, 16)
+w = torch.rand(16) + 0.5
+assert dp.arm("r") is True
+dp.capture_inputs("layers.0.norm", _op=crossops_in_cwd.rms_norm, x=x, weight=w, eps=1e-6,
+                  outputs=("layers.0.norm",))
+dp.capture("layers.0.norm", crossops_in_cwd.rms_norm(x, w, 1e-6))
+dp.finish()
+"#
+        )
+    };
+    let a = capture_script(root.path(), "a", &script(0));
+    let b = capture_script(root.path(), "b", &script(1));
+    // dumpview runs in the repository, not where the runs ran.
+    let (code, json, stderr) = cross_json(root.path(), s(&a), s(&b), &[]);
+    assert_eq!(code, 0, "{stderr}\n{json:#}");
+    assert_eq!(
+        json["directions"][0]["operator"],
+        "crossops_in_cwd.rms_norm"
+    );
+    assert_eq!(reproduces(&json), [true, true], "{json:#}");
+    assert_eq!(json["outcome"], "inputs_differ");
+}
+
 #[test]
 fn an_operator_that_raises_is_not_judged_with_its_error() {
     let Some(_) = python() else { return };

@@ -197,6 +197,7 @@ impl ReplayArgs {
             args: self.args.clone(),
             arg_maps: self.arg_maps.clone(),
             python_reference: self.python_reference,
+            import_path: Vec::new(),
         };
         let result = runner::run(&request, ssh.as_ref(), &mut log, &cancelled)?;
         print(&result, json)

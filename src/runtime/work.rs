@@ -108,6 +108,7 @@ fn replay(cx: &JobContext, spec: ReplaySpec) -> Result<JobOutput, JobError> {
         args: Vec::new(),
         arg_maps: Vec::new(),
         python_reference: false,
+        import_path: Vec::new(),
     };
     let elapsed_ms = || started.elapsed().as_millis() as u64;
     let mut log = |line: &str| {

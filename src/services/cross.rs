@@ -74,8 +74,11 @@ struct SetOnSide {
     op: Option<String>,
     /// The outputs it links.
     outputs: Vec<InputSetOutput>,
-    /// The working directory of the captured run (resolves a relative `file.py:function`).
+    /// The working directory of the captured run (resolves a relative `file.py:function`,
+    /// and goes on the replay's import path for a `module.function` whose module is there).
     run_cwd: Option<String>,
+    /// The set's `args` in its manifest (argument name → description), when read.
+    args: Option<serde_json::Value>,
     /// The remote place, for a remote dump.
     remote: Option<(remote::RemoteSpec, Option<remote::SshOptions>)>,
 }
@@ -262,6 +265,7 @@ fn locate(
         op: set["op"].as_str().map(str::to_string),
         outputs: Vec::new(),
         run_cwd: None,
+        args: None,
         remote,
     };
     if let Some(manifest) = &manifest {
@@ -274,6 +278,7 @@ fn locate(
             .into_iter()
             .flatten()
             .find(|e| e["stage"] == set["stage"] && e["occurrence"] == set["occurrence"]);
+        located.args = entry.and_then(|e| e.get("args")).cloned();
         if let Some(outputs) = entry.and_then(|e| e.get("outputs")) {
             located.outputs = serde_json::from_value(outputs.clone()).map_err(|e| {
                 ReplayError::Input(format!(
@@ -389,6 +394,38 @@ fn stage_of(side: &SetOnSide) -> &str {
         .map_or(side.key.as_str(), |(s, _)| s)
 }
 
+/// Whether `side`'s set is a hooked module's ([`cross::is_module_set`], from its recorded
+/// operator and its arguments' names in the manifest).
+fn is_module_set(side: &SetOnSide) -> bool {
+    let names: Vec<&str> = side
+        .args
+        .as_ref()
+        .and_then(|a| a.as_object())
+        .map(|a| a.keys().map(String::as_str).collect())
+        .unwrap_or_default();
+    side.op
+        .as_deref()
+        .is_some_and(|op| cross::is_module_set(op, &names))
+}
+
+/// The fix for a side whose recorded operator is a module class: a function that takes the
+/// set's inputs in their order and calls the module (with its weights) on them.
+fn module_fix(side: &SetOnSide) -> String {
+    let wrap = "a function that takes the inputs input.0, input.1, ... in order and calls the \
+                module on them (e.g. file.py:function whose function builds or loads the module \
+                with its weights and returns module(*inputs))";
+    match side.name {
+        "B" => format!("give --candidate {wrap}"),
+        // --candidate replaces B's operator only.
+        _ => format!(
+            "capture A with dp.capture_inputs(\"{}\", _op=\"file.py:function\", ...) naming \
+             an importable operator: {wrap}; or swap A and B, so that --candidate replaces this \
+             side's operator",
+            stage_of(side)
+        ),
+    }
+}
+
 /// The capture_inputs call that links and saves outputs, for a fix: the set's own stage as
 /// the output's (the usual case: the stage the operator's output is captured under) and the
 /// recorded operator.
@@ -438,7 +475,7 @@ fn direction(
         reproduces: None,
         not_judged: None,
     };
-    let Some((operator, _)) = operator else {
+    let Some(operator) = operator else {
         let fix = match op_side.name {
             "B" => "give --candidate OP (B's operator), or capture B with \
                     dp.capture_inputs(..., _op=\"module:function\")"
@@ -456,6 +493,23 @@ fn direction(
         });
         return Ok(direction);
     };
+    let recorded = operator.1 != "--candidate";
+    if recorded && is_module_set(op_side) {
+        direction.not_judged = Some(NotJudged {
+            why: format!(
+                "{}'s recorded operator {operator} is a module class ({}'s input set {} is a \
+                 hooked module's, hook(model, input_sets=...)): a replay cannot rebuild the \
+                 module with its weights",
+                op_side.name,
+                op_side.name,
+                op_side.key,
+                operator = operator.0
+            ),
+            fix: module_fix(op_side),
+        });
+        return Ok(direction);
+    }
+    let (operator, _) = operator;
     let unsaved = if inputs.outputs.is_empty() {
         Some(format!(
             "{}'s input set {} links no outputs: its run's output was not saved, so there is \
@@ -536,6 +590,9 @@ fn direction(
         args: Vec::new(),
         arg_maps: Vec::new(),
         python_reference: false,
+        // The captured run's working directory, where its own modules were importable (a
+        // `module.function` op of a module file there).
+        import_path: op_side.run_cwd.iter().cloned().collect(),
     };
     log(&format!(
         "cross: {}'s operator {operator} on {}'s inputs {}",

@@ -77,6 +77,9 @@ pub struct ReplayRequest {
     /// Compute a `builtin:` reference in replay_op.py even where this build could compute it
     /// in-process (feature `torch`); without the feature it always is.
     pub python_reference: bool,
+    /// Directories appended to the replay's import path (`--path DIR`, on the host that runs
+    /// it): where a captured run's own modules live.
+    pub import_path: Vec<String>,
 }
 
 /// A listing of the input sets a dump holds.
@@ -420,6 +423,9 @@ fn script_args(request: &ReplayRequest) -> Vec<String> {
     }
     for map in &request.arg_maps {
         words.extend(["--arg-map".into(), map.clone()]);
+    }
+    for dir in &request.import_path {
+        words.extend(["--path".into(), dir.clone()]);
     }
     words
 }

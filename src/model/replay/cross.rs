@@ -48,6 +48,25 @@ impl Outcome {
     }
 }
 
+/// Whether an input set is a hooked module's own (`hook(model, input_sets=...)`,
+/// docs/manifest.md): its `op` is then the module's class, which a replay cannot rebuild
+/// with its weights. The probe writes no mark of its own on such a set, so it is told by
+/// how `hook` names it: every argument `input.N` (N = 0, 1, … in order) and an `op` that is
+/// a dotted class path (`<module>.<qualname>`: no `:`, its last part capitalised, as
+/// classes are named).
+pub fn is_module_set(op: &str, arg_names: &[&str]) -> bool {
+    let inputs_only = !arg_names.is_empty()
+        && arg_names.iter().all(|n| {
+            n.strip_prefix("input.")
+                .is_some_and(|i| i.parse::<usize>().is_ok())
+        });
+    let class_path = !op.contains(':')
+        && op
+            .rsplit_once('.')
+            .is_some_and(|(_, last)| last.starts_with(|c: char| c.is_ascii_uppercase()));
+    inputs_only && class_path
+}
+
 /// Why a direction was not judged, and what to do about it.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct NotJudged {
@@ -331,5 +350,15 @@ mod tests {
             meaning.contains("B's operator on A's inputs could not"),
             "{meaning}"
         );
+    }
+
+    #[test]
+    fn a_hooked_modules_set_is_told_by_its_names() {
+        assert!(is_module_set("hkmod.Norm", &["input.0", "input.1"]));
+        assert!(is_module_set("__main__.Block.Inner", &["input.0"]));
+        assert!(!is_module_set("torch.nn.functional.silu", &["input.0"]));
+        assert!(!is_module_set("ops.py:Norm", &["input.0"]));
+        assert!(!is_module_set("hkmod.Norm", &["x", "weight"]));
+        assert!(!is_module_set("hkmod.Norm", &[]));
     }
 }
