@@ -632,6 +632,48 @@ dp.finish()
 }
 
 #[test]
+fn an_identical_control_pair_shows_no_difference() {
+    let Some(_) = python() else { return };
+    let root = tempfile::tempdir().unwrap();
+    let a = capture(root.path(), "a", &NORM);
+    let b = capture(root.path(), "b", &NORM);
+    let (code, json, stderr) = cross_json(root.path(), s(&a), s(&b), &[]);
+    assert_eq!(code, 0, "{stderr}\n{json:#}");
+    assert_eq!(json["outcome"], "no_difference", "{json:#}");
+    assert_eq!(reproduces(&json), [true, true]);
+    assert_eq!(json["inputs"]["agree"], true, "{json:#}");
+    let meaning = json["meaning"].as_str().unwrap();
+    assert!(
+        meaning.contains("operators and inputs agree at this stage: nothing differs here"),
+        "{meaning}"
+    );
+    assert!(!meaning.contains("look upstream"), "{meaning}");
+    let (code, text, _) = cross_text(root.path(), s(&a), s(&b), &[]);
+    assert_eq!(code, 0, "{text}");
+    assert!(text.contains("OUTCOME: NO DIFFERENCE"), "{text}");
+
+    // Without the sets' statistics, the two runs' saved outputs (bit-identical) decide.
+    for dump in [&a, &b] {
+        let path = dump.join("rank0/match1-occ1/manifest.json");
+        let mut manifest: Value = serde_json::from_slice(&std::fs::read(&path).unwrap()).unwrap();
+        for arg in ["x", "weight"] {
+            manifest["input_sets"][0]["args"][arg]["stats"] = Value::Null;
+        }
+        std::fs::write(&path, serde_json::to_vec_pretty(&manifest).unwrap()).unwrap();
+    }
+    let (code, json, stderr) = cross_json(root.path(), s(&a), s(&b), &[]);
+    assert_eq!(code, 0, "{stderr}\n{json:#}");
+    assert_eq!(json["outcome"], "no_difference", "{json:#}");
+    assert!(
+        json["inputs"]["how"]
+            .as_str()
+            .unwrap()
+            .contains("saved outputs are bit-identical"),
+        "{json:#}"
+    );
+}
+
+#[test]
 fn an_operator_that_raises_is_not_judged_with_its_error() {
     let Some(_) = python() else { return };
     let root = tempfile::tempdir().unwrap();

@@ -21,8 +21,9 @@ use std::path::{Path, PathBuf};
 use super::python::ScriptDir;
 use super::replay::{self as runner, ListRequest, ReplayError, ReplayRequest, Upload};
 use crate::model::dump::InputSetOutput;
-use crate::model::replay::cross::{self, Cross, Direction, NotJudged};
+use crate::model::replay::cross::{self, Cross, Direction, InputsCompared, NotJudged};
 use crate::model::replay::record::DIED;
+use crate::model::replay::side::ComputedTensor;
 use crate::model::replay::{ReplayDir, ReplayVerdict, Standard};
 use crate::model::tensor::TensorFile;
 use crate::remote;
@@ -136,7 +137,12 @@ pub fn run(
         cancelled,
         &mut warnings,
     )?;
-    let (outcome, meaning) = cross::conclude(&b_on_a, &a_on_b);
+    let inputs = if b_on_a.reproduces == Some(true) && a_on_b.reproduces == Some(true) {
+        compare_inputs(&a, &b, log, cancelled)?
+    } else {
+        InputsCompared::not_compared("inputs not compared: the operators do not agree on both")
+    };
+    let (outcome, meaning) = cross::conclude(&b_on_a, &a_on_b, &inputs);
     let result = Cross {
         format: "dumpview.replay.cross",
         version: 1,
@@ -146,6 +152,7 @@ pub fn run(
         standard: request.standard,
         reference: request.reference.clone(),
         directions: vec![b_on_a, a_on_b],
+        inputs,
         outcome,
         meaning,
         caveat: cross::CAVEAT,
@@ -157,6 +164,79 @@ pub fn run(
     std::fs::write(&path, json + "\n")
         .map_err(|e| ReplayError::Failed(format!("{}: cannot write: {e}", path.display())))?;
     Ok(result)
+}
+
+/// Whether A's and B's captured inputs agree: from their manifests' argument descriptions
+/// (tensors by their statistics, [`cross::compare_inputs`]); where those cannot tell (a
+/// tensor without statistics), from the two runs' saved outputs compared bit for bit (both
+/// operators reproduce each other's output, so bit-identical outputs mean nothing differs;
+/// outputs that differ leave the inputs not compared).
+fn compare_inputs(
+    a: &SetOnSide,
+    b: &SetOnSide,
+    log: &mut dyn FnMut(&str),
+    cancelled: &dyn Fn() -> bool,
+) -> Result<InputsCompared, ReplayError> {
+    let compared = cross::compare_inputs(a.args.as_ref(), b.args.as_ref());
+    if compared.agree.is_some() {
+        return Ok(compared);
+    }
+    let (Some(a_saved), Some(b_saved)) = (
+        saved_outputs(a, log, cancelled)?,
+        saved_outputs(b, log, cancelled)?,
+    ) else {
+        return Ok(compared);
+    };
+    if a_saved.len() == b_saved.len() && a_saved == b_saved {
+        return Ok(InputsCompared {
+            agree: Some(true),
+            how: format!(
+                "the two runs' saved outputs are bit-identical ({}; compared instead)",
+                compared.how
+            ),
+            differing: Vec::new(),
+        });
+    }
+    Ok(InputsCompared::not_compared(format!(
+        "{}, and the two runs' saved outputs differ",
+        compared.how
+    )))
+}
+
+/// `side`'s saved outputs, in order, as contiguous tensors; `None` when one was not saved.
+fn saved_outputs(
+    side: &SetOnSide,
+    log: &mut dyn FnMut(&str),
+    cancelled: &dyn Fn() -> bool,
+) -> Result<Option<Vec<ComputedTensor>>, ReplayError> {
+    let mut tensors = Vec::new();
+    for output in &side.outputs {
+        let Some(file) = &output.file else {
+            return Ok(None);
+        };
+        tensors.push(read_saved(side, &in_window(side, file), log, cancelled)?);
+    }
+    Ok((!tensors.is_empty()).then_some(tensors))
+}
+
+/// The one tensor a saved output file at `path` on `side`'s machine holds.
+fn read_saved(
+    side: &SetOnSide,
+    path: &str,
+    log: &mut dyn FnMut(&str),
+    cancelled: &dyn Fn() -> bool,
+) -> Result<ComputedTensor, ReplayError> {
+    let bytes = read_side_file(side, path, log, cancelled)?;
+    let file = TensorFile::from_bytes(bytes, Path::new(path))
+        .map_err(|e| ReplayError::Input(format!("{}: {e}", side.name)))?;
+    let [entry] = file.entries.as_slice() else {
+        return Err(ReplayError::Input(format!(
+            "{}: {path}: holds {} tensors; a saved output is one tensor",
+            side.name,
+            file.entries.len()
+        )));
+    };
+    Ok(cross::to_computed(&file.view(entry)))
 }
 
 /// Finds `stage` in `dump` (replay_op.py's `--list --json` where the dump lives, so windows,
@@ -661,17 +741,7 @@ fn direction(
             .unwrap_or_default(),
     );
     for (path, name) in paths.iter().zip(names) {
-        let bytes = read_side_file(inputs, path, log, cancelled)?;
-        let file = TensorFile::from_bytes(bytes, Path::new(path))
-            .map_err(|e| ReplayError::Input(format!("{}: {e}", inputs.name)))?;
-        let [entry] = file.entries.as_slice() else {
-            return Err(ReplayError::Input(format!(
-                "{}: {path}: holds {} tensors; a saved output is one tensor",
-                inputs.name,
-                file.entries.len()
-            )));
-        };
-        saved.push((name, cross::to_computed(&file.view(entry))));
+        saved.push((name, read_saved(inputs, path, log, cancelled)?));
     }
     let judged = cross::judge_against_saved(
         &dir.record,

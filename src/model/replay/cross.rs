@@ -7,6 +7,7 @@
 //! [`conclude`] names the outcome and what it means.
 
 use serde::Serialize;
+use serde_json::Value;
 
 use super::judge::{self, Replay, SideOutputs};
 use super::record::{ReplayRecord, Side, Status};
@@ -18,6 +19,9 @@ use crate::model::tensor::TensorView;
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Outcome {
+    /// Both directions reproduce the other side's saved output and the two sides' captured
+    /// inputs agree ([`InputsCompared`]): nothing differs at this stage (a control pair).
+    NoDifference,
     /// Both directions reproduce the other side's saved output: the operators agree on these
     /// inputs, so the difference comes from the inputs (look upstream).
     InputsDiffer,
@@ -32,9 +36,10 @@ pub enum Outcome {
 }
 
 impl Outcome {
-    /// `inputs differ`, `operator differs`, `data-dependent`, `not judged`.
+    /// `no difference`, `inputs differ`, `operator differs`, `data-dependent`, `not judged`.
     pub fn name(self) -> &'static str {
         match self {
+            Outcome::NoDifference => "no difference",
             Outcome::InputsDiffer => "inputs differ",
             Outcome::OperatorDiffers => "operator differs",
             Outcome::DataDependent => "data-dependent",
@@ -42,10 +47,137 @@ impl Outcome {
         }
     }
 
-    /// Exit status 0 only for [`Outcome::InputsDiffer`] (the operators agree).
+    /// Exit status 0 only for [`Outcome::NoDifference`] and [`Outcome::InputsDiffer`] (the
+    /// operators agree).
     pub fn is_finding(self) -> bool {
-        self != Outcome::InputsDiffer
+        !matches!(self, Outcome::NoDifference | Outcome::InputsDiffer)
     }
+}
+
+/// Whether the two sides' captured inputs agree, from their manifests' input set entries.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct InputsCompared {
+    /// `Some(true)`: every argument agrees (a tensor by its dtype, shape and statistics, bit
+    /// for bit; anything else by its value); `Some(false)`: [`InputsCompared::differing`]
+    /// differ; `None`: not compared ([`InputsCompared::how`] says why).
+    pub agree: Option<bool>,
+    /// What was compared, or why nothing was.
+    pub how: String,
+    /// The arguments that differ (or that only one side has).
+    pub differing: Vec<String>,
+}
+
+impl InputsCompared {
+    /// Not compared, for `why`.
+    pub fn not_compared(why: impl Into<String>) -> Self {
+        InputsCompared {
+            agree: None,
+            how: why.into(),
+            differing: Vec::new(),
+        }
+    }
+}
+
+/// Compares two input sets' `args` (the manifest's argument name → description objects,
+/// docs/manifest.md "input_sets[]"): a tensor by its `dtype`, `shape` and `stats` (the
+/// statistics object a record of it gets: equal as written means bit-identical statistics),
+/// any other description as a whole (scalars by value), lists, tuples and dicts item by
+/// item. A tensor without statistics (null for empty or complex tensors, absent in older
+/// manifests) cannot be compared: unless another argument differs, the result is not
+/// compared.
+pub fn compare_inputs(a: Option<&Value>, b: Option<&Value>) -> InputsCompared {
+    let (Some(Value::Object(a)), Some(Value::Object(b))) = (a, b) else {
+        return InputsCompared::not_compared(
+            "inputs not compared: a manifest records no arguments for the set",
+        );
+    };
+    let mut differing = Vec::new();
+    let mut unknown = Vec::new();
+    for (name, a_desc) in a {
+        match b.get(name) {
+            None => differing.push(name.clone()),
+            Some(b_desc) => match description_differs(a_desc, b_desc) {
+                Some(true) => differing.push(name.clone()),
+                Some(false) => {}
+                None => unknown.push(name.clone()),
+            },
+        }
+    }
+    differing.extend(b.keys().filter(|k| !a.contains_key(*k)).cloned());
+    if !differing.is_empty() {
+        return InputsCompared {
+            agree: Some(false),
+            how: format!(
+                "the captured inputs differ in {} (by their manifests' statistics and values)",
+                differing.join(", ")
+            ),
+            differing,
+        };
+    }
+    if !unknown.is_empty() {
+        return InputsCompared::not_compared(format!(
+            "inputs not compared: {} carry no statistics in the manifests",
+            unknown.join(", ")
+        ));
+    }
+    InputsCompared {
+        agree: Some(true),
+        how: "the captured inputs agree: every tensor's dtype, shape and statistics are \
+              bit-identical and every other argument is equal"
+            .into(),
+        differing,
+    }
+}
+
+/// Whether two argument descriptions differ; `None` when a tensor in them has no statistics.
+fn description_differs(a: &Value, b: &Value) -> Option<bool> {
+    if a["kind"] != b["kind"] {
+        return Some(true);
+    }
+    match a["kind"].as_str() {
+        Some("tensor") => {
+            if a["dtype"] != b["dtype"] || a["shape"] != b["shape"] {
+                return Some(true);
+            }
+            let (sa, sb) = (&a["stats"], &b["stats"]);
+            if sa.is_null() || sb.is_null() {
+                return None;
+            }
+            Some(sa != sb)
+        }
+        Some("list" | "tuple") => {
+            let (Some(ia), Some(ib)) = (a["items"].as_array(), b["items"].as_array()) else {
+                return Some(a != b);
+            };
+            if ia.len() != ib.len() {
+                return Some(true);
+            }
+            fold(ia.iter().zip(ib).map(|(x, y)| description_differs(x, y)))
+        }
+        Some("dict") => {
+            let (Some(ia), Some(ib)) = (a["items"].as_object(), b["items"].as_object()) else {
+                return Some(a != b);
+            };
+            if ia.len() != ib.len() || ia.keys().any(|k| !ib.contains_key(k)) {
+                return Some(true);
+            }
+            fold(ia.iter().map(|(k, x)| description_differs(x, &ib[k])))
+        }
+        _ => Some(a != b),
+    }
+}
+
+/// Any difference wins; else any uncompared; else none.
+fn fold(items: impl Iterator<Item = Option<bool>>) -> Option<bool> {
+    let mut result = Some(false);
+    for item in items {
+        match item {
+            Some(true) => return Some(true),
+            None => result = None,
+            Some(false) => {}
+        }
+    }
+    result
 }
 
 /// Whether an input set is a hooked module's own (`hook(model, input_sets=...)`,
@@ -136,6 +268,9 @@ pub struct Cross {
     pub reference: Option<String>,
     /// B's operator on A's inputs, then A's operator on B's inputs.
     pub directions: Vec<Direction>,
+    /// Whether the two sides' captured inputs agree (decides between no difference and
+    /// inputs differ when both directions reproduce).
+    pub inputs: InputsCompared,
     /// What the two directions say together.
     pub outcome: Outcome,
     /// The outcome in words: what it means and where to look next.
@@ -157,16 +292,32 @@ pub fn reproduces(against_saved: &Replay) -> bool {
     !against_saved.verdict.is_finding()
 }
 
-/// The outcome of `b_on_a` (B's operator on A's inputs) and `a_on_b`, and its meaning.
-pub fn conclude(b_on_a: &Direction, a_on_b: &Direction) -> (Outcome, String) {
+/// The outcome of `b_on_a` (B's operator on A's inputs) and `a_on_b`, with `inputs` (the
+/// two sides' inputs compared), and its meaning.
+pub fn conclude(
+    b_on_a: &Direction,
+    a_on_b: &Direction,
+    inputs: &InputsCompared,
+) -> (Outcome, String) {
     match (b_on_a.reproduces, a_on_b.reproduces) {
+        (Some(true), Some(true)) if inputs.agree == Some(true) => (
+            Outcome::NoDifference,
+            format!(
+                "operators and inputs agree at this stage: nothing differs here: each side's \
+                 operator reproduces the other side's output and {}; if the runs differ, look \
+                 at another stage",
+                inputs.how
+            ),
+        ),
         (Some(true), Some(true)) => (
             Outcome::InputsDiffer,
-            "operators agree: B's operator reproduces A's output from A's inputs and A's \
-             operator reproduces B's output from B's inputs, so on these inputs the two operators \
-             compute the same thing; the difference comes from the inputs: look upstream at what \
-             produced them"
-                .into(),
+            format!(
+                "operators agree: B's operator reproduces A's output from A's inputs and A's \
+                 operator reproduces B's output from B's inputs, so on these inputs the two \
+                 operators compute the same thing; the difference comes from the inputs: look \
+                 upstream at what produced them ({})",
+                inputs.how
+            ),
         ),
         (Some(false), Some(false)) => (
             Outcome::OperatorDiffers,
@@ -307,8 +458,32 @@ mod tests {
         }
     }
 
+    fn compared(agree: Option<bool>) -> InputsCompared {
+        InputsCompared {
+            agree,
+            how: "how".into(),
+            differing: Vec::new(),
+        }
+    }
+
     #[test]
-    fn the_four_outcomes() {
+    fn the_five_outcomes() {
+        let (outcome, meaning) = conclude(
+            &direction("B", Some(true)),
+            &direction("A", Some(true)),
+            &compared(Some(true)),
+        );
+        assert_eq!(outcome, Outcome::NoDifference);
+        assert!(!outcome.is_finding());
+        assert!(meaning.contains("nothing differs here"), "{meaning}");
+        for agree in [None, Some(false)] {
+            let (outcome, _) = conclude(
+                &direction("B", Some(true)),
+                &direction("A", Some(true)),
+                &compared(agree),
+            );
+            assert_eq!(outcome, Outcome::InputsDiffer);
+        }
         let cases = [
             (Some(true), Some(true), Outcome::InputsDiffer),
             (Some(false), Some(false), Outcome::OperatorDiffers),
@@ -319,7 +494,11 @@ mod tests {
             (None, None, Outcome::NotJudged),
         ];
         for (b_on_a, a_on_b, want) in cases {
-            let (outcome, meaning) = conclude(&direction("B", b_on_a), &direction("A", a_on_b));
+            let (outcome, meaning) = conclude(
+                &direction("B", b_on_a),
+                &direction("A", a_on_b),
+                &compared(None),
+            );
             assert_eq!(outcome, want, "{b_on_a:?} {a_on_b:?}: {meaning}");
             assert_eq!(outcome.is_finding(), want != Outcome::InputsDiffer);
         }
@@ -327,7 +506,11 @@ mod tests {
 
     #[test]
     fn a_data_dependent_outcome_names_the_inputs_it_differs_on() {
-        let (_, meaning) = conclude(&direction("B", Some(true)), &direction("A", Some(false)));
+        let (_, meaning) = conclude(
+            &direction("B", Some(true)),
+            &direction("A", Some(false)),
+            &compared(Some(true)),
+        );
         assert!(
             meaning.contains("agree on A's inputs and differ on B's"),
             "{meaning}"
@@ -336,7 +519,11 @@ mod tests {
             meaning.contains("A's operator on B's inputs does not reproduce B's"),
             "{meaning}"
         );
-        let (_, meaning) = conclude(&direction("B", Some(false)), &direction("A", Some(true)));
+        let (_, meaning) = conclude(
+            &direction("B", Some(false)),
+            &direction("A", Some(true)),
+            &compared(Some(true)),
+        );
         assert!(
             meaning.contains("agree on B's inputs and differ on A's"),
             "{meaning}"
@@ -345,11 +532,35 @@ mod tests {
 
     #[test]
     fn not_judged_names_the_direction() {
-        let (_, meaning) = conclude(&direction("B", None), &direction("A", Some(true)));
+        let (_, meaning) = conclude(
+            &direction("B", None),
+            &direction("A", Some(true)),
+            &compared(None),
+        );
         assert!(
             meaning.contains("B's operator on A's inputs could not"),
             "{meaning}"
         );
+    }
+
+    #[test]
+    fn inputs_compare_by_statistics_and_values() {
+        let x = |sum: f64| serde_json::json!({"kind": "tensor", "dtype": "float32", "shape": [4], "stats": {"sum": sum}});
+        let set = |sum: f64, eps: f64| {
+            serde_json::json!({"x": x(sum), "eps": {"kind": "float", "value": eps},
+                               "xs": {"kind": "list", "items": [x(sum)]}})
+        };
+        let same = compare_inputs(Some(&set(1.0, 1e-6)), Some(&set(1.0, 1e-6)));
+        assert_eq!(same.agree, Some(true), "{same:?}");
+        let other = compare_inputs(Some(&set(1.0, 1e-6)), Some(&set(1.5, 1e-5)));
+        assert_eq!(other.agree, Some(false));
+        assert_eq!(other.differing, ["eps", "x", "xs"]);
+        let mut bare = set(1.0, 1e-6);
+        bare["x"]["stats"] = Value::Null;
+        let unknown = compare_inputs(Some(&bare), Some(&set(1.0, 1e-6)));
+        assert_eq!(unknown.agree, None);
+        assert!(unknown.how.contains("x carry no statistics"), "{unknown:?}");
+        assert_eq!(compare_inputs(None, Some(&bare)).agree, None);
     }
 
     #[test]
