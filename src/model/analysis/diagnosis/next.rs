@@ -158,8 +158,9 @@ fn operator_or_inputs(cx: &Context, top: &Finding) -> Option<Experiment> {
             commands: Vec::new(),
         });
     }
-    if input_set(d.wa, key).is_some() && input_set(d.wb, key).is_some() {
-        let set = input_set(d.wb, key)?;
+    if let (Some(_), Some(set)) = (input_set(d.wa, key), input_set(d.wb, key))
+        && !is_hook_set(set)
+    {
         return Some(Experiment {
             step: Step::CrossReplay,
             text: format!(
@@ -182,7 +183,13 @@ fn operator_or_inputs(cx: &Context, top: &Finding) -> Option<Experiment> {
         step: Step::Ablation,
         text: format!(
             "The operator producing `{key}` differs with the same inputs: change one setting \
-             of it (its dtype, kernel or configuration) in B to A's and rerun."
+             of it (its dtype, kernel or configuration) in B to A's and rerun.{}",
+            if input_set(d.wb, key).is_some_and(is_hook_set) {
+                " Its input sets were saved by a hook: `dumpview replay --cross` runs them \
+                 with `--candidate FILE.py:FUNCTION`, a function of yours that calls the module."
+            } else {
+                ""
+            }
         ),
         commands: Vec::new(),
     })
@@ -248,6 +255,13 @@ fn origin(cx: &Context, top: &Finding) -> Option<Experiment> {
         ),
         commands: Vec::new(),
     })
+}
+
+/// Whether `set` was saved by `hook(..., input_sets=True)`: its arguments are the module's
+/// inputs `input.N` and its operator the module's class, which a replay cannot rebuild with
+/// its weights (docs/replay.md, "Cross-feeding"), so no cross-fed replay is printed for it.
+fn is_hook_set(set: &crate::model::dump::InputSetEntry) -> bool {
+    !set.args.is_empty() && set.args.keys().all(|name| name.starts_with("input."))
 }
 
 /// A capture experiment on one window's run.
