@@ -65,7 +65,7 @@ fn report_opens_with_the_diagnosis() {
     let inputs = md.find("## Inputs").unwrap();
     assert!(diagnosis < inputs, "the diagnosis comes first");
     assert!(
-        md.contains("**The numbers first go wrong at `layers.3.mlp_up#1`, the first divergence (non_finite).**"),
+        md.contains("**The numbers first go wrong at `layers.3.mlp_up#1`, the first divergence (non_finite): A's values reach |x| = 8.0959e4 there, beyond float16's largest finite value 65504, so B's float16 overflows.**"),
         "{}",
         &md[diagnosis..inputs]
     );

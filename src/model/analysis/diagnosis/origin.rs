@@ -45,8 +45,11 @@ pub(super) fn origin(cx: &Context, unknown: &mut Vec<String>) -> Vec<Finding> {
             .iter()
             .filter(|k| nonfinite_keys.contains(**k))
             .count();
+        let overflow = overflow_of((d.wa, 'a'), (d.wb, 'b'), &d.pair.key)
+            .or_else(|| overflow_of((d.wb, 'b'), (d.wa, 'a'), &d.pair.key))
+            .unwrap_or_default();
         let what = format!(
-            "the first divergence ({}{})",
+            "the first divergence ({}{}){overflow}",
             d.pair.comparison.verdict.name(),
             if d.diff.rank == 0
                 && cx
@@ -337,5 +340,29 @@ fn first_bad_token(cx: &Context) -> Option<Finding> {
         address: None,
         presumed: false,
         inputs: Vec::new(),
+    })
+}
+
+/// `: A's values reach |x| = 8.0959e4 there, beyond float16's largest finite value 65504, so
+/// B's float16 overflows` when `key` is finite in the `wide` side's window and non-finite in
+/// the `narrow` side's, whose dtype cannot hold the wide side's largest magnitude (largest
+/// finite values: float16 65504, bfloat16 3.3895e38; IEEE 754 binary16 and bfloat16).
+fn overflow_of(wide: (&Window, char), narrow: (&Window, char), key: &str) -> Option<String> {
+    let (w, n) = (record(wide.0, key)?, record(narrow.0, key)?);
+    let largest = match n.dtype.as_str() {
+        "float16" => 65504.0,
+        "bfloat16" => 3.389_531_389_251_535_5e38,
+        _ => return None,
+    };
+    let reach = w.stats.as_ref()?.max_abs?;
+    (nonfinite(n) && !nonfinite(w) && reach > largest).then(|| {
+        format!(
+            ": {}'s values reach |x| = {reach:.4e} there, beyond {}'s largest finite value \
+             {largest}, so {}'s {} overflows",
+            side_name(wide.1),
+            n.dtype,
+            side_name(narrow.1),
+            n.dtype
+        )
     })
 }
