@@ -240,6 +240,15 @@ fn fp16_overflow_origin_and_downstream() {
         "{}",
         f.text
     );
+    // A's float32 values exceed float16's range exactly where B goes non-finite.
+    assert!(
+        f.text.contains(
+            "A's values reach |x| = 8.0959e4 there, beyond float16's largest finite value 65504, \
+             so B's float16 overflows"
+        ),
+        "{}",
+        f.text
+    );
     // Downstream is not "caused by": no input storage links them.
     assert!(cited(f, Role::Propagated).is_empty());
     assert!(
