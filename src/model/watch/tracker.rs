@@ -9,7 +9,8 @@ use super::{WatchEvent, WindowKey};
 /// Remembers the last event printed per (kind, window) and lets through only what changed:
 /// a later event of one kind for one window supersedes the earlier one; an unchanged finding
 /// is not repeated; a `cleared` finding is printed only if the window had that finding. A
-/// `diagnosis` counts as changed only when its `conclusion` or its `chain` did.
+/// `diagnosis` counts as changed only when its `conclusion` or its `chain` did ("No diagnosis":
+/// its reason, digits aside).
 #[derive(Debug, Default)]
 pub struct Tracker {
     last: HashMap<(&'static str, Option<WindowKey>), Value>,
@@ -70,11 +71,29 @@ impl Tracker {
 /// Whether `body` says what `previous` (of the same kind and window) said.
 fn same(kind: &str, previous: &Value, body: &Value) -> bool {
     match kind {
+        // "No diagnosis" counts what it compared ("N records captured on one side only"), and
+        // those counts grow with every window that lands: said again only when its reason,
+        // digits aside, changes.
+        "diagnosis" if body.get("found") == Some(&Value::Bool(false)) => {
+            previous.get("found") == body.get("found")
+                && without_digits(previous.get("conclusion"))
+                    == without_digits(body.get("conclusion"))
+        }
         "diagnosis" => ["conclusion", "chain"]
             .iter()
             .all(|field| previous.get(field) == body.get(field)),
         _ => previous == body,
     }
+}
+
+/// A conclusion with its numbers left out.
+fn without_digits(conclusion: Option<&Value>) -> String {
+    conclusion
+        .and_then(Value::as_str)
+        .unwrap_or_default()
+        .chars()
+        .filter(|c| !c.is_ascii_digit())
+        .collect()
 }
 
 #[cfg(test)]
@@ -182,5 +201,23 @@ mod tests {
         assert_eq!(tracker.update(vec![grew(3)]).len(), 1);
         assert_eq!(tracker.update(vec![grew(3)]).len(), 0);
         assert_eq!(tracker.update(vec![grew(5)]).len(), 1);
+    }
+
+    #[test]
+    fn no_diagnosis_is_said_again_only_when_its_reason_changes_not_its_counts() {
+        let mut tracker = Tracker::new();
+        let none = |conclusion: &str| WatchEvent {
+            kind: "diagnosis",
+            ts: 0.0,
+            source: "run/".into(),
+            window: None,
+            body: json!({"conclusion": conclusion, "found": false, "chain": []}),
+        };
+        let agree = "No diagnosis: A and B agree (3 records were captured on one side only)";
+        assert_eq!(tracker.update(vec![none(agree)]).len(), 1);
+        let grown = "No diagnosis: A and B agree (17 records were captured on one side only)";
+        assert!(tracker.update(vec![none(grown)]).is_empty());
+        let other = "No diagnosis: no window of A pairs with a window of B";
+        assert_eq!(tracker.update(vec![none(other)]).len(), 1);
     }
 }
