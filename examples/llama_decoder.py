@@ -138,6 +138,8 @@ def run_pair(pair, rerun=True):
                                tensor=spec["tensor"], rows=spec["rows"])
             sides[side] = pt.run_side(os.path.abspath(__file__), ["--side", pair, side], env)
         paths[side] = pt.find_manifest(os.path.join(pair_dir, side), opts["occurrence"])
+        if rerun:  # the probe recorded this checkout's absolute paths: keep the dump portable
+            pt.relative_run(paths[side], "examples/llama_decoder.py", ["--side", pair, side])
         manifests[side] = pt.load(paths[side])
     expected, readme = ANSWERS[pair](spec, manifests, sides)
     expected = dict(
@@ -266,7 +268,10 @@ def answer_fp16(spec, m, sides):
     inconclusive_text = "" if not inconclusive else (
         "\n  %d of them (%s) are\n  `checksum_inconclusive`: float16 rounding moves their position checksum a little beyond\n"
         "  1e-3, within the bound the moved magnitudes allow, which is above what one moved row of\n"
-        "  these 12- or 48-row tensors shifts." % (len(inconclusive), ", ".join("`%s`" % k for k in inconclusive)))
+        "  these 12- or 48-row tensors shifts. That is the whole-tensor rule; with the token rows\n"
+        "  these dumps carry, dumpview diff decides such a pair by its rows (docs/diff.md), and\n"
+        "  here every row agrees (`rows_agree`): they agree." % (
+            len(inconclusive), ", ".join("`%s`" % k for k in inconclusive)))
 
     def readme(e):
         return """# llama_fp16_overflow

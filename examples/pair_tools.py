@@ -91,6 +91,30 @@ def record_run(manifest_path, script, args, env_vars):
     return True
 
 
+def relative_run(manifest_path, script, args):
+    """Rewrite the ``run`` a fresh side's probe recorded (absolute paths of this checkout: the
+    script, ``cwd``, ``executable``, ``DUMP_PROBE_DIR``) to the repository-relative form of
+    record_run, so that a committed dump's command runs from any checkout as printed. The env
+    keeps what the probe recorded, with DUMP_PROBE_DIR made relative to the repository root.
+    Only the ``run`` line changes (the probe writes one top-level field per line)."""
+    with open(manifest_path) as f:
+        text = f.read()
+    lines = text.split("\n")
+    at = next((i for i, line in enumerate(lines) if line.startswith(' "run": ')), None)
+    if at is None:
+        raise SystemExit("%s has no run line" % manifest_path)
+    line = lines[at]
+    comma = line.endswith(",")
+    recorded = json.loads(line[len(' "run": '):-1 if comma else None])
+    env = dict(recorded.get("env") or {})
+    if "DUMP_PROBE_DIR" in env:
+        env["DUMP_PROBE_DIR"] = rel(os.path.join(ROOT, env["DUMP_PROBE_DIR"]), ROOT)
+    run = {"argv": [script] + list(args), "cwd": ".", "executable": ".venv/bin/python", "env": env}
+    lines[at] = ' "run": %s%s' % (json.dumps(run), "," if comma else "")
+    with open(manifest_path, "w") as f:
+        f.write("\n".join(lines))
+
+
 def fresh_dir(path):
     """Delete a pair's previous output: the probe never overwrites, by design."""
     if os.path.exists(path):

@@ -25,15 +25,36 @@ fn example_manifest(side: &str) -> PathBuf {
         .join("rank0/match1-occ1/manifest.json")
 }
 
+/// Puts example side `side`'s window into `window` (created) as a probe written before the
+/// manifest's `attempt` field wrote it: the manifest without its `"attempt"` line, so the
+/// attempt comes from the directory name, and the token-row sidecar `rows.f32` it names.
+fn place_without_attempt(side: &str, window: &Path) {
+    std::fs::create_dir_all(window).unwrap();
+    let manifest = std::fs::read_to_string(example_manifest(side)).unwrap();
+    let kept: Vec<&str> = manifest
+        .split('\n')
+        .filter(|line| !line.starts_with(" \"attempt\": "))
+        .collect();
+    assert_eq!(
+        kept.len() + 1,
+        manifest.split('\n').count(),
+        "one attempt line"
+    );
+    std::fs::write(window.join("manifest.json"), kept.join("\n")).unwrap();
+    std::fs::copy(
+        example_manifest(side).with_file_name("rows.f32"),
+        window.join("rows.f32"),
+    )
+    .unwrap();
+}
+
 /// A dump directory re-run into: attempt 1 is example side `a` (finite), attempt 2 side `b`
-/// (float16, overflows). The manifests are older ones without an `attempt` field, so the
+/// (float16, overflows). The manifests are made older ones without an `attempt` field, so the
 /// attempts come from the directory names, as for dumps written before the field existed.
 fn rerun_dir() -> tempfile::TempDir {
     let dir = tempfile::tempdir().unwrap();
     for (name, side) in [("match1-occ1", "a"), ("match1-occ1.2", "b")] {
-        let window = dir.path().join("rank0").join(name);
-        std::fs::create_dir_all(&window).unwrap();
-        std::fs::copy(example_manifest(side), window.join("manifest.json")).unwrap();
+        place_without_attempt(side, &dir.path().join("rank0").join(name));
     }
     dir
 }
@@ -177,10 +198,19 @@ fn cases_plan_takes_the_attempt_asked_for() {
         .join("assets/examples/llama_kv_alias/a/rank0/match1-occ1");
     for name in ["match1-occ1", "match1-occ1.2"] {
         let to = dump.path().join("rank0").join(name);
-        for file in ["manifest.json", "inputs/layers.0.input_norm#1.pt"] {
+        for file in [
+            "manifest.json",
+            "rows.f32",
+            "inputs/layers.0.input_norm#1.pt",
+        ] {
             std::fs::create_dir_all(to.join(file).parent().unwrap()).unwrap();
             std::fs::copy(window.join(file), to.join(file)).unwrap();
         }
+        // The manifest says attempt 1; written before that field, the directory name decides.
+        let manifest = to.join("manifest.json");
+        let text = std::fs::read_to_string(&manifest).unwrap();
+        assert!(text.contains("\n \"attempt\": 1,\n"));
+        std::fs::write(&manifest, text.replace("\n \"attempt\": 1,\n", "\n")).unwrap();
     }
     let cases = tempfile::tempdir().unwrap();
     let plan = |name: &str, attempt: &[&str]| {
@@ -220,9 +250,7 @@ fn cases_plan_takes_the_attempt_asked_for() {
 fn unfinished_first_attempt() -> tempfile::TempDir {
     let dir = tempfile::tempdir().unwrap();
     std::fs::create_dir_all(dir.path().join("rank0/match1-occ1")).unwrap();
-    let second = dir.path().join("rank0/match1-occ1.2");
-    std::fs::create_dir_all(&second).unwrap();
-    std::fs::copy(example_manifest("b"), second.join("manifest.json")).unwrap();
+    place_without_attempt("b", &dir.path().join("rank0/match1-occ1.2"));
     dir
 }
 
@@ -270,9 +298,7 @@ fn an_attempt_without_a_manifest_is_an_error_not_attempt_2() {
 /// re-run, attempt 2, made and left empty; returns that directory.
 fn finished_then_rerun() -> (tempfile::TempDir, PathBuf) {
     let dir = tempfile::tempdir().unwrap();
-    let first = dir.path().join("rank0/match1-occ1");
-    std::fs::create_dir_all(&first).unwrap();
-    std::fs::copy(example_manifest("a"), first.join("manifest.json")).unwrap();
+    place_without_attempt("a", &dir.path().join("rank0/match1-occ1"));
     let second = dir.path().join("rank0/match1-occ1.2");
     std::fs::create_dir_all(&second).unwrap();
     (dir, second)
@@ -301,9 +327,7 @@ fn an_attempt_1_that_was_never_made_is_an_error_too() {
     // Only the re-run's directory is here (the first was moved away): attempt 1 is not
     // quietly taken to mean the only attempt there is.
     let dir = tempfile::tempdir().unwrap();
-    let second = dir.path().join("rank0/match1-occ1.2");
-    std::fs::create_dir_all(&second).unwrap();
-    std::fs::copy(example_manifest("b"), second.join("manifest.json")).unwrap();
+    place_without_attempt("b", &dir.path().join("rank0/match1-occ1.2"));
     let (code, _, stderr) = dumpview(&["scan", dir.path().to_str().unwrap(), "--attempt", "1"]);
     assert_eq!(code, 2, "{stderr}");
     assert!(

@@ -26,6 +26,12 @@ fn good() -> PathBuf {
     root().join("assets/examples/llama_eager_vs_graph/b/rank0/match1-occ2/manifest.json")
 }
 
+/// Copies good()'s token-row sidecar (`rows.f32`, which its `token_rows` names) into `dir`, so
+/// that a manifest written there from good()'s text loses no evidence but what a test damages.
+fn with_good_rows(dir: &Path) {
+    std::fs::copy(good().with_file_name("rows.f32"), dir.join("rows.f32")).unwrap();
+}
+
 struct Run {
     code: i32,
     stdout: String,
@@ -435,6 +441,7 @@ fn nested_manifest(depth: usize, key: &str) -> Vec<u8> {
 #[test]
 fn deep_nesting_does_not_overflow_the_stack() {
     let dir = tempfile::tempdir().unwrap();
+    with_good_rows(dir.path());
     // An unknown field is skipped without recursion: the manifest loads whole.
     for depth in [100_000, 1_000_000] {
         let file = dir.path().join(format!("unknown_{depth}.json"));
@@ -520,6 +527,7 @@ fn a_symbolic_link_out_of_the_window_is_refused() {
             "link.safetensors",
         );
     std::fs::write(window.join("manifest.json"), text).unwrap();
+    with_good_rows(&window);
     #[cfg(unix)]
     {
         std::os::unix::fs::symlink(&outside, window.join("escape")).unwrap();
@@ -590,7 +598,9 @@ fn an_input_set_outside_the_window_is_dropped_with_a_warning() {
         r#""input_sets": [{"stage": "a", "occurrence": 1, "file": "inputs/a#1.pt", "args": {}},
                           {"stage": "b", "occurrence": 1, "file": "../../../b.pt", "args": {}}]"#,
     );
-    let file = root().join("tests/fixtures/bad/not_on_disk/manifest.json");
+    // Named as good()'s own window, whose rows.f32 its token_rows reads; inputs/a#1.pt is not
+    // on disk there, and need not be: only the path is judged.
+    let file = good();
     let (manifest, warnings) = read_window(text.as_bytes(), &file).unwrap();
     assert_eq!(manifest.input_sets.len(), 1);
     assert_eq!(manifest.input_sets[0].stage, "a");
@@ -712,7 +722,8 @@ fn one_bad_value_costs_one_field_or_one_record() {
         text.find(&serde_json::to_string(&records[index]).unwrap())
             .unwrap()
     };
-    let path = Path::new("damaged.json");
+    // In the example's window, so that its token_rows find their rows.f32.
+    let path = &good.with_file_name("damaged.json");
     let (window, warnings) = dumpview::model::ingest::read_window(text.as_bytes(), path).unwrap();
     let (clean, _) =
         dumpview::model::ingest::read_window(&std::fs::read(&good).unwrap(), path).unwrap();

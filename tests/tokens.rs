@@ -326,8 +326,26 @@ fn the_token_view_marks_the_first_bad_token() {
         (bad["key"].as_str(), bad["position"].as_u64()),
         (Some("layers.0.q_rope#1"), Some(5))
     );
-    // Captures without token rows: a clear error, not an empty view.
-    let plain = Path::new(env!("CARGO_MANIFEST_DIR")).join("assets/examples/llama_kv_alias");
+    // The llama examples hold token rows since their regeneration: the KV pair's first bad
+    // token is the first token at its designed fault, the K-cache read (its first divergence).
+    let kv = Path::new(env!("CARGO_MANIFEST_DIR")).join("assets/examples/llama_kv_alias");
+    let (code, json, stderr) = json_of(
+        dumpview_in_repo()
+            .args(["diff", "--tokens", "--json"])
+            .arg(kv.join("a"))
+            .arg(kv.join("b"))
+            .output()
+            .unwrap(),
+    );
+    assert_eq!(code, 1, "{stderr}");
+    let bad = &json["tokens"]["per_request"][0]["first_bad_token"];
+    assert_eq!(
+        (bad["key"].as_str(), bad["position"].as_u64()),
+        (Some("layers.0.k_cache_read#1"), Some(0))
+    );
+    // Captures without token rows (minilm's dumps predate them): a clear error, not an empty
+    // view.
+    let plain = Path::new(env!("CARGO_MANIFEST_DIR")).join("assets/examples/minilm_fp32_vs_bf16");
     let out = ran(dumpview_in_repo()
         .args(["diff", "--tokens"])
         .arg(plain.join("a"))

@@ -1,6 +1,8 @@
 //! Building a [`Session`] from files: the runtime reads, the app receives owned results.
 
 use std::collections::HashMap;
+
+use serde::Deserialize;
 use std::path::{Path, PathBuf};
 
 use crate::app::Session;
@@ -127,7 +129,8 @@ pub fn embedded_in(
     tolerances: &Tolerances,
 ) -> Result<Session, LoadError> {
     let side = |(source, bytes): &(String, &[u8])| -> Result<Dump, LoadError> {
-        let (manifest, warnings) = read_window(bytes, &PathBuf::from(source))?;
+        let (mut manifest, mut warnings) = read_window(bytes, &PathBuf::from(source))?;
+        embedded_token_rows(source, bytes, &mut manifest, &mut warnings);
         Ok(Dump {
             windows: vec![manifest],
             warnings,
@@ -161,6 +164,50 @@ pub fn embedded_in(
         saved: SavedTensors::default(),
         roots: Vec::new(),
     }))
+}
+
+/// The token rows of an embedded window. [`read_window`] looks for the sidecar the manifest's
+/// `token_rows` names (`rows.f32`) on disk beside the manifest's embedded path, where there is
+/// none, and keeps the row map alone with a lost-evidence warning; the sidecar is embedded
+/// beside the manifest, so its values are read from there and that warning is dropped. A
+/// window without an embedded sidecar keeps what `read_window` made of it.
+fn embedded_token_rows(
+    source: &str,
+    bytes: &[u8],
+    window: &mut Window,
+    warnings: &mut Vec<crate::model::dump::Warning>,
+) {
+    let Some(rel) = source
+        .strip_prefix(EMBEDDED)
+        .and_then(|s| s.strip_prefix("assets/examples/"))
+    else {
+        return;
+    };
+    let Ok(manifest) = serde_json::from_slice::<serde_json::Value>(bytes) else {
+        return;
+    };
+    let Some(Ok(mut rows)) = manifest
+        .get("token_rows")
+        .map(crate::model::dump::TokenRows::deserialize)
+    else {
+        return;
+    };
+    let Some(file) = rows.file.clone() else {
+        return;
+    };
+    let Some(sidecar) = Path::new(rel)
+        .parent()
+        .and_then(|dir| crate::embedded::EXAMPLES.get_file(dir.join(&file)))
+    else {
+        return;
+    };
+    if rows.check(sidecar.contents().len() as u64).is_err() {
+        return; // read_window's warning stands
+    }
+    rows.values = crate::model::dump::RowValues::decode(sidecar.contents());
+    window.token_rows = Some(std::sync::Arc::new(rows));
+    let on_disk = Path::new(source).parent().map(|dir| dir.join(&file));
+    warnings.retain(|w| Some(&w.file) != on_disk.as_ref());
 }
 
 /// Opens `source`, diffed under `tolerances`, reporting progress while reading files.

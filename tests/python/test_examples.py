@@ -288,7 +288,16 @@ def assert_every_pair_follows_the_reference(window, a, b):
     assert [p["key"] for p in window["pairs"]] == [k for k, _, _ in python_pairs]
     for rust, (k, ra, rb) in zip(window["pairs"], python_pairs):
         kind, _, stats = pt.dumpview_compare_records(ra, rb)
-        assert rust["verdict"]["kind"] == kind, k
+        # The reference is the whole-tensor rule. Where both records carry token rows, dumpview
+        # then decides an inconclusive or moved checksum by the rows (docs/diff.md, "Rows decide
+        # the verdicts they make sharp") and names the whole tensor's verdict in rows.replaced.
+        rows = rust.get("rows") or {}
+        if rows.get("replaced"):
+            assert rows["replaced"] == kind, k
+            decided = {"row_changed": "magnitude", "rows_agree": "agree", "rows_permuted": "values_moved"}
+            assert rust["verdict"]["kind"] == decided[rows["kind"]], (k, rows)
+        else:
+            assert rust["verdict"]["kind"] == kind, k
         assert [d["exceeds"] for d in rust["stats"]] == [d["exceeds"] for d in stats], k
         # serde_json's default float parser may be one ulp off Python's correctly rounded one, so the
         # figures agree to rounding, not bit for bit: rel_diff (|a - b| / scale) to 1e-12 absolute, bounds to

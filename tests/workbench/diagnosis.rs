@@ -6,10 +6,13 @@
 use super::*;
 
 /// The chain's keys as `dumpview diagnose` cites them on the kv_alias pair: B's writer, B's
-/// reader (also the origin), then the first record downstream of it.
+/// reader (also the origin), then the first record downstream of it. That is the attention
+/// output right after the read: its token rows (the examples carry them since their
+/// regeneration) show its rows diverging, where its whole-tensor checksum alone was
+/// inconclusive and the first diverging record after the read was `layers.0.post_norm#1`.
 const WRITER: &str = "layers.0.k_cache_write#1";
 const READER: &str = "layers.0.k_cache_read#1";
-const DOWNSTREAM: &str = "layers.0.post_norm#1";
+const DOWNSTREAM: &str = "layers.0.attn#1";
 
 /// The text of row `y` of `buffer`.
 fn row(buffer: &Buffer, y: u16) -> String {
