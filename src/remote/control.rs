@@ -227,6 +227,8 @@ fn private_dir() -> io::Result<PathBuf> {
         false => std::env::temp_dir(),
     };
     let pid = std::process::id();
+    static SWEPT: std::sync::Once = std::sync::Once::new();
+    SWEPT.call_once(|| sweep_stale(&base, pid));
     for n in 0..1000 {
         let dir = base.join(format!("dvssh-{pid}-{n}"));
         match make_private(&dir) {
@@ -241,6 +243,41 @@ fn private_dir() -> io::Result<PathBuf> {
     )))
 }
 
+/// Removes the control directories a dumpview killed with SIGKILL left behind (it cannot remove
+/// its own then; the kernel ends its masters, PR_SET_PDEATHSIG): every `dvssh-<p>-<n>` of a
+/// process `p` that is gone, and those named with this process's own pid, which an earlier
+/// process of that pid left (this runs before this process makes its first). Best effort: a
+/// directory another user owns (`/tmp` is sticky) or one that cannot be read stays.
+fn sweep_stale(base: &Path, own: u32) {
+    let Ok(entries) = std::fs::read_dir(base) else {
+        return;
+    };
+    for entry in entries.flatten() {
+        let name = entry.file_name();
+        let Some(pid) = name
+            .to_str()
+            .and_then(|n| n.strip_prefix("dvssh-"))
+            .and_then(|rest| rest.split_once('-'))
+            .and_then(|(pid, n)| n.parse::<u32>().ok().and(pid.parse::<u32>().ok()))
+        else {
+            continue;
+        };
+        if pid == own || !alive(pid) {
+            let _ = std::fs::remove_dir_all(entry.path());
+        }
+    }
+}
+
+/// Whether process `pid` exists (signal 0: permission errors mean it does).
+fn alive(pid: u32) -> bool {
+    let Ok(pid) = i32::try_from(pid) else {
+        return false;
+    };
+    // SAFETY: kill with signal 0 sends nothing; it only checks that the process exists.
+    let result = unsafe { libc::kill(pid, 0) };
+    result == 0 || std::io::Error::last_os_error().raw_os_error() == Some(libc::EPERM)
+}
+
 fn make_private(dir: &Path) -> io::Result<()> {
     let mut builder = std::fs::DirBuilder::new();
     #[cfg(unix)]
@@ -249,4 +286,36 @@ fn make_private(dir: &Path) -> io::Result<()> {
         builder.mode(0o700);
     }
     builder.create(dir)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sweep_removes_control_directories_of_gone_processes_and_of_its_own_pid() {
+        let base = tempfile::tempdir().unwrap();
+        let mut child = std::process::Command::new("true").spawn().unwrap();
+        let gone = child.id();
+        child.wait().unwrap();
+        let own = std::process::id();
+        let names = [
+            format!("dvssh-{gone}-0"),
+            format!("dvssh-{own}-0"),
+            "dvssh-1-0".to_string(),
+            "dvssh-notapid-0".to_string(),
+            "other".to_string(),
+        ];
+        for name in &names {
+            std::fs::create_dir_all(base.path().join(name).join("0")).unwrap();
+        }
+        sweep_stale(base.path(), own);
+        let mut left: Vec<String> = std::fs::read_dir(base.path())
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .collect();
+        left.sort();
+        // pid 1 lives; a name that is not dumpview's and another file stay.
+        assert_eq!(left, ["dvssh-1-0", "dvssh-notapid-0", "other"]);
+    }
 }
