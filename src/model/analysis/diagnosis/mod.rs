@@ -62,10 +62,11 @@ pub fn diagnose(a: &Dump, b: Option<&Dump>, analysis: &Analysis) -> Diagnosis {
     if b.is_none() {
         // One capture has no "A" to tell apart from a "B".
         for f in &mut findings {
-            f.text = f
-                .text
-                .replacen("A's ", "The capture's ", 1)
-                .replacen("In A, ", "", 1);
+            f.text = capitalized(
+                &f.text
+                    .replacen("A's ", "The capture's ", 1)
+                    .replacen("In A, ", "", 1),
+            );
         }
     }
     let mut next = next::experiment(&cx, &findings);
@@ -98,11 +99,18 @@ fn conclusion(cx: &context::Context, findings: &[Finding]) -> Result<String, Str
         .text
         .split_once(". ")
         .map_or(top.text.as_str(), |(s, _)| s);
-    let first_sentence = first_sentence.trim_end_matches('.');
-    let mut chars = first_sentence.chars();
+    Ok(format!(
+        "{}.",
+        capitalized(first_sentence.trim_end_matches('.'))
+    ))
+}
+
+/// `text` with its first letter upper-case.
+fn capitalized(text: &str) -> String {
+    let mut chars = text.chars();
     let capital: String = chars
         .next()
         .map(|c| c.to_uppercase().collect())
         .unwrap_or_default();
-    Ok(format!("{capital}{}.", chars.as_str()))
+    format!("{capital}{}", chars.as_str())
 }
