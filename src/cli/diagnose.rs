@@ -11,10 +11,13 @@ use crate::model::present;
 /// The options of `dumpview diagnose`.
 #[derive(Debug, Clone, clap::Args)]
 pub struct DiagnoseArgs {
-    /// The capture under suspicion when alone; with a second, the reference run first:
-    /// `diagnose GOOD BAD` as `diff A B` (a manifest, a window directory or a tree of them).
-    #[arg(required = true, num_args = 1..=2, value_name = "CAPTURE")]
-    pub inputs: Vec<PathBuf>,
+    /// The capture under suspicion when alone; with B, the reference run (`diagnose GOOD BAD`
+    /// as `diff A B`): a manifest, a window directory or a tree of them.
+    #[arg(value_name = "A")]
+    pub a: PathBuf,
+    /// The run under suspicion, compared against A.
+    #[arg(value_name = "B")]
+    pub b: Option<PathBuf>,
     #[command(flatten)]
     pub tolerance: super::diff::ToleranceArgs,
     #[command(flatten)]
@@ -30,7 +33,10 @@ impl DiagnoseArgs {
     /// An input that cannot be loaded, or bad tolerances.
     pub fn run(&self, cx: &mut super::Context) -> Result<Conclusion, CliError> {
         let tolerances = self.tolerance.tolerances()?;
-        let paths = cx.sources.locals(&self.inputs)?;
+        let inputs: Vec<PathBuf> = std::iter::once(self.a.clone())
+            .chain(self.b.clone())
+            .collect();
+        let paths = cx.sources.locals(&inputs)?;
         let mut dumps = load_captures(&paths, &cx.attempts, cx.json)?;
         for dump in &mut dumps {
             self.ignore.apply(dump)?;
