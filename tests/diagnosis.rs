@@ -725,3 +725,62 @@ fn a_rank_of_a_job_is_told_to_start_the_way_the_job_was_launched() {
         next.text
     );
 }
+
+#[test]
+fn an_input_set_on_the_origins_bytes_shows_its_operator_reads_the_origin() {
+    // hooked_op's B with an input set for `proj` whose argument is `proj.input.0#1`'s tensor
+    // (the origin `norm#1`'s output), linked to `proj#1`.
+    let a = load("tests/fixtures/diagnosis/hooked_op/a");
+    let mut b = load("tests/fixtures/diagnosis/hooked_op/b");
+    let window = &mut b.windows[0];
+    let input = window
+        .records
+        .iter()
+        .find(|r| r.key() == "proj.input.0#1")
+        .unwrap()
+        .clone();
+    let desc = serde_json::json!({
+        "kind": "tensor",
+        "dtype": input.dtype.as_str(),
+        "shape": input.shape.to_vec(),
+        "stride": input.stride.to_vec(),
+        "storage_offset": input.storage_offset,
+        "element_size": input.element_size,
+        "numel": input.numel,
+        "storage_ptr": input.storage_ptr,
+        "storage_id": input.storage_id,
+        "data_ptr": input.data_ptr,
+        "device": input.device.as_str(),
+        "is_contiguous": input.is_contiguous,
+    });
+    window
+        .input_sets
+        .push(dumpview::model::dump::InputSetEntry {
+            stage: "proj".into(),
+            occurrence: 1,
+            file: "inputs/proj#1.pt".into(),
+            op: None,
+            args: [("x".to_string(), desc)].into_iter().collect(),
+            outputs: vec![dumpview::model::dump::InputSetOutput {
+                key: "proj#1".into(),
+                file: None,
+            }],
+        });
+    window.records.retain(|r| !r.stage.contains(".input."));
+    let analysis = Analysis::compute(&a, Some(&b), &Tolerances::default());
+    let d = diagnose(&a, Some(&b), &analysis);
+    let origin = d.findings.iter().find(|f| f.rule == Rule::Origin).unwrap();
+    assert_eq!(
+        cited(origin, Role::Propagated),
+        ["proj#1"],
+        "{}",
+        origin.text
+    );
+    assert!(
+        origin
+            .text
+            .contains("input set `proj#1` argument `x` is its output"),
+        "{}",
+        origin.text
+    );
+}

@@ -338,8 +338,9 @@ pub struct Comparison {
     pub rows: Option<crate::model::analysis::row_evidence::RowEvidence>,
 }
 
-/// dtype family: values of different families are not comparable as numbers.
-fn dtype_kind(dtype: &str) -> &'static str {
+/// dtype family (`bool`, `floating`, `complex` or `integer`): values of different families
+/// are not comparable as numbers.
+pub fn dtype_kind(dtype: &str) -> &'static str {
     if dtype == "bool" {
         "bool"
     } else if dtype.starts_with("float") || dtype.starts_with("bfloat") {

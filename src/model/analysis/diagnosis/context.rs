@@ -312,5 +312,8 @@ pub(super) fn side_name(side: char) -> char {
 
 /// Integer (or bool) dtypes: index stages.
 pub(super) fn is_integer(dtype: &str) -> bool {
-    dtype.starts_with("int") || dtype.starts_with("uint") || dtype == "bool"
+    matches!(
+        crate::model::analysis::compare::dtype_kind(dtype),
+        "integer" | "bool"
+    )
 }

@@ -261,7 +261,7 @@ fn compare_value(
 
 /// A tensor argument's description read as a record (its layout and statistics), to be
 /// compared as the diff compares records.
-fn as_record(name: &str, desc: &serde_json::Value) -> Option<Record> {
+pub(super) fn as_record(name: &str, desc: &serde_json::Value) -> Option<Record> {
     let mut object = desc.as_object()?.clone();
     object.remove("kind");
     object.insert("seq".into(), 0.into());

@@ -257,11 +257,12 @@ fn origin(cx: &Context, top: &Finding) -> Option<Experiment> {
     })
 }
 
-/// Whether `set` was saved by `hook(..., input_sets=True)`: its arguments are the module's
-/// inputs `input.N` and its operator the module's class, which a replay cannot rebuild with
-/// its weights (docs/replay.md, "Cross-feeding"), so no cross-fed replay is printed for it.
+/// Whether `set` was saved by `hook(..., input_sets=True)` (the rule `replay --cross` uses,
+/// [`crate::model::replay::cross::is_module_set`]): its operator is the module's class, which a
+/// replay cannot rebuild with its weights, so no cross-fed replay is printed for it.
 fn is_hook_set(set: &crate::model::dump::InputSetEntry) -> bool {
-    !set.args.is_empty() && set.args.keys().all(|name| name.starts_with("input."))
+    let names: Vec<&str> = set.args.keys().map(String::as_str).collect();
+    crate::model::replay::cross::is_module_set(set.op.as_deref().unwrap_or(""), &names)
 }
 
 /// A capture experiment on one window's run.

@@ -282,25 +282,10 @@ fn propagated_from(window: &Window, origin: &Record) -> Vec<(String, String)> {
     out
 }
 
-/// The byte range `[lo, hi)` a tensor argument's description reads (its `data_ptr`, shape,
-/// stride and element size); `None` for other arguments or where one is missing.
+/// The byte range `[lo, hi)` a tensor argument's description reads (read as a record,
+/// [`super::inputs::as_record`]); `None` for other arguments or where its layout is missing.
 fn arg_bytes(desc: &serde_json::Value) -> Option<(u64, u64)> {
-    let numbers = |k: &str| -> Option<Vec<i64>> {
-        desc.get(k)?
-            .as_array()?
-            .iter()
-            .map(|v| v.as_i64())
-            .collect()
-    };
-    let shape = numbers("shape")?;
-    let stride = numbers("stride")?;
-    crate::model::analysis::layout::View {
-        data_ptr: desc.get("data_ptr")?.as_u64()?,
-        element_size: desc.get("element_size")?.as_u64()?,
-        shape: shape.iter().map(|&s| s.max(0) as u64).collect(),
-        stride,
-    }
-    .byte_range()
+    view_of(&super::inputs::as_record("arg", desc)?)?.byte_range()
 }
 
 /// The first bad token of the row alignment, where the diff's headline names it: no record
