@@ -247,18 +247,22 @@ class _Record:
     cost of one loop over every record.
     """
 
-    __slots__ = ("stage", "occurrence", "seq", "layout", "extra", "stats", "saved", "rows")
+    __slots__ = ("stage", "occurrence", "seq", "layout", "extra", "stats", "saved", "rows", "local")
 
-    def __init__(self, stage, layout, extra, stats, saved, rows=None):
+    def __init__(self, stage, layout, extra, stats, saved, rows=None, local=None):
         self.stage = stage
         self.occurrence = self.seq = None  # set under _state.lock when the record is placed
         self.layout = layout  # _layout_raw's tuple
-        self.extra = extra  # dict of the optional fields (shard, collective, rows_*, stats_path), or None
+        # dict of the optional fields (shard, collective, rows_*, stats_path, local_checksum: None
+        # until finish(), received: an int or a device tensor until finish()), or None
+        self.extra = extra
         # 1-D device tensor in _DEVICE_STATS order; a (host block, offset) pair on the native path
         # (_NativeCall.block); or None
         self.stats = stats
         self.saved = saved  # device tensor (rows-bounded clone) to write in finish(), or None
         self.rows = rows  # _TokenRows of the record's token rows, or None
+        # The statistics row (as ``stats``) whose checksum is local_checksum's, or None
+        self.local = local
 
     def head(self):
         """The record's JSON fields up to is_contiguous, in the manifest's order (_RECORD_ORDER)."""
@@ -412,6 +416,18 @@ def arm(label, rows=None, first_position=None, **metadata):
     ``positions=[start, end]``, a half-open range) or else counted on from the
     label's earlier calls, captured or not; its row count is then the first
     capture's (docs/manifest.md, "Token rows").
+
+    Metadata keys with a meaning to dumpview (docs/manifest.md, "metadata keys
+    with a meaning"): ``parallel`` (this rank's place in each parallel group),
+    ``step=N`` (int: the engine step this forward belongs to, the same on every
+    rank of the job; dumpview groups ranks by it where their labels differ, as
+    with data-parallel attention where one rank runs "prefill" and another
+    "decode" in one step), ``block_ids=[...]`` (ints: the KV/state pool blocks
+    this forward's block table assigns, in allocation order) with
+    ``block_numel=N`` (int: the elements of one block in the pool's storage,
+    the pool's stride along its block dimension); dumpview compares where a
+    record was written in its pool with these. A value of the wrong type prints
+    one warning and is kept as given.
     """
     global _active, _counting
     if not _config.enabled:
@@ -438,6 +454,7 @@ def arm(label, rows=None, first_position=None, **metadata):
                 _state.count_into = (row_map.entries[0][0], row_map.entries[0][1])
                 _counting = _active = True
             return False
+        _check_known_metadata(metadata)
         parallel = _parallel_layout(metadata.get("parallel"))
         if parallel:
             metadata = dict(metadata, parallel={axis: list(v) for axis, v in parallel.items()})
@@ -1081,6 +1098,32 @@ def _warn_unselected_group(parallel):
             return
 
 
+def _is_int(value):
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _is_int_tensor(value, ndim):
+    return (isinstance(value, torch.Tensor) and value.dim() == ndim and value.dtype != torch.bool
+            and not value.is_floating_point() and not value.is_complex())
+
+
+def _check_known_metadata(metadata):
+    """One warning each where arm()'s ``step``, ``block_ids`` or ``block_numel`` is not of its
+    documented type (the values are kept as given: only a reader's use of them is lost)."""
+    problems = []
+    if "step" in metadata and not (_is_int(metadata["step"]) or _is_int_tensor(metadata["step"], 0)):
+        problems.append(("step", "an int"))
+    if "block_ids" in metadata:
+        ids = metadata["block_ids"]
+        if not (isinstance(ids, (list, tuple)) and all(_is_int(i) for i in ids) or _is_int_tensor(ids, 1)):
+            problems.append(("block_ids", "a list of ints"))
+    if "block_numel" in metadata and not (_is_int(metadata["block_numel"]) and metadata["block_numel"] >= 1):
+        problems.append(("block_numel", "an int >= 1"))
+    for key, want in problems:
+        _warn("arm(%s=...): not %s (%s); kept as given, but dumpview cannot use it"
+              % (key, want, type(metadata[key]).__name__), key="metadata:%s" % key)
+
+
 def _metadata_value(value):
     """Keep metadata JSON-ready; tensors stay on device (cloned) until finish()."""
     if isinstance(value, torch.Tensor):
@@ -1098,7 +1141,8 @@ def _metadata_value(value):
     return repr(value)
 
 
-def capture(stage, tensor, shard=None, collective=None, rows="auto", token_dims=(0,), positions=None):
+def capture(stage, tensor, shard=None, collective=None, rows="auto", token_dims=(0,), positions=None,
+            received=None):
     """Record statistics and layout of ``tensor`` as the next occurrence of ``stage``.
 
     Costs one boolean check when no window is open.  Only device-side work
@@ -1113,9 +1157,21 @@ def capture(stage, tensor, shard=None, collective=None, rows="auto", token_dims=
     (the same values on every rank) or ``"partial:tp"`` (a partial sum still to be
     reduced).  The position checksum of a sliced tensor uses each element's
     coordinates in the full tensor, so the shards' checksums add up to the full
-    tensor's.  ``collective`` names the collective whose output this is
-    (``"all_reduce"``, ``"all_gather"``, ...).  An invalid annotation prints one
-    warning and the record is kept without it.
+    tensor's; such a record also gets ``local_checksum``, the position checksum
+    at the local tensor's own coordinates (exactly the ``pos_checksum`` a capture
+    of the same tensor without ``shard`` records, through the same statistics
+    path), which is equal on ranks holding equal pieces (a loader that read
+    shard 0 on every rank).  ``collective`` names the collective whose output
+    this is (``"all_reduce"``, ``"all_gather"``, ...).  An invalid annotation
+    prints one warning and the record is kept without it.
+
+    ``received`` (expert-parallel stages): how many tokens this rank's stage
+    received in this call, a Python int >= 0 or a 0-d / 1-element integer
+    tensor (kept on its device, read in finish()); written as the record's
+    ``received``, so that a rank whose output is all zeros although it received
+    tokens can be named.  An invalid value (negative, a float, a bool, a
+    multi-element or non-integer tensor) prints one warning naming the stage and
+    the record is kept without it.
 
     ``rows`` says whether the tensor holds the forward's tokens: ``"tokens"``
     (declared: dimensions ``token_dims``, ``(0,)`` or ``(0, 1)`` for
@@ -1162,6 +1218,10 @@ def capture(stage, tensor, shard=None, collective=None, rows="auto", token_dims=
             else:
                 _warn("capture(%r, collective=%r): not one of %s; recorded without it"
                       % (stage, collective, ", ".join(COLLECTIVES)), key="collective:%s" % stage)
+        if received is not None:
+            count = _received_value(stage, received)
+            if count is not None:
+                extra["received"] = count
         saved = None
         if _config.tensor_regex is not None and _config.tensor_regex.search(stage):
             saved = _bounded_rows(tensor).clone()
@@ -1170,6 +1230,12 @@ def capture(stage, tensor, shard=None, collective=None, rows="auto", token_dims=
         stats, path = _record_statistics(tensor, layout, split)
         if stats is not None and layout[0].type != "meta":
             extra["stats_path"] = path
+        local = None
+        if split is not None:
+            if stats is not None:
+                local = _local_statistics(stage, tensor, layout, path)
+            if stats is None or local is not None:
+                extra["local_checksum"] = None  # null, or the local row's checksum in finish()
         token_rows = None
         row_map = _state.window["row_map"]
         if row_map is not None and rows is not None and layout[0].type != "meta":
@@ -1178,7 +1244,7 @@ def capture(stage, tensor, shard=None, collective=None, rows="auto", token_dims=
             except Exception as exc:  # that record only: its whole-tensor statistics stand
                 _warn("no token rows for %s (%s: %s)" % (stage, type(exc).__name__, str(exc).splitlines()[0][:120]),
                       key="rowfail:%s" % stage)
-        record = _Record(stage, layout, extra, stats, saved, token_rows)
+        record = _Record(stage, layout, extra, stats, saved, token_rows, local)
         # The occurrence, the seq and the record's place are taken together, after the
         # statistics: threads capturing at once get distinct seqs in record order.
         links = None
@@ -1212,6 +1278,78 @@ def _record_statistics(tensor, layout, split=None):
         _warn("no statistics for %s tensors (%s: %s); their records carry null stats"
               % (tensor.dtype, type(exc).__name__, str(exc).splitlines()[0][:120]), key="stats:%s" % tensor.dtype)
         return None, None
+
+
+def _local_statistics(stage, tensor, layout, path):
+    """The statistics row of ``tensor`` without its shard (kept until finish(), as the record's
+    own: a device vector or a native host block's pair), whose checksum element is the record's
+    ``local_checksum``: the same call a capture without ``shard`` makes, so the value is that
+    capture's pos_checksum bit for bit. None, with one warning, where it fails or would come
+    from another path than the record's ``path`` (a fused path that failed just now)."""
+    try:
+        row, local_path = _statistics_by_path(tensor, host_block=True, layout=layout)
+        if row is not None and local_path != path:
+            raise RuntimeError("computed by %s, the record's statistics by %s" % (local_path, path))
+    except Exception as exc:
+        _warn("capture(%r): no local_checksum (%s: %s); recorded without it"
+              % (stage, type(exc).__name__, str(exc).splitlines()[0][:120]), key="local:%s" % stage)
+        return None
+    return row
+
+
+def _received_value(stage, value):
+    """capture(received=...) as kept until finish(): a Python int >= 0, or a 0-d int64 clone of
+    a one-element integer tensor (device-side: no read here); None with one warning naming the
+    stage where it is neither (a negative tensor value is found in finish())."""
+    why = None
+    if isinstance(value, bool):
+        why = "a bool"
+    elif isinstance(value, int):
+        if value >= 0:
+            return value
+        why = "negative"
+    elif isinstance(value, torch.Tensor):
+        if value.numel() != 1:
+            why = "a tensor of %d elements, not one" % value.numel()
+        elif value.dtype == torch.bool or value.is_floating_point() or value.is_complex():
+            why = "a %s tensor, not an integer one" % _dtype_name(value.dtype)
+        else:
+            return value.detach().reshape(()).to(torch.int64, copy=True)
+    else:
+        why = "a %s" % type(value).__name__
+    _warn("capture(%r, received=%s): not a token count (%s; an int >= 0 or a one-element integer tensor); "
+          "recorded without it" % (stage, "<tensor>" if isinstance(value, torch.Tensor) else value, why),
+          key="received:%s" % stage)
+    return None
+
+
+def _received_to_host(records):
+    """{record index: int} of the records whose ``received`` is a device tensor, read in one
+    transfer per device; a negative or unreadable count is left out (the record loses the
+    field) with one warning naming the stage."""
+    by_device = {}
+    for index, record in enumerate(records):
+        if record.extra and isinstance(record.extra.get("received"), torch.Tensor):
+            by_device.setdefault(record.extra["received"].device, []).append(index)
+    counts = {}
+    for device, indices in by_device.items():
+        try:
+            if device.type == "meta":
+                raise ValueError("a meta tensor has no value")
+            values = torch.stack([records[i].extra["received"] for i in indices]).cpu().tolist()
+        except Exception as exc:
+            for i in indices:
+                _warn("capture(%r, received=...): not read (%s: %s); recorded without it"
+                      % (records[i].stage, type(exc).__name__, str(exc).splitlines()[0][:120]),
+                      key="received:%s" % records[i].stage)
+            continue
+        for i, value in zip(indices, values):
+            if value >= 0:
+                counts[i] = int(value)
+            else:
+                _warn("capture(%r, received=%d): negative; recorded without it" % (records[i].stage, value),
+                      key="received:%s" % records[i].stage)
+    return counts
 
 
 def _keep_output(tensor, layout, links):
@@ -3265,15 +3403,21 @@ def _write_window(window):
     slots = [slot for slot in sorted(_state.slots.values(), key=lambda s: s.index) if slot.meta is not None]
     stat_rows = [r.stats for r in _state.records]
     stat_rows += [s.stats if s.meta["numel"] and not s.meta["dtype"].startswith("complex") else None for s in slots]
+    # The local checksums' rows (capture(shard=...)) in the same transfer.
+    local_at = [index for index, r in enumerate(_state.records) if r.local is not None]
+    local_from = len(stat_rows)
+    stat_rows += [_state.records[index].local for index in local_at]
     # The input sets' tensor arguments are read back in the same transfer as the records.
     input_stats = [pair for entry in _state.input_sets for pair in entry.get("stats", ())]
     stat_rows += [row for _desc, row in input_stats]
     host_stats = _read_back(stat_rows)
+    local_values = dict(zip(local_at, host_stats[local_from:local_from + len(local_at)]))
+    received = _received_to_host(_state.records)
     for (desc, _row), values in zip(input_stats, host_stats[len(stat_rows) - len(input_stats):]):
         desc["stats"] = None if values is None else _host_stats(values, desc["numel"])
 
     records = []
-    for record, stats in zip(_state.records, host_stats):
+    for index, (record, stats) in enumerate(zip(_state.records, host_stats)):
         # In the manifest's order (_RECORD_ORDER, then the tail) without a second dict.
         out = record.head()
         out["stats"] = None if stats is None else _host_stats(stats, out["numel"])
@@ -3289,6 +3433,14 @@ def _write_window(window):
             for key in _RECORD_TAIL:
                 if key in extra:
                     out[key] = extra[key]
+            if "local_checksum" in out:
+                local = local_values.get(index)
+                out["local_checksum"] = None if out["stats"] is None or local is None else _json_float(local[6])
+            if isinstance(out.get("received"), torch.Tensor):
+                if index in received:
+                    out["received"] = received[index]
+                else:
+                    del out["received"]
         records.append(out)
     slot_rows = []
     for slot, stats in zip(slots, host_stats[len(_state.records):len(_state.records) + len(slots)]):
@@ -3671,7 +3823,7 @@ _RECORD_ORDER = (
     "tensor_file", "rows_kept", "rows_total",
 )
 # Written after ``truncated``, only when given (older readers ignore them).
-_RECORD_TAIL = ("shard", "collective", "stats_path")
+_RECORD_TAIL = ("shard", "collective", "stats_path", "local_checksum", "received")
 
 
 def _ordered_record(meta):

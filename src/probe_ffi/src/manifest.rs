@@ -40,6 +40,10 @@ pub struct RecordOut<'a> {
     pub summary: Option<Summary>,
     /// Its saved tensor.
     pub tensor: Option<SavedTensor>,
+    /// `local_checksum` of a capture whose shard slices the tensor: the pos_checksum at the
+    /// view's own coordinates, as a capture without a shard records it (`Some(None)`: null,
+    /// the record's stats are null). `None`: no slicing shard, the field is not written.
+    pub local_checksum: Option<Option<f64>>,
 }
 
 /// A capture skipped because it would have exceeded the staging budget.
@@ -264,6 +268,10 @@ fn push_record(out: &mut String, r: &RecordOut) {
         out.push_str(", \"shard\": ");
         push_string(out, shard);
     }
+    if let Some(local) = r.local_checksum {
+        out.push_str(", \"local_checksum\": ");
+        push_stat(out, local);
+    }
     out.push('}');
 }
 
@@ -418,6 +426,7 @@ mod tests {
             view: &view,
             summary: Some(summary),
             tensor: None,
+            local_checksum: None,
         };
         let mut out = String::new();
         push_record(&mut out, &record);
@@ -428,5 +437,29 @@ mod tests {
             .map(|field| field.split_once(": ").unwrap().0.trim_matches('"'))
             .collect();
         assert_eq!(keys, STAT_NAMES);
+    }
+
+    #[test]
+    fn local_checksum_follows_shard_only_where_given() {
+        let mut view = crate::view::View::for_tests(crate::dtype::Dtype::Float32, &[2], &[1]);
+        view.shard = Some("tp:0".into());
+        let line = |local_checksum: Option<Option<f64>>| {
+            let mut out = String::new();
+            let record = RecordOut {
+                seq: 0,
+                stage: "s",
+                occurrence: 1,
+                view: &view,
+                summary: None,
+                tensor: None,
+                local_checksum,
+            };
+            push_record(&mut out, &record);
+            out
+        };
+        assert!(line(None).ends_with("\"shard\": \"tp:0\"}"));
+        assert!(line(Some(Some(0.5))).ends_with("\"shard\": \"tp:0\", \"local_checksum\": 0.5}"));
+        assert!(line(Some(None)).ends_with("\"local_checksum\": null}"));
+        assert!(line(Some(Some(f64::NAN))).ends_with("\"local_checksum\": \"nan\"}"));
     }
 }

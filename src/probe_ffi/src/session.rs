@@ -1094,19 +1094,20 @@ fn finish_window(state: &mut State, window: &mut Window) -> Result<(), Failure> 
         |c: &Capture| c.staged != 0 && !failed_streams.contains(&(c.view.device, c.view.stream));
     // On this process's own pool: after a fork the inherited one has no threads.
     let captures = &window.captures;
-    let summaries: Vec<Option<Summary>> = crate::pool::run(|| {
+    // With each sliced capture's local checksum (docs/manifest.md, `local_checksum`).
+    let summaries: Vec<(Option<Summary>, Option<f64>)> = crate::pool::run(|| {
         captures
             .par_iter()
             .map(|c| {
                 if !usable(c) {
-                    return None;
+                    return (None, None);
                 }
                 // SAFETY: the span was staged at c.staged and its copy has completed (host:
                 // in dp_capture; device: synchronized above).
                 let staged = unsafe {
                     std::slice::from_raw_parts(c.staged as *const u8, c.view.span_bytes() as usize)
                 };
-                stats::summarize(&c.view, staged, c.split.as_ref())
+                stats::summarize_sliced(&c.view, staged, c.split.as_ref())
             })
             .collect()
     });
@@ -1127,7 +1128,7 @@ fn finish_window(state: &mut State, window: &mut Window) -> Result<(), Failure> 
         warn(&mut state.printed, &message);
     }
     let mut records = Vec::with_capacity(window.captures.len());
-    for (capture, summary) in window.captures.iter().zip(summaries) {
+    for (capture, (summary, local)) in window.captures.iter().zip(summaries) {
         let mut tensor = None;
         if capture.save && (usable(capture) || capture.view.numel == 0) {
             let kept = window_files::rows_kept(&capture.view, state.config.rows);
@@ -1166,6 +1167,7 @@ fn finish_window(state: &mut State, window: &mut Window) -> Result<(), Failure> 
             stage: &window.stage_names[capture.stage as usize],
             occurrence: capture.occurrence,
             view: &capture.view,
+            local_checksum: capture.split.map(|_| local.filter(|_| summary.is_some())),
             summary,
             tensor,
         });

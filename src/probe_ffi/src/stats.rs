@@ -65,6 +65,23 @@ pub fn summarize(view: &View, staged: &[u8], split: Option<&Split>) -> Option<Su
     summarize_with(view, staged, split, true)
 }
 
+/// [`summarize`] of a capture, and its local checksum where `split` slices the tensor: the
+/// pos_checksum of the same view at its own coordinates, exactly what a capture without a shard
+/// records (a second [`summarize`] of the same bytes, so equal pieces on two ranks give equal
+/// bits). `None` for the local checksum without a `split` or without statistics.
+pub fn summarize_sliced(
+    view: &View,
+    staged: &[u8],
+    split: Option<&Split>,
+) -> (Option<Summary>, Option<f64>) {
+    let summary = summarize(view, staged, split);
+    let local = match (&summary, split) {
+        (Some(_), Some(_)) => summarize(view, staged, None).map(|s| s.pos_checksum),
+        _ => None,
+    };
+    (summary, local)
+}
+
 /// [`summarize`] on the calling thread alone (`parallel` false): no pool thread is woken, so
 /// a caller that summarises one tensor at a time inside its own hot loop (dump_probe.py's cpu
 /// path) pays no hand-off and leaves the other cores to the model.
@@ -210,10 +227,23 @@ fn reduce<E: Element>(
         // another tree, so the sums may differ in the last bits, within the stated bound).
         return (0..chunks).map(one).fold(Acc::EMPTY, Acc::merge);
     }
-    (0..chunks)
-        .into_par_iter()
-        .map(one)
-        .reduce(|| Acc::EMPTY, Acc::merge)
+    // Merged in one fixed tree, not by rayon's reduce, whose tree follows how the work was
+    // split and stolen: the same bytes give the same bits on every run and every rank (a
+    // sliced record's local_checksum is compared across ranks for equality).
+    let parts: Vec<Acc> = (0..chunks).into_par_iter().map(one).collect();
+    merge_pairwise(&parts)
+}
+
+/// `parts` merged pairwise, halves first, in an order fixed by their count alone.
+fn merge_pairwise(parts: &[Acc]) -> Acc {
+    match parts {
+        [] => Acc::EMPTY,
+        [one] => *one,
+        _ => {
+            let (left, right) = parts.split_at(parts.len() / 2);
+            Acc::merge(merge_pairwise(left), merge_pairwise(right))
+        }
+    }
 }
 
 /// Element offset (from the span's start) of the first element of matrix row `row`.
@@ -747,6 +777,66 @@ mod tests {
             (rows - whole.pos_checksum).abs() < tolerance,
             "{rows} vs {}",
             whole.pos_checksum
+        );
+    }
+
+    #[test]
+    fn the_local_checksum_is_the_unsharded_captures_pos_checksum_bit_for_bit() {
+        // A [4, 6] float32 tensor; a piece of it captured with every kind of slice.
+        let values: Vec<f32> = (0..24)
+            .map(|i| ((i * 7919) % 31) as f32 * 0.37 - 5.0)
+            .collect();
+        let bytes = f32_bytes(&values);
+        let piece = view(Dtype::Float32, &[4, 6], &[6, 1]);
+        let plain = summarize(&piece, &bytes, None).unwrap();
+        let slice = |dim: usize, full: u64, offset: u64, zigzag: bool, rank: u64| Split {
+            dim,
+            full,
+            offset,
+            zigzag,
+            rank,
+            size: 2,
+        };
+        for split in [
+            slice(1, 12, 6, false, 1), // tp:1, rank 1 of 2
+            slice(0, 10, 3, false, 0), // tp:0@3/10
+            slice(0, 8, 0, true, 1),   // cp:0:zigzag, rank 1 of 2
+        ] {
+            let (summary, local) = summarize_sliced(&piece, &bytes, Some(&split));
+            let summary = summary.unwrap();
+            assert_eq!(
+                local.map(f64::to_bits),
+                Some(plain.pos_checksum.to_bits()),
+                "{split:?}"
+            );
+            assert_ne!(summary.pos_checksum, plain.pos_checksum, "{split:?}");
+        }
+        // Two ranks holding equal pieces (a loader that read shard 0 twice): equal local
+        // checksums, different checksums at the full tensor's coordinates.
+        let (rank0, local0) = summarize_sliced(&piece, &bytes, Some(&slice(1, 12, 0, false, 0)));
+        let (rank1, local1) = summarize_sliced(&piece, &bytes, Some(&slice(1, 12, 6, false, 1)));
+        assert_eq!(local0.map(f64::to_bits), local1.map(f64::to_bits));
+        assert_ne!(rank0.unwrap().pos_checksum, rank1.unwrap().pos_checksum);
+        // Several chunks summed on the pool: the same bits again, every time.
+        let (rows, cols) = (40u64, 1000u64);
+        let big: Vec<f32> = (0..rows * cols)
+            .map(|i| ((i * 7919) % 2003) as f32 * 0.37 - 300.0)
+            .collect();
+        let big_bytes = f32_bytes(&big);
+        let big_view = view(Dtype::Float32, &[rows, cols], &[cols, 1]);
+        assert!(rows * cols > 2 * CHUNK);
+        let plain = summarize(&big_view, &big_bytes, None).unwrap().pos_checksum;
+        for _ in 0..20 {
+            let (_, local) =
+                summarize_sliced(&big_view, &big_bytes, Some(&slice(0, 80, 40, false, 1)));
+            assert_eq!(local.map(f64::to_bits), Some(plain.to_bits()));
+        }
+        // No split, or no elements: no local checksum.
+        assert_eq!(summarize_sliced(&piece, &bytes, None).1, None);
+        let empty = view(Dtype::Float32, &[0, 6], &[6, 1]);
+        assert_eq!(
+            summarize_sliced(&empty, &[], Some(&slice(1, 12, 6, false, 1))),
+            (None, None)
         );
     }
 
