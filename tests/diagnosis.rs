@@ -784,3 +784,75 @@ fn an_input_set_on_the_origins_bytes_shows_its_operator_reads_the_origin() {
         origin.text
     );
 }
+
+#[test]
+fn a_duplicate_shard_points_at_the_loader_of_its_weights() {
+    let (_, d) = diagnose_one("tests/fixtures/single_run/dup_shard");
+    assert_eq!(rules(&d), [Rule::SingleRun; 3]);
+    assert!(d.found);
+    assert!(
+        d.conclusion.starts_with(
+            "Layers.0.up.weight#1 (tp:0) holds the same piece on every tp rank (0 and 1)"
+        ),
+        "{}",
+        d.conclusion
+    );
+    let top = &d.findings[0];
+    assert_eq!(cited(top, Role::Duplicate), ["layers.0.up.weight#1"; 2]);
+    assert!(
+        top.text
+            .contains("Look at the code that loads or slices layers.0.up.weight's weights")
+    );
+    let next = d.next.as_ref().unwrap();
+    assert_eq!(next.step, Step::Instrument);
+    assert!(
+        next.text
+            .contains("which slice each rank's loader reads for `layers.0.up.weight#1`")
+    );
+}
+
+#[test]
+fn a_silent_rank_points_at_the_dispatch_and_a_stale_output_at_the_buffer() {
+    let (_, d) = diagnose_one("tests/fixtures/single_run/silent_rank_dp");
+    assert_eq!(rules(&d), [Rule::SingleRun]);
+    assert_eq!(cited(&d.findings[0], Role::Silent), ["layers.0.experts#1"]);
+    assert_eq!(cited(&d.findings[0], Role::Control), ["layers.0.experts#1"]);
+    assert!(
+        d.findings[0]
+            .text
+            .contains("Look at the dispatch before layers.0.experts")
+    );
+    let (_, d) = diagnose_one("tests/fixtures/single_run/stale_output");
+    assert_eq!(rules(&d), [Rule::SingleRun]);
+    let f = &d.findings[0];
+    assert_eq!(cited(f, Role::Stale), ["layers.0.attn_out#1"]);
+    assert_eq!(cited(f, Role::Previous), ["layers.0.attn_out#1"]);
+    assert_eq!(cited(f, Role::Before), ["layers.0.q#1", "layers.0.q#1"]);
+    assert_eq!(d.next.as_ref().unwrap().step, Step::Capture);
+    // The controls: nothing to diagnose.
+    for control in ["dup_shard_ok", "silent_rank_ok", "stale_output_ok"] {
+        let (_, d) = diagnose_one(&format!("tests/fixtures/single_run/{control}"));
+        assert!(!d.found, "{control}: {}", d.conclusion);
+    }
+}
+
+#[test]
+fn a_moved_write_names_its_writer_and_the_address_before_the_read_it_spoils() {
+    let d = diagnose_pair("tests/fixtures/single_run/moved_write");
+    assert_eq!(rules(&d), [Rule::MovedWrite, Rule::Origin]);
+    let f = &d.findings[0];
+    assert_eq!(cited(f, Role::Writer), ["layers.0.kv_write#1"]);
+    assert_eq!(f.evidence[0].side, 'b');
+    assert_eq!(cited(f, Role::Partner), ["layers.0.kv_write#1"]);
+    assert!(f.address.is_some());
+    assert!(
+        d.conclusion.starts_with(
+            "Same values, written elsewhere: layers.0.kv_write#1 is written to block 2"
+        ),
+        "{}",
+        d.conclusion
+    );
+    assert_eq!(cited(&d.findings[1], Role::Origin), ["layers.0.kv_read#1"]);
+    let d = diagnose_pair("tests/fixtures/single_run/moved_write_ok");
+    assert!(!d.found, "{}", d.conclusion);
+}

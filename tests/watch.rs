@@ -52,7 +52,7 @@ fn windows_and_their_first_non_finite_record_appear_as_they_land() {
     let watch = start(&[dir.path().as_os_str()]);
     let connected = watch.next("source", is("source"));
     assert_eq!(connected["state"], "connected");
-    assert_eq!(connected["v"], 2);
+    assert_eq!(connected["v"], 3);
     land(dir.path(), "a", 0);
     let window = watch.next("window", is("window"));
     assert_eq!(
@@ -323,7 +323,7 @@ fn the_diagnosis_is_an_event_when_it_changes_and_only_then() {
     let found = watch.next("a diagnosis", |e| {
         e["kind"] == "diagnosis" && e["found"] == true
     });
-    assert_eq!(found["v"], 2);
+    assert_eq!(found["v"], 3);
     assert_eq!(found["source"], dir.path().to_str().unwrap());
     assert!(found.get("rank").is_none(), "not a window's event: {found}");
     let conclusion = found["conclusion"].as_str().unwrap();
@@ -414,4 +414,51 @@ fn the_diagnosis_is_one_text_line_without_json() {
     );
     assert!(lines[0].starts_with(&prefix), "{}", lines[0]);
     assert!(lines[0].ends_with(" records cited)"), "{}", lines[0]);
+}
+
+/// Copies rank `rank`'s window of the single-run fixture `scenario` into `root`, its manifest
+/// last and renamed into place.
+fn land_rank(root: &Path, scenario: &str, rank: u32) {
+    let from = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/fixtures/single_run")
+        .join(scenario)
+        .join(format!("rank{rank}/match1-occ1"));
+    let to = root.join(format!("rank{rank}/match1-occ1"));
+    std::fs::create_dir_all(&to).unwrap();
+    for file in support::files_under(&from) {
+        if file.file_name().unwrap() != "manifest.json" {
+            std::fs::copy(&file, to.join(file.file_name().unwrap())).unwrap();
+        }
+    }
+    let partial = to.join(".manifest.json.tmp");
+    std::fs::copy(from.join("manifest.json"), &partial).unwrap();
+    std::fs::rename(&partial, to.join("manifest.json")).unwrap();
+}
+
+/// A finding from one run is an event once the second rank of the group lands: the capture's
+/// `single_run` event (no window key) names the duplicate shards, and it is a finding.
+#[test]
+fn duplicate_shards_are_a_single_run_event_once_both_ranks_landed() {
+    let dir = tempfile::tempdir().unwrap();
+    let watch = start(&[dir.path().as_os_str()]);
+    watch.next("source", is("source"));
+    land_rank(dir.path(), "dup_shard", 0);
+    watch.next("rank 0's window", |e| {
+        e["kind"] == "window" && e["rank"] == 0
+    });
+    land_rank(dir.path(), "dup_shard", 1);
+    let found = watch.next("single_run", is("single_run"));
+    assert_eq!(found["v"], 3);
+    assert!(found.get("rank").is_none(), "not a window's event: {found}");
+    let findings = found["findings"].as_array().unwrap();
+    let stages: Vec<&str> = findings
+        .iter()
+        .map(|f| f["stage"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        stages,
+        ["layers.0.up.weight#1", "layers.0.up#1", "layers.0.act#1"]
+    );
+    assert_eq!(findings[0]["finding"], "duplicate_shards");
+    assert_eq!(findings[0]["ranks"], serde_json::json!([0, 1]));
 }

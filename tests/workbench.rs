@@ -22,6 +22,8 @@ mod cases;
 mod diagnosis;
 #[path = "workbench/layouts.rs"]
 mod layouts;
+#[path = "workbench/single_run.rs"]
+mod single_run;
 mod support;
 #[path = "workbench/tokens.rs"]
 mod tokens;

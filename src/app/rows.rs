@@ -49,6 +49,12 @@ pub struct Row {
     /// A `replicated` stage whose ranks disagree, on either side, involving this window's
     /// rank ([`crate::model::analysis::replicated::ReplicationFinding`]).
     pub replicated: bool,
+    /// A record a finding from one run rests on (duplicate shards, silent rank, stale output;
+    /// [`crate::model::analysis::single_run`]), in this window of either capture.
+    pub single_run: bool,
+    /// A write whose values agree but which B (or A) put elsewhere in its pool
+    /// ([`crate::model::analysis::layout_diff::MovedWrite`]).
+    pub moved_write: bool,
     /// log10 of max_abs on each side (None: no finite values or not captured).
     pub log_a: Option<f64>,
     pub log_b: Option<f64>,
@@ -64,6 +70,8 @@ impl Row {
         self.first_nonfinite
             || self.first_divergence
             || self.replicated
+            || self.single_run
+            || self.moved_write
             || self.conflict
             || matches!(
                 self.state,
@@ -83,9 +91,14 @@ impl Row {
     /// alias group. Rows of one side only (missing evidence) are kept.
     pub fn kept_by_filter(&self) -> bool {
         match self.state {
-            RowState::Single => self.nonfinite_a || self.conflict,
+            RowState::Single => self.nonfinite_a || self.conflict || self.single_run,
             RowState::Agrees => {
-                self.conflict || self.nonfinite_a || self.nonfinite_b || self.replicated
+                self.conflict
+                    || self.nonfinite_a
+                    || self.nonfinite_b
+                    || self.replicated
+                    || self.single_run
+                    || self.moved_write
             }
             _ => true,
         }
@@ -155,6 +168,8 @@ pub fn scan_rows(window: &Window, scan: &WindowScan) -> Vec<Row> {
                 first_nonfinite: first == Some(i),
                 first_divergence: false,
                 replicated: false,
+                single_run: false,
+                moved_write: false,
                 log_a: log_max_abs(r),
                 log_b: None,
             }
@@ -261,6 +276,8 @@ pub fn diff_rows(
             first_nonfinite: first_nf_a == Some(key.as_str()) || first_nf_b == Some(key.as_str()),
             first_divergence: first_div == Some(key.as_str()),
             replicated: replicated.contains(&key),
+            single_run: false,
+            moved_write: false,
             a: Some(i),
             b: j,
             pair: found.map(|&(p, _)| p),
@@ -293,6 +310,8 @@ pub fn diff_rows(
             first_nonfinite: first_nf_b == Some(key.as_str()),
             first_divergence: false,
             replicated: replicated.contains(key),
+            single_run: false,
+            moved_write: false,
             key: key.clone(),
             a: None,
             b: j,
@@ -307,4 +326,26 @@ pub fn diff_rows(
         });
     }
     rows
+}
+
+/// The keys of `window`'s records that the findings from one run of `run` rest on.
+pub fn single_run_keys(
+    run: &crate::model::analysis::single_run::SingleRun,
+    window: &Window,
+) -> HashSet<String> {
+    let source = window.source.display().to_string();
+    run.findings
+        .iter()
+        .flat_map(|f| &f.records)
+        .filter(|r| r.source == source)
+        .map(|r| r.key.clone())
+        .collect()
+}
+
+/// Marks the rows whose key is in `single_run` or `moved`.
+pub fn mark(rows: &mut [Row], single_run: &HashSet<String>, moved: &HashSet<String>) {
+    for row in rows {
+        row.single_run = single_run.contains(&row.key);
+        row.moved_write = moved.contains(&row.key);
+    }
 }

@@ -409,6 +409,26 @@ impl App {
             ),
             _ => rows::scan_rows(a, &loaded.scans_a()[choice.a]),
         };
+        let analysis = &loaded.session.analysis;
+        let mut single_run = rows::single_run_keys(&analysis.single_run_a, a);
+        let mut moved = std::collections::HashSet::new();
+        if let (Some(bi), Some(b)) = (choice.b, &loaded.session.b) {
+            single_run.extend(rows::single_run_keys(
+                &analysis.single_run_b,
+                &b.windows[bi],
+            ));
+            if let Some(report) = loaded.diff() {
+                moved.extend(
+                    report
+                        .layout_differences
+                        .moved
+                        .iter()
+                        .filter(|m| m.rank == a.rank)
+                        .map(|m| m.key.clone()),
+                );
+            }
+        }
+        rows::mark(&mut self.rows, &single_run, &moved);
         self.strip_a = strip::RangeMax::new(self.rows.iter().map(|r| r.log_a));
         self.strip_b = strip::RangeMax::new(self.rows.iter().map(|r| r.log_b));
         self.strip_range = match (self.strip_a.range(), self.strip_b.range()) {

@@ -9,7 +9,8 @@ use crate::model::analysis::compare::Tolerances;
 use crate::model::analysis::scan::WindowScan;
 use crate::model::present;
 
-/// Scans every window under `paths`; `Found` on a non-finite record or a stride conflict.
+/// Scans every window under `paths`; `Found` on a non-finite record, a stride conflict, a
+/// replicated stage whose ranks disagree or a finding from one run.
 ///
 /// # Errors
 /// An input that cannot be loaded.
@@ -35,6 +36,7 @@ pub fn run(
                 "windows": scans,
                 "across_ranks": analysis.ranks_a,
                 "replicated": replicated,
+                "single_run": analysis.single_run_a,
                 "warnings": dump.warnings
             }))?
         );
@@ -46,10 +48,12 @@ pub fn run(
         for finding in &replicated {
             println!("REPLICATED TENSOR DIFFERS: {}", finding.describe());
         }
+        print!("{}", present::scan::single_run_text(&analysis.single_run_a));
     }
     // A damaged input (records dropped, evidence refused) is something to look at too.
     let found = scans.iter().any(WindowScan::found_something)
         || !replicated.is_empty()
+        || analysis.single_run_a.found_something()
         || crate::model::dump::any_lost(&dump.warnings);
     Ok(if found {
         Conclusion::Found

@@ -293,6 +293,40 @@ fn entries(app: &App, width: usize, theme: Theme) -> Vec<Entry> {
         }
     }
 
+    // The findings from one run this record is part of, and a write moved in its pool.
+    if row.single_run {
+        let analysis = &loaded.session.analysis;
+        for f in analysis
+            .single_run_a
+            .findings
+            .iter()
+            .chain(&analysis.single_run_b.findings)
+            .filter(|f| f.records.iter().any(|r| r.key == row.key))
+        {
+            let text = format!("{}: {}", f.kind.title().to_uppercase(), f.sentence);
+            out.push(Entry {
+                level: KEY,
+                line: Line::from(Span::styled(format::fit(&text, width), theme.bad())),
+            });
+        }
+    }
+    if row.moved_write
+        && let Some(report) = loaded.diff()
+    {
+        for m in report
+            .layout_differences
+            .moved
+            .iter()
+            .filter(|m| m.key == row.key)
+        {
+            let text = format!("MOVED WRITE: {}", m.text);
+            out.push(Entry {
+                level: KEY,
+                line: Line::from(Span::styled(format::fit(&text, width), theme.bad())),
+            });
+        }
+    }
+
     // The statistics: values sized to what is shown (numbers are never cut), then the names
     // as wide as what is left allows, up to `pos_checksum`.
     let sa = a.and_then(|r| r.stats.as_ref());

@@ -35,6 +35,10 @@ const GLYPHS: &[(&str, &str)] = &[
         "a replicated stage whose ranks disagree (REPLICATED TENSOR DIFFERS)",
     ),
     (
+        "S  M",
+        "a finding from one run rests on it / a write moved in its pool (MOVED WRITE)",
+    ),
+    (
         "f32/f16",
         "dtype (or shape) of A / of B, where the two differ",
     ),

@@ -33,6 +33,10 @@ pub fn glyphs(row: &Row) -> [char; 3] {
         'X'
     } else if row.replicated {
         'R'
+    } else if row.single_run {
+        'S'
+    } else if row.moved_write {
+        'M'
     } else if row.aliased {
         '='
     } else {
@@ -63,7 +67,13 @@ pub fn row_style(row: &Row, theme: Theme) -> Style {
         theme.first_nonfinite()
     } else if row.first_divergence {
         theme.first_divergence()
-    } else if row.conflict || row.nonfinite_a || row.nonfinite_b || row.replicated {
+    } else if row.conflict
+        || row.nonfinite_a
+        || row.nonfinite_b
+        || row.replicated
+        || row.single_run
+        || row.moved_write
+    {
         theme.bad()
     } else {
         match row.state {

@@ -16,6 +16,7 @@ use serde::Serialize;
 use crate::model::analysis::compare::{
     Comparison, ExclusionKind, Tolerances, Verdict, compare_records,
 };
+use crate::model::analysis::layout_diff::{self, LayoutDifferences};
 use crate::model::analysis::merge::{self, GroupMerge, SideMerge};
 use crate::model::analysis::replicated::{self, ReplicationFinding};
 use crate::model::analysis::scan::NonFinite;
@@ -456,6 +457,11 @@ pub struct DiffReport {
     /// (a chunk against a whole prefill): compared row by row in `tokens` alone, A's then B's.
     #[serde(skip_serializing_if = "is_empty_pair")]
     pub aligned_only: (Vec<WindowRef>, Vec<WindowRef>),
+    /// Paired records whose values agree but whose layout differs: writes moved within a
+    /// pool (findings) and other differences (grouped notes); docs/diff.md, "Layout
+    /// differences".
+    #[serde(skip_serializing_if = "LayoutDifferences::is_empty")]
+    pub layout_differences: LayoutDifferences,
 }
 
 fn is_empty_pair(p: &(Vec<WindowRef>, Vec<WindowRef>)) -> bool {
@@ -652,6 +658,7 @@ impl DiffReport {
         }) || !self.unpaired_a.is_empty()
             || !self.unpaired_b.is_empty()
             || !self.replicated.is_empty()
+            || !self.layout_differences.moved.is_empty()
             || self.tokens.as_ref().is_some_and(|t| {
                 // A bad token; ids that part within a matched request (different inputs);
                 // or forwards compared by rows whose requests matched none of the other side.
@@ -899,6 +906,7 @@ fn diff_with(
         .filter_map(|w| w.first().map(|p| (p.position, w.rank)))
         .min()
         .map(|(_, rank)| rank);
+    let layout_differences = layout_diff::compare(&layout_pairs(&windows, &pairs));
     let (stages, table) = overview(&windows);
     let mut headline = Headline::of(&windows, first_rank, &stages, &replicated);
     if let Some(bad) = token_diff.as_ref().and_then(|t| t.first.as_ref()) {
@@ -949,7 +957,40 @@ fn diff_with(
             aligned_a.into_iter().map(|m| named(&ids_a, m)).collect(),
             aligned_b.into_iter().map(|m| named(&ids_b, m)).collect(),
         ),
+        layout_differences,
     }
+}
+
+/// The window pairs as [`layout_diff::compare`] reads them: each [`WindowDiff`] with its two
+/// windows.
+fn layout_pairs<'p>(
+    windows: &'p [WindowDiff],
+    pairs: &[(&'p Window, &'p Window)],
+) -> Vec<layout_diff::WindowPair<'p>> {
+    windows
+        .iter()
+        .zip(pairs)
+        .map(|(w, &(a, b))| layout_diff::WindowPair {
+            rank: w.rank,
+            a,
+            b,
+            pairs: w
+                .pairs
+                .iter()
+                .map(|p| layout_diff::PairedRecord {
+                    key: &p.key,
+                    position: p.position,
+                    seq_a: p.seq_a,
+                    seq_b: p.seq_b,
+                    values_agree: !p.merged()
+                        && matches!(
+                            p.comparison.verdict,
+                            Verdict::Agree | Verdict::ChecksumInconclusive
+                        ),
+                })
+                .collect(),
+        })
+        .collect()
 }
 
 /// Whether the first bad token is a row that moved across a precision change (float32 vs

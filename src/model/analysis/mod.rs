@@ -8,6 +8,7 @@ pub mod compare;
 pub mod diagnosis;
 pub mod diff;
 pub mod layout;
+pub mod layout_diff;
 pub mod merge;
 mod merge_rows;
 pub mod ranks;
@@ -15,6 +16,7 @@ pub mod replicated;
 pub mod report;
 pub mod row_evidence;
 pub mod scan;
+pub mod single_run;
 pub mod summary;
 pub mod table;
 pub mod tokens;
@@ -49,6 +51,11 @@ pub struct Analysis {
     pub ranks_a: Vec<ranks::AcrossRanks>,
     /// B's, as `ranks_a` (empty without B).
     pub ranks_b: Vec<ranks::AcrossRanks>,
+    /// A's findings from one run ([`single_run`]): duplicate shards, silent ranks, stale
+    /// outputs, with what could not be checked.
+    pub single_run_a: single_run::SingleRun,
+    /// B's, as `single_run_a` (empty without B).
+    pub single_run_b: single_run::SingleRun,
 }
 
 impl Analysis {
@@ -73,6 +80,8 @@ impl Analysis {
             ranks_b: b
                 .map(|b| ranks::first_nonfinite_across(&b.windows))
                 .unwrap_or_default(),
+            single_run_a: single_run::check(&a.windows),
+            single_run_b: b.map(|b| single_run::check(&b.windows)).unwrap_or_default(),
         }
     }
 
@@ -87,6 +96,8 @@ impl Analysis {
             diff: Some(diff::diff(&a.windows, &b.windows, tolerances)),
             ranks_a: Vec::new(),
             ranks_b: Vec::new(),
+            single_run_a: single_run::SingleRun::default(),
+            single_run_b: single_run::SingleRun::default(),
         }
     }
 
@@ -99,6 +110,8 @@ impl Analysis {
             diff: b.map(|b| diff::diff(&a.windows, &b.windows, tolerances)),
             ranks_a: self.ranks_a.clone(),
             ranks_b: self.ranks_b.clone(),
+            single_run_a: self.single_run_a.clone(),
+            single_run_b: self.single_run_b.clone(),
         }
     }
 
@@ -159,16 +172,24 @@ impl Analysis {
                 .1
                 .map(|b| ranks::first_nonfinite_across(&b.windows))
                 .unwrap_or_default(),
+            single_run_a: single_run::check(&new.0.windows),
+            single_run_b: new
+                .1
+                .map(|b| single_run::check(&b.windows))
+                .unwrap_or_default(),
         }
     }
 
     /// True when anything a user must look at was found: a non-finite record or a stride
-    /// conflict in any window, or (with B) what [`DiffReport::found_something`] counts.
+    /// conflict in any window, a single-run finding, or (with B) what
+    /// [`DiffReport::found_something`] counts.
     pub fn found_something(&self) -> bool {
         self.scans_a
             .iter()
             .chain(&self.scans_b)
             .any(WindowScan::found_something)
+            || self.single_run_a.found_something()
+            || self.single_run_b.found_something()
             || self.diff.as_ref().is_some_and(DiffReport::found_something)
     }
 }

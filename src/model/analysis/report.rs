@@ -174,6 +174,15 @@ pub struct Report {
     /// The findings connected into one answer, with the next experiment
     /// ([`crate::model::analysis::diagnosis`]); the report opens with it.
     pub diagnosis: crate::model::analysis::diagnosis::Diagnosis,
+    /// A's findings from one run, with what could not be checked (docs/scan.md, "Findings
+    /// from one run").
+    pub single_run_a: crate::model::analysis::single_run::SingleRun,
+    /// B's, as `single_run_a` (empty for a single capture).
+    pub single_run_b: crate::model::analysis::single_run::SingleRun,
+    /// Agreeing pairs whose layout differs: moved writes and grouped notes (docs/diff.md,
+    /// "Layout differences"); absent for a single capture or when there are none.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub layout_differences: Option<crate::model::analysis::layout_diff::LayoutDifferences>,
 }
 
 /// The first non-finite across the ranks of one request on one side.
@@ -340,6 +349,11 @@ impl Report {
             headline: report.and_then(|r| r.headline.clone()),
             tokens: report.and_then(|r| r.tokens.clone()),
             diagnosis: crate::model::analysis::diagnosis::diagnose(a, b, analysis),
+            single_run_a: analysis.single_run_a.clone(),
+            single_run_b: analysis.single_run_b.clone(),
+            layout_differences: report
+                .map(|r| r.layout_differences.clone())
+                .filter(|d| !d.is_empty()),
             ignored: a
                 .warnings
                 .iter()
@@ -506,6 +520,12 @@ impl Report {
             || !self.alias_suspects.is_empty()
             || !self.missing_windows.is_empty()
             || !self.replicated.is_empty()
+            || self.single_run_a.found_something()
+            || self.single_run_b.found_something()
+            || self
+                .layout_differences
+                .as_ref()
+                .is_some_and(|d| !d.moved.is_empty())
             || self.layouts.as_ref().is_some_and(|l| {
                 [&l.a, &l.b].iter().any(|side| {
                     !side.invalid.is_empty()

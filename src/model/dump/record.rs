@@ -418,6 +418,18 @@ pub struct Record {
     /// manifests, for records without statistics and in other formats.
     #[serde(default)]
     pub stats_path: Option<Name>,
+    /// `pos_checksum` with the position weights at this rank's own coordinates, where `shard`
+    /// slices the tensor (`tp:D`, `cp:D`, …) and so puts `pos_checksum`'s weights at the full
+    /// tensor's: equal for equal pieces, which the duplicate-shard rule needs
+    /// (docs/manifest.md, "Records"; docs/scan.md). `None` on unsliced records, in older
+    /// manifests and in other formats.
+    #[serde(default, deserialize_with = "stat")]
+    pub local_checksum: Option<f64>,
+    /// Tokens this rank's stage received in this call (`capture(..., received=N)`: an
+    /// expert-parallel dispatch); the silent-rank rule reports a zero output only where this
+    /// (or the row map) says tokens arrived. `None` where not declared.
+    #[serde(default)]
+    pub received: Option<u64>,
     /// The per-rank records this one was merged from over a parallel group (set by
     /// [`crate::model::analysis::merge`], never read from a file); `None` for a record as
     /// captured.

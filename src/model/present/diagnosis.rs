@@ -19,6 +19,13 @@ pub fn role_name(role: Role) -> &'static str {
         Role::Collective => "collective",
         Role::Input => "input",
         Role::Upstream => "upstream, agrees",
+        Role::Duplicate => "equal piece",
+        Role::Silent => "zero although tokens arrived",
+        Role::Control => "not zero",
+        Role::Stale => "stale output",
+        Role::Previous => "the occurrence it repeats",
+        Role::Before => "the record before, changed",
+        Role::Partner => "the other side's write",
     }
 }
 

@@ -4,6 +4,7 @@ use std::fmt::Write;
 
 use crate::model::analysis::compare::{ChecksumBound, Verdict};
 use crate::model::analysis::diff::{DiffReport, PairDiff, WindowDiff};
+use crate::model::analysis::layout_diff::LayoutDifferences;
 use crate::model::analysis::tokens::sharpen::RowEvidence;
 
 /// The text form of a diff.
@@ -31,6 +32,7 @@ pub fn text(report: &DiffReport) -> String {
         out.push_str(&render_window(w));
     }
     out.push_str(&super::layouts::replicated_text(report));
+    out.push_str(&layout_differences_text(&report.layout_differences));
     for note in &report.token_notes {
         let _ = writeln!(out, "token rows: {note}");
     }
@@ -55,6 +57,31 @@ pub fn text(report: &DiffReport) -> String {
                 );
             }
             None => out.push_str("ranks: no rank diverges\n"),
+        }
+    }
+    out
+}
+
+/// The moved writes (findings), then the other layout differences of agreeing pairs as
+/// grouped notes; empty when there are none.
+pub fn layout_differences_text(d: &LayoutDifferences) -> String {
+    let mut out = String::new();
+    for m in &d.moved {
+        let _ = writeln!(out, "MOVED WRITE: {}", m.text);
+    }
+    if !d.notes.is_empty() {
+        out.push_str("layout notes (values agree, layout differs; not findings):\n");
+        for n in &d.notes {
+            let _ = writeln!(
+                out,
+                "   {} {} in A, {} in B: {} record pair{} (first {})",
+                n.field,
+                n.a,
+                n.b,
+                n.count,
+                if n.count == 1 { "" } else { "s" },
+                n.example
+            );
         }
     }
     out

@@ -42,6 +42,43 @@ impl Report {
             }
             md.push('\n');
         }
+        let runs = [("A", &self.single_run_a), ("B", &self.single_run_b)];
+        if runs
+            .iter()
+            .any(|(_, r)| !r.findings.is_empty() || !r.not_checked.is_empty())
+        {
+            let _ = writeln!(md, "## Findings from one run\n");
+            for (side, run) in runs {
+                for f in &run.findings {
+                    let _ = writeln!(
+                        md,
+                        "- side {side}: **{}**: {} Look at {}.",
+                        f.kind.title(),
+                        f.sentence,
+                        f.look_at
+                    );
+                    for r in &f.records {
+                        let _ = writeln!(md, "  - {} (`{}`)", r.describe(), r.source);
+                    }
+                }
+                for n in &run.not_checked {
+                    let _ = writeln!(
+                        md,
+                        "- side {side}: not checked: {}: {}",
+                        n.kind.title(),
+                        n.reason
+                    );
+                }
+            }
+            md.push('\n');
+        }
+        if let Some(d) = &self.layout_differences {
+            let _ = writeln!(md, "## Layout differences\n");
+            for line in crate::model::present::diff::layout_differences_text(d).lines() {
+                let _ = writeln!(md, "- {}", line.trim_start());
+            }
+            md.push('\n');
+        }
         if !self.ignored.is_empty() {
             let _ = writeln!(md, "## Ignored stages\n");
             for line in &self.ignored {

@@ -5,6 +5,7 @@ use std::fmt::Write;
 
 use crate::model::analysis::ranks::AcrossRanks;
 use crate::model::analysis::scan::{AliasGroup, WindowScan};
+use crate::model::analysis::single_run::SingleRun;
 
 /// The text of the first non-finite across ranks, one block per request; empty for none.
 pub fn across_ranks_text(across: &[AcrossRanks]) -> String {
@@ -142,4 +143,34 @@ pub fn records(n: usize, what: &str) -> String {
     } else {
         format!("{n} {what}s")
     }
+}
+
+/// The text of the findings from one run: each finding with the records it rests on and
+/// where to look, then one `not checked:` line per rule and reason.
+pub fn single_run_text(run: &SingleRun) -> String {
+    let mut out = String::new();
+    if run.findings.is_empty() {
+        out.push_str("findings from one run: none");
+        if run.not_checked.is_empty() {
+            out.push_str(" (duplicate shards, silent rank and stale output checked)");
+        }
+        out.push('\n');
+    } else {
+        let _ = writeln!(
+            out,
+            "findings from one run: {}",
+            records(run.findings.len(), "finding")
+        );
+    }
+    for f in &run.findings {
+        let _ = writeln!(out, "{}: {}", f.kind.title().to_uppercase(), f.sentence);
+        let _ = writeln!(out, "   look at: {}", f.look_at);
+        for r in &f.records {
+            let _ = writeln!(out, "   record: {}", r.describe());
+        }
+    }
+    for n in &run.not_checked {
+        let _ = writeln!(out, "not checked: {}: {}", n.kind.title(), n.reason);
+    }
+    out
 }

@@ -10,7 +10,7 @@ use crate::model::dump::{Dump, Warning, Window};
 /// The version of the event format (`v` of every event). Adding a field keeps it; renaming,
 /// removing or changing the meaning of one bumps it, and so does a new kind (a consumer that
 /// stops at an unknown kind can tell): 2 added `diagnosis`.
-pub const EVENT_VERSION: u32 = 2;
+pub const EVENT_VERSION: u32 = 3;
 
 /// Names one window across versions of a followed capture: the SOURCE it came from as the
 /// user wrote it, and the window's rank, label, match, occurrence and attempt.
@@ -136,7 +136,7 @@ impl WatchEvent {
     pub fn is_finding(&self) -> bool {
         matches!(
             self.kind,
-            "first_nonfinite" | "stride_conflict" | "first_divergence"
+            "first_nonfinite" | "stride_conflict" | "first_divergence" | "single_run"
         ) && !self.body.get("cleared").is_some_and(|c| c == true)
     }
 
@@ -271,6 +271,28 @@ impl WatchEvent {
                 str_of(&b["verdict"]["kind"]),
                 str_of(&b["vs"])
             ),
+            "single_run" if b.get("cleared").is_some() => {
+                "no finding from one run any more".to_string()
+            }
+            "single_run" => b["findings"]
+                .as_array()
+                .map(|all| {
+                    all.iter()
+                        .map(|f| {
+                            format!(
+                                "{} {} (ranks {})",
+                                str_of(&f["finding"]).replace('_', " ").to_uppercase(),
+                                str_of(&f["stage"]),
+                                f["ranks"]
+                                    .as_array()
+                                    .map(|r| r.iter().map(str_of).collect::<Vec<_>>().join(", "))
+                                    .unwrap_or_default()
+                            )
+                        })
+                        .collect::<Vec<_>>()
+                        .join("; ")
+                })
+                .unwrap_or_default(),
             "source" => format!("{} {}", str_of(&b["state"]), str_of(&b["reason"])),
             "warning" => format!("{}: {}", str_of(&b["file"]), str_of(&b["message"])),
             "diagnosis" => match b["chain"].as_array().map_or(0, Vec::len) {
@@ -307,7 +329,9 @@ fn str_of(value: &Value) -> String {
 /// `window` event (records), and its findings: `first_nonfinite` (the stage as
 /// `stage#occurrence`, with seq and counts), one `stride_conflict` per conflicting alias
 /// group (its members), and, when `analysis` has a diff against the `--vs` capture named
-/// `vs`, `first_divergence` (stage and verdict). A window whose finding went away gets the
+/// `vs`, `first_divergence` (stage and verdict); and one `single_run` event for the whole
+/// capture (window null, concerning the first SOURCE): its findings from one run (`finding`
+/// kind, `stage`, `ranks`, `sentence`), or `cleared: true`. A window whose finding went away gets the
 /// finding's kind with `cleared: true` (only when it had one: [`super::Tracker`] drops the
 /// rest). `sources[i]` is the SOURCE of `dump.windows[i]`.
 pub fn snapshot(
@@ -353,6 +377,28 @@ pub fn snapshot(
                 "stride_conflict",
                 json!({"members": conflicts[0], "groups": conflicts}),
             ),
+        });
+    }
+    if let Some(source) = sources.first() {
+        let findings: Vec<Value> = analysis
+            .single_run_a
+            .findings
+            .iter()
+            .map(|f| {
+                json!({"finding": f.kind, "stage": f.key, "ranks": f.ranks,
+                       "sentence": f.sentence})
+            })
+            .collect();
+        events.push(WatchEvent {
+            kind: "single_run",
+            ts,
+            source: source.clone(),
+            window: None,
+            body: if findings.is_empty() {
+                json!({"cleared": true})
+            } else {
+                json!({"findings": findings})
+            },
         });
     }
     if let (Some(diff), Some(vs)) = (&analysis.diff, vs) {

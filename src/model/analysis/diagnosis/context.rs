@@ -242,8 +242,8 @@ impl<'a> Context<'a> {
                 }
                 why
             }
-            _ => "the capture holds no NaN or infinity and no stride conflict; diagnosing a \
-                  divergence needs a second capture to compare with"
+            _ => "the capture holds no NaN or infinity, no stride conflict and no finding from \
+                  one run; diagnosing a divergence needs a second capture to compare with"
                 .to_string(),
         }
     }

@@ -17,6 +17,7 @@ mod moved;
 mod next;
 mod origin;
 mod ranks;
+mod single_run;
 mod types;
 
 use crate::model::analysis::Analysis;
@@ -56,6 +57,8 @@ pub fn diagnose(a: &Dump, b: Option<&Dump>, analysis: &Analysis) -> Diagnosis {
             Err(why) => unknown.push(why),
         }
     }
+    findings.extend(single_run::moved_writes(&cx));
+    findings.extend(single_run::single_run(&cx));
     findings.extend(ranks::across_ranks(&cx));
     findings.extend(origin::origin(&cx, &mut unknown));
     findings.sort_by_key(|f| f.rule);

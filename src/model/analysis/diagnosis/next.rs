@@ -132,7 +132,62 @@ pub(super) fn experiment(cx: &Context, findings: &[Finding]) -> Option<Experimen
             )
         }
         Rule::Origin => origin(cx, top),
+        Rule::MovedWrite => {
+            let w = by_role(Role::Writer)?;
+            Some(Experiment {
+                step: Step::Instrument,
+                text: format!(
+                    "Capture, on both sides, the slot or block index the writer of `{}` \
+                     computes (an integer `capture()` of it) beside the block table: the first \
+                     side whose index is not its table's block is where the write goes astray.",
+                    w.key
+                ),
+                commands: Vec::new(),
+            })
+        }
+        Rule::SingleRun => single_run_next(cx, top),
     }
+}
+
+/// The next step after a finding from one run: the loader, the dispatch or the buffer.
+fn single_run_next(cx: &Context, top: &Finding) -> Option<Experiment> {
+    let first = top.evidence.first()?;
+    let text = match first.role {
+        Role::Duplicate => format!(
+            "Print or capture which slice each rank's loader reads for `{}` (its shard index \
+             and offsets). If the stage is truly replicated, annotate it `replicated:AXIS` and \
+             this finding goes; otherwise a capture at one rank (tp=1) as B lets `dumpview \
+             diff` merge the pieces and name the wrong ones.",
+            first.key
+        ),
+        Role::Silent => format!(
+            "Capture the ids the dispatch hands `{}` on every rank (an integer `capture()` \
+             before it): ids outside a rank's local range select nothing. Then change one \
+             variable: map them to local ids and see whether the zeros go.",
+            first.key
+        ),
+        Role::Stale => {
+            let window = cx.window_of(first)?;
+            return capture(
+                window,
+                &[&first.key],
+                &[],
+                format!(
+                    "Run the same steps with the buffer `{}` writes into refreshed every call \
+                     (eager, no graph replay): if it then changes with its rows, the reuse is \
+                     the cause. Saving its whole tensor in every call shows which call kept \
+                     the old values.",
+                    first.key
+                ),
+            );
+        }
+        _ => return None,
+    };
+    Some(Experiment {
+        step: Step::Instrument,
+        text,
+        commands: Vec::new(),
+    })
 }
 
 fn operator_or_inputs(cx: &Context, top: &Finding) -> Option<Experiment> {

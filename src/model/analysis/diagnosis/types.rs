@@ -11,6 +11,9 @@ pub enum Rule {
     /// The first divergence (or first non-finite) reads bytes another record wrote through a
     /// layout that disagrees, or that differs between A and B: writer → address → reader.
     WriterAddressReader,
+    /// A write whose values agree with A's was put at another place in its pool than its
+    /// block table assigns (the diff's layout differences).
+    MovedWrite,
     /// The first non-finite record's bytes were captured finite by an earlier record.
     BadBytesWriter,
     /// Both sides captured the first divergent stage's input set: the inputs, compared first,
@@ -18,6 +21,8 @@ pub enum Rule {
     OperatorOrInputs,
     /// Values moved (same magnitudes, positions differ) after integer index stages that differ.
     MovedValues,
+    /// A finding from one run: duplicate shards, a silent rank, a stale output.
+    SingleRun,
     /// A replicated tensor differs across ranks, or one rank went non-finite first: the
     /// collective before it.
     AcrossRanks,
@@ -30,6 +35,8 @@ impl Rule {
     pub fn name(self) -> &'static str {
         match self {
             Rule::WriterAddressReader => "writer_address_reader",
+            Rule::MovedWrite => "moved_write",
+            Rule::SingleRun => "single_run",
             Rule::BadBytesWriter => "bad_bytes_writer",
             Rule::OperatorOrInputs => "operator_or_inputs",
             Rule::MovedValues => "moved_values",
@@ -67,6 +74,21 @@ pub enum Role {
     Input,
     /// The last record before the first divergence that agrees: the upstream boundary.
     Upstream,
+    /// A piece of a sliced stage equal to another rank's piece.
+    Duplicate,
+    /// A stage's output, exactly zero on a rank that received tokens.
+    Silent,
+    /// The same stage on a rank whose output is not zero.
+    Control,
+    /// An output bit-identical to its previous occurrence.
+    Stale,
+    /// The previous occurrence a stale output repeats.
+    Previous,
+    /// The other side's record of a moved write's key, where that side placed it.
+    Partner,
+    /// The record just before a stale output (or before its previous occurrence), which
+    /// changed.
+    Before,
 }
 
 /// The property a finding claims of a cited record; a test checks every one against the

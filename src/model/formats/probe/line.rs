@@ -207,7 +207,7 @@ fn serde_json_f64(token: &[u8], pow10: &[f64; 309]) -> Option<f64> {
 }
 
 /// Record keys in the probe's order, which is tried first.
-const RECORD_KEYS: [&[u8]; 25] = [
+const RECORD_KEYS: [&[u8]; 27] = [
     b"seq",
     b"stage",
     b"occurrence",
@@ -233,6 +233,8 @@ const RECORD_KEYS: [&[u8]; 25] = [
     b"shard",
     b"collective",
     b"stats_path",
+    b"local_checksum",
+    b"received",
 ];
 
 /// Every key as bytes.
@@ -252,7 +254,7 @@ macro_rules! literals {
     };
 }
 
-const RECORD_LITERALS: [&[u8]; 25] = literals!(
+const RECORD_LITERALS: [&[u8]; 27] = literals!(
     "seq",
     "stage",
     "occurrence",
@@ -278,6 +280,8 @@ const RECORD_LITERALS: [&[u8]; 25] = literals!(
     "shard",
     "collective",
     "stats_path",
+    "local_checksum",
+    "received",
 );
 
 const STATS_LITERALS: [&[u8]; STAT_NAMES.len()] = dump_stats::with_stat_names!(literals);
@@ -607,6 +611,8 @@ impl<'a> Cursor<'a> {
                 22 => r.shard = c.option(|c| c.string().and_then(|t| t.parse().ok()))?,
                 23 => r.collective = c.option(|c| c.string().map(Name::new))?,
                 24 => r.stats_path = c.option(|c| c.string().map(Name::new))?,
+                25 => r.local_checksum = c.stat()?,
+                26 => r.received = c.option(Self::u64)?,
                 _ => return None,
             }
             Some(())
@@ -735,6 +741,27 @@ mod tests {
         assert_eq!(Some(fast), serde(&line));
         let without = record(LINE.as_bytes()).expect("the probe's layout");
         assert_eq!(without.stats_path, None);
+    }
+
+    #[test]
+    fn local_checksum_and_received_are_read_as_serde_reads_them() {
+        let line = LINE.replace(
+            "\"tensor_file\": null",
+            "\"tensor_file\": null, \"shard\": \"tp:1\", \"stats_path\": \"torch\", \
+             \"local_checksum\": -0.123456789012345, \"received\": 7",
+        );
+        let fast = record(line.as_bytes()).expect("the probe's layout");
+        assert_eq!(fast.local_checksum, Some(-0.123456789012345));
+        assert_eq!(fast.received, Some(7));
+        assert_eq!(Some(fast), serde(&line));
+        let nan = line.replace("-0.123456789012345", "\"nan\"");
+        assert!(
+            record(nan.as_bytes())
+                .unwrap()
+                .local_checksum
+                .unwrap()
+                .is_nan()
+        );
     }
 
     #[test]
