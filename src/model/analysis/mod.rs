@@ -7,6 +7,7 @@
 pub mod compare;
 pub mod diagnosis;
 pub mod diff;
+pub mod groups;
 pub mod layout;
 pub mod layout_diff;
 pub mod merge;

@@ -5,13 +5,12 @@
 //! broken collective or a weight loaded differently on one rank (docs/diff.md, "Replicated
 //! stages").
 
-use std::collections::BTreeMap;
-
 use serde::Serialize;
 
 use crate::model::analysis::compare::{
     STATS, Tolerance, Tolerances, Verdict, compare_records, unit_roundoff,
 };
+use crate::model::analysis::groups::{ParallelGroup, parallel_groups};
 use crate::model::dump::{Record, Shard, Window};
 
 /// `K`: replicas may differ by `K` ULP of their dtype at an extreme's magnitude, and by `K`
@@ -157,34 +156,8 @@ pub fn replica_tolerances(a: &Record, b: &Record, stats_dtype: Option<&str>) -> 
 /// Checks every `replicated` stage of `windows` across its group, each pair of replicas under
 /// [`replica_tolerances`]; findings in order of side, group and capture position.
 pub fn check(side: char, windows: &[Window]) -> Vec<ReplicationFinding> {
-    type Key = (String, String, u32, u32, Vec<(String, u32, u32)>);
-    let mut groups: BTreeMap<Key, Vec<(u32, &Window)>> = BTreeMap::new();
-    for w in windows {
-        let Ok(layout) = w.parallel() else { continue };
-        for (axis, &(rank_in_group, size)) in &layout {
-            if size < 2 {
-                continue;
-            }
-            let others = layout
-                .iter()
-                .filter(|(k, _)| *k != axis)
-                .map(|(k, &(r, n))| (k.clone(), r, n))
-                .collect();
-            groups
-                .entry((
-                    axis.clone(),
-                    w.label.clone(),
-                    w.match_index,
-                    w.occurrence,
-                    others,
-                ))
-                .or_default()
-                .push((rank_in_group, w));
-        }
-    }
     let mut findings = Vec::new();
-    for ((axis, ..), mut members) in groups {
-        members.sort_by_key(|&(r, w)| (r, w.rank));
+    for ParallelGroup { axis, members, .. } in parallel_groups(windows) {
         let (_, base) = members[0];
         let start = findings.len();
         let is_replica =

@@ -10,8 +10,8 @@ use crate::model::analysis::compare::{Verdict, compare_records, dtype_kind};
 use crate::model::analysis::replicated::replica_tolerances;
 use crate::model::dump::{Record, Shard, Window};
 
-use super::groups::ParallelGroup;
 use super::types::{Finding, Kind, NotChecked, RecordRef};
+use crate::model::analysis::groups::ParallelGroup;
 
 /// Why a sliced stage of a group was not checked, counted per reason.
 #[derive(Default)]

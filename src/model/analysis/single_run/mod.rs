@@ -11,13 +11,13 @@
 //! says so once in [`SingleRun::not_checked`]: never silence, never a guess.
 
 mod duplicate_shards;
-mod groups;
 mod silent_rank;
 mod stale_output;
 mod types;
 
 pub use types::*;
 
+use crate::model::analysis::groups;
 use crate::model::dump::Window;
 
 /// The single-run findings of one capture's `windows` (every rank and window of it).

@@ -1,6 +1,6 @@
 //! Which windows are one forward on several ranks: a parallel group (same label and call,
-//! `arm(parallel=...)`), or the ranks of one engine step (`arm(..., step=N)`) where their
-//! labels differ.
+//! `arm(parallel=...)`, for replicated stages and duplicate shards), or the ranks of one engine
+//! step (`arm(..., step=N)`) where their labels differ (silent ranks).
 
 use std::collections::BTreeMap;
 
