@@ -792,7 +792,8 @@ fn a_duplicate_shard_points_at_the_loader_of_its_weights() {
     assert!(d.found);
     assert!(
         d.conclusion.starts_with(
-            "Layers.0.up.weight#1 (tp:0) holds the same piece on every tp rank (0 and 1)"
+            "Duplicate shards: layers.0.up.weight#1 (tp:0) holds the same piece on every tp \
+             rank (0 and 1)"
         ),
         "{}",
         d.conclusion

@@ -40,9 +40,9 @@ pub(super) fn single_run(cx: &Context) -> Vec<Finding> {
             out.push(Finding {
                 rule: Rule::SingleRun,
                 text: format!(
-                    "{whose}{} ({}). Look at {}.",
-                    f.sentence,
+                    "{whose}{}: {}. Look at {}.",
                     f.kind.title(),
+                    f.sentence,
                     f.look_at
                 ),
                 evidence,
