@@ -1305,9 +1305,9 @@ def _received_value(stage, value):
     if isinstance(value, bool):
         why = "a bool"
     elif isinstance(value, int):
-        if value >= 0:
+        if 0 <= value < 2**63:
             return value
-        why = "negative"
+        why = "negative" if value < 0 else "beyond a 64-bit count"
     elif isinstance(value, torch.Tensor):
         if value.numel() != 1:
             why = "a tensor of %d elements, not one" % value.numel()
@@ -1318,7 +1318,7 @@ def _received_value(stage, value):
     else:
         why = "a %s" % type(value).__name__
     _warn("capture(%r, received=%s): not a token count (%s; an int >= 0 or a one-element integer tensor); "
-          "recorded without it" % (stage, "<tensor>" if isinstance(value, torch.Tensor) else value, why),
+          "recorded without it" % (stage, "<tensor>" if isinstance(value, torch.Tensor) else repr(value), why),
           key="received:%s" % stage)
     return None
 

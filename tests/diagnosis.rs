@@ -821,7 +821,7 @@ fn a_silent_rank_points_at_the_dispatch_and_a_stale_output_at_the_buffer() {
     assert!(
         d.findings[0]
             .text
-            .contains("Look at the dispatch before layers.0.experts")
+            .contains("Look at the dispatch or routing before layers.0.experts")
     );
     let (_, d) = diagnose_one("tests/fixtures/single_run/stale_output");
     assert_eq!(rules(&d), [Rule::SingleRun]);

@@ -190,7 +190,7 @@ fn global_expert_ids_leave_ranks_1_to_3_silent_although_they_received_tokens() {
     assert!(
         first
             .look_at
-            .starts_with("the dispatch before layers.0.experts_buffer")
+            .starts_with("the dispatch or routing before layers.0.experts_buffer")
     );
 }
 
@@ -517,5 +517,70 @@ fn the_report_has_the_findings_from_one_run_and_the_layout_differences() {
              layers.0.kv_write#1"
         ),
         "{text}"
+    );
+}
+
+#[test]
+fn a_step_that_does_not_read_and_ranks_that_never_meet_say_not_checked() {
+    let mut dump = load("silent_rank_dp");
+    dump.windows[1]
+        .metadata
+        .insert("step".into(), Value::String("x".into()));
+    let found = check(&dump.windows);
+    assert_eq!(answers(&found), vec![]);
+    let reasons = reasons(&found);
+    assert!(
+        reasons.contains(
+            &"silent rank: 1 window declares a metadata step that is not a non-negative \
+              integer: grouped by label and call instead (arm(..., step=N))"
+                .to_string()
+        ),
+        "{reasons:?}"
+    );
+    assert!(
+        reasons.contains(
+            &"silent rank: no forward was captured on two ranks: the ranks' windows share no \
+              label and call and declare no common step (arm(..., step=N) where labels differ)"
+                .to_string()
+        ),
+        "{reasons:?}"
+    );
+}
+
+#[test]
+fn an_unusable_block_table_is_said_and_a_write_moved_within_its_block_is_named() {
+    let (a, mut b) = (load("moved_write/a"), load("moved_write/b"));
+    b.windows[0]
+        .metadata
+        .insert("block_numel".into(), Value::from(0));
+    let report =
+        dumpview::model::analysis::diff::diff(&a.windows, &b.windows, &Tolerances::default());
+    let d = &report.layout_differences;
+    assert!(d.moved.is_empty());
+    assert_eq!(
+        d.unusable_tables,
+        [
+            "B rank 0 \"req-0\" call 1: block_numel 0 is not a positive integer; its offsets are \
+          compared as they are"
+        ]
+    );
+    assert!(d.notes.iter().any(|n| n.field == "storage_offset"));
+    // B writes the right block of its table, four elements in: moved within the block.
+    let (a, mut b) = (load("moved_write_ok/a"), load("moved_write_ok/b"));
+    let write = b.windows[0]
+        .records
+        .iter_mut()
+        .find(|r| r.key() == "layers.0.kv_write#1")
+        .unwrap();
+    write.storage_offset += 4;
+    let report =
+        dumpview::model::analysis::diff::diff(&a.windows, &b.windows, &Tolerances::default());
+    let moved = &report.layout_differences.moved;
+    assert_eq!(moved.len(), 1, "{moved:?}");
+    assert_eq!(
+        moved[0].text,
+        "same values, written elsewhere: layers.0.kv_write#1 is written to block 2 (its \
+         table's 1st) at element 0 of it in A and to block 1 (its table's 1st) at element 4 of \
+         it in B (rank 0, storage_offset 64 vs 36)"
     );
 }

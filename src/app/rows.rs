@@ -328,7 +328,8 @@ pub fn diff_rows(
     rows
 }
 
-/// The keys of `window`'s records that the findings from one run of `run` rest on.
+/// The keys of `window`'s records that the findings from one run of `run` are about
+/// ([`crate::model::analysis::single_run::Finding::subjects`]).
 pub fn single_run_keys(
     run: &crate::model::analysis::single_run::SingleRun,
     window: &Window,
@@ -336,7 +337,7 @@ pub fn single_run_keys(
     let source = window.source.display().to_string();
     run.findings
         .iter()
-        .flat_map(|f| &f.records)
+        .flat_map(|f| f.subjects())
         .filter(|r| r.source == source)
         .map(|r| r.key.clone())
         .collect()

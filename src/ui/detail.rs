@@ -301,13 +301,15 @@ fn entries(app: &App, width: usize, theme: Theme) -> Vec<Entry> {
             .findings
             .iter()
             .chain(&analysis.single_run_b.findings)
-            .filter(|f| f.records.iter().any(|r| r.key == row.key))
+            .filter(|f| f.subjects().iter().any(|r| r.key == row.key))
         {
-            let text = format!("{}: {}", f.kind.title().to_uppercase(), f.sentence);
-            out.push(Entry {
-                level: KEY,
-                line: Line::from(Span::styled(format::fit(&text, width), theme.bad())),
-            });
+            // Wrapped, not cut: the sentence and where to look are the finding.
+            for line in format::wrap(&f.paragraph(), width, 2) {
+                out.push(Entry {
+                    level: KEY,
+                    line: Line::from(Span::styled(line, theme.bad())),
+                });
+            }
         }
     }
     if row.moved_write
@@ -320,10 +322,12 @@ fn entries(app: &App, width: usize, theme: Theme) -> Vec<Entry> {
             .filter(|m| m.key == row.key)
         {
             let text = format!("MOVED WRITE: {}", m.text);
-            out.push(Entry {
-                level: KEY,
-                line: Line::from(Span::styled(format::fit(&text, width), theme.bad())),
-            });
+            for line in format::wrap(&text, width, 2) {
+                out.push(Entry {
+                    level: KEY,
+                    line: Line::from(Span::styled(line, theme.bad())),
+                });
+            }
         }
     }
 

@@ -228,6 +228,7 @@ def test_received_tensor_is_not_read_in_capture(probe, monkeypatch):
     (torch.tensor([1, 2]), "a tensor of 2 elements"),
     (torch.tensor(True), "a bool tensor"),
     ("3", "a str"),
+    (10**30, "beyond a 64-bit count"),
 ])
 def test_an_invalid_received_warns_once_naming_the_stage_and_is_left_out(probe, capsys, value, why):
     probe.arm("req")

@@ -91,3 +91,12 @@ pub fn forward_groups(windows: &[Window]) -> Vec<Vec<&Window>> {
         })
         .collect()
 }
+
+/// How many of `windows` carry a `metadata.step` that is not a non-negative integer (and so
+/// are grouped by label and call instead).
+pub fn unreadable_steps(windows: &[Window]) -> usize {
+    windows
+        .iter()
+        .filter(|w| w.metadata.get("step").is_some_and(|s| s.as_u64().is_none()))
+        .count()
+}

@@ -56,23 +56,31 @@ pub struct BlockTable {
 }
 
 impl BlockTable {
-    /// The window's table, when its metadata names `block_ids` (integers) and a positive
-    /// `block_numel`.
-    pub fn of(window: &Window) -> Option<BlockTable> {
-        let ids = window.metadata.get("block_ids")?.as_array()?;
+    /// The window's table: `None` where its metadata names no `block_ids`.
+    ///
+    /// # Errors
+    /// Why a table that is named cannot be used, in words: `block_ids` not a list of
+    /// non-negative integers, `block_numel` missing or not a positive integer.
+    pub fn of(window: &Window) -> Result<Option<BlockTable>, String> {
+        let Some(ids) = window.metadata.get("block_ids") else {
+            return Ok(None);
+        };
         let block_ids = ids
-            .iter()
-            .map(|v| v.as_u64())
-            .collect::<Option<Vec<u64>>>()?;
-        let block_numel = window
-            .metadata
-            .get("block_numel")?
-            .as_u64()
-            .filter(|&n| n > 0)?;
-        Some(BlockTable {
+            .as_array()
+            .and_then(|ids| ids.iter().map(|v| v.as_u64()).collect::<Option<Vec<u64>>>())
+            .ok_or_else(|| format!("block_ids {ids} is not a list of non-negative integers"))?;
+        let numel = window.metadata.get("block_numel");
+        let block_numel = numel
+            .and_then(|n| n.as_u64())
+            .filter(|&n| n > 0)
+            .ok_or_else(|| match numel {
+                Some(n) => format!("block_numel {n} is not a positive integer"),
+                None => "block_ids without block_numel".to_string(),
+            })?;
+        Ok(Some(BlockTable {
             block_ids,
             block_numel,
-        })
+        }))
     }
 
     /// `(block, its index in the table)` of a record at `storage_offset` (elements), when
@@ -140,12 +148,17 @@ pub struct LayoutDifferences {
     pub notes: Vec<LayoutNote>,
     /// Agreeing pairs not compared on layout because a side recorded no storage size.
     pub not_compared: usize,
+    /// Block tables named in a window's metadata that could not be used, one line each
+    /// (`A rank 0 "req" call 1: block_numel 0 is not a positive integer; ...`): that window's
+    /// offsets are compared as they are.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub unusable_tables: Vec<String>,
 }
 
 impl LayoutDifferences {
     /// True when there is nothing to say.
     pub fn is_empty(&self) -> bool {
-        self.moved.is_empty() && self.notes.is_empty()
+        self.moved.is_empty() && self.notes.is_empty() && self.unusable_tables.is_empty()
     }
 }
 
@@ -202,7 +215,20 @@ pub fn compare(windows: &[WindowPair<'_>]) -> LayoutDifferences {
     let mut notes: BTreeMap<NoteKey, NoteCount> = BTreeMap::new();
     for w in windows {
         let (x, y) = (w.a, w.b);
-        let tables = (BlockTable::of(x), BlockTable::of(y));
+        let mut table = |side: char, window: &Window| match BlockTable::of(window) {
+            Ok(table) => table,
+            Err(why) => {
+                out.unusable_tables.push(format!(
+                    "{} rank {} {:?} call {}: {why}; its offsets are compared as they are",
+                    side.to_ascii_uppercase(),
+                    window.rank,
+                    window.label,
+                    window.occurrence
+                ));
+                None
+            }
+        };
+        let tables = (table('a', x), table('b', y));
         let mut shares: Option<(HashMap<_, _>, HashMap<_, _>)> = None;
         for p in w.pairs.iter().filter(|p| p.values_agree) {
             let (Some(ra), Some(rb)) = (by_seq(x, p.seq_a), by_seq(y, p.seq_b)) else {
@@ -296,9 +322,21 @@ fn moved_write(
     if index_a.is_none() && index_b.is_none() {
         return None;
     }
-    let side = |block: u64, index: Option<usize>, table: &BlockTable| match index {
-        Some(i) => format!("block {block} (its table's {})", ordinal(i + 1)),
-        None => format!("block {block}, not in its table {:?}", table.block_ids),
+    // Within one block too, where the two sides' places inside their blocks differ.
+    let (within_a, within_b) = (
+        a.storage_offset % ta.block_numel,
+        b.storage_offset % tb.block_numel,
+    );
+    let side = |block: u64, index: Option<usize>, table: &BlockTable, within: u64| {
+        let at = if within_a == within_b {
+            String::new()
+        } else {
+            format!(" at element {within} of it")
+        };
+        match index {
+            Some(i) => format!("block {block} (its table's {}){at}", ordinal(i + 1)),
+            None => format!("block {block}{at}, not in its table {:?}", table.block_ids),
+        }
     };
     Some(MovedWrite {
         rank,
@@ -315,8 +353,8 @@ fn moved_write(
             "same values, written elsewhere: {} is written to {} in A and to {} in B (rank {rank}, \
              storage_offset {} vs {})",
             pair.key,
-            side(block_a, index_a, ta),
-            side(block_b, index_b, tb),
+            side(block_a, index_a, ta, within_a),
+            side(block_b, index_b, tb, within_b),
             a.storage_offset,
             b.storage_offset
         ),

@@ -43,9 +43,12 @@ pub fn step_name(step: Step) -> &'static str {
 /// `B rank 0 `layers.0.k_cache_write#1` (seq 8): writer, [12, 2, 64] stride [64, 2048, 1] offset 0`.
 pub fn cite_line(c: &Cite) -> String {
     let mut line = format!(
-        "{} rank {} `{}` (seq {}): {}",
+        "{} rank {}{} `{}` (seq {}): {}",
         c.side.to_ascii_uppercase(),
         c.rank,
+        c.call
+            .as_ref()
+            .map_or(String::new(), |call| format!(" {call}")),
         c.key,
         c.seq,
         role_name(c.role)

@@ -69,6 +69,9 @@ pub fn layout_differences_text(d: &LayoutDifferences) -> String {
     for m in &d.moved {
         let _ = writeln!(out, "MOVED WRITE: {}", m.text);
     }
+    for line in &d.unusable_tables {
+        let _ = writeln!(out, "block table not used: {line}");
+    }
     if !d.notes.is_empty() {
         out.push_str("layout notes (values agree, layout differs; not findings):\n");
         for n in &d.notes {

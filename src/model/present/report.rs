@@ -52,7 +52,7 @@ impl Report {
                 for f in &run.findings {
                     let _ = writeln!(
                         md,
-                        "- side {side}: **{}**: {} Look at {}.",
+                        "- side {side}: **{}**: {}. Look at {}.",
                         f.kind.title(),
                         f.sentence,
                         f.look_at

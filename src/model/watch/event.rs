@@ -279,14 +279,16 @@ impl WatchEvent {
                 .map(|all| {
                     all.iter()
                         .map(|f| {
+                            let ranks: Vec<String> = f["ranks"]
+                                .as_array()
+                                .map(|r| r.iter().map(str_of).collect())
+                                .unwrap_or_default();
                             format!(
-                                "{} {} (ranks {})",
+                                "{} {} (rank{} {})",
                                 str_of(&f["finding"]).replace('_', " ").to_uppercase(),
                                 str_of(&f["stage"]),
-                                f["ranks"]
-                                    .as_array()
-                                    .map(|r| r.iter().map(str_of).collect::<Vec<_>>().join(", "))
-                                    .unwrap_or_default()
+                                if ranks.len() == 1 { "" } else { "s" },
+                                ranks.join(", ")
                             )
                         })
                         .collect::<Vec<_>>()

@@ -287,6 +287,7 @@ pub(super) fn cite(side: char, window: &Window, record: &Record, role: Role, cla
         role,
         claim,
         layout: None,
+        call: None,
     }
 }
 

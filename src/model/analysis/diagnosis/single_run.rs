@@ -29,8 +29,11 @@ pub(super) fn single_run(cx: &Context) -> Vec<Finding> {
                         .iter()
                         .find(|w| w.source.display().to_string() == r.source)?;
                     let record = record(window, &r.key)?;
-                    let role = role(f, i);
-                    Some(cite(side, window, record, role, Claim::Captured))
+                    let mut c = cite(side, window, record, role(f, i), Claim::Captured);
+                    if f.kind == Kind::StaleOutput {
+                        c.call = Some(format!("{:?} call {}", r.label, r.call));
+                    }
+                    Some(c)
                 })
                 .collect();
             let whose = match (cx.b, side) {

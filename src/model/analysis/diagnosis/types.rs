@@ -132,6 +132,11 @@ pub struct Cite {
     /// rests on it.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub layout: Option<String>,
+    /// The window's label and call (`"decode" call 3`) where a finding compares calls of one
+    /// label (a stale output and the occurrence it repeats), so that equal keys are told
+    /// apart.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub call: Option<String>,
 }
 
 /// Bytes of one storage that a finding is about.

@@ -1,5 +1,6 @@
-//! Duplicate shards: the pieces of a sliced stage (`tp:D`, `cp:D`) hold the same values on
-//! several ranks of its group, as when a loader reads shard 0 on every rank.
+//! Duplicate shards: the pieces of a tensor-parallel stage (`tp:D`) hold the same values on
+//! several ranks of its group, as when a loader reads shard 0 on every rank. (Context-parallel
+//! pieces are slices of the tokens, which may repeat: equal pieces there are no finding.)
 //!
 //! Equal pieces are told by every statistic agreeing under the replica bound replicated stages
 //! are held to ([`replica_tolerances`]), the position checksum taken at each rank's own
@@ -27,15 +28,17 @@ pub fn duplicate_shards(
 ) -> Vec<Finding> {
     let mut findings = Vec::new();
     let mut skipped = Skipped::default();
-    for group in groups {
+    // Only tensor-parallel pieces: context-parallel pieces are slices of the tokens, which may
+    // repeat (padding, a repeated prompt) and then are rightly equal.
+    for group in groups.iter().filter(|g| g.axis == "tp") {
         check_group(group, &mut findings, &mut skipped);
     }
     if skipped.ranks_missing > 0 {
         not_checked.push(NotChecked {
             kind: Kind::DuplicateShards,
             reason: format!(
-                "{} sliced stage{} not captured on every rank of {} group: equal pieces need \
-                 every rank (DUMP_PROBE_RANKS=all)",
+                "{} sliced stage{} not captured (or not read: see the warnings) on every rank \
+                 of {} group: equal pieces need every rank (DUMP_PROBE_RANKS=all)",
                 skipped.ranks_missing,
                 plural(skipped.ranks_missing),
                 if skipped.ranks_missing == 1 {
@@ -94,8 +97,8 @@ fn at_local_coordinates(record: &Record) -> Option<Record> {
 fn check_group(group: &ParallelGroup<'_>, findings: &mut Vec<Finding>, skipped: &mut Skipped) {
     let (_, base) = group.members[0];
     let complete = group.members.len() as u32 == group.size;
-    // The group's first duplicate in capture order: later ones usually follow from it.
-    let mut first: Option<(String, Vec<u32>)> = None;
+    // The group's first duplicate for each set of ranks: later ones usually follow from it.
+    let mut first: Vec<(Vec<u32>, String)> = Vec::new();
     for record in base.records.iter().filter(|r| sliced_over(r, &group.axis)) {
         let key = record.key();
         let pieces: Vec<(&Window, &Record)> = group
@@ -174,8 +177,8 @@ fn check_group(group: &ParallelGroup<'_>, findings: &mut Vec<Finding>, skipped: 
                      their own; or the stage is replicated: annotate it `replicated:{}`",
                     group.axis
                 ),
-                look_at: match &first {
-                    Some((earlier, with)) if *with == ranks => format!(
+                look_at: match first.iter().find(|(with, _)| *with == ranks) {
+                    Some((_, earlier)) => format!(
                         "{earlier} first: these ranks' pieces were already equal there, and \
                          this stage follows from it"
                     ),
@@ -186,8 +189,8 @@ fn check_group(group: &ParallelGroup<'_>, findings: &mut Vec<Finding>, skipped: 
                     ),
                 },
             });
-            if first.is_none() {
-                first = Some((key.clone(), ranks.clone()));
+            if !first.iter().any(|(with, _)| *with == ranks) {
+                first.push((ranks.clone(), key.clone()));
             }
         }
     }

@@ -52,6 +52,27 @@ pub fn check(windows: &[Window]) -> SingleRun {
             &mut not_checked,
         ));
         let forwards = groups::forward_groups(windows);
+        let unreadable = groups::unreadable_steps(windows);
+        if unreadable > 0 {
+            not_checked.push(NotChecked {
+                kind: Kind::SilentRank,
+                reason: format!(
+                    "{unreadable} window{} declare{} a metadata step that is not a non-negative \
+                     integer: grouped by label and call instead (arm(..., step=N))",
+                    if unreadable == 1 { "" } else { "s" },
+                    if unreadable == 1 { "s" } else { "" }
+                ),
+            });
+        }
+        if forwards.is_empty() {
+            not_checked.push(NotChecked {
+                kind: Kind::SilentRank,
+                reason: "no forward was captured on two ranks: the ranks' windows share no \
+                         label and call and declare no common step (arm(..., step=N) where \
+                         labels differ)"
+                    .to_string(),
+            });
+        }
         findings.extend(silent_rank::silent_ranks(&forwards, &mut not_checked));
     }
     findings.extend(stale_output::stale_outputs(windows, &mut not_checked));

@@ -9,7 +9,7 @@
 
 use std::collections::BTreeMap;
 
-use crate::model::dump::{Record, Window};
+use crate::model::dump::{Record, Shard, Window};
 
 use super::duplicate_shards::join;
 use super::types::{Finding, Kind, NotChecked, RecordRef};
@@ -22,6 +22,10 @@ enum Arrived {
     Nothing,
     /// Neither a declared count nor a row map says.
     Unknown,
+    /// A partial sum (`partial:AXIS`) without a declared count: rows reaching it say nothing,
+    /// since a rank's share of a sum may be zero by design (a vocabulary slice no token of the
+    /// prompt falls in).
+    PartialSum,
 }
 
 /// Whether `record` is a non-empty, finite, all-zero tensor.
@@ -45,6 +49,7 @@ fn arrived(window: &Window, record: &Record) -> Arrived {
     match record.received {
         Some(0) => return Arrived::Nothing,
         Some(n) => return Arrived::Tokens(n, "received"),
+        None if matches!(record.shard, Some(Shard::Partial { .. })) => return Arrived::PartialSum,
         None => {}
     }
     let Some(rows) = window.token_rows.as_deref() else {
@@ -76,7 +81,7 @@ fn arrived(window: &Window, record: &Record) -> Arrived {
 /// The silent-rank findings of the forward groups `groups`, and what could not be checked.
 pub fn silent_ranks(groups: &[Vec<&Window>], not_checked: &mut Vec<NotChecked>) -> Vec<Finding> {
     let mut findings = Vec::new();
-    let mut unknown = 0usize;
+    let (mut unknown, mut partial) = (0usize, 0usize);
     for windows in groups {
         // stage#occurrence → the records of it, one per window, in capture order of the first.
         let mut stages: BTreeMap<(u64, String), Vec<(&Window, &Record)>> = BTreeMap::new();
@@ -88,8 +93,8 @@ pub fn silent_ranks(groups: &[Vec<&Window>], not_checked: &mut Vec<NotChecked>) 
                 stages.entry((order, key)).or_default().push((w, r));
             }
         }
-        // The forward's first silent stage: later ones usually follow from it.
-        let mut first: Option<(String, Vec<u32>)> = None;
+        // The forward's first silent stage for each set of ranks: later ones usually follow.
+        let mut first: Vec<(Vec<u32>, String)> = Vec::new();
         for ((_, key), records) in stages {
             let Some(&(loud_window, loud)) = records.iter().find(|(_, r)| non_zero(r)) else {
                 continue;
@@ -100,6 +105,7 @@ pub fn silent_ranks(groups: &[Vec<&Window>], not_checked: &mut Vec<NotChecked>) 
                     Arrived::Tokens(n, how) => silent.push((w, r, n, how)),
                     Arrived::Nothing => {}
                     Arrived::Unknown => unknown += 1,
+                    Arrived::PartialSum => partial += 1,
                 }
             }
             if silent.is_empty() {
@@ -129,22 +135,23 @@ pub fn silent_ranks(groups: &[Vec<&Window>], not_checked: &mut Vec<NotChecked>) 
                     counts.join("; "),
                     loud_window.rank,
                 ),
-                look_at: match &first {
-                    Some((earlier, with)) if *with == ranks => format!(
+                look_at: match first.iter().find(|(with, _)| *with == ranks) {
+                    Some((_, earlier)) => format!(
                         "{earlier} first: these ranks were already silent there, and this stage \
                          follows from it"
                     ),
-                    _ => format!(
-                        "the dispatch before {}: the expert ids or token indices it hands each \
-                         rank (global ids indexing a rank's local weights select nothing)",
+                    None => format!(
+                        "the dispatch or routing before {}: the ids or token indices it hands \
+                         each rank (global expert ids indexing a rank's local weights select \
+                         nothing)",
                         loud.stage
                     ),
                 },
                 ranks: ranks.clone(),
                 records,
             });
-            if first.is_none() {
-                first = Some((key.clone(), ranks));
+            if !first.iter().any(|(with, _)| *with == ranks) {
+                first.push((ranks, key.clone()));
             }
         }
     }
@@ -157,6 +164,17 @@ pub fn silent_ranks(groups: &[Vec<&Window>], not_checked: &mut Vec<NotChecked>) 
                  (capture(..., received=N))",
                 if unknown == 1 { "" } else { "s" },
                 if unknown == 1 { "it" } else { "them" }
+            ),
+        });
+    }
+    if partial > 0 {
+        not_checked.push(NotChecked {
+            kind: Kind::SilentRank,
+            reason: format!(
+                "{partial} partial sum{} exactly zero on a rank without a declared received \
+                 count: a rank's share of a sum may be zero by design, so only \
+                 capture(..., received=N) tells",
+                if partial == 1 { "" } else { "s" }
             ),
         });
     }

@@ -58,14 +58,36 @@ fn same_bits(a: &Stats, b: &Stats) -> bool {
         .all(|&(x, y)| bits(x) == bits(y))
 }
 
-/// A record the rule can judge: eager, floating, with a spread of values.
+/// A record the rule can judge: eager, floating, finite (a NaN is a finding of its own), with
+/// a spread of values.
 fn comparable(record: &Record) -> bool {
     record.mode == Mode::Eager
         && dtype_kind(&record.dtype) == "floating"
-        && record
-            .stats
-            .as_ref()
-            .is_some_and(|s| matches!((s.min, s.max), (Some(lo), Some(hi)) if lo < hi))
+        && record.stats.as_ref().is_some_and(|s| {
+            !s.has_nonfinite() && matches!((s.min, s.max), (Some(lo), Some(hi)) if lo < hi)
+        })
+}
+
+/// Whether `stage` holds the same values in every one of its occurrences on this rank and
+/// label, three or more of them: a constant (a bias broadcast over the rows, a greedy
+/// sampler's one-hot that picks the same token every step), not a buffer gone stale.
+fn constant(calls: &BTreeMap<u32, &Window>, stage: &str) -> bool {
+    let mut all = calls
+        .values()
+        .flat_map(|w| &w.records)
+        .filter(|r| &*r.stage == stage)
+        .filter_map(|r| r.stats.as_ref());
+    let Some(first) = all.next() else {
+        return false;
+    };
+    let mut count = 1;
+    for stats in all {
+        if !same_bits(first, stats) {
+            return false;
+        }
+        count += 1;
+    }
+    count >= 3
 }
 
 /// One candidate: `record` (at `index` of `window`) against `earlier` (at `earlier_index` of
@@ -191,25 +213,31 @@ pub fn stale_outputs(windows: &[Window], not_checked: &mut Vec<NotChecked>) -> V
                     && let Some(&earlier_index) = earlier.get(&(&*record.stage, record.occurrence))
                 {
                     compared_any = true;
-                    findings.extend(judge(&Pair {
-                        window,
-                        index,
-                        earlier_window,
-                        earlier_index,
-                        relation: "previous call",
-                    }));
+                    findings.extend(
+                        judge(&Pair {
+                            window,
+                            index,
+                            earlier_window,
+                            earlier_index,
+                            relation: "previous call",
+                        })
+                        .filter(|f| !constant(by_call, &f.stage)),
+                    );
                 }
                 if record.occurrence > 1
                     && let Some(&earlier_index) = here.get(&(&*record.stage, record.occurrence - 1))
                 {
                     compared_any = true;
-                    findings.extend(judge(&Pair {
-                        window,
-                        index,
-                        earlier_window: window,
-                        earlier_index,
-                        relation: "previous occurrence in the forward",
-                    }));
+                    findings.extend(
+                        judge(&Pair {
+                            window,
+                            index,
+                            earlier_window: window,
+                            earlier_index,
+                            relation: "previous occurrence in the forward",
+                        })
+                        .filter(|f| !constant(by_call, &f.stage)),
+                    );
                 }
             }
         }

@@ -88,6 +88,29 @@ pub struct Finding {
     pub look_at: String,
 }
 
+impl Finding {
+    /// `DUPLICATE SHARDS: <sentence>. Look at <look_at>.`: the finding in one paragraph.
+    pub fn paragraph(&self) -> String {
+        format!(
+            "{}: {}. Look at {}.",
+            self.kind.title().to_uppercase(),
+            self.sentence,
+            self.look_at
+        )
+    }
+
+    /// The records the finding is about, without those cited only as evidence: every equal
+    /// piece; the silent ranks' records (not the non-zero rank's); the stale record (not the
+    /// occurrence it repeats nor the records before them).
+    pub fn subjects(&self) -> &[RecordRef] {
+        match self.kind {
+            Kind::DuplicateShards => &self.records,
+            Kind::SilentRank => &self.records[..self.records.len().saturating_sub(1)],
+            Kind::StaleOutput => &self.records[..self.records.len().min(1)],
+        }
+    }
+}
+
 /// A rule whose evidence is missing for some of the capture: said once per rule and reason,
 /// never silence and never a guess.
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Serialize)]
