@@ -5,7 +5,8 @@ The generator (make_single_run_fixtures.py) runs each scenario under real torch.
 captures give the designed answers. Here it runs into a temporary directory for a few scenarios
 (the tp=2 duplicate shard, the dp attention silent rank, the stale decode step and the moved
 KV write), and the facts the Rust rules rely on are read back with plain json. The committed
-fixtures are checked against their expected.json without running anything.
+fixtures are checked against their expected.json without running anything, and the false-alarm
+controls partial_zero_ok, cp_repeat_ok and stale_constant_ok are checked to hold their traps.
 """
 
 import json
@@ -160,3 +161,62 @@ def test_committed_fixtures_match_expected():
                 assert "%s#%d" % (record["stage"], record["occurrence"]) == finding["stage"], (scenario, ref)
         if not entry["findings"]:
             assert entry["expect"] == "no finding"
+
+
+def _has_rows(manifest, record):
+    return any(x[0] == record["seq"] for x in (manifest.get("token_rows") or {}).get("records", []))
+
+
+def test_committed_controls_hold_their_traps():
+    """The false-alarm controls' committed manifests show what a careless rule would report."""
+    with open(os.path.join(HERE, "expected.json")) as f:
+        expected = json.load(f)
+    for name in ("partial_zero_ok", "cp_repeat_ok", "stale_constant_ok"):
+        assert expected[name]["findings"] == [] and expected[name]["expect"] == "no finding", name
+        assert expected[name]["traps"], name
+    same = ("nan_count", "inf_count", "finite_count", "min", "max", "max_abs", "mean", "l2")
+
+    # partial_zero_ok: rank 1's share of the vocabulary-parallel lookup is exactly zero, with its
+    # token rows mapped and no received count; rank 0's is not; the all-reduced sum is equal.
+    root = os.path.join(HERE, "partial_zero_ok")
+    ranks = [_manifest(root, r) for r in (0, 1)]
+    assert [m["metadata"]["parallel"] for m in ranks] == [{"tp": [0, 2]}, {"tp": [1, 2]}]
+    loud, quiet = (_record(m, "embed_partial") for m in ranks)
+    assert loud["shard"] == quiet["shard"] == "partial:tp"
+    assert "received" not in loud and "received" not in quiet
+    assert loud["stats"]["max_abs"] > 0
+    assert quiet["stats"]["max_abs"] == 0 and quiet["stats"]["min"] == quiet["stats"]["max"] == 0
+    assert quiet["stats"]["finite_count"] == 6 * 8 and _has_rows(ranks[1], quiet)
+    a, b = (_record(m, "embed_tokens") for m in ranks)
+    assert a["shard"] == "replicated:tp" and a["collective"] == "all_reduce" and a["stats"] == b["stats"]
+    a, b = (_record(m, "embed_tokens.weight") for m in ranks)
+    assert a["shard"] == "tp:0" and a["local_checksum"] != b["local_checksum"]
+
+    # cp_repeat_ok: the two context-parallel chunks are equal pieces (the prompt repeats), each
+    # listed at its own positions (0..2 and 3..5).
+    root = os.path.join(HERE, "cp_repeat_ok")
+    ranks = [_manifest(root, r) for r in (0, 1)]
+    for stage in ("embed", "layers.0.input_norm", "layers.0.mlp_act"):
+        a, b = (_record(m, stage) for m in ranks)
+        assert a["shard"] == b["shard"] == "cp:0" and a["shape"] == b["shape"] and a["shape"][0] == 3, stage
+        assert a["stats"]["min"] < a["stats"]["max"]
+        for s in same:
+            assert a["stats"][s] == b["stats"][s], (stage, s)
+        assert a["local_checksum"] == b["local_checksum"], stage
+        rows = [[x[4] for x in m["token_rows"]["records"] if x[0] == r["seq"]][0] for m, r in zip(ranks, (a, b))]
+        assert rows == [[[0, 0], [0, 1], [0, 2]], [[0, 3], [0, 4], [0, 5]]], stage
+
+    # stale_constant_ok: bias_rows and probs are bit-identical in all 4 calls while the row moved
+    # on and the record just before each changed every call.
+    root = os.path.join(HERE, "stale_constant_ok")
+    steps = [_manifest(root, 0, "match1-occ%d" % n) for n in (1, 2, 3, 4)]
+    assert [m["label"] for m in steps] == ["decode"] * 4 and [m["metadata"]["step"] for m in steps] == [1, 2, 3, 4]
+    for stage, before in (("bias_rows", "embed"), ("probs", "logits")):
+        records = [_record(m, stage) for m in steps]
+        assert all(r["stats"] == records[0]["stats"] for r in records), stage
+        assert records[0]["stats"]["min"] < records[0]["stats"]["max"] and records[0]["dtype"] == "float64"
+        assert [_row_of(m, r) for m, r in zip(steps, records)] == [
+            ("req-0", 4, 11), ("req-0", 5, 22), ("req-0", 6, 30), ("req-0", 7, 7)], stage
+        prior = [m["records"][r["seq"] - 1] for m, r in zip(steps, records)]
+        assert all(p["stage"] == before for p in prior), stage
+        assert len({json.dumps(p["stats"], sort_keys=True) for p in prior}) == 4, stage
