@@ -7,6 +7,8 @@
 //! coordinates (`local_checksum`): `pos_checksum` weighs a piece at the full tensor's
 //! coordinates, so it differs for equal pieces by design.
 
+use std::collections::HashMap;
+
 use crate::model::analysis::compare::{Verdict, compare_records, dtype_kind};
 use crate::model::analysis::replicated::replica_tolerances;
 use crate::model::dump::{Record, Shard, Window};
@@ -99,16 +101,30 @@ fn check_group(group: &ParallelGroup<'_>, findings: &mut Vec<Finding>, skipped: 
     let complete = group.members.len() as u32 == group.size;
     // The group's first duplicate for each set of ranks: later ones usually follow from it.
     let mut first: Vec<(Vec<u32>, String)> = Vec::new();
+    // Each member's records by (stage, occurrence), made at the first sliced record.
+    let mut indexes: Option<Vec<HashMap<(&str, u32), &Record>>> = None;
     for record in base.records.iter().filter(|r| sliced_over(r, &group.axis)) {
         let key = record.key();
+        let index = indexes.get_or_insert_with(|| {
+            group
+                .members
+                .iter()
+                .map(|&(_, w)| {
+                    w.records
+                        .iter()
+                        .map(|r| ((&*r.stage, r.occurrence), r))
+                        .collect::<HashMap<_, _>>()
+                })
+                .collect::<Vec<_>>()
+        });
         let pieces: Vec<(&Window, &Record)> = group
             .members
             .iter()
-            .filter_map(|&(_, w)| {
-                w.records
-                    .iter()
-                    .find(|r| r.stage == record.stage && r.occurrence == record.occurrence)
-                    .map(|r| (w, r))
+            .zip(index.iter())
+            .filter_map(|(&(_, w), by_key)| {
+                by_key
+                    .get(&(&*record.stage, record.occurrence))
+                    .map(|&r| (w, r))
             })
             .collect();
         if !complete || pieces.len() != group.members.len() {

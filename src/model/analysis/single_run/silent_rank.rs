@@ -7,7 +7,7 @@
 //! record. A rank that received nothing (an idle expert rank, a fixed-capacity buffer left
 //! zero) is not reported; a rank that says neither is counted as not checked.
 
-use std::collections::BTreeMap;
+use std::collections::HashMap;
 
 use crate::model::dump::{Record, Shard, Window};
 
@@ -83,19 +83,30 @@ pub fn silent_ranks(groups: &[Vec<&Window>], not_checked: &mut Vec<NotChecked>) 
     let mut findings = Vec::new();
     let (mut unknown, mut partial) = (0usize, 0usize);
     for windows in groups {
-        // stage#occurrence → the records of it, one per window, in capture order of the first.
-        let mut stages: BTreeMap<(u64, String), Vec<(&Window, &Record)>> = BTreeMap::new();
-        let mut first_seen: BTreeMap<String, u64> = BTreeMap::new();
+        // Most forwards hold no all-zero record: nothing to index.
+        if !windows.iter().any(|w| w.records.iter().any(all_zero)) {
+            continue;
+        }
+        // (stage, occurrence) → its records, one per window, in the order first seen (the
+        // lowest rank's capture order first).
+        let mut index: HashMap<(&str, u32), usize> = HashMap::new();
+        let mut stages: Vec<Vec<(&Window, &Record)>> = Vec::new();
         for w in windows {
             for r in &w.records {
-                let key = r.key();
-                let order = *first_seen.entry(key.clone()).or_insert(r.seq);
-                stages.entry((order, key)).or_default().push((w, r));
+                let at = *index.entry((&*r.stage, r.occurrence)).or_insert_with(|| {
+                    stages.push(Vec::new());
+                    stages.len() - 1
+                });
+                stages[at].push((w, r));
             }
         }
         // The forward's first silent stage for each set of ranks: later ones usually follow.
         let mut first: Vec<(Vec<u32>, String)> = Vec::new();
-        for ((_, key), records) in stages {
+        for records in stages {
+            if !records.iter().any(|(_, r)| all_zero(r)) {
+                continue;
+            }
+            let key = records[0].1.key();
             let Some(&(loud_window, loud)) = records.iter().find(|(_, r)| non_zero(r)) else {
                 continue;
             };
