@@ -396,6 +396,9 @@ fn every_single_capture_scenario_gives_the_generators_answer() {
         "stale_output",
         "stale_output_tbo",
         "stale_output_ok",
+        "partial_zero_ok",
+        "cp_repeat_ok",
+        "stale_constant_ok",
     ] {
         let found = run(scenario);
         let ours: Vec<Answer<String>> = found
@@ -583,4 +586,28 @@ fn an_unusable_block_table_is_said_and_a_write_moved_within_its_block_is_named()
          table's 1st) at element 0 of it in A and to block 1 (its table's 1st) at element 4 of \
          it in B (rank 0, storage_offset 64 vs 36)"
     );
+}
+
+#[test]
+fn zero_partial_sums_equal_cp_pieces_and_constants_are_no_findings() {
+    // A vocabulary-parallel embedding whose prompt falls in rank 0's half: rank 1's partial
+    // sum is zero with rows mapped to it, and only a received count could judge it.
+    let partial = run("partial_zero_ok");
+    assert_eq!(answers(&partial), vec![]);
+    assert!(reasons(&partial).contains(
+        &"silent rank: 1 partial sum exactly zero on a rank without a declared received count: \
+          a rank's share of a sum may be zero by design, so only capture(..., received=N) tells"
+            .to_string()
+    ));
+    // A repeated prompt split over cp ranks: equal pieces, equal local checksums, no finding.
+    let dump = load("cp_repeat_ok");
+    let embeds: Vec<_> = dump
+        .windows
+        .iter()
+        .map(|w| w.records.iter().find(|r| r.key() == "embed#1").unwrap())
+        .collect();
+    assert_eq!(embeds[0].local_checksum, embeds[1].local_checksum);
+    assert_eq!(answers(&check(&dump.windows)), vec![]);
+    // A bias broadcast over the rows and a greedy one-hot, identical in all four calls.
+    assert_eq!(answers(&run("stale_constant_ok")), vec![]);
 }
