@@ -120,3 +120,20 @@ def test_triton_per_capture_cost_is_printed(triton_probe, capsys):
         times[name] = (time.perf_counter() - start) / 20 * 1e6
     with capsys.disabled():
         print("\nper capture, 4096x4096 float32: triton %.0f us, torch ops %.0f us" % (times["triton"], times["torch"]))
+
+
+def test_triton_local_checksum_is_the_unsharded_captures_pos_checksum(triton_probe, tmp_path):
+    """A sliced capture's local_checksum on the Triton path equals, bit for bit, the
+    pos_checksum of the same device tensor captured without a shard (issue 30)."""
+    g = torch.Generator().manual_seed(5)
+    piece = (torch.randn(24, 40, generator=g) * 2).to(DEV)
+    probe = triton_probe
+    probe.arm("req", parallel={"tp": (1, 2)})
+    probe.capture("sliced", piece, shard="tp:1")
+    probe.capture("whole", piece)
+    manifest = load_manifest(probe.finish())
+    by_stage = {r["stage"]: r for r in manifest["records"]}
+    sliced, whole = by_stage["sliced"], by_stage["whole"]
+    assert sliced["stats_path"] == whole["stats_path"] == "triton"
+    assert sliced["local_checksum"] == whole["stats"]["pos_checksum"]
+    assert sliced["stats"]["pos_checksum"] != whole["stats"]["pos_checksum"]
