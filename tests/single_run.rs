@@ -611,3 +611,26 @@ fn zero_partial_sums_equal_cp_pieces_and_constants_are_no_findings() {
     // A bias broadcast over the rows and a greedy one-hot, identical in all four calls.
     assert_eq!(answers(&run("stale_constant_ok")), vec![]);
 }
+
+#[test]
+fn graph_records_are_left_out_of_stale_outputs_and_said() {
+    let mut dump = load("stale_output");
+    for w in &mut dump.windows {
+        for r in w
+            .records
+            .iter_mut()
+            .filter(|r| r.key() == "layers.0.attn_out#1")
+        {
+            r.mode = dumpview::model::dump::Mode::Graph;
+        }
+    }
+    let found = check(&dump.windows);
+    assert_eq!(answers(&found), vec![]);
+    assert!(
+        reasons(&found).contains(
+            &"stale output: 3 graph records keep only their last replay: not compared with an \
+          earlier one"
+                .to_string()
+        )
+    );
+}
