@@ -252,7 +252,11 @@ pub fn draw(frame: &mut Frame, app: &App, area: Rect, theme: Theme) {
             Style::new(),
             0,
         ),
-        Piece::new(format!("{} findings", app.findings), Style::new(), 1),
+        Piece::new(
+            crate::model::present::scan::records(app.findings, "finding"),
+            Style::new(),
+            1,
+        ),
     ];
     if app.filter {
         pieces.push(Piece::new(

@@ -64,3 +64,14 @@ fn a_moved_write_is_marked_m_and_kept_by_the_filter() {
     let index = app.rows.iter().position(|r| r.moved_write).unwrap();
     assert!(app.visible.as_ref().unwrap().contains(&index));
 }
+
+/// Issue 31, item 14: one finding is "1 finding", not "1 findings".
+#[test]
+fn the_timeline_title_counts_one_finding_in_the_singular() {
+    let mut app = open("stale_output", None);
+    update(&mut app, Action::NextWindow);
+    update(&mut app, Action::NextWindow);
+    assert_eq!(app.findings, 1);
+    let screen = text(&render(&mut app, 160, 40));
+    assert!(screen.contains("· 1 finding ─"), "{screen}");
+}
