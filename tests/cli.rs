@@ -707,3 +707,33 @@ fn a_global_option_may_come_before_the_subcommand_and_workbench_options_may_not(
         "{stderr}"
     );
 }
+
+/// Issue 31, item 10: `diff --json` gives the first divergence's key beside its index, and the
+/// tolerances per statistic as an object keyed by the statistic's name.
+#[test]
+fn diff_json_names_the_first_divergence_and_its_tolerances_by_name() {
+    let (code, out, _) = run_in_repo(&[
+        "diff",
+        "--json",
+        &example("llama_fp16_overflow", "a"),
+        &example("llama_fp16_overflow", "b"),
+    ]);
+    assert_eq!(code, 1);
+    let value: serde_json::Value = serde_json::from_str(&out).unwrap();
+    let window = &value["diff"]["windows"][0];
+    let index = window["first_divergence"].as_u64().unwrap() as usize;
+    assert_eq!(
+        window["first_divergence_key"],
+        window["pairs"][index]["key"]
+    );
+    assert_eq!(window["first_divergence_key"], "layers.3.mlp_up#1");
+    let per_stat = value["diff"]["tolerances"]["per_stat"].as_object().unwrap();
+    // (serde_json's map sorts its keys; the document keeps STATS order: test_examples.py.)
+    let names: Vec<&str> = per_stat.keys().map(String::as_str).collect();
+    assert_eq!(
+        names,
+        ["l2", "max", "max_abs", "mean", "min", "pos_checksum"]
+    );
+    assert_eq!(per_stat["pos_checksum"]["rtol"], 1e-3);
+    assert_eq!(per_stat["max_abs"]["atol"], 1e-6);
+}

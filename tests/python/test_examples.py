@@ -269,7 +269,9 @@ def test_first_divergence_matches_the_rust_binary(pair):
     if not os.path.isfile(DUMPVIEW):
         pytest.skip("target/debug/dumpview is not built (run `cargo build`): Rust cross-check skipped")
     report, window = run_dumpview_diff(pair)
-    assert [(s["rtol"], s["atol"]) for s in report["tolerances"]["per_stat"]] == [
+    per_stat = report["tolerances"]["per_stat"]
+    assert list(per_stat) == list(pt.VALUE_STATS)
+    assert [(per_stat[name]["rtol"], per_stat[name]["atol"]) for name in pt.VALUE_STATS] == [
         pt.DEFAULT_TOLERANCES[name] for name in pt.VALUE_STATS]
     first = window["first_divergence"]
     rust_key = None if first is None else window["pairs"][first]["key"]

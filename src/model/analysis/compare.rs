@@ -78,11 +78,27 @@ pub const CHECKSUM_NOISE: ChecksumNoise = ChecksumNoise {
 /// Per-statistic tolerances, indexed like [`STATS`], and the checksum's noise bound.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct Tolerances {
-    /// One tolerance per statistic, in [`STATS`] order (`per_stat[5]`: `pos_checksum`).
+    /// One tolerance per statistic, in [`STATS`] order (`per_stat[5]`: `pos_checksum`);
+    /// serialized as an object keyed by the statistic's name (`{"max_abs": {"rtol", "atol"},
+    /// …}`).
+    #[serde(serialize_with = "by_stat_name")]
     pub per_stat: [Tolerance; 6],
     /// The checksum's rounding-noise bound on top of its `rtol`; `None` when the user set the
     /// checksum's tolerance (or every statistic's): the checksum is then held to it alone.
     pub checksum_noise: Option<ChecksumNoise>,
+}
+
+/// `per_stat` as a JSON object keyed by [`STATS`] names, in their order.
+fn by_stat_name<S: serde::Serializer>(
+    per_stat: &[Tolerance; 6],
+    serializer: S,
+) -> Result<S::Ok, S::Error> {
+    use serde::ser::SerializeMap;
+    let mut map = serializer.serialize_map(Some(per_stat.len()))?;
+    for (name, tolerance) in STATS.iter().zip(per_stat) {
+        map.serialize_entry(name, tolerance)?;
+    }
+    map.end()
 }
 
 /// Default relative tolerance of every statistic but `pos_checksum` (docs/diff.md).

@@ -319,6 +319,9 @@ pub struct WindowDiff {
     pub only_b: Vec<String>,
     /// Index into `pairs` of the first divergence.
     pub first_divergence: Option<usize>,
+    /// Its key (`stage#occurrence`), kept with the index so that a reader of the JSON need not
+    /// look it up in `pairs`.
+    pub first_divergence_key: Option<String>,
     /// Pairs not compared ([`Verdict::NotCompared`]: no statistics on either side or on one
     /// side only): missing evidence, never a divergence.
     pub not_compared: usize,
@@ -1047,6 +1050,7 @@ fn sharpen_by_rows(
     }
     if changed {
         w.first_divergence = w.pairs.iter().position(|p| p.comparison.verdict.diverges());
+        w.first_divergence_key = w.first_divergence.map(|i| w.pairs[i].key.clone());
         w.checksum_inconclusive = w
             .pairs
             .iter()
@@ -1238,6 +1242,7 @@ pub fn diff_windows(a: &Window, b: &Window, tolerances: &Tolerances) -> WindowDi
                 .is_some_and(|e| e.kind == ExclusionKind::Overflow)
         })
     });
+    let first_divergence_key = first_divergence.map(|i: usize| pairs[i].key.clone());
     WindowDiff {
         metadata_differences: metadata_differences(a, b),
         rank: a.rank,
@@ -1248,6 +1253,7 @@ pub fn diff_windows(a: &Window, b: &Window, tolerances: &Tolerances) -> WindowDi
         pairs,
         only_a,
         only_b,
+        first_divergence_key,
         first_divergence,
         not_compared,
         checksum_inconclusive,
