@@ -1663,3 +1663,47 @@ fn the_module_tree_walks_to_the_first_divergence_of_the_hooked_minilm_pair() {
     t.keys(&["q"]);
     assert_eq!(t.wait_exit(), (0, true));
 }
+
+/// Issue 31, item 14: Ctrl-C while the captures still load gives no answer, and says so as a
+/// shell does for an interrupted command: exit 130 (was 0), the terminal restored.
+#[test]
+fn ctrl_c_during_a_load_exits_130() {
+    if !tmux_available() {
+        return;
+    }
+    // A capture large enough to load for a while in a debug build (40,000 records, each on
+    // its own storage): the workbench opens on its loading gauge.
+    let dir = tempfile::tempdir().unwrap();
+    let example = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("assets/examples/llama_fp16_overflow/a/rank0/match1-occ1/manifest.json");
+    let mut manifest: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(example).unwrap()).unwrap();
+    let template = manifest["records"].as_array().unwrap().clone();
+    let records: Vec<serde_json::Value> = (0..40_000u64)
+        .map(|i| {
+            let mut r = template[i as usize % template.len()].clone();
+            r["seq"] = i.into();
+            r["stage"] = format!("s{i}").into();
+            r["occurrence"] = 1.into();
+            r["tensor_file"] = serde_json::Value::Null;
+            r["storage_id"] = i.into();
+            r["storage_ptr"] = ((i + 1) << 24).into();
+            r["data_ptr"] = ((i + 1) << 24).into();
+            r
+        })
+        .collect();
+    manifest["records"] = records.into();
+    manifest["input_sets"] = serde_json::json!([]);
+    manifest.as_object_mut().unwrap().remove("token_rows");
+    let window = dir.path().join("big/rank0/match1-occ1");
+    std::fs::create_dir_all(&window).unwrap();
+    std::fs::write(
+        window.join("manifest.json"),
+        serde_json::to_vec(&manifest).unwrap(),
+    )
+    .unwrap();
+    let t = Term::start(100, 30, &[dir.path().join("big").to_str().unwrap()], &[]);
+    t.wait_text("loading (q quits)");
+    t.keys(&["C-c"]);
+    assert_eq!(t.wait_exit(), (130, true));
+}

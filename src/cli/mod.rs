@@ -48,14 +48,19 @@ pub enum Conclusion {
     Clean,
     /// Exit 1: something was found (a non-finite record, a divergence, an identity mismatch).
     Found,
+    /// Exit 130, as a shell reports Ctrl-C: the workbench was quit before its load finished, so
+    /// no answer was given.
+    Interrupted,
 }
 
 impl Conclusion {
-    /// The process exit status: 0 clean, 1 found. Usage and input errors exit 2 in `main`.
+    /// The process exit status: 0 clean, 1 found, 130 interrupted. Usage and input errors exit
+    /// 2 in `main`.
     pub fn exit_code(self) -> u8 {
         match self {
             Conclusion::Clean => 0,
             Conclusion::Found => 1,
+            Conclusion::Interrupted => 130,
         }
     }
 }

@@ -175,8 +175,11 @@ pub fn open(
             Source::Example(_) => super::summary::run_embedded(json),
         };
     }
-    runtime::run(source, tolerances)?;
-    Ok(Conclusion::Clean)
+    Ok(match runtime::run(source, tolerances)? {
+        runtime::Ended::Quit => Conclusion::Clean,
+        // Quit while loading: no answer was given, as with Ctrl-C in `watch` (exit 130).
+        runtime::Ended::BeforeLoaded => Conclusion::Interrupted,
+    })
 }
 
 /// `dumpview --watch SOURCE… [--vs SOURCE]`: the workbench following the sources; without a

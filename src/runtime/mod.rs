@@ -99,10 +99,12 @@ enum Preload {
 /// load that ends within [`PRELOAD_WAIT`] opens the workbench on its result, or returns its
 /// error without touching the terminal; a longer one goes on behind the loading gauge.
 ///
+/// Returns how it ended: quit, or quit before the load finished ([`Ended`]).
+///
 /// # Errors
 /// [`RunError::Load`] when the captures cannot be opened (the terminal is given back
 /// first); [`RunError::Terminal`] on terminal I/O errors.
-pub fn run(source: Source, tolerances: Tolerances) -> Result<(), RunError> {
+pub fn run(source: Source, tolerances: Tolerances) -> Result<Ended, RunError> {
     let no_color = std::env::var_os("NO_COLOR").is_some_and(|v| !v.is_empty());
     let (preload, loaded) = channel();
     std::thread::spawn(move || {
@@ -169,16 +171,29 @@ pub fn run(source: Source, tolerances: Tolerances) -> Result<(), RunError> {
     }
     input::spawn_terminal_reader(runtime.sender());
     let result = runtime.run();
-    let load_error = match runtime.app() {
-        app if app.loaded.is_none() => app.load_error.clone(),
-        _ => None,
+    let (load_error, loaded) = match runtime.app() {
+        app if app.loaded.is_none() => (app.load_error.clone(), false),
+        _ => (None, true),
     };
     // Jobs are cancelled (children killed) before the terminal is given back.
     runtime.stop_children(REPLAY_STOP_WAIT);
     drop(runtime);
     drop(guard);
     result.map_err(RunError::Terminal)?;
-    load_error.map_or(Ok(()), |e| Err(RunError::Load(e)))
+    match (load_error, loaded) {
+        (Some(e), _) => Err(RunError::Load(e)),
+        (None, true) => Ok(Ended::Quit),
+        (None, false) => Ok(Ended::BeforeLoaded),
+    }
+}
+
+/// How a workbench session ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Ended {
+    /// The user quit the loaded workbench.
+    Quit,
+    /// The user quit (`q`, Ctrl-C) while the captures were still loading: no answer was given.
+    BeforeLoaded,
 }
 
 /// Runs the workbench following `sources` (merged into capture A) and, with `vs`, diffing
