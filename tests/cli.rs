@@ -737,3 +737,29 @@ fn diff_json_names_the_first_divergence_and_its_tolerances_by_name() {
     assert_eq!(per_stat["pos_checksum"]["rtol"], 1e-3);
     assert_eq!(per_stat["max_abs"]["atol"], 1e-6);
 }
+
+/// Issue 31, item 14: `probe install DIR` makes a missing DIR (and its parents), as `mkdir -p`
+/// would; a path that is a file is still refused.
+#[test]
+fn probe_install_makes_a_missing_directory() {
+    let dir = tempfile::tempdir().unwrap();
+    let package = dir.path().join("new/pkg");
+    dumpview()
+        .args(["probe", "install"])
+        .arg(&package)
+        .assert()
+        .success();
+    assert!(package.join("dump_probe.py").is_file());
+    assert!(package.join("replay_op.py").is_file());
+    let file = dir.path().join("a_file");
+    std::fs::write(&file, "x").unwrap();
+    let out = dumpview()
+        .args(["probe", "install"])
+        .arg(&file)
+        .assert()
+        .code(2)
+        .get_output()
+        .stderr
+        .clone();
+    assert!(String::from_utf8(out).unwrap().contains("not a directory"));
+}

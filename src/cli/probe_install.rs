@@ -109,15 +109,19 @@ fn debug_build_note(library: &Path) -> Option<String> {
 /// Never replaces an existing file: when any exists, nothing is written.
 ///
 /// # Errors
-/// `DIR` missing or not a directory, one of the files already existing, the native library
+/// `DIR` not a directory (or missing and not creatable), one of the files already existing,
+/// the native library
 /// not found beside the executable, or a write failing.
 pub fn run(dir: &Path, native: bool) -> Result<Vec<PathBuf>, CliError> {
+    // A missing directory is made, as `mkdir -p` would: where the probe goes is the user's
+    // choice, and a fresh package directory is the usual one.
     if !dir.exists() {
-        return Err(format!(
-            "{}: does not exist (create the package directory first)",
-            dir.display()
-        )
-        .into());
+        std::fs::create_dir_all(dir).map_err(|e| {
+            format!(
+                "{}: does not exist and cannot be created: {e}",
+                dir.display()
+            )
+        })?;
     }
     if !dir.is_dir() {
         return Err(format!("{}: not a directory", dir.display()).into());
@@ -219,7 +223,8 @@ pub struct ProbeArgs {
 pub enum ProbeAction {
     /// Write dump_probe.py and replay_op.py into DIR (never replaces an existing file).
     Install {
-        /// An existing directory to write into, e.g. the package of the code under test.
+        /// The directory to write into, e.g. the package of the code under test (made, with its
+        /// parents, when missing).
         dir: PathBuf,
         /// Write the native probe instead: dump_probe.h and libdump_probe.so (the library found
         /// beside this dumpview; docs/native_probe.md).
