@@ -516,7 +516,7 @@ fn metric_block(o: &OutputJudgement, width: usize, theme: Theme, lines: &mut Vec
                 width,
                 theme.dim(),
             ));
-            tensors::metric_lines(m, width, theme, lines);
+            tensors::metric_lines(m, None, width, theme, lines);
         }
         None => {
             if let Some(e) = &o.metrics_error {

@@ -93,7 +93,15 @@ pub(super) fn draw_result(
     let (lines, metrics, keys) = match &kept.result {
         Err(e) => (error_lines(e, text_width, theme), None, String::new()),
         Ok(c) => {
-            let (lines, metrics) = comparison_lines(c, &kept.stage, popup.pair, text_width, theme);
+            let rows = rows_saved(app, kept.rank, &kept.stage);
+            let (lines, metrics) = comparison_lines(
+                c,
+                &kept.stage,
+                rows.as_deref(),
+                popup.pair,
+                text_width,
+                theme,
+            );
             let keys = if c.pairs.len() > 1 {
                 format!("key {}/{} ↑↓ · ", popup.pair + 1, c.pairs.len())
             } else {
@@ -125,6 +133,37 @@ pub(super) fn draw_result(
     }
 }
 
+/// `8 of 12 rows saved` where the stage's saved tensor on either side holds fewer rows than
+/// its record (`DUMP_PROBE_ROWS`); both sides' counts where they differ.
+fn rows_saved(app: &App, rank: u32, stage: &str) -> Option<String> {
+    let loaded = app.loaded.as_ref()?;
+    let rows_of = |dump: &crate::model::dump::Dump| {
+        dump.windows
+            .iter()
+            .filter(|w| w.rank == rank)
+            .flat_map(|w| &w.records)
+            .find(|r| r.key() == stage && r.tensor_file.is_some())
+            .and_then(|r| Some((r.rows_kept?, r.rows_total?)))
+    };
+    let a = rows_of(&loaded.session.a);
+    let b = loaded.session.b.as_ref().and_then(rows_of);
+    let cut = |r: Option<(u64, u64)>| r.filter(|(kept, total)| kept < total);
+    let text = |(kept, total): (u64, u64)| format!("{kept} of {total} rows saved");
+    match (cut(a), cut(b)) {
+        (None, None) => None,
+        (Some(x), Some(y)) if x == y => Some(text(x)),
+        (x, y) => {
+            let side =
+                |name: &str, r: Option<(u64, u64)>, whole: Option<(u64, u64)>| match (r, whole) {
+                    (Some(r), _) => format!("{name}: {}", text(r)),
+                    (None, Some((_, total))) => format!("{name}: all {total} rows saved"),
+                    (None, None) => format!("{name}: rows unknown"),
+                };
+            Some(format!("{}, {}", side("A", x, a), side("B", y, b)))
+        }
+    }
+}
+
 /// A comparison that could not be made at all (a file unreadable, refused).
 fn error_lines(error: &str, width: usize, theme: Theme) -> Vec<Line<'static>> {
     let mut lines: Vec<Line> = wrap(&format!("not compared: {error}"), width, 2)
@@ -143,6 +182,7 @@ fn error_lines(error: &str, width: usize, theme: Theme) -> Vec<Line<'static>> {
 fn comparison_lines<'c>(
     c: &'c FileComparison,
     stage: &str,
+    rows: Option<&str>,
     index: usize,
     width: usize,
     theme: Theme,
@@ -174,7 +214,7 @@ fn comparison_lines<'c>(
     }
     let metrics = pair.and_then(|p| p.metrics.as_ref());
     match (pair, metrics) {
-        (Some(_), Some(m)) => metric_lines(m, width, theme, &mut lines),
+        (Some(_), Some(m)) => metric_lines(m, rows, width, theme, &mut lines),
         (Some(p), None) => push(
             &mut lines,
             format!(
@@ -205,6 +245,7 @@ fn comparison_lines<'c>(
 /// what the replay result shows of each output.
 pub(super) fn metric_lines(
     m: &Metrics,
+    rows: Option<&str>,
     width: usize,
     theme: Theme,
     lines: &mut Vec<Line<'static>>,
@@ -226,9 +267,11 @@ pub(super) fn metric_lines(
     } else {
         String::new()
     };
+    // A saved tensor cut to its first rows (DUMP_PROBE_ROWS) says so by its shape.
+    let rows = rows.map_or(String::new(), |r| format!(" ({r})"));
     push(
         format!(
-            "{dtypes} · shape {:?} · {} elements{cast}",
+            "{dtypes} · shape {:?}{rows} · {} elements{cast}",
             m.shape, m.numel
         ),
         Style::new(),
