@@ -2567,3 +2567,28 @@ fn the_detail_of_a_merged_record_shows_the_merged_statistics_and_its_per_rank_pi
         "{detail:#?}"
     );
 }
+
+/// Issue 31, item 13: an msprobe scalar argument's dtype column names its Python type (`int`),
+/// not a width-less abbreviation (`i`).
+#[test]
+fn msprobe_scalars_show_their_python_types() {
+    let dir = std::path::Path::new("tests/fixtures/msprobe/resnet_gpu");
+    let mut app = bench(App::new(load::open(dir, None, &mut |_| {}).unwrap(), false));
+    let row = app
+        .rows
+        .iter()
+        .position(|r| {
+            let w = &app.loaded.as_ref().unwrap().session.a.windows[0];
+            r.a.is_some_and(|i| &*w.records[i].dtype == "int")
+        })
+        .expect("an int scalar");
+    app.selected = row;
+    let screen = text(&render(&mut app, 140, 40));
+    let key = &app.rows[row].key;
+    // The timeline's row (not the detail's title, which names the key too).
+    let line = screen
+        .lines()
+        .find(|l| l.contains(key.as_str()) && !l.contains("stage#occ"))
+        .unwrap_or_else(|| panic!("{key} in\n{screen}"));
+    assert!(line.contains(" int "), "{line}");
+}

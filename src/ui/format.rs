@@ -34,8 +34,19 @@ pub fn stride(dims: &[i64]) -> String {
     )
 }
 
-/// `float32` → `f32`, `bfloat16` → `bf16`, `int64` → `i64`, `bool` → `bool`.
+/// `float32` → `f32`, `bfloat16` → `bf16`, `int64` → `i64`, `bool` → `bool`; a Python type
+/// (`int`, `float`, `None`, `torch.Size` → `Size`) as Python names it.
 pub fn dtype(name: &str) -> String {
+    // A Python value's type (an msprobe scalar's `int`, `float`, `bool`, `None`, `str`,
+    // `torch.Size`) has no width to shorten: it is shown as Python names it.
+    if !name.chars().any(|c| c.is_ascii_digit()) {
+        return name
+            .strip_prefix("torch.")
+            .unwrap_or(name)
+            .chars()
+            .take(6)
+            .collect();
+    }
     let short = name
         .replace("bfloat", "bf")
         .replace("float", "f")
@@ -369,6 +380,23 @@ mod tests {
         assert_eq!(num(Some(f64::NEG_INFINITY)), "-inf");
         assert_eq!(shape(&[12, 2, 64]), "12×2×64");
         assert_eq!(dtype("bfloat16"), "bf16");
+        // Issue 31, item 13: msprobe scalars keep their Python type's name.
+        assert_eq!(
+            [
+                "int",
+                "float",
+                "bool",
+                "None",
+                "str",
+                "torch.Size",
+                "uint8",
+                "float8_e4m3fn"
+            ]
+            .map(dtype),
+            [
+                "int", "float", "bool", "None", "str", "Size", "u8", "f8_e4m"
+            ]
+        );
         assert_eq!(fit("layers.10.mlp_down#1", 10), "layers.10…");
         assert_eq!(
             fit_start("tensors/layers.3.mlp_up#1.safetensors", 16),
