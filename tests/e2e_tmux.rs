@@ -217,11 +217,11 @@ fn export_writes_the_report_to_the_working_directory() {
         "{}",
         s.text
     );
-    t.keys(&["e"]);
+    // The prompt stays open on the failed path, to be corrected (issue 31, item 7).
     let s = t.wait_text("export the first-mismatch report");
     assert!(
         s.text.contains(&format!("to {}▏", bad.display())),
-        "e opens on the failed path:\n{}",
+        "the prompt stays on the failed path:\n{}",
         s.text
     );
     // One send: the terminal may deliver Esc and q in one read, which crossterm parses as Alt+q;

@@ -1427,32 +1427,36 @@ fn e_shows_the_path_first_and_the_prompt_owns_the_keys() {
     );
 }
 
+/// Issue 31, item 7: a failed export keeps its prompt open, on the path tried, with the error
+/// under it; the next keys edit the path (they went to the timeline before: a typed path
+/// became a search).
 #[test]
-fn a_failed_export_says_where_and_why_and_e_opens_on_that_path() {
+fn a_failed_export_says_where_and_why_and_keeps_its_prompt_open() {
     let mut app = example("llama_fp16_overflow");
     app.working_dir = Some(PathBuf::from("/read-only"));
     apply(&mut app, [Action::Export, Action::ExportSubmit]);
-    let why = "could not create /read-only/dumpview-report-example_llama_fp16_overflow-1.md: \
+    assert!(app.export.is_none(), "closed while the job runs");
+    let why = "could not create /read-only/dumpview-report-llama_fp16_overflow-layers.3.mlp_up-1.md: \
                Read-only file system (os error 30)";
     apply(&mut app, [exported(1, Err(why.into()))]);
+    let prompt = app.export.as_ref().expect("the prompt is open again");
+    assert_eq!(prompt.input, "/read-only/");
     assert_eq!(
-        app.message.as_deref(),
-        Some(format!("export failed: {why} · e to choose another path").as_str())
+        prompt.error.as_deref(),
+        Some(format!("export failed: {why}").as_str())
     );
-    // The long message is not cut at 80 columns: it wraps onto the status lines.
+    // The long error is not cut at 80 columns: it wraps in the prompt.
     let screen = text(&render(&mut app, 80, 24));
-    let status: String = screen
-        .lines()
-        .skip(21)
-        .map(str::trim)
-        .collect::<Vec<_>>()
-        .join(" ");
-    assert!(
-        status.contains("Read-only file system (os error 30)"),
-        "{screen}"
+    let joined: String = screen.lines().map(str::trim).collect::<Vec<_>>().join(" ");
+    assert!(joined.contains("(os error 30)"), "{screen}");
+    // A key typed now edits the path; the timeline does not move.
+    let selected = app.selected;
+    send(
+        &mut app,
+        [key_press(ratatui::crossterm::event::KeyCode::Char('j'))],
     );
-    apply(&mut app, [Action::Export]);
-    assert_eq!(app.export.as_ref().unwrap().input, "/read-only/");
+    assert_eq!(app.export.as_ref().unwrap().input, "/read-only/j");
+    assert_eq!(app.selected, selected);
 }
 
 #[test]
@@ -1466,7 +1470,7 @@ fn the_export_job_writes_where_the_prompt_said() {
     let (app, _) = dumpview::internals::runtime::run_with(terminal, app, script).unwrap();
     let written = dir
         .path()
-        .join("dumpview-report-example_llama_fp16_overflow-1.md");
+        .join("dumpview-report-example_llama_fp16_overflow-layers_3_mlp_up-1.md");
     assert_eq!(
         app.message.as_deref(),
         Some(format!("report exported to {}", written.display()).as_str())
@@ -2591,4 +2595,27 @@ fn msprobe_scalars_show_their_python_types() {
         .find(|l| l.contains(key.as_str()) && !l.contains("stage#occ"))
         .unwrap_or_else(|| panic!("{key} in\n{screen}"));
     assert!(line.contains(" int "), "{line}");
+}
+
+/// Issue 31, item 8: `e` on captures opened by absolute path names the report after the
+/// captures' last components and the first finding, not after both whole paths.
+#[test]
+fn the_export_name_is_short_and_readable() {
+    let root = std::fs::canonicalize("assets/examples/llama_fp16_overflow").unwrap();
+    let mut app = bench(App::new(
+        load::open(&root.join("a"), Some(&root.join("b")), &mut |_| {}).unwrap(),
+        false,
+    ));
+    let effects = apply(&mut app, [Action::Export, Action::ExportSubmit]);
+    let hint = effects
+        .iter()
+        .find_map(|e| match e {
+            Effect::Spawn(JobSpec::Export { name_hint, .. }) => Some(name_hint.clone()),
+            _ => None,
+        })
+        .expect("an export job");
+    assert_eq!(
+        hint,
+        "llama_fp16_overflow-a_vs_llama_fp16_overflow-b-layers.3.mlp_up"
+    );
 }

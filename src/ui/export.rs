@@ -4,7 +4,7 @@
 //! ```text
 //! ┌ export the first-mismatch report ──────────────────────────────────────┐
 //! │to /home/me/runs/▏                                                      │
-//! │a directory gets a new dumpview-report-<title>-N.md; a file name is     │
+//! │a directory gets a new dumpview-report-<name>-N.md; a file name is     │
 //! │written as named, never over an existing file                           │
 //! │Enter writes · Esc cancels · Ctrl-U clears                              │
 //! └────────────────────────────────────────────────────────────────────────┘
@@ -21,7 +21,7 @@ use crate::app::App;
 /// Widest the prompt gets.
 const MAX_WIDTH: u16 = 100;
 
-const MEANING: &str = "a directory gets a new dumpview-report-<title>-N.md; a file name is \
+const MEANING: &str = "a directory gets a new dumpview-report-<name>-N.md; a file name is \
                        written as named, never over an existing file";
 
 /// Draws the prompt, if open, centred in `area`.
