@@ -5,7 +5,7 @@
 //!   ([`load`]), analyse one or two ([`Analysis`]), build the first-mismatch [`Report`], and
 //!   the formats, tensors, replays and case matrix behind them;
 //! - [`cli`], the subcommands (one file each) that the `dumpview` binary dispatches to;
-//! - `export` (cargo feature `export`), the tabular exports.
+//! - [`export`], the tabular exports: CSV always, Parquet with the cargo feature `export`.
 //!
 //! Everything else is the binary's own machinery, private to the crate: `app` (the
 //! workbench's state and `update`), `ui` (drawing and hit-testing), `runtime` (terminal, input,
@@ -19,7 +19,6 @@
 
 #[cfg(feature = "workbench")]
 pub mod cli;
-#[cfg(feature = "export")]
 pub mod export;
 pub mod model;
 

@@ -350,35 +350,23 @@ fn report_writes_markdown_and_json_without_overwriting_half_files() {
     );
 }
 
-#[cfg(not(feature = "export"))]
+/// Issue 31, item 9: CSV needs no dataframe library: `report --csv` writes the table in every
+/// build, beside the report.
 #[test]
-fn table_export_without_the_feature_says_how_to_get_it() {
-    let (code, _, err) = run_in_repo(&[
-        "report",
-        &example("llama_kv_alias", "a"),
-        &example("llama_kv_alias", "b"),
-        "--csv",
-        "/tmp/never.csv",
-    ]);
-    assert_eq!(code, 2);
-    assert!(err.contains("--features export"), "{err}");
-}
-
-#[cfg(feature = "export")]
-#[test]
-fn table_exports_to_csv_and_parquet() {
+fn table_exports_to_csv_in_every_build() {
     let dir = tempfile::tempdir().unwrap();
-    let (csv, parquet) = (dir.path().join("t.csv"), dir.path().join("t.parquet"));
+    let (csv, md) = (dir.path().join("t.csv"), dir.path().join("r.md"));
     let (code, _, err) = run_in_repo(&[
         "report",
         &example("llama_eager_vs_graph", "a"),
         &example("llama_eager_vs_graph", "b"),
+        "-o",
+        md.to_str().unwrap(),
         "--csv",
         csv.to_str().unwrap(),
-        "--parquet",
-        parquet.to_str().unwrap(),
     ]);
     assert_eq!(code, 1, "the graph pair is missing data: {err}");
+    assert!(md.is_file());
     let text = std::fs::read_to_string(&csv).unwrap();
     let lines: Vec<&str> = text.lines().collect();
     assert_eq!(lines.len(), 1 + 119, "a header and one row per stage");
@@ -386,6 +374,51 @@ fn table_exports_to_csv_and_parquet() {
         "rank,position,key,status,dtype_a,dtype_b,shape_a,shape_b,max_abs_a,max_abs_b"
     ));
     assert_eq!(lines.iter().filter(|l| l.contains(",only_a,")).count(), 111);
+    // Every row has every column (a shape `[1, 256]` is one quoted field).
+    let mut reader = csv::Reader::from_path(&csv).unwrap();
+    assert_eq!(reader.headers().unwrap().len(), 8 + 6 * 5);
+    let rows: Vec<csv::StringRecord> = reader.records().map(Result::unwrap).collect();
+    assert_eq!(rows.len(), 119);
+    assert!(rows.iter().all(|r| r.len() == 8 + 6 * 5));
+    assert_eq!(&rows[1][6], "[1, 256]");
+}
+
+/// Without the `export` feature, `--parquet` says how to get it, after the report and the CSV
+/// are written: a missing feature never costs the Markdown.
+#[cfg(not(feature = "export"))]
+#[test]
+fn parquet_without_the_feature_says_how_to_get_it_and_keeps_the_report() {
+    let dir = tempfile::tempdir().unwrap();
+    let (csv, md) = (dir.path().join("t.csv"), dir.path().join("r.md"));
+    let (code, _, err) = run_in_repo(&[
+        "report",
+        &example("llama_kv_alias", "a"),
+        &example("llama_kv_alias", "b"),
+        "-o",
+        md.to_str().unwrap(),
+        "--csv",
+        csv.to_str().unwrap(),
+        "--parquet",
+        "/tmp/never.parquet",
+    ]);
+    assert_eq!(code, 2);
+    assert!(err.contains("--features export"), "{err}");
+    assert!(md.is_file() && csv.is_file());
+}
+
+#[cfg(feature = "export")]
+#[test]
+fn table_exports_to_parquet() {
+    let dir = tempfile::tempdir().unwrap();
+    let parquet = dir.path().join("t.parquet");
+    let (code, _, err) = run_in_repo(&[
+        "report",
+        &example("llama_eager_vs_graph", "a"),
+        &example("llama_eager_vs_graph", "b"),
+        "--parquet",
+        parquet.to_str().unwrap(),
+    ]);
+    assert_eq!(code, 1, "the graph pair is missing data: {err}");
     let bytes = std::fs::read(&parquet).unwrap();
     assert_eq!(&bytes[..4], b"PAR1");
 }

@@ -87,16 +87,8 @@ pub fn run(
             crate::model::replay::judge_dir(dir, None),
         );
     }
-    if table.csv.is_some() || table.parquet.is_some() {
-        let Some(dump_b) = &dump_b else {
-            return Err(
-                "--csv and --parquet export the comparison table: give two captures".into(),
-            );
-        };
-        let _ = dump_b;
-        let diff = analysis.diff.as_ref().expect("a diff with two captures");
-        let rows = crate::model::analysis::table::stage_rows(diff);
-        export_table(&rows, table)?;
+    if (table.csv.is_some() || table.parquet.is_some()) && dump_b.is_none() {
+        return Err("--csv and --parquet export the comparison table: give two captures".into());
     }
     let as_json = |r: &Report| serde_json::to_string_pretty(r).map(|s| s + "\n");
     match output {
@@ -114,6 +106,12 @@ pub fn run(
         None if json => print!("{}", as_json(&report)?),
         None => print!("{}", report.to_markdown()),
     }
+    // The tables last: one that cannot be written (Parquet without the `export` feature, a
+    // path refused) never costs the report above.
+    if let Some(diff) = analysis.diff.as_ref().filter(|_| dump_b.is_some()) {
+        let rows = crate::model::analysis::table::stage_rows(diff);
+        export_table(&rows, table)?;
+    }
     Ok(if report.found_something() {
         Conclusion::Found
     } else {
@@ -124,7 +122,7 @@ pub fn run(
 /// Where to export the per-stage comparison table.
 #[derive(Debug, Clone, Default, clap::Args)]
 pub struct TableArgs {
-    /// Also write the per-stage comparison table as CSV (needs the `export` feature).
+    /// Also write the per-stage comparison table as CSV.
     #[arg(long, value_name = "FILE")]
     pub csv: Option<PathBuf>,
     /// Also write the per-stage comparison table as Parquet (needs the `export` feature).
@@ -132,26 +130,44 @@ pub struct TableArgs {
     pub parquet: Option<PathBuf>,
 }
 
-#[cfg(feature = "export")]
+/// Writes the tables `table` asks for: CSV in every build, Parquet with the `export` feature.
+///
+/// # Errors
+/// A file that cannot be written; Parquet asked of a build without the feature (the CSV is
+/// written first).
 fn export_table(
     rows: &[crate::model::analysis::table::StageRow],
     table: &TableArgs,
 ) -> Result<(), CliError> {
     if let Some(path) = &table.csv {
-        crate::export::write_csv(rows, path)?;
+        crate::export::csv::write_csv(rows, path)?;
     }
     if let Some(path) = &table.parquet {
-        crate::export::write_parquet(rows, path)?;
+        write_parquet(rows, path)?;
     }
     Ok(())
 }
 
-#[cfg(not(feature = "export"))]
-fn export_table(
-    _rows: &[crate::model::analysis::table::StageRow],
-    _table: &TableArgs,
+#[cfg(feature = "export")]
+fn write_parquet(
+    rows: &[crate::model::analysis::table::StageRow],
+    path: &Path,
 ) -> Result<(), CliError> {
-    Err("this dumpview was built without the `export` feature; rebuild with `cargo build --release --features export` for --csv and --parquet".into())
+    Ok(crate::export::parquet::write_parquet(rows, path)?)
+}
+
+#[cfg(not(feature = "export"))]
+fn write_parquet(
+    _rows: &[crate::model::analysis::table::StageRow],
+    path: &Path,
+) -> Result<(), CliError> {
+    Err(format!(
+        "{}: not written: this dumpview was built without the `export` feature (Parquet needs \
+         polars); rebuild with `cargo build --release --features export`. The report and any \
+         --csv table were written.",
+        path.display()
+    )
+    .into())
 }
 
 /// Writes `text` to `path` atomically (`model::io::write_atomically`), so a reader never sees half a report.

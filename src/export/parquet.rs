@@ -1,5 +1,5 @@
-//! CSV and Parquet export of the per-stage comparison table through polars
-//! (cargo feature `export`: polars is a large build that not every user needs).
+//! Parquet export of the per-stage comparison table through polars (cargo feature `export`:
+//! polars is a large build that not every user needs; CSV needs none: [`super::csv`]).
 
 use std::path::Path;
 
@@ -80,20 +80,6 @@ pub fn frame(rows: &[StageRow]) -> PolarsResult<DataFrame> {
         ));
     }
     DataFrame::new(rows.len(), columns)
-}
-
-/// Writes the table as CSV (with a header row).
-///
-/// # Errors
-/// The file cannot be created or written.
-pub fn write_csv(rows: &[StageRow], path: &Path) -> Result<(), String> {
-    let mut df = frame(rows).map_err(|e| e.to_string())?;
-    let mut file = std::fs::File::create(path)
-        .map_err(|e| format!("{}: cannot create: {e}", path.display()))?;
-    CsvWriter::new(&mut file)
-        .include_header(true)
-        .finish(&mut df)
-        .map_err(|e| format!("{}: {e}", path.display()))
 }
 
 /// Writes the table as Parquet.
