@@ -1,6 +1,7 @@
 //! Running a single-operator replay ([`run`]) and listing the input sets a dump holds
-//! ([`list`]): `assets/replay_op.py` (embedded in the binary) runs where the dump lives, and
-//! its outputs are judged here (`model::replay`).
+//! ([`list_here`] for a local dump, read without Python; [`list`] for a remote one):
+//! `assets/replay_op.py` (embedded in the binary) runs where the dump lives, and its outputs
+//! are judged here (`model::replay`).
 //!
 //! - On this machine: the interpreter and the way the script runs are `services::python`'s
 //!   (`--python`, else `$DUMPVIEW_PYTHON`, else the first `python3` or `python` on `PATH`
@@ -292,8 +293,27 @@ fn discard_markers(dir: &Path) {
     }
 }
 
+/// Lists the input sets of a local dump here, without Python (`services::replay_list`):
+/// what replay_op.py's `--list` printed, and a 0-byte input-set file as lost evidence.
+///
+/// # Errors
+/// [`ReplayError::Input`]: a remote dump (use [`list`]), no dump or manifest there, a rank,
+/// window or attempt not there.
+pub fn list_here(
+    request: &ListRequest,
+    log: &mut dyn FnMut(&str),
+) -> Result<super::replay_list::Listing, ReplayError> {
+    match remote::parse_source(&request.dump).map_err(|e| ReplayError::Input(e.to_string()))? {
+        remote::SourceSpec::Local(_) => super::replay_list::list_local(request, log),
+        remote::SourceSpec::Remote(_) => Err(ReplayError::Input(format!(
+            "{}: a remote dump is listed by replay_op.py where it lives",
+            request.dump
+        ))),
+    }
+}
+
 /// Runs `replay_op.py DUMP --list [--json]` where the dump lives and returns what it
-/// printed.
+/// printed. The CLI lists a local dump with [`list_here`] instead.
 ///
 /// # Errors
 /// As [`run`].
