@@ -136,16 +136,6 @@ pub fn local_python(given: Option<&str>) -> Result<Python, PythonError> {
     find_python(given, true)
 }
 
-/// The local interpreter for what needs no torch (`replay --list` reads manifests and zip
-/// directories only, docs/replay.md): `given`, else `$DUMPVIEW_PYTHON`, else the first
-/// `python3` or `python` on `PATH` that imports torch, else the first there at all.
-///
-/// # Errors
-/// [`PythonError::Input`] when `PATH` holds no `python3` or `python`.
-pub fn listing_python(given: Option<&str>) -> Result<Python, PythonError> {
-    find_python(given, true).or_else(|_| find_python(given, false))
-}
-
 /// [`local_python`], or with `needs_torch` false the first interpreter on `PATH`.
 fn find_python(given: Option<&str>, needs_torch: bool) -> Result<Python, PythonError> {
     if let Some(program) = given {

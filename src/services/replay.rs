@@ -312,8 +312,8 @@ pub fn list_here(
     }
 }
 
-/// Runs `replay_op.py DUMP --list [--json]` where the dump lives and returns what it
-/// printed. The CLI lists a local dump with [`list_here`] instead.
+/// What `replay_op.py DUMP --list [--json]` prints: run where a remote dump lives; a local
+/// dump is read here ([`list_here`], whose lost input sets the CLI reports).
 ///
 /// # Errors
 /// As [`run`].
@@ -336,22 +336,14 @@ pub fn list(
         request.attempt,
     );
     let stdout = match place {
+        // Read here, without Python (`services::replay_list`), as replay_op.py prints it.
         remote::SourceSpec::Local(_) => {
-            let python = python::listing_python(request.python.as_deref())?;
-            let mut args = vec![request.dump.clone()];
-            args.extend(words);
-            let mut said = ScriptLog::default();
-            let ran = python::run_script(
-                &python,
-                "replay",
-                &args,
-                StdoutUse::Collect,
-                &mut said,
-                log,
-                cancelled,
-            )?;
-            said.check(ran.ending, "replay_op.py", &python.program, None)?;
-            ran.stdout
+            let listing = super::replay_list::list_local(request, log)?;
+            return Ok(match request.json {
+                true => serde_json::to_string(&listing.document)
+                    .map_err(|e| ReplayError::Failed(e.to_string()))?,
+                false => crate::model::present::replay_list::render_list(&listing.document),
+            });
         }
         remote::SourceSpec::Remote(spec) => {
             let host = connect(&spec, ssh)?;
