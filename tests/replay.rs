@@ -791,6 +791,7 @@ fn exit_statuses_and_usage_errors() {
     );
     let out = dumpview(cache.path())
         .env_remove("DUMPVIEW_PYTHON")
+        .env_remove("VIRTUAL_ENV")
         .env("PATH", &path)
         .arg("replay")
         .args(base)
@@ -809,6 +810,7 @@ fn exit_statuses_and_usage_errors() {
     );
     let out = dumpview(cache.path())
         .env_remove("DUMPVIEW_PYTHON")
+        .env_remove("VIRTUAL_ENV")
         .env("PATH", fake.path())
         .arg("replay")
         .args(base)
@@ -1596,6 +1598,136 @@ fn a_zero_byte_input_set_is_called_out_as_lost_evidence() {
             .unwrap()
             .ends_with("inputs/attn.layout#2.pt")
     );
+}
+
+/// Copies directory `from` into `to`, recursively.
+fn copy_tree(from: &Path, to: &Path) {
+    std::fs::create_dir_all(to).unwrap();
+    for entry in std::fs::read_dir(from).unwrap() {
+        let entry = entry.unwrap();
+        let target = to.join(entry.file_name());
+        if entry.file_type().unwrap().is_dir() {
+            copy_tree(&entry.path(), &target);
+        } else {
+            std::fs::copy(entry.path(), &target).unwrap();
+        }
+    }
+}
+
+/// An interpreter at `path` that touches `marker` and runs the test's Python.
+fn marking_python(path: &Path, marker: &Path) {
+    use std::os::unix::fs::PermissionsExt;
+    let real = python().unwrap();
+    std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+    std::fs::write(
+        path,
+        format!(
+            "#!/bin/sh\n: > '{}'\nexec '{real}' \"$@\"\n",
+            marker.display()
+        ),
+    )
+    .unwrap();
+    std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o755)).unwrap();
+}
+
+#[test]
+fn the_interpreter_the_capture_recorded_runs_the_replay_when_it_is_there() {
+    let Some(_) = python() else { return };
+    let cache = tempfile::tempdir().unwrap();
+    let root = cache.path();
+    let empty_bin = root.join("bin");
+    std::fs::create_dir(&empty_bin).unwrap();
+    let recorded = root.join("captured-env/bin/python");
+    let venv = root.join("venv");
+    let (recorded_ran, venv_ran) = (root.join("recorded-ran"), root.join("venv-ran"));
+    marking_python(&recorded, &recorded_ran);
+    marking_python(&venv.join("bin/python"), &venv_ran);
+    let window = root.join("dump/rank0/match1-occ1");
+    copy_tree(&repo(F32).join("rank0/match1-occ1"), &window);
+    let record = |executable: &Path| {
+        let manifest = window.join("manifest.json");
+        let text = std::fs::read_to_string(repo(F32).join("rank0/match1-occ1/manifest.json"))
+            .unwrap()
+            .replace(
+                "\"executable\": \".venv/bin/python\"",
+                &format!("\"executable\": \"{}\"", executable.display()),
+            );
+        std::fs::write(manifest, text).unwrap();
+    };
+    let dump = root.join("dump").display().to_string();
+    let replay = || {
+        dumpview(root)
+            .env_remove("DUMPVIEW_PYTHON")
+            .env("VIRTUAL_ENV", &venv)
+            .env("PATH", &empty_bin)
+            .args([
+                "replay",
+                &dump,
+                "--stage",
+                "layers.0.input_norm#1",
+                "--candidate",
+                "builtin:rms_norm",
+                "--reference",
+                "builtin:rms_norm",
+                "--json",
+            ])
+            .output_within_limit()
+    };
+    // The recorded interpreter is there: it runs the replay, said on stderr, before
+    // $VIRTUAL_ENV's.
+    record(&recorded);
+    let out = replay();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{stderr}");
+    assert!(
+        stderr.contains(&format!(
+            "dumpview: using the interpreter the capture recorded (run.executable): {}",
+            recorded.display()
+        )),
+        "{stderr}"
+    );
+    let json: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(json["run"]["python"], recorded.display().to_string());
+    assert_eq!(
+        json["run"]["python_chosen_by"],
+        "the interpreter the capture recorded (run.executable)"
+    );
+    assert!(recorded_ran.exists() && !venv_ran.exists());
+    std::fs::remove_file(&recorded_ran).unwrap();
+    // Not there on this host: said, and $VIRTUAL_ENV's python runs it.
+    let gone = root.join("no-such-env/bin/python");
+    record(&gone);
+    let out = replay();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{stderr}");
+    assert!(
+        stderr.contains(&format!(
+            "the interpreter the capture recorded (run.executable), {}, is not an executable file here",
+            gone.display()
+        )),
+        "{stderr}"
+    );
+    let json: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(json["run"]["python_chosen_by"], "$VIRTUAL_ENV");
+    assert!(venv_ran.exists() && !recorded_ran.exists());
+    // $DUMPVIEW_PYTHON comes first.
+    record(&recorded);
+    let out = dumpview(root)
+        .env("PATH", &empty_bin)
+        .args([
+            "replay",
+            &dump,
+            "--stage",
+            "layers.0.input_norm#1",
+            "--candidate",
+            "builtin:rms_norm",
+            "--reference",
+            "builtin:rms_norm",
+            "--json",
+        ])
+        .output_within_limit();
+    assert_eq!(out.status.code(), Some(0));
+    assert!(!recorded_ran.exists());
 }
 
 #[test]

@@ -449,7 +449,23 @@ fn run_local(
     log: &mut dyn FnMut(&str),
     cancelled: &dyn Fn() -> bool,
 ) -> Result<(Python, Option<String>), ReplayError> {
-    let python = python::local_python(request.python.as_deref())?;
+    // The interpreter the capture recorded: only an absolute path (a relative one depends on
+    // a working directory this replay does not share).
+    let chosen_before =
+        request.python.is_some() || std::env::var(python::PYTHON_ENV).is_ok_and(|p| !p.is_empty());
+    let recorded = (!chosen_before)
+        .then(|| {
+            super::replay_list::recorded_interpreter(
+                &request.dump,
+                request.rank,
+                request.window.as_deref(),
+                request.attempt,
+                &request.stage,
+            )
+        })
+        .flatten()
+        .filter(|exe| Path::new(exe).is_absolute());
+    let python = python::replay_python(request.python.as_deref(), recorded.as_deref(), log)?;
     if let Some(parent) = out.parent().filter(|p| !p.as_os_str().is_empty()) {
         std::fs::create_dir_all(parent)
             .map_err(|e| ReplayError::Input(format!("{}: cannot create: {e}", parent.display())))?;

@@ -55,6 +55,8 @@ struct Head {
     attempt: Option<Ordered>,
     #[serde(default)]
     input_sets: Option<Ordered>,
+    #[serde(default)]
+    run: Option<Ordered>,
 }
 
 /// One window found.
@@ -71,6 +73,8 @@ struct Found {
     /// (key, entry) of each input set.
     sets: Vec<(String, Ordered)>,
     cut_off: Vec<String>,
+    /// The manifest's `run.executable`: the interpreter that ran the model.
+    executable: Option<String>,
 }
 
 impl Found {
@@ -258,6 +262,7 @@ fn unfinished_at(directory: &Path) -> Option<Found> {
         attempt_value: Ordered::Number(attempt.into()),
         sets,
         cut_off,
+        executable: None,
     })
 }
 
@@ -334,6 +339,12 @@ fn read_manifest(path: &str) -> Result<Found, String> {
         attempt_value,
         sets,
         cut_off: Vec::new(),
+        executable: head
+            .run
+            .as_ref()
+            .and_then(|r| r.get("executable"))
+            .and_then(Ordered::as_str)
+            .map(str::to_string),
     })
 }
 
@@ -690,4 +701,37 @@ pub fn list_local(
         });
     }
     Ok(Listing { document, warnings })
+}
+
+/// The interpreter recorded (`run.executable`) in the manifest of the window that holds
+/// `stage` (`stage#N`, or `stage` captured once) of the local dump `dump`, chosen by `rank`,
+/// `window` and `attempt` as a replay chooses it; `None` when there is none, the window is
+/// unfinished, or the dump or stage cannot be found (replay_op.py then says why).
+pub fn recorded_interpreter(
+    dump: &str,
+    rank: Option<u32>,
+    window: Option<&str>,
+    attempt: Option<u32>,
+    stage: &str,
+) -> Option<String> {
+    let windows = find_windows(dump, attempt, &mut |_| {})
+        .and_then(|w| select_windows(w, rank, window))
+        .ok()?;
+    let (name, occurrence) = match stage.rsplit_once('#') {
+        Some((s, n)) if !s.is_empty() && n.parse::<u64>().is_ok() => (s, Some(n)),
+        _ => (stage, None),
+    };
+    let holds = |w: &Found| {
+        w.sets.iter().any(|(key, e)| {
+            key == stage
+                || (e.get("stage").and_then(Ordered::as_str) == Some(name)
+                    && occurrence.is_none_or(|n| {
+                        e.get("occurrence").map(Ordered::py_str).as_deref() == Some(n)
+                    }))
+        })
+    };
+    windows
+        .iter()
+        .find(|w| holds(w))
+        .and_then(|w| w.executable.clone())
 }
