@@ -60,8 +60,9 @@ pub struct ReplayArgs {
     #[arg(long, value_name = "D")]
     pub device: Option<String>,
     /// The Python that runs replay_op.py; for a remote dump, the remote interpreter
-    /// [default: $DUMPVIEW_PYTHON, else the first python3/python on PATH that imports torch
-    /// (for --list, which needs no torch, else the first there); remote: python3].
+    /// [default: $DUMPVIEW_PYTHON, else the interpreter the capture recorded when it is
+    /// here, else $VIRTUAL_ENV's, else the first python3/python on PATH that imports torch;
+    /// remote: python3]. --list of a local dump runs no Python.
     #[arg(long, value_name = "PY")]
     pub python: Option<String>,
     /// Where the outputs go (a new or empty directory; never inside the dump)

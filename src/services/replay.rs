@@ -4,8 +4,9 @@
 //! are judged here (`model::replay`).
 //!
 //! - On this machine: the interpreter and the way the script runs are `services::python`'s
-//!   (`--python`, else `$DUMPVIEW_PYTHON`, else the first `python3` or `python` on `PATH`
-//!   that imports torch; a private script directory; Python in its own process group, killed
+//!   (`--python`, else `$DUMPVIEW_PYTHON`, else the interpreter the capture recorded,
+//!   `run.executable`, when it is here, else `$VIRTUAL_ENV`'s python, else the first
+//!   `python3` or `python` on `PATH` that imports torch; a private script directory; Python in its own process group, killed
 //!   by a cancel and, on Linux, when dumpview dies).
 //! - On a remote host (`ssh://…`, `host:path`): `--python` names the remote interpreter
 //!   (default `python3`); the script goes on its stdin and its outputs into one `mktemp -d`
