@@ -791,6 +791,7 @@ fn exit_statuses_and_usage_errors() {
     );
     let out = dumpview(cache.path())
         .env_remove("DUMPVIEW_PYTHON")
+        .env_remove("VIRTUAL_ENV")
         .env("PATH", &path)
         .arg("replay")
         .args(base)
@@ -809,6 +810,7 @@ fn exit_statuses_and_usage_errors() {
     );
     let out = dumpview(cache.path())
         .env_remove("DUMPVIEW_PYTHON")
+        .env_remove("VIRTUAL_ENV")
         .env("PATH", fake.path())
         .arg("replay")
         .args(base)
@@ -1473,6 +1475,262 @@ fn the_list_needs_no_torch() {
 }
 
 #[test]
+fn the_list_needs_no_python_at_all() {
+    // A local dump is listed by dumpview itself from the manifests and the file names under
+    // inputs/: no python3/python on PATH, or an interpreter named that does not exist, and
+    // the input sets of the layout fixture are still listed, as replay_op.py lists them.
+    let cache = tempfile::tempdir().unwrap();
+    let empty_bin = cache.path().join("bin");
+    std::fs::create_dir(&empty_bin).unwrap();
+    let nowhere = cache.path().join("no-such-python");
+    for python in [None, Some(nowhere.as_path())] {
+        let mut command = dumpview(cache.path());
+        command
+            .env_remove("DUMPVIEW_PYTHON")
+            .env("PATH", &empty_bin);
+        if let Some(python) = python {
+            command.env("DUMPVIEW_PYTHON", python);
+        }
+        let out = command
+            .args(["replay", "tests/fixtures/replay/dump", "--list"])
+            .output_within_limit();
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(0), "{python:?}: {stderr}");
+        let text = String::from_utf8_lossy(&out.stdout);
+        let lines: Vec<&str> = text.lines().collect();
+        assert_eq!(
+            lines[0],
+            "tests/fixtures/replay/dump/rank0/match1-occ1/manifest.json  rank 0  label \"req-replay-fixture\"  match 1  occurrence 1",
+            "{text}"
+        );
+        assert_eq!(
+            lines[1],
+            "  attn.layout#1  (stage captured 2 times)  op tests/python/replay_candidates.py:layout_probe",
+            "{text}"
+        );
+        // The arguments in captured order, printed as replay_op.py printed them.
+        assert_eq!(
+            lines[3],
+            "    k            tensor float32 [4, 2, 8] stride [8, 32, 1] offset 0 cpu storage 2 non-contiguous"
+        );
+        assert!(lines.contains(&"    eps          float 1e-05"), "{text}");
+        assert!(
+            lines.contains(&"  attn.layout#2  (stage captured 2 times)"),
+            "{text}"
+        );
+    }
+    let out = dumpview(cache.path())
+        .env_remove("DUMPVIEW_PYTHON")
+        .env("PATH", &empty_bin)
+        .args(["replay", "tests/fixtures/replay/dump", "--list", "--json"])
+        .output_within_limit();
+    assert_eq!(out.status.code(), Some(0));
+    let json: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(json["format"], "dumpview.replay.list");
+    let set = &json["windows"][0]["input_sets"][0];
+    let names: Vec<&str> = set["args"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|a| a["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        names,
+        [
+            "q", "k", "sliced", "window", "k_cache", "v_cache", "h16", "eps", "causal", "dims",
+            "dtype"
+        ]
+    );
+    assert_eq!(set["file_present"], true);
+    assert_eq!(set["file_empty"], false);
+    assert_eq!(json["warnings"], serde_json::json!([]));
+}
+
+#[test]
+fn a_zero_byte_input_set_is_called_out_as_lost_evidence() {
+    let cache = tempfile::tempdir().unwrap();
+    let dump = cache.path().join("dump");
+    let window = dump.join("rank0/match1-occ1");
+    std::fs::create_dir_all(window.join("inputs")).unwrap();
+    let fixture = repo("tests/fixtures/replay/dump/rank0/match1-occ1");
+    std::fs::copy(fixture.join("manifest.json"), window.join("manifest.json")).unwrap();
+    std::fs::copy(
+        fixture.join("inputs/attn.layout#1.pt"),
+        window.join("inputs/attn.layout#1.pt"),
+    )
+    .unwrap();
+    // The second set's file is there and empty: its bytes never reached the disk.
+    std::fs::write(window.join("inputs/attn.layout#2.pt"), b"").unwrap();
+    let dump_arg = dump.display().to_string();
+    let out = dumpview(cache.path())
+        .args(["replay", &dump_arg, "--list"])
+        .output_within_limit();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    let text = String::from_utf8_lossy(&out.stdout);
+    let empty: Vec<&str> = text.lines().filter(|l| l.contains("EMPTY FILE")).collect();
+    assert_eq!(
+        empty,
+        [
+            "  attn.layout#2  (stage captured 2 times)  EMPTY FILE (0 bytes, the input set is lost): inputs/attn.layout#2.pt"
+        ],
+        "{text}"
+    );
+    assert!(
+        stderr.contains("attn.layout#2") && stderr.contains("empty (0 bytes)"),
+        "{stderr}"
+    );
+    let out = dumpview(cache.path())
+        .args(["replay", &dump_arg, "--list", "--json"])
+        .output_within_limit();
+    assert_eq!(out.status.code(), Some(1));
+    let json: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let sets = json["windows"][0]["input_sets"].as_array().unwrap();
+    assert_eq!(sets[0]["file_empty"], false);
+    assert_eq!(sets[1]["file_empty"], true);
+    assert_eq!(sets[1]["file_present"], true);
+    let warnings = json["warnings"].as_array().unwrap();
+    assert_eq!(warnings.len(), 1, "{json}");
+    assert_eq!(warnings[0]["kind"], "lost_evidence");
+    assert!(
+        warnings[0]["file"]
+            .as_str()
+            .unwrap()
+            .ends_with("inputs/attn.layout#2.pt")
+    );
+}
+
+/// Copies directory `from` into `to`, recursively.
+fn copy_tree(from: &Path, to: &Path) {
+    std::fs::create_dir_all(to).unwrap();
+    for entry in std::fs::read_dir(from).unwrap() {
+        let entry = entry.unwrap();
+        let target = to.join(entry.file_name());
+        if entry.file_type().unwrap().is_dir() {
+            copy_tree(&entry.path(), &target);
+        } else {
+            std::fs::copy(entry.path(), &target).unwrap();
+        }
+    }
+}
+
+/// An interpreter at `path` that touches `marker` and runs the test's Python.
+fn marking_python(path: &Path, marker: &Path) {
+    use std::os::unix::fs::PermissionsExt;
+    let real = python().unwrap();
+    std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+    std::fs::write(
+        path,
+        format!(
+            "#!/bin/sh\n: > '{}'\nexec '{real}' \"$@\"\n",
+            marker.display()
+        ),
+    )
+    .unwrap();
+    std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o755)).unwrap();
+}
+
+#[test]
+fn the_interpreter_the_capture_recorded_runs_the_replay_when_it_is_there() {
+    let Some(_) = python() else { return };
+    let cache = tempfile::tempdir().unwrap();
+    let root = cache.path();
+    let empty_bin = root.join("bin");
+    std::fs::create_dir(&empty_bin).unwrap();
+    let recorded = root.join("captured-env/bin/python");
+    let venv = root.join("venv");
+    let (recorded_ran, venv_ran) = (root.join("recorded-ran"), root.join("venv-ran"));
+    marking_python(&recorded, &recorded_ran);
+    marking_python(&venv.join("bin/python"), &venv_ran);
+    let window = root.join("dump/rank0/match1-occ1");
+    copy_tree(&repo(F32).join("rank0/match1-occ1"), &window);
+    let record = |executable: &Path| {
+        let manifest = window.join("manifest.json");
+        let text = std::fs::read_to_string(repo(F32).join("rank0/match1-occ1/manifest.json"))
+            .unwrap()
+            .replace(
+                "\"executable\": \".venv/bin/python\"",
+                &format!("\"executable\": \"{}\"", executable.display()),
+            );
+        std::fs::write(manifest, text).unwrap();
+    };
+    let dump = root.join("dump").display().to_string();
+    let replay = || {
+        dumpview(root)
+            .env_remove("DUMPVIEW_PYTHON")
+            .env("VIRTUAL_ENV", &venv)
+            .env("PATH", &empty_bin)
+            .args([
+                "replay",
+                &dump,
+                "--stage",
+                "layers.0.input_norm#1",
+                "--candidate",
+                "builtin:rms_norm",
+                "--reference",
+                "builtin:rms_norm",
+                "--json",
+            ])
+            .output_within_limit()
+    };
+    // The recorded interpreter is there: it runs the replay, said on stderr, before
+    // $VIRTUAL_ENV's.
+    record(&recorded);
+    let out = replay();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{stderr}");
+    assert!(
+        stderr.contains(&format!(
+            "dumpview: using the interpreter the capture recorded (run.executable): {}",
+            recorded.display()
+        )),
+        "{stderr}"
+    );
+    let json: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(json["run"]["python"], recorded.display().to_string());
+    assert_eq!(
+        json["run"]["python_chosen_by"],
+        "the interpreter the capture recorded (run.executable)"
+    );
+    assert!(recorded_ran.exists() && !venv_ran.exists());
+    std::fs::remove_file(&recorded_ran).unwrap();
+    // Not there on this host: said, and $VIRTUAL_ENV's python runs it.
+    let gone = root.join("no-such-env/bin/python");
+    record(&gone);
+    let out = replay();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{stderr}");
+    assert!(
+        stderr.contains(&format!(
+            "the interpreter the capture recorded (run.executable), {}, is not an executable file here",
+            gone.display()
+        )),
+        "{stderr}"
+    );
+    let json: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(json["run"]["python_chosen_by"], "$VIRTUAL_ENV");
+    assert!(venv_ran.exists() && !recorded_ran.exists());
+    // $DUMPVIEW_PYTHON comes first.
+    record(&recorded);
+    let out = dumpview(root)
+        .env("PATH", &empty_bin)
+        .args([
+            "replay",
+            &dump,
+            "--stage",
+            "layers.0.input_norm#1",
+            "--candidate",
+            "builtin:rms_norm",
+            "--reference",
+            "builtin:rms_norm",
+            "--json",
+        ])
+        .output_within_limit();
+    assert_eq!(out.status.code(), Some(0));
+    assert!(!recorded_ran.exists());
+}
+
+#[test]
 fn a_python_without_torch_is_one_clear_message_said_once() {
     let Some(_) = python() else { return };
     let cache = tempfile::tempdir().unwrap();
@@ -1531,9 +1789,19 @@ fn script_directories_a_killed_dumpview_left_are_swept_at_the_next_replay() {
         std::fs::create_dir(dir).unwrap();
         std::fs::write(dir.join("replay_op.py"), "# left behind\n").unwrap();
     }
+    // A replay that runs replay_op.py (`--list` runs no Python and makes no script directory).
     let out = dumpview(cache.path())
         .env("TMPDIR", tmp.path())
-        .args(["replay", F32, "--list"])
+        .args([
+            "replay",
+            F32,
+            "--stage",
+            "layers.0.input_norm#1",
+            "--candidate",
+            "builtin:rms_norm",
+            "--reference",
+            "builtin:rms_norm",
+        ])
         .output_within_limit();
     assert!(
         out.status.success(),

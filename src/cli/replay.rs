@@ -60,8 +60,9 @@ pub struct ReplayArgs {
     #[arg(long, value_name = "D")]
     pub device: Option<String>,
     /// The Python that runs replay_op.py; for a remote dump, the remote interpreter
-    /// [default: $DUMPVIEW_PYTHON, else the first python3/python on PATH that imports torch
-    /// (for --list, which needs no torch, else the first there); remote: python3].
+    /// [default: $DUMPVIEW_PYTHON, else the interpreter the capture recorded when it is
+    /// here, else $VIRTUAL_ENV's, else the first python3/python on PATH that imports torch;
+    /// remote: python3]. --list of a local dump runs no Python.
     #[arg(long, value_name = "PY")]
     pub python: Option<String>,
     /// Where the outputs go (a new or empty directory; never inside the dump)
@@ -130,6 +131,39 @@ pub fn print(result: &ReplayResult, json: bool) -> Result<Conclusion, CliError> 
     })
 }
 
+/// Prints a listing of a local dump (text, or its document with `warnings`) and returns
+/// `Found` when an input set was lost (a 0-byte file), else `Clean`.
+///
+/// # Errors
+/// The JSON could not be written.
+fn print_listing(
+    listing: &crate::services::replay_list::Listing,
+    json: bool,
+) -> Result<Conclusion, CliError> {
+    #[derive(serde::Serialize)]
+    struct Document<'a> {
+        #[serde(flatten)]
+        document: &'a present::replay_list::ListDocument,
+        warnings: &'a [crate::model::dump::Warning],
+    }
+    if json {
+        let document = Document {
+            document: &listing.document,
+            warnings: &listing.warnings,
+        };
+        println!("{}", serde_json::to_string_pretty(&document)?);
+    } else {
+        print!("{}", present::replay_list::render_list(&listing.document));
+        for warning in &listing.warnings {
+            eprintln!("dumpview: warning: {}", warning.message);
+        }
+    }
+    Ok(match crate::model::dump::any_lost(&listing.warnings) {
+        true => Conclusion::Found,
+        false => Conclusion::Clean,
+    })
+}
+
 impl ReplayArgs {
     /// `dumpview replay`: runs the replay where the dump lives (`services::replay`),
     /// streaming replay_op.py's log to stderr; SIGINT, SIGTERM and SIGHUP cancel it (the
@@ -171,6 +205,10 @@ impl ReplayArgs {
                 python: self.python.clone(),
                 json,
             };
+            if ssh.is_none() {
+                return print_listing(&runner::list_here(&request, &mut log)?, json);
+            }
+            // A remote dump: replay_op.py lists it there (docs/replay.md).
             let listed = runner::list(&request, ssh.as_ref(), &mut log, &cancelled)?;
             match json {
                 // replay_op.py's document, with the `warnings` every --json document carries.

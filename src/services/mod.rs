@@ -2,7 +2,8 @@
 //! (`crate::runtime`) start, below both. It uses `model` and `remote` only.
 //!
 //! - [`python`]: the local Python with torch that runs the embedded `replay_op.py`.
-//! - [`replay`]: a single-operator replay run where the dump lives, and judged.
+//! - [`replay`]: a single-operator replay run where the dump lives, and judged;
+//!   [`replay_list`]: `replay --list` of a local dump, read here without Python.
 //! - [`cases`]: a case matrix's batch run, each case filed as a new attempt.
 //! - [`sources`]: remote SOURCEs (`host:path`, `ssh://…`) mapped to local paths (mirrors in
 //!   the cache), and [`fetch`]: their saved tensors brought on demand.
@@ -14,4 +15,5 @@ pub mod fetch;
 mod in_process;
 pub mod python;
 pub mod replay;
+pub mod replay_list;
 pub mod sources;

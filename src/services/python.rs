@@ -2,8 +2,9 @@
 //! (`services::replay`) and a case matrix's batch (`services::cases`), and what both make of
 //! how it ended.
 //!
-//! - [`local_python`]: `--python`, else `$DUMPVIEW_PYTHON`, else the first `python3` or
-//!   `python` on `PATH` that imports torch.
+//! - [`local_python`]: `--python`, else `$DUMPVIEW_PYTHON`, else `$VIRTUAL_ENV`'s python,
+//!   else the first `python3` or `python` on `PATH` that imports torch; [`replay_python`]
+//!   tries the interpreter the capture recorded (`run.executable`) before `$VIRTUAL_ENV`.
 //! - [`run_script`]: the script written into a private directory (`$TMPDIR/dumpview-<kind>-
 //!   <pid>-<n>`, mode 0700, removed afterwards; ones a killed dumpview left are swept at the
 //!   next start, [`sweep_stale`]), Python run as the leader of its own session (a cancel
@@ -127,27 +128,35 @@ pub fn signal_name(n: i32) -> Option<&'static str> {
     names.iter().find(|(k, _)| *k == n).map(|(_, name)| *name)
 }
 
-/// The local interpreter: `given`, else `$DUMPVIEW_PYTHON`, else the first `python3` or
-/// `python` on `PATH` that imports torch.
+/// The local interpreter: `given`, else `$DUMPVIEW_PYTHON`, else `$VIRTUAL_ENV`'s python,
+/// else the first `python3` or `python` on `PATH` that imports torch.
 ///
 /// # Errors
 /// [`PythonError::Input`] naming what was tried when none qualifies.
 pub fn local_python(given: Option<&str>) -> Result<Python, PythonError> {
-    find_python(given, true)
+    find_python(given, None, &mut |_| {})
 }
 
-/// The local interpreter for what needs no torch (`replay --list` reads manifests and zip
-/// directories only, docs/replay.md): `given`, else `$DUMPVIEW_PYTHON`, else the first
-/// `python3` or `python` on `PATH` that imports torch, else the first there at all.
+/// [`local_python`] for a replay of a capture whose manifest recorded the interpreter that
+/// ran the model (`run.executable`): after `given` and `$DUMPVIEW_PYTHON`, that interpreter
+/// when it exists and is executable here (said in `log`; one that is not here is said too,
+/// and the search goes on), then `$VIRTUAL_ENV`'s python, then `PATH`.
 ///
 /// # Errors
-/// [`PythonError::Input`] when `PATH` holds no `python3` or `python`.
-pub fn listing_python(given: Option<&str>) -> Result<Python, PythonError> {
-    find_python(given, true).or_else(|_| find_python(given, false))
+/// As [`local_python`].
+pub fn replay_python(
+    given: Option<&str>,
+    recorded: Option<&str>,
+    log: &mut dyn FnMut(&str),
+) -> Result<Python, PythonError> {
+    find_python(given, recorded, log)
 }
 
-/// [`local_python`], or with `needs_torch` false the first interpreter on `PATH`.
-fn find_python(given: Option<&str>, needs_torch: bool) -> Result<Python, PythonError> {
+fn find_python(
+    given: Option<&str>,
+    recorded: Option<&str>,
+    log: &mut dyn FnMut(&str),
+) -> Result<Python, PythonError> {
     if let Some(program) = given {
         return Ok(Python {
             program: program.to_string(),
@@ -160,6 +169,34 @@ fn find_python(given: Option<&str>, needs_torch: bool) -> Result<Python, PythonE
             chosen_by: format!("${PYTHON_ENV}"),
         });
     }
+    if let Some(recorded) = recorded.filter(|r| !r.is_empty()) {
+        if is_executable(Path::new(recorded)) {
+            log(&format!(
+                "dumpview: using the interpreter the capture recorded (run.executable): {recorded}"
+            ));
+            return Ok(Python {
+                program: recorded.to_string(),
+                chosen_by: "the interpreter the capture recorded (run.executable)".into(),
+            });
+        }
+        log(&format!(
+            "dumpview: note: the interpreter the capture recorded (run.executable), {recorded}, \
+             is not an executable file here; looking further ($VIRTUAL_ENV, PATH)"
+        ));
+    }
+    if let Some(venv) = std::env::var_os("VIRTUAL_ENV").filter(|v| !v.is_empty()) {
+        let bin = Path::new(&venv).join("bin");
+        if let Some(program) = ["python", "python3"]
+            .iter()
+            .map(|name| bin.join(name))
+            .find(|p| is_executable(p))
+        {
+            return Ok(Python {
+                program: program.display().to_string(),
+                chosen_by: "$VIRTUAL_ENV".into(),
+            });
+        }
+    }
     let path = std::env::var_os("PATH").unwrap_or_default();
     let mut tried = Vec::new();
     for dir in std::env::split_paths(&path) {
@@ -167,12 +204,6 @@ fn find_python(given: Option<&str>, needs_torch: bool) -> Result<Python, PythonE
             let candidate = dir.join(name);
             if !is_executable(&candidate) {
                 continue;
-            }
-            if !needs_torch {
-                return Ok(Python {
-                    program: candidate.display().to_string(),
-                    chosen_by: "the first python3/python on PATH (none imports torch)".into(),
-                });
             }
             let imports = Command::new(&candidate)
                 .args(["-c", "import torch"])

@@ -1,10 +1,12 @@
 //! Running a single-operator replay ([`run`]) and listing the input sets a dump holds
-//! ([`list`]): `assets/replay_op.py` (embedded in the binary) runs where the dump lives, and
-//! its outputs are judged here (`model::replay`).
+//! ([`list_here`] for a local dump, read without Python; [`list`] for a remote one):
+//! `assets/replay_op.py` (embedded in the binary) runs where the dump lives, and its outputs
+//! are judged here (`model::replay`).
 //!
 //! - On this machine: the interpreter and the way the script runs are `services::python`'s
-//!   (`--python`, else `$DUMPVIEW_PYTHON`, else the first `python3` or `python` on `PATH`
-//!   that imports torch; a private script directory; Python in its own process group, killed
+//!   (`--python`, else `$DUMPVIEW_PYTHON`, else the interpreter the capture recorded,
+//!   `run.executable`, when it is here, else `$VIRTUAL_ENV`'s python, else the first
+//!   `python3` or `python` on `PATH` that imports torch; a private script directory; Python in its own process group, killed
 //!   by a cancel and, on Linux, when dumpview dies).
 //! - On a remote host (`ssh://…`, `host:path`): `--python` names the remote interpreter
 //!   (default `python3`); the script goes on its stdin and its outputs into one `mktemp -d`
@@ -292,8 +294,27 @@ fn discard_markers(dir: &Path) {
     }
 }
 
-/// Runs `replay_op.py DUMP --list [--json]` where the dump lives and returns what it
-/// printed.
+/// Lists the input sets of a local dump here, without Python (`services::replay_list`):
+/// what replay_op.py's `--list` printed, and a 0-byte input-set file as lost evidence.
+///
+/// # Errors
+/// [`ReplayError::Input`]: a remote dump (use [`list`]), no dump or manifest there, a rank,
+/// window or attempt not there.
+pub fn list_here(
+    request: &ListRequest,
+    log: &mut dyn FnMut(&str),
+) -> Result<super::replay_list::Listing, ReplayError> {
+    match remote::parse_source(&request.dump).map_err(|e| ReplayError::Input(e.to_string()))? {
+        remote::SourceSpec::Local(_) => super::replay_list::list_local(request, log),
+        remote::SourceSpec::Remote(_) => Err(ReplayError::Input(format!(
+            "{}: a remote dump is listed by replay_op.py where it lives",
+            request.dump
+        ))),
+    }
+}
+
+/// What `replay_op.py DUMP --list [--json]` prints: run where a remote dump lives; a local
+/// dump is read here ([`list_here`], whose lost input sets the CLI reports).
 ///
 /// # Errors
 /// As [`run`].
@@ -316,22 +337,14 @@ pub fn list(
         request.attempt,
     );
     let stdout = match place {
+        // Read here, without Python (`services::replay_list`), as replay_op.py prints it.
         remote::SourceSpec::Local(_) => {
-            let python = python::listing_python(request.python.as_deref())?;
-            let mut args = vec![request.dump.clone()];
-            args.extend(words);
-            let mut said = ScriptLog::default();
-            let ran = python::run_script(
-                &python,
-                "replay",
-                &args,
-                StdoutUse::Collect,
-                &mut said,
-                log,
-                cancelled,
-            )?;
-            said.check(ran.ending, "replay_op.py", &python.program, None)?;
-            ran.stdout
+            let listing = super::replay_list::list_local(request, log)?;
+            return Ok(match request.json {
+                true => serde_json::to_string(&listing.document)
+                    .map_err(|e| ReplayError::Failed(e.to_string()))?,
+                false => crate::model::present::replay_list::render_list(&listing.document),
+            });
         }
         remote::SourceSpec::Remote(spec) => {
             let host = connect(&spec, ssh)?;
@@ -437,7 +450,23 @@ fn run_local(
     log: &mut dyn FnMut(&str),
     cancelled: &dyn Fn() -> bool,
 ) -> Result<(Python, Option<String>), ReplayError> {
-    let python = python::local_python(request.python.as_deref())?;
+    // The interpreter the capture recorded: only an absolute path (a relative one depends on
+    // a working directory this replay does not share).
+    let chosen_before =
+        request.python.is_some() || std::env::var(python::PYTHON_ENV).is_ok_and(|p| !p.is_empty());
+    let recorded = (!chosen_before)
+        .then(|| {
+            super::replay_list::recorded_interpreter(
+                &request.dump,
+                request.rank,
+                request.window.as_deref(),
+                request.attempt,
+                &request.stage,
+            )
+        })
+        .flatten()
+        .filter(|exe| Path::new(exe).is_absolute());
+    let python = python::replay_python(request.python.as_deref(), recorded.as_deref(), log)?;
     if let Some(parent) = out.parent().filter(|p| !p.as_os_str().is_empty()) {
         std::fs::create_dir_all(parent)
             .map_err(|e| ReplayError::Input(format!("{}: cannot create: {e}", parent.display())))?;

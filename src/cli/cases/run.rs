@@ -25,8 +25,8 @@ pub struct RunArgs {
     #[arg(long)]
     pub rerun: bool,
     /// The Python that runs replay_op.py (for a remote dump, the remote interpreter)
-    /// [default: $DUMPVIEW_PYTHON, else the first python3/python on PATH that imports torch;
-    /// remote: python3].
+    /// [default: $DUMPVIEW_PYTHON, else $VIRTUAL_ENV's python, else the first python3/python
+    /// on PATH that imports torch; remote: python3].
     #[arg(long, value_name = "PY")]
     pub python: Option<String>,
     /// The candidate's device (default: the captured one when available, else cpu).

@@ -8,6 +8,7 @@ pub mod diff;
 pub mod layouts;
 pub mod number;
 pub mod replay;
+pub mod replay_list;
 pub mod report;
 pub mod scan;
 pub mod summary;
