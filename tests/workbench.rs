@@ -2619,3 +2619,75 @@ fn the_export_name_is_short_and_readable() {
         "llama_fp16_overflow-a_vs_llama_fp16_overflow-b-layers.3.mlp_up"
     );
 }
+
+/// Issue 31, item 6: the loading gauge names its phase and counts both captures: finding the
+/// files, reading A then B (half the bar each), analysing.
+#[test]
+fn the_loading_gauge_names_the_phase_and_both_captures() {
+    use dumpview::model::ingest::{LoadPhase, Progress};
+    let mut app = bench(App::loading(false));
+    let screen = text(&render(&mut app, 100, 30));
+    assert!(
+        screen.contains("finding the capture's manifests…"),
+        "{screen}"
+    );
+    // (What the loading job's progress sets: the update's part is tested with the loop.)
+    let mut show = |p: Progress| {
+        app.loading = Some(p);
+        text(&render(&mut app, 100, 30))
+    };
+    let reading_b = Progress {
+        phase: LoadPhase::Reading,
+        capture: 1,
+        captures: 2,
+        files_done: 2,
+        files_total: 4,
+        bytes_done: 1_000_000,
+        bytes_total: 2_000_000,
+        records: 300,
+    };
+    let screen = show(reading_b);
+    assert!(
+        screen.contains("reading B: 2/4 files, 1.0/2.0 MB, 300 records"),
+        "{screen}"
+    );
+    let screen = show(Progress {
+        phase: LoadPhase::Analysing,
+        records: 600,
+        ..reading_b
+    });
+    assert!(
+        screen.contains("analysing 600 records: scans, diff, diagnosis"),
+        "{screen}"
+    );
+    // A's half and B's half: reading B halfway fills three quarters of the bar.
+    assert_eq!(dumpview::internals::ui::loading_label(&reading_b).0, 0.75);
+}
+
+/// The load reports A's reading, B's, then the analysis, each with the totals known first.
+#[test]
+fn a_pair_load_reports_a_then_b_then_the_analysis() {
+    use dumpview::model::ingest::LoadPhase;
+    let root = std::path::Path::new("assets/examples/llama_fp16_overflow");
+    let mut seen = Vec::new();
+    load::open(&root.join("a"), Some(&root.join("b")), &mut |p| {
+        seen.push(p)
+    })
+    .unwrap();
+    let phases: Vec<(LoadPhase, usize, usize, usize)> = seen
+        .iter()
+        .map(|p| (p.phase, p.capture, p.files_done, p.files_total))
+        .collect();
+    assert_eq!(
+        phases,
+        [
+            (LoadPhase::Reading, 0, 0, 1),
+            (LoadPhase::Reading, 0, 1, 1),
+            (LoadPhase::Reading, 1, 0, 1),
+            (LoadPhase::Reading, 1, 1, 1),
+            (LoadPhase::Analysing, 1, 1, 1),
+        ]
+    );
+    assert!(seen.iter().all(|p| p.captures == 2));
+    assert_eq!(seen.last().unwrap().records, 119 + 119);
+}

@@ -237,13 +237,7 @@ impl App {
     pub fn loading(no_color: bool) -> App {
         App {
             loaded: None,
-            loading: Some(Progress {
-                files_done: 0,
-                files_total: 0,
-                bytes_done: 0,
-                bytes_total: 0,
-                records: 0,
-            }),
+            loading: Some(Progress::default()),
             load_error: None,
             window: 0,
             rows: Vec::new(),

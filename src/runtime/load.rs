@@ -14,7 +14,7 @@ use crate::model::analysis::compare::Tolerances;
 use crate::model::analysis::diagnosis::diagnose;
 use crate::model::dump::{Dump, Window};
 use crate::model::ingest::{
-    AttemptChoice, LoadError, Progress, load_attempt, read_window, same_input,
+    AttemptChoice, LoadError, LoadPhase, Progress, load_attempt, read_window, same_input,
 };
 
 /// Loads one or two captures from disk (each a manifest file or a directory): each window's
@@ -65,11 +65,37 @@ pub fn open_ignoring(
     ignore: Option<(&regex::Regex, &str)>,
     progress: &mut dyn FnMut(Progress),
 ) -> Result<Session, LoadError> {
-    let mut dump_a = load_attempt(&[a.to_path_buf()], attempts[0], progress)?;
+    // The gauge names the capture being read, and the analysis after both.
+    let captures = 1 + usize::from(b.is_some());
+    let mut last = Progress::default();
+    let mut mark = |capture: usize, p: Progress, progress: &mut dyn FnMut(Progress)| {
+        last = Progress {
+            capture,
+            captures,
+            ..p
+        };
+        progress(last);
+    };
+    let mut dump_a = load_attempt(&[a.to_path_buf()], attempts[0], &mut |p| {
+        mark(0, p, progress)
+    })?;
     let mut dump_b = match b {
-        Some(b) => Some(load_attempt(&[b.to_path_buf()], attempts[1], progress)?),
+        Some(b) => Some(load_attempt(&[b.to_path_buf()], attempts[1], &mut |p| {
+            mark(1, p, progress)
+        })?),
         None => None,
     };
+    progress(Progress {
+        phase: LoadPhase::Analysing,
+        capture: captures - 1,
+        captures,
+        records: [Some(&dump_a), dump_b.as_ref()]
+            .into_iter()
+            .flatten()
+            .map(|d| d.windows.iter().map(|w| w.records.len()).sum::<usize>())
+            .sum(),
+        ..last
+    });
     if let Some((regex, pattern)) = ignore {
         dump_a.ignore_stages(regex, pattern);
         if let Some(dump_b) = dump_b.as_mut() {

@@ -108,11 +108,10 @@ pub fn run(source: Source, tolerances: Tolerances) -> Result<Ended, RunError> {
     let no_color = std::env::var_os("NO_COLOR").is_some_and(|v| !v.is_empty());
     let (preload, loaded) = channel();
     std::thread::spawn(move || {
-        let mut last = Instant::now();
+        let mut limit = work::ProgressLimit::new();
         let progress_sink = preload.clone();
         let mut progress = |p| {
-            if last.elapsed() > work::LOAD_PROGRESS_EVERY {
-                last = Instant::now();
+            if limit.passes(&p) {
                 let _ = progress_sink.send(Preload::Progress(p));
             }
         };

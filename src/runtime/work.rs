@@ -10,6 +10,7 @@ use std::time::{Duration, Instant};
 use super::jobs::{JobContext, JobError, JobOutput, JobProgress, JobUpdate, Jobs};
 use super::load;
 use crate::app::jobs::{JobSpec, REPLAY_TICK_MS, ReplaySpec};
+use crate::model::ingest::{LoadPhase, Progress};
 use crate::model::tensor::metrics::CompareProgress as TensorProgress;
 use crate::model::tensor::pairing;
 use crate::services::replay::{ReplayError, ReplayRequest};
@@ -46,10 +47,9 @@ pub fn spawn<E: From<JobUpdate> + Send + 'static>(jobs: &mut Jobs<E>, spec: JobS
         }
         JobSpec::Load { source, tolerances } => {
             jobs.spawn(slot, "loading", move |cx| {
-                let mut last = Instant::now();
+                let mut limit = ProgressLimit::new();
                 let mut progress = |p| {
-                    if last.elapsed() > LOAD_PROGRESS_EVERY {
-                        last = Instant::now();
+                    if limit.passes(&p) {
                         cx.progress(JobProgress::Load(p));
                     }
                 };
@@ -302,5 +302,32 @@ mod tests {
                 && error.to_lowercase().contains("not a directory"),
             "{error}"
         );
+    }
+}
+
+/// Which load progress reports reach the screen: at most one per [`LOAD_PROGRESS_EVERY`],
+/// except that a new phase or a new capture always does (B's reading and the analysis would
+/// otherwise hide behind A's last report).
+pub(super) struct ProgressLimit {
+    sent: Option<(Instant, LoadPhase, usize)>,
+}
+
+impl ProgressLimit {
+    pub(super) fn new() -> ProgressLimit {
+        ProgressLimit { sent: None }
+    }
+
+    /// Whether `p` is sent; remembers it when it is.
+    pub(super) fn passes(&mut self, p: &Progress) -> bool {
+        let passes = match self.sent {
+            None => true,
+            Some((at, phase, capture)) => {
+                phase != p.phase || capture != p.capture || at.elapsed() > LOAD_PROGRESS_EVERY
+            }
+        };
+        if passes {
+            self.sent = Some((Instant::now(), p.phase, p.capture));
+        }
+        passes
     }
 }

@@ -29,9 +29,27 @@ use crate::model::dump::{Dump, Warning, Window};
 use crate::model::formats::{self, FormatError, HEAD_BYTES};
 use crate::model::io::{FileBytes, MapChoice};
 
-/// Progress of a load, reported once per manifest file.
+/// What a load is doing.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum LoadPhase {
+    /// Listing the inputs for their manifests (totals not known yet).
+    #[default]
+    Finding,
+    /// Reading the manifests found.
+    Reading,
+    /// Everything read: the scans, the diff and the diagnosis are being computed.
+    Analysing,
+}
+
+/// Progress of a load, reported once the files are found and then once per manifest file.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub struct Progress {
+    /// What the load is doing.
+    pub phase: LoadPhase,
+    /// Which capture is being read: 0 for A, 1 for B (set by the caller that loads both).
+    pub capture: usize,
+    /// How many captures the load reads: 1, or 2 with B (0 where the caller did not say).
+    pub captures: usize,
     /// Files read so far.
     pub files_done: usize,
     /// Files to read.
@@ -83,12 +101,13 @@ pub fn load_attempt(
     dump.warnings
         .extend(unfinished.iter().map(Warning::unfinished_window));
     let mut state = Progress {
-        files_done: 0,
+        phase: LoadPhase::Reading,
         files_total: files.len(),
-        bytes_done: 0,
         bytes_total,
-        records: 0,
+        ..Progress::default()
     };
+    // The totals are known: said before the first file is read.
+    progress(state);
     let mut failed = None;
     let mut first_unreadable = None;
     let mut unreadable: Vec<PathBuf> = Vec::new();
