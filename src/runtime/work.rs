@@ -251,6 +251,33 @@ pub(super) fn write_report(
     ))
 }
 
+/// Which load progress reports reach the screen: at most one per [`LOAD_PROGRESS_EVERY`],
+/// except that a new phase or a new capture always does (B's reading and the analysis would
+/// otherwise hide behind A's last report).
+pub(super) struct ProgressLimit {
+    sent: Option<(Instant, LoadPhase, usize)>,
+}
+
+impl ProgressLimit {
+    pub(super) fn new() -> ProgressLimit {
+        ProgressLimit { sent: None }
+    }
+
+    /// Whether `p` is sent; remembers it when it is.
+    pub(super) fn passes(&mut self, p: &Progress) -> bool {
+        let passes = match self.sent {
+            None => true,
+            Some((at, phase, capture)) => {
+                phase != p.phase || capture != p.capture || at.elapsed() > LOAD_PROGRESS_EVERY
+            }
+        };
+        if passes {
+            self.sent = Some((Instant::now(), p.phase, p.capture));
+        }
+        passes
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::write_report;
@@ -302,32 +329,5 @@ mod tests {
                 && error.to_lowercase().contains("not a directory"),
             "{error}"
         );
-    }
-}
-
-/// Which load progress reports reach the screen: at most one per [`LOAD_PROGRESS_EVERY`],
-/// except that a new phase or a new capture always does (B's reading and the analysis would
-/// otherwise hide behind A's last report).
-pub(super) struct ProgressLimit {
-    sent: Option<(Instant, LoadPhase, usize)>,
-}
-
-impl ProgressLimit {
-    pub(super) fn new() -> ProgressLimit {
-        ProgressLimit { sent: None }
-    }
-
-    /// Whether `p` is sent; remembers it when it is.
-    pub(super) fn passes(&mut self, p: &Progress) -> bool {
-        let passes = match self.sent {
-            None => true,
-            Some((at, phase, capture)) => {
-                phase != p.phase || capture != p.capture || at.elapsed() > LOAD_PROGRESS_EVERY
-            }
-        };
-        if passes {
-            self.sent = Some((Instant::now(), p.phase, p.capture));
-        }
-        passes
     }
 }
