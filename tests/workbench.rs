@@ -2691,3 +2691,32 @@ fn a_pair_load_reports_a_then_b_then_the_analysis() {
     assert!(seen.iter().all(|p| p.captures == 2));
     assert_eq!(seen.last().unwrap().records, 119 + 119);
 }
+
+/// Issue 31, item 14: `f` on a window without NaN or inf goes to the window that holds one and
+/// says so (it said only "no non-finite record" before).
+#[test]
+fn f_goes_to_the_window_that_holds_a_non_finite_record_and_says_so() {
+    // The fp16 pair's two runs under one root, scanned as one capture: two windows, the
+    // first (A's run) finite, the second (B's) with the overflow.
+    let root = std::path::Path::new("assets/examples/llama_fp16_overflow");
+    let mut app = bench(App::new(
+        load::open(root, None, &mut |_| {}).unwrap(),
+        false,
+    ));
+    let windows = app.loaded.as_ref().unwrap().windows.len();
+    assert_eq!(windows, 2);
+    if app.rows.iter().any(|r| r.first_nonfinite) {
+        update(&mut app, Action::NextWindow);
+    }
+    assert!(app.rows.iter().all(|r| !r.first_nonfinite));
+    update(&mut app, Action::FirstNonFinite);
+    assert!(app.row().unwrap().first_nonfinite, "{:?}", app.message);
+    assert_eq!(key(&app), "layers.3.mlp_up#1");
+    assert!(
+        app.message
+            .as_deref()
+            .is_some_and(|m| m.starts_with("the window you were on holds no NaN or inf")),
+        "{:?}",
+        app.message
+    );
+}

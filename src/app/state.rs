@@ -468,6 +468,17 @@ impl App {
             .map(|(i, _)| i)
     }
 
+    /// The first window (in the windows' order) whose A or B capture holds a non-finite
+    /// record, when any does.
+    pub(super) fn nonfinite_window(&self) -> Option<usize> {
+        let loaded = self.loaded.as_ref()?;
+        loaded.windows.iter().position(|w| {
+            loaded.scans_a()[w.a].first_nonfinite.is_some()
+                || w.b
+                    .is_some_and(|b| loaded.scans_b()[b].first_nonfinite.is_some())
+        })
+    }
+
     /// Selects view position `position` (clamped) and scrolls it into view.
     pub fn select(&mut self, position: usize) {
         if self.view_len() == 0 {

@@ -551,10 +551,7 @@ fn find(app: &mut App, action: Action) {
             app.jump_to(found, "finding above");
         }
         Action::ToggleFilter => app.toggle_filter(),
-        Action::FirstNonFinite => {
-            let found = app.rows.iter().position(|r| r.first_nonfinite);
-            app.jump_to(found, "non-finite record");
-        }
+        Action::FirstNonFinite => first_nonfinite(app),
         Action::FirstDivergence => first_divergence(app),
         Action::StartSearch => {
             app.search.editing = true;
@@ -562,6 +559,26 @@ fn find(app: &mut App, action: Action) {
             app.search.error = None;
         }
         _ => {}
+    }
+}
+
+/// `f`: the first non-finite record, in this window or, where it has none, the first window
+/// (another rank, another label) that holds one, saying so.
+fn first_nonfinite(app: &mut App) {
+    let mut found = app.rows.iter().position(|r| r.first_nonfinite);
+    let mut elsewhere = None;
+    if found.is_none()
+        && let Some(w) = app.nonfinite_window()
+    {
+        app.select_window(w);
+        found = app.rows.iter().position(|r| r.first_nonfinite);
+        elsewhere = app.choice().map(|c| c.rank);
+    }
+    app.jump_to(found, "non-finite record");
+    if let (Some(_), Some(rank)) = (found, elsewhere) {
+        app.message = Some(format!(
+            "the window you were on holds no NaN or inf: rank {rank}'s window does (this one)"
+        ));
     }
 }
 
