@@ -245,6 +245,9 @@ impl WatchEvent {
         let b = &self.body;
         let what = match self.kind {
             "window" if b.get("removed").is_some() => "removed".to_string(),
+            "window" if b.get("superseded").is_some() => {
+                format!("superseded by attempt {}", b["by_attempt"])
+            }
             "window" => format!("{} records", b["records"]),
             "first_nonfinite" if b.get("cleared").is_some() => {
                 "no non-finite record any more".to_string()

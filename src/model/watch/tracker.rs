@@ -25,8 +25,10 @@ impl Tracker {
     /// The events of `snapshot` that differ from what was last printed for their kind and
     /// window, in snapshot order; remembers them.
     ///
-    /// A window printed before and absent from `snapshot` (its directory deleted) gets a
-    /// `window` event with `removed: true`, and its findings are forgotten.
+    /// A window printed before and absent from `snapshot` gets a `window` event, and its
+    /// findings are forgotten: `superseded: true` (with `by_attempt`) where a later attempt of
+    /// the same window took its place (its files are still there), else `removed: true` (its
+    /// files are gone).
     pub fn update(&mut self, snapshot: Vec<WatchEvent>) -> Vec<WatchEvent> {
         let mut out = Vec::new();
         let present: std::collections::HashSet<&WindowKey> = snapshot
@@ -45,12 +47,32 @@ impl Tracker {
         let ts = snapshot.first().map_or(0.0, |e| e.ts);
         for key in gone {
             self.last.retain(|(_, k), _| k.as_ref() != Some(&key));
+            // A later attempt of the same window (a re-run into the directory) takes its
+            // place: its files are still there, it is only no longer the one followed.
+            let newer = present
+                .iter()
+                .filter(|p| {
+                    p.source == key.source
+                        && p.rank == key.rank
+                        && p.label == key.label
+                        && p.match_index == key.match_index
+                        && p.occurrence == key.occurrence
+                        && p.attempt > key.attempt
+                })
+                .map(|p| p.attempt)
+                .max();
+            let body = match newer {
+                Some(attempt) => {
+                    serde_json::json!({"records": 0, "superseded": true, "by_attempt": attempt})
+                }
+                None => serde_json::json!({"records": 0, "removed": true}),
+            };
             out.push(WatchEvent {
                 kind: "window",
                 ts,
                 source: key.source.clone(),
                 window: Some(key),
-                body: serde_json::json!({"records": 0, "removed": true}),
+                body,
             });
         }
         for event in snapshot {
@@ -151,6 +173,34 @@ mod tests {
         assert!(tracker.update(Vec::new()).is_empty());
         // Back again: new, so printed again, findings included.
         assert_eq!(tracker.update(vec![window, nan]).len(), 2);
+    }
+
+    /// Issue 31, item 15: attempt 2 landing takes attempt 1's place, whose files are still
+    /// there: `superseded`, not `removed`.
+    #[test]
+    fn a_window_replaced_by_a_later_attempt_is_superseded_not_removed() {
+        let mut tracker = Tracker::new();
+        let first = event("window", json!({"records": 3}));
+        assert_eq!(tracker.update(vec![first]).len(), 1);
+        let mut second = event("window", json!({"records": 4}));
+        let key = second.window.as_mut().unwrap();
+        key.attempt = 2;
+        key.file = "run/rank0/match1-occ1.2/manifest.json".into();
+        let out = tracker.update(vec![second.clone()]);
+        assert_eq!(out.len(), 2, "{out:?}");
+        assert_eq!(out[0].window.as_ref().unwrap().attempt, 1);
+        assert_eq!(
+            out[0].body,
+            json!({"records": 0, "superseded": true, "by_attempt": 2})
+        );
+        assert!(
+            out[0]
+                .to_text()
+                .ends_with(": superseded by attempt 2 · run/rank0/match1-occ1/manifest.json"),
+            "{}",
+            out[0].to_text()
+        );
+        assert_eq!(out[1], second);
     }
 
     #[test]
