@@ -2720,3 +2720,28 @@ fn f_goes_to_the_window_that_holds_a_non_finite_record_and_says_so() {
         app.message
     );
 }
+
+/// Issue 31, item 14: at 80x24 the header keeps the tolerances the user set whole (the paths
+/// give way).
+#[test]
+fn the_80x24_header_keeps_the_tolerances_whole() {
+    let root = std::path::Path::new("assets/examples/llama_fp16_overflow");
+    let tolerances = dumpview::model::analysis::compare::Tolerances::uniform(1e-3, 1e-6);
+    let mut app = bench(App::new(
+        load::open_with(
+            &root.join("a"),
+            Some(&root.join("b")),
+            Default::default(),
+            &tolerances,
+            &mut |_| {},
+        )
+        .unwrap(),
+        false,
+    ));
+    let screen = text(&render(&mut app, 80, 24));
+    let title = screen.lines().next().unwrap().trim_end();
+    assert!(
+        title.ends_with("tolerances: rtol 1e-3 atol 1e-6"),
+        "{title}"
+    );
+}

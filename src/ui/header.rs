@@ -64,7 +64,14 @@ pub fn draw(frame: &mut Frame, app: &App, area: Rect, theme: Theme) {
         Piece::shrinking(loaded.session.format.clone(), theme.dim(), 3, 12),
     ];
     if let Some(text) = tolerances(&loaded.session.analysis.tolerances) {
-        first.push(Piece::shrinking(text, theme.warn(), 1, 16).cut_at(3));
+        // The user's own setting, which every verdict rests on: one pair is never cut (the
+        // paths give way), a per-statistic list shrinks last.
+        let uniform = text.starts_with("tolerances: rtol");
+        first.push(if uniform {
+            Piece::new(text, theme.warn(), 0)
+        } else {
+            Piece::shrinking(text, theme.warn(), 1, 16).cut_at(3)
+        });
     }
     // A diff across parallel layouts says which side was merged (`A: tp=1 · B: tp=2 merged`).
     if let Some(banner) = loaded
