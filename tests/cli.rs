@@ -796,3 +796,42 @@ fn probe_install_makes_a_missing_directory() {
         .clone();
     assert!(String::from_utf8(out).unwrap().contains("not a directory"));
 }
+
+/// Issue 31, item 5: a negative tolerance written `--atol -1` (not only `--atol=-1`) reaches
+/// dumpview's own check, which says what is wrong, instead of clap's "unexpected argument".
+#[test]
+fn a_negative_tolerance_is_refused_by_name_in_either_spelling() {
+    let (code, _, err) = run_in_repo(&[
+        "diff",
+        &example("llama_fp16_overflow", "a"),
+        &example("llama_fp16_overflow", "b"),
+        "--rtol",
+        "-1",
+    ]);
+    assert_eq!(code, 2);
+    assert!(
+        err.contains("--rtol and --atol must be non-negative numbers"),
+        "{err}"
+    );
+    let (code, _, err) = run_in_repo(&[
+        "replay",
+        "tests/fixtures/replay/dump",
+        "--stage",
+        "x",
+        "--candidate",
+        "a",
+        "--reference",
+        "b",
+        "--standard",
+        "allclose",
+        "--atol",
+        "-1",
+        "--rtol",
+        "0",
+    ]);
+    assert_eq!(code, 2);
+    assert!(
+        err.contains("--atol and --rtol must be finite, non-negative numbers"),
+        "{err}"
+    );
+}

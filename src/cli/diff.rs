@@ -15,10 +15,14 @@ use crate::model::present;
 #[derive(Debug, Clone, Default, clap::Args)]
 pub struct ToleranceArgs {
     /// Relative tolerance for every statistic (the defaults: see the help text).
-    #[arg(long, help = rtol_help())]
+    #[arg(long, help = rtol_help(), allow_negative_numbers = true)]
     pub rtol: Option<f64>,
     /// Absolute tolerance for every statistic.
-    #[arg(long, help = format!("Absolute tolerance for every statistic (default {DEFAULT_ATOL:e})"))]
+    #[arg(
+        long,
+        help = format!("Absolute tolerance for every statistic (default {DEFAULT_ATOL:e})"),
+        allow_negative_numbers = true
+    )]
     pub atol: Option<f64>,
     /// One statistic's tolerance, STAT=RTOL:ATOL (STAT: max_abs, min, max, mean, l2, pos_checksum); repeatable.
     #[arg(long = "tol", value_name = "STAT=RTOL:ATOL")]

@@ -45,10 +45,10 @@ pub struct ReplayArgs {
     #[arg(long, value_name = "S", value_parser = Standard::NAMES)]
     pub standard: Option<String>,
     /// allclose only: the absolute tolerance of |c - r| <= atol + rtol*|r|.
-    #[arg(long, value_name = "A")]
+    #[arg(long, value_name = "A", allow_negative_numbers = true)]
     pub atol: Option<f64>,
     /// allclose only: the relative tolerance.
-    #[arg(long, value_name = "R")]
+    #[arg(long, value_name = "R", allow_negative_numbers = true)]
     pub rtol: Option<f64>,
     /// The window's rank in a multi-rank dump.
     #[arg(long, value_name = "R")]

@@ -37,10 +37,10 @@ pub struct PlanArgs {
     #[arg(long, value_name = "S", value_parser = Standard::NAMES)]
     pub standard: Option<String>,
     /// allclose only: the absolute tolerance.
-    #[arg(long, value_name = "A")]
+    #[arg(long, value_name = "A", allow_negative_numbers = true)]
     pub atol: Option<f64>,
     /// allclose only: the relative tolerance.
-    #[arg(long, value_name = "R")]
+    #[arg(long, value_name = "R", allow_negative_numbers = true)]
     pub rtol: Option<f64>,
     /// An axis and its values (repeatable): dtype=float16,bfloat16,float32;
     /// dtype[x]=…; layout[x]=contiguous,transposed,strided; shape=captured,half_rows,
