@@ -1857,3 +1857,30 @@ fn a_candidate_that_kills_the_remote_python_is_a_crash_and_nothing_is_left_there
         "left on the remote side"
     );
 }
+
+/// Issue 31, item 5: an infinity in the candidate's output makes msprobe's cosine NaN, which
+/// msprobe counts as a pass; dumpview keeps the standard's verdict but says why it is not a
+/// pass and exits 1.
+#[test]
+fn an_infinity_the_standard_passes_is_still_a_finding() {
+    let Some(_) = python() else { return };
+    let cache = tempfile::tempdir().unwrap();
+    let run = replay(
+        cache.path(),
+        F32,
+        "layers.0.input_norm#1",
+        &candidate("rms_norm_one_inf"),
+        "builtin:rms_norm",
+        &["--standard", "msprobe"],
+    );
+    assert_eq!(run.json["nonfinite_pass"], true, "{}", run.json);
+    assert_eq!(run.code, 1, "{}", run.json);
+    let notes = run.json["notes"].as_array().unwrap();
+    assert!(
+        notes.iter().any(|n| n
+            .as_str()
+            .unwrap()
+            .contains("the candidate holds 1 NaN/inf where the reference is finite")),
+        "{notes:?}"
+    );
+}

@@ -124,7 +124,7 @@ pub fn print(result: &ReplayResult, json: bool) -> Result<Conclusion, CliError> 
     } else {
         print!("{}", present::replay::render(result));
     }
-    Ok(if result.replay.verdict.is_finding() {
+    Ok(if result.replay.is_finding() {
         Conclusion::Found
     } else {
         Conclusion::Clean

@@ -215,3 +215,10 @@ def rms_norm_prints(x, weight, eps):
     print("rms_norm_prints: x %s %s" % (tuple(x.shape), str(x.dtype).replace("torch.", "")))
     print("rms_norm_prints: eps %r" % (eps,))
     return _rms_norm_f64(x, weight, eps)
+
+
+def rms_norm_one_inf(x, weight, eps):
+    """Wrong on purpose: right but for one infinity, which msprobe's NaN cosine passes."""
+    out = rms_norm_ok(x, weight, eps).clone()
+    out.view(-1)[0] = float("inf")
+    return out

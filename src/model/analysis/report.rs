@@ -515,7 +515,7 @@ impl Report {
             || self
                 .replays
                 .iter()
-                .any(|r| r.replay.as_ref().is_none_or(|r| r.verdict.is_finding()))
+                .any(|r| r.replay.as_ref().is_none_or(|r| r.is_finding()))
             || self.nonfinite.iter().any(|n| n.first.is_some())
             || !self.alias_suspects.is_empty()
             || !self.missing_windows.is_empty()

@@ -270,7 +270,10 @@ pub fn render_replay(replay: &Replay) -> String {
         replay.verdict.name().to_uppercase(),
         replay.reason
     );
-    if replay.verdict == crate::model::replay::ReplayVerdict::Pass {
+    for note in &replay.notes {
+        let _ = writeln!(out, "note: {note}");
+    }
+    if replay.verdict == crate::model::replay::ReplayVerdict::Pass && !replay.nonfinite_pass {
         // The operator is right on these inputs; the model may still be wrong elsewhere.
         out.push_str(
             "(a passing replay does not establish a whole-model fix)

@@ -129,8 +129,64 @@ pub struct Replay {
     pub sides: Vec<SideSummary>,
     /// Each output, in output order.
     pub outputs: Vec<OutputJudgement>,
+    /// What the verdict does not say, one line each: an output that passes while the
+    /// candidate holds NaN or infinity where the reference is finite (msprobe counts a NaN
+    /// cosine as a pass), a candidate output of another dtype than the reference's.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub notes: Vec<String>,
+    /// A passing verdict that is still a finding: some passing output's candidate holds NaN
+    /// or infinity where the reference is finite. The verdict stays the standard's; the exit
+    /// status is 1 ([`Replay::is_finding`]).
+    pub nonfinite_pass: bool,
     /// The replay's output directory.
     pub dir: String,
+}
+
+impl Replay {
+    /// Whether a user must look at this replay: a verdict that is a finding, or a pass with
+    /// NaN or infinity in the candidate ([`Replay::nonfinite_pass`]).
+    pub fn is_finding(&self) -> bool {
+        self.verdict.is_finding() || self.nonfinite_pass
+    }
+
+    /// Fills [`Replay::notes`] and [`Replay::nonfinite_pass`] from the judged outputs.
+    fn note(&mut self) {
+        for o in &self.outputs {
+            if let (Some(c), Some(r)) = (o.candidate_dtype, o.reference_dtype)
+                && c != r
+            {
+                self.notes.push(format!(
+                    "output {}: the candidate returned {} where the reference returned {}; the \
+                     comparison ran in the wider of the two",
+                    o.name,
+                    c.name(),
+                    r.name()
+                ));
+            }
+            let Some(n) = o.metrics.as_ref().map(|m| &m.nonfinite) else {
+                continue;
+            };
+            let candidate = n.nan_a + n.posinf_a + n.neginf_a;
+            if !o.verdict.is_finding() && !n.positions_agree && candidate > 0 {
+                self.nonfinite_pass = true;
+                self.notes.push(format!(
+                    "output {}: {} under {}, but the candidate holds {candidate} NaN/inf where \
+                     the reference is finite ({} NaN, {} +inf, {} -inf against {}, {}, {}): the \
+                     standard's cosine is NaN there and counts as a pass; not a pass for \
+                     dumpview (exit 1)",
+                    o.name,
+                    o.verdict,
+                    self.standard.name(),
+                    n.nan_a,
+                    n.posinf_a,
+                    n.neginf_a,
+                    n.nan_b,
+                    n.posinf_b,
+                    n.neginf_b
+                ));
+            }
+        }
+    }
 }
 
 /// The closeness rule of the metrics (and so of their `first_mismatch`) for an output under
@@ -395,6 +451,8 @@ pub fn judge(
         args: record.args.clone(),
         sides: summaries(record, files),
         outputs: Vec::new(),
+        notes: Vec::new(),
+        nonfinite_pass: false,
         dir: dir.to_string(),
     };
     let candidate = record
@@ -541,6 +599,7 @@ pub fn judge(
             deciding.reason
         )
     };
+    replay.note();
     Ok(replay)
 }
 
