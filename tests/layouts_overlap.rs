@@ -212,3 +212,69 @@ fn ep2_alone_merges_its_partial_sums_and_agrees_with_ep1() {
     assert_eq!(first.pieces_b.len(), 2);
     assert!(report.found_something());
 }
+
+/// `tp_name`'s windows as data parallel rank `dp` of 2 with vLLM's expert-parallel group over
+/// every dp rank's tp group (ep = dp × tp: ep rank `dp × n + tp rank` of `2n`).
+fn as_dp_rank_with_ep(tp_name: &str, dp: u32) -> Vec<dumpview::model::dump::Window> {
+    let mut windows = capture(tp_name).windows;
+    let n = windows.len() as u32;
+    for w in &mut windows {
+        let tp = w.rank;
+        w.rank += dp * n;
+        w.world_size = 2 * n;
+        w.label = format!("req-dp{dp}");
+        if let Some(serde_json::Value::Object(parallel)) = w.metadata.get_mut("parallel") {
+            parallel.insert("dp".into(), serde_json::json!([dp, 2]));
+            parallel.insert("ep".into(), serde_json::json!([dp * n + tp, 2 * n]));
+        }
+    }
+    windows
+}
+
+#[test]
+fn an_ep_group_around_the_tp_groups_of_two_dp_ranks_splits_no_tp_group_and_is_not_merged() {
+    use dumpview::model::analysis::merge::{axes_to_merge, merge_side};
+    let a: Vec<_> = [as_dp_rank_with_ep("tp1", 0), as_dp_rank_with_ep("tp1", 1)].concat();
+    let b: Vec<_> = [as_dp_rank_with_ep("tp2", 0), as_dp_rank_with_ep("tp2", 1)].concat();
+    // B: the ep group of 4 holds both tp groups; dp is independent of tp, and ep of 4 holds
+    // the dp ranks' groups too.
+    let tp = overlapping_axes(&b, "tp");
+    assert_eq!(tp.get("ep"), Some(&Overlap::Around));
+    assert_eq!(tp.get("dp"), None, "tp × dp over 4 ranks are independent");
+    assert_eq!(overlapping_axes(&b, "ep").get("tp"), Some(&Overlap::Within));
+    // A: dp and ep over the same 2 ranks.
+    assert_eq!(overlapping_axes(&a, "ep").get("dp"), Some(&Overlap::Same));
+    // tp merges within each dp rank; the ep group spans the dp ranks' requests: not merged.
+    assert_eq!(axes_to_merge(&a, &b), ["tp"]);
+    let (merged, side) = merge_side(&b, &["tp"]);
+    let groups: Vec<(Vec<u32>, Vec<u32>)> = side
+        .groups
+        .iter()
+        .map(|g| (g.ranks.clone(), g.missing_ranks.clone()))
+        .collect();
+    assert_eq!(groups, [(vec![0, 1], vec![]), (vec![2, 3], vec![])]);
+    assert!(
+        side.groups
+            .iter()
+            .all(|g| g.warnings.is_empty() && g.same_group.is_empty())
+    );
+    assert_eq!(merged.len(), 2);
+    // The replication check: one tp group per dp rank.
+    let groups: Vec<(String, Vec<u32>)> = parallel_groups(&b)
+        .iter()
+        .map(|g| (g.axis.clone(), g.members.iter().map(|m| m.1.rank).collect()))
+        .collect();
+    assert!(
+        groups.contains(&("tp".to_string(), vec![0, 1])),
+        "{groups:?}"
+    );
+    assert!(
+        groups.contains(&("tp".to_string(), vec![2, 3])),
+        "{groups:?}"
+    );
+    // An ep group's windows of one request: each dp rank's label is its own.
+    assert!(
+        groups.contains(&("ep".to_string(), vec![2, 3])),
+        "{groups:?}"
+    );
+}
