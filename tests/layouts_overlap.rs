@@ -125,6 +125,14 @@ fn tp2_with_ep2_over_the_same_ranks_merges_as_one_group_and_agrees_with_tp1() {
         text.contains("B: tp group of 2 (ranks 0, 1; ep the same group) merged as rank 0"),
         "{text}"
     );
+    let (code, json, _) = dumpview(&["--json", "diff", a.to_str().unwrap(), b.to_str().unwrap()]);
+    assert_eq!(code, 0);
+    let doc: serde_json::Value = serde_json::from_str(&json).unwrap();
+    assert_eq!(
+        doc["diff"]["layouts"]["b"]["groups"][0]["same_group"],
+        serde_json::json!(["ep"])
+    );
+    assert_eq!(doc["warnings"], serde_json::json!([]));
 }
 
 #[test]
