@@ -16,20 +16,95 @@ pub struct ParallelGroup<'w> {
     pub members: Vec<(u32, &'w Window)>,
 }
 
+/// How another axis's groups lie against an axis's groups on one side ([`overlapping_axes`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Overlap {
+    /// The same groups: the same size, and one axis's rank gives the other's (vLLM without
+    /// data parallelism: the expert-parallel group is the tensor-parallel group).
+    Same,
+    /// Smaller groups inside the axis's groups (a `tp` group of 4 holding two `ep` groups of 2).
+    Within,
+    /// Larger groups, each holding whole groups of the axis (vLLM with data parallelism: the
+    /// `ep` group spans the `tp` groups of every dp rank).
+    Around,
+}
+
+/// The other axes of `windows`' layouts whose groups are `axis`'s own or nest with them,
+/// read from the places the windows declare (the layout names no group's members): where one
+/// group size divides the other and, over every window declaring both axes, the rank on the
+/// larger axis gives the rank on the smaller (one `(tp, ep)` pair per tp rank: `(0, 0)`,
+/// `(1, 1)`), the two are not independent axes. Independent axes (tp × dp over 4 ranks) show
+/// every combination of ranks and are left out, as are axes of size 1.
+///
+/// Such an axis is not part of the key that tells one group of `axis` from another: its rank
+/// differs across the ranks of one group (or is the same in every group), and keying by it
+/// would split every group into groups of one. What is read from a partial capture can take
+/// two independent axes for linked ones where the ranks captured happen to pair off.
+pub fn overlapping_axes(windows: &[Window], axis: &str) -> BTreeMap<String, Overlap> {
+    // Per other axis: (the axis's size, the other's size, the (rank, other rank) pairs seen).
+    type Seen = (u32, u32, Vec<(u32, u32)>);
+    let mut seen: BTreeMap<String, Seen> = BTreeMap::new();
+    for w in windows {
+        let Ok(layout) = w.parallel() else { continue };
+        let Some(&(rank, size)) = layout.get(axis) else {
+            continue;
+        };
+        for (other, &(other_rank, other_size)) in &layout {
+            if other == axis {
+                continue;
+            }
+            let entry = seen.entry(other.clone()).or_insert((1, 1, Vec::new()));
+            entry.0 = entry.0.max(size);
+            entry.1 = entry.1.max(other_size);
+            entry.2.push((rank, other_rank));
+        }
+    }
+    let gives = |pairs: &[(u32, u32)], key: fn(&(u32, u32)) -> (u32, u32)| {
+        let mut map: BTreeMap<u32, u32> = BTreeMap::new();
+        pairs
+            .iter()
+            .map(key)
+            .all(|(from, to)| *map.entry(from).or_insert(to) == to)
+    };
+    seen.into_iter()
+        .filter_map(|(other, (n, m, pairs))| {
+            if n < 2 || m < 2 || (n % m != 0 && m % n != 0) {
+                return None;
+            }
+            let overlap = if m <= n {
+                gives(&pairs, |&p| p).then_some(if m == n {
+                    Overlap::Same
+                } else {
+                    Overlap::Within
+                })
+            } else {
+                gives(&pairs, |&(a, b)| (b, a)).then_some(Overlap::Around)
+            }?;
+            Some((other, overlap))
+        })
+        .collect()
+}
+
 /// The parallel groups of `windows` with two or more ranks declared: windows of the same
-/// label, match and call whose `parallel` layout agrees on every other axis.
+/// label, match and call whose `parallel` layout agrees on every other axis independent of
+/// this one ([`overlapping_axes`]: an axis whose groups are this one's, or nest with them,
+/// does not split a group).
 pub fn parallel_groups(windows: &[Window]) -> Vec<ParallelGroup<'_>> {
     type Key = (String, u32, String, u32, u32, Vec<(String, u32, u32)>);
     let mut groups: BTreeMap<Key, Vec<(u32, &Window)>> = BTreeMap::new();
+    let mut overlaps: BTreeMap<String, BTreeMap<String, Overlap>> = BTreeMap::new();
     for w in windows {
         let Ok(layout) = w.parallel() else { continue };
         for (axis, &(rank_in_group, size)) in &layout {
             if size < 2 {
                 continue;
             }
+            let linked = overlaps
+                .entry(axis.clone())
+                .or_insert_with(|| overlapping_axes(windows, axis));
             let others = layout
                 .iter()
-                .filter(|(k, _)| *k != axis)
+                .filter(|(k, _)| *k != axis && !linked.contains_key(*k))
                 .map(|(k, &(r, n))| (k.clone(), r, n))
                 .collect();
             groups

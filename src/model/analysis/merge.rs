@@ -11,26 +11,37 @@
 //!
 //! A pipeline (`pp`) group holds different stages on each rank, not pieces of one: its
 //! windows are concatenated in pp order into one logical window ([`concat_group`]). Data
-//! parallel (`dp`) ranks hold different requests and stay separate windows; `ep` is recorded,
-//! not merged.
+//! parallel (`dp`) ranks hold different requests and stay separate windows. An `ep` group is
+//! merged as a `tp` group is (its `partial:ep` and `replicated:ep` records), except where it
+//! spans data-parallel ranks.
+//!
+//! Axes whose groups coincide (vLLM without data parallelism: `tp` and `ep` over the same
+//! ranks) or nest are one group, not independent axes ([`overlapping_axes`]): they never split
+//! a group, and a group merged over one axis merges the records of an axis that is the same
+//! group too.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use serde::Serialize;
 
+use crate::model::analysis::groups::{Overlap, overlapping_axes};
 use crate::model::analysis::merge_rows::{RowMerge, RowsBuilder};
 use crate::model::dump::{Piece, Placement, Record, Shard, Stats, Warning, Window, dims, strides};
 
 /// The group axes merged when the two sides' group sizes differ, in the order they are merged:
-/// the tp and cp pieces within each pipeline stage first, then the pp stages concatenated.
-pub const MERGED_AXES: [&str; 3] = ["tp", "cp", "pp"];
+/// the tp, cp and ep pieces within each pipeline stage first, then the pp stages concatenated.
+pub const MERGED_AXES: [&str; 4] = ["tp", "cp", "ep", "pp"];
 
 /// One group of windows merged into one logical window.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct GroupMerge {
-    /// The axis merged over (`tp`, `cp`).
+    /// The axis merged over (`tp`, `cp`, `ep`, `pp`).
     pub axis: String,
+    /// Other axes whose groups are this group ([`Overlap::Same`]: `ep` over the ranks of the
+    /// `tp` group): their records are merged with the group's, and they split no group.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub same_group: Vec<String>,
     /// The group size the windows recorded.
     pub size: u32,
     /// Global ranks of the windows merged, in group-rank order.
@@ -161,12 +172,21 @@ pub fn group_size(windows: &[Window], axis: &str) -> u32 {
         .unwrap_or(1)
 }
 
-/// The axes whose group sizes differ between A and B: the diff merges over these.
+/// The axes whose group sizes differ between A and B: the diff merges over these. An `ep`
+/// group that spans data-parallel ranks on either side ([`spans_dp`]) is not merged: its ranks
+/// hold other requests' tokens, not pieces of one forward.
 pub fn axes_to_merge(a: &[Window], b: &[Window]) -> Vec<&'static str> {
     MERGED_AXES
         .into_iter()
         .filter(|axis| group_size(a, axis) != group_size(b, axis))
+        .filter(|&axis| axis != "ep" || !(spans_dp(a, axis) || spans_dp(b, axis)))
         .collect()
+}
+
+/// Whether `axis`'s groups hold ranks of several data-parallel ranks: a `dp` group of two or
+/// more ranks that is not independent of it ([`overlapping_axes`]).
+fn spans_dp(windows: &[Window], axis: &str) -> bool {
+    group_size(windows, "dp") > 1 && overlapping_axes(windows, axis).contains_key("dp")
 }
 
 /// Merges the windows of every group of `axes` on one side (renumbering the logical ranks
@@ -214,6 +234,9 @@ fn merge_axis(windows: &[Window], axis: &str) -> (Vec<Window>, Vec<GroupMerge>) 
     let mut groups: BTreeMap<GroupKey, Vec<(u32, u32, &Window)>> = BTreeMap::new();
     let mut out = Vec::new();
     let mut notes = Vec::new();
+    // Axes whose groups are this axis's own or nest with them: not part of the key (their
+    // rank differs across one group's ranks).
+    let linked = overlapping_axes(windows, axis);
     // Windows of this side with no place on the axis while others have one.
     let stray: Vec<u32> = windows
         .iter()
@@ -229,7 +252,7 @@ fn merge_axis(windows: &[Window], axis: &str) -> (Vec<Window>, Vec<GroupMerge>) 
         };
         let others: Vec<(String, u32, u32)> = layout
             .iter()
-            .filter(|(k, _)| k.as_str() != axis)
+            .filter(|(k, _)| k.as_str() != axis && !linked.contains_key(*k))
             .map(|(k, &(r, n))| (k.clone(), r, n))
             .collect();
         groups
@@ -239,11 +262,16 @@ fn merge_axis(windows: &[Window], axis: &str) -> (Vec<Window>, Vec<GroupMerge>) 
     }
     for (_, mut members) in groups {
         members.sort_by_key(|&(r, _, w)| (r, w.rank));
-        let (window, note) = if axis == "pp" {
+        let (window, mut note) = if axis == "pp" {
             concat_group(&members, &stray)
         } else {
-            merge_group(axis, &members, &stray)
+            merge_group(axis, &linked, &members, &stray)
         };
+        note.same_group = linked
+            .iter()
+            .filter(|(_, o)| **o == Overlap::Same)
+            .map(|(k, _)| k.clone())
+            .collect();
         out.push(window);
         notes.push(note);
     }
@@ -298,8 +326,19 @@ fn unplaced(
     out
 }
 
-/// Merges one group's windows (sorted by group rank) into the lowest group rank's window.
-fn merge_group(axis: &str, members: &[(u32, u32, &Window)], stray: &[u32]) -> (Window, GroupMerge) {
+/// Merges one group's windows (sorted by group rank) into the lowest group rank's window: the
+/// records annotated over `axis` or over an axis that is the same group (`linked`,
+/// [`Overlap::Same`]).
+fn merge_group(
+    axis: &str,
+    linked: &BTreeMap<String, Overlap>,
+    members: &[(u32, u32, &Window)],
+    stray: &[u32],
+) -> (Window, GroupMerge) {
+    let ours = |shard: &Shard| {
+        let a = shard.axis();
+        a == axis || linked.get(a) == Some(&Overlap::Same)
+    };
     let size = members.iter().map(|m| m.1).max().unwrap_or(1);
     let mut warnings = Vec::new();
     let sizes: Vec<u32> = members.iter().map(|m| m.1).collect();
@@ -321,8 +360,14 @@ fn merge_group(axis: &str, members: &[(u32, u32, &Window)], stray: &[u32]) -> (W
     let inconsistent = group_consistency(axis, present.iter().map(|(_, w)| *w));
     let mut window = base.clone();
     if let Some(serde_json::Value::Object(parallel)) = window.metadata.get_mut("parallel") {
-        // The merged window holds the whole group: one rank of a group of one.
+        // The merged window holds the whole group: one rank of a group of one, on every axis
+        // whose groups are this one or lie inside it too.
         parallel.insert(axis.to_string(), serde_json::json!([0, 1]));
+        for (other, overlap) in linked {
+            if *overlap != Overlap::Around && parallel.contains_key(other) {
+                parallel.insert(other.clone(), serde_json::json!([0, 1]));
+            }
+        }
     }
     let lookup: Vec<BTreeMap<(&str, u32), &Record>> = present
         .iter()
@@ -342,7 +387,7 @@ fn merge_group(axis: &str, members: &[(u32, u32, &Window)], stray: &[u32]) -> (W
         &mut rows_not_merged,
     );
     for record in &base.records {
-        let over_axis = record.shard.as_ref().is_some_and(|s| s.axis() == axis);
+        let over_axis = record.shard.as_ref().is_some_and(ours);
         let key = (record.stage.as_str(), record.occurrence);
         let seqs: Vec<Option<u64>> = lookup
             .iter()
@@ -398,7 +443,7 @@ fn merge_group(axis: &str, members: &[(u32, u32, &Window)], stray: &[u32]) -> (W
             if !base_keys.contains_key(key) {
                 let entry = extra.entry(*key).or_insert((Vec::new(), false));
                 entry.0.push(w.rank);
-                entry.1 |= record.shard.as_ref().is_some_and(|s| s.axis() == axis);
+                entry.1 |= record.shard.as_ref().is_some_and(ours);
             }
         }
     }
@@ -421,6 +466,7 @@ fn merge_group(axis: &str, members: &[(u32, u32, &Window)], stray: &[u32]) -> (W
     window.records = records;
     let note = GroupMerge {
         axis: axis.to_string(),
+        same_group: Vec::new(),
         size,
         ranks: present.iter().map(|(_, w)| w.rank).collect(),
         sources: present
@@ -617,6 +663,7 @@ fn concat_group(members: &[(u32, u32, &Window)], stray: &[u32]) -> (Window, Grou
     window.token_rows = rows.map(RowsBuilder::finish);
     let note = GroupMerge {
         axis: "pp".to_string(),
+        same_group: Vec::new(),
         size,
         ranks: present.iter().map(|w| w.rank).collect(),
         sources: present

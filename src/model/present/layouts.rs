@@ -95,9 +95,15 @@ pub fn side_lines(side: &str, merge: &SideMerge) -> Vec<String> {
                 g.ranks.first().copied().unwrap_or_default()
             );
         } else {
+            // Axes over the same ranks are one group (vLLM's ep group is its tp group).
+            let same = if g.same_group.is_empty() {
+                String::new()
+            } else {
+                format!("; {} the same group", g.same_group.join(", "))
+            };
             let _ = writeln!(
                 out,
-                "{side}: {} group of {} (ranks {}) merged as rank {}: {} stage{} merged from \
+                "{side}: {} group of {} (ranks {}{same}) merged as rank {}: {} stage{} merged from \
              pieces, {} replicated (rank {}'s record stands for the group)",
                 g.axis,
                 g.size,
