@@ -3869,7 +3869,14 @@ def _payload_to_cpu(value):
 
 def _safe_name(name):
     """A file name for a stage#N key: path separators and odd characters become '_'."""
-    return re.sub(r"[^A-Za-z0-9_.#-]", "_", name)[:200]
+    safe = re.sub(r"[^A-Za-z0-9_.#-]", "_", name)
+    if len(safe) <= 200:
+        return safe
+    # A long stage name is cut, never its "#N" (or "#N.K") tail: two occurrences stay two.
+    head, sep, tail = safe.rpartition("#")
+    if sep and len(tail) <= 40:
+        return head[:199 - len(tail)] + "#" + tail
+    return safe[:200]
 
 
 def _unique_rel(directory, sub, key, ext):

@@ -391,7 +391,14 @@ def entry_key(entry):
 
 def _sanitised(name):
     """A stage#N key as the probe spells it in a file name (dump_probe.py ``_safe_name``)."""
-    return re.sub(r"[^A-Za-z0-9_.#-]", "_", name)[:200]
+    safe = re.sub(r"[^A-Za-z0-9_.#-]", "_", name)
+    if len(safe) <= 200:
+        return safe
+    # A long stage name is cut, never its "#N" (or "#N.K") tail: two occurrences stay two.
+    head, sep, tail = safe.rpartition("#")
+    if sep and len(tail) <= 40:
+        return head[:199 - len(tail)] + "#" + tail
+    return safe[:200]
 
 
 def _unfinished_hint(windows, stage_text):

@@ -276,6 +276,19 @@ def test_safe_name(probe):
     assert probe._safe_name("model.layers.3/attn out#2") == "model.layers.3_attn_out#2"
     assert probe._safe_name("../../etc/passwd#1") == ".._.._etc_passwd#1"
     assert len(probe._safe_name("x" * 500)) == 200
+    # Issue 31, item 26: a name cut at 200 characters keeps its "#N" (and "#N.K") tail, so two
+    # occurrences of a long stage name stay two files, and replay_op.py spells them alike.
+    long = "m." * 150 + "attn"
+    first, second = probe._safe_name(long + "#1"), probe._safe_name(long + "#2")
+    assert (len(first), first[-2:], second[-2:]) == (200, "#1", "#2")
+    assert probe._safe_name(long + "#3.12").endswith("#3.12")
+    import importlib.util
+    spec = importlib.util.spec_from_file_location(
+        "replay_op_names", os.path.join(os.path.dirname(probe.__file__), "replay_op.py"))
+    replay_op = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(replay_op)
+    for key in (long + "#1", long + "#3.12", "x" * 500, "a/b#2"):
+        assert replay_op._sanitised(key) == probe._safe_name(key)
 
 
 def test_stage_names_that_sanitise_to_one_file_name_do_not_collide(make_probe):
