@@ -2661,7 +2661,7 @@ fn the_loading_gauge_names_the_phase_and_both_captures() {
         "{screen}"
     );
     // A's half and B's half: reading B halfway fills three quarters of the bar.
-    assert_eq!(dumpview::internals::ui::loading_label(&reading_b).0, 0.75);
+    assert_eq!(dumpview::internals::app::loading::label(&reading_b).0, 0.75);
 }
 
 /// The load reports A's reading, B's, then the analysis, each with the totals known first.

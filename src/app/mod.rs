@@ -19,6 +19,7 @@ mod filter;
 pub mod jobs;
 #[warn(missing_docs)]
 pub mod keymap;
+pub mod loading;
 #[warn(missing_docs)]
 mod popup;
 #[warn(missing_docs)]

@@ -721,6 +721,8 @@ mod tests {
             args: Vec::new(),
             sides: Vec::new(),
             outputs: Vec::new(),
+            notes: Vec::new(),
+            nonfinite_pass: false,
             dir: "d".into(),
         }
     }
