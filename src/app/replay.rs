@@ -460,12 +460,15 @@ pub(super) fn on_dialog(app: &mut App, action: Action) -> Option<Vec<Effect>> {
             dialog.recall = None;
             dialog.error = None;
             match dialog.focus {
-                ReplayField::Side => match c {
-                    'a' | 'A' => choose_side(dialog, Side::A),
-                    'b' | 'B' => choose_side(dialog, Side::B),
-                    ' ' => toggle_side(dialog),
-                    _ => {}
-                },
+                // A letter never changes a choice: typed after Tab wrapped round, it was meant
+                // for a text field, and is refused with where the keys go instead.
+                ReplayField::Side if c == ' ' => toggle_side(dialog),
+                ReplayField::Side => {
+                    dialog.error = Some(format!(
+                        "{c:?} not typed: the cursor is on the side field (Space or ↑↓ \
+                         changes it; Tab goes to the next field)"
+                    ));
+                }
                 field => {
                     if let Some(text) = dialog.text_mut(field) {
                         text.push(c);
@@ -503,12 +506,6 @@ pub(super) fn on_dialog(app: &mut App, action: Action) -> Option<Vec<Effect>> {
         _ => return None,
     }
     Some(Vec::new())
-}
-
-fn choose_side(dialog: &mut ReplayDialog, side: Side) {
-    if let Some(i) = dialog.targets.iter().position(|t| t.side == side) {
-        dialog.target = i;
-    }
 }
 
 fn toggle_side(dialog: &mut ReplayDialog) {

@@ -169,7 +169,7 @@ pub(super) fn draw_dialog(frame: &mut Frame, dialog: &ReplayDialog, area: Rect, 
 /// What the dialog says beside a field.
 fn note(dialog: &ReplayDialog, field: ReplayField) -> &'static str {
     match field {
-        ReplayField::Side => "a, b or ↑↓: which capture's input set",
+        ReplayField::Side => "Space or ↑↓: which capture's input set",
         ReplayField::Candidate
             if dialog.chosen().op.as_deref() == Some(dialog.candidate.trim()) =>
         {
