@@ -2757,3 +2757,20 @@ fn the_80x24_header_keeps_the_tolerances_whole() {
         "{title}"
     );
 }
+
+/// Issue 31, item 5: a dialog closed with Esc keeps what was typed; the next `p` on the same
+/// stage opens on it (another stage opens fresh).
+#[test]
+fn a_cancelled_replay_dialog_prefills_the_next_one() {
+    let mut app = kv_on_disk();
+    select(&mut app, NORM);
+    apply(&mut app, [Action::Replay]);
+    apply(&mut app, [Action::ReplayClear]);
+    apply(&mut app, typed("mine.py:norm"));
+    apply(&mut app, [Action::ReplayCancel]);
+    assert!(app.replay_dialog.is_none());
+    apply(&mut app, [Action::Replay]);
+    let dialog = app.replay_dialog.clone().unwrap();
+    assert_eq!(dialog.candidate, "mine.py:norm");
+    assert_eq!(dialog.error, None);
+}

@@ -288,13 +288,28 @@ pub(super) fn open(app: &mut App) -> Vec<Effect> {
         ));
         return Vec::new();
     }
-    let dialog = match dialog_for(app) {
+    let mut dialog = match dialog_for(app) {
         Ok(dialog) => dialog,
         Err(message) => {
             app.message = Some(message);
             return Vec::new();
         }
     };
+    // A dialog closed with Esc on this stage: its fields come back, on the same input sets.
+    if let Some(draft) = app.replay_draft.take() {
+        if draft.rank == dialog.rank
+            && draft.stage == dialog.stage
+            && draft.targets == dialog.targets
+        {
+            dialog = ReplayDialog {
+                recall: None,
+                error: None,
+                ..draft
+            };
+        } else {
+            app.replay_draft = Some(draft);
+        }
+    }
     app.message = None;
     app.replay_dialog = Some(dialog);
     if app.replay_history.is_none() {
@@ -500,7 +515,8 @@ pub(super) fn on_dialog(app: &mut App, action: Action) -> Option<Vec<Effect>> {
         Action::ReplayLater => step(dialog, &history, -1),
         Action::ReplaySubmit => return Some(submit(app)),
         Action::ReplayCancel => {
-            app.replay_dialog = None;
+            // Kept: the next `p` on this stage opens on what was typed.
+            app.replay_draft = app.replay_dialog.take();
             app.message = Some("replay cancelled: nothing was run".to_string());
         }
         _ => return None,

@@ -199,6 +199,9 @@ pub struct App {
     pub tensor_popup: Option<TensorPopup>,
     /// The open replay dialog (`p`).
     pub replay_dialog: Option<ReplayDialog>,
+    /// A dialog closed with Esc: the next `p` on the same rank and stage opens on what was
+    /// typed in it.
+    pub replay_draft: Option<ReplayDialog>,
     /// The running replay (one at a time); its popup shows the log.
     pub replay_job: Option<ReplayJob>,
     /// The last replay cancelled before it finished, so that `p` on its stage reopens the
@@ -270,6 +273,7 @@ impl App {
             tensor_results: Vec::new(),
             tensor_popup: None,
             replay_dialog: None,
+            replay_draft: None,
             replay_job: None,
             replay_cancelled: None,
             replay_results: Vec::new(),
