@@ -303,3 +303,41 @@ fn a_pair_without_statistics_is_not_compared_and_hides_no_divergence() {
         "{md}"
     );
 }
+
+/// Issue 31, item 25: a pair whose B side recorded no magnitudes (null max_abs, min, max, mean,
+/// l2) and whose checksum moved is not said to have "magnitudes agree": a move cannot be told
+/// from a change there.
+#[test]
+fn values_moved_without_magnitudes_on_b_does_not_claim_they_agree() {
+    let example = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("assets/examples/llama_kv_alias/a/rank0/match1-occ1/manifest.json");
+    let manifest: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(&example).unwrap()).unwrap();
+    let mut b = manifest.clone();
+    let stats = &mut b["records"][1]["stats"];
+    for name in ["max_abs", "min", "max", "mean", "l2"] {
+        stats[name] = serde_json::Value::Null;
+    }
+    let checksum = stats["pos_checksum"].as_f64().unwrap();
+    stats["pos_checksum"] = (checksum + 1.0 + checksum.abs()).into();
+    let root = tempfile::tempdir().unwrap();
+    for (side, m) in [("a", &manifest), ("b", &b)] {
+        let window = root.path().join(side).join("rank0/match1-occ1");
+        std::fs::create_dir_all(&window).unwrap();
+        std::fs::write(window.join("manifest.json"), serde_json::to_vec(m).unwrap()).unwrap();
+    }
+    let out = dumpview()
+        .arg("diff")
+        .arg(root.path().join("a"))
+        .arg(root.path().join("b"))
+        .output()
+        .unwrap();
+    let text = String::from_utf8(out.stdout).unwrap();
+    assert!(
+        text.contains("first divergence: embed#1")
+            && text.contains("VALUES MOVED OR CHANGED")
+            && text.contains("the magnitudes were not compared (not recorded on both sides)"),
+        "{text}"
+    );
+    assert!(!text.contains("VALUES MOVED: magnitudes agree"), "{text}");
+}

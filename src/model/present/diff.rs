@@ -371,13 +371,32 @@ pub fn rows_text(rows: &RowEvidence) -> String {
     text
 }
 
+/// Whether no magnitude statistic (max_abs, min, max, mean, l2) of `pair` was compared: none
+/// recorded on both sides.
+fn magnitudes_unknown(pair: &PairDiff) -> bool {
+    !pair
+        .comparison
+        .stats
+        .iter()
+        .filter(|d| d.name != "pos_checksum" && d.excluded.is_none())
+        .any(|d| d.a.is_some() && d.b.is_some())
+}
+
 fn render_first(pair: &PairDiff) -> String {
     let mut out = String::new();
     let what = match &pair.comparison.verdict {
         Verdict::Structural { reason } => format!("structural: {reason}"),
         Verdict::NonFinite => "NaN/inf counts differ".to_string(),
         Verdict::Magnitude => "statistics differ beyond tolerance".to_string(),
-        Verdict::ValuesMoved => "VALUES MOVED: magnitudes agree, the position checksum moved beyond its rounding bound (a permutation: wrong block table, misplaced cache write)".to_string(),
+        Verdict::ValuesMoved => match magnitudes_unknown(pair) {
+            // Nothing but the checksum was recorded on both sides: a move cannot be told
+            // from a change, and "magnitudes agree" would claim what was never compared.
+            true => "VALUES MOVED OR CHANGED: the position checksum moved beyond its rounding \
+                     bound; the magnitudes were not compared (not recorded on both sides), so \
+                     a permutation cannot be told from changed values"
+                .to_string(),
+            false => "VALUES MOVED: magnitudes agree, the position checksum moved beyond its rounding bound (a permutation: wrong block table, misplaced cache write)".to_string(),
+        },
         Verdict::ChecksumInconclusive => "checksum inconclusive".to_string(),
         Verdict::NotCompared { reason } => format!("not compared: {reason}"),
         Verdict::Agree => "agrees".to_string(),
