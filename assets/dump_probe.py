@@ -30,7 +30,8 @@ split, so dumpview can merge a TP=2 capture's shards and compare it with a TP=1 
 
 Environment (read once, at import):
 
-    DUMP_PROBE             1/true/yes/on arms the probe; anything else (or unset) leaves it off
+    DUMP_PROBE             1/true/yes/on arms the probe; 0/false/no/off (or unset) leaves it off;
+                           any other value leaves it off with a warning
     DUMP_PROBE_DIR         output directory (default ./dump_probe_out)
     DUMP_PROBE_RANKS       ranks that write: "0" (default), "0,2", or "all"
     DUMP_PROBE_TENSOR      regex of stages whose full tensors are saved (default: none)
@@ -57,7 +58,10 @@ Environment (read once, at import):
                            (for an operator that kills the process); 0 (default): host sets
                            are written on a writer thread while the model runs on
 
-An invalid value prints one warning and leaves the probe disarmed.  No
+An empty value is the same as an unset variable (its default applies).  Invalid
+values print one warning at import that names every one of them (an unwritable
+or impossible DUMP_PROBE_DIR included; nothing is created then) and leave the
+probe disarmed; a DUMP_PROBE value that is neither on nor off is said too.  No
 function here raises into the model it observes: an internal failure prints
 one warning and disarms the probe.
 
@@ -120,38 +124,77 @@ _probe_busy = False
 
 
 class _Config:
-    """Parsed environment; ``error`` names the first invalid variable."""
+    """Parsed environment; ``errors`` names every invalid variable, ``error`` joins them.
+
+    An empty (or blank) value is the same as an unset variable: its default applies.
+    """
 
     def __init__(self, env):
-        self.error = None
+        self.errors = []
+        self.warnings = []  # said at import whether armed or not (DUMP_PROBE's own value)
         self.env = env  # read again at arm() for the manifest's run.env (os.environ outside the tests)
-        self.enabled = env.get("DUMP_PROBE", "").strip().lower() in _TRUE
-        self.directory = env.get("DUMP_PROBE_DIR", "") or "dump_probe_out"
-        self.ranks = self._ranks(env.get("DUMP_PROBE_RANKS", "0"))
-        self.tensor_pattern = env.get("DUMP_PROBE_TENSOR", "")
+
+        def get(name, default=""):
+            value = env.get(name)
+            return default if value is None or not value.strip() else value
+
+        switch = get("DUMP_PROBE").strip().lower()
+        self.enabled = switch in _TRUE
+        if switch not in _TRUE + _FALSE:
+            self.warnings.append("DUMP_PROBE=%r is neither 1/true/yes/on (armed) nor 0/false/no/off (off); "
+                                 "the probe stays off" % get("DUMP_PROBE"))
+        self.directory = get("DUMP_PROBE_DIR", "dump_probe_out")
+        self.ranks = self._ranks(get("DUMP_PROBE_RANKS", "0"))
+        self.tensor_pattern = get("DUMP_PROBE_TENSOR")
         self.tensor_regex = self._regex("DUMP_PROBE_TENSOR", self.tensor_pattern)
-        rows = env.get("DUMP_PROBE_ROWS", "256").strip().lower()
+        rows = get("DUMP_PROBE_ROWS", "256").strip().lower()
         self.rows = 0 if rows == "all" else self._positive_int("DUMP_PROBE_ROWS", rows, allow_zero=True)
-        self.match = self._positive_int("DUMP_PROBE_MATCH", env.get("DUMP_PROBE_MATCH", "1"))
-        self.occurrences = self._occurrences(env.get("DUMP_PROBE_OCCURRENCE", "1"))
+        self.match = self._positive_int("DUMP_PROBE_MATCH", get("DUMP_PROBE_MATCH", "1"))
+        self.occurrences = self._occurrences(get("DUMP_PROBE_OCCURRENCE", "1"))
         self.occurrence = self.occurrences[0]  # the first call selected (messages name it)
-        self.request = env.get("DUMP_PROBE_REQUEST", "").strip() or None
-        self.hook_pattern = self._regex("DUMP_PROBE_HOOK", env.get("DUMP_PROBE_HOOK", ""))
-        self.row_stats, self.row_regex = self._row_stats(env.get("DUMP_PROBE_ROW_STATS", "on"))
-        self.row_positions = self._row_positions(env.get("DUMP_PROBE_ROW_POSITIONS", ""))
-        fmt = env.get("DUMP_PROBE_TENSOR_FORMAT", "safetensors").strip().lower()
+        self.request = get("DUMP_PROBE_REQUEST").strip() or None
+        self.hook_pattern = self._regex("DUMP_PROBE_HOOK", get("DUMP_PROBE_HOOK"))
+        self.row_stats, self.row_regex = self._row_stats(get("DUMP_PROBE_ROW_STATS", "on"))
+        self.row_positions = self._row_positions(get("DUMP_PROBE_ROW_POSITIONS"))
+        fmt = get("DUMP_PROBE_TENSOR_FORMAT", "safetensors").strip().lower()
         if fmt not in ("safetensors", "pt"):
             self._fail("DUMP_PROBE_TENSOR_FORMAT=%r must be 'safetensors' or 'pt'" % fmt)
         self.tensor_format = fmt
-        kernel = env.get("DUMP_PROBE_KERNEL", "auto").strip().lower() or "auto"
+        kernel = get("DUMP_PROBE_KERNEL", "auto").strip().lower()
         if kernel not in _KERNEL_CHOICES:
             self._fail("DUMP_PROBE_KERNEL=%r must be 'auto', 'fused' or 'torch'" % kernel)
             kernel = "auto"
         self.kernel = kernel
-        sync = env.get("DUMP_PROBE_SYNC_INPUTS", "").strip().lower()
+        sync = get("DUMP_PROBE_SYNC_INPUTS", "0").strip().lower()
         if sync not in _TRUE + _FALSE:
             self._fail("DUMP_PROBE_SYNC_INPUTS=%r must be 1 or 0" % sync)
         self.sync_inputs = sync in _TRUE
+        if self.enabled:
+            self._directory(self.directory)
+
+    @property
+    def error(self):
+        """Every invalid variable's message, joined; None when the configuration is valid."""
+        return "; ".join(self.errors) if self.errors else None
+
+    def _directory(self, path):
+        """DUMP_PROBE_DIR: a directory that exists and is writable, or one that can be created
+        (its nearest existing ancestor a writable directory). Nothing is created here."""
+        name = "DUMP_PROBE_DIR=%r" % path
+        try:
+            probe = os.path.abspath(path)
+            while not os.path.lexists(probe):
+                parent = os.path.dirname(probe)
+                if parent == probe:
+                    break
+                probe = parent
+            if not os.path.isdir(probe):
+                self._fail("%s cannot be a directory: %s is not one" % (name, probe))
+            elif not os.access(probe, os.W_OK | os.X_OK):
+                self._fail("%s is not writable: %s %s" % (
+                    name, probe, "is read-only" if probe == os.path.abspath(path) else "does not let it be created"))
+        except (OSError, ValueError) as exc:
+            self._fail("%s is not a usable path (%s)" % (name, exc))
 
     def _regex(self, name, pattern):
         """The compiled regex of variable ``name``; None when it is empty or invalid (then the
@@ -165,8 +208,7 @@ class _Config:
             return None
 
     def _fail(self, message):
-        if self.error is None:
-            self.error = message
+        self.errors.append(message)
 
     def _positive_int(self, name, text, allow_zero=False):
         try:
@@ -347,8 +389,16 @@ def _disarm(where, exc):
     _warn("%s failed (%s: %s); the probe is disarmed" % (where, type(exc).__name__, exc), key="disarm")
 
 
-if _config.enabled and _config.error:
-    _warn(_config.error + "; the probe stays disarmed", key="config")
+def _config_warnings():
+    """The configuration's messages, at import: an unknown DUMP_PROBE value, and when armed every
+    invalid variable in one line."""
+    for message in _config.warnings:
+        _warn(message, key="config-switch")
+    if _config.enabled and _config.error:
+        _warn(_config.error + "; the probe stays disarmed", key="config")
+
+
+_config_warnings()
 
 
 def _usable():
@@ -4109,8 +4159,7 @@ def _reset_for_tests(env=None):
     _state = _State(_config)
     _state.report_at_exit = False
     _forget_paths()  # its "fused" warnings are said again after a reset
-    if _config.enabled and _config.error:
-        _warn(_config.error + "; the probe stays disarmed", key="config")
+    _config_warnings()
 
 
 class _ThisProbe:
@@ -4138,7 +4187,7 @@ def _main(argv):
     """``python -m dump_probe --hook REGEX [--inputs] [--label LABEL] script.py [args...]``:
     runs a script with module hooks on every module whose path matches REGEX (hook_all) and a
     window per outermost forward, with no edit to the script or the model. DUMP_PROBE is set
-    to 1 unless the environment sets it; the other DUMP_PROBE_* variables apply as usual."""
+    to 1 unless the environment sets it (to a non-empty value); the other DUMP_PROBE_* variables apply as usual."""
     import argparse
     import runpy
 
@@ -4165,12 +4214,11 @@ def _main(argv):
     # file's path as given, then the probe's own arguments.
     spec = globals().get("__spec__")
     _command_argv = (["-m", spec.name] if spec is not None else [sys.argv[0]]) + list(argv)
-    if "DUMP_PROBE" not in os.environ:
+    if not os.environ.get("DUMP_PROBE", "").strip():  # unset or empty: the same (see _Config)
         os.environ["DUMP_PROBE"] = "1"
         _config = _Config(os.environ)
         _state = _State(_config)
-        if _config.error:
-            _warn(_config.error + "; the probe stays disarmed", key="config")
+        _config_warnings()
     # The script's own `import dump_probe`, or of a copy in its package (`from pkg import
     # dump_probe`), gets this module, not a second copy with a state of its own (its windows
     # would be written beside these as attempts of one window).

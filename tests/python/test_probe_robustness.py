@@ -210,9 +210,25 @@ def test_writing_warning_to_broken_stderr_never_raises(probe, monkeypatch):
 
 
 def test_unwritable_dump_dir_warns(make_probe, tmp_path, capsys):
+    """A DUMP_PROBE_DIR under a regular file is said at import (issue 31, item 20), not at the
+    first finish(); the probe stays disarmed."""
     blocker = tmp_path / "file"
     blocker.write_text("not a directory")
     probe = make_probe(DUMP_PROBE_DIR=str(blocker / "sub"))
+    err = capsys.readouterr().err
+    assert err.startswith("dump_probe: warning: DUMP_PROBE_DIR=")
+    assert err.count("\n") == 1
+    assert probe.arm("r") is False
+    probe.capture("x", torch.ones(2))
+    assert probe.finish() is None
+    assert capsys.readouterr().err == ""
+
+
+def test_dump_dir_made_unwritable_after_import_warns_at_finish(make_probe, tmp_path, capsys):
+    """What changes after import is still one warning, at the write."""
+    blocker = tmp_path / "file"
+    probe = make_probe(DUMP_PROBE_DIR=str(blocker / "sub"))
+    blocker.write_text("not a directory")
     assert probe.arm("r") is True
     probe.capture("x", torch.ones(2))
     assert probe.finish() is None
