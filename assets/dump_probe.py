@@ -2601,10 +2601,16 @@ def _torch_statistics(tensor, acc, split=None):
     total = values.sum()
     l2 = torch.linalg.vector_norm(values)
     if not wide:
-        # float32 squares overflow above ~1.8e19 (exploding activations): there, use the norm of
-        # the values scaled by an exact power of two, widened to acc before scaling back.
-        rescued = torch.linalg.vector_norm(values * _L2_SCALE).to(acc) / _L2_SCALE
-        l2 = torch.where(torch.isinf(l2), rescued, l2.to(acc))
+        # float32 squares overflow above ~1.8e19 (exploding activations) and underflow below
+        # ~1e-18 (to 0 for denormals such as 1e-40): there, use the norm of the values scaled
+        # by an exact power of two, widened to acc before scaling back. The scale is chosen on
+        # the device from the largest magnitude (the extrema above, no host read): 2**100 where
+        # it is below _L2_TINY, else _L2_SCALE (2**-64). One rescue pass, as before; where the
+        # plain norm is finite and the largest magnitude is not tiny it is kept bit for bit.
+        tiny = torch.maximum(-low, high) < _L2_TINY  # also when no element is finite: l2 is 0 then
+        scale = torch.where(tiny, _L2_UP, _L2_SCALE).to(red)
+        rescued = torch.linalg.vector_norm(values * scale).to(acc) / scale.to(acc)
+        l2 = torch.where(torch.isinf(l2) | tiny, rescued, l2.to(acc))
     if split is None:
         row_weights = _position_weights(x.shape[0], _ROW_MUL, red, x.device)
         col_weights = _position_weights(cols, _COL_MUL, red, x.device)
@@ -3223,6 +3229,12 @@ def _device_guard(device):
 
 _INF = float("inf")
 _L2_SCALE = 2.0 ** -64
+# Below this largest magnitude float32 squares lose bits to underflow (2**-120 is near the
+# smallest normal float32, 2**-126); _torch_statistics then scales by _L2_UP: the largest
+# magnitude lands in [2**-49, 2**40), its square far from both ends, and the sum of up to
+# 2**24 squares stays finite.
+_L2_TINY = 2.0 ** -60
+_L2_UP = 2.0 ** 100
 _L2_WIDE_SCALE = 2.0 ** -600  # float64 squares overflow above |x| ~ 1.3e154
 _ROW_MUL = 2654435761  # Knuth's multiplicative hash constant, floor(2**32 / golden ratio)
 _COL_MUL = 2246822519  # the second prime of xxHash32
