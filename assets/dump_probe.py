@@ -1253,6 +1253,9 @@ def capture(stage, tensor, shard=None, collective=None, rows="auto", token_dims=
             return
         if type(stage) is not str:
             stage = str(stage)
+        if tensor.is_nested or type(tensor).__torch_dispatch__ is not torch.Tensor.__torch_dispatch__:
+            _skip_unsupported(stage, "capture", _state.occurrences, tensor)
+            return
         if tensor.requires_grad:  # (detach costs a microsecond: only where autograd would record)
             tensor = tensor.detach()
         layout = _layout_raw(tensor)
@@ -1483,6 +1486,43 @@ def capture_inputs(stage, _op=None, outputs=None, **named):
     _input_set(stage, _op, outputs, named)
 
 
+class _Unsupported(Exception):
+    """A tensor the probe cannot describe or save (_unsupported) inside capture_inputs()' values."""
+
+    def __init__(self, tensor):
+        Exception.__init__(self, _unsupported(tensor))
+        self.tensor = tensor
+
+
+def _unsupported(tensor):
+    """What makes ``tensor`` one the probe skips (a nested tensor, a sparse one where its
+    storage is to be saved, a __torch_dispatch__ subclass such as TwoTensor, whose values are
+    not its storage's and whose host read in finish() fails), or None."""
+    if tensor.is_nested:
+        return "a nested tensor"
+    if type(tensor).__torch_dispatch__ is not torch.Tensor.__torch_dispatch__:
+        return "a __torch_dispatch__ subclass (%s)" % type(tensor).__name__
+    if tensor.layout != torch.strided:
+        return "a %s tensor" % str(tensor.layout).replace("torch.", "")
+    return None
+
+
+def _skip_unsupported(stage, call, occurrences, tensor, where=None):
+    """Skip one capture of an unsupported tensor: its occurrence is counted (later ones keep
+    their numbers), a warning goes to stderr (once per call and stage) and, each time, to the
+    window's ``warnings``; the rest of the window is written."""
+    reason = _unsupported(tensor) or type(tensor).__name__
+    with _state.lock:
+        occurrence = occurrences.get(stage, 0) + 1
+        occurrences[stage] = occurrence
+        message = "%s(%r) occurrence %d skipped: %s is %s, which the probe cannot capture (no statistics, " \
+                  "no file); the rest of the window is written" % (call, stage, occurrence, where or "the tensor", reason)
+        window = _state.window
+        if window is not None:
+            window["warnings"].append(message)
+    _warn(message, key="unsupported:%s:%s" % (call, stage))
+
+
 def _input_set(stage, op, outputs, named):
     """capture_inputs(); returns the input set's entry, or None where nothing was captured.
     Never raises (a failure disarms the probe)."""
@@ -1495,8 +1535,13 @@ def _input_set(stage, op, outputs, named):
         described = {}
         payload = {}
         stats = []
-        for name, value in named.items():
-            described[name], payload[name] = _input_value(value, stats)
+        try:
+            for name, value in named.items():
+                described[name], payload[name] = _input_value(value, stats)
+        except _Unsupported as exc:
+            _skip_unsupported(stage, "capture_inputs", _state.input_occurrences, exc.tensor,
+                              "argument %r" % name)
+            return None
         sync = _config.sync_inputs
         if sync and not _host_only(payload):
             payload = _payload_to_cpu(payload)  # asked for: the set is on disk before the operator runs
@@ -1656,6 +1701,8 @@ def _input_value(value, stats=None):
     gets ``stats`` (null until finish() reads them back); its statistics row is appended to
     ``stats`` as (description, row)."""
     if isinstance(value, torch.Tensor):
+        if _unsupported(value) is not None:
+            raise _Unsupported(value)
         requires_grad = bool(value.requires_grad)  # before detach(), which always clears it
         value = value.detach()
         desc = {"kind": "tensor"}

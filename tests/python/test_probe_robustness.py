@@ -248,3 +248,63 @@ def test_disarm_keeps_later_selected_windows_possible(make_probe, dump_dir, caps
     assert probe.arm("a") is False  # call 2 of "a": not selected
     assert probe._state.labels == {"a": (1, 2)}
     assert not os.path.exists(dump_dir)
+
+
+# --------------------------------------------------------------------------- tensors the probe cannot capture
+# (issue 31, item 19): that one record or input set is skipped with a warning in the manifest's
+# warnings; the rest of the window is written and the probe stays armed.
+
+
+def _two_tensor():
+    from torch.testing._internal.two_tensor import TwoTensor
+
+    return TwoTensor(torch.ones(4), torch.full((4,), 2.0))
+
+
+def _nested():
+    return torch.nested.nested_tensor([torch.ones(2), torch.ones(3)])
+
+
+UNSUPPORTED = {
+    "nested": (_nested, "a nested tensor"),
+    "two_tensor": (_two_tensor, "a __torch_dispatch__ subclass (TwoTensor)"),
+    "sparse": (lambda: torch.eye(3).to_sparse(), "a sparse_coo tensor"),
+}
+
+
+@pytest.mark.parametrize("kernel", ["torch", "auto"])
+@pytest.mark.parametrize("kind", ["nested", "two_tensor"])
+def test_unsupported_tensor_in_capture_skips_that_record(make_probe, capsys, kind, kernel):
+    make, reason = UNSUPPORTED[kind]
+    probe = make_probe(DUMP_PROBE_KERNEL=kernel, DUMP_PROBE_TENSOR=".")
+    assert probe.arm("r") is True
+    probe.capture("before", torch.ones(3))
+    probe.capture("bad", make())  # must not raise
+    assert probe.armed() is True
+    probe.capture("bad", torch.ones(2))  # a later dense capture of the stage keeps its number
+    probe.capture("after", torch.ones(3))
+    manifest = load_manifest(probe.finish())  # finish() must not fail on it either
+    assert [(r["stage"], r["occurrence"]) for r in manifest["records"]] == [("before", 1), ("bad", 2), ("after", 1)]
+    message = ("capture('bad') occurrence 1 skipped: the tensor is %s, which the probe cannot capture "
+               "(no statistics, no file); the rest of the window is written" % reason)
+    assert manifest["warnings"] == [message]
+    assert warning_lines(capsys.readouterr().err) == ["dump_probe: warning: " + message]
+
+
+@pytest.mark.parametrize("kind", ["sparse", "nested", "two_tensor"])
+def test_unsupported_tensor_in_capture_inputs_skips_that_set(make_probe, capsys, kind):
+    make, reason = UNSUPPORTED[kind]
+    probe = make_probe()
+    assert probe.arm("r") is True
+    probe.capture("before", torch.ones(3))
+    probe.capture_inputs("op", x=torch.ones(2), y=[1, {"z": make()}])  # must not raise
+    assert probe.armed() is True
+    probe.capture_inputs("op", x=torch.ones(2))
+    probe.capture("after", torch.ones(3))
+    manifest = load_manifest(probe.finish())
+    assert [r["stage"] for r in manifest["records"]] == ["before", "after"]
+    assert [(e["stage"], e["occurrence"]) for e in manifest["input_sets"]] == [("op", 2)]
+    message = ("capture_inputs('op') occurrence 1 skipped: argument 'y' is %s, which the probe cannot capture "
+               "(no statistics, no file); the rest of the window is written" % reason)
+    assert manifest["warnings"] == [message]
+    assert warning_lines(capsys.readouterr().err) == ["dump_probe: warning: " + message]
