@@ -75,6 +75,7 @@ repository.
 
 import atexit
 import ctypes
+import errno
 import json
 import operator
 import os
@@ -356,6 +357,7 @@ class _State:
         self.arms = 0  # arm() calls seen, selected or not
         self.last_rank = None  # the rank arm() last saw
         self.written = []  # (manifest path, records) of each window written
+        self.failed = []  # (label, window directory or None, exception) of each window finish() could not write
         self.report_at_exit = True  # _reset_for_tests turns it off: pytest's exit is not a run's
         self.forked = False  # this process is a fork() child of the one that imported the probe
         self.positions = {}  # request -> the next token position (counted over the label's calls)
@@ -3482,6 +3484,7 @@ def finish():
         return _write_window(window)
     except Exception as exc:
         _warn("finish failed (%s: %s); nothing written for this window" % (type(exc).__name__, exc), key="finish")
+        _state.failed.append((window.get("label"), window.get("dir", (None,))[0], exc))
         return None
 
 
@@ -4029,11 +4032,16 @@ def _atomic_write_bytes(path, chunks):
     if os.path.exists(path):
         raise FileExistsError("%s exists; dumps are never overwritten" % path)
     tmp = "%s.tmp.%d" % (path, os.getpid())
-    with open(tmp, "xb") as handle:
-        for chunk in chunks:
-            handle.write(chunk)
-        handle.flush()
-        os.fsync(handle.fileno())
+    try:
+        with open(tmp, "xb") as handle:
+            for chunk in chunks:
+                handle.write(chunk)
+            handle.flush()
+            os.fsync(handle.fileno())
+    except OSError as exc:
+        if exc.filename is None:  # a failed write (ENOSPC) names no file: name the one being written
+            exc.filename = tmp
+        raise
     try:
         os.link(tmp, path)
     except FileExistsError:
@@ -4140,6 +4148,22 @@ def _nothing_written_reason():
     return "the selected window of label %r was not written (see the warning above)" % label
 
 
+def _failed_window_line(label, directory, exc):
+    """The exit report's line for a window finish() could not write: its label and directory,
+    the error by its errno name (ENOSPC), and what was left there."""
+    code = getattr(exc, "errno", None)
+    name = errno.errorcode.get(code) if isinstance(code, int) else None
+    error = "%s: %s" % (name or type(exc).__name__, getattr(exc, "strerror", None) or exc)
+    if getattr(exc, "filename", None):
+        error += " (writing %s)" % os.path.basename(str(exc.filename))
+    line = "the window of label %r was not completed: finish() failed with %s" % (label, error)
+    if directory is not None:
+        line += "; %s holds what was written before" % directory
+        if code == errno.ENOSPC or code == getattr(errno, "EDQUOT", None):
+            line += " (files ending .tmp.%d are incomplete: the disk was full)" % os.getpid()
+    return line
+
+
 def _report_at_exit():
     """At interpreter exit: the path of each window written, or one line saying why none was.
 
@@ -4157,6 +4181,8 @@ def _report_at_exit():
                  for path, n, rows in _state.written]
         if _state.forked and not lines and not _active:
             return  # a fork child that armed nothing of its own: the parent reports its windows
+        for label, directory, exc in _state.failed:
+            lines.append(_failed_window_line(label, directory, exc))
         if _active and _state.window is not None:
             line = ("the window of label %r is still armed at exit: finish() was never called, "
                     "so it was not written" % _state.window["label"])
@@ -4164,7 +4190,7 @@ def _report_at_exit():
                 _state.window["writer"].close()  # the input sets already handed over are completed
                 line += "; its input sets are in %s" % _state.window["dir"][0]
             lines.append(line)
-        elif not _state.written:
+        if not lines:
             lines.append("nothing written: " + _nothing_written_reason())
         for line in lines:
             sys.stderr.write("dump_probe: %s\n" % line)
