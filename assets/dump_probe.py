@@ -1798,6 +1798,13 @@ def graph_slot(stage, like, rows="auto", token_dims=(0,)):
                 _warn("graph_slot(%r): already allocated for shape %s; this call's %s is not used"
                       % (stage, list(held.rows.shape), list(like.shape)), key="slot-twice:%s" % stage)
             return True
+        if like.is_nested or like.layout != torch.strided:
+            message = "graph_slot(%r): %s has no slot the graph can write into; not captured" % (
+                stage, _unsupported(like))
+            if _state.window is not None:
+                _state.window["warnings"].append(message)
+            _warn(message, key="unsupported:graph_slot:%s" % stage)
+            return False
         stats = torch.zeros(len(_DEVICE_STATS), dtype=_stats_dtype(like.device), device=like.device)
         buffer = None
         if _config.tensor_regex is not None and _config.tensor_regex.search(stage):

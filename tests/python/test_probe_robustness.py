@@ -308,3 +308,21 @@ def test_unsupported_tensor_in_capture_inputs_skips_that_set(make_probe, capsys,
                "(no statistics, no file); the rest of the window is written" % reason)
     assert manifest["warnings"] == [message]
     assert warning_lines(capsys.readouterr().err) == ["dump_probe: warning: " + message]
+
+
+@pytest.mark.parametrize("kind", ["sparse", "nested"])
+def test_unsupported_tensor_in_graph_slot_gets_no_slot(make_probe, capsys, kind):
+    make, reason = UNSUPPORTED[kind]
+    probe = make_probe()
+    assert probe.arm("r") is True
+    probe.capture("before", torch.ones(3))
+    bad = make()
+    assert probe.graph_slot("g", bad) is False  # must not raise
+    probe.capture_graph("g", bad)
+    assert probe.armed() is True
+    probe.capture("after", torch.ones(3))
+    manifest = load_manifest(probe.finish())
+    assert [r["stage"] for r in manifest["records"]] == ["before", "after"]
+    message = "graph_slot('g'): %s has no slot the graph can write into; not captured" % reason
+    assert manifest["warnings"] == [message]
+    assert warning_lines(capsys.readouterr().err) == ["dump_probe: warning: " + message]
