@@ -3510,7 +3510,18 @@ def _read_back(rows):
         if device.type == "meta":
             _warn("statistics of meta tensors have no values; recorded as null", key="meta")
             continue
-        host = torch.stack([rows[i] for i in indices]).to("cpu", torch.float64).tolist()
+        try:
+            host = torch.stack([rows[i] for i in indices]).to("cpu", torch.float64).tolist()
+        except Exception as exc:  # one row the host cannot read (a tensor subclass's) costs that row only
+            host = []
+            for i in indices:
+                try:
+                    host.append(rows[i].to("cpu", torch.float64).tolist())
+                except Exception:
+                    host.append(None)
+            _warn("statistics of %d of %d records could not be read back (%s: %s); recorded as null"
+                  % (host.count(None), len(indices), type(exc).__name__, str(exc).splitlines()[0][:120]),
+                  key="readback")
         for i, values in zip(indices, host):
             result[i] = values
     return result

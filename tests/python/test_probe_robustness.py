@@ -326,3 +326,21 @@ def test_unsupported_tensor_in_graph_slot_gets_no_slot(make_probe, capsys, kind)
     message = "graph_slot('g'): %s has no slot the graph can write into; not captured" % reason
     assert manifest["warnings"] == [message]
     assert warning_lines(capsys.readouterr().err) == ["dump_probe: warning: " + message]
+
+
+def test_a_statistics_row_that_cannot_be_read_back_costs_that_record_only(make_probe, capsys):
+    """finish()'s one transfer per device failing on one row (a __torch_dispatch__ subclass's
+    statistics, as a TwoTensor gave them) leaves that record's stats null, the window written."""
+    from torch.testing._internal.two_tensor import TwoTensor
+
+    probe = make_probe(DUMP_PROBE_KERNEL="torch")
+    assert probe.arm("r") is True
+    probe.capture("a", torch.ones(3))
+    probe.capture("b", torch.ones(3))
+    row = probe._state.records[1].stats
+    probe._state.records[1].stats = TwoTensor(row, row.clone())
+    manifest = load_manifest(probe.finish())
+    assert [(r["stage"], r["stats"] is None) for r in manifest["records"]] == [("a", False), ("b", True)]
+    lines = warning_lines(capsys.readouterr().err)
+    assert len(lines) == 1 and lines[0].startswith(
+        "dump_probe: warning: statistics of 1 of 2 records could not be read back ("), lines
