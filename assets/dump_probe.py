@@ -3495,9 +3495,10 @@ def finish():
         return None
 
 
-def _read_back(rows):
+def _read_back(rows, warnings=None):
     """Host lists of floats from 1-D device stat vectors and native host blocks' (block,
-    offset) pairs (None stays None); one transfer per device."""
+    offset) pairs (None stays None); one transfer per device. A row the host cannot read is
+    None, said once on stderr and in ``warnings`` (the window's list) when given."""
     by_device = {}
     result = [None] * len(rows)
     for index, row in enumerate(rows):
@@ -3519,9 +3520,11 @@ def _read_back(rows):
                     host.append(rows[i].to("cpu", torch.float64).tolist())
                 except Exception:
                     host.append(None)
-            _warn("statistics of %d of %d records could not be read back (%s: %s); recorded as null"
-                  % (host.count(None), len(indices), type(exc).__name__, str(exc).splitlines()[0][:120]),
-                  key="readback")
+            message = "statistics of %d of %d records could not be read back (%s: %s); recorded as null" % (
+                host.count(None), len(indices), type(exc).__name__, str(exc).splitlines()[0][:120])
+            if warnings is not None:
+                warnings.append(message)
+            _warn(message, key="readback")
         for i, values in zip(indices, host):
             result[i] = values
     return result
@@ -3540,7 +3543,7 @@ def _write_window(window):
     # The input sets' tensor arguments are read back in the same transfer as the records.
     input_stats = [pair for entry in _state.input_sets for pair in entry.get("stats", ())]
     stat_rows += [row for _desc, row in input_stats]
-    host_stats = _read_back(stat_rows)
+    host_stats = _read_back(stat_rows, window.get("warnings"))
     local_values = dict(zip(local_at, host_stats[local_from:local_from + len(local_at)]))
     received = _received_to_host(_state.records)
     for (desc, _row), values in zip(input_stats, host_stats[len(stat_rows) - len(input_stats):]):

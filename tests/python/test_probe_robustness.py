@@ -344,3 +344,4 @@ def test_a_statistics_row_that_cannot_be_read_back_costs_that_record_only(make_p
     lines = warning_lines(capsys.readouterr().err)
     assert len(lines) == 1 and lines[0].startswith(
         "dump_probe: warning: statistics of 1 of 2 records could not be read back ("), lines
+    assert manifest["warnings"] == [lines[0][len("dump_probe: warning: "):]]
