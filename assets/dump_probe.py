@@ -63,7 +63,12 @@ values print one warning at import that names every one of them (an unwritable
 or impossible DUMP_PROBE_DIR included; nothing is created then) and leave the
 probe disarmed; a DUMP_PROBE value that is neither on nor off is said too.  No
 function here raises into the model it observes: an internal failure prints
-one warning and disarms the probe.
+one warning and disarms the probe.  A tensor the probe cannot capture (a nested
+tensor, a __torch_dispatch__ subclass such as TwoTensor, a sparse tensor in an
+input set or a graph slot) skips that one record or set, with a warning on
+stderr and in the window's ``warnings``; the rest of the window is written.  A
+window finish() cannot write (a full disk: ENOSPC) is named at exit with the
+error, its directory and its incomplete ``.tmp.<pid>`` files.
 
 Statistics are computed on the tensor's own device and stacked there; the host
 reads them back in ``finish()``, in one transfer per device.  The capture path
