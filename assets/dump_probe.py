@@ -30,7 +30,8 @@ split, so dumpview can merge a TP=2 capture's shards and compare it with a TP=1 
 
 Environment (read once, at import):
 
-    DUMP_PROBE             1/true/yes/on arms the probe; anything else (or unset) leaves it off
+    DUMP_PROBE             1/true/yes/on arms the probe; 0/false/no/off (or unset) leaves it off;
+                           any other value leaves it off with a warning
     DUMP_PROBE_DIR         output directory (default ./dump_probe_out)
     DUMP_PROBE_RANKS       ranks that write: "0" (default), "0,2", or "all"
     DUMP_PROBE_TENSOR      regex of stages whose full tensors are saved (default: none)
@@ -57,9 +58,17 @@ Environment (read once, at import):
                            (for an operator that kills the process); 0 (default): host sets
                            are written on a writer thread while the model runs on
 
-An invalid value prints one warning and leaves the probe disarmed.  No
+An empty value is the same as an unset variable (its default applies).  Invalid
+values print one warning at import that names every one of them (an unwritable
+or impossible DUMP_PROBE_DIR included; nothing is created then) and leave the
+probe disarmed; a DUMP_PROBE value that is neither on nor off is said too.  No
 function here raises into the model it observes: an internal failure prints
-one warning and disarms the probe.
+one warning and disarms the probe.  A tensor the probe cannot capture (a nested
+tensor, a __torch_dispatch__ subclass such as TwoTensor, a sparse tensor in an
+input set or a graph slot) skips that one record or set, with a warning on
+stderr and in the window's ``warnings``; the rest of the window is written.  A
+window finish() cannot write (a full disk: ENOSPC) is named at exit with the
+error, its directory and its incomplete ``.tmp.<pid>`` files.
 
 Statistics are computed on the tensor's own device and stacked there; the host
 reads them back in ``finish()``, in one transfer per device.  The capture path
@@ -71,6 +80,7 @@ repository.
 
 import atexit
 import ctypes
+import errno
 import json
 import operator
 import os
@@ -120,38 +130,77 @@ _probe_busy = False
 
 
 class _Config:
-    """Parsed environment; ``error`` names the first invalid variable."""
+    """Parsed environment; ``errors`` names every invalid variable, ``error`` joins them.
+
+    An empty (or blank) value is the same as an unset variable: its default applies.
+    """
 
     def __init__(self, env):
-        self.error = None
+        self.errors = []
+        self.warnings = []  # said at import whether armed or not (DUMP_PROBE's own value)
         self.env = env  # read again at arm() for the manifest's run.env (os.environ outside the tests)
-        self.enabled = env.get("DUMP_PROBE", "").strip().lower() in _TRUE
-        self.directory = env.get("DUMP_PROBE_DIR", "") or "dump_probe_out"
-        self.ranks = self._ranks(env.get("DUMP_PROBE_RANKS", "0"))
-        self.tensor_pattern = env.get("DUMP_PROBE_TENSOR", "")
+
+        def get(name, default=""):
+            value = env.get(name)
+            return default if value is None or not value.strip() else value
+
+        switch = get("DUMP_PROBE").strip().lower()
+        self.enabled = switch in _TRUE
+        if switch not in _TRUE + _FALSE:
+            self.warnings.append("DUMP_PROBE=%r is neither 1/true/yes/on (armed) nor 0/false/no/off (off); "
+                                 "the probe stays off" % get("DUMP_PROBE"))
+        self.directory = get("DUMP_PROBE_DIR", "dump_probe_out")
+        self.ranks = self._ranks(get("DUMP_PROBE_RANKS", "0"))
+        self.tensor_pattern = get("DUMP_PROBE_TENSOR")
         self.tensor_regex = self._regex("DUMP_PROBE_TENSOR", self.tensor_pattern)
-        rows = env.get("DUMP_PROBE_ROWS", "256").strip().lower()
+        rows = get("DUMP_PROBE_ROWS", "256").strip().lower()
         self.rows = 0 if rows == "all" else self._positive_int("DUMP_PROBE_ROWS", rows, allow_zero=True)
-        self.match = self._positive_int("DUMP_PROBE_MATCH", env.get("DUMP_PROBE_MATCH", "1"))
-        self.occurrences = self._occurrences(env.get("DUMP_PROBE_OCCURRENCE", "1"))
+        self.match = self._positive_int("DUMP_PROBE_MATCH", get("DUMP_PROBE_MATCH", "1"))
+        self.occurrences = self._occurrences(get("DUMP_PROBE_OCCURRENCE", "1"))
         self.occurrence = self.occurrences[0]  # the first call selected (messages name it)
-        self.request = env.get("DUMP_PROBE_REQUEST", "").strip() or None
-        self.hook_pattern = self._regex("DUMP_PROBE_HOOK", env.get("DUMP_PROBE_HOOK", ""))
-        self.row_stats, self.row_regex = self._row_stats(env.get("DUMP_PROBE_ROW_STATS", "on"))
-        self.row_positions = self._row_positions(env.get("DUMP_PROBE_ROW_POSITIONS", ""))
-        fmt = env.get("DUMP_PROBE_TENSOR_FORMAT", "safetensors").strip().lower()
+        self.request = get("DUMP_PROBE_REQUEST").strip() or None
+        self.hook_pattern = self._regex("DUMP_PROBE_HOOK", get("DUMP_PROBE_HOOK"))
+        self.row_stats, self.row_regex = self._row_stats(get("DUMP_PROBE_ROW_STATS", "on"))
+        self.row_positions = self._row_positions(get("DUMP_PROBE_ROW_POSITIONS"))
+        fmt = get("DUMP_PROBE_TENSOR_FORMAT", "safetensors").strip().lower()
         if fmt not in ("safetensors", "pt"):
             self._fail("DUMP_PROBE_TENSOR_FORMAT=%r must be 'safetensors' or 'pt'" % fmt)
         self.tensor_format = fmt
-        kernel = env.get("DUMP_PROBE_KERNEL", "auto").strip().lower() or "auto"
+        kernel = get("DUMP_PROBE_KERNEL", "auto").strip().lower()
         if kernel not in _KERNEL_CHOICES:
             self._fail("DUMP_PROBE_KERNEL=%r must be 'auto', 'fused' or 'torch'" % kernel)
             kernel = "auto"
         self.kernel = kernel
-        sync = env.get("DUMP_PROBE_SYNC_INPUTS", "").strip().lower()
+        sync = get("DUMP_PROBE_SYNC_INPUTS", "0").strip().lower()
         if sync not in _TRUE + _FALSE:
             self._fail("DUMP_PROBE_SYNC_INPUTS=%r must be 1 or 0" % sync)
         self.sync_inputs = sync in _TRUE
+        if self.enabled:
+            self._directory(self.directory)
+
+    @property
+    def error(self):
+        """Every invalid variable's message, joined; None when the configuration is valid."""
+        return "; ".join(self.errors) if self.errors else None
+
+    def _directory(self, path):
+        """DUMP_PROBE_DIR: a directory that exists and is writable, or one that can be created
+        (its nearest existing ancestor a writable directory). Nothing is created here."""
+        name = "DUMP_PROBE_DIR=%r" % path
+        try:
+            probe = os.path.abspath(path)
+            while not os.path.lexists(probe):
+                parent = os.path.dirname(probe)
+                if parent == probe:
+                    break
+                probe = parent
+            if not os.path.isdir(probe):
+                self._fail("%s cannot be a directory: %s is not one" % (name, probe))
+            elif not os.access(probe, os.W_OK | os.X_OK):
+                self._fail("%s is not writable: %s %s" % (
+                    name, probe, "is read-only" if probe == os.path.abspath(path) else "does not let it be created"))
+        except (OSError, ValueError) as exc:
+            self._fail("%s is not a usable path (%s)" % (name, exc))
 
     def _regex(self, name, pattern):
         """The compiled regex of variable ``name``; None when it is empty or invalid (then the
@@ -165,8 +214,7 @@ class _Config:
             return None
 
     def _fail(self, message):
-        if self.error is None:
-            self.error = message
+        self.errors.append(message)
 
     def _positive_int(self, name, text, allow_zero=False):
         try:
@@ -314,6 +362,7 @@ class _State:
         self.arms = 0  # arm() calls seen, selected or not
         self.last_rank = None  # the rank arm() last saw
         self.written = []  # (manifest path, records) of each window written
+        self.failed = []  # (label, window directory or None, exception) of each window finish() could not write
         self.report_at_exit = True  # _reset_for_tests turns it off: pytest's exit is not a run's
         self.forked = False  # this process is a fork() child of the one that imported the probe
         self.positions = {}  # request -> the next token position (counted over the label's calls)
@@ -347,8 +396,16 @@ def _disarm(where, exc):
     _warn("%s failed (%s: %s); the probe is disarmed" % (where, type(exc).__name__, exc), key="disarm")
 
 
-if _config.enabled and _config.error:
-    _warn(_config.error + "; the probe stays disarmed", key="config")
+def _config_warnings():
+    """The configuration's messages, at import: an unknown DUMP_PROBE value, and when armed every
+    invalid variable in one line."""
+    for message in _config.warnings:
+        _warn(message, key="config-switch")
+    if _config.enabled and _config.error:
+        _warn(_config.error + "; the probe stays disarmed", key="config")
+
+
+_config_warnings()
 
 
 def _usable():
@@ -1203,6 +1260,9 @@ def capture(stage, tensor, shard=None, collective=None, rows="auto", token_dims=
             return
         if type(stage) is not str:
             stage = str(stage)
+        if tensor.is_nested or type(tensor).__torch_dispatch__ is not torch.Tensor.__torch_dispatch__:
+            _skip_unsupported(stage, "capture", _state.occurrences, tensor)
+            return
         if tensor.requires_grad:  # (detach costs a microsecond: only where autograd would record)
             tensor = tensor.detach()
         layout = _layout_raw(tensor)
@@ -1433,6 +1493,43 @@ def capture_inputs(stage, _op=None, outputs=None, **named):
     _input_set(stage, _op, outputs, named)
 
 
+class _Unsupported(Exception):
+    """A tensor the probe cannot describe or save (_unsupported) inside capture_inputs()' values."""
+
+    def __init__(self, tensor):
+        Exception.__init__(self, _unsupported(tensor))
+        self.tensor = tensor
+
+
+def _unsupported(tensor):
+    """What makes ``tensor`` one the probe skips (a nested tensor, a sparse one where its
+    storage is to be saved, a __torch_dispatch__ subclass such as TwoTensor, whose values are
+    not its storage's and whose host read in finish() fails), or None."""
+    if tensor.is_nested:
+        return "a nested tensor"
+    if type(tensor).__torch_dispatch__ is not torch.Tensor.__torch_dispatch__:
+        return "a __torch_dispatch__ subclass (%s)" % type(tensor).__name__
+    if tensor.layout != torch.strided:
+        return "a %s tensor" % str(tensor.layout).replace("torch.", "")
+    return None
+
+
+def _skip_unsupported(stage, call, occurrences, tensor, where=None):
+    """Skip one capture of an unsupported tensor: its occurrence is counted (later ones keep
+    their numbers), a warning goes to stderr (once per call and stage) and, each time, to the
+    window's ``warnings``; the rest of the window is written."""
+    reason = _unsupported(tensor) or type(tensor).__name__
+    with _state.lock:
+        occurrence = occurrences.get(stage, 0) + 1
+        occurrences[stage] = occurrence
+        message = "%s(%r) occurrence %d skipped: %s is %s, which the probe cannot capture (no statistics, " \
+                  "no file); the rest of the window is written" % (call, stage, occurrence, where or "the tensor", reason)
+        window = _state.window
+        if window is not None:
+            window["warnings"].append(message)
+    _warn(message, key="unsupported:%s:%s" % (call, stage))
+
+
 def _input_set(stage, op, outputs, named):
     """capture_inputs(); returns the input set's entry, or None where nothing was captured.
     Never raises (a failure disarms the probe)."""
@@ -1445,8 +1542,13 @@ def _input_set(stage, op, outputs, named):
         described = {}
         payload = {}
         stats = []
-        for name, value in named.items():
-            described[name], payload[name] = _input_value(value, stats)
+        try:
+            for name, value in named.items():
+                described[name], payload[name] = _input_value(value, stats)
+        except _Unsupported as exc:
+            _skip_unsupported(stage, "capture_inputs", _state.input_occurrences, exc.tensor,
+                              "argument %r" % name)
+            return None
         sync = _config.sync_inputs
         if sync and not _host_only(payload):
             payload = _payload_to_cpu(payload)  # asked for: the set is on disk before the operator runs
@@ -1606,6 +1708,8 @@ def _input_value(value, stats=None):
     gets ``stats`` (null until finish() reads them back); its statistics row is appended to
     ``stats`` as (description, row)."""
     if isinstance(value, torch.Tensor):
+        if _unsupported(value) is not None:
+            raise _Unsupported(value)
         requires_grad = bool(value.requires_grad)  # before detach(), which always clears it
         value = value.detach()
         desc = {"kind": "tensor"}
@@ -1699,6 +1803,13 @@ def graph_slot(stage, like, rows="auto", token_dims=(0,)):
                 _warn("graph_slot(%r): already allocated for shape %s; this call's %s is not used"
                       % (stage, list(held.rows.shape), list(like.shape)), key="slot-twice:%s" % stage)
             return True
+        if like.is_nested or like.layout != torch.strided:
+            message = "graph_slot(%r): %s has no slot the graph can write into; not captured" % (
+                stage, _unsupported(like))
+            if _state.window is not None:
+                _state.window["warnings"].append(message)
+            _warn(message, key="unsupported:graph_slot:%s" % stage)
+            return False
         stats = torch.zeros(len(_DEVICE_STATS), dtype=_stats_dtype(like.device), device=like.device)
         buffer = None
         if _config.tensor_regex is not None and _config.tensor_regex.search(stage):
@@ -2551,10 +2662,16 @@ def _torch_statistics(tensor, acc, split=None):
     total = values.sum()
     l2 = torch.linalg.vector_norm(values)
     if not wide:
-        # float32 squares overflow above ~1.8e19 (exploding activations): there, use the norm of
-        # the values scaled by an exact power of two, widened to acc before scaling back.
-        rescued = torch.linalg.vector_norm(values * _L2_SCALE).to(acc) / _L2_SCALE
-        l2 = torch.where(torch.isinf(l2), rescued, l2.to(acc))
+        # float32 squares overflow above ~1.8e19 (exploding activations) and underflow below
+        # ~1e-18 (to 0 for denormals such as 1e-40): there, use the norm of the values scaled
+        # by an exact power of two, widened to acc before scaling back. The scale is chosen on
+        # the device from the largest magnitude (the extrema above, no host read): 2**100 where
+        # it is below _L2_TINY, else _L2_SCALE (2**-64). One rescue pass, as before; where the
+        # plain norm is finite and the largest magnitude is not tiny it is kept bit for bit.
+        tiny = torch.maximum(-low, high) < _L2_TINY  # also when no element is finite: l2 is 0 then
+        scale = torch.where(tiny, _L2_UP, _L2_SCALE).to(red)
+        rescued = torch.linalg.vector_norm(values * scale).to(acc) / scale.to(acc)
+        l2 = torch.where(torch.isinf(l2) | tiny, rescued, l2.to(acc))
     if split is None:
         row_weights = _position_weights(x.shape[0], _ROW_MUL, red, x.device)
         col_weights = _position_weights(cols, _COL_MUL, red, x.device)
@@ -3173,6 +3290,12 @@ def _device_guard(device):
 
 _INF = float("inf")
 _L2_SCALE = 2.0 ** -64
+# Below this largest magnitude float32 squares lose bits to underflow (2**-120 is near the
+# smallest normal float32, 2**-126); _torch_statistics then scales by _L2_UP: the largest
+# magnitude lands in [2**-49, 2**40), its square far from both ends, and the sum of up to
+# 2**24 squares stays finite.
+_L2_TINY = 2.0 ** -60
+_L2_UP = 2.0 ** 100
 _L2_WIDE_SCALE = 2.0 ** -600  # float64 squares overflow above |x| ~ 1.3e154
 _ROW_MUL = 2654435761  # Knuth's multiplicative hash constant, floor(2**32 / golden ratio)
 _COL_MUL = 2246822519  # the second prime of xxHash32
@@ -3373,12 +3496,14 @@ def finish():
         return _write_window(window)
     except Exception as exc:
         _warn("finish failed (%s: %s); nothing written for this window" % (type(exc).__name__, exc), key="finish")
+        _state.failed.append((window.get("label"), window.get("dir", (None,))[0], exc))
         return None
 
 
-def _read_back(rows):
+def _read_back(rows, warnings=None):
     """Host lists of floats from 1-D device stat vectors and native host blocks' (block,
-    offset) pairs (None stays None); one transfer per device."""
+    offset) pairs (None stays None); one transfer per device. A row the host cannot read is
+    None, said once on stderr and in ``warnings`` (the window's list) when given."""
     by_device = {}
     result = [None] * len(rows)
     for index, row in enumerate(rows):
@@ -3391,7 +3516,20 @@ def _read_back(rows):
         if device.type == "meta":
             _warn("statistics of meta tensors have no values; recorded as null", key="meta")
             continue
-        host = torch.stack([rows[i] for i in indices]).to("cpu", torch.float64).tolist()
+        try:
+            host = torch.stack([rows[i] for i in indices]).to("cpu", torch.float64).tolist()
+        except Exception as exc:  # one row the host cannot read (a tensor subclass's) costs that row only
+            host = []
+            for i in indices:
+                try:
+                    host.append(rows[i].to("cpu", torch.float64).tolist())
+                except Exception:
+                    host.append(None)
+            message = "statistics of %d of %d records could not be read back (%s: %s); recorded as null" % (
+                host.count(None), len(indices), type(exc).__name__, str(exc).splitlines()[0][:120])
+            if warnings is not None:
+                warnings.append(message)
+            _warn(message, key="readback")
         for i, values in zip(indices, host):
             result[i] = values
     return result
@@ -3410,7 +3548,7 @@ def _write_window(window):
     # The input sets' tensor arguments are read back in the same transfer as the records.
     input_stats = [pair for entry in _state.input_sets for pair in entry.get("stats", ())]
     stat_rows += [row for _desc, row in input_stats]
-    host_stats = _read_back(stat_rows)
+    host_stats = _read_back(stat_rows, window.get("warnings"))
     local_values = dict(zip(local_at, host_stats[local_from:local_from + len(local_at)]))
     received = _received_to_host(_state.records)
     for (desc, _row), values in zip(input_stats, host_stats[len(stat_rows) - len(input_stats):]):
@@ -3927,11 +4065,16 @@ def _atomic_write_bytes(path, chunks):
     if os.path.exists(path):
         raise FileExistsError("%s exists; dumps are never overwritten" % path)
     tmp = "%s.tmp.%d" % (path, os.getpid())
-    with open(tmp, "xb") as handle:
-        for chunk in chunks:
-            handle.write(chunk)
-        handle.flush()
-        os.fsync(handle.fileno())
+    try:
+        with open(tmp, "xb") as handle:
+            for chunk in chunks:
+                handle.write(chunk)
+            handle.flush()
+            os.fsync(handle.fileno())
+    except OSError as exc:
+        if exc.filename is None:  # a failed write (ENOSPC) names no file: name the one being written
+            exc.filename = tmp
+        raise
     try:
         os.link(tmp, path)
     except FileExistsError:
@@ -4038,6 +4181,22 @@ def _nothing_written_reason():
     return "the selected window of label %r was not written (see the warning above)" % label
 
 
+def _failed_window_line(label, directory, exc):
+    """The exit report's line for a window finish() could not write: its label and directory,
+    the error by its errno name (ENOSPC), and what was left there."""
+    code = getattr(exc, "errno", None)
+    name = errno.errorcode.get(code) if isinstance(code, int) else None
+    error = "%s: %s" % (name or type(exc).__name__, getattr(exc, "strerror", None) or exc)
+    if getattr(exc, "filename", None):
+        error += " (writing %s)" % os.path.basename(str(exc.filename))
+    line = "the window of label %r was not completed: finish() failed with %s" % (label, error)
+    if directory is not None:
+        line += "; %s holds what was written before" % directory
+        if code == errno.ENOSPC or code == getattr(errno, "EDQUOT", None):
+            line += " (files ending .tmp.%d are incomplete: the disk was full)" % os.getpid()
+    return line
+
+
 def _report_at_exit():
     """At interpreter exit: the path of each window written, or one line saying why none was.
 
@@ -4055,6 +4214,8 @@ def _report_at_exit():
                  for path, n, rows in _state.written]
         if _state.forked and not lines and not _active:
             return  # a fork child that armed nothing of its own: the parent reports its windows
+        for label, directory, exc in _state.failed:
+            lines.append(_failed_window_line(label, directory, exc))
         if _active and _state.window is not None:
             line = ("the window of label %r is still armed at exit: finish() was never called, "
                     "so it was not written" % _state.window["label"])
@@ -4062,7 +4223,7 @@ def _report_at_exit():
                 _state.window["writer"].close()  # the input sets already handed over are completed
                 line += "; its input sets are in %s" % _state.window["dir"][0]
             lines.append(line)
-        elif not _state.written:
+        if not lines:
             lines.append("nothing written: " + _nothing_written_reason())
         for line in lines:
             sys.stderr.write("dump_probe: %s\n" % line)
@@ -4116,8 +4277,7 @@ def _reset_for_tests(env=None):
     _state = _State(_config)
     _state.report_at_exit = False
     _forget_paths()  # its "fused" warnings are said again after a reset
-    if _config.enabled and _config.error:
-        _warn(_config.error + "; the probe stays disarmed", key="config")
+    _config_warnings()
 
 
 class _ThisProbe:
@@ -4145,7 +4305,7 @@ def _main(argv):
     """``python -m dump_probe --hook REGEX [--inputs] [--label LABEL] script.py [args...]``:
     runs a script with module hooks on every module whose path matches REGEX (hook_all) and a
     window per outermost forward, with no edit to the script or the model. DUMP_PROBE is set
-    to 1 unless the environment sets it; the other DUMP_PROBE_* variables apply as usual."""
+    to 1 unless the environment sets it (to a non-empty value); the other DUMP_PROBE_* variables apply as usual."""
     import argparse
     import runpy
 
@@ -4172,12 +4332,11 @@ def _main(argv):
     # file's path as given, then the probe's own arguments.
     spec = globals().get("__spec__")
     _command_argv = (["-m", spec.name] if spec is not None else [sys.argv[0]]) + list(argv)
-    if "DUMP_PROBE" not in os.environ:
+    if not os.environ.get("DUMP_PROBE", "").strip():  # unset or empty: the same (see _Config)
         os.environ["DUMP_PROBE"] = "1"
         _config = _Config(os.environ)
         _state = _State(_config)
-        if _config.error:
-            _warn(_config.error + "; the probe stays disarmed", key="config")
+        _config_warnings()
     # The script's own `import dump_probe`, or of a copy in its package (`from pkg import
     # dump_probe`), gets this module, not a second copy with a state of its own (its windows
     # would be written beside these as attempts of one window).

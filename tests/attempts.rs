@@ -294,6 +294,40 @@ fn an_attempt_without_a_manifest_is_an_error_not_attempt_2() {
     assert_eq!(json["warnings"][0]["file"], first.to_str().unwrap());
 }
 
+#[test]
+fn an_attempt_of_only_cut_off_writes_was_written_but_not_completed() {
+    // Attempt 1's finish() ran on a full disk: its files are all `.tmp.<pid>` (issue 31,
+    // item 18), so it did not stop before finish().
+    let dir = unfinished_first_attempt();
+    let first = dir.path().join("rank0/match1-occ1");
+    std::fs::write(first.join("rows.f32.tmp.4242"), b"").unwrap();
+    std::fs::write(first.join("manifest.json.tmp.4242"), b"").unwrap();
+    let path = dir.path().to_str().unwrap();
+    let (code, json, stderr) = dumpview(&["scan", path, "--attempt", "1", "--json"]);
+    assert_eq!(code, 2, "{stderr}");
+    assert_eq!(
+        json["error"],
+        format!(
+            "{}: --attempt 1: rank 0 match 1 occurrence 1 has attempts 1, 2 (finished: 2; \
+             unfinished, without manifest.json: 1); attempt 1 ({}) is unfinished: written but \
+             not completed (the disk may have been full), so it has no statistics to use (its \
+             input sets, if any, replay with `dumpview replay`)",
+            dir.path().join("rank0").display(),
+            first.display()
+        )
+    );
+    // The default keeps attempt 2, and the note says the same of attempt 1.
+    let (_, json, _) = dumpview(&["scan", path, "--json"]);
+    assert!(
+        notes(&json)[0].starts_with(
+            "UNFINISHED WINDOW: no manifest.json (written but not completed (the disk may have \
+             been full)), so no statistics; 2 cut-off writes"
+        ),
+        "{:?}",
+        notes(&json)
+    );
+}
+
 /// Attempt 1 finished (example side a) in `rank0/match1-occ1`, and the directory of its
 /// re-run, attempt 2, made and left empty; returns that directory.
 fn finished_then_rerun() -> (tempfile::TempDir, PathBuf) {

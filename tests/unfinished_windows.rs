@@ -244,10 +244,12 @@ print("NOT REACHED")
         [
             (
                 cut_dir.display().to_string(),
+                // Only a cut-off write: written but not completed (issue 31, item 18).
                 format!(
-                    "{HEAD}; 1 cut-off write (inputs/{}): the run was killed while writing it, \
-                     incomplete, not usable; nothing in it is complete, so there is no input set \
-                     to replay",
+                    "UNFINISHED WINDOW: no manifest.json (written but not completed (the disk \
+                     may have been full)), so no statistics; 1 cut-off write (inputs/{}): never \
+                     completed it, incomplete, not usable; nothing in it is complete, so there is \
+                     no input set to replay",
                     tmp[0]
                 )
             ),
@@ -260,4 +262,73 @@ print("NOT REACHED")
             ),
         ]
     );
+}
+
+/// issue 31, item 18: finish() on a full disk (every write of the probe fails with ENOSPC)
+/// leaves only `.tmp.<pid>` files; the probe's exit report names the error and the window,
+/// and dumpview calls the window written but not completed, not stopped before finish().
+#[test]
+fn a_full_disk_is_written_but_not_completed() {
+    if python().is_none() {
+        return;
+    }
+    let root = tempfile::tempdir().unwrap();
+    let dump = root.path().join("dump");
+    let full = probe(
+        &dump,
+        0,
+        r#"
+import errno
+real_open = open
+class Full:
+    def __init__(self, handle):
+        self.handle = handle
+    def __enter__(self):
+        return self
+    def __exit__(self, *exc):
+        self.handle.close()
+    def write(self, data):
+        raise OSError(errno.ENOSPC, "No space left on device")
+    def flush(self):
+        pass
+    def fileno(self):
+        return self.handle.fileno()
+def full_open(path, mode="r", *args, **kwargs):
+    handle = real_open(path, mode, *args, **kwargs)
+    return Full(handle) if ".tmp." in os.fspath(path) else handle
+dp.open = full_open
+assert dp.arm("r") is True
+dp.capture("h", torch.ones(4))
+assert dp.finish() is None
+"#,
+    );
+    assert_eq!(full.code, 0, "{}", full.stderr);
+    let window = dump.join("rank0/match1-occ1");
+    assert!(
+        full.stderr.contains(
+            "dump_probe: the window of label 'r' was not completed: finish() failed with ENOSPC: \
+             No space left on device (writing manifest.json.tmp."
+        ) && full.stderr.contains(&window.display().to_string()),
+        "{}",
+        full.stderr
+    );
+    let mut names: Vec<String> = std::fs::read_dir(&window)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().into_string().unwrap())
+        .collect();
+    names.sort();
+    assert_eq!(names.len(), 2, "{names:?}");
+    assert!(names.iter().all(|n| n.contains(".tmp.")), "{names:?}");
+
+    let (code, json, _) = dumpview(&["scan", window.to_str().unwrap(), "--json"]);
+    assert_eq!(code, 2);
+    let error = json["error"].as_str().unwrap();
+    assert!(
+        error.contains(
+            "is an unfinished window, without manifest.json: written but not completed (the \
+             disk may have been full)"
+        ),
+        "{error}"
+    );
+    assert!(!error.contains("stopped before finish()"), "{error}");
 }

@@ -269,7 +269,7 @@ fn unfinished_at(directory: &Path) -> Option<Found> {
 fn nothing_to_replay(window: &Found) -> String {
     match window.cut_off.is_empty() {
         false => format!(
-            "no complete input set, only cut-off writes ({}: the run was killed while writing them)",
+            "no complete input set, only cut-off writes ({}: written but not completed, the disk may have been full or the run killed while writing them)",
             window.cut_off.join(", ")
         ),
         true => "nothing under inputs/ (the run claimed the directory and stopped before an \

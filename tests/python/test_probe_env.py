@@ -18,7 +18,7 @@ def _one_window(probe, stages=("a",), label="req"):
 # --------------------------------------------------------------------------- DUMP_PROBE
 
 
-@pytest.mark.parametrize("value", [None, "0", "", "false", "no", "off", "2", "enabled"])
+@pytest.mark.parametrize("value", [None, "0", "", " ", "false", "no", "off", "2", "enabled"])
 def test_dump_probe_off_values_leave_probe_inert(make_probe, dump_dir, capsys, value):
     probe = make_probe(DUMP_PROBE=value)
     assert probe.arm("req", token_ids=[1, 2]) is False
@@ -29,7 +29,23 @@ def test_dump_probe_off_values_leave_probe_inert(make_probe, dump_dir, capsys, v
     probe.capture_graph("g", torch.ones(3))
     assert probe.finish() is None
     assert not os.path.exists(dump_dir)
-    assert capsys.readouterr().err == ""
+    err = capsys.readouterr().err
+    if value in ("2", "enabled"):
+        # an unknown value is not silently off: one line says so, once
+        assert warning_lines(err) == [
+            "dump_probe: warning: DUMP_PROBE=%r is neither 1/true/yes/on (armed) nor 0/false/no/off (off); "
+            "the probe stays off" % value]
+    else:
+        assert err == ""
+
+
+def test_unknown_dump_probe_value_is_said_at_import(tmp_path):
+    out = tmp_path / "dumps"
+    proc = run_script("assert dp.arm('r') is False\n", env={"DUMP_PROBE": "2", "DUMP_PROBE_DIR": str(out)})
+    assert proc.returncode == 0, proc.stderr
+    lines = warning_lines(proc.stderr)
+    assert len(lines) == 1 and lines[0].startswith("dump_probe: warning: DUMP_PROBE='2' is neither"), lines
+    assert not out.exists()
 
 
 @pytest.mark.parametrize("value", ["1", "true", "TRUE", "yes", "on", " On "])
@@ -214,16 +230,108 @@ INVALID = [
     ({"DUMP_PROBE_TENSOR": "layers.(3"}, "DUMP_PROBE_TENSOR"),
     ({"DUMP_PROBE_TENSOR": "[a-"}, "DUMP_PROBE_TENSOR"),
     ({"DUMP_PROBE_RANKS": "x"}, "DUMP_PROBE_RANKS"),
-    ({"DUMP_PROBE_RANKS": ""}, "DUMP_PROBE_RANKS"),
     ({"DUMP_PROBE_RANKS": "0,-1"}, "DUMP_PROBE_RANKS"),
     ({"DUMP_PROBE_RANKS": "0;1"}, "DUMP_PROBE_RANKS"),
     ({"DUMP_PROBE_ROWS": "-1"}, "DUMP_PROBE_ROWS"),
     ({"DUMP_PROBE_ROWS": "many"}, "DUMP_PROBE_ROWS"),
     ({"DUMP_PROBE_TENSOR_FORMAT": "npy"}, "DUMP_PROBE_TENSOR_FORMAT"),
     ({"DUMP_PROBE_SYNC_INPUTS": "always"}, "DUMP_PROBE_SYNC_INPUTS"),
-    # several invalid values still give a single line, naming the first one checked
+    # several invalid values still give a single line, starting with the first one checked
     ({"DUMP_PROBE_RANKS": "x", "DUMP_PROBE_ROWS": "-1", "DUMP_PROBE_MATCH": "y"}, "DUMP_PROBE_RANKS"),
 ]
+
+
+def test_every_invalid_value_is_named(make_probe, capsys):
+    """Not only the first: one line names each invalid variable, in the order they are read."""
+    make_probe(DUMP_PROBE_RANKS="x", DUMP_PROBE_ROWS="-1", DUMP_PROBE_MATCH="y", DUMP_PROBE_KERNEL="fast")
+    lines = warning_lines(capsys.readouterr().err)
+    assert len(lines) == 1, lines
+    line = lines[0]
+    names = ["DUMP_PROBE_RANKS='x'", "DUMP_PROBE_ROWS='-1'", "DUMP_PROBE_MATCH='y'", "DUMP_PROBE_KERNEL='fast'"]
+    positions = [line.find(name) for name in names]
+    assert all(p >= 0 for p in positions), line
+    assert positions == sorted(positions)
+    assert line.endswith("; the probe stays disarmed")
+
+
+EMPTY_IS_UNSET = ["DUMP_PROBE_DIR", "DUMP_PROBE_RANKS", "DUMP_PROBE_TENSOR", "DUMP_PROBE_ROWS", "DUMP_PROBE_MATCH",
+                  "DUMP_PROBE_OCCURRENCE", "DUMP_PROBE_REQUEST", "DUMP_PROBE_HOOK", "DUMP_PROBE_ROW_STATS",
+                  "DUMP_PROBE_ROW_POSITIONS", "DUMP_PROBE_TENSOR_FORMAT", "DUMP_PROBE_KERNEL",
+                  "DUMP_PROBE_SYNC_INPUTS"]
+
+
+@pytest.mark.parametrize("name", EMPTY_IS_UNSET)
+@pytest.mark.parametrize("empty", ["", "  "])
+def test_empty_value_is_the_same_as_unset(make_probe, capsys, monkeypatch, tmp_path, name, empty):
+    """One rule for every variable: an empty or blank value is the default, never an error."""
+    monkeypatch.chdir(tmp_path)
+    unset = make_probe(DUMP_PROBE_DIR=None)._config
+    capsys.readouterr()
+    env = {"DUMP_PROBE_DIR": None, name: empty}
+    got = make_probe(**env)._config
+    assert capsys.readouterr().err == ""
+    assert got.error is None
+    fields = ("directory", "ranks", "tensor_pattern", "rows", "match", "occurrences", "request", "row_stats",
+              "row_positions", "tensor_format", "kernel", "sync_inputs")
+    assert {f: getattr(got, f) for f in fields} == {f: getattr(unset, f) for f in fields}
+    assert (got.tensor_regex, got.hook_pattern, got.row_regex) == (None, None, None)
+
+
+# --------------------------------------------------------------------------- DUMP_PROBE_DIR checked at import
+
+
+def test_impossible_dump_dir_is_one_warning_at_import(tmp_path):
+    """A directory under a regular file can never be made: said once at import, nothing created, and
+    the model's captures are quiet no-ops (not a disarm at the first capture)."""
+    blocker = tmp_path / "file"
+    blocker.write_text("x")
+    out = blocker / "dumps"
+    body = """
+        assert dp.arm("r") is False
+        dp.capture("a", torch.ones(2))
+        assert dp.finish() is None
+    """
+    proc = run_script(body, env={"DUMP_PROBE": "1", "DUMP_PROBE_DIR": str(out)})
+    assert proc.returncode == 0, proc.stderr
+    lines = warning_lines(proc.stderr)
+    assert len(lines) == 1, lines
+    assert lines[0].startswith("dump_probe: warning: DUMP_PROBE_DIR=%r cannot be a directory" % str(out)), lines
+    assert lines[0].endswith("the probe stays disarmed")
+    assert "failed" not in lines[0]
+    assert sorted(os.listdir(tmp_path)) == ["file"]
+
+
+def test_unwritable_dump_dir_is_one_warning_at_import(make_probe, capsys, tmp_path, monkeypatch):
+    """A directory the process may not write (os.access says so; root may write anywhere, so the test
+    says it for the process) is one warning naming it, and nothing is created."""
+    parent = tmp_path / "ro"
+    parent.mkdir()
+    real_access = os.access
+
+    def access(path, mode, *args, **kwargs):
+        if os.path.abspath(path) == str(parent) and mode & os.W_OK:
+            return False
+        return real_access(path, mode, *args, **kwargs)
+
+    monkeypatch.setattr(os, "access", access)
+    for target in (parent, parent / "dumps" / "deep"):
+        probe = make_probe(DUMP_PROBE_DIR=str(target))
+        lines = warning_lines(capsys.readouterr().err)
+        assert len(lines) == 1, lines
+        assert lines[0].startswith("dump_probe: warning: DUMP_PROBE_DIR=%r is not writable: %s" % (str(target), parent))
+        assert probe.arm("req") is False
+        probe.capture("a", torch.ones(3))
+        assert probe.finish() is None
+        assert capsys.readouterr().err == ""
+    assert os.listdir(parent) == []
+
+
+def test_dump_dir_that_can_be_created_is_not_created_at_import(make_probe, capsys, tmp_path):
+    target = tmp_path / "a" / "b"
+    probe = make_probe(DUMP_PROBE_DIR=str(target))
+    assert capsys.readouterr().err == ""
+    assert probe._config.error is None
+    assert not (tmp_path / "a").exists()
 
 
 @pytest.mark.parametrize("env,name", INVALID, ids=[str(sorted(e.items())) for e, _ in INVALID])

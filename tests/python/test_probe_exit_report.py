@@ -153,3 +153,62 @@ def test_a_request_no_forward_held_says_so(tmp_path):
     assert _run(tmp_path, body, DUMP_PROBE_REQUEST="r0", DUMP_PROBE_OCCURRENCE="3-9") == [
         "dump_probe: nothing written: DUMP_PROBE_OCCURRENCE=3-9 is beyond the 2 forwards that held request 'r0'"
     ]
+
+
+DISK_FULL = """
+    import builtins, errno
+
+    real_open = builtins.open
+
+    class Full:
+        # a file on a full disk: it is created, every write fails with ENOSPC
+        def __init__(self, handle):
+            self.handle = handle
+
+        def __enter__(self):
+            return self
+
+        def __exit__(self, *exc):
+            self.handle.close()
+
+        def write(self, data):
+            raise OSError(errno.ENOSPC, "No space left on device")
+
+        def flush(self):
+            pass
+
+        def fileno(self):
+            return self.handle.fileno()
+
+    def full_open(path, mode="r", *args, **kwargs):
+        handle = real_open(path, mode, *args, **kwargs)
+        return Full(handle) if ".tmp." in str(path) else handle
+
+    dp.open = full_open  # the probe's writes go through the module's open()
+    dp.arm("req")
+    dp.capture("x", torch.ones(3))
+    assert dp.finish() is None
+    print("PID=%d" % os.getpid())
+"""
+
+
+def test_a_full_disk_names_enospc_and_the_window_at_exit(tmp_path):
+    """issue 31, item 18: finish() on a full disk leaves .tmp files; the exit report says which
+    window, the errno's name and that the disk was full, instead of "nothing written"."""
+    full = {"DUMP_PROBE": "1", "DUMP_PROBE_DIR": str(tmp_path / "dumps")}
+    proc = run_script(DISK_FULL, env=full)
+    assert proc.returncode == 0, proc.stderr
+    pid = int([line for line in proc.stdout.splitlines() if line.startswith("PID=")][0][4:])
+    window = os.path.join(str(tmp_path / "dumps"), "rank0", "match1-occ1")
+    left = sorted(os.listdir(window))
+    assert left and all(".tmp.%d" % pid in name for name in left), left
+    assert "manifest.json.tmp.%d" % pid in left
+    lines = warning_lines(proc.stderr)
+    assert len(lines) == 3, lines  # rows.f32 first (the window goes on without it), then the manifest
+    assert lines[0].startswith("dump_probe: warning: token rows not written (OSError: [Errno 28]")
+    assert lines[1].startswith("dump_probe: warning: finish failed (OSError: [Errno 28] No space left on device: ")
+    assert lines[2] == (
+        "dump_probe: the window of label 'req' was not completed: finish() failed with ENOSPC: No space left on "
+        "device (writing manifest.json.tmp.%d); %s holds what was written before (files ending .tmp.%d are "
+        "incomplete: the disk was full)" % (pid, window, pid))
+    assert "nothing written:" not in proc.stderr  # (not the old "the selected window ... was not written")

@@ -360,7 +360,7 @@ def test_input_stats_are_read_back_in_finish_not_in_capture_inputs(probe, monkey
     probe.arm("r")
     reads = []
     real = probe._read_back
-    monkeypatch.setattr(probe, "_read_back", lambda rows: reads.append(len(rows)) or real(rows))
+    monkeypatch.setattr(probe, "_read_back", lambda rows, *rest: reads.append(len(rows)) or real(rows, *rest))
     probe.capture_inputs("op", x=torch.ones(3, 2))
     assert reads == []  # nothing read while the model runs
     probe.capture("y", torch.ones(2))

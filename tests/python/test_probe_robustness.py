@@ -210,9 +210,25 @@ def test_writing_warning_to_broken_stderr_never_raises(probe, monkeypatch):
 
 
 def test_unwritable_dump_dir_warns(make_probe, tmp_path, capsys):
+    """A DUMP_PROBE_DIR under a regular file is said at import (issue 31, item 20), not at the
+    first finish(); the probe stays disarmed."""
     blocker = tmp_path / "file"
     blocker.write_text("not a directory")
     probe = make_probe(DUMP_PROBE_DIR=str(blocker / "sub"))
+    err = capsys.readouterr().err
+    assert err.startswith("dump_probe: warning: DUMP_PROBE_DIR=")
+    assert err.count("\n") == 1
+    assert probe.arm("r") is False
+    probe.capture("x", torch.ones(2))
+    assert probe.finish() is None
+    assert capsys.readouterr().err == ""
+
+
+def test_dump_dir_made_unwritable_after_import_warns_at_finish(make_probe, tmp_path, capsys):
+    """What changes after import is still one warning, at the write."""
+    blocker = tmp_path / "file"
+    probe = make_probe(DUMP_PROBE_DIR=str(blocker / "sub"))
+    blocker.write_text("not a directory")
     assert probe.arm("r") is True
     probe.capture("x", torch.ones(2))
     assert probe.finish() is None
@@ -232,3 +248,100 @@ def test_disarm_keeps_later_selected_windows_possible(make_probe, dump_dir, caps
     assert probe.arm("a") is False  # call 2 of "a": not selected
     assert probe._state.labels == {"a": (1, 2)}
     assert not os.path.exists(dump_dir)
+
+
+# --------------------------------------------------------------------------- tensors the probe cannot capture
+# (issue 31, item 19): that one record or input set is skipped with a warning in the manifest's
+# warnings; the rest of the window is written and the probe stays armed.
+
+
+def _two_tensor():
+    from torch.testing._internal.two_tensor import TwoTensor
+
+    return TwoTensor(torch.ones(4), torch.full((4,), 2.0))
+
+
+def _nested():
+    return torch.nested.nested_tensor([torch.ones(2), torch.ones(3)])
+
+
+UNSUPPORTED = {
+    "nested": (_nested, "a nested tensor"),
+    "two_tensor": (_two_tensor, "a __torch_dispatch__ subclass (TwoTensor)"),
+    "sparse": (lambda: torch.eye(3).to_sparse(), "a sparse_coo tensor"),
+}
+
+
+@pytest.mark.parametrize("kernel", ["torch", "auto"])
+@pytest.mark.parametrize("kind", ["nested", "two_tensor"])
+def test_unsupported_tensor_in_capture_skips_that_record(make_probe, capsys, kind, kernel):
+    make, reason = UNSUPPORTED[kind]
+    probe = make_probe(DUMP_PROBE_KERNEL=kernel, DUMP_PROBE_TENSOR=".")
+    assert probe.arm("r") is True
+    probe.capture("before", torch.ones(3))
+    probe.capture("bad", make())  # must not raise
+    assert probe.armed() is True
+    probe.capture("bad", torch.ones(2))  # a later dense capture of the stage keeps its number
+    probe.capture("after", torch.ones(3))
+    manifest = load_manifest(probe.finish())  # finish() must not fail on it either
+    assert [(r["stage"], r["occurrence"]) for r in manifest["records"]] == [("before", 1), ("bad", 2), ("after", 1)]
+    message = ("capture('bad') occurrence 1 skipped: the tensor is %s, which the probe cannot capture "
+               "(no statistics, no file); the rest of the window is written" % reason)
+    assert manifest["warnings"] == [message]
+    assert warning_lines(capsys.readouterr().err) == ["dump_probe: warning: " + message]
+
+
+@pytest.mark.parametrize("kind", ["sparse", "nested", "two_tensor"])
+def test_unsupported_tensor_in_capture_inputs_skips_that_set(make_probe, capsys, kind):
+    make, reason = UNSUPPORTED[kind]
+    probe = make_probe()
+    assert probe.arm("r") is True
+    probe.capture("before", torch.ones(3))
+    probe.capture_inputs("op", x=torch.ones(2), y=[1, {"z": make()}])  # must not raise
+    assert probe.armed() is True
+    probe.capture_inputs("op", x=torch.ones(2))
+    probe.capture("after", torch.ones(3))
+    manifest = load_manifest(probe.finish())
+    assert [r["stage"] for r in manifest["records"]] == ["before", "after"]
+    assert [(e["stage"], e["occurrence"]) for e in manifest["input_sets"]] == [("op", 2)]
+    message = ("capture_inputs('op') occurrence 1 skipped: argument 'y' is %s, which the probe cannot capture "
+               "(no statistics, no file); the rest of the window is written" % reason)
+    assert manifest["warnings"] == [message]
+    assert warning_lines(capsys.readouterr().err) == ["dump_probe: warning: " + message]
+
+
+@pytest.mark.parametrize("kind", ["sparse", "nested"])
+def test_unsupported_tensor_in_graph_slot_gets_no_slot(make_probe, capsys, kind):
+    make, reason = UNSUPPORTED[kind]
+    probe = make_probe()
+    assert probe.arm("r") is True
+    probe.capture("before", torch.ones(3))
+    bad = make()
+    assert probe.graph_slot("g", bad) is False  # must not raise
+    probe.capture_graph("g", bad)
+    assert probe.armed() is True
+    probe.capture("after", torch.ones(3))
+    manifest = load_manifest(probe.finish())
+    assert [r["stage"] for r in manifest["records"]] == ["before", "after"]
+    message = "graph_slot('g'): %s has no slot the graph can write into; not captured" % reason
+    assert manifest["warnings"] == [message]
+    assert warning_lines(capsys.readouterr().err) == ["dump_probe: warning: " + message]
+
+
+def test_a_statistics_row_that_cannot_be_read_back_costs_that_record_only(make_probe, capsys):
+    """finish()'s one transfer per device failing on one row (a __torch_dispatch__ subclass's
+    statistics, as a TwoTensor gave them) leaves that record's stats null, the window written."""
+    from torch.testing._internal.two_tensor import TwoTensor
+
+    probe = make_probe(DUMP_PROBE_KERNEL="torch")
+    assert probe.arm("r") is True
+    probe.capture("a", torch.ones(3))
+    probe.capture("b", torch.ones(3))
+    row = probe._state.records[1].stats
+    probe._state.records[1].stats = TwoTensor(row, row.clone())
+    manifest = load_manifest(probe.finish())
+    assert [(r["stage"], r["stats"] is None) for r in manifest["records"]] == [("a", False), ("b", True)]
+    lines = warning_lines(capsys.readouterr().err)
+    assert len(lines) == 1 and lines[0].startswith(
+        "dump_probe: warning: statistics of 1 of 2 records could not be read back ("), lines
+    assert manifest["warnings"] == [lines[0][len("dump_probe: warning: "):]]

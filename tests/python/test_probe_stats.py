@@ -279,3 +279,43 @@ def test_stats_dtype_is_float64_on_cpu(probe):
     assert manifest["stats_dtype"] == "float64"
     assert set(manifest["stat_names"]) == set(STAT_KEYS)
     assert manifest["stat_names"] == list(_rec["stats"])  # the order of the stats objects
+
+
+# --------------------------------------------------------------------------- l2 at the float32 extremes
+
+
+@pytest.mark.parametrize("value,n", [(1e-40, 1000), (-1e-40, 7), (1e-45, 64), (1e-25, 300), (3e-20, 5)])
+def test_torch_path_l2_of_float32_tiny_values_is_not_zero(make_probe, value, n):
+    """Eager path: float32 squares of denormals (and of values below ~1e-19) underflow; l2 is
+    |value| * sqrt(n) all the same (issue 31, item 22)."""
+    probe = make_probe(DUMP_PROBE_KERNEL="torch")
+    t = torch.full((n,), value, dtype=torch.float32)
+    _m, rec = capture_one(probe, t)
+    assert rec["stats_path"] == "torch"
+    exact = abs(float(t[0])) * math.sqrt(n)  # the float32 value, not the decimal literal
+    assert rec["stats"]["l2"] == pytest.approx(exact, rel=1e-6, abs=0)
+
+
+def test_torch_path_l2_of_mixed_tiny_values_matches_reference(make_probe):
+    probe = make_probe(DUMP_PROBE_KERNEL="torch")
+    t = (torch.randn(40, 30, generator=_gen(12)) * 1e-41).to(torch.float32)
+    _m, rec = capture_one(probe, t)
+    ref = math.sqrt(math.fsum(float(v) ** 2 for v in t.flatten().tolist()))
+    assert rec["stats"]["l2"] == pytest.approx(ref, rel=1e-5, abs=0)
+
+
+@pytest.mark.parametrize("scale", [1.0, 1e-10, 1e-17, 1e10, 1e16])
+def test_torch_path_l2_of_normal_range_float32_is_the_plain_norm(make_probe, scale):
+    """Bit for bit what the eager norm gives where no rescue is needed."""
+    probe = make_probe(DUMP_PROBE_KERNEL="torch")
+    t = _float_tensor(torch.float32, (33, 17), seed=13, scale=scale)
+    _m, rec = capture_one(probe, t)
+    assert rec["stats"]["l2"] == float(torch.linalg.vector_norm(t).to(torch.float64))
+
+
+def test_torch_path_l2_of_float32_overflowing_squares_is_rescued(make_probe):
+    probe = make_probe(DUMP_PROBE_KERNEL="torch")
+    t = _float_tensor(torch.float32, (9, 4), seed=14, scale=1e30)
+    _m, rec = capture_one(probe, t)
+    expected = float(torch.linalg.vector_norm(t * 2.0 ** -64).to(torch.float64)) * 2.0 ** 64
+    assert rec["stats"]["l2"] == expected

@@ -20,6 +20,7 @@ pub use record::*;
 pub use stage_key::{StageKey, capture_regex};
 pub use token_rows::*;
 pub use warning::{
-    UNFINISHED_WINDOW, UNREADABLE_WINDOW, UnfinishedWindow, Warning, WarningKind, any_lost,
+    STOPPED_BEFORE_FINISH, UNFINISHED_WINDOW, UNREADABLE_WINDOW, UnfinishedWindow,
+    WRITTEN_NOT_COMPLETED, Warning, WarningKind, any_lost,
 };
 pub use window::*;

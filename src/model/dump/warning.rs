@@ -52,6 +52,33 @@ pub struct UnfinishedWindow {
     pub cut_off: Vec<PathBuf>,
 }
 
+/// How a window whose every file is a cut-off write ended: its files were written but none
+/// was completed, most often because the disk filled up (the probe's exit report names the
+/// error). Not "stopped before finish()": a `manifest.json.tmp.<pid>` there means finish() ran.
+pub const WRITTEN_NOT_COMPLETED: &str = "written but not completed (the disk may have been full)";
+
+/// How a window without a manifest that holds anything else (or nothing) ended.
+pub const STOPPED_BEFORE_FINISH: &str =
+    "the run stopped before finish(), or is still inside the window";
+
+impl UnfinishedWindow {
+    /// True when every file the window holds is a cut-off write (`*.tmp.<pid>`): at least
+    /// one, and no complete input set or tensor file.
+    pub fn only_cut_off(&self) -> bool {
+        !self.cut_off.is_empty() && self.input_sets.is_empty() && self.tensor_files == 0
+    }
+
+    /// How the window ended, in words: [`WRITTEN_NOT_COMPLETED`] where every file is a cut-off
+    /// write, else [`STOPPED_BEFORE_FINISH`].
+    pub fn how_it_ended(&self) -> &'static str {
+        if self.only_cut_off() {
+            WRITTEN_NOT_COMPLETED
+        } else {
+            STOPPED_BEFORE_FINISH
+        }
+    }
+}
+
 /// Input-set stems a note names before it says "and N more".
 const SETS_NAMED: usize = 3;
 
@@ -92,8 +119,8 @@ impl Warning {
     /// complete).
     pub fn unfinished_window(window: &UnfinishedWindow) -> Warning {
         let mut message = format!(
-            "{UNFINISHED_WINDOW}: no manifest.json (the run stopped before finish(), or is still \
-             inside the window), so no statistics"
+            "{UNFINISHED_WINDOW}: no manifest.json ({}), so no statistics",
+            window.how_it_ended()
         );
         let sets = &window.input_sets;
         if let Some(first) = sets.first() {
@@ -125,8 +152,13 @@ impl Warning {
                 .iter()
                 .map(|p| p.display().to_string())
                 .collect();
+            let how = if window.only_cut_off() {
+                "never completed"
+            } else {
+                "the run was killed while writing"
+            };
             message += &format!(
-                "; {} ({}): the run was killed while writing {}, incomplete, not usable",
+                "; {} ({}): {how} {}, incomplete, not usable",
                 plural(names.len(), "cut-off write", "cut-off writes"),
                 names.join(", "),
                 if names.len() == 1 { "it" } else { "them" }

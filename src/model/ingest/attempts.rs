@@ -6,7 +6,7 @@
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
-use crate::model::dump::{Dump, UnfinishedWindow, Warning, Window};
+use crate::model::dump::{Dump, UnfinishedWindow, WRITTEN_NOT_COMPLETED, Warning, Window};
 
 use super::LoadError;
 
@@ -219,9 +219,20 @@ fn attempt_in_slot(key: &Slot, dir: &Path) -> Option<u32> {
 
 /// The attempts among `unfinished` of the window of `key`, with their directories.
 fn unfinished_of<'a>(key: &Slot, unfinished: &'a [UnfinishedWindow]) -> Vec<(u32, &'a Path)> {
+    unfinished_windows_of(key, unfinished)
+        .into_iter()
+        .map(|(a, w)| (a, w.dir.as_path()))
+        .collect()
+}
+
+/// [`unfinished_of`], with the windows themselves.
+fn unfinished_windows_of<'a>(
+    key: &Slot,
+    unfinished: &'a [UnfinishedWindow],
+) -> Vec<(u32, &'a UnfinishedWindow)> {
     unfinished
         .iter()
-        .filter_map(|w| Some((attempt_in_slot(key, &w.dir)?, w.dir.as_path())))
+        .filter_map(|w| Some((attempt_in_slot(key, &w.dir)?, w)))
         .collect()
 }
 
@@ -292,11 +303,18 @@ fn lacking(
         if every.len() == 1 { "" } else { "s" },
         join(&every)
     );
-    if let Some((_, dir)) = open.iter().find(|(a, _)| *a == n) {
+    if let Some((_, window)) = unfinished_windows_of(key, unfinished)
+        .into_iter()
+        .find(|(a, _)| *a == n)
+    {
+        let how = match window.only_cut_off() {
+            true => WRITTEN_NOT_COMPLETED,
+            false => "the run stopped before finish()",
+        };
         problem += &format!(
-            "; attempt {n} ({}) is unfinished: the run stopped before finish(), so it has no \
-             statistics to use (its input sets, if any, replay with `dumpview replay`)",
-            dir.display()
+            "; attempt {n} ({}) is unfinished: {how}, so it has no statistics to use (its input \
+             sets, if any, replay with `dumpview replay`)",
+            window.dir.display()
         );
     }
     if let Some((_, manifest)) = broken.iter().find(|(a, _)| *a == n) {

@@ -117,8 +117,9 @@ fn discover_in(
         }
         if let Some(first) = unfinished.first() {
             problem += &format!(
-                "; {} is an unfinished window, without {MANIFEST_NAME}: the run stopped before finish() (or is still inside the window)",
-                first.dir.display()
+                "; {} is an unfinished window, without {MANIFEST_NAME}: {}",
+                first.dir.display(),
+                first.how_it_ended()
             );
             if let Some(set) = first.input_sets.first() {
                 problem += &format!(
@@ -304,6 +305,66 @@ mod tests {
                 "match1-occ2 is an unfinished window, without manifest.json: the run stopped before finish()"
             ),
             "{error}"
+        );
+    }
+
+    #[test]
+    fn a_window_of_only_tmp_files_was_written_but_not_completed() {
+        // finish() on a full disk: the rows sidecar and the manifest were begun under their
+        // temporary names, and neither was completed (issue 31, item 18).
+        let root = tempfile::tempdir().unwrap();
+        let full = root.path().join("rank0/match1-occ1");
+        std::fs::create_dir_all(&full).unwrap();
+        std::fs::write(full.join("rows.f32.tmp.4242"), b"").unwrap();
+        std::fs::write(full.join("manifest.json.tmp.4242"), b"").unwrap();
+        let found = discover_all(&[root.path().to_path_buf()]).unwrap_err();
+        let error = found.to_string();
+        assert!(
+            error.contains(
+                "match1-occ1 is an unfinished window, without manifest.json: written but not \
+                 completed (the disk may have been full)"
+            ),
+            "{error}"
+        );
+        assert!(!error.contains("stopped before finish()"), "{error}");
+        // A complete input set beside a cut-off write: the run stopped before finish().
+        let killed = root.path().join("rank0/match1-occ2/inputs");
+        std::fs::create_dir_all(&killed).unwrap();
+        std::fs::write(killed.join("op#1.pt"), b"").unwrap();
+        std::fs::write(killed.join("op#2.pt.tmp.7"), b"").unwrap();
+        let error = discover_all(&[root.path().join("rank0/match1-occ2")])
+            .unwrap_err()
+            .to_string();
+        assert!(
+            error.contains("without manifest.json: the run stopped before finish()"),
+            "{error}"
+        );
+        // What the note (scan's warning) says of each.
+        let mut windows = vec![
+            unfinished_window(&full),
+            unfinished_window(&root.path().join("rank0/match1-occ2")),
+        ];
+        assert!(windows[0].only_cut_off() && !windows[1].only_cut_off());
+        let notes: Vec<String> = windows
+            .drain(..)
+            .map(|w| crate::model::dump::Warning::unfinished_window(&w).to_string())
+            .collect();
+        assert!(
+            notes[0].contains(
+                "UNFINISHED WINDOW: no manifest.json (written but not completed (the disk may \
+                 have been full)), so no statistics; 2 cut-off writes (manifest.json.tmp.4242, \
+                 rows.f32.tmp.4242): never completed them, incomplete, not usable"
+            ),
+            "{}",
+            notes[0]
+        );
+        assert!(
+            notes[1].contains("(the run stopped before finish(), or is still inside the window)")
+        );
+        assert!(
+            notes[1].contains("the run was killed while writing it"),
+            "{}",
+            notes[1]
         );
     }
 

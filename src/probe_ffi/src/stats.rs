@@ -3,8 +3,11 @@
 //! crate's (docs/manifest.md, "stats"); this module walks a view's elements in logical order
 //! into them: every element decodes exactly to f64 ([`crate::dtype`]), whole rows of
 //! all-finite elements go through the lanes on the widest vector unit the CPU has, the rest
-//! element by element; sums run sequentially within chunks of [`CHUNK`] elements and pairwise
-//! across them, so their rounding error stays near (CHUNK + log₂ n)·2⁻⁵³·Σ|x|.
+//! element by element; sums run sequentially within chunks of [`CHUNK`] elements (lanes folded
+//! pairwise), and across chunks [`summarize`] merges them in one fixed pairwise tree
+//! (`merge_pairwise`) while [`summarize_with`] without `parallel` folds them left to right, so
+//! their rounding error stays near (CHUNK + log₂ n)·2⁻⁵³·Σ|x| on the pool and
+//! (CHUNK + n/CHUNK)·2⁻⁵³·Σ|x| on the calling thread.
 
 use dump_stats::lanes::{self, LANES, fold};
 use dump_stats::{Acc, COL_MUL, ROW_MUL, Run, weight};
