@@ -757,3 +757,41 @@ fn one_bad_value_costs_one_field_or_one_record() {
         ]
     );
 }
+
+/// Issue 31, item 24: a symbolic link out of the searched directory is followed, and said once
+/// per link (a note: nothing is lost); a link back inside the tree is no note.
+#[cfg(unix)]
+#[test]
+fn a_link_out_of_the_tree_is_followed_and_said_once() {
+    use std::os::unix::fs::symlink;
+    let example = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("assets/examples/llama_kv_alias/a/rank0/match1-occ1/manifest.json");
+    let root = tempfile::tempdir().unwrap();
+    let outside = tempfile::tempdir().unwrap();
+    let place = |dir: &Path| {
+        std::fs::create_dir_all(dir).unwrap();
+        for name in ["manifest.json", "rows.f32"] {
+            std::fs::copy(example.with_file_name(name), dir.join(name)).unwrap();
+        }
+    };
+    let tree = root.path().join("tree");
+    place(&tree.join("rank0/match1-occ1"));
+    place(&outside.path().join("run/rank0/match1-occ2"));
+    place(&outside.path().join("run/rank0/match1-occ3"));
+    symlink(outside.path().join("run"), tree.join("linked")).unwrap();
+    symlink(tree.join("rank0"), tree.join("again")).unwrap();
+    let dump = load(std::slice::from_ref(&tree), &mut |_| {}).unwrap();
+    let notes: Vec<String> = dump
+        .warnings
+        .iter()
+        .filter(|w| w.message.contains("symbolic link"))
+        .map(|w| format!("{}: {}", w.file.display(), w.message))
+        .collect();
+    assert_eq!(notes.len(), 1, "{notes:?}");
+    assert!(notes[0].starts_with(&format!("{}: ", tree.join("linked").display())));
+    assert!(
+        !dump.warnings.iter().any(|w| w.loses_evidence()),
+        "{:?}",
+        dump.warnings
+    );
+}

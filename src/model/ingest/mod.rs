@@ -77,6 +77,52 @@ pub fn load(inputs: &[PathBuf], progress: &mut dyn FnMut(Progress)) -> Result<Du
     load_attempt(inputs, AttemptChoice::Newest, progress)
 }
 
+/// One note per symbolic link the search followed out of an input directory (the files under
+/// it are read as part of the capture: said, since the evidence rule refuses such links for
+/// saved files). A file found outside its input's real path is traced back to the first link
+/// on its path below the input.
+fn links_out_of(inputs: &[PathBuf], files: &[PathBuf]) -> Vec<Warning> {
+    let mut links: Vec<(PathBuf, PathBuf)> = Vec::new();
+    for input in inputs.iter().filter(|i| i.is_dir()) {
+        let Ok(root) = std::fs::canonicalize(input) else {
+            continue;
+        };
+        for file in files.iter().filter(|f| f.starts_with(input)) {
+            if std::fs::canonicalize(file).is_ok_and(|real| real.starts_with(&root)) {
+                continue;
+            }
+            // The first link below the input on the file's path.
+            let mut at = input.clone();
+            let Ok(rest) = file.strip_prefix(input) else {
+                continue;
+            };
+            for part in rest.components() {
+                at.push(part);
+                if std::fs::symlink_metadata(&at).is_ok_and(|m| m.file_type().is_symlink()) {
+                    if let Ok(target) = std::fs::canonicalize(&at)
+                        && !target.starts_with(&root)
+                        && !links.iter().any(|(l, _)| *l == at)
+                    {
+                        links.push((at.clone(), target));
+                    }
+                    break;
+                }
+            }
+        }
+    }
+    links
+        .into_iter()
+        .map(|(link, target)| {
+            let message = format!(
+                "a symbolic link out of the searched directory, followed: its dumps ({}) are \
+                 read as part of this capture",
+                target.display()
+            );
+            Warning::note(link, message)
+        })
+        .collect()
+}
+
 /// [`load`], keeping the given attempt of each window re-run into one directory
 /// ([`choose_attempts`]).
 ///
@@ -100,6 +146,7 @@ pub fn load_attempt(
     let mut dump = Dump::default();
     dump.warnings
         .extend(unfinished.iter().map(Warning::unfinished_window));
+    dump.warnings.extend(links_out_of(inputs, &files));
     let mut state = Progress {
         phase: LoadPhase::Reading,
         files_total: files.len(),
