@@ -795,3 +795,48 @@ fn a_link_out_of_the_tree_is_followed_and_said_once() {
         dump.warnings
     );
 }
+
+/// Issue 31, item 16: a `manifest.json` that is not a dump of any known format (a Python
+/// package's, found by a search over a whole home directory) is skipped with one note; a
+/// damaged file in a probe window directory stays lost evidence.
+#[test]
+fn a_manifest_json_of_something_else_is_skipped_with_a_note() {
+    let example = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("assets/examples/llama_kv_alias/a/rank0/match1-occ1/manifest.json");
+    let home = tempfile::tempdir().unwrap();
+    let window = home.path().join("run/rank0/match1-occ1");
+    std::fs::create_dir_all(&window).unwrap();
+    for name in ["manifest.json", "rows.f32"] {
+        std::fs::copy(example.with_file_name(name), window.join(name)).unwrap();
+    }
+    let package = home.path().join(".local/lib/somepkg");
+    std::fs::create_dir_all(&package).unwrap();
+    std::fs::write(
+        package.join("manifest.json"),
+        r#"{"name": "somepkg", "version": "1.2.3", "files": ["a.py"]}"#,
+    )
+    .unwrap();
+    let dump = load(&[home.path().to_path_buf()], &mut |_| {}).unwrap();
+    assert_eq!(dump.windows.len(), 1);
+    let said: Vec<(String, bool)> = dump
+        .warnings
+        .iter()
+        .map(|w| (w.to_string(), w.loses_evidence()))
+        .collect();
+    assert_eq!(said.len(), 1, "{said:?}");
+    assert!(
+        said[0].0.contains("not a dump of any known format"),
+        "{said:?}"
+    );
+    assert!(!said[0].1, "a note, not lost evidence");
+    // The same bytes in a probe window directory: a damaged dump, lost evidence.
+    let damaged = home.path().join("run/rank1/match1-occ1");
+    std::fs::create_dir_all(&damaged).unwrap();
+    std::fs::copy(package.join("manifest.json"), damaged.join("manifest.json")).unwrap();
+    let dump = load(&[home.path().to_path_buf()], &mut |_| {}).unwrap();
+    assert!(
+        dump.warnings.iter().any(|w| w.loses_evidence()),
+        "{:?}",
+        dump.warnings
+    );
+}

@@ -161,6 +161,20 @@ pub fn load_attempt(
     load_in_order(&files, &mut |index, loaded| {
         let (manifest, warnings) = match loaded {
             Ok(loaded) => loaded,
+            Err(error) if !found[index].1 && !is_a_dump(&files[index]) => {
+                // A `manifest.json` of something else (a Python package's, found by a search
+                // over a whole home directory): skipped with a note, nothing lost.
+                dump.warnings.push(Warning::note(
+                    &files[index],
+                    "not a dump of any known format (no probe, msprobe or windowed markers in \
+                     its head, and not in a probe window directory): skipped",
+                ));
+                first_unreadable.get_or_insert(error);
+                state.files_done += 1;
+                state.bytes_done += sizes[index];
+                progress(state);
+                return true;
+            }
             Err(error) if !found[index].1 => {
                 let path = &files[index];
                 let text = error.to_string();
@@ -196,6 +210,29 @@ pub fn load_attempt(
     choose_attempts(&mut dump, attempt, &unfinished, &unreadable)?;
     sort_windows(&mut dump.windows);
     Ok(dump)
+}
+
+/// Whether the file at `path`, which did not load, was meant as a dump: `dump.json` (only
+/// msprobe writes it), a file in a probe window directory (`rank<R>/match<M>-occ<O>`), or one
+/// whose head names a dump (`dumpview.manifest`, the probe's `schema_version` or `records`, a
+/// windowed manifest). A damaged dump stays lost evidence; anything else is not a dump.
+fn is_a_dump(path: &Path) -> bool {
+    if path.file_name().is_some_and(|n| n != "manifest.json") {
+        return true;
+    }
+    if path.parent().and_then(probe_window_dir).is_some() {
+        return true;
+    }
+    let mut head = vec![0u8; HEAD_BYTES];
+    let n = std::fs::File::open(path)
+        .and_then(|mut f| std::io::Read::read(&mut f, &mut head))
+        .unwrap_or(0);
+    let head = &head[..n];
+    let has = |marker: &[u8]| memchr::memmem::find(head, marker).is_some();
+    has(b"dumpview.manifest")
+        || has(b"\"schema_version\"")
+        || has(b"\"records\"")
+        || crate::model::formats::windowed::is_windowed(head)
 }
 
 /// The one window order of a loaded capture: by rank, match, occurrence, then source path.
