@@ -43,8 +43,9 @@ pub enum SourceError {
 
 /// Reads SOURCE as the user writes it.
 ///
-/// - `ssh://[user@]host[:port]/path`: the path is absolute (`ssh://h/data` reads `/data`);
-///   an IPv6 address is written in brackets (`ssh://[::1]:2222/data`).
+/// - `ssh://[user@]host[:port]/path`: the path is absolute (`ssh://h/data` reads `/data`) and
+///   percent-decoded as a URL's (`%20` is a space); an IPv6 address is written in brackets
+///   (`ssh://[::1]:2222/data`).
 /// - `[user@]host:path` (scp's form): remote only when no `/` comes before the first `:`;
 ///   `host:relative` and `host:~/relative` are relative to the remote home, `host:` is the
 ///   home itself, `[::1]:path` an IPv6 address.
@@ -72,7 +73,11 @@ pub fn parse_source(text: &str) -> Result<SourceSpec, SourceError> {
         };
         let (user, host_port) = split_user(authority).map_err(bad)?;
         let (host, port) = split_host_port(host_port).map_err(bad)?;
-        return remote(user, host, port, path.to_string()).map_err(bad);
+        // A URL's path is percent-encoded (`%20` is a space), as RFC 3986 has it.
+        let path = percent_encoding::percent_decode_str(path)
+            .decode_utf8()
+            .map_err(|_| bad("the path's %-escapes do not decode to UTF-8 text".into()))?;
+        return remote(user, host, port, path.into_owned()).map_err(bad);
     }
     let Some(colon) = scp_colon(text) else {
         return Ok(SourceSpec::Local(PathBuf::from(text)));
@@ -193,8 +198,8 @@ fn remote(
 
 impl RemoteSpec {
     /// Where this source is mirrored under `cache_dir`:
-    /// `<cache_dir>/<host>[_<port>]/<path…>` for an absolute path, and
-    /// `<cache_dir>/<host>[_<port>]/~[<user>]/<path…>` for a path relative to the remote home
+    /// `<cache_dir>/[<user>@]<host>[_<port>]/<path…>` for an absolute path, and
+    /// `<cache_dir>/[<user>@]<host>[_<port>]/~[<user>]/<path…>` for a path relative to the remote home
     /// (whose home it is depends on the user).
     pub fn cache_path(&self, cache_dir: &Path) -> PathBuf {
         let mut dir = cache_dir.join(self.host_dir());
@@ -209,11 +214,17 @@ impl RemoteSpec {
         dir
     }
 
-    /// The cache's directory name for the host: `host`, or `host_port` with a port.
+    /// The cache's directory name for the host: `host`, `host_port` with a port, and
+    /// `user@…` with a user: `root@gpu1:` and `gpu1:` may read different files (another
+    /// user's permissions, another home), so they never share a mirror.
     pub fn host_dir(&self) -> String {
-        match self.port {
+        let host = match self.port {
             Some(port) => format!("{}_{port}", self.host),
             None => self.host.clone(),
+        };
+        match &self.user {
+            Some(user) => format!("{user}@{host}"),
+            None => host,
         }
     }
 
@@ -334,7 +345,12 @@ mod tests {
         let cache = Path::new("/c");
         assert_eq!(
             spec("ssh://u@gpu1:2222/data/d").cache_path(cache),
-            Path::new("/c/gpu1_2222/data/d")
+            Path::new("/c/u@gpu1_2222/data/d")
+        );
+        // Issue 31, item 16: another user is another mirror.
+        assert_eq!(
+            spec("root@gpu1:/data/d").cache_path(cache),
+            Path::new("/c/root@gpu1/data/d")
         );
         assert_eq!(
             spec("gpu1:/data/d/").cache_path(cache),
@@ -343,9 +359,12 @@ mod tests {
         assert_eq!(spec("gpu1:d").cache_path(cache), Path::new("/c/gpu1/~/d"));
         assert_eq!(
             spec("bob@gpu1:d").cache_path(cache),
-            Path::new("/c/gpu1/~bob/d")
+            Path::new("/c/bob@gpu1/~bob/d")
         );
         assert_eq!(spec("ssh://u@[::1]:2/d").to_string(), "ssh://u@[::1]:2/d");
+        // Issue 31, item 16: a URL's %-escapes are decoded.
+        assert_eq!(spec("ssh://gpu1/data/my%20runs/d").path, "/data/my runs/d");
+        assert!(parse_source("ssh://gpu1/data/%ff").is_err());
         assert_eq!(spec("bob@gpu1:d").to_string(), "bob@gpu1:d");
     }
 }
