@@ -1314,6 +1314,12 @@ def capture(stage, tensor, shard=None, collective=None, rows="auto", token_dims=
             record.occurrence = occurrence
             record.seq = len(_state.records)
             _state.records.append(record)
+            if stats is None and tensor.layout != torch.strided:
+                # A sparse (or other non-strided) tensor keeps its record with null statistics:
+                # said in the manifest, so the reader knows why (issue 31, item 19).
+                _state.window["warnings"].append(
+                    "capture(%r) occurrence %d: a %s tensor has no statistics the probe can take; "
+                    "recorded with null stats" % (stage, occurrence, str(tensor.layout).replace("torch.", "")))
             if _state.output_waits:  # an input set named this stage in outputs= (one dict test otherwise)
                 waits = _state.output_waits.get(stage)
                 if waits:

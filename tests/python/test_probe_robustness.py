@@ -345,3 +345,17 @@ def test_a_statistics_row_that_cannot_be_read_back_costs_that_record_only(make_p
     assert len(lines) == 1 and lines[0].startswith(
         "dump_probe: warning: statistics of 1 of 2 records could not be read back ("), lines
     assert manifest["warnings"] == [lines[0][len("dump_probe: warning: "):]]
+
+
+def test_a_sparse_tensor_in_capture_keeps_its_record_and_says_why_its_stats_are_null(make_probe):
+    """Issue 31, item 19: a sparse tensor in capture() keeps its record with null statistics,
+    and the manifest's warnings say why (nothing said before)."""
+    make, _reason = UNSUPPORTED["sparse"]
+    probe = make_probe()
+    assert probe.arm("r") is True
+    probe.capture("sparse", make())
+    manifest = load_manifest(probe.finish())
+    assert [(r["stage"], r["stats"]) for r in manifest["records"]] == [("sparse", None)]
+    assert manifest["warnings"] == [
+        "capture('sparse') occurrence 1: a sparse_coo tensor has no statistics the probe can take; "
+        "recorded with null stats"]
