@@ -1600,20 +1600,6 @@ fn a_zero_byte_input_set_is_called_out_as_lost_evidence() {
     );
 }
 
-/// Copies directory `from` into `to`, recursively.
-fn copy_tree(from: &Path, to: &Path) {
-    std::fs::create_dir_all(to).unwrap();
-    for entry in std::fs::read_dir(from).unwrap() {
-        let entry = entry.unwrap();
-        let target = to.join(entry.file_name());
-        if entry.file_type().unwrap().is_dir() {
-            copy_tree(&entry.path(), &target);
-        } else {
-            std::fs::copy(entry.path(), &target).unwrap();
-        }
-    }
-}
-
 /// An interpreter at `path` that touches `marker` and runs the test's Python.
 fn marking_python(path: &Path, marker: &Path) {
     use std::os::unix::fs::PermissionsExt;
@@ -1643,7 +1629,7 @@ fn the_interpreter_the_capture_recorded_runs_the_replay_when_it_is_there() {
     marking_python(&recorded, &recorded_ran);
     marking_python(&venv.join("bin/python"), &venv_ran);
     let window = root.join("dump/rank0/match1-occ1");
-    copy_tree(&repo(F32).join("rank0/match1-occ1"), &window);
+    support::copy_tree(&repo(F32).join("rank0/match1-occ1"), &window);
     let record = |executable: &Path| {
         let manifest = window.join("manifest.json");
         let text = std::fs::read_to_string(repo(F32).join("rank0/match1-occ1/manifest.json"))

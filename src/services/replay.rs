@@ -84,22 +84,7 @@ pub struct ReplayRequest {
     pub import_path: Vec<String>,
 }
 
-/// A listing of the input sets a dump holds.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct ListRequest {
-    /// The dump, as in [`ReplayRequest::dump`].
-    pub dump: String,
-    /// The window's rank.
-    pub rank: Option<u32>,
-    /// The window.
-    pub window: Option<String>,
-    /// The attempt, as in [`ReplayRequest::attempt`].
-    pub attempt: Option<u32>,
-    /// The Python interpreter.
-    pub python: Option<String>,
-    /// JSON instead of text.
-    pub json: bool,
-}
+pub use super::replay_list::ListRequest;
 
 /// Why a replay gave no judged result.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -305,7 +290,9 @@ pub fn list_here(
     log: &mut dyn FnMut(&str),
 ) -> Result<super::replay_list::Listing, ReplayError> {
     match remote::parse_source(&request.dump).map_err(|e| ReplayError::Input(e.to_string()))? {
-        remote::SourceSpec::Local(_) => super::replay_list::list_local(request, log),
+        remote::SourceSpec::Local(_) => {
+            super::replay_list::list_local(request, log).map_err(ReplayError::Input)
+        }
         remote::SourceSpec::Remote(_) => Err(ReplayError::Input(format!(
             "{}: a remote dump is listed by replay_op.py where it lives",
             request.dump
@@ -339,7 +326,8 @@ pub fn list(
     let stdout = match place {
         // Read here, without Python (`services::replay_list`), as replay_op.py prints it.
         remote::SourceSpec::Local(_) => {
-            let listing = super::replay_list::list_local(request, log)?;
+            let listing =
+                super::replay_list::list_local(request, log).map_err(ReplayError::Input)?;
             return Ok(match request.json {
                 true => serde_json::to_string(&listing.document)
                     .map_err(|e| ReplayError::Failed(e.to_string()))?,

@@ -13,7 +13,6 @@ use std::sync::LazyLock;
 
 use regex::Regex;
 
-use super::replay::{ListRequest, ReplayError};
 use crate::model::dump::{Warning, WarningKind};
 use crate::model::present::replay_list::{
     LIST_FORMAT, LIST_VERSION, ListArg, ListDocument, ListSet, ListWindow, Ordered, UNFINISHED_NOTE,
@@ -618,20 +617,33 @@ fn input_file(directory: &str, entry: &Ordered) -> Option<PathBuf> {
     Some(Path::new(directory).join(rel))
 }
 
+/// A listing of the input sets a dump holds.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ListRequest {
+    /// The dump, as in `ReplayRequest::dump`.
+    pub dump: String,
+    /// The window's rank.
+    pub rank: Option<u32>,
+    /// The window.
+    pub window: Option<String>,
+    /// The attempt, as in `ReplayRequest::attempt`.
+    pub attempt: Option<u32>,
+    /// The Python interpreter.
+    pub python: Option<String>,
+    /// JSON instead of text.
+    pub json: bool,
+}
+
 /// Lists the input sets of the local dump `request.dump`; notes (attempts left out, windows
 /// skipped) go to `log`.
 ///
 /// # Errors
-/// [`ReplayError::Input`]: no dump there, no manifest, a window or rank not there, an
-/// attempt not there.
-pub fn list_local(
-    request: &ListRequest,
-    log: &mut dyn FnMut(&str),
-) -> Result<Listing, ReplayError> {
+/// Why, in words (an input error: exit status 2): no dump there, no manifest, a window or
+/// rank not there, an attempt not there.
+pub fn list_local(request: &ListRequest, log: &mut dyn FnMut(&str)) -> Result<Listing, String> {
     let mut note = |line: &str| log(&format!("dumpview: {line}"));
     let windows = find_windows(&request.dump, request.attempt, &mut note)
-        .and_then(|w| select_windows(w, request.rank, request.window.as_deref()))
-        .map_err(ReplayError::Input)?;
+        .and_then(|w| select_windows(w, request.rank, request.window.as_deref()))?;
     let mut warnings = Vec::new();
     let mut document = ListDocument {
         format: LIST_FORMAT,
