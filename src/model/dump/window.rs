@@ -155,6 +155,10 @@ pub struct FormatFacts {
     /// Why a capture of this format may hold far fewer records than another of the same
     /// format, for the missing-data message.
     pub missing_data_advice: &'static str,
+    /// Whether records follow the probe's conventions, which the reader's value checks then
+    /// hold them to: `dtype` is a torch dtype name and `occurrence` counts from 1 (msprobe's
+    /// scalars carry Python type names; a windowed dump may say `unknown`).
+    pub probe_conventions: bool,
 }
 
 /// The facts of a window made without a format (a hand-built window in a test): input ids
@@ -163,6 +167,7 @@ pub static UNKNOWN_FORMAT: FormatFacts = FormatFacts {
     name: "unknown format",
     records_input_ids: true,
     missing_data_advice: "The two captures recorded different sets of tensors.",
+    probe_conventions: false,
 };
 
 impl Default for &'static FormatFacts {

@@ -139,7 +139,7 @@ pub fn choose_attempts(
         };
         keep.insert(key.clone(), chosen);
     }
-    let mut notes = Vec::new();
+    let mut notes = copies_left_out(dump);
     dump.windows.retain(|window| {
         let key = slot(window);
         let chosen = keep[&key];
@@ -198,6 +198,43 @@ pub fn choose_attempts(
     });
     dump.warnings.extend(notes);
     Ok(())
+}
+
+/// Leaves out every copied attempt directory: a window whose probe directory name says another
+/// attempt than its manifest records (`match1-occ1.3` recording attempt 2, a copy of `.2`),
+/// where another window of its slot records that attempt under its own name. Each copy left
+/// out has a lost-evidence warning naming both directories. Returns those warnings.
+fn copies_left_out(dump: &mut Dump) -> Vec<Warning> {
+    let named = |w: &Window| probe_window_dir(w.window_dir()).map(|ids| ids.attempt);
+    let mut originals: BTreeMap<(Slot, u32), usize> = BTreeMap::new();
+    for (i, window) in dump.windows.iter().enumerate() {
+        if named(window) == Some(window.attempt) {
+            originals.entry((slot(window), window.attempt)).or_insert(i);
+        }
+    }
+    let mut left_out = Vec::new();
+    let mut warnings = Vec::new();
+    for (i, window) in dump.windows.iter().enumerate() {
+        if named(window).is_none_or(|n| n == window.attempt) {
+            continue;
+        }
+        if let Some(&original) = originals.get(&(slot(window), window.attempt)) {
+            warnings.push(Warning::lost(
+                window.source.clone(),
+                format!(
+                    "records attempt {} as {} does (a copied directory?): this window is left \
+                     out",
+                    window.attempt,
+                    dump.windows[original].window_dir().display()
+                ),
+            ));
+            left_out.push(i);
+        }
+    }
+    for i in left_out.into_iter().rev() {
+        dump.windows.remove(i);
+    }
+    warnings
 }
 
 /// `attempt 5` / `attempts 2, 3, 5`.

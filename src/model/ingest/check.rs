@@ -1,5 +1,6 @@
-//! The checks every window of every format gets once read ([`check_window`]): repeated keys,
-//! records out of capture order, and evidence paths that would lead out of the dump.
+//! The checks every window of every format gets once read ([`check_window`]): values that
+//! cannot be true (`super::values`), repeated keys, records out of capture order, and evidence
+//! paths that would lead out of the dump.
 
 use std::collections::HashMap;
 use std::path::PathBuf;
@@ -8,11 +9,13 @@ use rayon::prelude::*;
 
 use crate::model::dump::{Warning, Window, evidence, keys_increase};
 
-/// Applies every check to `window`: [`check_records`] and [`drop_escaping_evidence`], the two
-/// run side by side. Returns their warnings, in that order.
+/// Applies every check to `window`: the value checks, then [`check_records`] and
+/// [`drop_escaping_evidence`], those two side by side. Returns their warnings, in that order.
 pub fn check_window(window: &mut Window) -> Vec<Warning> {
-    let (mut checked, refused) =
+    let mut checked = super::values::check_values(window);
+    let (records, refused) =
         rayon::join(|| check_records(window), || resolve_tensor_files(window));
+    checked.extend(records);
     checked.extend(drop_refused_evidence(window, refused));
     if window.records.is_empty() {
         // Nothing is lost (the file says it holds nothing), but a comparison of it agrees

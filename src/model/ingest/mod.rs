@@ -12,6 +12,7 @@ mod discover;
 mod error;
 mod incremental;
 mod same;
+mod values;
 
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};

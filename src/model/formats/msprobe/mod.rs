@@ -44,6 +44,7 @@ pub static FACTS: FormatFacts = FormatFacts {
     records_input_ids: false,
     missing_data_advice: "msprobe's level (L0 modules, L1 APIs, mix), scope or list may differ \
                           between the runs.",
+    probe_conventions: false,
 };
 
 /// Loads one msprobe `dump.json` (with the construct.json and stack.json beside it) as a

@@ -129,6 +129,9 @@ fn tensor_stats(stats: &[Stat; 4], numel: u64) -> Option<Stats> {
         _ => None,
     };
     let finite = max.is_some_and(f64::is_finite) && min.is_some_and(f64::is_finite);
+    // msprobe writes a one-element tensor's value as its Norm (a 0-d `mean` of -0.02 has Norm
+    // -0.02): the norm of one element is its magnitude.
+    let l2 = if numel == 1 { l2.map(f64::abs) } else { l2 };
     Some(Stats {
         nan_count: u64::from(nan),
         inf_count: u64::from(inf),

@@ -15,6 +15,7 @@ pub static FACTS: FormatFacts = FormatFacts {
     name: "dump_probe manifest",
     records_input_ids: true,
     missing_data_advice: "The two captures recorded different sets of stages.",
+    probe_conventions: true,
 };
 
 /// The only `schema_version` this build reads.

@@ -78,7 +78,10 @@ impl fmt::Display for RecordProblem {
             self.byte_offset,
             self.field,
             self.reason,
-            if self.kept && self.field.starts_with("stats.") {
+            if self.kept && COUNTS_DECIDING.contains(&self.field.as_str()) {
+                "the record's statistics are not used (without that count its non-finite \
+                 elements are unknown); the record is kept"
+            } else if self.kept && self.field.starts_with("stats.") {
                 "that statistic is null (not compared); the record is kept"
             } else if self.kept {
                 "the record is kept without it (per rank)"
@@ -662,6 +665,10 @@ impl<'de> Visitor<'de> for RecordSink<'_> {
 /// Statistic fields that may be made null when they are not numbers.
 const VALUE_STATS: [&str; 6] = dump_stats::VALUE_STAT_NAMES;
 
+/// The counts every record's statistics need: one that is not a count (negative, fractional,
+/// text) costs the record its statistics, never the record.
+const COUNTS_DECIDING: [&str; 2] = ["stats.nan_count", "stats.inf_count"];
+
 /// A record whose raw JSON `text` did not read (`error`): every value statistic that is not a
 /// number is made null; then, when the record reads, it is kept; else the first field that
 /// does not read (found by putting the fields one by one on a minimal valid record) names why
@@ -697,6 +704,31 @@ fn repair(
                 stats.insert(name.to_string(), serde_json::Value::Null);
             }
         }
+        // `finite_count` is optional: one that is not a count is made null like a statistic.
+        if let Some(value) = stats.get("finite_count").filter(|v| !v.is_null() && !v.is_u64()) {
+            let reason = not_a_count(value);
+            problems.push(problem(seq, "stats.finite_count".into(), reason, true));
+            stats.insert("finite_count".into(), serde_json::Value::Null);
+        }
+    }
+    // A NaN or inf count that is not a count leaves the record without statistics: its
+    // non-finite elements are unknown, so no statistic of it can be judged.
+    let bad_count = fields
+        .get("stats")
+        .and_then(serde_json::Value::as_object)
+        .and_then(|stats| {
+            COUNTS_DECIDING.iter().find_map(|field| {
+                let name = field.strip_prefix("stats.").expect("a stats field");
+                stats
+                    .get(name)
+                    .filter(|v| !v.is_u64())
+                    .map(|v| (*field, not_a_count(v)))
+            })
+        });
+    if let Some((field, reason)) = bad_count {
+        problems.retain(|p| !p.field.starts_with("stats."));
+        problems.push(problem(seq, field.to_string(), reason, true));
+        fields.insert("stats".into(), serde_json::Value::Null);
     }
     // A parallel annotation that does not read costs the annotation, never the record (the
     // Python probe records a capture whose annotation it refuses without it).
@@ -745,6 +777,17 @@ fn repair(
     problems.retain(|p| p.field != field);
     problems.push(problem(seq, field, reason, false));
     (None, problems)
+}
+
+/// Why a JSON value is not a count (a non-negative integer), in words.
+fn not_a_count(value: &serde_json::Value) -> String {
+    match value {
+        serde_json::Value::Number(n) if n.as_f64().is_some_and(|n| n < 0.0) => {
+            format!("{n} is negative, not a count")
+        }
+        serde_json::Value::Number(n) => format!("{n} is not a whole number, not a count"),
+        other => format!("{other} is not a count"),
+    }
 }
 
 /// A record every field of which reads: the base [`repair`] puts fields on one at a time.

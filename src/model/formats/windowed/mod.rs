@@ -32,6 +32,7 @@ pub static FACTS: FormatFacts = FormatFacts {
     name: "windowed dump (schemaVersion 4)",
     records_input_ids: false,
     missing_data_advice: "The two captures recorded different sets of tensors.",
+    probe_conventions: false,
 };
 
 /// The only `schemaVersion` this build reads.
