@@ -376,9 +376,10 @@ def select_windows(windows, rank=None, window=None):
 
 
 def parse_stage(text):
-    """'layers.0.rope#2' -> ('layers.0.rope', 2); 'layers.0.rope' -> ('layers.0.rope', None)."""
+    """'layers.0.rope#2' -> ('layers.0.rope', 2); 'layers.0.rope' -> ('layers.0.rope', None);
+    '#1' -> ('', 1): an empty stage name is picked as '#N' (as dumpview writes its key)."""
     found = re.match(r"^(.*)#(\d+)$", text)
-    if found and found.group(1):
+    if found:
         return found.group(1), int(found.group(2))
     return text, None
 

@@ -730,7 +730,7 @@ pub fn recorded_interpreter(
         .and_then(|w| select_windows(w, rank, window))
         .ok()?;
     let (name, occurrence) = match stage.rsplit_once('#') {
-        Some((s, n)) if !s.is_empty() && n.parse::<u64>().is_ok() => (s, Some(n)),
+        Some((s, n)) if n.parse::<u64>().is_ok() => (s, Some(n)),
         _ => (stage, None),
     };
     let holds = |w: &Found| {

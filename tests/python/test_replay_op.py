@@ -475,6 +475,26 @@ def test_probe_to_replay_round_trip_of_odd_layouts(probe, tmp_path):
     assert r.side("candidate")["notes"] == []
 
 
+def test_an_empty_stage_name_is_picked_as_its_key(probe, tmp_path, dumpview):
+    """Issue 31, item 26: a stage captured with an empty name is keyed `#1`, and `--stage '#1'`
+    picks it, in replay_op.py and in `dumpview replay` (whose Rust listing finds it first)."""
+    x = torch.arange(12, dtype=torch.float32).reshape(3, 4) / 7
+    weight = torch.full((4,), 0.5)
+    probe.arm("empty")
+    probe.capture_inputs("", _op="test:rms", x=x, weight=weight, eps=1e-6)
+    dump = os.path.dirname(os.path.dirname(os.path.dirname(probe.finish())))
+    r = replay(tmp_path, dump, "#1", "builtin:rms_norm", "builtin:rms_norm")
+    assert (r.report["stage"], r.report["op_recorded"]) == ("#1", "test:rms")
+    proc = subprocess.run([dumpview, "replay", dump, "--stage", "#1", "--candidate", "builtin:rms_norm",
+                           "--reference", "builtin:rms_norm", "--out", str(tmp_path / "cli")],
+                          capture_output=True, text=True, timeout=180,
+                          env=dict(os.environ, DUMPVIEW_PYTHON=sys.executable))
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "MATCH" in proc.stdout, proc.stdout
+    listing = subprocess.run([dumpview, "replay", dump, "--list"], capture_output=True, text=True, timeout=60)
+    assert listing.returncode == 0 and "#1" in listing.stdout, listing.stdout + listing.stderr
+
+
 # ----------------------------------------------------------------------------- choosing the window
 
 

@@ -109,7 +109,8 @@ pub struct PlanInputs<'a> {
 /// `stage#N` → (stage, Some(N)); `stage` → (stage, None).
 fn split_stage(text: &str) -> (&str, Option<u32>) {
     match text.rsplit_once('#') {
-        Some((stage, n)) if !stage.is_empty() => match n.parse() {
+        // `#1` is the empty stage's first occurrence, as its key is written.
+        Some((stage, n)) => match n.parse() {
             Ok(n) => (stage, Some(n)),
             Err(_) => (text, None),
         },
