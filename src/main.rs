@@ -3,7 +3,7 @@
 
 use std::process::ExitCode;
 
-use clap::{CommandFactory, Parser};
+
 use dumpview::cli::command::{Args, Command};
 use dumpview::cli::workbench::WorkbenchArgs;
 use dumpview::cli::{CliError, Conclusion, Context};
@@ -18,7 +18,10 @@ fn main() -> ExitCode {
     }
     // The context holds the sources, so it is dropped after everything that reads the
     // captures: its mirrors' ssh masters end when main returns.
-    let args = match Args::try_parse() {
+    let parsed = dumpview::cli::command::command()
+        .try_get_matches()
+        .and_then(|matches| <Args as clap::FromArgMatches>::from_arg_matches(&matches));
+    let args = match parsed {
         Ok(args) => args,
         Err(error) => return usage_error(error),
     };
@@ -56,7 +59,7 @@ fn dispatch(
         Command::Summary(args) => args.run(cx),
         Command::Watch(args) => args.run(cx),
         Command::Probe(args) => args.run(cx),
-        Command::Completions(args) => args.run(&mut Args::command(), cx),
+        Command::Completions(args) => args.run(&mut dumpview::cli::command::command(), cx),
     }
 }
 

@@ -149,6 +149,39 @@ fn missing_and_malformed_files_exit_2_naming_the_file() {
     assert!(err.contains("bad.json: not a valid manifest"), "{err}");
 }
 
+/// Issue 31, item 14: `probe --help` lists only what applies to it; the global options stay
+/// in the help of the subcommands they apply to, and `probe install --json` is still refused.
+#[test]
+fn probe_help_leaves_out_the_global_options() {
+    for args in [&["probe", "--help"][..], &["probe", "install", "--help"]] {
+        let out = dumpview().args(args).assert().success().get_output().stdout.clone();
+        let help = String::from_utf8(out).unwrap();
+        for global in ["--ssh-command", "--cache-dir", "--poll", "--attempt", "--json"] {
+            assert!(!help.contains(global), "{args:?} lists {global}:\n{help}");
+        }
+    }
+    let install = String::from_utf8(
+        dumpview().args(["probe", "install", "--help"]).assert().success().get_output().stdout.clone(),
+    )
+    .unwrap();
+    assert!(install.contains("--native"), "{install}");
+    let diff = String::from_utf8(
+        dumpview().args(["diff", "--help"]).assert().success().get_output().stdout.clone(),
+    )
+    .unwrap();
+    assert!(diff.contains("--ssh-command") && diff.contains("--json"), "{diff}");
+    let dir = tempfile::tempdir().unwrap();
+    let refused = dumpview()
+        .args(["probe", "install", "--json"])
+        .arg(dir.path())
+        .assert()
+        .code(2)
+        .get_output()
+        .stderr
+        .clone();
+    assert!(String::from_utf8(refused).unwrap().contains("--json"));
+}
+
 #[test]
 fn probe_install_writes_the_probe_once_and_never_overwrites() {
     let dir = tempfile::tempdir().unwrap();

@@ -9,6 +9,25 @@ use super::workbench::WorkbenchArgs;
 use super::{Context, inputs};
 use crate::services::sources::{self, Reach, Sources};
 
+/// Subcommands to which no global option applies: their help leaves the global options out.
+/// They still parse there (`probe` refuses `--json` itself, naming it).
+const WITHOUT_GLOBALS: &[&str] = &["probe", "completions"];
+
+/// The command line as [`Args`] derives it, with the global options hidden from the help of
+/// the subcommands in [`WITHOUT_GLOBALS`] (clap propagates a global option to a subcommand
+/// only where the subcommand lacks one of that id: a hidden copy takes its place).
+pub fn command() -> clap::Command {
+    let top = <Args as clap::CommandFactory>::command();
+    let hidden: Vec<clap::Arg> = top
+        .get_arguments()
+        .filter(|a| a.is_global_set())
+        .map(|a| a.clone().hide(true))
+        .collect();
+    WITHOUT_GLOBALS.iter().fold(top, |top, name| {
+        top.mut_subcommand(name, |sub| sub.args(hidden.clone()))
+    })
+}
+
 /// Find where the numbers of a model run first go wrong.
 ///
 /// `dumpview A` opens the terminal workbench on capture A (scan mode), `dumpview A B`
