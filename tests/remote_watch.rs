@@ -53,7 +53,13 @@ fn a_watched_remote_directory_reports_windows_and_findings_as_they_land() {
     });
     assert_eq!(connected["source"], source);
     land(&remote, "a", 0);
-    let window = watch.next("window", |e| e["kind"] == "window");
+    // Issue 31, item 14: `connected` is said once per start, not again by the first reading.
+    let mut connected_again = 0;
+    let window = watch.next("window", |e| {
+        connected_again += usize::from(e["kind"] == "source" && e["state"] == "connected");
+        e["kind"] == "window"
+    });
+    assert_eq!(connected_again, 0, "a second `connected` before the first window");
     assert_eq!(
         (window["rank"].clone(), window["records"].clone()),
         (0.into(), 119.into())
@@ -127,8 +133,16 @@ fn a_watch_survives_sshd_killed_and_restarted_and_catches_up() {
     });
     // Lands while the server is down: nothing can see it yet.
     land(&remote, "b", 1);
+    // Down for several tries: each says `retrying`, none says `lost` again (issue 31, item 14).
+    let mut tries = 0;
+    watch.next("a second retry", |e| {
+        assert!(e["state"] != "lost", "`lost` said again: {e}");
+        tries += usize::from(e["kind"] == "source" && e["state"] == "retrying");
+        tries == 1
+    });
     server.restart();
     watch.next("connected again", |e| {
+        assert!(e["state"] != "lost", "`lost` said again: {e}");
         e["kind"] == "source" && e["state"] == "connected"
     });
     let nonfinite = watch.next("rank 1's first non-finite", |e| {

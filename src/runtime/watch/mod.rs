@@ -224,7 +224,12 @@ impl Captures {
         for signal in first.into_iter().chain(self.received.try_iter()) {
             match signal {
                 Signal::Changed(i) => signalled[i] = true,
-                Signal::State(i, state, reason) => batch.states.push((i, state, reason)),
+                Signal::State(i, state, reason) => {
+                    // The follower's own word on the connection: a refresh that finds the
+                    // same state says nothing again (`connected` printed once per start).
+                    self.states[i] = Some(state);
+                    batch.states.push((i, state, reason));
+                }
                 Signal::Hold(i, paths) => self.captures[i].hold(&paths),
                 Signal::Release(i, paths) => {
                     self.captures[i].release(&paths);

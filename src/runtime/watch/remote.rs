@@ -1,8 +1,8 @@
 //! Following a remote dump directory: every `--poll` its mirror lists the remote directory
 //! and fetches what changed (`crate::remote::Mirror::sync`); a sync that brought anything is
 //! a [`Signal::Changed`] for the consumer, which reads the mirror's local root. A lost
-//! connection is said (`source` state `lost`, then `retrying`) and retried with backoff up to
-//! 30 s; the view keeps what it has meanwhile.
+//! connection is said (`source` state `lost` once, then `retrying` at each try) and retried
+//! with backoff up to 30 s; the view keeps what it has meanwhile.
 //!
 //! Windowed dumps compute their statistics from their saved tensor files, so those are
 //! fetched too, in the background: the dump files that need them are held
@@ -44,6 +44,7 @@ pub fn follow_remote(
                 backoff: Backoff::default(),
                 first: true,
                 connected: false,
+                lost_said: false,
                 waiting: VecDeque::new(),
                 missing: Vec::new(),
                 progress: FetchProgress::default(),
@@ -72,6 +73,8 @@ struct RemoteFollower {
     backoff: Backoff,
     first: bool,
     connected: bool,
+    /// `lost` was said since the last connection: a further failed try says only `retrying`.
+    lost_said: bool,
     waiting: VecDeque<Waiting>,
     /// Tensor files the remote host did not have when asked: asked again at the next full
     /// listing (their dump files are shown meanwhile, with the reader's warning).
@@ -116,6 +119,7 @@ impl RemoteFollower {
                 self.backoff.reset();
                 if !self.connected {
                     self.connected = true;
+                    self.lost_said = false;
                     self.state(
                         SourceState::Connected,
                         format!("{} dump files listed", report.listed),
@@ -156,6 +160,7 @@ impl RemoteFollower {
                 self.backoff.reset();
                 if !self.connected {
                     self.connected = true;
+                    self.lost_said = false;
                     self.state(SourceState::Connected, "no dump files yet; waiting".into())?;
                 }
                 if self.first {
@@ -185,7 +190,10 @@ impl RemoteFollower {
         } else {
             self.poll.max(Duration::from_secs(5))
         };
-        self.state(SourceState::Lost, error.to_string())?;
+        if !self.lost_said {
+            self.lost_said = true;
+            self.state(SourceState::Lost, error.to_string())?;
+        }
         self.state(
             SourceState::Retrying,
             format!("{error}; retrying in {} s", delay.as_secs_f64()),
