@@ -1297,7 +1297,12 @@ fn p_on_a_remote_capture_replays_on_its_host() {
     t.wait_loaded();
     search_stage(&t, NORM);
     t.keys(&["p"]);
-    t.wait_text("replay · rank 0 · layers.0.input_norm#1");
+    let s = t.wait_text("replay · rank 0 · layers.0.input_norm#1");
+    // The input set is named where it lies, on the host, not by the local cache's copy
+    // (issue 31, item 4).
+    let on_host = format!("A: {source}/rank0/match1-occ1");
+    assert!(s.text.contains(&on_host), "{on_host} not in\n{}", s.text);
+    assert!(!s.text.contains(cache.to_str().unwrap()), "{}", s.text);
     t.type_text(&candidate("rms_norm_eps_after"));
     // Tab to the python field (candidate, reference, standard, python): the remote host's
     // interpreter, here the venv's (the host is this machine).

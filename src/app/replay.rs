@@ -72,6 +72,9 @@ pub struct ReplayTarget {
     pub side: Side,
     /// The window directory on this machine (for a remote capture, its mirror's copy).
     pub dump: PathBuf,
+    /// The window directory as the dialog shows it: `dump`, or for a remote capture where it
+    /// lies on its host (`gpu1:/data/run/rank0/match1-occ1`), where the replay runs.
+    pub shown: String,
     /// `capture_inputs(..., _op=...)`, when given.
     pub op: Option<String>,
 }
@@ -372,9 +375,15 @@ fn dialog_for(app: &App) -> Result<ReplayDialog, String> {
             .iter()
             .find(|s| format!("{}#{}", s.stage, s.occurrence) == key)
             .and_then(|s| s.op.clone());
+        let dump = window_dir(&on_disk.source);
+        let shown = match session.remote_dirs.get(&dump) {
+            Some(place) => place.clone(),
+            None => dump.display().to_string(),
+        };
         targets.push(ReplayTarget {
             side,
-            dump: window_dir(&on_disk.source),
+            dump,
+            shown,
             op,
         });
     }

@@ -50,6 +50,10 @@ pub struct Session {
     /// root); empty for an embedded example and a watch. A case matrix may not be written
     /// inside one of them.
     pub roots: Vec<PathBuf>,
+    /// Where each window directory of a remote capture that holds input sets lies on its host,
+    /// as a SOURCE (`gpu1:/data/run/rank0/match1-occ1`, `ssh://gpu1:2222/...`): what the
+    /// replay dialog shows instead of the local mirror's path. Empty for local captures.
+    pub remote_dirs: std::collections::HashMap<PathBuf, String>,
 }
 
 /// Which capture of a session.

@@ -126,6 +126,7 @@ pub fn open_ignoring(
         checkout: None,
         checkout_differs: None,
         saved: SavedTensors::default(),
+        remote_dirs: Default::default(),
         roots: std::iter::once(a).chain(b).map(Path::to_path_buf).collect(),
     }))
 }
@@ -188,6 +189,7 @@ pub fn embedded_in(
         checkout_differs: (!same && on_disk(&pair.a) && on_disk(&pair.b))
             .then(|| root.join("assets/examples").join(&pair.name)),
         saved: SavedTensors::default(),
+        remote_dirs: Default::default(),
         roots: Vec::new(),
     }))
 }
@@ -295,7 +297,23 @@ pub fn with_saved_tensors(mut session: Session) -> Session {
     let a = windows(&session.a);
     let b = session.b.as_ref().map(windows).unwrap_or_default();
     session.saved = SavedTensors { a, b };
+    session.remote_dirs = remote_dirs(&session);
     session
+}
+
+/// [`Session::remote_dirs`]: the remote place of every window directory holding input sets
+/// that a registered fetcher owns (a remote capture's mirror).
+fn remote_dirs(session: &Session) -> HashMap<PathBuf, String> {
+    std::iter::once(&session.a)
+        .chain(session.b.as_ref())
+        .flat_map(|dump| &dump.windows)
+        .filter(|w| !w.input_sets.is_empty())
+        .filter_map(|w| {
+            let dir = w.window_dir().to_path_buf();
+            let place = crate::services::fetch::remote_of(&dir)?.ok()?;
+            Some((dir, place.source))
+        })
+        .collect()
 }
 
 fn saved_in(session: &Session, window: &Window) -> HashMap<String, PathBuf> {

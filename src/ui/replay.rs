@@ -130,7 +130,7 @@ pub(super) fn draw_dialog(frame: &mut Frame, dialog: &ReplayDialog, area: Rect, 
     let target = dialog.chosen();
     lines.extend(info(
         "input set",
-        &format!("{}: {}", side_name(target.side), target.dump.display()),
+        &format!("{}: {}", side_name(target.side), target.shown),
     ));
     let op = match &target.op {
         Some(op) => format!("{op} (recorded by capture_inputs)"),

@@ -97,6 +97,7 @@ impl Sink for Channel<'_> {
             checkout: None,
             checkout_differs: None,
             saved: Default::default(),
+            remote_dirs: Default::default(),
             roots: Vec::new(),
         };
         self.send(Action::Watched(Box::new(with_saved_tensors(session))))
