@@ -490,6 +490,12 @@ impl Mirror {
                     said => format!("{reason}; the remote side said: {said}"),
                 },
             })?;
+        if !full && self.deleted_since_last(&listing) {
+            // A file this mirror holds is gone: list in full now, so the removal shows at
+            // this poll, not at the next full listing.
+            self.needs_full = true;
+            return self.sync();
+        }
         let mut report = SyncReport {
             listed: listing.files.len(),
             full,
@@ -626,6 +632,18 @@ impl Mirror {
         report.changed = changed;
         report.removed = removed;
         Ok(report)
+    }
+
+    /// Whether an incremental `listing` shows fewer of the known files than this mirror
+    /// knows: those it lists again (changed, or in the watermark's overlap) and those it
+    /// counts as unchanged are all the known files that are still there.
+    fn deleted_since_last(&self, listing: &script::Listing) -> bool {
+        let relisted = listing
+            .files
+            .iter()
+            .filter(|(rel, _)| self.known.contains_key(rel))
+            .count() as u64;
+        relisted + listing.unchanged < self.known.len() as u64
     }
 
     /// Fetches `local`, a file under [`Mirror::root`] that the mirror does not hold eagerly

@@ -203,16 +203,22 @@ pub fn list(path: &[u8], names: &[&str], lister: Lister, since: Option<&str>) ->
     );
     match lister {
         Lister::GnuFind => {
-            let newer = match since {
-                Some(t) => format!(" -newerct '@{}'", t.replace('\'', "")),
-                None => String::new(),
+            // An incremental listing prints each unchanged file as `=` alone: their count
+            // tells a deletion since the last listing (fewer files than known) without the
+            // bytes of a full listing.
+            let print = match since {
+                Some(t) => format!(
+                    " \\( -newerct '@{}' -printf '%i %s %T@ %P\\0' -o -printf '=\\0' \\)",
+                    t.replace('\'', "")
+                ),
+                None => " -printf '%i %s %T@ %P\\0'".to_string(),
             };
             let _ = write!(
                 &mut script_text(&mut script),
                 "t=$(date +%s.%N 2>/dev/null); case $t in *N*|'') t=$(date +%s);; esac\n\
                  printf 'dumpview-list 1 %s\\0' \"$t\"\n\
                  if [ -d \"$p\" ]; then\n\
-                 \x20 find -L \"$p\" -type f {name_test}{newer} -printf '%i %s %T@ %P\\0'\n\
+                 \x20 find -L \"$p\" -type f {name_test}{print}\n\
                  else\n\
                  \x20 find -L \"$p\" -maxdepth 0 -printf '%i %s %T@ \\0'\n\
                  fi\n"
@@ -298,6 +304,9 @@ pub struct Listing {
     pub files: Vec<(Vec<u8>, RemoteMeta)>,
     /// Entries that could not be read (a path with `..`, a malformed line), as messages.
     pub refused: Vec<String>,
+    /// How many files an incremental listing found unchanged since its watermark (printed as
+    /// `=` alone, not in `files`); 0 for a full listing.
+    pub unchanged: u64,
 }
 
 /// Reads what [`list`] printed.
@@ -335,6 +344,10 @@ pub fn parse_listing(out: &[u8]) -> Result<Listing, String> {
                 ));
             }
             break;
+        }
+        if part == b"=" {
+            listing.unchanged += 1;
+            continue;
         }
         let mut fields = part.splitn(4, |&b| b == b' ');
         let (Some(inode), Some(size), Some(mtime), Some(path)) =
