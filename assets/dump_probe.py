@@ -2652,6 +2652,8 @@ def _torch_statistics(tensor, acc, split=None):
     x = tensor.reshape(n // cols, cols)
     wide = tensor.dtype == torch.float64 or n >= 2**24 or not tensor.is_floating_point()
     red = acc if wide else torch.float32
+    if split is None and n > _STATS_BLOCK:
+        return _torch_statistics_blocked(x, acc, red, wide)
     if tensor.is_floating_point():
         values = torch.nan_to_num(x, nan=0.0, posinf=0.0, neginf=0.0)
         scratch = torch.nan_to_num(x, nan=1.0, posinf=0.0, neginf=0.0)
@@ -2666,6 +2668,19 @@ def _torch_statistics(tensor, acc, split=None):
         nan_count = inf_count = torch.zeros((), dtype=red, device=x.device)
         low, high = torch.aminmax(values)
     total = values.sum()
+    l2 = _l2_norm(values, low, high, wide, red, acc)
+    if split is None:
+        row_weights = _position_weights(x.shape[0], _ROW_MUL, red, x.device)
+        col_weights = _position_weights(cols, _COL_MUL, red, x.device)
+    else:
+        row_weights, col_weights = _shard_weights(list(tensor.shape), split, red, x.device)
+    checksum = torch.dot(values @ col_weights, row_weights)
+    return torch.stack([nan_count, inf_count, low, high, total, l2, checksum]).to(acc)
+
+
+def _l2_norm(values, low, high, wide, red, acc, scratch=None):
+    """sqrt(sum of squares) of ``values`` (finite, in ``red``; ``low``/``high`` their extrema);
+    ``scratch``, a free tensor like ``values``, holds the rescue's scaled copy where given."""
     l2 = torch.linalg.vector_norm(values)
     if not wide:
         # float32 squares overflow above ~1.8e19 (exploding activations) and underflow below
@@ -2676,15 +2691,91 @@ def _torch_statistics(tensor, acc, split=None):
         # plain norm is finite and the largest magnitude is not tiny it is kept bit for bit.
         tiny = torch.maximum(-low, high) < _L2_TINY  # also when no element is finite: l2 is 0 then
         scale = torch.where(tiny, _L2_UP, _L2_SCALE).to(red)
-        rescued = torch.linalg.vector_norm(values * scale).to(acc) / scale.to(acc)
+        scaled = values * scale if scratch is None else torch.mul(values, scale, out=scratch)
+        rescued = torch.linalg.vector_norm(scaled).to(acc) / scale.to(acc)
         l2 = torch.where(torch.isinf(l2) | tiny, rescued, l2.to(acc))
-    if split is None:
-        row_weights = _position_weights(x.shape[0], _ROW_MUL, red, x.device)
-        col_weights = _position_weights(cols, _COL_MUL, red, x.device)
-    else:
-        row_weights, col_weights = _shard_weights(list(tensor.shape), split, red, x.device)
-    checksum = torch.dot(values @ col_weights, row_weights)
-    return torch.stack([nan_count, inf_count, low, high, total, l2, checksum]).to(acc)
+    return l2
+
+
+# A tensor of more elements than this is reduced block by block, each block at most this many
+# elements: the eager ops' temporaries (the wide copy, its scratch, the position weights) then
+# stay a few tens of MiB instead of about eight times the tensor (a large input set was
+# summarised at 8-9x its size: benches/input_set_rss.py).
+_STATS_BLOCK = 1 << 20
+
+
+def _torch_statistics_blocked(x, acc, red, wide):
+    """_torch_statistics of the [rows, cols] matrix ``x`` (reduced in ``red``), in blocks of
+    rows (or of one row's columns, where a row alone exceeds _STATS_BLOCK). Counts, extrema and
+    the checksum's terms are those of the one-pass reduction; sums are added block by block
+    (rounding differs from the one pass by a few ULPs of ``red``), and l2 is combined from the
+    blocks' norms (each with _l2_norm's rescue) scaled by the largest, in ``acc``. Every
+    capture of the same tensor gets the same blocks. The blocks' temporaries are allocated
+    once and reused: freeing and allocating blocks of megabytes left the allocator's heap, and
+    so the resident size, growing with the tensor."""
+    rows, cols = x.shape
+    row_step = max(1, _STATS_BLOCK // cols)
+    col_step = min(cols, _STATS_BLOCK)
+    size = min(rows, row_step) * col_step
+    device = x.device
+    floating = x.is_floating_point()
+    values_buf = torch.empty(size, dtype=x.dtype, device=device) if floating else None
+    scratch_buf = torch.empty(size, dtype=x.dtype if floating else red, device=device)
+    wide_buf = torch.empty(size, dtype=red, device=device) if (not floating or red != x.dtype) else None
+    index_buf = torch.empty(max(row_step, col_step), dtype=torch.int64, device=device)
+    row_buf = torch.empty(row_step, dtype=red, device=device)
+    col_buf = torch.empty(col_step, dtype=red, device=device)
+    zero = torch.zeros((), dtype=red, device=device)
+    nan_count, inf_count, total, checksum = zero, zero, zero, zero
+    low = torch.full((), _INF, dtype=red, device=device)
+    high = torch.full((), -_INF, dtype=red, device=device)
+    norms = []
+    for r0 in range(0, rows, row_step):
+        r1 = min(rows, r0 + row_step)
+        row_weights = _position_weight_range(r0, r1, _ROW_MUL, index_buf, row_buf)
+        for c0 in range(0, cols, col_step):
+            c1 = min(cols, c0 + col_step)
+            block = x[r0:r1, c0:c1]
+            shape = (r1 - r0, c1 - c0)
+            count = shape[0] * shape[1]
+            scratch = scratch_buf[:count].view(shape)
+            if floating:
+                values = torch.nan_to_num(block, nan=0.0, posinf=0.0, neginf=0.0, out=values_buf[:count].view(shape))
+                torch.nan_to_num(block, nan=1.0, posinf=0.0, neginf=0.0, out=scratch)
+                nan_count = nan_count + scratch.sub_(values).sum(dtype=red)
+                torch.nan_to_num(block, nan=0.0, posinf=1.0, neginf=1.0, out=scratch)
+                inf_count = inf_count + scratch.sub_(values).sum(dtype=red)
+                block_low = torch.nan_to_num(block, nan=_INF, neginf=_INF, out=scratch).amin().to(red)
+                block_high = torch.nan_to_num(block, nan=-_INF, posinf=-_INF, out=scratch).amax().to(red)
+                if wide_buf is not None:
+                    values = wide_buf[:count].view(shape).copy_(values)
+            else:
+                values = wide_buf[:count].view(shape).copy_(block)
+                block_low, block_high = torch.aminmax(values)
+            low, high = torch.minimum(low, block_low), torch.maximum(high, block_high)
+            total = total + values.sum()
+            rescue = scratch if scratch.dtype == red else None
+            norms.append(_l2_norm(values, block_low, block_high, wide, red, acc, rescue).to(acc))
+            col_weights = _position_weight_range(c0, c1, _COL_MUL, index_buf, col_buf)
+            checksum = checksum + torch.dot(values @ col_weights, row_weights)
+    norms = torch.stack(norms)
+    largest = norms.amax()
+    # sqrt(sum of squares) of the blocks' norms, scaled by the largest so no square overflows.
+    l2 = torch.where(largest > 0, largest * torch.linalg.vector_norm(norms / largest.clamp_min(_TINY_NORM)), largest)
+    return torch.stack([nan_count, inf_count, low, high, total.to(acc), l2, checksum.to(acc)]).to(acc)
+
+
+def _position_weight_range(start, stop, multiplier, index_buf, out):
+    """_position_weights(length, ...)[start:stop] without the whole vector: the same values, the
+    same operations, written into ``out[:stop - start]`` (``index_buf``: int64 scratch)."""
+    count = stop - start
+    index = torch.arange(start + 1, stop + 1, dtype=torch.int64, out=index_buf[:count])
+    torch.bitwise_and(index.mul_(multiplier), _TWO_32 - 1, out=index)
+    return out[:count].copy_(index).div_(_TWO_32)
+
+
+# The smallest divisor _torch_statistics_blocked scales its blocks' norms by (never 0).
+_TINY_NORM = 1e-300
 
 
 
@@ -4060,7 +4151,15 @@ def _new_window_dir(root, window):
 
 
 def _atomic_write_bytes(path, chunks):
-    """Write to a temporary sibling, fsync, then rename over ``path`` (POSIX-atomic).
+    """_atomic_write of the byte strings ``chunks``, in order."""
+    def write(handle):
+        for chunk in chunks:
+            handle.write(chunk)
+    _atomic_write(path, write)
+
+
+def _atomic_write(path, write):
+    """Call ``write(handle)`` on a temporary sibling, fsync, then rename over ``path`` (POSIX-atomic).
 
     A writer killed midway leaves only ``<path>.tmp.<pid>``, never a partial
     ``path``.  Refuses to replace a file that already exists, also when another
@@ -4073,8 +4172,7 @@ def _atomic_write_bytes(path, chunks):
     tmp = "%s.tmp.%d" % (path, os.getpid())
     try:
         with open(tmp, "xb") as handle:
-            for chunk in chunks:
-                handle.write(chunk)
+            write(handle)
             handle.flush()
             os.fsync(handle.fileno())
     except OSError as exc:
@@ -4100,11 +4198,10 @@ def _atomic_write_text(path, text):
 
 
 def _atomic_torch_save(obj, path):
-    import io
-
-    buffer = io.BytesIO()
-    torch.save(obj, buffer)
-    _atomic_write_bytes(path, [buffer.getvalue()])
+    # torch.save streams into the temporary file: a host tensor's bytes are written from its
+    # storage, with no in-memory copy of the archive (a BytesIO and its getvalue() held the
+    # set three more times while it was written: benches/input_set_rss.py).
+    _atomic_write(path, lambda handle: torch.save(obj, handle))
 
 
 # safetensors dtype codes (https://github.com/huggingface/safetensors, format.md).
