@@ -460,3 +460,59 @@ fn links_out_of_a_tree_are_not_followed() {
     assert_eq!(json["skipped"][0]["side"], "a");
     assert_eq!(json["warnings"][0]["kind"], "lost_evidence");
 }
+
+/// `report` compares every saved pair of matched records (issue 31, item 11), the first
+/// divergence's first; a budget too small for the rest lists what it left out.
+#[test]
+fn report_compares_every_saved_pair_within_the_tensor_budget() {
+    let dir = format!("{}/{FP16}", env!("CARGO_MANIFEST_DIR"));
+    let (a, b) = (format!("{dir}/a"), format!("{dir}/b"));
+    let stages = |json: &Value| -> Vec<String> {
+        json["tensor_comparisons"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|t| t["stage"].as_str().unwrap().to_string())
+            .collect()
+    };
+    let (_, out, err) = dumpview(&["report", &a, &b, "--json"]);
+    let json: Value = serde_json::from_str(&out).unwrap_or_else(|_| panic!("{err}"));
+    assert_eq!(stages(&json), ["layers.3.mlp_up#1", "logits#1"]);
+    assert_eq!(json["tensor_budget"]["budget_bytes"], 1u64 << 30);
+    assert_eq!(json["tensor_budget"]["left_out"], serde_json::json!([]));
+
+    // 1 KiB: less than the first divergence's own files, which are compared all the same.
+    let (code, out, _) = dumpview(&["report", &a, &b, "--json", "--tensor-budget", "1K"]);
+    assert_eq!(code, 1);
+    let json: Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(stages(&json), ["layers.3.mlp_up#1"]);
+    let budget = &json["tensor_budget"];
+    assert_eq!(budget["budget_bytes"], 1024);
+    let sizes: u64 = ["a", "b"]
+        .iter()
+        .map(|side| {
+            std::fs::metadata(saved(side, "layers.3.mlp_up#1"))
+                .unwrap()
+                .len()
+        })
+        .sum();
+    assert_eq!(budget["bytes_compared"], sizes);
+    assert_eq!(budget["left_out"].as_array().unwrap().len(), 1);
+    assert_eq!(budget["left_out"][0]["stage"], "logits#1");
+    assert_eq!(budget["left_out"][0]["rank"], 0);
+
+    let (_, md, _) = dumpview(&["report", &a, &b, "--tensor-budget", "1K"]);
+    let section = &md[md.find("## Tensor comparisons").expect(&md)..];
+    assert!(
+        section.contains(
+            "Left out for the tensor budget (1 KiB): 1 pair not compared (give a larger `--tensor-budget` to compare them):"
+        ),
+        "{section}"
+    );
+    assert!(section.contains("- rank 0: `logits#1` (A: "), "{section}");
+    assert!(
+        section.contains("| 0 | `layers.3.mlp_up#1` | `layers.3.mlp_up#1` | **not close** |"),
+        "{section}"
+    );
+    assert!(!section.contains("### Rank 0: `logits#1`"), "{section}");
+}
