@@ -1044,9 +1044,10 @@ fn a_report_on_remote_captures_fetches_the_tensors_it_compares_and_matches_the_l
         &canonical.display().to_string(),
     );
     let value: serde_json::Value = serde_json::from_str(&remote).unwrap();
+    // Every saved pair of matched records: the first divergence's, then the logits.
     assert_eq!(
         value["tensor_comparisons"].as_array().unwrap().len(),
-        1,
+        2,
         "{remote}"
     );
     let strip_inputs = |text: &str| {
@@ -1061,16 +1062,40 @@ fn a_report_on_remote_captures_fetches_the_tensors_it_compares_and_matches_the_l
         &canonical.display().to_string(),
     );
     assert_eq!(strip_inputs(&remote), strip_inputs(&local));
-    // Only the compared stage's tensors came; the logits and input sets stay remote.
+    // Only the compared stages' tensors came; the input sets stay remote.
     for side in ["a", "b"] {
         let window = mirrored.join(side).join("rank0/match1-occ1");
-        assert!(
-            window
-                .join("tensors/layers.3.mlp_up#1.safetensors")
-                .is_file()
-        );
-        assert!(!window.join("tensors/logits#1.safetensors").exists());
+        for stage in ["layers.3.mlp_up#1", "logits#1"] {
+            assert!(
+                window
+                    .join(format!("tensors/{stage}.safetensors"))
+                    .is_file()
+            );
+        }
         assert!(!window.join("inputs").exists());
+    }
+    // A pair the tensor budget leaves out is not fetched.
+    let cache = work.path().join("cache_budget");
+    let out = dumpview()
+        .args(["report", "--json", "--tensor-budget", "1K"])
+        .args([server.url(&a), server.url(&b)])
+        .args(["--ssh-command", &server.ssh_command(), "--cache-dir"])
+        .arg(&cache)
+        .output()
+        .unwrap();
+    let value: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(
+        value["tensor_budget"]["left_out"][0]["stage"], "logits#1",
+        "{value}"
+    );
+    let mirrored = std::fs::canonicalize(&cache)
+        .unwrap()
+        .join(format!("127.0.0.1_{}", server.port))
+        .join(dump.strip_prefix("/").unwrap());
+    for side in ["a", "b"] {
+        let tensors = mirrored.join(side).join("rank0/match1-occ1/tensors");
+        assert!(tensors.join("layers.3.mlp_up#1.safetensors").is_file());
+        assert!(!tensors.join("logits#1.safetensors").exists());
     }
 }
 

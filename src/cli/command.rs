@@ -149,6 +149,7 @@ Examples:
   dumpview diff dump_fp32/ dump_bf16/        where two captures first diverge
   dumpview diff a.json b.json --rtol 1e-3 --tol mean=1e-4:1e-7
   dumpview tensors a/tensors/x#1.safetensors b/tensors/x#1.safetensors --atol 1e-3
+  dumpview tensors saved_a/ saved_b/         every tensor file of two trees, by relative path
   dumpview vary run1/ run2/ run3/            which stage varies between repeated captures
   dumpview report dump_a/ dump_b/ -o first_mismatch.md
   dumpview replay dump_b/ --list             the captured operator input sets
@@ -199,7 +200,8 @@ pub enum Command {
     Cases(super::cases::CasesArgs),
     /// Compare two saved tensor files (.pt or safetensors) key by key: max_abs_diff and
     /// where, mean_abs_diff, cosine, rel_l2, allclose, first mismatch, non-finite positions,
-    /// max ULP, |a-b| histogram.
+    /// max ULP, |a-b| histogram; or two directories: every tensor file by relative path, as
+    /// a table, with the files of one side only.
     Tensors(super::tensors::TensorArgs),
     /// What each window holds: records, stages, saved tensors, first non-finite.
     Summary(super::summary::SummaryArgs),

@@ -5,7 +5,7 @@ use std::path::{Path, PathBuf};
 use super::diff::ToleranceArgs;
 use super::{CliError, Conclusion, inputs::load_captures};
 use crate::model::analysis::Analysis;
-use crate::model::analysis::report::Report;
+use crate::model::analysis::report::{LeftOutPair, Report, TensorBudget};
 use crate::model::tensor::metrics::CompareProgress;
 use crate::model::tensor::pairing::compare_saved;
 
@@ -23,6 +23,62 @@ pub struct Captures<'a> {
     /// Replay output directories (`--replay DIR`) to list under "Replays", each judged by
     /// the standard its `verdict.json` names (msprobe's without one).
     pub replays: &'a [PathBuf],
+    /// Bytes of saved tensor files the report may read (`--tensor-budget`).
+    pub tensor_budget: u64,
+}
+
+/// Compares the saved tensors of matched records both captures hold
+/// ([`Report::saved_tensors`]): each first divergence's pair whatever its size, then the
+/// others in capture order while the sizes of the files read so far, added up, are under
+/// `budget` (the pair that reaches it is read whole, so the budget is passed by one pair at
+/// most); every later pair is listed as left out, unread and, for a remote capture, not
+/// fetched. A pair whose files are not both there after the fetch is skipped (a fetch's
+/// failure is warned about).
+fn compare_saved_tensors(
+    report: &mut Report,
+    dump_a: &crate::model::dump::Dump,
+    dump_b: &crate::model::dump::Dump,
+    fetch: &mut dyn FnMut(&Path) -> Result<(), String>,
+    budget: u64,
+) {
+    let mut used: u64 = 0;
+    let mut left_out = Vec::new();
+    for saved in report.saved_tensors(dump_a, dump_b) {
+        if !saved.first_divergence && used >= budget {
+            left_out.push(LeftOutPair {
+                rank: saved.rank,
+                window: saved.window,
+                stage: saved.stage,
+            });
+            continue;
+        }
+        for file in [&saved.a, &saved.b] {
+            if let Err(problem) = fetch(file) {
+                eprintln!(
+                    "dumpview: warning: {}: cannot fetch the saved tensor: {problem}",
+                    file.display()
+                );
+            }
+        }
+        let size = |p: &Path| {
+            std::fs::metadata(p)
+                .ok()
+                .filter(|m| m.is_file())
+                .map(|m| m.len())
+        };
+        let (Some(size_a), Some(size_b)) = (size(&saved.a), size(&saved.b)) else {
+            continue;
+        };
+        let bytes = size_a.saturating_add(size_b);
+        used = used.saturating_add(bytes);
+        let result = compare_saved(&saved.a, &saved.b, &CompareProgress::default());
+        report.add_window_tensor_comparison(saved.rank, Some(saved.window), saved.stage, result);
+    }
+    report.set_tensor_budget(TensorBudget {
+        budget_bytes: budget,
+        bytes_compared: used,
+        left_out,
+    });
 }
 
 /// Builds the report; writes it to `output` (JSON when it ends in `.json`, else Markdown)
@@ -44,6 +100,7 @@ pub fn run(
         b,
         fetch,
         replays,
+        tensor_budget,
     } = captures;
     let tolerances = tolerance.tolerances()?;
     let inputs: Vec<PathBuf> = std::iter::once(a).chain(b).map(Path::to_path_buf).collect();
@@ -57,28 +114,7 @@ pub fn run(
     let analysis = Analysis::compute(&dump_a, dump_b.as_ref(), &tolerances);
     let mut report = Report::build(&dump_a, dump_b.as_ref(), &analysis);
     if let Some(dump_b) = &dump_b {
-        for file in report.first_divergence_tensor_files(&dump_a, dump_b) {
-            if let Err(problem) = fetch(&file) {
-                eprintln!(
-                    "dumpview: warning: {}: cannot fetch the saved tensor: {problem}",
-                    file.display()
-                );
-            }
-        }
-        // Only the pairs whose files are both on disk (fetched, for a remote capture).
-        for saved in report
-            .first_divergence_tensors(&dump_a, dump_b)
-            .into_iter()
-            .filter(|saved| saved.a.is_file() && saved.b.is_file())
-        {
-            let result = compare_saved(&saved.a, &saved.b, &CompareProgress::default());
-            report.add_window_tensor_comparison(
-                saved.rank,
-                Some(saved.window),
-                saved.stage,
-                result,
-            );
-        }
+        compare_saved_tensors(&mut report, &dump_a, dump_b, fetch, tensor_budget);
         report.note_saved_rows(&dump_a, dump_b);
     }
     for dir in replays {
@@ -195,6 +231,13 @@ pub struct ReportArgs {
     /// `dumpview replay`, judged again by the standard its verdict.json names).
     #[arg(long = "replay", value_name = "DIR")]
     pub replays: Vec<PathBuf>,
+    /// Bytes of saved tensor files the report reads, both sides together, e.g. 512M, 2G
+    /// (K, M, G, T are powers of 1024): every pair of matched records both captures saved
+    /// is compared in capture order, the first divergence's first and always, until the
+    /// files read reach it; the rest are listed as left out (0: the first divergence's only).
+    #[arg(long, value_name = "SIZE", value_parser = crate::services::sources::parse_size,
+          default_value = "1G")]
+    pub tensor_budget: u64,
     #[command(flatten)]
     pub ignore: super::inputs::IgnoreArgs,
 }
@@ -214,6 +257,7 @@ impl ReportArgs {
             b: b.as_deref(),
             fetch: &mut |file| sources.fetch(file),
             replays: &self.replays,
+            tensor_budget: self.tensor_budget,
         };
         run(
             captures,

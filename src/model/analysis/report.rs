@@ -146,9 +146,15 @@ pub struct Report {
     pub evidence: Vec<Evidence>,
     /// The loaders' warnings, A's then B's.
     pub warnings: Vec<Warning>,
-    /// Saved tensors compared element by element (the first divergence's, and any the
-    /// workbench compared), in the order they were added.
+    /// Saved tensors compared element by element, in the order they were added: by
+    /// `dumpview report`, each window's first divergence's pair, then every other pair of
+    /// matched records both captures saved, in capture order, within the tensor budget; by
+    /// the workbench's export, those the user compared.
     pub tensor_comparisons: Vec<TensorFinding>,
+    /// What the tensor budget (`dumpview report --tensor-budget`) allowed and left out;
+    /// absent from the workbench's export (no sweep there).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub tensor_budget: Option<TensorBudget>,
     /// Single-operator replays given to the report (`dumpview report --replay DIR`), in the
     /// order given; absent from the JSON when there are none.
     #[serde(skip_serializing_if = "Vec::is_empty")]
@@ -231,9 +237,36 @@ pub struct TensorFinding {
     pub coverage: Option<String>,
 }
 
+/// The bytes of saved tensor files `dumpview report` may read, and the pairs it left out.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct TensorBudget {
+    /// The budget: bytes of both files of every compared pair, summed (their sizes on disk).
+    /// Pairs are compared while the sum so far is under it, so the pair that reaches it is
+    /// read whole; the first divergences' pairs are compared whatever it is.
+    pub budget_bytes: u64,
+    /// Bytes the compared pairs' files hold (the first divergences' pairs included).
+    pub bytes_compared: u64,
+    /// The pairs not compared, in the order they would have been: every pair after the
+    /// budget was reached.
+    pub left_out: Vec<LeftOutPair>,
+}
+
+/// A pair of saved tensor files the budget left out.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct LeftOutPair {
+    /// The rank of the window pair.
+    pub rank: u32,
+    /// A's window source.
+    pub window: String,
+    /// `stage#occurrence`.
+    pub stage: String,
+}
+
 /// The saved tensors of one stage in A and B, to compare.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct SavedPair {
+    /// Whether this is the stage of its window pair's first divergence.
+    pub first_divergence: bool,
     /// The rank of the window pair.
     pub rank: u32,
     /// The A window's source.
@@ -333,6 +366,7 @@ impl Report {
             evidence,
             warnings,
             tensor_comparisons: Vec::new(),
+            tensor_budget: None,
             replays: Vec::new(),
             across_ranks: analysis
                 .ranks_a
@@ -399,16 +433,6 @@ impl Report {
         self.divergence_pairs(a, b)
     }
 
-    /// The files [`Report::first_divergence_tensors`] would compare, A's and B's, whether or
-    /// not they are there yet: what a copy of the captures (a remote mirror) must fetch
-    /// before the report is built for its tensor comparisons to be made.
-    pub fn first_divergence_tensor_files(&self, a: &Dump, b: &Dump) -> Vec<std::path::PathBuf> {
-        self.divergence_pairs(a, b)
-            .into_iter()
-            .flat_map(|pair| [pair.a, pair.b])
-            .collect()
-    }
-
     fn divergence_pairs<'d>(&self, a: &'d Dump, b: &'d Dump) -> Vec<SavedPair> {
         let tensor = named_tensor;
         let find = |dump: &'d Dump, id: Option<WindowId>| id.and_then(|id| dump.window(id));
@@ -422,6 +446,7 @@ impl Report {
             };
             if let (Some(pa), Some(pb)) = (tensor(wa, &first.key), tensor(wb, &first.key)) {
                 found.push(SavedPair {
+                    first_divergence: true,
                     rank: w.rank,
                     window: w.a.clone(),
                     stage: first.key.clone(),
@@ -431,6 +456,55 @@ impl Report {
             }
         }
         found
+    }
+
+    /// Every pair of saved tensor files of records matched by `stage#occurrence` in a window
+    /// pair (both captures name a file for it, as ingest resolved it), to compare with
+    /// [`crate::model::tensor::pairing::compare_saved`]: each window pair's first divergence
+    /// first ([`Report::first_divergence_tensors`], `first_divergence` set), then every other
+    /// pair, window pair by window pair, in A's capture order. Whether the files are on disk
+    /// is the caller's to check.
+    pub fn saved_tensors(&self, a: &Dump, b: &Dump) -> Vec<SavedPair> {
+        let mut found = self.divergence_pairs(a, b);
+        for w in &self.windows {
+            let wa = w.ids[0].and_then(|id| a.window(id));
+            let wb = w.ids[1].and_then(|id| b.window(id));
+            let (Some(wa), Some(wb)) = (wa, wb) else {
+                continue;
+            };
+            let mut saved_b = std::collections::HashMap::new();
+            for r in &wb.records {
+                if let Some(path) = &r.tensor_resolved {
+                    saved_b.entry(r.key()).or_insert(path);
+                }
+            }
+            let first = w.first_divergence.as_ref().map(|p| p.key.as_str());
+            let mut seen = std::collections::HashSet::new();
+            for r in &wa.records {
+                let (Some(pa), key) = (&r.tensor_resolved, r.key()) else {
+                    continue;
+                };
+                if Some(key.as_str()) == first || !seen.insert(key.clone()) {
+                    continue;
+                }
+                if let Some(pb) = saved_b.get(&key) {
+                    found.push(SavedPair {
+                        first_divergence: false,
+                        rank: w.rank,
+                        window: w.a.clone(),
+                        stage: key,
+                        a: pa.clone(),
+                        b: (*pb).clone(),
+                    });
+                }
+            }
+        }
+        found
+    }
+
+    /// Records what the tensor budget allowed and left out.
+    pub fn set_tensor_budget(&mut self, budget: TensorBudget) {
+        self.tensor_budget = Some(budget);
     }
 
     /// Adds one stage's tensor comparison (replacing an earlier one of the same rank and

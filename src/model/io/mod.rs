@@ -22,6 +22,6 @@ mod list;
 mod read;
 mod write;
 
-pub use list::subdirectory_names;
+pub use list::{TreeListing, files_under, subdirectory_names};
 pub use read::{FileBytes, MAP_FROM_BYTES, MapChoice, OpenError, read_f32_le};
 pub use write::{AtomicFile, TEMP_MARK, create_new, is_temp, temp_path, write_atomically};

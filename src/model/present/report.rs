@@ -3,7 +3,7 @@
 use std::fmt::Write;
 
 use crate::model::analysis::compare::Verdict;
-use crate::model::analysis::report::Report;
+use crate::model::analysis::report::{LIST_LIMIT, Report, TensorFinding};
 
 impl Report {
     /// The parallel-layout sections: first non-finite across ranks, groups merged, replicated
@@ -176,7 +176,11 @@ impl Report {
         if !self.inputs_b.is_empty() {
             md.push_str(&self.diff_markdown());
         }
-        if !self.tensor_comparisons.is_empty() {
+        let left_out = self
+            .tensor_budget
+            .as_ref()
+            .is_some_and(|b| !b.left_out.is_empty());
+        if !self.tensor_comparisons.is_empty() || left_out {
             md.push_str(&self.tensors_markdown());
         }
         if !self.replays.is_empty() {
@@ -207,6 +211,50 @@ impl Report {
 
     fn tensors_markdown(&self) -> String {
         let mut md = String::from("## Tensor comparisons\n\n");
+        if let Some(budget) = &self.tensor_budget {
+            let _ = writeln!(
+                md,
+                "Saved tensors of matched records both captures hold, compared element by element \
+                 (docs/tensors.md) with the default options of `dumpview tensors`: each first \
+                 divergence's pair first, whatever its size, then the others in capture order \
+                 until the files read reach the tensor budget; {} of saved files read (budget \
+                 {}, `--tensor-budget`).\n",
+                binary_bytes(budget.bytes_compared),
+                binary_bytes(budget.budget_bytes)
+            );
+        }
+        if !self.tensor_comparisons.is_empty() {
+            md.push_str(&self.tensors_table());
+        }
+        if let Some(budget) = self
+            .tensor_budget
+            .as_ref()
+            .filter(|b| !b.left_out.is_empty())
+        {
+            let n = budget.left_out.len();
+            let _ = writeln!(
+                md,
+                "Left out for the tensor budget ({}): {n} pair{} not compared (give a larger \
+                 `--tensor-budget` to compare them):\n",
+                binary_bytes(budget.budget_bytes),
+                if n == 1 { "" } else { "s" }
+            );
+            for pair in budget.left_out.iter().take(LIST_LIMIT) {
+                let _ = writeln!(
+                    md,
+                    "- rank {}: `{}` (A: `{}`)",
+                    pair.rank, pair.stage, pair.window
+                );
+            }
+            if n > LIST_LIMIT {
+                let _ = writeln!(
+                    md,
+                    "- … and {} more (all in the JSON report)",
+                    n - LIST_LIMIT
+                );
+            }
+            md.push('\n');
+        }
         for t in &self.tensor_comparisons {
             let _ = match &t.window {
                 Some(window) => {
@@ -218,6 +266,17 @@ impl Report {
                 let _ = writeln!(md, "Coverage: {coverage}.\n");
             }
             match (&t.comparison, &t.error) {
+                // A pair the sweep found close is a line of the table; the first divergence's,
+                // the workbench's and every other pair in full.
+                (Some(c), _)
+                    if c.all_close && t.window.is_some() && !self.is_first_divergence(t) =>
+                {
+                    let _ = writeln!(
+                        md,
+                        "Every key close ({} compared; the table above).\n",
+                        c.pairs.len()
+                    );
+                }
                 (Some(c), _) => {
                     let _ = writeln!(
                         md,
@@ -231,6 +290,79 @@ impl Report {
                 (None, None) => {}
             }
         }
+        md
+    }
+
+    /// Whether `t` is the saved pair of its window pair's first divergence.
+    fn is_first_divergence(&self, t: &TensorFinding) -> bool {
+        self.windows.iter().any(|w| {
+            w.rank == t.rank
+                && t.window.as_ref().is_none_or(|source| *source == w.a)
+                && w.first_divergence
+                    .as_ref()
+                    .is_some_and(|p| p.key == t.stage)
+        })
+    }
+
+    /// One line per key of every comparison: rank, stage, key, verdict, max_abs_diff,
+    /// rel_l2, cosine.
+    fn tensors_table(&self) -> String {
+        use crate::model::present::tensors::display_key;
+        let mut md = String::from(
+            "| rank | stage | key | verdict | max_abs_diff | rel_l2 | cosine |\n|---|---|---|---|---|---|---|\n",
+        );
+        let dash = || "–".to_string();
+        let num = |v: Option<f64>| v.map_or_else(dash, crate::model::present::number::precise);
+        for t in &self.tensor_comparisons {
+            let Some(c) = &t.comparison else {
+                let _ = writeln!(
+                    md,
+                    "| {} | `{}` | – | not compared: {} | – | – | – |",
+                    t.rank,
+                    t.stage,
+                    t.error.as_deref().unwrap_or("").replace('|', "\\|")
+                );
+                continue;
+            };
+            for p in &c.pairs {
+                let (verdict, max_abs, rel_l2, cosine) = match &p.metrics {
+                    Some(m) => (
+                        if m.allclose { "close" } else { "**not close**" }.to_string(),
+                        num(m.max_abs_diff),
+                        num(m.rel_l2),
+                        m.cosine.map_or_else(dash, |c| format!("{c:.9}")),
+                    ),
+                    None => (
+                        format!(
+                            "not compared: {}",
+                            p.error.as_deref().unwrap_or("").replace('|', "\\|")
+                        ),
+                        dash(),
+                        dash(),
+                        dash(),
+                    ),
+                };
+                let _ = writeln!(
+                    md,
+                    "| {} | `{}` | `{}` | {verdict} | {max_abs} | {rel_l2} | {cosine} |",
+                    t.rank,
+                    t.stage,
+                    display_key(&p.key)
+                );
+            }
+            for (side, keys) in [("A", &c.only_a), ("B", &c.only_b)] {
+                for k in keys {
+                    let _ = writeln!(
+                        md,
+                        "| {} | `{}` | `{}` | only in {side} | – | – | – |",
+                        t.rank,
+                        t.stage,
+                        display_key(k)
+                    );
+                }
+            }
+        }
+        md.push('\n');
         md
     }
 
@@ -454,5 +586,28 @@ fn verdict_text(v: &Verdict) -> String {
         }
         Verdict::ChecksumInconclusive => "checksum inconclusive".to_string(),
         Verdict::NotCompared { reason } => format!("not compared ({reason})"),
+    }
+}
+
+/// A byte count in binary units, as `--tensor-budget` takes them: `1 GiB`, `512 MiB`,
+/// `21.6 KiB`, `900 B`.
+fn binary_bytes(bytes: u64) -> String {
+    const UNITS: [&str; 4] = ["KiB", "MiB", "GiB", "TiB"];
+    if bytes < 1024 {
+        return format!("{bytes} B");
+    }
+    let mut value = bytes as f64;
+    let mut unit = "B";
+    for u in UNITS {
+        if value < 1024.0 {
+            break;
+        }
+        value /= 1024.0;
+        unit = u;
+    }
+    if value.fract() == 0.0 {
+        format!("{value:.0} {unit}")
+    } else {
+        format!("{value:.1} {unit}")
     }
 }

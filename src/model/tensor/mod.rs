@@ -8,13 +8,14 @@
 //!   [`TensorView`], [`DType`], [`FileFormat`] and [`TensorError`]; the unpickled object of a
 //!   `.pt` archive itself as [`read_pickle`] and [`pickle`] (input sets read it, `model::input_set`).
 //! - `compare`: the comparison of two views ([`metrics`]) and of two files key by key
-//!   ([`pairing`]). It uses `read`, never the reverse; the text rendering of a comparison is
+//!   ([`pairing`]), and of two directory trees file by file ([`trees`]). It uses `read`,
+//!   never the reverse; the text rendering of a comparison is
 //!   `model::present::tensors`.
 
 mod compare;
 mod read;
 
-pub use compare::{metrics, pairing};
+pub use compare::{metrics, pairing, trees};
 pub use read::{
     DType, FileFormat, TensorEntry, TensorError, TensorFile, TensorView, pickle, read_pickle,
 };

@@ -5,7 +5,8 @@
 //! - `kernel`: one chunk of flat indices, by the portable lane path, the scalar path or
 //!   `simd`;
 //! - [`metrics`]: two views compared in parallel chunks, the results;
-//! - [`pairing`]: two files compared key by key.
+//! - [`pairing`]: two files compared key by key;
+//! - [`trees`]: two directory trees compared file by file, by relative path.
 //!
 //! Each module uses only those listed before it (`simd`'s tests also run `kernel`'s
 //! scalar path, to check that both agree).
@@ -16,3 +17,4 @@ mod kernel;
 pub mod metrics;
 pub mod pairing;
 mod simd;
+pub mod trees;
