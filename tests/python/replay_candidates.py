@@ -222,3 +222,13 @@ def rms_norm_one_inf(x, weight, eps):
     out = rms_norm_ok(x, weight, eps).clone()
     out.view(-1)[0] = float("inf")
     return out
+
+
+def spectrum(x):
+    """A complex output: the FFT along the last dimension (issue 31, item 5)."""
+    return torch.fft.fft(x)
+
+
+def spectrum_conjugated(x):
+    """The same spectrum with its imaginary parts' signs flipped: a wrong complex output."""
+    return torch.fft.fft(x).conj().resolve_conj()

@@ -284,6 +284,12 @@ impl Flatten<'_> {
         let Value::Tensor(span) = get("span")? else {
             return Err(format!("probe tensor `{key}`: `span` is not a tensor"));
         };
+        if span.complex {
+            // Its shape and strides count complex elements; the span's real view counts halves.
+            return Err(format!(
+                "probe tensor `{key}`: a complex input set's tensor is not read by dumpview"
+            ));
+        }
         let dims = |name: &str| -> Result<Vec<usize>, String> {
             let items = match get(name)? {
                 Value::List(items) | Value::Tuple(items) if items.len() <= pickle::MAX_RANK => {
@@ -653,14 +659,42 @@ mod tests {
     #[test]
     fn unread_dtypes_name_the_tensor() {
         let bytes = archive(
-            &dict(&[("c", tensor("0", "ComplexFloatStorage", 0, &[1], &[1]))]),
-            &[("0", floats([1.0, 2.0]))],
+            &dict(&[("q", tensor("0", "QInt8Storage", 0, &[1], &[1]))]),
+            &[("0", vec![1u8])],
             "little",
         );
         let err = read_entries(&bytes).unwrap_err();
         assert!(
-            err.contains("tensor \"c\": storage type torch.ComplexFloatStorage is not read"),
+            err.contains("tensor \"q\": storage type torch.QInt8Storage is not read"),
             "{err}"
         );
+    }
+
+    /// Issue 31, item 5: a complex tensor reads as its real view (torch.view_as_real), a
+    /// transposed view and an offset one included.
+    #[test]
+    fn complex_tensors_read_as_their_real_view() {
+        // Storage of 6 complex64 values (k + 10k i), viewed [2, 3] and transposed [3, 2], and
+        // a 2-element view from element 4.
+        let values: Vec<f32> = (0..6).flat_map(|k| [k as f32, 10.0 * k as f32]).collect();
+        let pickle = dict(&[
+            ("c", tensor("0", "ComplexFloatStorage", 0, &[2, 3], &[3, 1])),
+            ("ct", tensor("0", "ComplexFloatStorage", 0, &[3, 2], &[1, 3])),
+            ("tail", tensor("0", "ComplexFloatStorage", 4, &[2], &[1])),
+        ]);
+        let bytes = archive(&pickle, &[("0", floats(values))], "little");
+        let entries = read_entries(&bytes).unwrap();
+        assert_eq!(entries[0].dtype, DType::Float32);
+        assert_eq!(entries[0].shape, [2, 3, 2]);
+        assert_eq!(entries[0].strides, [6, 2, 1]);
+        assert_eq!(
+            read(&bytes, &entries[0]),
+            [0.0, 0.0, 1.0, 10.0, 2.0, 20.0, 3.0, 30.0, 4.0, 40.0, 5.0, 50.0]
+        );
+        assert_eq!(
+            read(&bytes, &entries[1]),
+            [0.0, 0.0, 3.0, 30.0, 1.0, 10.0, 4.0, 40.0, 2.0, 20.0, 5.0, 50.0]
+        );
+        assert_eq!(read(&bytes, &entries[2]), [4.0, 40.0, 5.0, 50.0]);
     }
 }

@@ -78,8 +78,6 @@ const UNREAD_DTYPES: &[&str] = &[
 
 /// Torch storage classes that exist but that dumpview does not read.
 const UNREAD_STORAGES: &[&str] = &[
-    "ComplexFloatStorage",
-    "ComplexDoubleStorage",
     "QInt8Storage",
     "QUInt8Storage",
     "QInt32Storage",
@@ -139,6 +137,10 @@ fn torch_attribute(name: &str) -> Option<Global> {
         "CharStorage" => return typed(DType::Int8),
         "ByteStorage" => return typed(DType::Uint8),
         "BoolStorage" => return typed(DType::Bool),
+        "ComplexFloatStorage" => return Some(Global::StorageClass(Element::Complex(DType::Float32))),
+        "ComplexDoubleStorage" => {
+            return Some(Global::StorageClass(Element::Complex(DType::Float64)));
+        }
         _ => {}
     }
     if let Some(&unread) = UNREAD_STORAGES.iter().find(|&&n| n == name) {

@@ -7,6 +7,10 @@ use super::machine::Machine;
 use super::{Element, Global, MAX_RANK, ObjId, Storage, Tensor, Value, shorten};
 use crate::model::tensor::read::DType;
 
+/// torch's names of the complex dtypes read as their real view (see `Tensor::complex`).
+const COMPLEX64: &str = "complex64";
+const COMPLEX128: &str = "complex128";
+
 impl Machine<'_, '_> {
     /// `callable(*args)` for an allowed global, interpreted, never called.
     pub(super) fn apply(
@@ -177,23 +181,52 @@ impl Machine<'_, '_> {
             Value::Storage(storage) => (**storage).clone(),
             other => return Err(format!("a tensor's storage is a {}", other.kind())),
         };
-        let storage_offset = self.usize_of(args[1], "storage_offset")?;
-        let shape = self.dims(args[2], "size")?;
-        let strides = self.dims(args[3], "stride")?;
+        let mut storage_offset = self.usize_of(args[1], "storage_offset")?;
+        let mut shape = self.dims(args[2], "size")?;
+        let mut strides = self.dims(args[3], "stride")?;
         let dtype = match (dtype, storage.element) {
+            (Some(Err("complex64" | "cfloat")), _) => Err(COMPLEX64),
+            (Some(Err("complex128" | "cdouble")), _) => Err(COMPLEX128),
             (Some(dtype), _) => dtype,
             (None, Element::Typed(dtype)) => Ok(dtype),
+            (None, Element::Complex(DType::Float64)) => Err(COMPLEX128),
+            (None, Element::Complex(_)) => Err(COMPLEX64),
             (None, Element::Unread(name)) => Err(name),
             (None, Element::Untyped) => {
                 return Err("a tensor on an UntypedStorage without a dtype".into());
             }
         };
+        // A complex tensor is described as its real view (torch.view_as_real): the component
+        // dtype, a last dimension of 2, and every stride and the offset in components.
+        let complex = matches!(dtype, Err(COMPLEX64 | COMPLEX128));
+        let dtype = match dtype {
+            Err(COMPLEX64) => Ok(DType::Float32),
+            Err(COMPLEX128) => Ok(DType::Float64),
+            other => other,
+        };
+        if complex {
+            let twice = |n: usize| {
+                n.checked_mul(2)
+                    .ok_or_else(|| "a complex tensor's layout overflows".to_string())
+            };
+            storage_offset = twice(storage_offset)?;
+            strides = strides.into_iter().map(twice).collect::<Result<_, _>>()?;
+            shape.push(2);
+            strides.push(1);
+            if shape.len() > MAX_RANK {
+                return Err(format!(
+                    "a complex tensor's real view has {} dimensions (at most {MAX_RANK})",
+                    shape.len()
+                ));
+            }
+        }
         self.new_object(Value::Tensor(Box::new(Tensor {
             dtype,
             storage: storage.bytes,
             storage_offset,
             shape,
             strides,
+            complex,
         })))
     }
 

@@ -72,6 +72,9 @@ pub enum Element {
     Typed(DType),
     /// Bytes; the tensor's dtype comes from `_rebuild_tensor_v3`.
     Untyped,
+    /// A complex storage (`ComplexFloatStorage`, `ComplexDoubleStorage`): pairs (real,
+    /// imaginary) of this real dtype, read as `torch.view_as_real` reads them.
+    Complex(DType),
     /// A storage class torch has but dumpview does not read, e.g. `ComplexFloatStorage`.
     Unread(&'static str),
 }
@@ -99,6 +102,10 @@ pub struct Tensor {
     pub shape: Vec<usize>,
     /// Strides in elements, one per dimension.
     pub strides: Vec<usize>,
+    /// True for a complex tensor, described here as `torch.view_as_real` gives it: `dtype` is
+    /// the real component's, `shape` ends in 2 (real, imaginary), and `strides` and
+    /// `storage_offset` count real components.
+    pub complex: bool,
 }
 
 /// The unpickled object graph.
