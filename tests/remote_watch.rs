@@ -86,14 +86,21 @@ fn two_remote_sources_merge_and_a_rank_they_share_is_said() {
     let cache = tempfile::tempdir().unwrap();
     let sources = [server.url(&one), server.scp(&two)];
     let watch = start(&server, cache.path(), &sources);
+    // Windows may come before the clash warning: those seen while waiting for it count.
+    let mut seen = Vec::new();
     let clash = watch.next("clash warning", |e| {
+        if e["kind"] == "window" {
+            seen.push((
+                e["source"].as_str().unwrap().to_string(),
+                e["rank"].as_u64().unwrap(),
+            ));
+        }
         e["kind"] == "warning"
             && e["message"]
                 .as_str()
                 .is_some_and(|m| m.starts_with("rank 0 is in"))
     });
     assert_eq!(clash["warning_kind"], "note");
-    let mut seen = Vec::new();
     while seen.len() < 3 {
         let w = watch.next("window", |e| e["kind"] == "window");
         seen.push((
