@@ -209,8 +209,10 @@ pub(super) fn draw_form(frame: &mut Frame, form: &CasesForm, area: Rect, theme: 
     );
 }
 
-/// The board's lines (without the grid's cursor style decided elsewhere).
-fn board_lines(board: &CasesBoard, inner: usize, theme: Theme) -> Vec<Line<'static>> {
+/// The board's lines (without the grid's cursor style decided elsewhere), and how many of them
+/// come before the grid (the candidate and reference lines: what gives way first on a short
+/// terminal).
+fn board_lines(board: &CasesBoard, inner: usize, theme: Theme) -> (Vec<Line<'static>>, usize) {
     let plan = &board.snapshot.plan;
     let analysis = &board.snapshot.analysis;
     let mut lines: Vec<Line<'static>> = Vec::new();
@@ -222,6 +224,7 @@ fn board_lines(board: &CasesBoard, inner: usize, theme: Theme) -> Vec<Line<'stat
         Style::new(),
     ));
     lines.push(Line::from(""));
+    let info = lines.len();
     // The grid: one row per axis spec, each value a cell `G value`, columns aligned.
     let rows = grid(plan);
     let label_width = rows
@@ -386,13 +389,24 @@ fn board_lines(board: &CasesBoard, inner: usize, theme: Theme) -> Vec<Line<'stat
         inner,
         theme.dim(),
     ));
-    lines
+    (lines, info)
 }
 
 pub(super) fn draw_board(frame: &mut Frame, board: &CasesBoard, area: Rect, theme: Theme) {
     let width = area.width.saturating_sub(2).min(120);
     let inner = usize::from(width.saturating_sub(2)).max(30);
-    let mut lines = board_lines(board, inner, theme);
+    let (mut lines, info) = board_lines(board, inner, theme);
+    // Too few rows: the candidate and reference lines give way first, then the lines after the
+    // grid from the bottom up (a `…` says so); the grid and the keys always stay.
+    let room = usize::from(area.height.saturating_sub(3));
+    if lines.len() > room {
+        let cut = (lines.len() - room).min(info);
+        lines.drain(..cut);
+    }
+    if lines.len() > room {
+        lines.truncate(room.saturating_sub(1));
+        lines.push(Line::from(Span::styled("…", theme.dim())));
+    }
     let keys = match &board.run {
         Some(run) if run.cancelling => "cancelling… · Esc hides".to_string(),
         Some(_) => "←↑↓→ select · Enter metrics · x cancels · Esc hides (it runs on)".to_string(),

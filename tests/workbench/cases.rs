@@ -662,4 +662,18 @@ fn snapshot_form_100x30_and_board_120x40_with_their_colours() {
     ] {
         assert!(narrow.contains(value), "{value:?} in:\n{narrow}");
     }
+    // 60x20 (issue 31, item 14): the candidate lines and the details below the grid give way,
+    // every cell and the keys stay in view.
+    let short = text(&render(&mut app, 60, 20));
+    for value in [
+        "✓ captured",
+        "✗ bfloat16",
+        "⊘ float64",
+        "‼ strided",
+        "←↑↓→ select",
+        "…",
+    ] {
+        assert!(short.contains(value), "{value:?} in:\n{short}");
+    }
+    assert!(!short.contains("candidate  "), "{short}");
 }
