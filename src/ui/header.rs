@@ -18,9 +18,18 @@ use crate::model::present::attempt_text;
 
 const SEPARATOR: &str = " · ";
 
+/// The diff's tolerances where they are not the defaults, as the header says them.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ToleranceText {
+    /// One pair for every statistic: `tolerances: rtol 1e-3 atol 1e-6` (never cut).
+    Uniform(String),
+    /// Each statistic that differs from its default: `tolerances: mean 1e-2:1e-5, …` (shrinks).
+    PerStat(String),
+}
+
 /// The diff's tolerances where they are not the defaults: `rtol 1e-3 atol 1e-6` when one
 /// pair holds for every statistic, else each statistic that differs from its default.
-pub fn tolerances(tolerances: &Tolerances) -> Option<String> {
+pub fn tolerances(tolerances: &Tolerances) -> Option<ToleranceText> {
     let defaults = Tolerances::default();
     if *tolerances == defaults {
         return None;
@@ -33,16 +42,19 @@ pub fn tolerances(tolerances: &Tolerances) -> Option<String> {
         .collect();
     let first = tolerances.per_stat[0];
     if tolerances.per_stat.iter().all(|t| *t == first) {
-        return Some(format!(
+        return Some(ToleranceText::Uniform(format!(
             "tolerances: rtol {:e} atol {:e}",
             first.rtol, first.atol
-        ));
+        )));
     }
     let listed: Vec<String> = changed
         .iter()
         .map(|(name, t)| format!("{name} {:e}:{:e}", t.rtol, t.atol))
         .collect();
-    Some(format!("tolerances: {}", listed.join(", ")))
+    Some(ToleranceText::PerStat(format!(
+        "tolerances: {}",
+        listed.join(", ")
+    )))
 }
 
 pub fn draw(frame: &mut Frame, app: &App, area: Rect, theme: Theme) {
@@ -63,15 +75,14 @@ pub fn draw(frame: &mut Frame, app: &App, area: Rect, theme: Theme) {
         .cut_at(4),
         Piece::shrinking(loaded.session.format.clone(), theme.dim(), 3, 12),
     ];
-    if let Some(text) = tolerances(&loaded.session.analysis.tolerances) {
-        // The user's own setting, which every verdict rests on: one pair is never cut (the
-        // paths give way), a per-statistic list shrinks last.
-        let uniform = text.starts_with("tolerances: rtol");
-        first.push(if uniform {
-            Piece::new(text, theme.warn(), 0)
-        } else {
-            Piece::shrinking(text, theme.warn(), 1, 16).cut_at(3)
-        });
+    // The user's own setting, which every verdict rests on: one pair is never cut (the paths
+    // give way), a per-statistic list shrinks last.
+    match tolerances(&loaded.session.analysis.tolerances) {
+        Some(ToleranceText::Uniform(text)) => first.push(Piece::new(text, theme.warn(), 0)),
+        Some(ToleranceText::PerStat(text)) => {
+            first.push(Piece::shrinking(text, theme.warn(), 1, 16).cut_at(3));
+        }
+        None => {}
     }
     // A diff across parallel layouts says which side was merged (`A: tp=1 · B: tp=2 merged`).
     if let Some(banner) = loaded
