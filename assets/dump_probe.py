@@ -788,6 +788,11 @@ class _TokenRows:
         self.positions = positions
 
 
+# rows="auto" takes a capture's leading dimension (or two) as token rows only up to this many
+# rows: a 1-D buffer of 50M elements taken as 50M rows cost 34 times its size in row statistics.
+_AUTO_ROWS_MAX = 1 << 20
+
+
 def _token_rows(stage, tensor, rows, token_dims, positions, row_map, split=None):
     """The _TokenRows of one capture, or None where it has no token rows (docs/manifest.md,
     "Token rows": which captures get them). ``split`` (a _Split of capture(shard=...)): a
@@ -821,6 +826,12 @@ def _token_rows(stage, tensor, rows, token_dims, positions, row_map, split=None)
                   "tensor; recorded without token rows" % (stage, token_dims), key="rows:%s" % stage)
         return None
     n = tensor.shape[0] * (tensor.shape[1] if len(dims) == 2 else 1)
+    if not declared and n > _AUTO_ROWS_MAX:
+        # rows="auto" on a tensor of millions of leading elements (a flat buffer, not a
+        # forward's tokens): per-row statistics would hold tens of times its size.
+        _warn("capture(%r): %d leading elements are too many for rows='auto' (at most %d); recorded without "
+              "token rows (rows='tokens' declares them)" % (stage, n, _AUTO_ROWS_MAX), key="rowsmax:%s" % stage)
+        return None
     # A slice along a token dimension (sequence or context parallel) holds some of the
     # forward's rows: it is measured against the full tensor's row count.
     sliced = split is not None and split.dim < len(dims) and positions is None
@@ -2761,7 +2772,10 @@ def _torch_statistics_blocked(x, acc, red, wide):
     norms = torch.stack(norms)
     largest = norms.amax()
     # sqrt(sum of squares) of the blocks' norms, scaled by the largest so no square overflows.
-    l2 = torch.where(largest > 0, largest * torch.linalg.vector_norm(norms / largest.clamp_min(_TINY_NORM)), largest)
+    # A block whose norm overflowed (inf) makes l2 inf, as the one pass gives it (inf / inf
+    # would be NaN).
+    scaled = largest * torch.linalg.vector_norm(norms / largest.clamp_min(_TINY_NORM))
+    l2 = torch.where((largest > 0) & torch.isfinite(largest), scaled, largest)
     return torch.stack([nan_count, inf_count, low, high, total.to(acc), l2, checksum.to(acc)]).to(acc)
 
 

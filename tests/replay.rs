@@ -1032,6 +1032,48 @@ fn left_in(dir: &Path) -> Vec<String> {
         .unwrap_or_default()
 }
 
+/// A candidate that leaves a process running, holding its stderr, does not hold the ssh
+/// session open: the replay ends with its verdict long before the leftover would (issue 31,
+/// item 5; the job script relays stderr through a FIFO it closes).
+#[test]
+fn a_process_a_remote_candidate_leaves_running_does_not_hold_the_session() {
+    let Some(_) = python() else { return };
+    let Some(server) = Sshd::start() else { return };
+    let cache = tempfile::tempdir().unwrap();
+    let mut args: Vec<String> = vec![
+        server.url(&repo(F32)),
+        "--stage".into(),
+        "layers.0.input_norm#1".into(),
+        "--candidate".into(),
+        candidate("rms_norm_leaves_a_child"),
+        "--reference".into(),
+        "builtin:rms_norm".into(),
+    ];
+    args.extend(remote_args(&server));
+    let started = std::time::Instant::now();
+    let out = dumpview(cache.path())
+        .arg("replay")
+        .args(&args)
+        .arg("--json")
+        .output_within_limit();
+    // The leftover sleeps 120 s: ending well before it means the session was not held.
+    assert!(
+        started.elapsed() < std::time::Duration::from_secs(90),
+        "the replay waited for the candidate's leftover process"
+    );
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let json: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(json["verdict"], "pass", "{json}");
+    let _ = std::process::Command::new("pkill")
+        .args(["-f", "^sleep 120.0042$"])
+        .status();
+}
+
 #[test]
 fn a_remote_replay_gives_the_local_verdict_and_leaves_nothing_behind() {
     let Some(_) = python() else { return };

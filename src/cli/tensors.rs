@@ -64,6 +64,11 @@ pub fn run(args: &TensorArgs, json: bool) -> Result<Conclusion, CliError> {
         return Err("--atol and --rtol must be non-negative numbers".into());
     }
     let options = args.options();
+    for path in [&args.a, &args.b] {
+        if std::fs::symlink_metadata(path).is_err() {
+            return Err(format!("{}: no such file or directory", path.display()).into());
+        }
+    }
     match (args.a.is_dir(), args.b.is_dir()) {
         (true, true) => return run_trees(args, &options, json),
         (true, false) | (false, true) => {

@@ -211,10 +211,11 @@ fn script(job: &Job) -> Vec<u8> {
         format!(
             "umask 077\n\
              d=$(mktemp -d) || exit {NO_TEMP_DIR}\n\
-             p= h=\n\
+             p= h= e=\n\
              cleanup() {{\n\
              trap '' HUP INT TERM PIPE\n\
              if [ -n \"$h\" ]; then kill -KILL \"$h\" 2>/dev/null; fi\n\
+             if [ -n \"$e\" ]; then kill -KILL \"$e\" 2>/dev/null; fi\n\
              if [ -n \"$p\" ]; then kill -KILL \"$p\" 2>/dev/null; fi\n\
              rm -rf \"$d\"\n\
              }}\n\
@@ -246,7 +247,7 @@ fn script(job: &Job) -> Vec<u8> {
             }
         }
     }
-    s.extend_from_slice(b" >\"$d/.stdout\" <\"$d/.stdin\" &\n");
+    s.extend_from_slice(b" >\"$d/.stdout\" <\"$d/.stdin\" 2>\"$d/.err\" &\n");
     // The program's stdin goes into a file first, read whole by a foreground `cat`: a
     // here-document on the program itself (105 kB for replay_op.py, past a pipe's 64 kB)
     // leaves the shell's writer blocked when the program never reads it (an interpreter
@@ -258,6 +259,18 @@ fn script(job: &Job) -> Vec<u8> {
         head.push(b'\n');
     }
     head.extend_from_slice(format!("{delim}\n").as_bytes());
+    // The program's stderr reaches the session through a FIFO and a relay `cat`, never
+    // directly: a process the program leaves running (a candidate's child) then holds only the
+    // FIFO, and once the program has ended the relay is given 2 s to drain and is killed, so
+    // the leftover cannot hold the ssh session open (no job control in a non-interactive sh).
+    head.extend_from_slice(
+        format!(
+            "mkfifo \"$d/.err\" || exit {NO_TEMP_DIR}\n\
+             cat \"$d/.err\" >&2 &\n\
+             e=$!\n"
+        )
+        .as_bytes(),
+    );
     s.splice(program_at..program_at, head);
     // The heartbeat is ended with SIGKILL: a SIGTERM sent to it by `kill "$h"` was seen lost
     // (dash 0.5.12, under load: the script then waited on the live heartbeat forever, its
@@ -268,6 +281,11 @@ fn script(job: &Job) -> Vec<u8> {
              wait \"$p\"\n\
              s=$?\n\
              p=\n\
+             ( sleep 2; kill -KILL \"$e\" ) </dev/null >/dev/null 2>&1 &\n\
+             k=$!\n\
+             wait \"$e\" 2>/dev/null\n\
+             e=\n\
+             kill -KILL \"$k\" 2>/dev/null\n\
              kill -KILL \"$h\" 2>/dev/null\n\
              wait \"$h\" 2>/dev/null\n\
              h=\n\

@@ -145,7 +145,12 @@ pub fn parse_size(text: &str) -> Result<u64, String> {
     let value: f64 = number
         .parse()
         .map_err(|_| format!("{text:?}: not a size (e.g. 2G, 500M, 1048576)"))?;
-    Ok((value * scale as f64).round() as u64)
+    let bytes = (value * scale as f64).round();
+    // 2^64 itself is not a u64 (an `as` cast would saturate to it silently).
+    if bytes >= 18_446_744_073_709_551_616.0 {
+        return Err(format!("{text:?}: more than 2^64 bytes"));
+    }
+    Ok(bytes as u64)
 }
 
 #[cfg(test)]
@@ -158,6 +163,7 @@ mod tests {
         assert_eq!(parse_size("500M").unwrap(), 500 << 20);
         assert_eq!(parse_size("1.5GiB").unwrap(), 3 << 29);
         assert_eq!(parse_size("4096").unwrap(), 4096);
+        assert!(parse_size("99999999T").unwrap_err().contains("more than 2^64 bytes"));
         assert_eq!(parse_size("10 kb").unwrap(), 10240);
         assert!(parse_size("2X").unwrap_err().contains("unknown unit"));
         assert!(parse_size("big").unwrap_err().contains("not a size"));

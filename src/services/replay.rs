@@ -453,7 +453,17 @@ fn run_local(
             )
         })
         .flatten()
-        .filter(|exe| Path::new(exe).is_absolute());
+        .filter(|exe| {
+            let absolute = Path::new(exe).is_absolute();
+            if !absolute {
+                log(&format!(
+                    "dumpview: note: the capture recorded the interpreter {exe} (run.executable), \
+                     relative to a working directory this replay does not share: not used \
+                     (--python {exe} runs it)"
+                ));
+            }
+            absolute
+        });
     let python = python::replay_python(request.python.as_deref(), recorded.as_deref(), log)?;
     if let Some(parent) = out.parent().filter(|p| !p.as_os_str().is_empty()) {
         std::fs::create_dir_all(parent)

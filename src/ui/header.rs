@@ -165,7 +165,7 @@ pub fn draw(frame: &mut Frame, app: &App, area: Rect, theme: Theme) {
             ));
         } else {
             second.push(Piece::new(
-                format!("{} records", a.records.len()),
+                crate::model::present::number::counted(a.records.len(), "record"),
                 ratatui::style::Style::new(),
                 3,
             ));

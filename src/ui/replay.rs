@@ -5,7 +5,7 @@
 //! │  candidate  tests/python/replay_candidates.py:rms_norm_eps_after▏            │
 //! │  reference  builtin:rms_norm                  suggested by the stage name    │
 //! │  standard   msprobe                           ↑↓ msprobe · dynamo · allclose │
-//! │  python                                       empty: $DUMPVIEW_PYTHON, …     │
+//! │  python                                     empty: $DUMPVIEW_PYTHON, the …   │
 //! │input set  A: assets/examples/llama_kv_alias/a/rank0/match1-occ1             │
 //! │Enter runs · Tab next field · ↑↓ earlier entries · Ctrl-U clears · Esc closes │
 //! └──────────────────────────────────────────────────────────────────────────────┘
@@ -186,7 +186,7 @@ fn note(dialog: &ReplayDialog, field: ReplayField) -> &'static str {
             "required: never assumed"
         }
         ReplayField::Python if dialog.python.is_empty() => {
-            "empty: $DUMPVIEW_PYTHON, else the first python with torch"
+            "empty: $DUMPVIEW_PYTHON, the recorded python, then PATH"
         }
         _ => "",
     }

@@ -232,3 +232,11 @@ def spectrum(x):
 def spectrum_conjugated(x):
     """The same spectrum with its imaginary parts' signs flipped: a wrong complex output."""
     return torch.fft.fft(x).conj().resolve_conj()
+
+
+def rms_norm_leaves_a_child(x, weight, eps):
+    """Correct, but leaves a process running that holds the candidate's stderr (120 s): a
+    remote replay must end anyway (issue 31, item 5)."""
+    import subprocess
+    subprocess.Popen(["sleep", "120.0042"], stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL)
+    return rms_norm_ok(x, weight, eps)

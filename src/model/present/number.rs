@@ -69,3 +69,12 @@ mod tests {
         assert_eq!(precise_f32(0.0), "0");
     }
 }
+
+/// `n` and `noun`, plural unless `n` is 1: `1 record`, `0 records`, `12 records`.
+pub fn counted(n: usize, noun: &str) -> String {
+    if n == 1 {
+        format!("1 {noun}")
+    } else {
+        format!("{n} {noun}s")
+    }
+}

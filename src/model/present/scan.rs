@@ -50,8 +50,13 @@ pub fn text(scan: &WindowScan) -> String {
     let mut out = String::new();
     let _ = writeln!(
         out,
-        "== rank {}, label {:?} (match {}, call {}): {} records\n   {}",
-        scan.rank, scan.label, scan.match_index, scan.occurrence, scan.records, scan.source
+        "== rank {}, label {:?} (match {}, call {}): {}\n   {}",
+        scan.rank,
+        scan.label,
+        scan.match_index,
+        scan.occurrence,
+        super::number::counted(scan.records, "record"),
+        scan.source
     );
     let conflicts = scan
         .alias_groups

@@ -785,6 +785,9 @@ fn not_a_count(value: &serde_json::Value) -> String {
         serde_json::Value::Number(n) if n.as_f64().is_some_and(|n| n < 0.0) => {
             format!("{n} is negative, not a count")
         }
+        serde_json::Value::Number(n) if n.as_f64().is_some_and(|v| v.fract() == 0.0) => {
+            format!("{n} is beyond 2^64, not a count")
+        }
         serde_json::Value::Number(n) => format!("{n} is not a whole number, not a count"),
         other => format!("{other} is not a count"),
     }

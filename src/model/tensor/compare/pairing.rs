@@ -88,10 +88,14 @@ pub fn pair_keys(
                 .iter()
                 .position(|e| e.key == key)
                 .ok_or_else(|| {
+                    // A bare tensor's key is empty: named as the table names it.
                     let keys: Vec<&str> = file
                         .entries
                         .iter()
-                        .map(|e| e.key.as_str())
+                        .map(|e| match e.key.as_str() {
+                            "" => "(tensor): the file holds one bare tensor, no --key needed",
+                            key => key,
+                        })
                         .take(20)
                         .collect();
                     format!(
