@@ -7,7 +7,8 @@
 #   bash scripts/screenshots.sh [OUT_DIR]        (default: screenshots/)
 #
 # Writes scan.png, tokens.png, diff.png, tree.png, aliases.png, diagnosis.png, help.png,
-# tensors.png, layouts.png, replay-dialog.png, replay.png, cases-form.png and cases-board.png
+# tensors.png, layouts.png, single-run.png, replay-dialog.png, replay.png, cases-form.png and
+# cases-board.png
 # (DUMPVIEW_SHOTS="NAME ..." takes only those); the replay and case shots run a real replay with
 # .venv's torch. Installs what is missing first: tmux and fonts-dejavu-core with apt-get, Pillow
 # into .venv with pip.
@@ -114,6 +115,8 @@ shot tensors "NaN/inf counts differ" t "|a-b| by decade" -- assets/examples/llam
 # A diff across parallel layouts (TP=1 vs TP=4, a NaN planted on rank 2 before the all_reduce),
 # opening on the merged record where it went non-finite (and diverges), rank 2 holding the NaN.
 shot layouts "rank 2 [6, 4] 1/0" -- tests/fixtures/layouts/tp1 tests/fixtures/layouts/tp4_nan
+# Findings from one run: S marks a duplicate shard's records, n walks to them.
+shot single-run "timeline " n "DUPLICATE SHARDS" -- tests/fixtures/single_run/dup_shard
 
 # `p` on layers.0.input_norm#1 of the float32 pair (↻ marks it): the dialog with a candidate
 # typed, then Enter: the replay's verdict, figures, metrics and |diff| histogram.
