@@ -3,7 +3,6 @@
 
 use std::process::ExitCode;
 
-
 use dumpview::cli::command::{Args, Command};
 use dumpview::cli::workbench::WorkbenchArgs;
 use dumpview::cli::{CliError, Conclusion, Context};

@@ -154,22 +154,49 @@ fn missing_and_malformed_files_exit_2_naming_the_file() {
 #[test]
 fn probe_help_leaves_out_the_global_options() {
     for args in [&["probe", "--help"][..], &["probe", "install", "--help"]] {
-        let out = dumpview().args(args).assert().success().get_output().stdout.clone();
+        let out = dumpview()
+            .args(args)
+            .assert()
+            .success()
+            .get_output()
+            .stdout
+            .clone();
         let help = String::from_utf8(out).unwrap();
-        for global in ["--ssh-command", "--cache-dir", "--poll", "--attempt", "--json"] {
+        for global in [
+            "--ssh-command",
+            "--cache-dir",
+            "--poll",
+            "--attempt",
+            "--json",
+        ] {
             assert!(!help.contains(global), "{args:?} lists {global}:\n{help}");
         }
     }
     let install = String::from_utf8(
-        dumpview().args(["probe", "install", "--help"]).assert().success().get_output().stdout.clone(),
+        dumpview()
+            .args(["probe", "install", "--help"])
+            .assert()
+            .success()
+            .get_output()
+            .stdout
+            .clone(),
     )
     .unwrap();
     assert!(install.contains("--native"), "{install}");
     let diff = String::from_utf8(
-        dumpview().args(["diff", "--help"]).assert().success().get_output().stdout.clone(),
+        dumpview()
+            .args(["diff", "--help"])
+            .assert()
+            .success()
+            .get_output()
+            .stdout
+            .clone(),
     )
     .unwrap();
-    assert!(diff.contains("--ssh-command") && diff.contains("--json"), "{diff}");
+    assert!(
+        diff.contains("--ssh-command") && diff.contains("--json"),
+        "{diff}"
+    );
     let dir = tempfile::tempdir().unwrap();
     let refused = dumpview()
         .args(["probe", "install", "--json"])

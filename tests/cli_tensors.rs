@@ -126,7 +126,10 @@ fn unreadable_inputs_exit_2_naming_the_file() {
     assert!(err.contains("not a torch.save archive"), "{err}");
     let (code, _, err) = dumpview(&["tensors", &a, "/nonexistent/b.pt"]);
     assert_eq!(code, 2);
-    assert!(err.contains("/nonexistent/b.pt: no such file or directory"), "{err}");
+    assert!(
+        err.contains("/nonexistent/b.pt: no such file or directory"),
+        "{err}"
+    );
     let (code, _, err) = dumpview(&["tensors", &a, &a, "--key", "nope"]);
     assert_eq!(code, 2);
     assert!(

@@ -75,7 +75,10 @@ fn each_impossible_value_is_named_with_its_record_and_field_and_costs_that_field
     };
     let (kind, message) = find("dtype");
     assert_eq!(kind, "note");
-    assert!(message.contains("\"floaty32\" is not a torch dtype"), "{message}");
+    assert!(
+        message.contains("\"floaty32\" is not a torch dtype"),
+        "{message}"
+    );
     let (kind, message) = find("numel");
     assert_eq!(kind, "lost_evidence");
     assert!(message.contains("is not the product of shape"), "{message}");
@@ -96,7 +99,10 @@ fn each_impossible_value_is_named_with_its_record_and_field_and_costs_that_field
     assert!(message.contains("\"many\" is not a count"), "{message}");
     // Every warning names the manifest.
     for w in json["warnings"].as_array().unwrap() {
-        assert!(w["file"].as_str().unwrap().ends_with("manifest.json"), "{w}");
+        assert!(
+            w["file"].as_str().unwrap().ends_with("manifest.json"),
+            "{w}"
+        );
     }
 }
 

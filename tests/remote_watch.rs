@@ -59,7 +59,10 @@ fn a_watched_remote_directory_reports_windows_and_findings_as_they_land() {
         connected_again += usize::from(e["kind"] == "source" && e["state"] == "connected");
         e["kind"] == "window"
     });
-    assert_eq!(connected_again, 0, "a second `connected` before the first window");
+    assert_eq!(
+        connected_again, 0,
+        "a second `connected` before the first window"
+    );
     assert_eq!(
         (window["rank"].clone(), window["records"].clone()),
         (0.into(), 119.into())

@@ -163,7 +163,11 @@ mod tests {
         assert_eq!(parse_size("500M").unwrap(), 500 << 20);
         assert_eq!(parse_size("1.5GiB").unwrap(), 3 << 29);
         assert_eq!(parse_size("4096").unwrap(), 4096);
-        assert!(parse_size("99999999T").unwrap_err().contains("more than 2^64 bytes"));
+        assert!(
+            parse_size("99999999T")
+                .unwrap_err()
+                .contains("more than 2^64 bytes")
+        );
         assert_eq!(parse_size("10 kb").unwrap(), 10240);
         assert!(parse_size("2X").unwrap_err().contains("unknown unit"));
         assert!(parse_size("big").unwrap_err().contains("not a size"));

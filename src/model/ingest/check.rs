@@ -13,8 +13,7 @@ use crate::model::dump::{Warning, Window, evidence, keys_increase};
 /// [`drop_escaping_evidence`], those two side by side. Returns their warnings, in that order.
 pub fn check_window(window: &mut Window) -> Vec<Warning> {
     let mut checked = super::values::check_values(window);
-    let (records, refused) =
-        rayon::join(|| check_records(window), || resolve_tensor_files(window));
+    let (records, refused) = rayon::join(|| check_records(window), || resolve_tensor_files(window));
     checked.extend(records);
     checked.extend(drop_refused_evidence(window, refused));
     if window.records.is_empty() {

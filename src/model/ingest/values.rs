@@ -11,12 +11,52 @@ use crate::model::dump::{Record, Warning, WarningKind, Window};
 /// Every dtype torch names (`torch.<name>`, without the prefix), as of torch 2.13: what the
 /// probes write in `dtype`.
 const TORCH_DTYPES: &[&str] = &[
-    "float64", "float32", "float16", "bfloat16", "float8_e4m3fn", "float8_e4m3fnuz",
-    "float8_e5m2", "float8_e5m2fnuz", "float8_e8m0fnu", "float4_e2m1fn_x2", "complex32",
-    "complex64", "complex128", "int64", "int32", "int16", "int8", "uint64", "uint32", "uint16",
-    "uint8", "bool", "qint8", "quint8", "qint32", "quint4x2", "quint2x4", "bits1x8", "bits2x4",
-    "bits4x2", "bits8", "bits16", "int1", "int2", "int3", "int4", "int5", "int6", "int7",
-    "uint1", "uint2", "uint3", "uint4", "uint5", "uint6", "uint7",
+    "float64",
+    "float32",
+    "float16",
+    "bfloat16",
+    "float8_e4m3fn",
+    "float8_e4m3fnuz",
+    "float8_e5m2",
+    "float8_e5m2fnuz",
+    "float8_e8m0fnu",
+    "float4_e2m1fn_x2",
+    "complex32",
+    "complex64",
+    "complex128",
+    "int64",
+    "int32",
+    "int16",
+    "int8",
+    "uint64",
+    "uint32",
+    "uint16",
+    "uint8",
+    "bool",
+    "qint8",
+    "quint8",
+    "qint32",
+    "quint4x2",
+    "quint2x4",
+    "bits1x8",
+    "bits2x4",
+    "bits4x2",
+    "bits8",
+    "bits16",
+    "int1",
+    "int2",
+    "int3",
+    "int4",
+    "int5",
+    "int6",
+    "int7",
+    "uint1",
+    "uint2",
+    "uint3",
+    "uint4",
+    "uint5",
+    "uint6",
+    "uint7",
 ];
 
 /// One impossible or unusual value met in a record.
@@ -48,9 +88,16 @@ pub fn check_values(window: &mut Window) -> Vec<Warning> {
         .map(|(key, seq, p, count)| {
             let others = match count {
                 1 => String::new(),
-                n => format!(" (and {} more record{})", n - 1, if n == 2 { "" } else { "s" }),
+                n => format!(
+                    " (and {} more record{})",
+                    n - 1,
+                    if n == 2 { "" } else { "s" }
+                ),
             };
-            let message = format!("{key} (seq {seq}): `{}`: {}{others}; {}", p.field, p.what, p.cost);
+            let message = format!(
+                "{key} (seq {seq}): `{}`: {}{others}; {}",
+                p.field, p.what, p.cost
+            );
             Warning {
                 file: window.source.clone(),
                 message,
@@ -79,10 +126,7 @@ fn problems_of(record: &mut Record, conventions: bool) -> Vec<Problem> {
             kind: WarningKind::Note,
         });
     }
-    let product = record
-        .shape
-        .iter()
-        .try_fold(1u64, |n, &d| n.checked_mul(d));
+    let product = record.shape.iter().try_fold(1u64, |n, &d| n.checked_mul(d));
     // Only a tensor of a known element size: msprobe's non-tensor values (None, torch.Size)
     // have numel 0 by design.
     let tensor = record.element_size > 0;
@@ -203,7 +247,10 @@ mod tests {
 
     #[test]
     fn sound_records_give_no_warning() {
-        let mut w = window(vec![record(0, "bfloat16", &[2, 3], 6), record(1, "int64", &[], 1)]);
+        let mut w = window(vec![
+            record(0, "bfloat16", &[2, 3], 6),
+            record(1, "int64", &[], 1),
+        ]);
         assert!(check_values(&mut w).is_empty());
     }
 
@@ -236,9 +283,16 @@ mod tests {
         let warnings = check_values(&mut w);
         assert_eq!(warnings.len(), 1);
         assert_eq!(warnings[0].kind, WarningKind::LostEvidence);
-        assert!(warnings[0].message.starts_with("layers.0.q#5 (seq 4): `stats.l2`: -1.5 is negative"));
+        assert!(
+            warnings[0]
+                .message
+                .starts_with("layers.0.q#5 (seq 4): `stats.l2`: -1.5 is negative")
+        );
         let stats = w.records[0].stats.as_ref().unwrap();
-        assert_eq!((stats.l2, stats.max_abs, stats.mean), (None, Some(2.0), Some(0.1)));
+        assert_eq!(
+            (stats.l2, stats.max_abs, stats.mean),
+            (None, Some(2.0), Some(0.1))
+        );
     }
 
     #[test]
@@ -246,13 +300,21 @@ mod tests {
         let mut w = window(vec![record(0, "float32", &[8, 12], 100)]);
         let warnings = check_values(&mut w);
         assert_eq!(warnings.len(), 1);
-        assert!(warnings[0].message.contains("`numel`: 100 is not the product of shape [8, 12] (96)"));
+        assert!(
+            warnings[0]
+                .message
+                .contains("`numel`: 100 is not the product of shape [8, 12] (96)")
+        );
         let mut r = record(0, "float32", &[4], 4);
         r.stats.as_mut().unwrap().nan_count = 3;
         let mut w = window(vec![r]);
         let warnings = check_values(&mut w);
         assert_eq!(warnings.len(), 1, "{warnings:?}");
-        assert!(warnings[0].message.contains("nan_count 3 + inf_count 0 + finite_count 4 exceed numel 4"));
+        assert!(
+            warnings[0]
+                .message
+                .contains("nan_count 3 + inf_count 0 + finite_count 4 exceed numel 4")
+        );
     }
 
     #[test]

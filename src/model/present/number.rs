@@ -56,6 +56,15 @@ pub fn megabytes(bytes: u64) -> String {
     format!("{:.1} MB", bytes as f64 / 1e6)
 }
 
+/// `n` and `noun`, plural unless `n` is 1: `1 record`, `0 records`, `12 records`.
+pub fn counted(n: usize, noun: &str) -> String {
+    if n == 1 {
+        format!("1 {noun}")
+    } else {
+        format!("{n} {noun}s")
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -67,14 +76,5 @@ mod tests {
         assert_eq!(precise_f32(1.5e-5), "1.5e-5");
         assert_eq!(precise_f32(f32::NAN), "nan");
         assert_eq!(precise_f32(0.0), "0");
-    }
-}
-
-/// `n` and `noun`, plural unless `n` is 1: `1 record`, `0 records`, `12 records`.
-pub fn counted(n: usize, noun: &str) -> String {
-    if n == 1 {
-        format!("1 {noun}")
-    } else {
-        format!("{n} {noun}s")
     }
 }

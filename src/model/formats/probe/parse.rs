@@ -705,7 +705,10 @@ fn repair(
             }
         }
         // `finite_count` is optional: one that is not a count is made null like a statistic.
-        if let Some(value) = stats.get("finite_count").filter(|v| !v.is_null() && !v.is_u64()) {
+        if let Some(value) = stats
+            .get("finite_count")
+            .filter(|v| !v.is_null() && !v.is_u64())
+        {
             let reason = not_a_count(value);
             problems.push(problem(seq, "stats.finite_count".into(), reason, true));
             stats.insert("finite_count".into(), serde_json::Value::Null);

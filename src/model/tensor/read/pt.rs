@@ -679,7 +679,10 @@ mod tests {
         let values: Vec<f32> = (0..6).flat_map(|k| [k as f32, 10.0 * k as f32]).collect();
         let pickle = dict(&[
             ("c", tensor("0", "ComplexFloatStorage", 0, &[2, 3], &[3, 1])),
-            ("ct", tensor("0", "ComplexFloatStorage", 0, &[3, 2], &[1, 3])),
+            (
+                "ct",
+                tensor("0", "ComplexFloatStorage", 0, &[3, 2], &[1, 3]),
+            ),
             ("tail", tensor("0", "ComplexFloatStorage", 4, &[2], &[1])),
         ]);
         let bytes = archive(&pickle, &[("0", floats(values))], "little");
@@ -689,11 +692,15 @@ mod tests {
         assert_eq!(entries[0].strides, [6, 2, 1]);
         assert_eq!(
             read(&bytes, &entries[0]),
-            [0.0, 0.0, 1.0, 10.0, 2.0, 20.0, 3.0, 30.0, 4.0, 40.0, 5.0, 50.0]
+            [
+                0.0, 0.0, 1.0, 10.0, 2.0, 20.0, 3.0, 30.0, 4.0, 40.0, 5.0, 50.0
+            ]
         );
         assert_eq!(
             read(&bytes, &entries[1]),
-            [0.0, 0.0, 3.0, 30.0, 1.0, 10.0, 4.0, 40.0, 2.0, 20.0, 5.0, 50.0]
+            [
+                0.0, 0.0, 3.0, 30.0, 1.0, 10.0, 4.0, 40.0, 2.0, 20.0, 5.0, 50.0
+            ]
         );
         assert_eq!(read(&bytes, &entries[2]), [4.0, 40.0, 5.0, 50.0]);
     }

@@ -137,7 +137,9 @@ fn torch_attribute(name: &str) -> Option<Global> {
         "CharStorage" => return typed(DType::Int8),
         "ByteStorage" => return typed(DType::Uint8),
         "BoolStorage" => return typed(DType::Bool),
-        "ComplexFloatStorage" => return Some(Global::StorageClass(Element::Complex(DType::Float32))),
+        "ComplexFloatStorage" => {
+            return Some(Global::StorageClass(Element::Complex(DType::Float32)));
+        }
         "ComplexDoubleStorage" => {
             return Some(Global::StorageClass(Element::Complex(DType::Float64)));
         }
