@@ -315,7 +315,12 @@ def test_minilm_first_divergence(minilm):
     assert fd["dumpview_diverging"] <= error_keys
     key_to_row = dict(zip((k + "#1" for k in mt.msprobe_pair_keys([r["NPU Name"] for r in rows])),
                           (r["NPU Name"] for r in rows)))
-    assert all(messages[key_to_row[k]] == [DTYPE_ERROR] for k in fd["dumpview_diverging"])
+    # msprobe may add a warning beside its dtype error where this CPU's bfloat16 numbers trip its
+    # norm-ratio check (seen: "The norm relative error of output is 10 times that of input" on
+    # tanh's output); its only error is the dtype.
+    for k in fd["dumpview_diverging"]:
+        said = messages[key_to_row[k]]
+        assert DTYPE_ERROR in said and all(m == DTYPE_ERROR or m.startswith("warning:") for m in said), (k, said)
     assert all(pairs[k]["precision_change"] for k in fd["dumpview_diverging"])
 
 
