@@ -151,7 +151,8 @@ saved_seeds() { # copy fuzz/seeds/$1 (the last campaign's minimized corpus) into
     local file
     [ -d "fuzz/seeds/$1" ] || return 0
     for file in "fuzz/seeds/$1"/*; do
-        [ -e "$2/${file##*/}" ] || cp "$file" "$2/"
+        [ -f "$file" ] && [ ! -e "$2/${file##*/}" ] || continue
+        cp "$file" "$2/"
     done
 }
 
