@@ -275,11 +275,15 @@ if find / -maxdepth 0 -printf '' >/dev/null 2>&1; then
         find -L "$dir" -type f \( -name manifest.json -o -name dump.json -o -name rows.f32 \) \
             -printf '%i %s %T@ %P\0' >"$name.files"
         { printf 'dumpview-list 1 %s\0' 1765000000.123456789; cat "$name.files"; } >"$name"
-        { printf 'dumpview-list 1 %s\0' 1765000000; sed -z 's/^\([0-9]* [0-9]* [0-9]*\)\.[0-9]*/\1/' "$name.files"; } >"$name-stat"
+        { printf 'dumpview-list 1 %s\0' 1765000000
+            sed -z 's/^\([0-9]* [0-9]* [0-9]*\)\.[0-9]*/\1/' "$name.files"; } >"$name-stat"
         rm "$name.files"
     done
 fi
 printf 'dumpview-probe 1 dir gnu-find head-c\n' >"$corpus/seed-probe"
+# An incremental listing: one file changed since the watermark, two unchanged (`=`).
+printf 'dumpview-list 1 1765000000.5\0%s\0=\0=\0' '12 34 1765000000.25 rank0/match1-occ1/manifest.json' \
+    >"$corpus/seed-incremental"
 run ssh_listing "$corpus" fuzz/ssh_listing.dict "$@"
 
 corpus=fuzz/corpus/case_plan

@@ -1,11 +1,11 @@
 //! Arbitrary bytes as a case matrix's `plan.json`, through `Plan::parse` (the JSON, the plan's
 //! schema, its checks: names, the baseline's files, the cases' transforms against the
 //! baseline's arguments), then what the `cases` commands do with a plan they read: its case
-//! ids, each case's family, target and the arguments its transform names, its text (`cases plan`), the analysis of a matrix with no
-//! case recorded yet and its table and Markdown (`cases analyze`), the exported run script,
-//! and the plan written back and read again. Any panic (overflow
-//! included: cargo fuzz builds with debug assertions), stack overflow or outsized allocation
-//! is a crash.
+//! ids, each case's family, target and the arguments its transform names, its text (`cases
+//! plan`), the analysis of a matrix with no case recorded yet and its table and Markdown
+//! (`cases analyze`), the exported run script, and the plan written back and read again. Any
+//! panic (overflow included: cargo fuzz builds with debug assertions), stack overflow or
+//! outsized allocation is a crash.
 
 #![no_main]
 

@@ -9,8 +9,9 @@
 //!
 //! The input is the manifest, a NUL byte (which a JSON text never holds), then the sidecar's
 //! bytes, written to `rows.f32` in a directory of this process's own under the temporary
-//! directory ([`window_dir`]); without a NUL there is no sidecar. Any panic (overflow included: cargo fuzz
-//! builds with debug assertions), stack overflow or outsized allocation is a crash.
+//! directory ([`window_dir`]); without a NUL there is no sidecar. Any panic (overflow
+//! included: cargo fuzz builds with debug assertions), stack overflow or outsized allocation
+//! is a crash.
 
 #![no_main]
 

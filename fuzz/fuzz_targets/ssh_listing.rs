@@ -1,10 +1,11 @@
 //! Arbitrary bytes as what a remote host printed over ssh: `parse_listing` (the file listing,
-//! `dumpview-list 1 TIME\0` then `inode size mtime path\0` per file), `parse_probe` (the probe's
-//! answer line) and `RemoteMeta::parse` on every line (a fetch's `inode size mtime` header), as
-//! the mirror reads them (src/remote/mirror.rs). A hostile host must not make the parser panic
-//! nor get a path past it that would leave the mirror's cache: every path it keeps is checked
-//! to stay below the cache directory, and every identity it keeps to print and read back the
-//! same. Any panic (overflow included: cargo fuzz builds with debug assertions) is a crash.
+//! `dumpview-list 1 TIME\0` then `inode size mtime path\0` per file, `=\0` per file an
+//! incremental listing found unchanged), `parse_probe` (the probe's answer line) and
+//! `RemoteMeta::parse` on every line (a fetch's `inode size mtime` header), as the mirror reads
+//! them (src/remote/mirror.rs). A hostile host must not make the parser panic nor get a path
+//! past it that would leave the mirror's cache: every path it keeps is checked to stay below
+//! the cache directory, and every identity it keeps to print and read back the same. Any panic
+//! (overflow included: cargo fuzz builds with debug assertions) is a crash.
 
 #![no_main]
 
