@@ -8,11 +8,21 @@
 #   msprobe   fuzz/fuzz_targets/msprobe.rs: an msprobe dump.json through msprobe::load_window
 #             (the one-pass JSON reader, entry names, leaf statistics), then scan and diff;
 #   windowed  fuzz/fuzz_targets/windowed.rs: a windowed dump's manifest.json through
-#             windowed::is_windowed and windowed::load_window, then scan and diff.
+#             windowed::is_windowed and windowed::load_window, then scan and diff;
+#   row_stats fuzz/fuzz_targets/row_stats.rs: a manifest and its row-statistics sidecar
+#             (rows.f32) through read_window, the sidecar read and mapped, every row looked
+#             up, then scan and diff (the token view);
+#   ssh_listing fuzz/fuzz_targets/ssh_listing.rs: what a remote host prints over ssh: the
+#             file listing (parse_listing of src/remote/script.rs, compiled into the target;
+#             every kept path checked to stay in the mirror), the probe's answer, `inode size
+#             mtime` lines;
+#   case_plan fuzz/fuzz_targets/case_plan.rs: a case matrix's plan.json through Plan::parse,
+#             then its text, the analysis of an unrecorded matrix, the run script, and the
+#             plan written back and read again.
 #
 #   scripts/fuzz.sh [--build-only | --run-only] [SECONDS] [libFuzzer options...]
 #
-# SECONDS is the total fuzzing time, split evenly over the four targets (default 120: 30 s
+# SECONDS is the total fuzzing time, split evenly over the seven targets (default 120: 17 s
 # each; at least 1 s each); building the targets comes on top. Options after it go to every
 # target's libFuzzer (e.g. -jobs=2, -max_len=4096). --build-only builds the targets and stops;
 # --run-only fuzzes what an earlier --build-only built (scripts/test.sh builds them in the
@@ -26,21 +36,27 @@
 # on a clean machine (`cargo install cargo-fuzz`) compiles it for minutes, and it only wraps
 # cargo and each target's libFuzzer. The flags are nightly-only (-Zsanitizer=address,
 # -Cpasses=sancov-module); on a stable toolchain RUSTC_BOOTSTRAP=1 lets them build.
-# Corpora (fuzz/corpus/<target>, ignored by git) are seeded from tests/fixtures/bad/ and a real
-# example manifest (manifest); from tests/fixtures/tensors/*.pt, the data.pkl inside each and
-# tests/fixtures/bad_tensors/* (pt); from tests/fixtures/msprobe/**/dump.json (msprobe); and
-# from tests/fixtures/windowed/**/manifest.json (windowed). Each target has a dictionary,
-# fuzz/<target>.dict. Exits non-zero when libFuzzer finds a crash, a timeout or an
+# Corpora (fuzz/corpus/<target>, ignored by git) are seeded from fuzz/seeds/<target>/, the
+# minimized corpus of the last long campaign (benches/README.md, "Fuzz campaign"), and from
+# tests/fixtures/bad/ and a real example manifest (manifest); from tests/fixtures/tensors/*.pt,
+# the data.pkl inside each and tests/fixtures/bad_tensors/* (pt); from
+# tests/fixtures/msprobe/**/dump.json (msprobe); from tests/fixtures/windowed/**/manifest.json
+# (windowed); from each manifest of tests/fixtures and assets/examples with a rows.f32 beside
+# it, the two joined by a NUL as the target reads them (row_stats); from GNU find's listings
+# of fixture and example dumps as the listing script prints them, and a probe answer
+# (ssh_listing); and from tests/fixtures/cases_board/demo/plan.json (case_plan). Each target
+# has a dictionary, fuzz/<target>.dict. Exits non-zero when libFuzzer finds a crash, a timeout or an
 # out-of-memory input (later targets are then not run); the input is left in
 # fuzz/artifacts/<target>/ — reproduce it with
 #   RUSTC_BOOTSTRAP=1 cargo fuzz run <target> fuzz/artifacts/<target>/<file>
 # (without cargo-fuzz: fuzz/target/<host triple>/release/<target> fuzz/artifacts/<target>/<file>)
 # and, once fixed, add it to tests/fixtures/bad/ (manifest), tests/fixtures/bad_tensors/ (pt),
-# or as a regression test beside the reader's other tests (msprobe, windowed).
+# or as a regression test beside the reader's other tests (msprobe, windowed, row_stats,
+# ssh_listing, case_plan).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-targets=(manifest pt msprobe windowed)
+targets=(manifest pt msprobe windowed row_stats ssh_listing case_plan)
 
 phase=all
 case ${1:-} in
@@ -131,6 +147,15 @@ seed() { # copy $2 into corpus $1 under a name derived from its path
     [ -e "$1/$name" ] || cp "$2" "$1/$name"
 }
 
+saved_seeds() { # copy fuzz/seeds/$1 (the last campaign's minimized corpus) into corpus $2
+    local file
+    [ -d "fuzz/seeds/$1" ] || return 0
+    for file in "fuzz/seeds/$1"/*; do
+        [ -f "$file" ] && [ ! -e "$2/${file##*/}" ] || continue
+        cp "$file" "$2/"
+    done
+}
+
 fuzz_one() { # fuzz target $1 on corpus $2 with dictionary $3, then the caller's options
     local target=$1 corpus=$2 dict=$3
     shift 3
@@ -173,6 +198,7 @@ run() { # run target $1 on corpus $2 with dictionary $3, then the caller's optio
 
 corpus=fuzz/corpus/manifest
 mkdir -p "$corpus"
+saved_seeds manifest "$corpus"
 while IFS= read -r -d '' file; do
     case $file in */README.md) continue ;; esac
     seed "$corpus" "$file"
@@ -182,6 +208,7 @@ run manifest "$corpus" fuzz/manifest.dict "$@"
 
 corpus=fuzz/corpus/pt
 mkdir -p "$corpus"
+saved_seeds pt "$corpus"
 for file in tests/fixtures/tensors/*.pt tests/fixtures/bad_tensors/*.pt; do
     seed "$corpus" "$file"
 done
@@ -204,6 +231,7 @@ run pt "$corpus" fuzz/pt.dict "$@"
 
 corpus=fuzz/corpus/msprobe
 mkdir -p "$corpus"
+saved_seeds msprobe "$corpus"
 while IFS= read -r -d '' file; do
     seed "$corpus" "$file"
 done < <(find tests/fixtures/msprobe -name dump.json -type f -print0)
@@ -213,8 +241,54 @@ run msprobe "$corpus" fuzz/msprobe.dict -max_len=65536 "$@"
 
 corpus=fuzz/corpus/windowed
 mkdir -p "$corpus"
+saved_seeds windowed "$corpus"
 while IFS= read -r -d '' file; do
     seed "$corpus" "$file"
 done < <(find tests/fixtures/windowed -name manifest.json -type f -print0)
 run windowed "$corpus" fuzz/windowed.dict "$@"
+
+corpus=fuzz/corpus/row_stats
+mkdir -p "$corpus"
+saved_seeds row_stats "$corpus"
+# The manifest, a NUL, the sidecar: the windows of up to 64 KiB in all (the larger ones are
+# the same structure, with more rows).
+while IFS= read -r -d '' rows; do
+    dir=${rows%/rows.f32}
+    [ -f "$dir/manifest.json" ] || continue
+    name=$corpus/seed-$(printf '%s' "$dir" | tr '/' '_')
+    [ ! -e "$name" ] || continue
+    { cat "$dir/manifest.json"; printf '\0'; cat "$rows"; } >"$name"
+    [ "$(wc -c <"$name")" -le 65536 ] || rm "$name"
+done < <(find tests/fixtures assets/examples -name rows.f32 -type f -print0)
+run row_stats "$corpus" fuzz/row_stats.dict -max_len=65536 "$@"
+
+corpus=fuzz/corpus/ssh_listing
+mkdir -p "$corpus"
+saved_seeds ssh_listing "$corpus"
+# Listings as src/remote/script.rs's `list` prints them with GNU find (whole-second times as
+# its stat listers print them, too), of fixture and example dumps; and the probe's answer.
+if find / -maxdepth 0 -printf '' >/dev/null 2>&1; then
+    for dir in tests/fixtures/layouts tests/fixtures/msprobe tests/fixtures/windowed \
+        assets/examples/llama_kv_alias; do
+        name=$corpus/seed-list-$(printf '%s' "$dir" | tr '/' '_')
+        [ -e "$name" ] && [ -e "$name-stat" ] && continue
+        find -L "$dir" -type f \( -name manifest.json -o -name dump.json -o -name rows.f32 \) \
+            -printf '%i %s %T@ %P\0' >"$name.files"
+        { printf 'dumpview-list 1 %s\0' 1765000000.123456789; cat "$name.files"; } >"$name"
+        { printf 'dumpview-list 1 %s\0' 1765000000
+            sed -z 's/^\([0-9]* [0-9]* [0-9]*\)\.[0-9]*/\1/' "$name.files"; } >"$name-stat"
+        rm "$name.files"
+    done
+fi
+printf 'dumpview-probe 1 dir gnu-find head-c\n' >"$corpus/seed-probe"
+# An incremental listing: one file changed since the watermark, two unchanged (`=`).
+printf 'dumpview-list 1 1765000000.5\0%s\0=\0=\0' '12 34 1765000000.25 rank0/match1-occ1/manifest.json' \
+    >"$corpus/seed-incremental"
+run ssh_listing "$corpus" fuzz/ssh_listing.dict "$@"
+
+corpus=fuzz/corpus/case_plan
+mkdir -p "$corpus"
+saved_seeds case_plan "$corpus"
+seed "$corpus" tests/fixtures/cases_board/demo/plan.json
+run case_plan "$corpus" fuzz/case_plan.dict "$@"
 while [ "${#running[@]}" -gt 0 ]; do reap; done
