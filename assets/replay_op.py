@@ -81,6 +81,38 @@ SIDES = ("candidate", "reference", "golden", "reference_native")
 PARTIAL = "replay.partial.json"
 
 
+# Set by dumpview for a remote replay it starts without --python: try the interpreter the
+# capture recorded (run.executable) before the python3 this runs under.
+TRY_RECORDED = "DUMPVIEW_TRY_RECORDED"
+
+
+def _run_under_recorded(window):
+    """Where TRY_RECORDED is "1" and ``window``'s manifest recorded an absolute interpreter
+    (``run.executable``) other than this one that exists and is executable here, run this
+    replay again under it (os.execv, once): a remote host's python3 often lacks torch where the
+    model's own environment has it. The script read from stdin (``python3 - ...``, as dumpview
+    sends it: a file) is read again from its start; where stdin cannot be rewound, nothing
+    changes."""
+    if os.environ.get(TRY_RECORDED) != "1":
+        return
+    os.environ[TRY_RECORDED] = "0"  # once: the interpreter started next does not try again
+    run = (window.manifest or {}).get("run") or {}
+    exe = run.get("executable") if isinstance(run, dict) else None
+    if not isinstance(exe, str) or not os.path.isabs(exe) or not os.path.isfile(exe) \
+            or not os.access(exe, os.X_OK) or os.path.realpath(exe) == os.path.realpath(sys.executable):
+        return
+    argv = list(sys.argv)
+    if argv and argv[0] == "-":
+        try:
+            os.lseek(0, 0, os.SEEK_SET)
+        except OSError:
+            return
+    _log("using the interpreter the capture recorded (run.executable): %s" % exe)
+    sys.stderr.flush()
+    sys.stdout.flush()
+    os.execv(exe, [exe] + argv)
+
+
 def load_torch():
     """Import torch (once) and the dtype tables that need it."""
     global torch
@@ -2119,6 +2151,7 @@ def replay(args):
     out = args.out if explicit else _default_out(entry["stage"], entry["occurrence"])
     if explicit:
         check_out(out)  # refused before any work
+    _run_under_recorded(window)
     load_torch()
     candidate_fn, candidate_resolved = resolve(args.candidate)
     reference_fn, reference_resolved = resolve(args.reference)

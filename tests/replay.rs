@@ -1032,6 +1032,55 @@ fn left_in(dir: &Path) -> Vec<String> {
         .unwrap_or_default()
 }
 
+/// A remote replay without --python tries the interpreter the capture recorded before the
+/// host's python3 (issue 31, item 2): here python3 has no torch and the recorded one (the
+/// venv, an absolute path) has, so the replay runs and says which it used.
+#[test]
+fn a_remote_replay_runs_under_the_interpreter_the_capture_recorded() {
+    let Some(venv) = python() else { return };
+    let Some(server) = Sshd::start() else { return };
+    let venv = std::path::absolute(venv).unwrap();
+    let work = tempfile::tempdir().unwrap();
+    let dump = work.path().join("a");
+    support::copy_tree(&repo(F32), &dump);
+    let manifest = dump.join("rank0/match1-occ1/manifest.json");
+    let text = std::fs::read_to_string(&manifest).unwrap();
+    let recorded = serde_json::to_string(venv.to_str().unwrap()).unwrap();
+    let edited = text.replace(
+        "\"executable\": \".venv/bin/python\"",
+        &format!("\"executable\": {recorded}"),
+    );
+    assert_ne!(edited, text, "the example records .venv/bin/python");
+    std::fs::write(&manifest, edited).unwrap();
+    let cache = tempfile::tempdir().unwrap();
+    let out = dumpview(cache.path())
+        .arg("replay")
+        .arg(server.url(&dump))
+        .args([
+            "--stage",
+            "layers.0.input_norm#1",
+            "--candidate",
+            "builtin:rms_norm",
+            "--reference",
+            "builtin:rms_norm",
+            "--ssh-command",
+            &server.ssh_command(),
+            "--json",
+        ])
+        .output_within_limit();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{stderr}");
+    assert!(
+        stderr.contains(&format!(
+            "using the interpreter the capture recorded (run.executable): {}",
+            venv.display()
+        )),
+        "{stderr}"
+    );
+    let json: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(json["verdict"], "pass", "{json}");
+}
+
 /// A candidate that leaves a process running, holding its stderr, does not hold the ssh
 /// session open: the replay ends with its verdict long before the leftover would (issue 31,
 /// item 5; the job script relays stderr through a FIFO it closes).

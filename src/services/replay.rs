@@ -544,11 +544,27 @@ fn run_job(
     log: &mut dyn FnMut(&str),
     cancelled: &dyn Fn() -> bool,
 ) -> Result<(remote::Finished, ScriptLog), ReplayError> {
+    run_job_with(host, program, args, stdin, false, log, cancelled)
+}
+
+/// [`run_job`]; `try_recorded`: replay_op.py may run again under the interpreter the capture
+/// recorded (its `DUMPVIEW_TRY_RECORDED`), for a replay started without `--python`.
+fn run_job_with(
+    host: &remote::RemoteHost,
+    program: &str,
+    args: &[remote::Word],
+    stdin: &str,
+    try_recorded: bool,
+    log: &mut dyn FnMut(&str),
+    cancelled: &dyn Fn() -> bool,
+) -> Result<(remote::Finished, ScriptLog), ReplayError> {
     let mut said = ScriptLog::default();
+    let base = [("PYTHONDONTWRITEBYTECODE", "1"), ("PYTHONUNBUFFERED", "1")];
+    let with_recorded = [base[0], base[1], ("DUMPVIEW_TRY_RECORDED", "1")];
     let job = remote::Job {
         program,
         args,
-        env: &[("PYTHONDONTWRITEBYTECODE", "1"), ("PYTHONUNBUFFERED", "1")],
+        env: if try_recorded { &with_recorded } else { &base },
         stdin,
         collect: "out",
     };
@@ -576,7 +592,8 @@ fn run_remote(
         Some(p) => (p.clone(), "--python, on the remote host"),
         None => (
             "python3".to_string(),
-            "the remote host's python3 (--python chooses)",
+            "the remote host's python3, or the interpreter the capture recorded where it is \
+             there (--python chooses)",
         ),
     };
     // `python3 - ARGS`: the script is its stdin (after the upload's prelude, if any).
@@ -596,7 +613,9 @@ fn run_remote(
         remote::Word::Literal("--out".into()),
         remote::Word::InTemp("out".into()),
     ]);
-    let (finished, said) = run_job(&host, &program, &args, &stdin, log, cancelled)?;
+    let try_recorded = request.python.is_none();
+    let (finished, said) =
+        run_job_with(&host, &program, &args, &stdin, try_recorded, log, cancelled)?;
     // The files first, whatever the status: a side that killed the process left evidence.
     if !finished.files.is_empty() {
         std::fs::create_dir_all(out)
