@@ -432,9 +432,14 @@ mod tests {
         };
         let text = String::from_utf8(script(&job)).unwrap();
         assert!(
-            text.contains("PYTHONDONTWRITEBYTECODE='1' 'py thon' 'it'\\''s; $(rm -rf /)' \"$d\"/'out' >\"$d/.stdout\" <\"$d/.stdin\" &\n"),
+            text.contains("PYTHONDONTWRITEBYTECODE='1' 'py thon' 'it'\\''s; $(rm -rf /)' \"$d\"/'out' >\"$d/.stdout\" <\"$d/.stdin\" 2>\"$d/.err\" &\n"),
             "{text}"
         );
+        // Its stderr reaches the session through the relayed FIFO, made before it starts.
+        let relay = text
+            .find("mkfifo \"$d/.err\" || exit 97\ncat \"$d/.err\" >&2 &\ne=$!\n")
+            .expect("the stderr relay");
+        assert!(relay < text.find("'py thon'").unwrap(), "{text}");
         // The stdin is written whole before the program starts.
         let cat = text
             .find("cat >\"$d/.stdin\" <<'DUMPVIEW_STDIN_")
